@@ -1,0 +1,1 @@
+"""LLM policies for ProGPO: prompts, action parsing, generation backends."""

@@ -1,0 +1,38 @@
+"""ProGPO environments: ALFWorld and WebShop as Gymnasium environments.
+
+Importing this package registers the environment ids::
+
+    import gymnasium as gym
+    import progpo_envs  # noqa: F401  (registers the ids)
+    env = gym.make("ProGPO-ALFWorld-v0")
+    env = gym.make("ProGPO-WebShop-v0")
+
+``gym.make("progpo_envs:ProGPO-WebShop-v0")`` imports and registers in one call.
+"""
+from __future__ import annotations
+
+from gymnasium.envs.registration import register, registry
+
+ALFWORLD_ID = "ProGPO-ALFWorld-v0"
+WEBSHOP_ID = "ProGPO-WebShop-v0"
+
+
+def register_envs() -> None:
+    """Register the ProGPO env ids with Gymnasium (idempotent)."""
+    if ALFWORLD_ID not in registry:
+        register(
+            id=ALFWORLD_ID,
+            entry_point="progpo_envs.alfworld.env:ALFWorldEnv",
+            disable_env_checker=False,
+        )
+    if WEBSHOP_ID not in registry:
+        register(
+            id=WEBSHOP_ID,
+            entry_point="progpo_envs.webshop.env:WebShopEnv",
+            disable_env_checker=False,
+        )
+
+
+register_envs()
+
+__all__ = ["ALFWORLD_ID", "WEBSHOP_ID", "register_envs"]

@@ -1,0 +1,1 @@
+"""ProGPO trainer: advantage estimators, losses, rollout + update loop."""
