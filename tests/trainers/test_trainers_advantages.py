@@ -1,0 +1,293 @@
+"""Advantage estimators: hand-computed examples for every estimator / option, and properties."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from trainers.advantages import (
+    AdvantageConfig,
+    anchor_advantages,
+    discounted_returns,
+    episode_advantages,
+    factorize,
+    grpo_advantages,
+    group_scope_first_visit,
+    progpo_episode_advantages,
+    progpo_episode_advantages_batched,
+    rloo_advantages,
+    step_advantages,
+)
+
+EPS = 1e-6
+
+
+# ----------------------------------------------------------------------------- hand-computed
+def test_grpo_hand_computed():
+    # mean 0.25, population std sqrt(0.1875) = 0.4330127
+    a = grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]))
+    np.testing.assert_allclose(a, [0.75 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS)], rtol=1e-6)
+    np.testing.assert_allclose(grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]), norm="mean"), [0.75, -0.25, -0.25, -0.25])
+    assert np.all(grpo_advantages(np.zeros(5)) == 0.0)
+
+
+def test_rloo_hand_computed():
+    np.testing.assert_allclose(rloo_advantages(np.array([1.0, 0.0, 0.0, 0.0])), [1.0, -1 / 3, -1 / 3, -1 / 3])
+    np.testing.assert_allclose(rloo_advantages(np.array([0.5, 1.0])), [-0.5, 0.5])
+    assert rloo_advantages(np.array([0.7])).tolist() == [0.0]
+
+
+def test_progpo_all_failed_uses_progress():
+    # P = [0.2, 0.4, 0.6]: mean 0.4, std sqrt(0.08 / 3) = 0.1632993
+    a = progpo_episode_advantages(np.zeros(3), np.array([0.2, 0.4, 0.6]))
+    np.testing.assert_allclose(a, [-0.2 / 0.1632993, 0.0, 0.2 / 0.1632993], rtol=1e-5, atol=1e-12)
+    a2 = progpo_episode_advantages(np.zeros(3), np.array([0.2, 0.4, 0.6]), lam=2.0)
+    np.testing.assert_allclose(a2, 2 * a)
+
+
+def test_progpo_success_group_is_base():
+    r, p = np.array([1.0, 0.0, 0.0]), np.array([0.1, 0.9, 0.5])
+    np.testing.assert_array_equal(progpo_episode_advantages(r, p, base="grpo"), grpo_advantages(r))
+    np.testing.assert_array_equal(progpo_episode_advantages(r, p, base="gigpo"), grpo_advantages(r))
+    np.testing.assert_array_equal(progpo_episode_advantages(r, p, base="rloo"), rloo_advantages(r))
+
+
+def test_progpo_thresholds():
+    p = np.array([0.1, 0.5])
+    # tau_R: max outcome 5e-4 < 1e-3 -> all failed -> progress; 2e-3 -> GRPO on outcomes
+    np.testing.assert_allclose(progpo_episode_advantages(np.array([5e-4, 0.0]), p), [-1.0, 1.0], rtol=1e-4)
+    np.testing.assert_allclose(progpo_episode_advantages(np.array([2e-3, 0.0]), p), [1.0, -1.0], rtol=1e-3)
+    # tau_P: std P = 5e-5 < 1e-4 -> zeros; std 2e-4 -> used
+    assert np.all(progpo_episode_advantages(np.zeros(2), np.array([0.3, 0.3001])) == 0.0)
+    np.testing.assert_allclose(progpo_episode_advantages(np.zeros(2), np.array([0.3, 0.3004])), [-1, 1], rtol=1e-2)
+
+
+def test_progpo_rejects_bad_input():
+    with pytest.raises(ValueError, match="base"):
+        progpo_episode_advantages(np.zeros(2), np.zeros(2), base="ppo")
+    with pytest.raises(ValueError, match="1-D"):
+        progpo_episode_advantages(np.zeros(2), np.zeros(3))
+    with pytest.raises(ValueError, match="NaN"):
+        progpo_episode_advantages(np.array([np.nan, 0.0]), np.zeros(2))
+    with pytest.raises(ValueError, match="estimator"):
+        AdvantageConfig(estimator="ppo")
+
+
+def _gigpo_example():
+    # traj 0: states a, b; success at t=1. traj 1: states a, c, b; failure.
+    return dict(
+        outcomes=np.array([1.0, 0.0]), traj_group=np.array([0, 0]),
+        step_traj=np.array([0, 0, 1, 1, 1]), step_index=np.array([0, 1, 0, 1, 2]),
+        state_ids=factorize(["a", "b", "a", "c", "b"]),
+    )
+
+
+def test_gigpo_hand_computed():
+    # returns (gamma .95): traj0 [.95, 1], traj1 [0, 0, 0]. anchors a: {.95, 0} -> +-1,
+    # b: {1, 0} -> +-1, c alone -> 0. episode A^E = [+1, -1].
+    out = step_advantages(**_gigpo_example(), config=AdvantageConfig(estimator="gigpo"))
+    np.testing.assert_allclose(out.steps, [2, 2, -2, -1, -2], rtol=1e-5)
+    half = step_advantages(**_gigpo_example(), config=AdvantageConfig(estimator="gigpo", omega=0.5))
+    np.testing.assert_allclose(half.steps, [1.5, 1.5, -1.5, -1, -1.5], rtol=1e-5)
+    mean = step_advantages(**_gigpo_example(), config=AdvantageConfig(estimator="gigpo", norm="mean"))
+    np.testing.assert_allclose(mean.steps, [0.975, 1.0, -0.975, -0.5, -1.0], rtol=1e-9)
+    # gamma = 0.5: anchor a returns {0.5, 0} -> still +-1 with mean_std; check with norm="mean"
+    g5 = step_advantages(**_gigpo_example(), config=AdvantageConfig(estimator="gigpo", norm="mean", gamma=0.5))
+    np.testing.assert_allclose(g5.steps, [0.75, 1.0, -0.75, -0.5, -1.0], rtol=1e-9)
+
+
+def test_progpo_gigpo_step_level_hand_computed():
+    # all failed. traj0: a -> b -> new (fv T, T). traj1: a -> a -> a ("look" twice, fv F, F).
+    # P = [1, 0] -> A^E = [+1, -1]. fv returns: traj0 [1.95, 1], traj1 [0, 0].
+    # anchor a = {1.95, 0, 0}: mean .65, std .9192388 -> [1.4142, -.7071, -.7071]; b alone -> 0.
+    kw = dict(outcomes=np.zeros(2), traj_group=np.array([0, 0]), step_traj=np.array([0, 0, 1, 1]),
+              step_index=np.array([0, 1, 0, 1]), state_ids=factorize(["a", "b", "a", "a"]),
+              first_visit=np.array([True, True, False, False]))
+    out = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-gigpo"))
+    np.testing.assert_allclose(out.steps, [1 + 1.3 / 0.9192388, 1.0, -1 - 0.65 / 0.9192388, -1 - 0.65 / 0.9192388], rtol=1e-5)
+    np.testing.assert_allclose(out.coverage, [1.0, 0.0])
+    assert out.all_failed.tolist() == [True]
+    # the same steps under plain GiGPO: everything is 0 (the credit trap)
+    assert np.all(step_advantages(**kw, config=AdvantageConfig(estimator="gigpo")).steps == 0.0)
+
+
+def test_progpo_gigpo_success_group_equals_gigpo():
+    ex = _gigpo_example()
+    fv = np.array([True, False, True, True, False])
+    a = step_advantages(**ex, first_visit=fv, config=AdvantageConfig(estimator="progpo-gigpo"))
+    b = step_advantages(**ex, config=AdvantageConfig(estimator="gigpo"))
+    np.testing.assert_array_equal(a.steps, b.steps)
+
+
+def test_coverage_rate_vs_count():
+    # traj0: 4 steps, 3 first visits (rate .75, count 3); traj1: 2 steps, 1 (.5, 1); traj2: 1 step, 1 (1, 1)
+    kw = dict(outcomes=np.zeros(3), traj_group=np.zeros(3, int),
+              step_traj=np.array([0, 0, 0, 0, 1, 1, 2]), step_index=np.array([0, 1, 2, 3, 0, 1, 0]),
+              first_visit=np.array([1, 1, 0, 1, 1, 0, 1], bool))
+    rate = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", coverage="rate"))
+    np.testing.assert_allclose(rate.coverage, [0.75, 0.5, 1.0])
+    np.testing.assert_allclose(rate.episode, [0.0, -1.2247449, 1.2247449], rtol=1e-5, atol=1e-9)
+    count = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", coverage="count"))
+    np.testing.assert_allclose(count.coverage, [3, 1, 1])
+    np.testing.assert_allclose(count.episode, [1.4142136, -0.7071068, -0.7071068], rtol=1e-5)
+    np.testing.assert_allclose(count.steps, count.episode[kw["step_traj"]])
+
+
+def test_scope_group_hand_computed():
+    # both start in s0. traj0: s0 -> s1 -> s2; traj1: s0 -> s2 -> s3 (all new in their episodes).
+    # group scope: s2 first reached by traj1 at t=1, so traj0's s2 (t=2) does not count:
+    # P = [0.5, 1.0] -> [-1, +1]. episode scope: P = [1, 1] -> 0.
+    kw = dict(outcomes=np.zeros(2), traj_group=np.array([0, 0]), step_traj=np.array([0, 0, 1, 1]),
+              step_index=np.array([0, 1, 0, 1]), state_ids=np.array([0, 1, 0, 2]),
+              next_ids=np.array([1, 2, 2, 3]), first_visit=np.ones(4, bool))
+    grp = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", scope="group"))
+    np.testing.assert_allclose(grp.coverage, [0.5, 1.0])
+    np.testing.assert_allclose(grp.episode, [-1, 1], rtol=1e-5)
+    epi = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", scope="episode"))
+    assert np.all(epi.steps == 0.0)
+    # returning to the reset state never counts, even if the episode flag says so
+    fv = group_scope_first_visit(np.ones(1, bool), np.array([0]), np.array([0]), np.array([0]),
+                                 np.array([5]), np.array([5]))
+    assert fv.tolist() == [False]
+
+
+def test_discounted_returns_and_anchor_helpers():
+    # steps given out of order: traj 1 = [1, 0, 2], traj 0 = [0, 1]
+    r = discounted_returns(np.array([2.0, 1.0, 1.0, 0.0, 0.0]), np.array([1, 0, 1, 0, 1]),
+                           np.array([2, 1, 0, 0, 1]), gamma=0.5)
+    np.testing.assert_allclose(r, [2.0, 1.0, 1.5, 0.5, 1.0])
+    with pytest.raises(ValueError, match="share"):
+        discounted_returns(np.ones(2), np.array([0, 0]), np.array([1, 1]))
+    np.testing.assert_allclose(anchor_advantages(np.array([3.0, 1.0, 5.0]), np.array([0, 0, 1]), norm="mean"), [1, -1, 0])
+
+
+def test_step_advantages_errors():
+    with pytest.raises(ValueError, match="state_ids"):
+        step_advantages(np.zeros(1), np.zeros(1), np.zeros(1, int), np.zeros(1, int), config=AdvantageConfig(estimator="gigpo"))
+    with pytest.raises(ValueError, match="first_visit"):
+        step_advantages(np.zeros(1), np.zeros(1), np.zeros(1, int), np.zeros(1, int), config=AdvantageConfig(estimator="progpo-grpo"))
+    with pytest.raises(ValueError, match="step_traj"):
+        step_advantages(np.zeros(1), np.zeros(1), np.array([3]), np.zeros(1, int), config=AdvantageConfig(estimator="grpo"))
+
+
+# ----------------------------------------------------------------------------- properties
+BASES = ["grpo", "rloo", "gigpo"]
+floats01 = st.floats(0.0, 1.0, allow_nan=False)
+
+
+@st.composite
+def group(draw, min_g=2, max_g=8):
+    g = draw(st.integers(min_g, max_g))
+    r = np.array(draw(st.lists(floats01, min_size=g, max_size=g)))
+    p = np.array(draw(st.lists(floats01, min_size=g, max_size=g)))
+    return r, p
+
+
+@settings(max_examples=150, deadline=None)
+@given(group(), st.sampled_from(BASES), st.integers(0, 7))
+def test_prop_success_groups_untouched(gp, base, k):
+    r, p = gp
+    r[k % r.size] = max(r[k % r.size], 1e-3)  # at least one success
+    base_adv = rloo_advantages(r) if base == "rloo" else grpo_advantages(r)
+    np.testing.assert_array_equal(progpo_episode_advantages(r, p, base=base), base_adv)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(1, 8), floats01, st.sampled_from(BASES), st.floats(0.0, 9.99e-4))
+def test_prop_all_failed_equal_coverage_is_zero(g, cov, base, fail):
+    r = np.full(g, fail)
+    assert np.all(progpo_episode_advantages(r, np.full(g, cov), base=base) == 0.0)
+
+
+@settings(max_examples=150, deadline=None)
+@given(group(), st.sampled_from(BASES), st.randoms(use_true_random=False))
+def test_prop_order_invariance(gp, base, rnd):
+    r, p = gp
+    if rnd.random() < 0.5:
+        r = np.zeros_like(r)  # exercise the all-failed branch half of the time
+    perm = np.array(rnd.sample(range(r.size), r.size))
+    a = progpo_episode_advantages(r, p, base=base)
+    np.testing.assert_allclose(progpo_episode_advantages(r[perm], p[perm], base=base), a[perm], atol=1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(group(2, 6), min_size=1, max_size=6), st.sampled_from(BASES))
+def test_prop_batched_equals_per_group(groups, base):
+    ref = [progpo_episode_advantages(r, p, base=base) for r, p in groups]
+    flat_r = np.concatenate([r for r, _ in groups])
+    flat_p = np.concatenate([p for _, p in groups])
+    gid = np.repeat(np.arange(len(groups)), [r.size for r, _ in groups])
+    flat = episode_advantages(flat_r, gid, flat_p, estimator=f"progpo-{base}")
+    np.testing.assert_allclose(flat, np.concatenate(ref), atol=1e-9)
+    sizes = {r.size for r, _ in groups}
+    if len(sizes) == 1:
+        b = progpo_episode_advantages_batched(np.stack([r for r, _ in groups]), np.stack([p for _, p in groups]), base=base)
+        np.testing.assert_allclose(b, np.stack(ref), atol=1e-9)
+
+
+@st.composite
+def step_batch(draw):
+    """Random groups of trajectories with random states / first-visit flags."""
+    n_groups = draw(st.integers(1, 4))
+    outcomes, tgroup, straj, sidx, states, nxt = [], [], [], [], [], []
+    n = 0
+    for g in range(n_groups):
+        size = draw(st.integers(1, 4))
+        fail = draw(st.booleans())
+        for _ in range(size):
+            outcomes.append(0.0 if fail else draw(floats01))
+            tgroup.append(g * 10)
+            length = draw(st.integers(1, 5))
+            path = draw(st.lists(st.integers(0, 4), min_size=length + 1, max_size=length + 1))
+            for t in range(length):
+                straj.append(n); sidx.append(t); states.append(path[t]); nxt.append(path[t + 1])
+            n += 1
+    straj_a = np.array(straj)
+    states_a, nxt_a = np.array(states), np.array(nxt)
+    fv = np.zeros(len(straj), bool)
+    for i in range(n):  # episode-scope first visit, as FirstVisitCoverage computes it
+        seen: set[int] = set()
+        for k in np.flatnonzero(straj_a == i):
+            if not seen:
+                seen.add(states_a[k])
+            fv[k] = nxt_a[k] not in seen
+            seen.add(nxt_a[k])
+    return dict(outcomes=np.array(outcomes), traj_group=np.array(tgroup), step_traj=straj_a,
+                step_index=np.array(sidx), state_ids=states_a, next_ids=nxt_a, first_visit=fv)
+
+
+CONFIGS = [AdvantageConfig(estimator=e) for e in ("grpo", "rloo", "gigpo", "progpo-grpo", "progpo-rloo", "progpo-gigpo")] + [
+    AdvantageConfig(estimator="progpo-gigpo", scope="group", coverage="count", norm="mean", lam=0.5, omega=0.3)]
+
+
+def _subset(batch, traj_sel):
+    """Steps of the given trajectories, renumbered (and reordered as traj_sel says)."""
+    remap = {int(old): new for new, old in enumerate(traj_sel)}
+    keep = np.isin(batch["step_traj"], traj_sel)
+    out = {k: batch[k][keep] for k in ("step_index", "state_ids", "next_ids", "first_visit")}
+    out["step_traj"] = np.array([remap[int(i)] for i in batch["step_traj"][keep]], dtype=np.int64)
+    out["outcomes"] = batch["outcomes"][traj_sel]
+    out["traj_group"] = batch["traj_group"][traj_sel]
+    return out, keep
+
+
+@settings(max_examples=80, deadline=None)
+@given(step_batch(), st.sampled_from(CONFIGS), st.randoms(use_true_random=False))
+def test_prop_step_level_order_and_batching(batch, cfg, rnd):
+    full = step_advantages(**batch, config=cfg).steps
+    n = batch["outcomes"].size
+    # trajectory order invariance
+    perm = np.array(rnd.sample(range(n), n))
+    sub, keep = _subset(batch, perm)
+    permuted = step_advantages(**sub, config=cfg).steps
+    inv = np.empty(n, int); inv[perm] = np.arange(n)
+    # map each permuted step back: same (original traj, t)
+    orig = {(int(t), int(s)): a for t, s, a in zip(batch["step_traj"], batch["step_index"], full)}
+    back = [orig[(int(perm[t]), int(s))] for t, s in zip(sub["step_traj"], sub["step_index"])]
+    np.testing.assert_allclose(permuted, back, atol=1e-9)
+    # batched == per group
+    for g in np.unique(batch["traj_group"]):
+        sel = np.flatnonzero(batch["traj_group"] == g)
+        sub, keep = _subset(batch, sel)
+        np.testing.assert_allclose(step_advantages(**sub, config=cfg).steps, full[keep], atol=1e-9)

@@ -1,0 +1,512 @@
+"""Group-relative advantage estimators: GRPO, RLOO, GiGPO and ProGPO on top of any of them.
+
+Pure numpy functions, no env, no model. Notation follows the ProGPO paper (DESIGN.md section 5):
+
+- ``R_i``: outcome reward of trajectory ``i`` in a group of ``G`` trajectories of one task.
+- ``P_i``: progress of trajectory ``i`` = first-visit coverage rate ``(D_i - 1) / T_i``
+  (``D_i`` distinct canonical observations seen, reset one included; ``T_i`` steps).
+- all-failed group: ``max_i R_i < tau_R``. Only there ProGPO replaces the base estimator:
+  ``A^E_i = lambda * (P_i - mean P) / (std P + eps)`` if ``std P >= tau_P`` else ``0``.
+- GiGPO step level: steps of one group with the same current canonical state ``o_t`` form an
+  anchor group; ``A^S = (ret_t - mean_anchor ret) / (std_anchor ret + eps)`` where ``ret_t`` is
+  the discounted (``gamma``) return from step ``t``; a step alone in its anchor group gets 0.
+  ``A = A^E + omega * A^S``. ProGPO's step level uses ``first_visit_t`` as the step reward.
+
+Every ``std`` is the population std (``ddof=0``), as in GRPO implementations.
+
+Three layers, from the simplest to the one the trainer calls:
+
+1. single group, 1-D arrays: :func:`grpo_advantages`, :func:`rloo_advantages`,
+   :func:`progpo_episode_advantages` (the paper's function, exact signature);
+2. batched episode level over many groups, either ``(B, G)`` arrays
+   (:func:`progpo_episode_advantages_batched`) or flat arrays with group ids (ragged groups,
+   :func:`episode_advantages`);
+3. step level over flat step arrays: :func:`step_advantages` with an :class:`AdvantageConfig`
+   (``estimator="grpo"|"rloo"|"gigpo"|"progpo-grpo"|"progpo-rloo"|"progpo-gigpo"``).
+
+>>> import numpy as np
+>>> progpo_episode_advantages(np.array([0.0, 0.0]), np.array([0.2, 0.6])).round(4)
+array([-1.,  1.])
+>>> progpo_episode_advantages(np.array([1.0, 0.0]), np.array([0.2, 0.6])).round(4)  # success: GRPO
+array([ 1., -1.])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+import numpy as np
+
+__all__ = [
+    "ESTIMATORS",
+    "AdvantageConfig",
+    "StepAdvantages",
+    "grpo_advantages",
+    "rloo_advantages",
+    "progress_advantages",
+    "progpo_episode_advantages",
+    "progpo_episode_advantages_batched",
+    "episode_advantages",
+    "discounted_returns",
+    "anchor_advantages",
+    "group_scope_first_visit",
+    "step_advantages",
+    "factorize",
+]
+
+Base = Literal["grpo", "rloo", "gigpo"]
+Norm = Literal["mean_std", "mean"]
+ESTIMATORS: tuple[str, ...] = ("grpo", "rloo", "gigpo", "progpo-grpo", "progpo-rloo", "progpo-gigpo")
+
+
+# ----------------------------------------------------------------------------------------------
+# Segment statistics (one segment = one group / one anchor group), the only numeric primitives.
+# ----------------------------------------------------------------------------------------------
+def _segment_stats(x: np.ndarray, seg: np.ndarray, n_seg: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-segment (count, mean, population std) of ``x``; two-pass for accuracy."""
+    count = np.bincount(seg, minlength=n_seg).astype(np.float64)
+    safe = np.maximum(count, 1.0)
+    mean = np.bincount(seg, weights=x, minlength=n_seg) / safe
+    dev = x - mean[seg]
+    std = np.sqrt(np.bincount(seg, weights=dev * dev, minlength=n_seg) / safe)
+    return count, mean, std
+
+
+def _as_float(x: np.ndarray | Sequence[float], name: str) -> np.ndarray:
+    a = np.asarray(x, dtype=np.float64)
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return a
+
+
+def _check_norm(norm: str) -> None:
+    if norm not in ("mean_std", "mean"):
+        raise ValueError(f"norm must be 'mean_std' or 'mean', got {norm!r}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Episode level, flat arrays with group ids (ragged groups allowed). Everything else calls these.
+# ----------------------------------------------------------------------------------------------
+def _grpo_flat(r: np.ndarray, gid: np.ndarray, n: int, eps: float, norm: str) -> np.ndarray:
+    _, mean, std = _segment_stats(r, gid, n)
+    centered = r - mean[gid]  # R_i - mean_j R_j
+    return centered / (std[gid] + eps) if norm == "mean_std" else centered
+
+
+def _rloo_flat(r: np.ndarray, gid: np.ndarray, n: int) -> np.ndarray:
+    count, mean, _ = _segment_stats(r, gid, n)
+    g = count[gid]
+    # R_i - mean_{j != i} R_j = G / (G - 1) * (R_i - mean_j R_j); a group of one gets 0.
+    return np.where(g > 1, (r - mean[gid]) * g / np.maximum(g - 1.0, 1.0), 0.0)
+
+
+def _progress_flat(p: np.ndarray, gid: np.ndarray, n: int, lam: float, tau_p: float, eps: float, norm: str) -> np.ndarray:
+    _, mean, std = _segment_stats(p, gid, n)
+    centered = p - mean[gid]  # P_i - mean_j P_j
+    scaled = centered / (std[gid] + eps) if norm == "mean_std" else centered
+    return np.where(std[gid] >= tau_p, lam * scaled, 0.0)  # gate: no progress signal -> 0
+
+
+def _all_failed_flat(r: np.ndarray, gid: np.ndarray, n: int, tau_r: float) -> np.ndarray:
+    best = np.full(n, -np.inf)
+    np.maximum.at(best, gid, r)
+    return best < tau_r  # max_i R_i < tau_R
+
+
+def episode_advantages(
+    outcomes: np.ndarray,
+    group_ids: np.ndarray,
+    coverage: np.ndarray | None = None,
+    *,
+    estimator: str = "progpo-grpo",
+    lam: float = 1.0,
+    norm: Norm = "mean_std",
+    tau_r: float = 1e-3,
+    tau_p: float = 1e-4,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """Episode-level advantage of each trajectory, many (possibly ragged) groups at once.
+
+    ``outcomes[i]`` is ``R_i``, ``group_ids[i]`` the group of trajectory ``i`` (any ints),
+    ``coverage[i]`` its progress ``P_i`` (needed by ``progpo-*`` estimators). GiGPO's episode
+    level is GRPO's.
+
+    >>> episode_advantages(np.array([1., 0., 0., 0.]), np.array([0, 0, 1, 1]),
+    ...                    np.array([.1, .2, .1, .3]), estimator="progpo-grpo").round(3)
+    array([ 1., -1., -1.,  1.])
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
+    _check_norm(norm)
+    r = _as_float(outcomes, "outcomes").reshape(-1)
+    _, gid = np.unique(np.asarray(group_ids).reshape(-1), return_inverse=True)
+    if gid.shape != r.shape:
+        raise ValueError(f"group_ids has {gid.size} entries, outcomes {r.size}")
+    n = int(gid.max()) + 1 if gid.size else 0
+    base = estimator.removeprefix("progpo-")
+    adv = _rloo_flat(r, gid, n) if base == "rloo" else _grpo_flat(r, gid, n, eps, norm)
+    if not estimator.startswith("progpo-"):
+        return adv
+    if coverage is None:
+        raise ValueError(f"estimator {estimator!r} needs the coverage P_i of each trajectory")
+    p = _as_float(coverage, "coverage").reshape(-1)
+    if p.shape != r.shape:
+        raise ValueError(f"coverage has {p.size} entries, outcomes {r.size}")
+    failed = _all_failed_flat(r, gid, n, tau_r)[gid]
+    return np.where(failed, _progress_flat(p, gid, n, lam, tau_p, eps, norm), adv)
+
+
+# ----------------------------------------------------------------------------------------------
+# Single group (1-D) and batched (B, G) conveniences.
+# ----------------------------------------------------------------------------------------------
+def grpo_advantages(outcomes: np.ndarray, eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
+    """GRPO: ``A_i = (R_i - mean R) / (std R + eps)`` over the last axis (one group per row).
+
+    >>> grpo_advantages(np.array([1.0, 0.0, 0.0, 1.0]))
+    array([ 0.999998, -0.999998, -0.999998,  0.999998])
+    """
+    r = _as_float(outcomes, "outcomes")
+    _check_norm(norm)
+    centered = r - r.mean(axis=-1, keepdims=True)
+    return centered / (r.std(axis=-1, keepdims=True) + eps) if norm == "mean_std" else centered
+
+
+def rloo_advantages(outcomes: np.ndarray) -> np.ndarray:
+    """RLOO: ``A_i = R_i - mean_{j != i} R_j`` over the last axis (0 for a group of one).
+
+    >>> rloo_advantages(np.array([1.0, 0.0, 0.0]))
+    array([ 1. , -0.5, -0.5])
+    """
+    r = _as_float(outcomes, "outcomes")
+    g = r.shape[-1]
+    if g < 2:
+        return np.zeros_like(r)
+    return (r.sum(axis=-1, keepdims=True) - r) * (-1.0 / (g - 1)) + r
+
+
+def progress_advantages(
+    coverage: np.ndarray, lam: float = 1.0, tau_p: float = 1e-4, eps: float = 1e-6, norm: Norm = "mean_std"
+) -> np.ndarray:
+    """ProGPO's all-failed signal over the last axis: ``lambda * (P - mean P) / (std P + eps)``,
+    0 where ``std P < tau_P``.
+
+    >>> progress_advantages(np.array([0.1, 0.1, 0.1]))
+    array([0., 0., 0.])
+    """
+    p = _as_float(coverage, "coverage")
+    _check_norm(norm)
+    std = p.std(axis=-1, keepdims=True)
+    centered = p - p.mean(axis=-1, keepdims=True)
+    scaled = centered / (std + eps) if norm == "mean_std" else centered
+    return np.where(std >= tau_p, lam * scaled, 0.0)
+
+
+def progpo_episode_advantages(
+    outcomes: np.ndarray,
+    coverage_rate: np.ndarray,
+    base: str = "grpo",
+    lam: float = 1.0,
+    tau_r: float = 1e-3,
+    tau_p: float = 1e-4,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """ProGPO episode advantages of ONE group (1-D arrays of length G).
+
+    Any success (``max R >= tau_R``): the base estimator (``"grpo"``, ``"rloo"``, or
+    ``"gigpo"`` whose episode level is GRPO) unchanged. All failed: progress advantages
+    ``lambda * (P_i - mean P) / (std P + eps)``, or zeros when ``std P < tau_P``.
+
+    >>> progpo_episode_advantages(np.zeros(3), np.array([0.0, 0.5, 1.0]), lam=0.5).round(4)
+    array([-0.6124,  0.    ,  0.6124])
+    """
+    r = _as_float(outcomes, "outcomes")
+    p = _as_float(coverage_rate, "coverage_rate")
+    if r.ndim != 1 or p.shape != r.shape:
+        raise ValueError(f"expected two 1-D arrays of one length, got {r.shape} and {p.shape}")
+    if base not in ("grpo", "rloo", "gigpo"):
+        raise ValueError(f"base must be 'grpo', 'rloo' or 'gigpo', got {base!r}")
+    if r.size == 0:
+        return r.copy()
+    if r.max() >= tau_r:
+        return rloo_advantages(r) if base == "rloo" else grpo_advantages(r, eps)
+    return progress_advantages(p, lam, tau_p, eps)
+
+
+def progpo_episode_advantages_batched(
+    outcomes: np.ndarray,
+    coverage_rate: np.ndarray,
+    base: str = "grpo",
+    lam: float = 1.0,
+    tau_r: float = 1e-3,
+    tau_p: float = 1e-4,
+    eps: float = 1e-6,
+) -> np.ndarray:
+    """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out.
+
+    >>> progpo_episode_advantages_batched(np.array([[1., 0.], [0., 0.]]),
+    ...                                   np.array([[.1, .5], [.1, .5]])).round(4)
+    array([[ 1., -1.],
+           [-1.,  1.]])
+    """
+    r = _as_float(outcomes, "outcomes")
+    p = _as_float(coverage_rate, "coverage_rate")
+    if r.ndim != 2 or p.shape != r.shape:
+        raise ValueError(f"expected two (B, G) arrays of one shape, got {r.shape} and {p.shape}")
+    if base not in ("grpo", "rloo", "gigpo"):
+        raise ValueError(f"base must be 'grpo', 'rloo' or 'gigpo', got {base!r}")
+    adv = rloo_advantages(r) if base == "rloo" else grpo_advantages(r, eps)
+    failed = r.max(axis=-1, keepdims=True) < tau_r
+    return np.where(failed, progress_advantages(p, lam, tau_p, eps), adv)
+
+
+# ----------------------------------------------------------------------------------------------
+# Step level.
+# ----------------------------------------------------------------------------------------------
+def factorize(keys: Sequence[object]) -> np.ndarray:
+    """Map hashable keys (e.g. canonical observation strings) to dense int ids, first seen first.
+
+    >>> factorize(["b", "a", "b"])
+    array([0, 1, 0])
+    """
+    table: dict[object, int] = {}
+    return np.fromiter((table.setdefault(k, len(table)) for k in keys), dtype=np.int64, count=len(keys))
+
+
+def discounted_returns(
+    rewards: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray, gamma: float = 0.95
+) -> np.ndarray:
+    """``ret_t = sum_{k >= t} gamma^(k - t) r_k`` within each trajectory; steps in any order.
+
+    ``step_traj`` gives each step's trajectory (dense ints 0..N-1), ``step_index`` its time t.
+
+    >>> discounted_returns(np.array([0., 0., 1.]), np.array([0, 0, 0]), np.array([0, 1, 2]), 0.5)
+    array([0.25, 0.5 , 1.  ])
+    """
+    r = _as_float(rewards, "rewards")
+    traj = np.asarray(step_traj, dtype=np.int64)
+    t = np.asarray(step_index, dtype=np.int64)
+    if r.size == 0:
+        return r.copy()
+    if t.min() < 0:
+        raise ValueError("step_index must be >= 0")
+    n_traj, t_max = int(traj.max()) + 1, int(t.max()) + 1
+    if n_traj * t_max <= 50_000_000:  # padded (N, T) matrix, backward recursion over columns
+        seen = np.zeros((n_traj, t_max), dtype=bool)
+        seen[traj, t] = True
+        if int(seen.sum()) != r.size:
+            raise ValueError("two steps share one (step_traj, step_index) pair")
+        pad = np.zeros((n_traj, t_max))
+        pad[traj, t] = r
+        ret = np.zeros_like(pad)
+        acc = np.zeros(n_traj)
+        for col in range(t_max - 1, -1, -1):
+            acc = pad[:, col] + gamma * acc
+            ret[:, col] = acc
+        return ret[traj, t]
+    # Very long, very uneven trajectories: sort by (traj, t) and recurse step by step.
+    order = np.lexsort((t, traj))
+    out = np.empty_like(r)
+    acc, prev = 0.0, -1
+    for k in order[::-1]:
+        acc = r[k] + (gamma * acc if traj[k] == prev else 0.0)
+        prev = traj[k]
+        out[k] = acc
+    return out
+
+
+def anchor_advantages(
+    returns: np.ndarray, anchor_keys: np.ndarray, eps: float = 1e-6, norm: Norm = "mean_std"
+) -> np.ndarray:
+    """GiGPO's step-level advantage: returns normalized within anchor groups; singletons get 0.
+
+    ``anchor_keys`` identifies the anchor group of each step (e.g. ``group * S + state_id``).
+
+    >>> anchor_advantages(np.array([1.0, 0.5, 0.2]), np.array([7, 7, 3])).round(4)
+    array([ 1., -1.,  0.])
+    """
+    _check_norm(norm)
+    ret = _as_float(returns, "returns")
+    _, aid = np.unique(np.asarray(anchor_keys), return_inverse=True)
+    aid = aid.reshape(-1)
+    n = int(aid.max()) + 1 if aid.size else 0
+    count, mean, std = _segment_stats(ret, aid, n)
+    centered = ret - mean[aid]
+    scaled = centered / (std[aid] + eps) if norm == "mean_std" else centered
+    return np.where(count[aid] > 1, scaled, 0.0)
+
+
+def group_scope_first_visit(
+    first_visit: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    traj_group: np.ndarray,
+    state_ids: np.ndarray,
+    next_ids: np.ndarray,
+) -> np.ndarray:
+    """First visit counted once per group (``scope="group"``).
+
+    A step's resulting state ``o_{t+1}`` (reached at time ``t + 1``) counts if it is new in its
+    episode AND no trajectory of the group reached it earlier (reset states count as time 0).
+    Ties at the same time all count, so the result does not depend on trajectory order.
+
+    >>> group_scope_first_visit(np.array([True, True, True]), np.array([0, 0, 1]),
+    ...     np.array([0, 1, 0]), np.array([0, 0]), np.array([0, 1, 0]), np.array([1, 2, 2]))
+    array([ True, False,  True])
+    """
+    fv = np.asarray(first_visit, dtype=bool)
+    traj = np.asarray(step_traj, dtype=np.int64)
+    t = np.asarray(step_index, dtype=np.int64)
+    grp = np.asarray(traj_group)[traj]
+    first = t == 0
+    # (group, state, time) for every resulting state, plus every reset state at time 0.
+    g_all = np.concatenate([grp, grp[first]])
+    s_all = np.concatenate([np.asarray(next_ids), np.asarray(state_ids)[first]])
+    time_all = np.concatenate([t + 1, np.zeros(int(first.sum()), dtype=np.int64)])
+    _, s_dense = np.unique(s_all, return_inverse=True)
+    _, key = np.unique(g_all.astype(np.int64) * (int(s_dense.max()) + 1) + s_dense.reshape(-1), return_inverse=True)
+    key = key.reshape(-1)
+    earliest = np.full(int(key.max()) + 1 if key.size else 0, np.iinfo(np.int64).max)
+    np.minimum.at(earliest, key, time_all)
+    return fv & (earliest[key[: fv.size]] == t + 1)
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Options of :func:`step_advantages`; defaults reproduce the paper.
+
+    estimator: ``grpo | rloo | gigpo | progpo-grpo | progpo-rloo | progpo-gigpo``.
+    gamma, omega: GiGPO discount and step-level weight. lam: ProGPO lambda.
+    norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), both levels.
+    coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
+    scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
+    """
+
+    estimator: str = "progpo-grpo"
+    gamma: float = 0.95
+    omega: float = 1.0
+    lam: float = 1.0
+    norm: Norm = "mean_std"
+    coverage: Literal["rate", "count"] = "rate"
+    scope: Literal["episode", "group"] = "episode"
+    tau_r: float = 1e-3
+    tau_p: float = 1e-4
+    eps: float = 1e-6
+
+    def __post_init__(self) -> None:
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"unknown estimator {self.estimator!r}; choose one of {ESTIMATORS}")
+        _check_norm(self.norm)
+        if self.coverage not in ("rate", "count"):
+            raise ValueError(f"coverage must be 'rate' or 'count', got {self.coverage!r}")
+        if self.scope not in ("episode", "group"):
+            raise ValueError(f"scope must be 'episode' or 'group', got {self.scope!r}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+
+    @property
+    def base(self) -> str:
+        return self.estimator.removeprefix("progpo-")
+
+    @property
+    def progpo(self) -> bool:
+        return self.estimator.startswith("progpo-")
+
+
+@dataclass(frozen=True)
+class StepAdvantages:
+    """Result of :func:`step_advantages`: per step, per trajectory and per group arrays."""
+
+    steps: np.ndarray  # (S,) advantage of each step (what the PPO loss uses)
+    episode: np.ndarray  # (N,) episode-level advantage A^E of each trajectory
+    coverage: np.ndarray  # (N,) progress P_i under the configured coverage / scope
+    all_failed: np.ndarray  # (n_groups,) bool, by dense group index (sorted unique group ids)
+
+
+def step_advantages(
+    outcomes: np.ndarray,
+    traj_group: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    state_ids: np.ndarray | None = None,
+    first_visit: np.ndarray | None = None,
+    next_ids: np.ndarray | None = None,
+    step_rewards: np.ndarray | None = None,
+    config: AdvantageConfig = AdvantageConfig(),
+) -> StepAdvantages:
+    """Advantages of every step of a batch of groups, for any estimator.
+
+    Trajectory arrays (length N): ``outcomes`` R_i, ``traj_group`` its group id.
+    Step arrays (length S, any order): ``step_traj`` trajectory index in ``0..N-1``,
+    ``step_index`` time t, ``state_ids`` int id of the canonical state o_t (anchor; needed by
+    gigpo and by group scope), ``first_visit`` (needed by progpo), ``next_ids`` id of o_{t+1}
+    (group scope only), ``step_rewards`` (GiGPO returns; default: R_i on the last step).
+
+    >>> out = step_advantages(np.array([0., 0.]), np.array([0, 0]), np.array([0, 0, 1, 1]),
+    ...     np.array([0, 1, 0, 1]), first_visit=np.array([True, True, True, False]))
+    >>> out.steps.round(4)
+    array([ 1.,  1., -1., -1.])
+    """
+    cfg = config
+    r = _as_float(outcomes, "outcomes").reshape(-1)
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
+    n_traj, n_steps = r.size, traj.size
+    if np.asarray(traj_group).size != n_traj:
+        raise ValueError(f"traj_group has {np.asarray(traj_group).size} entries, outcomes {n_traj}")
+    if t.size != n_steps:
+        raise ValueError(f"step_index has {t.size} entries, step_traj {n_steps}")
+    if n_steps and (traj.min() < 0 or traj.max() >= n_traj):
+        raise ValueError(f"step_traj must index trajectories 0..{n_traj - 1}")
+    _, gid = np.unique(np.asarray(traj_group), return_inverse=True)
+    gid = gid.reshape(-1)
+    n_groups = int(gid.max()) + 1 if gid.size else 0
+    length = np.bincount(traj, minlength=n_traj).astype(np.float64)  # T_i
+    failed = _all_failed_flat(r, gid, n_groups, cfg.tau_r) if n_traj else np.zeros(0, bool)
+
+    need_states = cfg.base == "gigpo" or (cfg.progpo and cfg.scope == "group")
+    if need_states and state_ids is None:
+        raise ValueError(f"estimator {cfg.estimator!r} (scope={cfg.scope}) needs state_ids (o_t of each step)")
+    if cfg.progpo and first_visit is None:
+        raise ValueError(f"estimator {cfg.estimator!r} needs first_visit of each step")
+
+    # Progress P_i from first-visit flags (episode or group scope).
+    fv = np.zeros(n_steps)
+    coverage = np.zeros(n_traj)
+    if first_visit is not None:
+        fv_b = np.asarray(first_visit, dtype=bool).reshape(-1)
+        if fv_b.size != n_steps:
+            raise ValueError(f"first_visit has {fv_b.size} entries, step_traj {n_steps}")
+        if cfg.scope == "group":
+            if next_ids is None:
+                raise ValueError("scope='group' needs next_ids (o_{t+1} of each step)")
+            fv_b = group_scope_first_visit(fv_b, traj, t, gid, np.asarray(state_ids), np.asarray(next_ids))
+        fv = fv_b.astype(np.float64)
+        found = np.bincount(traj, weights=fv, minlength=n_traj)  # D_i - 1
+        coverage = found if cfg.coverage == "count" else found / np.maximum(length, 1.0)
+
+    # Episode level A^E.
+    ep = _rloo_flat(r, gid, n_groups) if cfg.base == "rloo" else _grpo_flat(r, gid, n_groups, cfg.eps, cfg.norm)
+    if cfg.progpo:
+        prog = _progress_flat(coverage, gid, n_groups, cfg.lam, cfg.tau_p, cfg.eps, cfg.norm)
+        ep = np.where(failed[gid], prog, ep)
+    adv = ep[traj]
+
+    # Step level A^S (GiGPO base only): anchor groups = (group, o_t).
+    if cfg.base == "gigpo" and n_steps:
+        if step_rewards is None:
+            last = np.zeros(n_traj, dtype=np.int64)
+            np.maximum.at(last, traj, t)
+            rew = np.where(t == last[traj], r[traj], 0.0)  # sparse outcome on the final step
+        else:
+            rew = _as_float(step_rewards, "step_rewards").reshape(-1)
+        ret = discounted_returns(rew, traj, t, cfg.gamma)
+        if cfg.progpo:  # all-failed groups: the step reward is first_visit_t
+            ret_fv = discounted_returns(fv, traj, t, cfg.gamma)
+            ret = np.where(failed[gid[traj]], ret_fv, ret)
+        s = np.asarray(state_ids, dtype=np.int64).reshape(-1)
+        if s.size != n_steps:
+            raise ValueError(f"state_ids has {s.size} entries, step_traj {n_steps}")
+        _, skey = np.unique(s, return_inverse=True)
+        keys = gid[traj].astype(np.int64) * (int(skey.max()) + 1) + skey.reshape(-1)
+        adv = adv + cfg.omega * anchor_advantages(ret, keys, cfg.eps, cfg.norm)
+    return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed)
