@@ -1,0 +1,447 @@
+"""BM25 product search that ranks like WebShop's pyserini/Lucene index, without Java.
+
+The original WebShop indexes one document per product with Anserini's default English
+analyzer and searches it with Lucene's ``BM25Similarity(k1=0.9, b=0.4)``. This module
+reproduces that pipeline in pure Python on top of `bm25s` and `PyStemmer`:
+
+* **Indexed text** (:func:`product_document`): ``lower(title + " " + description + " " +
+  first bullet point + " " + option text)``, the option text being
+  ``"color: black, red, and size: s, m"`` as WebShop's ``convert_product_file_format.py``
+  writes it.
+* **Analysis** (:class:`LuceneEnglishAnalyzer`): a Unicode word tokenizer following the
+  UAX#29 rules Lucene's ``StandardTokenizer`` implements (``6.5``, ``1,000`` and ``can't``
+  stay one token; ``xx-small`` is two), the English possessive filter (``women's`` ->
+  ``women``), lower-casing, Lucene's 33 English stop words, and the Porter stemmer
+  (PyStemmer ``"porter"``, the same algorithm as Lucene's ``PorterStemFilter``).
+* **Scoring**: Lucene's BM25 -- ``idf = ln(1 + (N - df + 0.5) / (df + 0.5))`` times
+  ``tf / (tf + k1 * (1 - b + b * dl / avgdl))`` -- where the document length ``dl`` goes
+  through Lucene's lossy one-byte norm encoding (``SmallFloat.intToByte4``) exactly as
+  Lucene stores it, and a query term that appears ``c`` times counts ``c`` times (Anserini's
+  bag-of-words query boosts each term by its count).
+* **Results**: documents matching at least one query term, best first, ties broken by
+  ASIN; 50 hits (:data:`SEARCH_RETURN_N`), shown 10 a page (:data:`PRODUCT_WINDOW`).
+
+Known differences from Lucene (documented, not bugs): CJK ideographs are kept together as
+one token instead of one token per character, tokens are not split at 255 characters,
+scores are summed in float64 (Lucene: float32; only exact-tie order could differ), and a
+query keeps at most 1,024 distinct terms (Lucene would raise ``TooManyClauses``).
+
+Example:
+    >>> index = SearchIndex.build(
+    ...     ["red running shoes for women", "blue denim jacket", "red wine glasses"],
+    ...     ["B0000000A1", "B0000000B2", "B0000000C3"])
+    >>> index.search("red shoes")
+    [0, 2]
+    >>> index.search_asins("jacket")
+    ['B0000000B2']
+    >>> LuceneEnglishAnalyzer().terms("The Women's Running-Shoes, size 6.5")
+    ['women', 'run', 'shoe', 'size', '6.5']
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+SEARCH_RETURN_N = 50
+PRODUCT_WINDOW = 10
+BM25_K1 = 0.9
+BM25_B = 0.4
+MAX_QUERY_TERMS = 1024
+
+#: Lucene's ``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET`` (the default of Anserini's analyzer).
+LUCENE_ENGLISH_STOP_WORDS = frozenset(
+    "a an and are as at be but by for if in into is it no not of on or such that the their "
+    "then there these they this to was will with".split()
+)
+
+_LETTER = r"[^\W\d_]"
+# UAX#29 word boundaries as Lucene's StandardTokenizer applies them: runs of word characters,
+# joined across MidLetter/MidNumLet between two letters (can't, e.g, a:b) and across
+# MidNum/MidNumLet between two digits (6.5, 1,000).
+_TOKEN_RE = re.compile(
+    rf"\w+(?:(?:(?<={_LETTER})[.:'\u2019\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
+)
+_POSSESSIVE_SUFFIXES = ("'s", "\u2019s", "'S", "\u2019S")
+
+
+class LuceneEnglishAnalyzer:
+    """Anserini's default English analysis chain: tokenize, possessive, lowercase, stop, stem.
+
+    Stems of raw tokens are memoized per analyzer instance (bounded by ``max_cache``), so
+    indexing a large catalog stems each distinct word once.
+
+    Example:
+        >>> LuceneEnglishAnalyzer().terms("Women's XX-Small shirts, 1,000 pcs")
+        ['women', 'xx', 'small', 'shirt', '1,000', 'pc']
+    """
+
+    def __init__(self, max_cache: int = 2_000_000) -> None:
+        import Stemmer  # PyStemmer
+
+        self._stem_word = Stemmer.Stemmer("porter").stemWord
+        self._cache: dict[str, str | None] = {}
+        self._max_cache = max_cache
+
+    def _normalize(self, token: str) -> str | None:
+        if token.endswith(_POSSESSIVE_SUFFIXES):
+            token = token[:-2]
+        token = token.lower()
+        if not token or token in LUCENE_ENGLISH_STOP_WORDS:
+            return None
+        return self._stem_word(token)
+
+    def terms(self, text: str) -> list[str]:
+        """Return the indexed terms of ``text`` in order (stop words removed)."""
+        cache = self._cache
+        out: list[str] = []
+        append = out.append
+        for token in _TOKEN_RE.findall(text):
+            term = cache.get(token, "")
+            if term == "":
+                term = self._normalize(token)
+                if len(cache) < self._max_cache:
+                    cache[token] = term
+            if term is not None:
+                append(term)
+        return out
+
+
+def option_text(options: Mapping[str, Sequence[str]]) -> str:
+    """WebShop's option text: ``"color: black, red, and size: s, m"``.
+
+    >>> option_text({"color": ["black", "red"], "size": ["s", "m"]})
+    'color: black, red, and size: s, m'
+    """
+    return ", and ".join(f"{name}: {', '.join(values)}" for name, values in options.items())
+
+
+def product_document(product: Mapping[str, Any]) -> str:
+    """The text WebShop indexes for a loaded product (see module docstring).
+
+    >>> product_document({"Title": "Red Shoe", "Description": "Comfy.",
+    ...                   "BulletPoints": ["Rubber sole"], "options": {"size": ["7", "8"]}})
+    'red shoe comfy. rubber sole size: 7, 8'
+    """
+    bullets = product.get("BulletPoints") or [""]
+    return " ".join(
+        [
+            str(product.get("Title") or ""),
+            str(product.get("Description") or ""),
+            str(bullets[0] or ""),
+            option_text(product.get("options") or {}),
+        ]
+    ).lower()
+
+
+# --- Lucene's SmallFloat one-byte length norm -------------------------------------------------
+
+
+def _long_to_int4(i: int) -> int:
+    num_bits = i.bit_length()
+    if num_bits < 4:
+        return i
+    shift = num_bits - 4
+    return ((i >> shift) & 0x07) | ((shift + 1) << 3)
+
+
+def _int4_to_long(i: int) -> int:
+    bits = i & 0x07
+    shift = (i >> 3) - 1
+    return bits if shift == -1 else (bits | 0x08) << shift
+
+
+_NUM_FREE_VALUES = 255 - _long_to_int4(2**31 - 1)  # 24
+
+
+def lucene_quantized_length(length: int) -> int:
+    """The document length Lucene's BM25 sees after its one-byte norm encoding.
+
+    >>> [lucene_quantized_length(n) for n in (5, 23, 24, 100, 1000)]
+    [5, 23, 24, 96, 984]
+    """
+    if length < _NUM_FREE_VALUES:
+        return length
+    encoded = _NUM_FREE_VALUES + _long_to_int4(length - _NUM_FREE_VALUES)
+    return _NUM_FREE_VALUES + _int4_to_long(encoded - _NUM_FREE_VALUES)
+
+
+def _quantize_lengths(lengths: np.ndarray) -> np.ndarray:
+    """Vectorized :func:`lucene_quantized_length` over non-negative int arrays."""
+    lengths = lengths.astype(np.int64)
+    out = lengths.copy()
+    big = lengths >= _NUM_FREE_VALUES
+    if big.any():
+        x = lengths[big] - _NUM_FREE_VALUES
+        nbits = np.floor(np.log2(np.maximum(x, 1))).astype(np.int64) + 1
+        nbits[x == 0] = 0
+        shift = np.maximum(nbits - 4, 0)
+        kept = np.where(nbits < 4, x, (((x >> shift) & 0x07) | 0x08) << shift)
+        out[big] = _NUM_FREE_VALUES + kept
+    return out
+
+
+# --- the index ----------------------------------------------------------------------------------
+
+
+class SearchIndex:
+    """A Lucene-compatible BM25 index over product documents.
+
+    Build it with :meth:`build` (or :func:`get_search_index` for a loaded catalog, which
+    caches); query it with :meth:`search` (document positions) or :meth:`search_asins`.
+    The score matrix lives in a :class:`bm25s.BM25` object (``self.bm25``), so
+    ``bm25s`` can save, load and inspect it.
+    """
+
+    def __init__(self, bm25: Any, asins: Sequence[str], analyzer: LuceneEnglishAnalyzer | None = None):
+        self.bm25 = bm25
+        self.asins = list(asins)
+        self.analyzer = analyzer or LuceneEnglishAnalyzer()
+        self._data = np.asarray(bm25.scores["data"])
+        self._indices = np.asarray(bm25.scores["indices"])
+        self._indptr = np.asarray(bm25.scores["indptr"])
+        self._num_docs = int(bm25.scores["num_docs"])
+        order = np.argsort(np.asarray(self.asins, dtype=object), kind="stable")
+        rank = np.empty(len(order), dtype=np.int64)
+        rank[order] = np.arange(len(order))
+        self._asin_rank = rank
+
+    def __len__(self) -> int:
+        return self._num_docs
+
+    @classmethod
+    def build(
+        cls,
+        documents: Iterable[str],
+        asins: Sequence[str],
+        *,
+        k1: float = BM25_K1,
+        b: float = BM25_B,
+        analyzer: LuceneEnglishAnalyzer | None = None,
+    ) -> "SearchIndex":
+        """Analyze ``documents`` (already lower-cased text) and build the BM25 matrix.
+
+        Memory stays near the size of the posting arrays: documents are analyzed one at a
+        time into flat int32 arrays of term ids.
+        """
+        import bm25s
+
+        analyzer = analyzer or LuceneEnglishAnalyzer()
+        vocab: dict[str, int] = {}
+        get_id = vocab.setdefault
+        # Tokens never span whitespace, so a document is analyzed as its whitespace-separated
+        # chunks; each distinct chunk ("dress,", "6.5") is analyzed once and remembered as a
+        # slice of ``flat_terms``. A document then costs one C-level dict lookup per chunk.
+        chunk_ids: dict[str, int] = {}
+        chunk_get = chunk_ids.get
+        chunk_off: list[int] = [0]
+        flat_terms: list[int] = []
+
+        def add_chunk(chunk: str) -> int:
+            flat_terms.extend([get_id(t, len(vocab)) for t in analyzer.terms(chunk)])
+            chunk_off.append(len(flat_terms))
+            chunk_ids[chunk] = cid = len(chunk_off) - 2
+            return cid
+
+        parts_docs: list[np.ndarray] = []
+        parts_terms: list[np.ndarray] = []
+        parts_tf: list[np.ndarray] = []
+        lengths_parts: list[np.ndarray] = []
+        buf: list[int] = []
+        buf_counts: list[int] = []
+        n_docs = 0
+
+        def flush() -> None:
+            if not buf_counts:
+                return
+            cids = np.asarray(buf, dtype=np.int64)
+            off = np.asarray(chunk_off, dtype=np.int64)
+            flat = np.asarray(flat_terms, dtype=np.int64)
+            lens = off[cids + 1] - off[cids]
+            cs = np.zeros(len(lens) + 1, dtype=np.int64)
+            np.cumsum(lens, out=cs[1:])
+            doc_ends = np.cumsum(np.asarray(buf_counts, dtype=np.int64))
+            doc_starts = doc_ends - np.asarray(buf_counts, dtype=np.int64)
+            doc_len = cs[doc_ends] - cs[doc_starts]
+            total = int(cs[-1])
+            pos = np.arange(total, dtype=np.int64) + np.repeat(off[cids] - cs[:-1], lens)
+            ids = flat[pos]
+            first_doc = n_docs - len(buf_counts)
+            docs = np.repeat(np.arange(first_doc, n_docs, dtype=np.int64), doc_len)
+            width = len(vocab) + 1
+            uniq, tf = np.unique(docs * width + ids, return_counts=True)
+            parts_docs.append((uniq // width).astype(np.int32))
+            parts_terms.append((uniq % width).astype(np.int32))
+            parts_tf.append(tf.astype(np.int32))
+            lengths_parts.append(doc_len)
+            buf.clear()
+            buf_counts.clear()
+
+        for text in documents:
+            chunks = text.split()
+            cids_doc = list(map(chunk_get, chunks))
+            if None in cids_doc:
+                cids_doc = [
+                    c if c is not None else (chunk_get(ch) if ch in chunk_ids else add_chunk(ch))
+                    for c, ch in zip(cids_doc, chunks)
+                ]
+            buf.extend(cids_doc)
+            buf_counts.append(len(cids_doc))
+            n_docs += 1
+            if len(buf) > 2_000_000:
+                flush()
+        flush()
+        if n_docs != len(asins):
+            raise ValueError(f"got {n_docs} documents for {len(asins)} asins")
+
+        docs = np.concatenate(parts_docs) if parts_docs else np.zeros(0, np.int32)
+        terms = np.concatenate(parts_terms) if parts_terms else np.zeros(0, np.int32)
+        tf = np.concatenate(parts_tf) if parts_tf else np.zeros(0, np.int32)
+        lengths_arr = np.concatenate(lengths_parts) if lengths_parts else np.zeros(0, np.int64)
+        del parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off
+
+        n_vocab = max(len(vocab), 1)
+        avgdl = float(lengths_arr.sum()) / max(n_docs, 1) or 1.0
+        df = np.bincount(terms, minlength=n_vocab).astype(np.float64)
+        # Lucene's idf (bm25s calls it the "lucene" idf); vectorized.
+        idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
+        dl = _quantize_lengths(lengths_arr)[docs].astype(np.float64)
+        tfc = bm25s.scoring._score_tfc_lucene(tf.astype(np.float64), dl, avgdl, k1, b)
+        scores = (idf[terms] * tfc).astype(np.float32)
+        del dl, tfc
+
+        order = np.argsort(terms, kind="stable")  # CSC: grouped by term, docs ascending
+        data = scores[order]
+        indices = docs[order]
+        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+        np.cumsum(np.bincount(terms, minlength=n_vocab), out=indptr[1:])
+
+        bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
+        bm25.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
+        bm25.vocab_dict = vocab
+        bm25.unique_token_ids_set = set(vocab.values())
+        bm25.nonoccurrence_array = None
+        return cls(bm25, asins, analyzer)
+
+    def scores(self, query: str) -> np.ndarray:
+        """BM25 score of every document for ``query`` (float64, 0 for non-matching)."""
+        terms = self.analyzer.terms(query)
+        vocab = self.bm25.vocab_dict
+        counts: dict[int, int] = {}
+        for t in terms:
+            tid = vocab.get(t)
+            if tid is not None and (tid in counts or len(counts) < MAX_QUERY_TERMS):
+                counts[tid] = counts.get(tid, 0) + 1
+        if not counts:
+            return np.zeros(self._num_docs)
+        idx_parts, w_parts = [], []
+        for tid, c in counts.items():
+            s, e = self._indptr[tid], self._indptr[tid + 1]
+            idx_parts.append(self._indices[s:e])
+            w = self._data[s:e]
+            w_parts.append(w * c if c != 1 else w)
+        idx = np.concatenate(idx_parts)
+        w = np.concatenate(w_parts).astype(np.float64)
+        return np.bincount(idx, weights=w, minlength=self._num_docs)
+
+    def search(self, query: str, k: int = SEARCH_RETURN_N) -> list[int]:
+        """Positions of the top ``k`` matching documents, best first, ties by ASIN."""
+        scores = self.scores(query)
+        cand = np.flatnonzero(scores > 0)
+        if cand.size == 0 or k <= 0:
+            return []
+        if cand.size > k:
+            cs = scores[cand]
+            thresh = np.partition(cs, cand.size - k)[cand.size - k]
+            cand = cand[cs >= thresh]
+        order = np.lexsort((self._asin_rank[cand], -scores[cand]))
+        return cand[order[:k]].tolist()
+
+    def search_asins(self, query: str, k: int = SEARCH_RETURN_N) -> list[str]:
+        """ASINs of the top ``k`` matching documents (see :meth:`search`)."""
+        return [self.asins[i] for i in self.search(query, k)]
+
+    # --- persistence -----------------------------------------------------------------------
+
+    def save(self, directory: str | Path) -> None:
+        """Write the index (bm25s format + ``asins.json``) to ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.bm25.save(str(directory))
+        (directory / "asins.json").write_text(json.dumps(self.asins))
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "SearchIndex":
+        """Read an index written by :meth:`save`."""
+        import bm25s
+
+        directory = Path(directory)
+        bm25 = bm25s.BM25.load(str(directory))
+        asins = json.loads((directory / "asins.json").read_text())
+        return cls(bm25, asins)
+
+
+# --- per-catalog cache --------------------------------------------------------------------------
+
+_CACHE_LOCK = threading.Lock()
+_MEMORY_CACHE: "OrderedDict[str, SearchIndex]" = OrderedDict()
+_MEMORY_CACHE_SIZE = 4
+
+
+def catalog_fingerprint(documents: Sequence[str], asins: Sequence[str]) -> str:
+    """SHA-256 over the indexed texts and ASINs: the cache key of an index."""
+    h = hashlib.sha256()
+    h.update(f"bm25 k1={BM25_K1} b={BM25_B} v1\n".encode())
+    for asin, doc in zip(asins, documents):
+        h.update(asin.encode("utf-8", "replace"))
+        h.update(b"\x00")
+        h.update(doc.encode("utf-8", "replace"))
+        h.update(b"\x01")
+    return h.hexdigest()
+
+
+def get_search_index(
+    products: Sequence[Mapping[str, Any]], cache_dir: str | Path | None = None
+) -> SearchIndex:
+    """The search index of a loaded catalog, built once and shared.
+
+    Indexes are kept in a small in-process LRU (4 catalogs) keyed by the content hash of the
+    indexed text, so every env over the same catalog in one process shares one index. With
+    ``cache_dir`` the index is also stored on disk under ``cache_dir/<hash>/`` and reloaded
+    from there by later processes. :func:`clear_search_index_cache` empties the memory cache.
+    """
+    documents = [product_document(p) for p in products]
+    asins = [str(p["asin"]) for p in products]
+    key = catalog_fingerprint(documents, asins)
+    with _CACHE_LOCK:
+        if key in _MEMORY_CACHE:
+            _MEMORY_CACHE.move_to_end(key)
+            return _MEMORY_CACHE[key]
+    index = None
+    path = Path(cache_dir) / key if cache_dir is not None else None
+    if path is not None and (path / "asins.json").exists():
+        try:
+            index = SearchIndex.load(path)
+        except Exception:  # a partial or stale cache entry is rebuilt, not fatal
+            index = None
+    if index is None:
+        index = SearchIndex.build(documents, asins)
+        if path is not None:
+            index.save(path)
+    with _CACHE_LOCK:
+        _MEMORY_CACHE[key] = index
+        while len(_MEMORY_CACHE) > _MEMORY_CACHE_SIZE:
+            _MEMORY_CACHE.popitem(last=False)
+    return index
+
+
+def clear_search_index_cache() -> None:
+    """Drop every in-memory index built by :func:`get_search_index`."""
+    with _CACHE_LOCK:
+        _MEMORY_CACHE.clear()
