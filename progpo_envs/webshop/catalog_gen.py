@@ -1,0 +1,349 @@
+"""Deterministic generator of a WebShop catalog in the ORIGINAL file schema.
+
+The original WebShop ships ``items_shuffle*.json`` (scraped Amazon products) and
+``items_ins_v2*.json`` (attributes + a synthetic instruction per product). This module makes
+files of the same shape from the tables in :mod:`progpo_envs.webshop.catalog_vocab`, so one
+loader (:func:`progpo_envs.webshop.data.load_catalog`) reads both the embedded catalog and the
+original data.
+
+Properties:
+
+* deterministic from ``seed``; product ``i`` does not depend on ``num_products`` (the catalog of
+  100 products is the first 100 of the catalog of 1M, as ``items_shuffle[:n]`` in the original);
+* streaming: :func:`iter_catalog` yields one product at a time (products are drawn in blocks of
+  :data:`BLOCK` with one numpy PCG64 stream per ``(seed, block)``), so 1M products can be indexed or written without
+  holding them all; :func:`write_catalog` writes JSON incrementally;
+* unique 10-character ASINs (``"B0"`` + 8 base-36 digits, a bijection of the index).
+
+Raw item keys (original ``items_shuffle`` schema): ``asin, name, category, query,
+product_category ("A › B › C"), pricing ("$19.99" | "$19.99$27.99" | ""), small_description
+(list[str]), full_description, customization_options ({"Color": [{"value", "image"}], ...} | ""),
+images, brand, brand_url, list_price, availability_status, average_rating, total_reviews``.
+Attribute entries (``items_ins_v2``): ``{asin: {"attributes": [...], "instruction": str,
+"instruction_attributes": [...]}}`` (the last two only for products with an instruction).
+
+Example:
+    >>> from progpo_envs.webshop.catalog_gen import generate_catalog
+    >>> items, ins = generate_catalog(num_products=3, seed=0)
+    >>> [len(p["asin"]) for p in items]
+    [10, 10, 10]
+    >>> set(ins) == {p["asin"] for p in items}
+    True
+    >>> generate_catalog(num_products=2, seed=0)[0] == items[:2]
+    True
+
+CLI::
+
+    python -m progpo_envs.webshop.catalog_gen --num-products 100000 --seed 0 --out-dir data/
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterator, Sequence
+from itertools import accumulate
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from progpo_envs.webshop.catalog_vocab import (
+    BRAND_PARTS,
+    BULLET_TEMPLATES,
+    CATEGORY_PRE,
+    DESCRIPTION_TEMPLATES,
+    OPTION_POOLS,
+    PRODUCT_TYPES,
+    TITLE_FILLERS,
+    ProductType,
+)
+
+__all__ = [
+    "BLOCK",
+    "asin_for_index",
+    "generate_catalog",
+    "iter_catalog",
+    "write_catalog",
+    "main",
+]
+
+#: Products drawn from one RNG; fixed so that product i never depends on the catalog size.
+BLOCK = 1024
+#: Share of products that get a synthetic instruction (415 of 1000 in the original 1k set).
+INSTRUCTION_RATE = 0.45
+_ASIN_SPACE = 36**8
+_ASIN_MULT = 2_654_435_761  # odd, not a multiple of 3: a bijection modulo 36**8
+_DIGITS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+# Number of attributes per product, weighted like the real 1k set (0: 18%, 1-2: 38%, ...).
+_N_ATTR_CHOICES = (0, 1, 2, 3, 4, 5, 6, 7)
+_N_ATTR_WEIGHTS = (18, 19, 19, 14, 12, 8, 6, 4)
+_N_ATTR_CUM = tuple(c / sum(_N_ATTR_WEIGHTS) for c in accumulate(_N_ATTR_WEIGHTS))
+_T = TypeVar("_T")
+
+
+def asin_for_index(index: int, seed: int = 0) -> str:
+    """The ASIN of product ``index`` of the catalog generated with ``seed``.
+
+    >>> asin_for_index(0, 0), asin_for_index(1, 0) != asin_for_index(0, 0)
+    ('B0000009IX', True)
+    """
+    if not 0 <= index < _ASIN_SPACE:
+        raise ValueError(f"product index {index} out of range [0, {_ASIN_SPACE})")
+    code = (index * _ASIN_MULT + seed * 7919 + 12345) % _ASIN_SPACE
+    chars = []
+    for _ in range(8):
+        code, digit = divmod(code, 36)
+        chars.append(_DIGITS[digit])
+    return "B0" + "".join(reversed(chars))
+
+
+class _TypeTables:
+    """Per product type, the precomputed pools the generator draws from."""
+
+    __slots__ = ("ptype", "pre", "with_", "for_", "all_attrs", "kind", "fillers", "bullets")
+
+    def __init__(self, ptype: ProductType) -> None:
+        self.ptype = ptype
+        shared = tuple(a for a in CATEGORY_PRE[ptype.category] if a not in ptype.pre)
+        self.pre = ptype.pre + shared
+        self.with_ = ptype.with_
+        self.for_ = ptype.for_
+        self.all_attrs = self.pre + self.with_ + self.for_
+        self.kind = {a: "pre" for a in self.pre}
+        self.kind.update({a: "with" for a in self.with_})
+        self.kind.update({a: "for" for a in self.for_})
+        self.fillers = TITLE_FILLERS[ptype.category]
+        self.bullets = BULLET_TEMPLATES[ptype.category]
+
+
+_TABLES = tuple(_TypeTables(t) for t in PRODUCT_TYPES)
+
+
+def _title_case(phrase: str) -> str:
+    return " ".join(w if w.isupper() else w[:1].upper() + w[1:] for w in phrase.split())
+
+
+class _Stream:
+    """Uniform floats in [0, 1) drawn in bulk from numpy, consumed one at a time.
+
+    ~4x faster than calling :mod:`random` per draw, which makes 1M products affordable.
+    """
+
+    __slots__ = ("_gen", "_next")
+
+    def __init__(self, seed: int, block: int) -> None:
+        words = [abs(seed) & 0xFFFFFFFF, abs(seed) >> 32, int(seed < 0), block, 0x5EB]
+        self._gen = np.random.Generator(np.random.PCG64(words))
+        self._next = iter(()).__next__
+
+    def rand(self) -> float:
+        try:
+            return self._next()
+        except StopIteration:
+            self._next = iter(self._gen.random(BLOCK * 48).tolist()).__next__
+            return self._next()
+
+    def below(self, n: int) -> int:
+        return int(self.rand() * n)
+
+    def pick(self, seq: Sequence[_T]) -> _T:
+        return seq[int(self.rand() * len(seq))]
+
+    def between(self, low: int, high: int) -> int:
+        """Uniform integer in [low, high]."""
+        return low + int(self.rand() * (high - low + 1))
+
+    def sample(self, seq: Sequence[_T], k: int) -> list[_T]:
+        """k distinct elements, in draw order (partial Fisher-Yates)."""
+        pool = list(seq)
+        n = len(pool)
+        k = min(k, n)
+        for j in range(k):
+            m = j + int(self.rand() * (n - j))
+            pool[j], pool[m] = pool[m], pool[j]
+        return pool[:k]
+
+
+def _n_attributes(u: float) -> int:
+    acc = 0.0
+    for n, w in zip(_N_ATTR_CHOICES, _N_ATTR_CUM):
+        acc = w
+        if u < acc:
+            return n
+    return _N_ATTR_CHOICES[-1]
+
+
+def _price(rs: _Stream, low: float, high: float) -> float:
+    return max(1.0, round(low + rs.rand() * (high - low))) - 0.01
+
+
+def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], dict[str, Any]]:
+    tables = rs.pick(_TABLES)
+    ptype = tables.ptype
+    asin = asin_for_index(index, seed)
+    brand = rs.pick(BRAND_PARTS[0]) + rs.pick(BRAND_PARTS[1])
+    noun = rs.pick(ptype.nouns)
+
+    attributes = rs.sample(tables.all_attrs, _n_attributes(rs.rand()))
+    kind = tables.kind
+
+    # Title: brand, a filler, some attributes, the head noun, then a tail; the other attributes
+    # of the product appear in bullets / description only.
+    in_title = [a for a in attributes if rs.rand() < 0.5][:3]
+    parts = [brand]
+    if rs.rand() < 0.6:
+        parts.append(rs.pick(tables.fillers))
+    parts.extend(_title_case(a) for a in in_title if kind[a] == "pre")
+    parts.append(noun)
+    with_t = [a for a in in_title if kind[a] == "with"]
+    if with_t:
+        parts.append("with " + " and ".join(_title_case(a) for a in with_t))
+    for_t = [a for a in in_title if kind[a] == "for"]
+    if for_t:
+        parts.append("for " + _title_case(for_t[0]))
+    if rs.rand() < 0.4:
+        other = rs.pick(ptype.nouns)
+        if other != noun:
+            parts.append("- " + other)
+    name = " ".join(parts)
+
+    lower_noun = noun.lower()
+    rest = [a for a in attributes if a not in in_title]
+    bullet_ids = rs.sample(range(len(tables.bullets)), rs.between(3, 5))
+    bullets = [
+        tables.bullets[b].format(n=lower_noun, a=rest[k] if k < len(rest) else rs.pick(tables.pre))
+        for k, b in enumerate(bullet_ids)
+    ]
+
+    a1 = attributes[0] if attributes else rs.pick(tables.pre)
+    a2 = attributes[-1] if len(attributes) > 1 else rs.pick(tables.pre)
+    sent_ids = sorted(rs.sample(range(len(DESCRIPTION_TEMPLATES)), rs.between(2, 4)))
+    description = "".join(
+        DESCRIPTION_TEMPLATES[s].format(brand=brand, n=lower_noun, a1=a1, a2=a2) for s in sent_ids
+    ).strip()
+
+    customization: dict[str, list[dict[str, Any]]] | str = ""
+    if rs.rand() < 0.85:
+        opts: dict[str, list[dict[str, Any]]] = {}
+        for opt_name, pool_name in ptype.options:
+            pool = OPTION_POOLS[pool_name]
+            k = rs.between(1, 5) if opt_name in ("Color", "Flavor Name") else rs.between(2, 6)
+            picked = sorted(rs.sample(range(len(pool)), k))
+            opts[opt_name] = [{"value": pool[j], "image": None} for j in picked]
+        customization = opts or ""
+
+    roll = rs.rand()
+    low, high = ptype.price
+    if roll < 0.6:
+        pricing = f"${_price(rs, low, high):.2f}"
+    elif roll < 0.85:
+        lo = _price(rs, low, high)
+        hi = lo + max(1.0, round(lo * (0.1 + 0.7 * rs.rand())))
+        pricing = f"${lo:.2f}${hi:.2f}"
+    else:
+        pricing = ""
+
+    item: dict[str, Any] = {
+        "asin": asin,
+        "name": name,
+        "category": ptype.category,
+        "query": ptype.query,
+        "product_category": ptype.product_category,
+        "pricing": pricing,
+        "list_price": "",
+        "small_description": bullets,
+        "full_description": description,
+        "customization_options": customization,
+        "images": [],
+        "brand": brand,
+        "brand_url": "",
+        "availability_status": "In Stock.",
+        "average_rating": "N.A.",
+        "total_reviews": 0,
+    }
+
+    ins: dict[str, Any] = {"attributes": attributes}
+    if attributes and rs.rand() < INSTRUCTION_RATE:
+        chosen = rs.sample(attributes, rs.between(1, 4))
+        pre = [a for a in chosen if kind[a] == "pre"]
+        with_ = [a for a in chosen if kind[a] == "with"]
+        for_ = [a for a in chosen if kind[a] == "for"]
+        text = "Find me "
+        if pre:
+            text += ", ".join(pre) + " "
+        text += ptype.query
+        if with_:
+            text += " with " + ", ".join(with_)
+        if for_:
+            text += " for " + ", ".join(for_)
+        ins["instruction"] = text
+        ins["instruction_attributes"] = pre + with_ + for_
+    return item, ins
+
+
+def iter_catalog(num_products: int = 1000, seed: int = 0) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Yield ``(raw_item, ins_entry)`` for products ``0 .. num_products - 1``, lazily.
+
+    >>> item, ins = next(iter_catalog(1, seed=3))
+    >>> item["category"] in {"beauty", "electronics", "fashion", "food", "furniture"}
+    True
+    """
+    if num_products < 0:
+        raise ValueError(f"num_products must be >= 0, got {num_products}")
+    for block_start in range(0, num_products, BLOCK):
+        rs = _Stream(seed, block_start // BLOCK)
+        for index in range(block_start, min(block_start + BLOCK, num_products)):
+            yield _draw_product(index, seed, rs)
+
+
+def generate_catalog(num_products: int = 1000, seed: int = 0) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Return ``(items_shuffle, items_ins_v2)``: the list of raw items and the attribute dict."""
+    items: list[dict[str, Any]] = []
+    ins: dict[str, dict[str, Any]] = {}
+    for item, entry in iter_catalog(num_products, seed):
+        items.append(item)
+        ins[item["asin"]] = entry
+    return items, ins
+
+
+def write_catalog(out_dir: str | Path, num_products: int = 1000, seed: int = 0) -> tuple[Path, Path]:
+    """Write ``items_shuffle_<n>.json`` and ``items_ins_v2_<n>.json`` to ``out_dir``, streaming.
+
+    Returns the two paths. The files are what the original WebShop reads (and what
+    :func:`progpo_envs.webshop.data.load_catalog` reads with ``data_dir=out_dir``).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    items_path = out / f"items_shuffle_{num_products}.json"
+    ins_path = out / f"items_ins_v2_{num_products}.json"
+    with open(items_path, "w", encoding="utf-8") as f_items, open(ins_path, "w", encoding="utf-8") as f_ins:
+        f_items.write("[")
+        f_ins.write("{")
+        for k, (item, entry) in enumerate(iter_catalog(num_products, seed)):
+            sep = ",\n" if k else "\n"
+            f_items.write(sep + json.dumps(item, ensure_ascii=False))
+            f_ins.write(sep + json.dumps(item["asin"]) + ": " + json.dumps(entry, ensure_ascii=False))
+        f_items.write("\n]\n")
+        f_ins.write("\n}\n")
+    return items_path, ins_path
+
+
+def main(argv: list[str] | None = None) -> int:
+    """CLI entry point: write a generated catalog in the original file layout."""
+    parser = argparse.ArgumentParser(
+        prog="python -m progpo_envs.webshop.catalog_gen",
+        description="Write a generated WebShop catalog (items_shuffle_<n>.json, items_ins_v2_<n>.json).",
+    )
+    parser.add_argument("--num-products", type=int, default=1000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out-dir", type=Path, default=Path("webshop_data"))
+    args = parser.parse_args(argv)
+    if args.num_products < 1:
+        parser.error("--num-products must be >= 1")
+    items_path, ins_path = write_catalog(args.out_dir, args.num_products, args.seed)
+    print(f"wrote {items_path} and {ins_path}")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
