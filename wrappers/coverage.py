@@ -1,0 +1,147 @@
+"""First-visit coverage: how many new states an episode reached.
+
+Per episode the wrapper keeps the set of state keys seen so far, the reset observation
+included. With D distinct keys after T steps:
+
+* ``info["first_visit"]``: this step's resulting observation was not seen before in the episode,
+* ``info["coverage"]`` = D - 1 (new states reached since reset),
+* ``info["coverage_rate"]`` = (D - 1) / T (0.0 at reset).
+
+The key of an observation is ``key_fn(obs, info)`` when given, else ``info["canonical_obs"]``
+(set by :class:`~wrappers.canonicalize.CanonicalizeObservation` or an env-specific
+canonicalizer), else :func:`~wrappers.canonicalize.default_canonicalizer` of the raw observation.
+
+Example:
+    >>> import gymnasium as gym
+    >>> env = FirstVisitCoverage(gym.make("FrozenLake-v1", is_slippery=False))
+    >>> _, info = env.reset(seed=0)
+    >>> info["coverage"], info["first_visit"]
+    (0, True)
+    >>> _, _, _, _, info = env.step(2)        # right: a new cell
+    >>> info["first_visit"], info["coverage"], info["coverage_rate"]
+    (True, 1, 1.0)
+    >>> _, _, _, _, info = env.step(0)        # left: back to the start cell
+    >>> info["first_visit"], info["coverage"], info["coverage_rate"]
+    (False, 1, 0.5)
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+
+from wrappers.canonicalize import default_canonicalizer
+
+__all__ = ["FirstVisitBonus", "FirstVisitCoverage"]
+
+KeyFn = Callable[[Any, Mapping[str, Any]], Hashable]
+
+
+class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Track the distinct states of each episode and report first visits and coverage in ``info``.
+
+    Args:
+        env: any Gymnasium env.
+        key_fn: ``fn(obs, info) -> hashable`` that names the state, e.g. a discretizer for
+            continuous observations (``lambda o, i: tuple(np.round(o, 1))``). ``None``: use
+            ``info["canonical_obs"]`` when present, else ``default_canonicalizer(obs, info)``.
+
+    Attributes:
+        coverage: D - 1 for the current episode.
+        num_steps: T, steps taken in the current episode.
+        visited: the state keys seen in the current episode (read-only view).
+
+    Raises:
+        TypeError: if ``key_fn`` is not callable; at reset/step if the key is unhashable or the
+            observation cannot be hashed by the default (message names ``key_fn``).
+    """
+
+    def __init__(self, env: gym.Env, key_fn: KeyFn | None = None) -> None:
+        if key_fn is not None and not callable(key_fn):
+            raise TypeError(f"key_fn must be callable fn(obs, info) -> hashable or None, got {type(key_fn).__name__}")
+        gym.utils.RecordConstructorArgs.__init__(self, key_fn=key_fn)
+        super().__init__(env)
+        self.key_fn = key_fn
+        self._visited: set[Hashable] = set()
+        self._steps = 0
+
+    @property
+    def coverage(self) -> int:
+        return max(len(self._visited) - 1, 0)
+
+    @property
+    def num_steps(self) -> int:
+        return self._steps
+
+    @property
+    def visited(self) -> frozenset[Hashable]:
+        return frozenset(self._visited)
+
+    def _key(self, obs: Any, info: Mapping[str, Any]) -> Hashable:
+        if self.key_fn is not None:
+            key = self.key_fn(obs, info)
+        elif "canonical_obs" in info:
+            key = info["canonical_obs"]
+        else:
+            try:
+                key = default_canonicalizer(obs, info)
+            except TypeError as err:
+                raise TypeError(f"{err}; or pass key_fn=fn(obs, info) -> hashable to FirstVisitCoverage") from err
+        try:
+            hash(key)
+        except TypeError as err:
+            raise TypeError(f"key_fn returned an unhashable {type(key).__name__}: {err}") from err
+        return key
+
+    def _report(self, info: dict[str, Any], first_visit: bool) -> dict[str, Any]:
+        info = dict(info)
+        info["first_visit"] = first_visit
+        info["coverage"] = self.coverage
+        info["coverage_rate"] = self.coverage / self._steps if self._steps else 0.0
+        return info
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._visited = {self._key(obs, info)}
+        self._steps = 0
+        return obs, self._report(info, True)
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        key = self._key(obs, info)
+        first = key not in self._visited
+        self._visited.add(key)
+        self._steps += 1
+        return obs, reward, terminated, truncated, self._report(info, first)
+
+
+class FirstVisitBonus(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
+    """Intrinsic reward: ``reward + coef * info["first_visit"]`` (needs FirstVisitCoverage inside).
+
+    Useful to feed the coverage signal to a standard RL algorithm (e.g. SB3 PPO); the extrinsic
+    reward stays available as ``info["extrinsic_reward"]``.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> env = FirstVisitBonus(FirstVisitCoverage(gym.make("FrozenLake-v1", is_slippery=False)), coef=0.1)
+        >>> _ = env.reset(seed=0)
+        >>> env.step(2)[1]
+        0.1
+    """
+
+    def __init__(self, env: gym.Env, coef: float = 0.01) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, coef=coef)
+        super().__init__(env)
+        self.coef = float(coef)
+
+    def step(self, action: Any):
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if "first_visit" not in info:
+            raise KeyError("FirstVisitBonus needs info['first_visit']: wrap the env in FirstVisitCoverage first")
+        info = dict(info)
+        info["extrinsic_reward"] = reward
+        return obs, self.reward(reward, info["first_visit"]), terminated, truncated, info
+
+    def reward(self, reward: SupportsFloat, first_visit: bool = False) -> float:  # type: ignore[override]
+        return float(reward) + self.coef * float(first_visit)

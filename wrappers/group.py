@@ -1,0 +1,413 @@
+"""A vector env of B groups x G members where the members of a group always play the same task.
+
+Layout: member ``i`` belongs to group ``i // group_size``; ``num_envs = num_groups * group_size``.
+
+Task schedule. The k-th task (episode) of group g is reset with the seed
+``GroupSeedSchedule.seed_for(g, k)``, a pure function of the vector seed: all G members of
+a group get the same seed (and the same ``options``), so envs that pick their task from the
+seed (ALFWorld, WebShop, ``TextRoomsEnv``) give the group one task. The same vector seed
+gives the same schedule, whatever the order in which groups finish.
+
+Autoreset mode: "group wait" (``metadata["autoreset_mode"] = AutoresetMode.SAME_STEP`` at
+group level, ``metadata["group_autoreset"] = "wait"``):
+
+1. A member whose episode ends returns its real last transition (``terminated`` /
+   ``truncated`` True, the final obs in ``obs`` and in ``infos["final_obs"]``, its step info in
+   ``infos["final_info"]``) and then **waits**.
+2. While it waits its steps are no-ops: the action is ignored (pass anything, e.g. ``None``),
+   the obs is its final obs, reward 0, terminated/truncated False, ``infos["waiting"]`` True.
+   Waiting steps are not transitions: drop them from your rollout buffer.
+3. On the step where the last member of the group finishes, every member of the group gets
+   ``infos["group_id"]``, ``infos["group_outcomes"]`` (the G outcomes, member order; the
+   outcome is ``info["outcome"]`` of the final step when the env gives it, else the final
+   reward) and ``infos["group_all_failed"]`` (all outcomes < ``tau_r``). In the **same step**
+   the whole group resets to its next scheduled task: ``obs`` holds the new first
+   observations, ``infos`` (top level) the reset infos with ``infos["group_reset"]`` and
+   ``infos["task_seed"]``; the finishing member's last obs/info are in ``final_obs`` /
+   ``final_info`` (as in Gymnasium's SAME_STEP mode).
+
+Infos are Gymnasium 1.x dict-of-arrays with ``_key`` masks. ``infos["waiting"]`` and
+``infos["worker_restarted"]`` are present on every step for every member.
+
+Text observations: the batched observation is a ``tuple`` of ``num_envs`` strings (what
+``gymnasium.vector.utils.concatenate`` gives for ``Text`` spaces); Text actions are passed as a
+list/tuple of ``num_envs`` strings. Array observations are stacked into one ``np.ndarray``.
+
+Example:
+    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> envs = GroupVectorEnv(TextRoomsEnv, num_groups=2, group_size=3, seed=7)
+    >>> obs, infos = envs.reset()
+    >>> len(obs), obs[0] == obs[1] == obs[2]
+    (6, True)
+    >>> obs, rewards, terminated, truncated, infos = envs.step(["look"] * 6)
+    >>> infos["waiting"].tolist()
+    [False, False, False, False, False, False]
+    >>> envs.close()
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode, VectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from wrappers.member_pools import AsyncMemberPool, Crashed, SyncMemberPool
+
+__all__ = ["GroupSeedSchedule", "GroupVectorEnv"]
+
+_MAX_SEED = 2**32 - 1
+
+
+def _check_int(name: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    return int(value)
+
+
+class GroupSeedSchedule:
+    """Deterministic task seeds: ``seed_for(group, episode)`` -> int in [0, 2**32).
+
+    From one vector seed ``s``: ``SeedSequence(s, spawn_key=(group, episode))``. From a list of
+    per-group seeds: episode 0 uses the given seed itself, episode k >= 1
+    ``SeedSequence(seeds[group], spawn_key=(k,))``.
+
+    Example:
+        >>> a, b = GroupSeedSchedule(0, num_groups=2), GroupSeedSchedule(0, num_groups=2)
+        >>> a.seed_for(1, 3) == b.seed_for(1, 3), a.seed_for(0, 0) != a.seed_for(1, 0)
+        (True, True)
+        >>> GroupSeedSchedule([11, 12], num_groups=2).seed_for(1, 0)
+        12
+    """
+
+    def __init__(self, seed: int | Sequence[int] | None, num_groups: int) -> None:
+        self.num_groups = num_groups
+        self.per_group: list[int] | None = None
+        if seed is None:
+            self.entropy: int | None = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+        elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            self.entropy = _check_int("seed", seed, 0)
+        else:
+            seeds = list(seed)
+            if len(seeds) != num_groups:
+                raise ValueError(f"seed: expected {num_groups} per-group seeds, got {len(seeds)}")
+            self.per_group = [_check_int("seed (each per-group seed)", s, 0) for s in seeds]
+            self.entropy = None
+
+    def seed_for(self, group: int, episode: int) -> int:
+        if self.per_group is not None:
+            if episode == 0:
+                return self.per_group[group]
+            seq = np.random.SeedSequence(self.per_group[group], spawn_key=(episode,))
+        else:
+            seq = np.random.SeedSequence(self.entropy, spawn_key=(group, episode))
+        return int(seq.generate_state(1, np.uint32)[0])
+
+
+def _resolve_env_fns(
+    env_fns_or_id: str | Callable[..., gym.Env] | Sequence[Callable[..., gym.Env]],
+    num_envs: int,
+    env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+) -> list[Callable[[], gym.Env]]:
+    """One zero-argument, picklable env factory per member."""
+    if env_kwargs is None:
+        kwargs_list: list[dict[str, Any]] = [{} for _ in range(num_envs)]
+    elif isinstance(env_kwargs, Mapping):
+        kwargs_list = [dict(env_kwargs) for _ in range(num_envs)]
+    elif isinstance(env_kwargs, Sequence) and not isinstance(env_kwargs, (str, bytes)):
+        if len(env_kwargs) != num_envs or not all(isinstance(k, Mapping) for k in env_kwargs):
+            raise ValueError(
+                f"env_kwargs: a list must hold one dict per member ({num_envs} = num_groups * group_size), "
+                f"got {len(env_kwargs)} entries"
+            )
+        kwargs_list = [dict(k) for k in env_kwargs]
+    else:
+        raise TypeError(f"env_kwargs must be None, a dict or a list of {num_envs} dicts, got {type(env_kwargs).__name__}")
+
+    if isinstance(env_fns_or_id, str):
+        try:
+            spec = gym.spec(env_fns_or_id)
+        except gym.error.Error as err:
+            raise ValueError(
+                f"env_fns_or_id: unknown environment id {env_fns_or_id!r} ({err}). Import the package that "
+                "registers it first (e.g. `import progpo_envs`) or use the 'module:EnvId' form."
+            ) from err
+        # The EnvSpec (not the id) travels to workers: a fresh process has not imported the
+        # module that registered the id, but gym.make(spec) imports the entry point itself.
+        return [functools.partial(gym.make, spec, **kw) for kw in kwargs_list]
+    if callable(env_fns_or_id):
+        return [functools.partial(env_fns_or_id, **kw) for kw in kwargs_list]
+    if isinstance(env_fns_or_id, Sequence):
+        fns = list(env_fns_or_id)
+        if len(fns) != num_envs:
+            raise ValueError(
+                f"env_fns_or_id: a list must hold one env factory per member ({num_envs} = num_groups * group_size), "
+                f"got {len(fns)}"
+            )
+        bad = [i for i, fn in enumerate(fns) if not callable(fn)]
+        if bad:
+            raise TypeError(f"env_fns_or_id: entries {bad} are not callables returning an env")
+        return [functools.partial(fn, **kw) for fn, kw in zip(fns, kwargs_list)]
+    raise TypeError(
+        f"env_fns_or_id must be a registered env id (str), an env factory or a list of them, got {type(env_fns_or_id).__name__}"
+    )
+
+
+class GroupVectorEnv(VectorEnv):
+    """B groups of G members; a group's members share one task per episode (see module docs).
+
+    Args:
+        env_fns_or_id: a registered env id (``gym.make`` is called per member), one env factory
+            used for every member, or a list of ``num_groups * group_size`` factories.
+        num_groups: B >= 1.
+        group_size: G >= 1.
+        backend: ``"sync"`` (members stepped in this process) or ``"async"`` (one worker process
+            per member, restarted when it dies; its episode is then reported truncated with
+            ``infos["worker_restarted"]``).
+        seed: vector seed of the task schedule (``None``: random, see ``schedule.entropy``);
+            ``reset(seed=...)`` replaces it.
+        tau_r: success threshold: a group is all-failed when every outcome < ``tau_r``.
+        env_kwargs: keyword arguments for each member's factory: one dict for all, or a list of
+            one dict per member.
+        context: multiprocessing start method for ``"async"`` (default forkserver, else spawn).
+        step_timeout: ``"async"`` only: seconds before a silent worker is killed and restarted.
+
+    Raises:
+        ValueError / TypeError: bad arguments, each message naming the argument.
+    """
+
+    def __init__(
+        self,
+        env_fns_or_id: str | Callable[..., gym.Env] | Sequence[Callable[..., gym.Env]],
+        num_groups: int,
+        group_size: int,
+        backend: str = "sync",
+        seed: int | None = None,
+        tau_r: float = 1e-3,
+        env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        context: str | None = None,
+        step_timeout: float | None = None,
+    ) -> None:
+        self.num_groups = _check_int("num_groups", num_groups, 1)
+        self.group_size = _check_int("group_size", group_size, 1)
+        if backend not in ("sync", "async"):
+            raise ValueError(f"backend must be 'sync' or 'async', got {backend!r}")
+        if not isinstance(tau_r, numbers.Real) or not math.isfinite(tau_r):
+            raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
+        if seed is not None:
+            _check_int("seed", seed, 0)
+        self.num_envs = self.num_groups * self.group_size
+        self.tau_r = float(tau_r)
+        self.backend = backend
+        env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
+        if backend == "sync":
+            if context is not None or step_timeout is not None:
+                raise ValueError("context and step_timeout apply to backend='async' only")
+            self.pool: SyncMemberPool | AsyncMemberPool = SyncMemberPool(env_fns)
+        else:
+            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=step_timeout)
+
+        self.single_observation_space = self.pool.single_observation_space
+        self.single_action_space = self.pool.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {
+            **self.pool.metadata,
+            "autoreset_mode": AutoresetMode.SAME_STEP,
+            "group_autoreset": "wait",
+        }
+        if isinstance(env_fns_or_id, str):
+            self.spec = gym.spec(env_fns_or_id)
+
+        self.group_ids = np.repeat(np.arange(self.num_groups), self.group_size)
+        self.schedule = GroupSeedSchedule(seed, self.num_groups)
+        self._episode = np.full(self.num_groups, -1, dtype=np.int64)  # k of each group's current task
+        self._obs: list[Any] = [None] * self.num_envs
+        self._done = np.zeros(self.num_envs, dtype=bool)
+        self._outcomes = np.zeros(self.num_envs, dtype=np.float64)
+        self._needs_reset = True
+
+    # -- helpers ---------------------------------------------------------------------------
+    def _members(self, group: int) -> range:
+        return range(group * self.group_size, (group + 1) * self.group_size)
+
+    def _batch_obs(self) -> Any:
+        out = create_empty_array(self.single_observation_space, self.num_envs)
+        return concatenate(self.single_observation_space, self._obs, out)
+
+    def _group_seeds_from(self, seed: Any) -> GroupSeedSchedule | None:
+        """Validate ``reset(seed=...)``: None, an int, or one seed per group / per member."""
+        if seed is None:
+            return None
+        if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+            return GroupSeedSchedule(_check_int("seed", seed, 0), self.num_groups)
+        if not isinstance(seed, (Sequence, np.ndarray)) or isinstance(seed, (str, bytes)):
+            raise TypeError(f"seed must be None, an int or a list of ints, got {type(seed).__name__}")
+        seeds = list(seed)
+        if len(seeds) == self.num_envs and self.num_envs != self.num_groups:
+            for g in range(self.num_groups):
+                members = [seeds[i] for i in self._members(g)]
+                if any(s != members[0] for s in members):
+                    raise ValueError(
+                        f"seed: members {list(self._members(g))} of group {g} got different seeds {members}; "
+                        "all members of a group must share one seed (or pass one seed per group)"
+                    )
+            seeds = seeds[:: self.group_size]
+        elif len(seeds) != self.num_groups:
+            raise ValueError(
+                f"seed: a list needs one seed per group ({self.num_groups}) or per member ({self.num_envs}), "
+                f"got {len(seeds)}"
+            )
+        return GroupSeedSchedule(seeds, self.num_groups)
+
+    def _group_options(self, options: Any) -> list[dict | None]:
+        if options is None or isinstance(options, Mapping):
+            return [options] * self.num_groups  # type: ignore[list-item]
+        if isinstance(options, Sequence) and not isinstance(options, (str, bytes)) and len(options) == self.num_groups:
+            if all(o is None or isinstance(o, Mapping) for o in options):
+                return list(options)
+        raise ValueError(f"options must be None, a dict, or a list of {self.num_groups} dicts (one per group)")
+
+    def _reset_groups(self, groups: Sequence[int], options: Sequence[dict | None]) -> dict[int, tuple[Any, dict]]:
+        """Start the next scheduled task in ``groups``; returns {member: (obs, reset info)}."""
+        indices, seeds, opts = [], [], []
+        for g, o in zip(groups, options):
+            self._episode[g] += 1
+            seed = self.schedule.seed_for(g, int(self._episode[g]))
+            for i in self._members(g):
+                indices.append(i)
+                seeds.append(seed)
+                opts.append(o)
+        results = self.pool.reset(indices, seeds, opts)
+        out: dict[int, tuple[Any, dict]] = {}
+        for i, seed, ((obs, info), restarted) in zip(indices, seeds, results):
+            info = dict(info)
+            info["task_seed"] = seed
+            info["group_reset"] = True
+            info["worker_restarted"] = restarted
+            self._obs[i] = obs
+            self._done[i] = False
+            self._outcomes[i] = 0.0
+            out[i] = (obs, info)
+        return out
+
+    def _collect_infos(self, per_member: list[dict[str, Any]]) -> dict[str, Any]:
+        infos: dict[str, Any] = {}
+        for i, info in enumerate(per_member):
+            infos = self._add_info(infos, info, i)
+        return infos
+
+    # -- VectorEnv API -----------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | Sequence[dict] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Start every group on a new task.
+
+        Args:
+            seed: ``None`` continues the schedule (every group moves to its next task); an int
+                restarts the schedule from that vector seed; a list gives one seed per group (or
+                per member, then equal within each group) for this reset, later tasks follow
+                from it.
+            options: passed to every member's ``reset`` (a dict), or one dict per group. Used for
+                this reset only; group autoresets pass ``options=None``.
+        """
+        schedule = self._group_seeds_from(seed)
+        group_options = self._group_options(options)
+        if schedule is not None:
+            self.schedule = schedule
+            self._episode[:] = -1
+        if isinstance(seed, numbers.Integral):
+            super().reset(seed=int(seed))
+        results = self._reset_groups(range(self.num_groups), group_options)
+        per_member = []
+        for i in range(self.num_envs):
+            info = results[i][1]
+            info["group_id"] = int(self.group_ids[i])
+            info["waiting"] = False
+            per_member.append(info)
+        self._needs_reset = False
+        return self._batch_obs(), self._collect_infos(per_member)
+
+    def _split_actions(self, actions: Any) -> list[Any]:
+        try:
+            items = list(iterate(self.action_space, actions))
+        except Exception as err:  # noqa: BLE001 - re-raised with the argument named
+            raise ValueError(f"actions: cannot split into {self.num_envs} member actions ({err})") from err
+        if len(items) != self.num_envs:
+            raise ValueError(f"actions: expected {self.num_envs} actions (one per member), got {len(items)}")
+        return items
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        if self._needs_reset:
+            raise RuntimeError("GroupVectorEnv.step() called before reset()")
+        action_list = self._split_actions(actions)
+        rewards = np.zeros(self.num_envs, dtype=np.float64)
+        terminations = np.zeros(self.num_envs, dtype=bool)
+        truncations = np.zeros(self.num_envs, dtype=bool)
+        waiting = self._done.copy()
+        running = [i for i in range(self.num_envs) if not waiting[i]]
+        results = self.pool.step(running, [action_list[i] for i in running])
+
+        per_member: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        finished_now: list[int] = []
+        for i, result in zip(running, results):
+            if isinstance(result, Crashed):
+                obs, reward, term, trunc = self._obs[i], 0.0, False, True
+                info: dict[str, Any] = {"worker_restarted": True, "worker_error": result.reason}
+                outcome = 0.0
+            else:
+                obs, reward, term, trunc, info = result
+                info = dict(info)
+                info["worker_restarted"] = False
+                outcome = float(info["outcome"]) if "outcome" in info else float(reward)
+            self._obs[i] = obs
+            rewards[i], terminations[i], truncations[i] = float(reward), bool(term), bool(trunc)
+            if term or trunc:
+                self._done[i] = True
+                self._outcomes[i] = outcome
+                finished_now.append(i)
+                info = {**info, "final_obs": obs, "final_info": dict(info)}
+            per_member[i] = info
+        for i in np.flatnonzero(waiting):
+            per_member[i] = {"worker_restarted": False}
+
+        completed = sorted({int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()})
+        if completed:
+            group_flags = {}
+            for g in completed:
+                outcomes = self._outcomes[self._members(g)].copy()
+                group_flags[g] = (outcomes, bool(outcomes.max() < self.tau_r))
+            resets = self._reset_groups(completed, [None] * len(completed))
+            for g in completed:
+                outcomes, all_failed = group_flags[g]
+                for i in self._members(g):
+                    info = resets[i][1]
+                    if "final_obs" in per_member[i]:
+                        info["final_obs"] = per_member[i]["final_obs"]
+                        info["final_info"] = per_member[i]["final_info"]
+                    info["worker_restarted"] = info["worker_restarted"] or per_member[i].get("worker_restarted", False)
+                    info["group_id"] = g
+                    info["group_outcomes"] = outcomes
+                    info["group_all_failed"] = all_failed
+                    per_member[i] = info
+        for i in range(self.num_envs):
+            per_member[i]["waiting"] = bool(waiting[i])
+        return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
+
+    @property
+    def worker_pids(self) -> list[int | None]:
+        """Process id of each member's worker (``None`` entries for the sync backend)."""
+        return self.pool.pids
+
+    @property
+    def episode_index(self) -> np.ndarray:
+        """k of the task each group is playing (its index in the group's seed schedule)."""
+        return self._episode.copy()
+
+    def close_extras(self, **kwargs: Any) -> None:
+        self.pool.close()
