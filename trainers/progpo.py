@@ -1,12 +1,62 @@
-"""`python -m trainers.progpo`: train an LLM agent with ProGPO (placeholder until the trainer lands)."""
+"""`python -m trainers.progpo`: train an LLM agent with ProGPO (or GRPO / RLOO / GiGPO).
+
+With no arguments: the bundled SmolLM2-135M-Instruct on the embedded ALFWorld tasks, on CPU,
+a small budget (3 iterations of 4 tasks x 4 trajectories, 8 steps, candidate-scoring policy),
+then a report (curves + summary markdown) under ``runs/progpo``. Examples::
+
+    python -m trainers.progpo                                  # the CPU demo
+    python -m trainers.progpo --env webshop --output-dir runs/webshop
+    python -m trainers.progpo --config configs/alfworld_gpu.yaml --estimator progpo-gigpo
+    python -m trainers.progpo --output-dir runs/progpo --iterations 6 --resume
+
+Bad configs, corrupt checkpoints and unloadable models end with a one-line ``error: ...``
+(exit status 2); set ``PROGPO_DEBUG=1`` for the traceback.
+"""
 from __future__ import annotations
 
+import os
 import sys
+
+from pathlib import Path
+
+from trainers.checkpoint import CheckpointError, latest_checkpoint
+from trainers.config import ConfigError, parse_args
+
+__all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
-    print("trainers.progpo: the training loop has not landed yet (see issue 'trainers/').", file=sys.stderr)
-    return 2
+    try:
+        cfg, ns = parse_args(argv)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        from trainers.trainer import Trainer
+
+        if ns.resume:  # fail before the (slow) model load when there is nothing to resume
+            ckpt = latest_checkpoint(cfg.output_dir) if ns.resume == "latest" else Path(ns.resume)
+            if not ckpt.is_file():
+                raise CheckpointError(f"checkpoint {ckpt} does not exist")
+            ns.resume = str(ckpt)
+        trainer = Trainer(cfg)
+        report = trainer.train(resume=ns.resume)
+    except (ConfigError, CheckpointError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted; resume with the same command plus --resume", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - model / env loading errors carry their own fix
+        name = type(err).__name__
+        if os.environ.get("PROGPO_DEBUG"):
+            raise
+        if name in ("ModelLoadError", "FileNotFoundError", "ImportError", "ModuleNotFoundError", "ValueError"):
+            print(f"error: {name}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
+            return 2
+        raise
+    print(f"report: {report}  (metrics: {report.parent / 'metrics.jsonl'}, curves: {report.parent / 'curves.png'})")
+    return 0
 
 
 if __name__ == "__main__":

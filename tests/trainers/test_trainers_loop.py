@@ -1,0 +1,155 @@
+"""Trainer: losses, rollout records, config / CLI errors, checkpoints and bit-for-bit resume."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_policy import FakeScoringPolicy  # noqa: E402
+
+from trainers.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from trainers.config import ConfigError, TrainConfig, build_parser, parse_args  # noqa: E402
+from trainers.envs import make_env_fn  # noqa: E402
+from trainers.losses import low_var_kl, ppo_clip_loss  # noqa: E402
+from trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
+from trainers.progpo import main  # noqa: E402
+from trainers.rollout import collect_rollout  # noqa: E402
+from trainers.trainer import Trainer, config_for_tests  # noqa: E402
+
+
+# ----------------------------------------------------------------------------- losses
+def test_ppo_clip_hand_computed():
+    old = torch.log(torch.tensor([0.5, 0.5, 0.5]))
+    new = torch.log(torch.tensor([0.75, 0.55, 0.25]))  # ratios 1.5, 1.1, 0.5
+    adv = torch.tensor([1.0, 1.0, -1.0])
+    out = ppo_clip_loss(new, old, adv, clip_eps=0.2)
+    # per token: -min(1.5, 1.2) = -1.2; -min(1.1, 1.1) = -1.1; -min(-0.5, -0.8) = 0.8
+    assert float(out.pg_loss) == pytest.approx((-1.2 - 1.1 + 0.8) / 3, rel=1e-6)
+    assert float(out.clip_fraction) == pytest.approx(2 / 3)
+    new.requires_grad_(True)
+    out = ppo_clip_loss(new, old, adv, clip_eps=0.2, weight=0.5)
+    out.loss.backward()
+    # clipped tokens get no gradient; token 1: d/dlogp (-ratio * A) / 3 * weight = -1.1 / 3 * 0.5
+    np.testing.assert_allclose(new.grad.numpy(), [0.0, -1.1 / 6, 0.0], rtol=1e-5)
+
+
+def test_low_var_kl_and_kl_term():
+    lp, ref = torch.tensor([-1.0, -2.0]), torch.tensor([-1.5, -1.0])
+    r = ref - lp
+    np.testing.assert_allclose(low_var_kl(lp, ref).numpy(), (torch.exp(r) - r - 1).numpy(), rtol=1e-6)
+    base = ppo_clip_loss(lp, lp, torch.zeros(2))
+    with_kl = ppo_clip_loss(lp, lp, torch.zeros(2), ref_logprobs=ref, kl_coef=0.5)
+    assert float(with_kl.loss) == pytest.approx(float(base.loss) + 0.5 * float(low_var_kl(lp, ref).mean()))
+    with pytest.raises(ValueError, match="shape"):
+        ppo_clip_loss(lp, lp, torch.zeros(3))
+
+
+# ----------------------------------------------------------------------------- rollout
+def test_rollout_records_one_episode_per_member():
+    from wrappers import GroupVectorEnv
+
+    envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=5), num_groups=3, group_size=2, seed=0)
+    try:
+        ro = collect_rollout(envs, FakeScoringPolicy(), task_seeds=[4, 5, 6], seed=1)
+    finally:
+        envs.close()
+    assert len(ro.trajectories) == 6
+    for i, tr in enumerate(ro.trajectories):
+        steps = [s for s in ro.steps if s.traj == i]
+        assert [s.t for s in steps] == list(range(tr.length)) and 1 <= tr.length <= 5
+        assert tr.outcome == (1.0 if tr.won else 0.0)
+        assert steps[-1].reward == tr.outcome
+        for a, b in zip(steps, steps[1:]):
+            assert a.next_state == b.state  # o_{t+1} of step t is o_t of step t+1
+    # members of a group share the task
+    assert ro.trajectories[0].task_id == ro.trajectories[1].task_id
+    arrays = ro.advantage_inputs()
+    assert arrays["step_traj"].size == len(ro.steps) and arrays["outcomes"].size == 6
+
+
+# ----------------------------------------------------------------------------- config / CLI
+def test_every_config_field_has_a_flag():
+    flags = {a.dest for a in build_parser()._actions}
+    assert {f for f in TrainConfig.__dataclass_fields__ if f != "extra"} <= flags
+
+
+def test_yaml_then_cli_precedence(tmp_path):
+    p = tmp_path / "run.yaml"
+    p.write_text("estimator: grpo\nlr: 0.001\nlora: true\n")
+    cfg, _ = parse_args(["--config", str(p), "--lr", "0.5", "--no-lora"])
+    assert (cfg.estimator, cfg.lr, cfg.lora) == ("grpo", 0.5, False)
+
+
+@pytest.mark.parametrize("text, match", [
+    ("estimator: [unclosed", "not valid YAML"),
+    ("- a\n- b\n", "mapping"),
+    ("bogus_field: 1\n", "unknown field"),
+    ("lr: fast\n", "lr must be a number"),
+    ("group_size: 0\n", "group_size must be an integer >= 1"),
+])
+def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
+    p = tmp_path / "bad.yaml"
+    p.write_text(text)
+    assert main(["--config", str(p)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and match in err and "\n" not in err
+
+
+def test_missing_config_and_binary_config(tmp_path, capsys):
+    assert main(["--config", str(tmp_path / "nope.yaml")]) == 2
+    (tmp_path / "bin.yaml").write_bytes(b"\xff\xfe\x00garbage")
+    assert main(["--config", str(tmp_path / "bin.yaml")]) == 2
+    errs = capsys.readouterr().err.strip().splitlines()
+    assert len(errs) == 2 and all(e.startswith("error:") for e in errs)
+
+
+# ----------------------------------------------------------------------------- training + resume
+def _train(tmp: Path, iterations: int, resume: str | None = None, **kw) -> Trainer:
+    cfg = config_for_tests(output_dir=str(tmp), iterations=iterations, num_groups=2, group_size=3, max_steps=5,
+                           lr=0.05, estimator="progpo-gigpo", eval_every=2, **kw)
+    tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0, invalid_every=5))
+    tr.train(resume=resume)
+    return tr
+
+
+def _comparable(path: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(path)]
+
+
+def test_resume_is_bit_for_bit(tmp_path):
+    straight = _train(tmp_path / "a", 4)
+    _train(tmp_path / "b", 2)
+    resumed = _train(tmp_path / "b", 4, resume="latest")
+    a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
+    assert [r["iteration"] for r in a] == [1, 2, 2, 3, 4, 4]  # train records + evals at 2 and 4
+    assert a == b
+    for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert n1 == n2 and torch.equal(p1, p2)
+    # the update did something and the report exists
+    assert any(r.get("update/optimizer_steps", 0) > 0 for r in a)
+    summary = (tmp_path / "b" / "summary.md").read_text()
+    assert "| 4 |" in summary and (tmp_path / "b" / "curves.png").stat().st_size > 1000
+
+
+def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
+    _train(tmp_path, 1)
+    ckpt = tmp_path / "checkpoints" / "iter_000001.pt"
+    data = load_checkpoint(ckpt)
+    assert data["iteration"] == 1 and set(data) >= {"model", "optimizer", "rng", "env_schedule", "config"}
+    with pytest.raises(CheckpointError, match="different config"):
+        _train(tmp_path, 2, resume="latest", gamma=0.5)
+    ckpt.write_bytes(ckpt.read_bytes()[:100])  # truncated
+    with pytest.raises(CheckpointError, match="corrupt"):
+        _train(tmp_path, 2, resume="latest")
+    # through the CLI: one line, exit 2, checked before any model is loaded
+    for target in (str(tmp_path / "missing.pt"), None):
+        extra = ["--resume", target] if target else ["--resume"]
+        assert main(["--env", "rooms", "--model", "tiny", "--output-dir", str(tmp_path / "none"), *extra,
+                     "--no-progress", "--no-tensorboard"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and "\n" not in err and ("does not exist" in err or "no checkpoint" in err)

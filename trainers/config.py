@@ -1,0 +1,241 @@
+"""Training configuration: one dataclass, loadable from YAML, every field a CLI flag.
+
+Precedence: dataclass defaults < ``--config run.yaml`` < explicit CLI flags.
+
+>>> cfg, extra = parse_args(["--estimator", "grpo", "--iterations", "3"])
+>>> cfg.estimator, cfg.iterations, extra.resume
+('grpo', 3, None)
+>>> TrainConfig(estimator="ppo")
+Traceback (most recent call last):
+...
+trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, progpo-grpo, progpo-rloo, progpo-gigpo, got 'ppo'
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from trainers.advantages import ESTIMATORS
+
+__all__ = ["ConfigError", "TrainConfig", "load_yaml", "parse_args", "ENVS"]
+
+ENVS = ("alfworld", "webshop", "rooms")
+
+
+class ConfigError(ValueError):
+    """A configuration value or file is invalid; the message says which and why."""
+
+
+@dataclass
+class TrainConfig:
+    """Everything a run needs. Defaults: the CPU demo (SmolLM2-135M on embedded ALFWorld).
+
+    The CPU default budget (3 iterations x 4 groups x 4 members, 8 steps, candidate scoring)
+    finishes in minutes on 2 cores; paper-scale runs override groups/steps/model on a GPU.
+    """
+
+    # what to train
+    env: str = "alfworld"  # alfworld | webshop | rooms (a toy text env for tests)
+    train_split: str = "auto"  # auto: alfworld train, webshop train
+    eval_split: str = "auto"  # auto: alfworld valid, webshop test
+    max_steps: int = 8  # per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)
+    model: str = "smollm2"  # smollm2 | tiny | local path | hub name
+    backend: str = "transformers"  # transformers | vllm
+    policy_mode: str = "score"  # score: rank admissible actions; generate: free text
+    fmt: str = "action"  # action | think_action (generate mode)
+    history_k: int = 2
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 48
+    invalid_penalty: float = 0.1
+    # estimator (DESIGN.md section 5)
+    estimator: str = "progpo-grpo"
+    gamma: float = 0.95
+    omega: float = 1.0
+    lam: float = 1.0
+    norm: str = "mean_std"
+    coverage: str = "rate"
+    scope: str = "episode"
+    tau_r: float = 1e-3
+    tau_p: float = 1e-4
+    # budget
+    iterations: int = 3
+    num_groups: int = 4  # B tasks per iteration
+    group_size: int = 4  # G trajectories per task
+    env_backend: str = "sync"  # sync | async
+    seed: int = 0
+    # PPO update
+    lr: float = 1e-5
+    weight_decay: float = 0.0
+    clip_eps: float = 0.2
+    kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
+    entropy_coef: float = 0.0
+    max_grad_norm: float = 1.0
+    ppo_epochs: int = 1
+    num_minibatches: int = 1
+    micro_batch_size: int = 8  # steps per forward/backward pass
+    recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler
+    skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off
+    lora: bool = False
+    lora_r: int = 16
+    lora_alpha: int = 32
+    bf16: bool = True  # only on GPU
+    device: str = "auto"  # auto | cpu | cuda
+    # outputs
+    output_dir: str = "runs/progpo"
+    eval_every: int = 0  # iterations between evals on eval_split (0: only at the end)
+    eval_episodes: int = 4  # 0 disables evaluation
+    save_every: int = 1
+    tensorboard: bool = True
+    progress: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes saved with the run
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise :class:`ConfigError` on the first invalid value."""
+
+        def one_of(name: str, choices: tuple[str, ...]) -> None:
+            if getattr(self, name) not in choices:
+                raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+
+        one_of("estimator", ESTIMATORS)
+        one_of("env", ENVS)
+        one_of("backend", ("transformers", "vllm"))
+        one_of("policy_mode", ("score", "generate"))
+        one_of("fmt", ("action", "think_action"))
+        one_of("norm", ("mean_std", "mean"))
+        one_of("coverage", ("rate", "count"))
+        one_of("scope", ("episode", "group"))
+        one_of("env_backend", ("sync", "async"))
+        one_of("device", ("auto", "cpu", "cuda"))
+        for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
+                     "micro_batch_size", "max_new_tokens", "save_every", "lora_r"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+        for name in ("eval_every", "eval_episodes", "history_k", "seed"):
+            if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
+                     "tau_p", "lam", "omega", "temperature", "weight_decay"):
+            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        if self.backend == "vllm" and self.device == "cpu":
+            raise ConfigError("backend vllm needs a CUDA GPU; use --backend transformers on CPU")
+
+    @property
+    def splits(self) -> tuple[str, str]:
+        """(train split, eval split) with ``auto`` resolved for the env."""
+        train = {"alfworld": "train", "webshop": "train", "rooms": "train"}[self.env]
+        ev = {"alfworld": "valid", "webshop": "test", "rooms": "valid"}[self.env]
+        return (train if self.train_split == "auto" else self.train_split,
+                ev if self.eval_split == "auto" else self.eval_split)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; run with --help for the list")
+        clean: dict[str, Any] = {}
+        for name, value in data.items():
+            clean[name] = _coerce(name, value, known[name].default if known[name].default is not dataclasses.MISSING else None, source)
+        return cls(**clean)
+
+
+def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
+    """Check a YAML value against the field's default type (ints are accepted for floats)."""
+    if default is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ConfigError(f"{source}: {name} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{source}: {name} must be an integer, got {value!r}")
+        return value
+    if isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{source}: {name} must be a number, got {value!r}")
+        return float(value)
+    if isinstance(default, str):
+        if not isinstance(value, str):
+            raise ConfigError(f"{source}: {name} must be a string, got {value!r}")
+    return value
+
+
+def load_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML mapping; any problem becomes a one-line :class:`ConfigError`."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read config {p}: {err.__class__.__name__}: {err}") from err
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise ConfigError(f"config {p} is not valid YAML ({first})") from err
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"config {p} must be a YAML mapping of field: value, got {type(data).__name__}")
+    return data
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="python -m trainers.progpo",
+        description="Train an LLM agent with ProGPO (or GRPO / RLOO / GiGPO) on ALFWorld or WebShop. "
+        "With no arguments: the bundled SmolLM2-135M on the embedded ALFWorld set, on CPU.",
+    )
+    ap.add_argument("--config", help="YAML file of field: value (CLI flags override it)")
+    ap.add_argument("--resume", nargs="?", const="latest", default=None,
+                    help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
+    for f in fields(TrainConfig):
+        if f.name == "extra":
+            continue
+        default = f.default
+        if isinstance(default, bool):
+            ap.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                            help=f"(default: {default})")
+        else:
+            kind = type(default)
+            choices = None
+            if f.name == "estimator":
+                choices = ESTIMATORS
+            elif f.name == "env":
+                choices = ENVS
+            ap.add_argument(_flag(f.name), dest=f.name, type=kind, default=None, choices=choices,
+                            help=f"(default: {default})")
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
+    """CLI -> (config, namespace with ``config`` and ``resume``)."""
+    ns = build_parser().parse_args(argv)
+    data: dict[str, Any] = load_yaml(ns.config) if ns.config else {}
+    source = f"config {ns.config}" if ns.config else "config"
+    cfg = TrainConfig.from_dict(data, source)
+    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "extra" and getattr(ns, f.name) is not None}
+    if overrides:
+        cfg = dataclasses.replace(cfg, **overrides)
+    return cfg, ns

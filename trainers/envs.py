@@ -1,0 +1,63 @@
+"""Environment factories for the trainer: env + canonicalizer + first-visit coverage.
+
+``make_env_fn(name, split, max_steps)`` returns a picklable zero-argument factory (usable by
+``GroupVectorEnv(backend="async")`` workers) building::
+
+    FirstVisitCoverage(CanonicalizeObservation(gym.make(<id>, split=..., max_episode_steps=...), canon))
+
+``name``: ``alfworld`` (``ProGPO-ALFWorld-v0``), ``webshop`` (``ProGPO-WebShop-v0``) or
+``rooms`` (the toy :class:`wrappers.toy_envs.TextRoomsEnv`, for tests and quick checks;
+``split`` only changes nothing but is accepted).
+
+>>> env = make_env_fn("rooms", "train", max_steps=5)()
+>>> _, info = env.reset(seed=0)
+>>> sorted(k for k in ("canonical_obs", "first_visit", "coverage_rate") if k in info)
+['canonical_obs', 'coverage_rate', 'first_visit']
+"""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import gymnasium as gym
+
+__all__ = ["ENV_IDS", "make_env", "make_env_fn", "canonicalizer_for"]
+
+ENV_IDS = {"alfworld": "ProGPO-ALFWorld-v0", "webshop": "ProGPO-WebShop-v0"}
+
+
+def canonicalizer_for(name: str) -> Callable[[Any, Any], str]:
+    """The env's own canonicalizer (identity-like default for the toy env)."""
+    if name == "alfworld":
+        from progpo_envs.alfworld.canonical import canonicalize_alfworld
+
+        return canonicalize_alfworld
+    if name == "webshop":
+        from progpo_envs.webshop.canonical import canonicalize_webshop
+
+        return canonicalize_webshop
+    from wrappers import default_canonicalizer
+
+    return default_canonicalizer
+
+
+def make_env(name: str, split: str, max_steps: int, **kwargs: Any) -> gym.Env:
+    """Build one wrapped env (see module docs)."""
+    from wrappers import CanonicalizeObservation, FirstVisitCoverage
+
+    if name == "rooms":
+        from wrappers.toy_envs import TextRoomsEnv
+
+        base: gym.Env = TextRoomsEnv(max_steps=max_steps)
+    elif name in ENV_IDS:
+        import progpo_envs  # noqa: F401  (registers the ids)
+
+        base = gym.make(ENV_IDS[name], split=split, max_episode_steps=max_steps, **kwargs)
+    else:
+        raise ValueError(f"unknown env {name!r}; choose alfworld, webshop or rooms")
+    return FirstVisitCoverage(CanonicalizeObservation(base, canonicalizer_for(name)))
+
+
+def make_env_fn(name: str, split: str, max_steps: int, **kwargs: Any) -> Callable[[], gym.Env]:
+    """Picklable factory of :func:`make_env`."""
+    return functools.partial(make_env, name, split, max_steps, **kwargs)

@@ -1,0 +1,114 @@
+"""Run metrics: per-iteration diagnostics from a rollout, JSONL + TensorBoard logging.
+
+>>> import tempfile, json
+>>> d = tempfile.mkdtemp()
+>>> log = MetricsLogger(d, tensorboard=False)
+>>> log.log({"iteration": 1, "success": 0.5})
+>>> log.close()
+>>> [json.loads(l)["success"] for l in open(d + "/metrics.jsonl")]
+[0.5]
+"""
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from trainers.rollout import Rollout
+
+__all__ = ["MetricsLogger", "rollout_metrics", "read_metrics"]
+
+#: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
+TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "tokens_per_s", "env_steps_per_s")
+
+
+def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:
+    """Success (overall and by task type), all-failed group fraction, coverage, repeat / invalid rates.
+
+    ``repeated_action_rate``: fraction of steps whose action was already issued earlier in the
+    same episode from the same canonical state (the "look again / reopen the drawer" trap).
+    """
+    m: dict[str, float] = {}
+    trajs = ro.trajectories
+    if not trajs:
+        return m
+    success = np.array([t.outcome >= tau_r for t in trajs], dtype=float)
+    m[prefix + "success"] = float(success.mean())
+    m[prefix + "outcome_mean"] = float(np.mean([t.outcome for t in trajs]))
+    by_type: dict[str, list[float]] = defaultdict(list)
+    for t, s in zip(trajs, success):
+        by_type[t.task_type].append(s)
+    for name, vals in sorted(by_type.items()):
+        m[f"{prefix}success_by_type/{name}"] = float(np.mean(vals))
+    groups: dict[int, list[float]] = defaultdict(list)
+    for t in trajs:
+        groups[t.group].append(t.outcome)
+    m[prefix + "all_failed_frac"] = float(np.mean([max(v) < tau_r for v in groups.values()]))
+    m[prefix + "episode_length"] = float(np.mean([t.length for t in trajs]))
+    fv = defaultdict(int)
+    for s in ro.steps:
+        fv[s.traj] += int(s.first_visit)
+    m[prefix + "coverage_rate"] = float(np.mean([fv[i] / max(t.length, 1) for i, t in enumerate(trajs)]))
+    m[prefix + "coverage"] = float(np.mean([fv[i] for i in range(len(trajs))]))
+    if ro.steps:
+        seen: set[tuple[int, str, str]] = set()
+        repeats = 0
+        for s in ro.steps:
+            key = (s.traj, s.state, s.action)
+            repeats += key in seen
+            seen.add(key)
+        m[prefix + "repeated_action_rate"] = repeats / len(ro.steps)
+        m[prefix + "invalid_action_rate"] = float(np.mean([not s.valid for s in ro.steps]))
+    m[prefix + "env_steps"] = float(len(ro.steps))
+    return m
+
+
+class MetricsLogger:
+    """Appends one JSON line per record to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard."""
+
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_after: int | None = None) -> None:
+        self.path = Path(run_dir) / "metrics.jsonl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_after is not None and self.path.exists():
+            # drop lines written after the checkpoint we resume from (a crash after it)
+            kept = [r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_after]
+            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        elif resume_after is None and self.path.exists():
+            self.path.unlink()
+        self.writer = None
+        if tensorboard:
+            try:
+                from torch.utils.tensorboard import SummaryWriter
+
+                self.writer = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+            except ImportError:  # tensorboard not installed: JSONL only
+                self.writer = None
+
+    def log(self, record: dict[str, Any]) -> None:
+        with self.path.open("a") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self.writer is not None:
+            step = int(record.get("iteration", 0))
+            for key, value in record.items():
+                if key != "iteration" and isinstance(value, (int, float)) and math.isfinite(value):
+                    self.writer.add_scalar(key, value, step)
+            self.writer.flush()
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    out = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line
+    return out

@@ -1,0 +1,212 @@
+"""Rollout: play one episode per member of a :class:`~wrappers.GroupVectorEnv` with a policy.
+
+The policy contract (``agents.policy.LLMPolicy`` meets it; see :class:`Policy`) is
+``act(observations, infos, histories, seed=...) -> list[step output]`` where each step output
+has at least ``action`` (str or None), ``valid`` (bool) and ``penalty`` (float), plus whatever
+its ``compute_logprobs`` needs later (prompt / response token ids, old log-probs).
+
+Every environment step of a member becomes a :class:`StepRecord` holding the policy's output,
+the canonical state before (``o_t``) and after (``o_{t+1}``) the action, ``first_visit``,
+the reward and the validity; every member's episode becomes a :class:`Trajectory` with its
+outcome (from ``infos["group_outcomes"]``). :meth:`Rollout.advantage_inputs` turns them into
+the flat arrays :func:`trainers.advantages.step_advantages` takes.
+
+Example (a scripted policy on the toy text env):
+    >>> from wrappers import GroupVectorEnv
+    >>> from trainers.envs import make_env_fn
+    >>> class Walker:
+    ...     def act(self, observations, infos, histories, seed=None):
+    ...         return [ScriptedOutput(i["admissible_commands"][-1]) for i in infos]
+    >>> envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=3), num_groups=2, group_size=2)
+    >>> ro = collect_rollout(envs, Walker(), task_seeds=[1, 2], seed=0)
+    >>> len(ro.trajectories), all(t.length <= 3 for t in ro.trajectories)
+    (4, True)
+    >>> envs.close()
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from trainers.advantages import factorize
+
+__all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info"]
+
+
+class Policy(Protocol):
+    """What the rollout needs from a policy (``agents.policy.LLMPolicy`` satisfies it)."""
+
+    def act(self, observations: list[str], infos: list[dict[str, Any]], histories: list[list[tuple[str, str]]],
+            seed: int | None = None) -> list[Any]: ...
+
+
+@dataclass
+class ScriptedOutput:
+    """Minimal step output for scripted / test policies (no tokens)."""
+
+    action: str | None
+    valid: bool = True
+    penalty: float = 0.0
+
+
+@dataclass
+class StepRecord:
+    """One (prompt, response) pair = one env step of one member."""
+
+    traj: int  # index into Rollout.trajectories
+    t: int  # step index within the episode
+    output: Any  # the policy's step output (tokens, old log-probs, action, valid, penalty)
+    state: str  # canonical o_t
+    next_state: str  # canonical o_{t+1}
+    first_visit: bool
+    reward: float
+    valid: bool  # parsed by the policy AND accepted by the env
+    action: str
+
+
+@dataclass
+class Trajectory:
+    """One member's episode."""
+
+    group: int  # group index in this rollout (0..B-1)
+    member: int  # member index in the vector env
+    task_id: str
+    task_type: str
+    outcome: float = 0.0
+    length: int = 0
+    won: bool = False
+    coverage_rate: float = 0.0  # from the FirstVisitCoverage wrapper at the final step
+
+
+@dataclass
+class Rollout:
+    steps: list[StepRecord] = field(default_factory=list)
+    trajectories: list[Trajectory] = field(default_factory=list)
+    seconds: float = 0.0
+    response_tokens: int = 0
+
+    def advantage_inputs(self) -> dict[str, np.ndarray]:
+        """Flat arrays for :func:`trainers.advantages.step_advantages`."""
+        n = len(self.steps)
+        ids = factorize([s.state for s in self.steps] + [s.next_state for s in self.steps])
+        return dict(
+            outcomes=np.array([t.outcome for t in self.trajectories], dtype=np.float64),
+            traj_group=np.array([t.group for t in self.trajectories], dtype=np.int64),
+            step_traj=np.array([s.traj for s in self.steps], dtype=np.int64),
+            step_index=np.array([s.t for s in self.steps], dtype=np.int64),
+            state_ids=ids[:n],
+            next_ids=ids[n:],
+            first_visit=np.array([s.first_visit for s in self.steps], dtype=bool),
+            step_rewards=np.array([s.reward for s in self.steps], dtype=np.float64),
+        )
+
+
+def member_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
+    """Member ``i``'s info dict out of Gymnasium's vector dict-of-arrays (``_key`` masks)."""
+    out: dict[str, Any] = {}
+    for key, value in infos.items():
+        if key.startswith("_"):
+            continue
+        mask = infos.get("_" + key)
+        if mask is not None and not bool(mask[i]):
+            continue
+        if isinstance(value, Mapping):
+            out[key] = member_info(value, i)
+        else:
+            out[key] = value[i]
+    return out
+
+
+def _state_of(info: Mapping[str, Any], obs: str) -> str:
+    canon = info.get("canonical_obs")
+    return str(canon) if canon is not None else str(obs)
+
+
+def collect_rollout(
+    envs: Any,
+    policy: Policy,
+    task_seeds: Sequence[int],
+    seed: int,
+    history_k: int = 2,
+    on_step: Callable[[int], None] | None = None,
+    max_env_steps: int = 10_000,
+) -> Rollout:
+    """Reset every group to ``task_seeds[g]`` and play until every member finished once.
+
+    Members of a group that already finished keep being stepped with a no-op ``""`` (the
+    vector env auto-resets a finished group); those transitions are not recorded.
+    ``seed`` makes the policy's sampling deterministic: step k of the rollout uses
+    ``seed * 1_000_003 + k``.
+    """
+    t0 = time.perf_counter()
+    n, g_size = envs.num_envs, envs.group_size
+    obs, infos = envs.reset(seed=list(task_seeds))
+    obs = list(obs)
+    minfo = [member_info(infos, i) for i in range(n)]
+    ro = Rollout()
+    traj_of = []
+    for i in range(n):
+        ro.trajectories.append(Trajectory(group=i // g_size, member=i, task_id=str(minfo[i].get("task_id", "")),
+                                          task_type=str(minfo[i].get("task_type", "unknown"))))
+        traj_of.append(i)
+    histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
+    state = [_state_of(minfo[i], obs[i]) for i in range(n)]
+    t = [0] * n
+    active = np.ones(n, dtype=bool)  # playing its first episode
+    group_done = np.zeros(envs.num_groups, dtype=bool)
+    k = 0
+    while not group_done.all():
+        if k >= max_env_steps:
+            raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
+        idx = [i for i in range(n) if active[i]]
+        outputs = policy.act([obs[i] for i in idx], [minfo[i] for i in idx],
+                             [histories[i][-history_k:] if history_k else [] for i in idx],
+                             seed=seed * 1_000_003 + k) if idx else []
+        if len(outputs) != len(idx):
+            raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
+        # finished members wait (action ignored); members of finished groups play a discarded
+        # next episode, fed the no-op "" (an invalid action, never recorded)
+        actions: list[Any] = ["" if group_done[i // g_size] else None for i in range(n)]
+        for i, out in zip(idx, outputs):
+            actions[i] = out.action if out.action is not None else ""
+        next_obs, rewards, terms, truncs, infos = envs.step(actions)
+        next_obs = list(next_obs)
+        for i, out in zip(idx, outputs):
+            info = member_info(infos, i)
+            step_info = info.get("final_info", info) if (terms[i] or truncs[i]) else info
+            nxt = _state_of(step_info, next_obs[i] if "final_obs" not in info else info["final_obs"])
+            env_valid = bool(step_info.get("valid_action", True))
+            ro.steps.append(StepRecord(
+                traj=traj_of[i], t=t[i], output=out, state=state[i], next_state=nxt,
+                first_visit=bool(step_info.get("first_visit", nxt != state[i])), reward=float(rewards[i]),
+                valid=bool(out.valid) and env_valid, action=str(actions[i])))
+            ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
+            histories[i].append((obs[i], str(actions[i])))
+            tr = ro.trajectories[traj_of[i]]
+            tr.length = t[i] + 1
+            t[i] += 1
+            state[i] = nxt
+            if terms[i] or truncs[i]:
+                active[i] = False
+                tr.won = bool(step_info.get("won", False))
+                tr.coverage_rate = float(step_info.get("coverage_rate", 0.0))
+        if "group_outcomes" in infos:
+            mask = infos.get("_group_outcomes", np.ones(n, bool))
+            for i in np.flatnonzero(mask):
+                g = i // g_size
+                if not group_done[g] and not active[list(range(g * g_size, (g + 1) * g_size))].any():
+                    outcomes = np.asarray(infos["group_outcomes"][i], dtype=np.float64)
+                    for m in range(g_size):
+                        ro.trajectories[g * g_size + m].outcome = float(outcomes[m])
+                    group_done[g] = True
+        obs = next_obs
+        minfo = [member_info(infos, i) for i in range(n)]
+        k += 1
+        if on_step is not None:
+            on_step(len(idx))
+    ro.seconds = time.perf_counter() - t0
+    return ro

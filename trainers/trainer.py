@@ -1,0 +1,394 @@
+"""The training loop: group rollouts -> advantages -> PPO-clip update, with logs, evals, checkpoints.
+
+One iteration:
+
+1. reset the B groups of a :class:`~wrappers.GroupVectorEnv` to this iteration's tasks (task
+   seeds are a pure function of ``(seed, iteration)``, so a resumed run replays the schedule)
+   and play one episode per member (:func:`trainers.rollout.collect_rollout`);
+2. compute per-step advantages with the configured estimator
+   (:func:`trainers.advantages.step_advantages`) and subtract the invalid-action penalty from
+   the advantage of each step whose answer could not be parsed (``penalty`` of the policy's
+   step output, 0.1 by default);
+3. PPO-clip update over the response tokens (token-mean, mini-batches, gradient accumulation
+   over micro-batches, grad clipping), optional low-variance KL to the frozen initial policy;
+4. log metrics (JSONL + TensorBoard), evaluate every ``eval_every`` iterations, checkpoint.
+
+The policy is anything with ``act`` (see :class:`trainers.rollout.Policy`), ``compute_logprobs``
+and a ``model`` attribute (``agents.policy.LLMPolicy``); tests inject small fakes.
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import math
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import torch
+
+from trainers.advantages import AdvantageConfig, step_advantages
+from trainers.checkpoint import CheckpointError, capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from trainers.config import TrainConfig
+from trainers.envs import make_env_fn
+from trainers.losses import ppo_clip_loss
+from trainers.metrics import MetricsLogger, rollout_metrics
+from trainers.report import write_report
+from trainers.rollout import Rollout, StepRecord, collect_rollout
+
+__all__ = ["Trainer", "task_seeds", "build_policy", "RESUME_COMPATIBLE"]
+
+#: config fields that may differ between a run and its resumption
+RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra")
+
+
+def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> list[int]:
+    """Task seed of each group at ``iteration`` (``stream`` 0: training, 1: evaluation).
+
+    >>> task_seeds(0, 1, 2) == task_seeds(0, 1, 2), task_seeds(0, 1, 2) != task_seeds(0, 2, 2)
+    (True, True)
+    """
+    seq = np.random.SeedSequence(seed, spawn_key=(stream, iteration))
+    return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device cuda requested but no CUDA GPU is visible; use --device cpu")
+    return torch.device(name)
+
+
+def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
+    """``agents`` LLM policy for ``cfg``: load the model (+ LoRA), make the backend and policy."""
+    from agents.backends import make_backend
+    from agents.models import load_model
+    from agents.policy import LLMPolicy, SamplingConfig
+
+    model, tokenizer = load_model(cfg.model)
+    model.to(device)
+    if device.type == "cuda" and cfg.bf16:
+        model.to(torch.bfloat16)
+    if cfg.lora:
+        from peft import LoraConfig, get_peft_model
+
+        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
+                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+    backend = make_backend(cfg.backend, model, tokenizer)
+    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    env_name = "alfworld" if cfg.env == "rooms" else cfg.env  # the toy env speaks ALFWorld's contract
+    return LLMPolicy(model, tokenizer, backend, env_name, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
+                     sampling=sampling, invalid_penalty=cfg.invalid_penalty)
+
+
+def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
+    for i in range(0, len(seq), size):
+        yield list(seq[i:i + size])
+
+
+def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) -> Any:
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, disable=not enabled, leave=leave, dynamic_ncols=True, file=sys.stderr)
+
+
+class Trainer:
+    """Runs :class:`~trainers.config.TrainConfig` end to end.
+
+    Args:
+        cfg: the run configuration.
+        policy: an already built policy (tests); ``None`` builds ``agents.policy.LLMPolicy``.
+        env_fn / eval_env_fn: member env factories (``None``: :func:`trainers.envs.make_env_fn`).
+    """
+
+    def __init__(self, cfg: TrainConfig, policy: Any | None = None,
+                 env_fn: Callable[[], Any] | None = None, eval_env_fn: Callable[[], Any] | None = None) -> None:
+        self.cfg = cfg
+        self.run_dir = Path(cfg.output_dir)
+        self.device = resolve_device(cfg.device)
+        torch.manual_seed(cfg.seed)
+        np.random.seed(cfg.seed % 2**32)
+        self.policy = policy if policy is not None else build_policy(cfg, self.device)
+        self.model: torch.nn.Module = self.policy.model
+        train_split, eval_split = cfg.splits
+        self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps)
+        self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps)
+        self.adv_cfg = AdvantageConfig(estimator=cfg.estimator, gamma=cfg.gamma, omega=cfg.omega, lam=cfg.lam,
+                                       norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
+                                       tau_p=cfg.tau_p)  # type: ignore[arg-type]
+        self.params = [p for p in self.model.parameters() if p.requires_grad]
+        if not self.params:
+            raise ValueError("the policy model has no trainable parameters")
+        self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        self.ref_model: torch.nn.Module | None = None
+        if cfg.kl_coef > 0 and not cfg.lora:
+            self.ref_model = copy.deepcopy(self.model).eval()
+            for p in self.ref_model.parameters():
+                p.requires_grad_(False)
+        self.envs: Any = None
+        self.eval_envs: Any = None
+        self.history: list[dict[str, Any]] = []
+        self.start_iteration = 1
+
+    # ------------------------------------------------------------------ log-prob adapters
+    def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
+        return list(self.policy.compute_logprobs(list(outputs)))
+
+    @contextlib.contextmanager
+    def _reference(self) -> Iterator[None]:
+        """Make ``policy.compute_logprobs`` use the frozen initial policy."""
+        if self.cfg.lora:
+            with self.model.disable_adapter():  # type: ignore[operator]
+                yield
+            return
+        assert self.ref_model is not None
+        live = self.policy.model
+        self.policy.model = self.ref_model
+        try:
+            yield
+        finally:
+            self.policy.model = live
+
+    def _old_logprobs(self, out: Any) -> torch.Tensor:
+        if self.cfg.policy_mode == "score" and getattr(out, "old_action_logprob", None) is not None:
+            value = out.old_action_logprob
+        else:
+            value = out.old_logprobs
+        return torch.as_tensor(value, dtype=torch.float32).reshape(-1)
+
+    # ------------------------------------------------------------------ update
+    def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int) -> dict[str, float]:
+        """PPO-clip epochs over ``steps`` (token-mean loss per mini-batch)."""
+        cfg = self.cfg
+        idx = list(range(len(steps)))
+        if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
+            idx = [i for i in idx if advantages[i] != 0.0]
+        stats: dict[str, float] = {"update/steps": float(len(idx)), "update/optimizer_steps": 0.0}
+        if not idx:
+            return stats
+        outputs = [steps[i].output for i in idx]
+        adv = torch.as_tensor(advantages[idx], dtype=torch.float32)
+        mb = cfg.micro_batch_size
+        with torch.no_grad():
+            if cfg.recompute_old_logprobs:
+                self.model.eval()
+                old = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
+                       for lp in self._logprobs([outputs[j] for j in c])]
+            else:
+                old = [self._old_logprobs(o) for o in outputs]
+            ref: list[torch.Tensor] | None = None
+            if cfg.kl_coef > 0:
+                with self._reference():
+                    ref = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
+                           for lp in self._logprobs([outputs[j] for j in c])]
+        n_tok = [int(o.numel()) for o in old]
+        self.model.train()
+        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + iteration)
+        sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
+        tok_total, grad_norms = 0, []
+        n_mb = min(cfg.num_minibatches, len(idx))
+        bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / mb), f"update {iteration}", cfg.progress)
+        for _ in range(cfg.ppo_epochs):
+            perm = torch.randperm(len(idx), generator=gen).tolist()
+            for part in np.array_split(np.array(perm), n_mb):
+                part = part.tolist()
+                mb_tokens = sum(n_tok[j] for j in part)
+                if mb_tokens == 0:
+                    continue
+                self.optimizer.zero_grad(set_to_none=True)
+                for micro in _chunks(part, mb):
+                    new = self._logprobs([outputs[j] for j in micro])
+                    lp = torch.cat([x.float().reshape(-1) for x in new]).cpu() if self.device.type == "cpu" else \
+                        torch.cat([x.float().reshape(-1) for x in new])
+                    dev = lp.device
+                    old_t = torch.cat([old[j] for j in micro]).to(dev)
+                    adv_t = torch.cat([adv[j].expand(n_tok[j]) for j in micro]).to(dev)
+                    ref_t = torch.cat([ref[j] for j in micro]).to(dev) if ref is not None else None
+                    k = int(lp.numel())
+                    out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
+                                        weight=k / mb_tokens)
+                    out.loss.backward()
+                    for key in sums:
+                        sums[key] += float(getattr(out, key)) * k
+                    tok_total += k
+                    bar.update(1)
+                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                grad_norms.append(float(norm))
+                self.optimizer.step()
+                stats["update/optimizer_steps"] += 1
+        bar.close()
+        self.optimizer.zero_grad(set_to_none=True)
+        for key, value in sums.items():
+            stats[key if key in ("kl", "clip_fraction") else f"update/{key}"] = value / max(tok_total, 1)
+        stats["update/tokens"] = float(tok_total)
+        stats["update/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        sync = getattr(getattr(self.policy, "backend", None), "sync_weights", None)
+        if callable(sync):
+            sync(self.model)
+        return stats
+
+    # ------------------------------------------------------------------ rollout + eval
+    def _make_envs(self, eval_: bool = False) -> Any:
+        from wrappers import GroupVectorEnv
+
+        cfg = self.cfg
+        if eval_:
+            return GroupVectorEnv(self.eval_env_fn, num_groups=cfg.eval_episodes, group_size=1, backend=cfg.env_backend,
+                                  seed=cfg.seed, tau_r=cfg.tau_r)
+        return GroupVectorEnv(self.env_fn, num_groups=cfg.num_groups, group_size=cfg.group_size, backend=cfg.env_backend,
+                              seed=cfg.seed, tau_r=cfg.tau_r)
+
+    def rollout(self, iteration: int, eval_: bool = False) -> Rollout:
+        cfg = self.cfg
+        if eval_:
+            self.eval_envs = self.eval_envs or self._make_envs(eval_=True)
+            envs, seeds = self.eval_envs, task_seeds(cfg.seed, 0, cfg.eval_episodes, stream=1)
+            total, desc, seed = cfg.eval_episodes * cfg.max_steps, f"eval {iteration}", cfg.seed + 7_919
+        else:
+            self.envs = self.envs or self._make_envs()
+            envs, seeds = self.envs, task_seeds(cfg.seed, iteration, cfg.num_groups)
+            total, desc = cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}"
+            seed = cfg.seed * 100_003 + iteration
+        self.model.eval()
+        bar = _progress(total, desc, cfg.progress)
+        try:
+            with torch.no_grad():
+                return collect_rollout(envs, self.policy, seeds, seed=seed, history_k=cfg.history_k, on_step=bar.update)
+        finally:
+            bar.close()
+
+    def evaluate(self, iteration: int) -> dict[str, Any]:
+        ro = self.rollout(iteration, eval_=True)
+        rec = {"iteration": iteration, "kind": "eval"}
+        rec.update(rollout_metrics(ro, self.cfg.tau_r, prefix="eval/"))
+        return rec
+
+    # ------------------------------------------------------------------ checkpoints
+    def _trainable_state(self) -> dict[str, torch.Tensor]:
+        if self.cfg.lora:
+            from peft import get_peft_model_state_dict
+
+            return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.model).items()}
+        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+
+    def _load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        if self.cfg.lora:
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(self.model, state)
+        else:
+            self.model.load_state_dict(state)
+
+    def save(self, iteration: int) -> Path:
+        return save_checkpoint(self.run_dir, iteration, {
+            "config": self.cfg.to_dict(),
+            "model": self._trainable_state(),
+            "optimizer": self.optimizer.state_dict(),
+            "rng": capture_rng(),
+            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1,
+                             "eval_seeds": task_seeds(self.cfg.seed, 0, self.cfg.eval_episodes, stream=1)},
+            "history": self.history,
+        })
+
+    def resume(self, where: str) -> int:
+        """Load ``where`` (``"latest"`` or a checkpoint path); returns the next iteration."""
+        path = latest_checkpoint(self.run_dir) if where == "latest" else Path(where)
+        data = load_checkpoint(path)
+        saved = data.get("config", {})
+        now = self.cfg.to_dict()
+        diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k) != now[k])
+        if diff:
+            raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
+                                  "resume with the same settings or start a new --output-dir")
+        try:
+            self._load_trainable_state(data["model"])
+            self.optimizer.load_state_dict(data["optimizer"])
+            restore_rng(data["rng"])
+        except (KeyError, RuntimeError, ValueError, TypeError) as err:
+            raise CheckpointError(f"checkpoint {path} does not match this model/optimizer "
+                                  f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
+        self.history = list(data.get("history", []))
+        self.start_iteration = int(data["iteration"]) + 1
+        return self.start_iteration
+
+    # ------------------------------------------------------------------ main loop
+    def train_iteration(self, iteration: int) -> dict[str, Any]:
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        ro = self.rollout(iteration)
+        arrays = ro.advantage_inputs()
+        adv = step_advantages(**arrays, config=self.adv_cfg)
+        penalty = np.array([float(getattr(s.output, "penalty", 0.0) or 0.0) for s in ro.steps])
+        step_adv = adv.steps - penalty
+        t1 = time.perf_counter()
+        stats = self.update(ro.steps, step_adv, iteration)
+        t2 = time.perf_counter()
+        rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
+        rec.update(rollout_metrics(ro, cfg.tau_r))
+        rec["adv/nonzero_frac"] = float(np.mean(step_adv != 0)) if step_adv.size else 0.0
+        rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
+        rec["adv/progress_groups"] = float(np.sum(adv.all_failed)) if self.adv_cfg.progpo else 0.0
+        rec.setdefault("kl", 0.0)
+        rec.setdefault("clip_fraction", 0.0)
+        rec.update(stats)
+        rec["time/rollout_s"] = t1 - t0
+        rec["time/update_s"] = t2 - t1
+        rec["time/iteration_s"] = t2 - t0
+        rec["tokens_per_s"] = ro.response_tokens / max(ro.seconds, 1e-9)
+        rec["env_steps_per_s"] = len(ro.steps) / max(ro.seconds, 1e-9)
+        return rec
+
+    def train(self, resume: str | None = None) -> Path:
+        """Run (or continue) the configured iterations; returns the report's path."""
+        cfg = self.cfg
+        if resume:
+            self.resume(resume)
+        logger = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
+                               resume_after=self.start_iteration - 1 if resume else None)
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
+        bar = _progress(cfg.iterations, "iterations", cfg.progress, leave=True)
+        bar.update(self.start_iteration - 1)
+        try:
+            for it in range(self.start_iteration, cfg.iterations + 1):
+                rec = self.train_iteration(it)
+                self.history.append(rec)
+                logger.log(rec)
+                last = it == cfg.iterations
+                if cfg.eval_episodes and ((cfg.eval_every and it % cfg.eval_every == 0) or last):
+                    ev = self.evaluate(it)
+                    self.history.append(ev)
+                    logger.log(ev)
+                if it % cfg.save_every == 0 or last:
+                    self.save(it)
+                bar.update(1)
+                bar.set_postfix(success=f"{rec.get('success', 0):.2f}", all_failed=f"{rec.get('all_failed_frac', 0):.2f}")
+        finally:
+            bar.close()
+            logger.close()
+            self.close()
+        return write_report(self.run_dir, self.history, cfg.to_dict())
+
+    def close(self) -> None:
+        for envs in (self.envs, self.eval_envs):
+            if envs is not None:
+                envs.close()
+        self.envs = self.eval_envs = None
+
+
+def _to_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def config_for_tests(**overrides: Any) -> TrainConfig:
+    """A tiny CPU config (no progress bars, no TensorBoard) for tests and doc examples."""
+    base = dict(env="rooms", model="tiny", iterations=2, num_groups=2, group_size=2, max_steps=4, eval_episodes=2,
+                progress=False, tensorboard=False, device="cpu")
+    base.update(overrides)
+    return dataclasses.replace(TrainConfig(), **base)
