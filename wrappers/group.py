@@ -175,7 +175,10 @@ class GroupVectorEnv(VectorEnv):
         env_kwargs: keyword arguments for each member's factory: one dict for all, or a list of
             one dict per member.
         context: multiprocessing start method for ``"async"`` (default forkserver, else spawn).
-        step_timeout: ``"async"`` only: seconds before a silent worker is killed and restarted.
+        step_timeout: ``"async"`` only: seconds a worker may take for one step before it is killed
+            and restarted (its episode reported truncated); ``None`` waits forever.
+        reset_timeout: ``"async"`` only: the same for one reset (resets of real engines are
+            slower than steps); a reset that times out is retried once on a fresh worker.
 
     Raises:
         ValueError / TypeError: bad arguments, each message naming the argument.
@@ -192,6 +195,7 @@ class GroupVectorEnv(VectorEnv):
         env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         context: str | None = None,
         step_timeout: float | None = None,
+        reset_timeout: float | None = None,
     ) -> None:
         self.num_groups = _check_int("num_groups", num_groups, 1)
         self.group_size = _check_int("group_size", group_size, 1)
@@ -206,11 +210,11 @@ class GroupVectorEnv(VectorEnv):
         self.backend = backend
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
         if backend == "sync":
-            if context is not None or step_timeout is not None:
-                raise ValueError("context and step_timeout apply to backend='async' only")
+            if context is not None or step_timeout is not None or reset_timeout is not None:
+                raise ValueError("context, step_timeout and reset_timeout apply to backend='async' only")
             self.pool: SyncMemberPool | AsyncMemberPool = SyncMemberPool(env_fns)
         else:
-            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=step_timeout)
+            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=step_timeout, reset_timeout=reset_timeout)
 
         self.single_observation_space = self.pool.single_observation_space
         self.single_action_space = self.pool.single_action_space
@@ -296,10 +300,42 @@ class GroupVectorEnv(VectorEnv):
             out[i] = (obs, info)
         return out
 
-    def _collect_infos(self, per_member: list[dict[str, Any]]) -> dict[str, Any]:
-        infos: dict[str, Any] = {}
+    def _collect_infos(self, per_member: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Per-member info dicts -> Gymnasium dict-of-arrays with ``_key`` masks.
+
+        Same layout as ``VectorEnv._add_info`` (array dtype from the first value seen; dicts
+        nest; ``final_obs`` is an object array), built one key at a time instead of one
+        member at a time.
+        """
+        n = self.num_envs
+        by_key: dict[str, tuple[list[int], list[Any]]] = {}
         for i, info in enumerate(per_member):
-            infos = self._add_info(infos, info, i)
+            for key, value in info.items():
+                idx, values = by_key.setdefault(key, ([], []))
+                idx.append(i)
+                values.append(value)
+        infos: dict[str, Any] = {}
+        for key, (idx, values) in by_key.items():
+            first = values[0]
+            if key != "final_obs" and isinstance(first, dict):
+                nested: list[Mapping[str, Any]] = [{} for _ in range(n)]
+                for i, v in zip(idx, values):
+                    nested[i] = v
+                array: Any = self._collect_infos(nested)
+            else:
+                if key == "final_obs":
+                    array = np.full(n, None, dtype=object)
+                elif type(first) in (int, float, bool) or isinstance(first, np.number):
+                    array = np.zeros(n, dtype=type(first))
+                elif isinstance(first, np.ndarray):
+                    array = np.zeros((n, *first.shape), dtype=first.dtype)
+                else:
+                    array = np.full(n, None, dtype=object)
+                for i, v in zip(idx, values):
+                    array[i] = v
+            mask = np.zeros(n, dtype=np.bool_)
+            mask[idx] = True
+            infos[key], infos[f"_{key}"] = array, mask
         return infos
 
     # -- VectorEnv API -----------------------------------------------------------------------
@@ -410,4 +446,6 @@ class GroupVectorEnv(VectorEnv):
         return self._episode.copy()
 
     def close_extras(self, **kwargs: Any) -> None:
-        self.pool.close()
+        pool = getattr(self, "pool", None)  # absent when __init__ failed
+        if pool is not None:
+            pool.close()

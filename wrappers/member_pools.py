@@ -14,7 +14,7 @@ Worker protocol (one ``Pipe`` per worker, request/answer, strictly alternating):
     main   -> ("close", None)              worker -> ("ok", None), then exits
     any request that raises                worker -> ("error", (exception type, message, traceback))
 
-A worker that dies (killed, segfault, out of memory) or, with ``step_timeout``, does not answer
+A worker that dies (killed, segfault, out of memory) or, with ``step_timeout`` / ``reset_timeout``, does not answer
 in time is replaced by a fresh one built from the same env factory. ``step`` then returns a
 :class:`Crashed` marker for that member (the group env reports its episode as truncated);
 ``reset`` retries once on the fresh worker.
@@ -129,8 +129,9 @@ class AsyncMemberPool:
         env_fns: one picklable (cloudpickle) factory per member.
         context: ``"forkserver"`` (default where available), ``"spawn"`` or ``"fork"``
             (``fork`` is unsafe once threads exist, e.g. after importing torch).
-        step_timeout: seconds a worker may take for one ``step``/``reset`` before it is killed
-            and restarted (``None``: wait forever; a dead worker is still noticed at once).
+        step_timeout: seconds a worker may take for one ``step`` before it is killed and
+            restarted (``None``: wait forever; a dead worker is still noticed at once).
+        reset_timeout: the same for one ``reset``.
         start_timeout: seconds a fresh worker may take to build its env.
     """
 
@@ -139,17 +140,20 @@ class AsyncMemberPool:
         env_fns: Sequence[EnvFn],
         context: str | None = None,
         step_timeout: float | None = None,
+        reset_timeout: float | None = None,
         start_timeout: float = 300.0,
     ) -> None:
         if context is None:
             context = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         if context not in mp.get_all_start_methods():
             raise ValueError(f"context must be one of {mp.get_all_start_methods()}, got {context!r}")
-        if step_timeout is not None and step_timeout <= 0:
-            raise ValueError(f"step_timeout must be > 0 seconds or None, got {step_timeout}")
+        for name, value in (("step_timeout", step_timeout), ("reset_timeout", reset_timeout)):
+            if value is not None and not value > 0:
+                raise ValueError(f"{name} must be > 0 seconds or None, got {value}")
         self._ctx = mp.get_context(context)
         self._fns = [CloudpickleWrapper(fn) for fn in env_fns]
         self.step_timeout = step_timeout
+        self.reset_timeout = reset_timeout
         self.start_timeout = start_timeout
         self._procs: list[Any] = [None] * len(env_fns)
         self._conns: list[Connection | None] = [None] * len(env_fns)
@@ -247,14 +251,14 @@ class AsyncMemberPool:
     def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
         """Reset members ``indices`` in parallel; returns ``((obs, info), restarted)`` per member."""
         sent = [self._send(i, ("reset", (s, o))) for i, s, o in zip(indices, seeds, options)]
-        answers = [self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
+        answers = [self._receive(i, self.reset_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
         results = []
         for i, s, o, answer in zip(indices, seeds, options, answers):
             restarted = False
             if isinstance(answer, Crashed):
                 self._restart(i)
                 restarted = True
-                answer = self._receive(i, self.step_timeout) if self._send(i, ("reset", (s, o))) else Crashed("pipe closed")
+                answer = self._receive(i, self.reset_timeout) if self._send(i, ("reset", (s, o))) else Crashed("pipe closed")
                 if isinstance(answer, Crashed):
                     raise RuntimeError(f"member {i}: worker died twice while resetting with seed {s} ({answer.reason})")
             results.append((self._unwrap(i, answer, "reset"), restarted))

@@ -187,3 +187,28 @@ def test_group_size_one_is_a_plain_vector_env():
     infos = envs.step(np.array([1, 0]))[4]
     assert infos["group_all_failed"].tolist() == [False, True]
     assert infos["group_outcomes"].tolist() == [[1.0], [0.0]]
+
+
+def test_info_layout_matches_gymnasium_add_info():
+    envs = GroupVectorEnv(SleepEnv, num_groups=2, group_size=2, env_kwargs={"step_time": 0.0})
+    per_member = [
+        {"a": 1, "s": "x", "arr": np.ones(2), "final_obs": np.zeros(2), "final_info": {"t": 0.5, "q": [1]}},
+        {"b": True, "a": 3},
+        {},
+        {"s": "y", "final_info": {"t": 1.5}, "np": np.float32(2)},
+    ]
+    reference: dict = {}
+    for i, info in enumerate(per_member):
+        reference = envs._add_info(reference, info, i)
+
+    def same(a, b):
+        assert set(a) == set(b)
+        for key in a:
+            if isinstance(a[key], dict):
+                same(a[key], b[key])
+            else:
+                assert a[key].dtype == b[key].dtype and a[key].shape == b[key].shape, key
+                for x, y in zip(a[key], b[key]):
+                    assert np.array_equal(np.asarray(x, dtype=object), np.asarray(y, dtype=object)), key
+
+    same(envs._collect_infos(per_member), reference)
