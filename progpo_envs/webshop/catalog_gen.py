@@ -201,7 +201,7 @@ def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], d
     for_t = [a for a in in_title if kind[a] == "for"]
     if for_t:
         parts.append("for " + _title_case(for_t[0]))
-    if rs.rand() < 0.4:
+    if rs.rand() < 0.6:  # marketplace titles repeat the product type with a synonym
         other = rs.pick(ptype.nouns)
         if other != noun:
             parts.append("- " + other)

@@ -199,18 +199,33 @@ def load_human_instructions(path: str | Path) -> list[str]:
     return data
 
 
-_SIZE_RE = re.compile(r"\bsize(?:d)?\s*(?:of\s+|:\s*)?([0-9][\w.\-/]*(?:\s*(?:wide|x|w|l)\b)?|x{0,3}-?(?:small|large|medium)|\w+-(?:small|large)|queen|king|twin|full)")
-_COLOR_RE = re.compile(r"\b(?:in (?:the )?colou?r|colou?r(?:ed)?\s*:?)\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)")
+_SIZE_VALUE = (
+    r"(?:[0-9][\w.\-/]*(?:\s*(?:wide|narrow|x|w|l|inch|inches|ounce|oz|fl oz|ml|mm|cm|pack|count|"
+    r"pcs|feet|ft)\b)?|x{1,3}-?(?:small|large)|x-\s?large|small|medium|large|xs|xl|xxl|xxxl|one|"
+    r"queen|king|twin|full|travel|petite)"
+)
+_SIZE_AFTER_RE = re.compile(r"\bsize(?:\s+(?:is|should be|of|in))?\s*:?\s*(" + _SIZE_VALUE + r")")
+_SIZE_BEFORE_RE = re.compile(r"(?<![\w-])(" + _SIZE_VALUE + r")[\s-]+sized?\b")
+_COLOR_AFTER_RE = re.compile(
+    r"\b(?:in (?:the )?colou?r|colou?r(?:ed)?(?: is| should be| of)?\s*:?)\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)")
+_COLOR_BEFORE_RE = re.compile(r"\b([a-z][\w\-]*)\s+colou?r(?:ed)?\b")
 _PRICE_RE = re.compile(r"(?:price lower than|less than|under|below)\s*\$?\s*([0-9]+(?:\.[0-9]+)?)\s*(?:dollars|usd|\$)?")
-_COLOR_STOP = {"and", "with", "that", "for", "in", "size", "please", "i", "it", "of", "which"}
+_COLOR_STOP = frozenset(
+    "a an the and with that for in size please i it of which is should be any this my same one "
+    "color colour colored".split())
+
+
+def _first(*matches: re.Match[str] | None) -> re.Match[str] | None:
+    found = [m for m in matches if m is not None]
+    return min(found, key=lambda m: m.start()) if found else None
 
 
 def parse_human_instruction(text: str, attribute_vocab: Iterable[str] = ()) -> dict[str, Any]:
     """An instruction-only goal from a free-text human instruction (heuristic, documented).
 
     Extracts a price cap (``"under 30 dollars"``, ``"price lower than 30.00 dollars"``), a size
-    (``"size 7.5 wide"``, ``"x-large size"`` is not recognised), a colour (``"in the color
-    X"``, ``"color: X"``), and the phrases of ``attribute_vocab`` found in the text. The
+    (``"size 7.5 wide"``, ``"size is 12 pack"``, ``"x-large size"``), a colour (``"in the color
+    X"``, ``"color: X"``, ``"X color"``), and the phrases of ``attribute_vocab`` found in the text. The
     goal has no target product (``asin`` etc. are ``None``), so it is task text / search
     input, not something :func:`progpo_envs.webshop.reward.get_reward` can score.
 
@@ -222,12 +237,16 @@ def parse_human_instruction(text: str, attribute_vocab: Iterable[str] = ()) -> d
     clean = " ".join(str(text).split())
     low = clean.lower()
     goal_options: dict[str, str] = {}
-    m = _SIZE_RE.search(low)
+    m = _first(_SIZE_AFTER_RE.search(low), _SIZE_BEFORE_RE.search(low))
     if m:
-        goal_options["size"] = m.group(1).strip(" ,.")
-    m = _COLOR_RE.search(low)
+        goal_options["size"] = m.group(1).strip(" ,.-")
+    m = _first(_COLOR_AFTER_RE.search(low), _COLOR_BEFORE_RE.search(low))
     if m:
-        words = [w for w in m.group(1).split() if w not in _COLOR_STOP]
+        words = []
+        for w in m.group(1).split():
+            if w in _COLOR_STOP:
+                break
+            words.append(w)
         if words:
             goal_options["color"] = " ".join(words)
     m = _PRICE_RE.search(low)
