@@ -1,0 +1,263 @@
+"""``ProGPO-WebShop-v0``: the WebShop benchmark as a Gymnasium env, text or real browser.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import progpo_envs  # registers the ids
+    >>> env = gym.make("ProGPO-WebShop-v0", num_products=200)
+    >>> obs, info = env.reset(seed=0)
+    >>> obs.startswith("WebShop [SEP] Instruction: [SEP] ")
+    True
+    >>> info["admissible_commands"], info["page"]
+    (['search[<query>]'], 'search')
+    >>> obs, reward, terminated, truncated, info = env.step("search[" + info["goal"]["query"] + "]")
+    >>> info["page"], info["valid_action"], reward, terminated
+    ('results', True, 0.0, False)
+    >>> env.step("look")[4]["valid_action"]
+    False
+    >>> env.close()
+
+Observation: the original ``text`` mode observation (the page's visible text joined with
+``" [SEP] "``; see :mod:`progpo_envs.webshop.pages`). Action: ``search[<query>]`` or
+``click[<clickable>]`` (grammar in :mod:`progpo_envs.webshop.shop`). Reward: the WebShop
+score in [0, 1] on ``click[buy now]`` (the episode terminates), else 0. The episode is
+truncated after ``max_episode_steps`` steps (15 by default, as GRPO/GiGPO train).
+
+``reset(seed=s)`` draws the goal uniformly from the split with the env's seeded RNG (the same
+seed always gives the same goal); ``reset(options={"goal_index": i})`` (or ``"task_id"``)
+picks goal ``i`` of the catalog's goal list (test split = goals 0-499, train = 500 on).
+
+``info`` keys (every step):
+
+* ``admissible_commands``: ``["search[<query>]"]`` when the page has a search bar, plus
+  ``click[x]`` for each clickable ``x`` (``click[search]`` is never valid, as in WebShop).
+* ``available_actions``: ``{"has_search_bar": bool, "clickables": [...]}`` (the original's).
+* ``task_id`` (goal index), ``task_type`` (the goal's category), ``instruction`` (text),
+  ``goal``: ``{asin, instruction_text, attributes, goal_options, price_upper, query,
+  category}`` -- enough for a scripted oracle to buy the right product with the right options.
+* ``won`` (score == 1.0), ``valid_action``, ``step``, ``page`` (search / results / item /
+  sub-page / done), ``state`` (page, query, page_num, asin, options, sub_page: what
+  :func:`~progpo_envs.webshop.canonical.canonicalize_webshop` reads), ``outcome`` (the score
+  once purchased, else 0.0), ``score_breakdown`` (after a purchase), ``mode``.
+* Browser mode adds ``url`` and, when the browser had to be restarted on reset,
+  ``browser_restarted: True``; a browser failure during a step truncates the episode with
+  ``browser_error`` set.
+"""
+from __future__ import annotations
+
+import copy
+import string
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+from gymnasium import spaces
+
+from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, StepResult, parse_action
+
+MAX_OBSERVATION_CHARS = 1_000_000
+SEARCH_PLACEHOLDER = "search[<query>]"
+GOAL_KEYS = ("asin", "instruction_text", "attributes", "goal_options", "price_upper", "query", "category")
+
+
+class UnicodeText(spaces.Text):
+    """A :class:`gymnasium.spaces.Text` that contains any string up to ``max_length``.
+
+    Samples come from ``charset`` (printable ASCII by default) but membership accepts every
+    Unicode character, since product text and agent actions are not restricted to a charset.
+
+    >>> UnicodeText(20).contains("naïve [SEP] ✓"), UnicodeText(3).contains("long")
+    (True, False)
+    """
+
+    def __init__(self, max_length: int, *, min_length: int = 0, charset: str = string.printable, seed: Any = None):
+        super().__init__(max_length, min_length=min_length, charset=charset, seed=seed)
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, str) and self.min_length <= len(x) <= self.max_length
+
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, UnicodeText) and super().__eq__(other)
+
+
+class WebShopEnv(gym.Env[str, str]):
+    """WebShop as a Gymnasium env (see the module docstring for spaces, reward and info).
+
+    Args:
+        data_dir: folder with the original WebShop files (``items_shuffle*.json``,
+            ``items_ins_v2*.json``); ``None`` uses ``$WEBSHOP_DATA`` or the embedded catalog.
+        split: ``"train"`` (goals 500 on), ``"test"`` (goals 0-499) or ``"all"``.
+        mode: ``"text"`` (in-process) or ``"browser"`` (local HTTP server + headless Chromium).
+        max_episode_steps: truncation limit (15).
+        num_products: catalog size (1,000 by default, as the published results use).
+        seed: catalog seed (embedded catalog, price draws, price caps).
+        goal_index: always play this goal (overrides the seed draw).
+        human_goals: use ``items_human_ins.json`` goals (needs ``data_dir``).
+        index_cache_dir: keep the search index on disk here between processes.
+        shop: share an already built :class:`~progpo_envs.webshop.shop.Shop` (catalog + index).
+        render_mode: ``"ansi"`` returns the observation from :meth:`render`.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        split: str = "train",
+        mode: str = "text",
+        max_episode_steps: int = 15,
+        num_products: int | None = 1000,
+        seed: int = 0,
+        goal_index: int | None = None,
+        human_goals: bool = False,
+        index_cache_dir: str | None = None,
+        shop: Shop | None = None,
+        render_mode: str | None = None,
+    ):
+        if mode not in ("text", "browser"):
+            raise ValueError(f"mode must be 'text' or 'browser', got {mode!r}")
+        if render_mode is not None and render_mode not in self.metadata["render_modes"]:
+            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+        if int(max_episode_steps) < 1:
+            raise ValueError("max_episode_steps must be >= 1")
+        if shop is None:
+            from progpo_envs.webshop.data import load_catalog
+
+            catalog = load_catalog(data_dir, num_products=num_products, seed=seed, human_goals=human_goals)
+            shop = Shop(catalog, index_cache_dir=index_cache_dir)
+        self.shop = shop
+        self.split = split
+        self.split_goals = shop.catalog.split(split)
+        if not self.split_goals:
+            raise ValueError(
+                f"split {split!r} has no goals in this catalog ({len(shop.goals)} goals; test = "
+                f"goals 0-499, train = 500 on): use a larger num_products or another split"
+            )
+        self.mode = mode
+        self.max_episode_steps = int(max_episode_steps)
+        self.fixed_goal_index = None if goal_index is None else self._check_goal_index(goal_index)
+        self.render_mode = render_mode
+        self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
+        self.action_space = UnicodeText(MAX_ACTION_CHARS)
+
+        self._session: ShopSession | None = None
+        self._goal_index = -1
+        self._steps = 0
+        self._obs = ""
+        self._done = False
+        self._score: float | None = None
+        self._breakdown: dict[str, Any] | None = None
+        self._browser_backend: Any = None
+        if mode == "browser":
+            from progpo_envs.webshop.browser_mode import BrowserBackend
+
+            self._browser_backend = BrowserBackend(shop)
+
+    # --- helpers -------------------------------------------------------------------------
+
+    def _check_goal_index(self, index: Any) -> int:
+        try:
+            i = int(index)
+        except (TypeError, ValueError):
+            raise ValueError(f"goal_index must be an int, got {index!r}") from None
+        if not 0 <= i < len(self.shop.goals):
+            raise ValueError(f"goal_index {i} out of range: this catalog has {len(self.shop.goals)} goals")
+        return i
+
+    def _goal_info(self) -> dict[str, Any]:
+        goal = self.shop.goals[self._goal_index]
+        return copy.deepcopy({k: goal.get(k) for k in GOAL_KEYS})
+
+    def _info(self, valid: bool, result: StepResult | None = None) -> dict[str, Any]:
+        backend = self._browser_backend
+        if backend is not None:
+            state, clickables, has_bar = backend.state, backend.clickables, backend.has_search_bar
+        else:
+            view = self._session.view()
+            state, clickables, has_bar = view.state, view.clickables(), view.has_search_bar
+        commands = [SEARCH_PLACEHOLDER] if has_bar else []
+        commands += [f"click[{c}]" for c in clickables if c != "search"]
+        goal = self.shop.goals[self._goal_index]
+        score = self._score
+        info: dict[str, Any] = {
+            "admissible_commands": commands,
+            "available_actions": {"has_search_bar": has_bar, "clickables": list(clickables)},
+            "task_id": self._goal_index,
+            "task_type": goal.get("category"),
+            "instruction": goal.get("instruction_text", ""),
+            "goal": self._goal_info(),
+            "won": bool(score is not None and score >= 1.0),
+            "valid_action": bool(valid),
+            "step": self._steps,
+            "page": state.kind,
+            "state": state.to_dict(),
+            "outcome": float(score) if score is not None else 0.0,
+            "mode": self.mode,
+        }
+        if self._breakdown is not None:
+            info["score_breakdown"] = dict(self._breakdown)
+        if backend is not None:
+            info["url"] = backend.url
+        return info
+
+    # --- Gymnasium API -------------------------------------------------------------------
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        index = options.get("goal_index", options.get("task_id"))
+        if index is not None:
+            self._goal_index = self._check_goal_index(index)
+        elif self.fixed_goal_index is not None:
+            self._goal_index = self.fixed_goal_index
+        else:
+            self._goal_index = int(self.split_goals[int(self.np_random.integers(len(self.split_goals)))])
+        self._steps = 0
+        self._done = False
+        self._score = None
+        self._breakdown = None
+        goal = self.shop.goals[self._goal_index]
+        extra: dict[str, Any] = {}
+        if self._browser_backend is not None:
+            self._obs, extra = self._browser_backend.reset(goal)
+        else:
+            self._session = ShopSession(self.shop, goal)
+            self._obs = self._session.view().observation()
+        info = self._info(True)
+        info.update(extra)
+        return self._obs, info
+
+    def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._goal_index < 0:
+            raise gym.error.ResetNeeded("call reset() before step()")
+        if self._done:
+            info = self._info(False)
+            return self._obs, 0.0, True, False, info
+        self._steps += 1
+        extra: dict[str, Any] = {}
+        if self._browser_backend is not None:
+            result, self._obs, extra = self._browser_backend.step(action)
+        else:
+            result = self._session.step(action)
+            self._obs = self._session.view().observation() if result.valid else self._obs
+        terminated = bool(result.done)
+        reward = float(result.reward) if terminated else 0.0
+        if terminated:
+            self._done = True
+            self._score = reward
+            self._breakdown = dict(result.breakdown or {})
+        truncated = (not terminated) and (self._steps >= self.max_episode_steps or bool(extra.get("browser_error")))
+        info = self._info(result.valid, result)
+        info.update(extra)
+        return self._obs, reward, terminated, truncated, info
+
+    def render(self) -> str | None:
+        if self.render_mode == "ansi":
+            return self._obs
+        return None
+
+    def close(self) -> None:
+        if self._browser_backend is not None:
+            self._browser_backend.close()
+        super().close()
+
+
+__all__ = ["WebShopEnv", "UnicodeText", "SEARCH_PLACEHOLDER", "GOAL_KEYS"]
