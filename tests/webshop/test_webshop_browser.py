@@ -1,0 +1,124 @@
+"""Browser mode through real headless Chromium: same observations and rewards as text mode."""
+from __future__ import annotations
+
+import copy
+import os
+import socket
+from urllib.parse import urlsplit
+
+import pytest
+
+from progpo_envs.webshop.browser import CHROMEDRIVER_BINARY, CHROMIUM_BINARY
+from progpo_envs.webshop.data import load_catalog
+from progpo_envs.webshop.env import WebShopEnv
+from progpo_envs.webshop.shop import Shop
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
+
+if not (os.path.exists(CHROMIUM_BINARY) and os.path.exists(CHROMEDRIVER_BINARY)):
+    pytest.skip(f"needs {CHROMIUM_BINARY} and {CHROMEDRIVER_BINARY}", allow_module_level=True)
+pytest.importorskip("selenium")
+
+NASTY = "<script>window.pwned = 1</script> Herbal Tea & <b>Bold</b> \"Quoted\""
+
+
+@pytest.fixture(scope="module")
+def nasty_shop():
+    """The embedded catalog, one product retitled with HTML that must come out as text."""
+    catalog = copy.deepcopy(load_catalog(num_products=300, seed=0))
+    goal = catalog.goals[0]
+    product = catalog.by_asin[goal["asin"]]
+    product["Title"] = NASTY
+    product["BulletPoints"] = [NASTY] + list(product["BulletPoints"])
+    return Shop(catalog)
+
+
+@pytest.fixture(scope="module")
+def envs(nasty_shop):
+    browser = WebShopEnv(shop=nasty_shop, mode="browser", split="all", max_episode_steps=100)
+    text = WebShopEnv(shop=nasty_shop, mode="text", split="all", max_episode_steps=100)
+    yield browser, text
+    browser.close()
+    text.close()
+
+
+COMPARED = ("page", "state", "available_actions", "admissible_commands", "valid_action", "won", "outcome", "step")
+
+
+def _same(b, t):
+    (bo, br, bterm, btrunc, bi), (to, tr, tterm, ttrunc, ti) = b, t
+    assert bo == to
+    assert (br, bterm, btrunc) == (tr, tterm, ttrunc)
+    for key in COMPARED:
+        assert bi[key] == ti[key], key
+    assert "browser_error" not in bi
+
+
+def test_browser_and_text_mode_agree_step_by_step(envs, ws_oracle):
+    browser, text = envs
+    bo, bi = browser.reset(options={"goal_index": 0})
+    to, ti = text.reset(options={"goal_index": 0})
+    assert bo == to and bi["state"] == ti["state"] and bi["available_actions"] == ti["available_actions"]
+    assert urlsplit(bi["url"]).hostname == "127.0.0.1"
+    goal = ti["goal"]
+    script = [
+        "search[<script>alert(1)</script> tea]",  # escaped query, results page
+        "click[next >]", "click[next >]", "click[< prev]",
+        "click[search]", "look", "click[buy now]",  # invalid: no-ops in both
+        f"search[{goal['query']}]",
+        "click[back to search]",
+        f"search[{goal['instruction_text']}]",
+    ]
+    for action in script:
+        _same(browser.step(action), text.step(action))
+    # the scripted oracle's path (item page, options, buy) through both
+    text.reset(options={"goal_index": 0})
+    taken = ws_oracle(text, ti)
+    browser.reset(options={"goal_index": 0})
+    text.reset(options={"goal_index": 0})
+    extra = [taken[-2] if len(taken) > 1 else taken[0], "click[features]", "click[< prev]",
+             "click[description]", "click[reviews]"]
+    for action in taken[:-1] + extra + ["click[< prev]", taken[-1]]:
+        b, t = browser.step(action), text.step(action)
+        _same(b, t)
+    assert b[2] and b[1] == t[1] and b[4]["score_breakdown"] == t[4]["score_breakdown"]
+
+
+def test_html_in_data_and_queries_stays_text(envs):
+    browser, text = envs
+    _, info = browser.reset(options={"goal_index": 0})
+    text.reset(options={"goal_index": 0})
+    driver = browser._browser_backend.browser.driver
+    for action in ["search[herbal tea bold quoted]", f"click[{info['goal']['asin'].lower()}]", "click[features]",
+                   "search[</title><script>window.pwned=2</script>]"]:
+        b, t = browser.step(action), text.step(action)
+        _same(b, t)
+        assert driver.execute_script("return [window.pwned, document.scripts.length]") == [None, 0]
+        if action.startswith("click["):
+            assert NASTY in b[0]
+
+
+def test_crashed_browser_is_restarted_on_reset(envs):
+    browser, text = envs
+    browser.reset(seed=1)
+    backend = browser._browser_backend
+    backend.browser.driver.quit()  # the browser goes away under the env
+    obs, reward, term, trunc, info = browser.step("search[tea]")
+    assert trunc and not term and reward == 0.0 and "browser_error" in info
+    bo, bi = browser.reset(seed=2)
+    to, ti = text.reset(seed=2)
+    assert bi.get("browser_restarted") is True and bo == to
+    _same(browser.step("search[tea]"), text.step("search[tea]"))
+
+
+def test_close_stops_server_and_browser(nasty_shop):
+    env = WebShopEnv(shop=nasty_shop, mode="browser")
+    env.reset(seed=0)
+    backend = env._browser_backend
+    port = urlsplit(backend.server.url).port
+    service = backend.browser.driver.service
+    env.close()
+    assert not backend.server.running and backend.browser is None
+    assert service.process is None or service.process.poll() is not None
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
