@@ -115,3 +115,14 @@ def test_100k_generation_smoke() -> None:
     elapsed = time.perf_counter() - start
     assert n == 100_000 and len(asins) == n and categories == CATEGORIES
     assert elapsed < 60, f"100k products took {elapsed:.1f} s"
+
+
+def test_parallel_generation_gives_the_same_catalog(tmp_path) -> None:
+    n = 2 * catalog_gen.BLOCK + 17
+    assert generate_catalog(n, seed=5, workers=2) == generate_catalog(n, seed=5)
+    serial = write_catalog(tmp_path / "serial", num_products=n, seed=5)
+    parallel = write_catalog(tmp_path / "parallel", num_products=n, seed=5, workers=2)
+    for a, b in zip(serial, parallel):
+        assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(ValueError, match="workers"):
+        list(iter_catalog(10, workers=0))

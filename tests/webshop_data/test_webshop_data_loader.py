@@ -255,3 +255,16 @@ def test_embedded_human_goals_and_bad_size_are_rejected() -> None:
         load_catalog(human_goals=True)
     with pytest.raises(ValueError):
         load_catalog(num_products=0)
+
+
+def test_real_goals_score_one_on_their_own_product(tmp_path: Path, shared_data: Path) -> None:
+    from progpo_envs.webshop.reward import get_reward
+    from progpo_envs.webshop.title_nouns import TitleNouns
+
+    _real_subset(tmp_path, shared_data)
+    cat = load_catalog(tmp_path, num_products=1000, seed=0)
+    nouns = TitleNouns(backend="rules")
+    for goal in cat.goals[:200]:
+        product = cat.by_asin[goal["asin"]]
+        _, info = get_reward(product, goal, cat.prices[goal["asin"]], dict(goal["goal_options"]), nouns=nouns)
+        assert info["r_att"] == 1.0 and info["r_type"] == 1.0 and info["r_price"] is True
