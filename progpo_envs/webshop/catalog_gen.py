@@ -100,10 +100,14 @@ def asin_for_index(index: int, seed: int = 0) -> str:
     return "B0" + "".join(reversed(chars))
 
 
+def _title_case(phrase: str) -> str:
+    return " ".join(w if w.isupper() else w[:1].upper() + w[1:] for w in phrase.split())
+
+
 class _TypeTables:
     """Per product type, the precomputed pools the generator draws from."""
 
-    __slots__ = ("ptype", "pre", "with_", "for_", "all_attrs", "kind", "fillers", "bullets")
+    __slots__ = ("ptype", "pre", "with_", "for_", "all_attrs", "kind", "titled", "fillers", "bullets")
 
     def __init__(self, ptype: ProductType) -> None:
         self.ptype = ptype
@@ -115,15 +119,12 @@ class _TypeTables:
         self.kind = {a: "pre" for a in self.pre}
         self.kind.update({a: "with" for a in self.with_})
         self.kind.update({a: "for" for a in self.for_})
+        self.titled = {a: _title_case(a) for a in self.all_attrs}
         self.fillers = TITLE_FILLERS[ptype.category]
         self.bullets = BULLET_TEMPLATES[ptype.category]
 
 
 _TABLES = tuple(_TypeTables(t) for t in PRODUCT_TYPES)
-
-
-def _title_case(phrase: str) -> str:
-    return " ".join(w if w.isupper() else w[:1].upper() + w[1:] for w in phrase.split())
 
 
 class _Stream:
@@ -196,14 +197,15 @@ def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], d
     parts = [brand]
     if rs.rand() < 0.6:
         parts.append(rs.pick(tables.fillers))
-    parts.extend(_title_case(a) for a in in_title if kind[a] == "pre")
+    titled = tables.titled
+    parts.extend(titled[a] for a in in_title if kind[a] == "pre")
     parts.append(noun)
     with_t = [a for a in in_title if kind[a] == "with"]
     if with_t:
-        parts.append("with " + " and ".join(_title_case(a) for a in with_t))
+        parts.append("with " + " and ".join(titled[a] for a in with_t))
     for_t = [a for a in in_title if kind[a] == "for"]
     if for_t:
-        parts.append("for " + _title_case(for_t[0]))
+        parts.append("for " + titled[for_t[0]])
     if rs.rand() < 0.6:  # marketplace titles repeat the product type with a synonym
         other = rs.pick(ptype.nouns)
         if other != noun:
