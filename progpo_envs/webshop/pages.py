@@ -128,9 +128,10 @@ def price_tag(product: Mapping[str, Any]) -> str:
     >>> price_tag({"pricing": [19.99, 27.99]}), price_tag({"pricing": []}), price_tag({"Price": "$5.0"})
     ('$19.99 to $27.99', '$100.0', '$5.0')
     """
-    tag = product.get("Price")
-    if isinstance(tag, str) and tag.startswith("$"):
-        return tag
+    for key in ("price_tag", "Price"):  # the loader's tag, or the original's "Price" text
+        tag = product.get(key)
+        if isinstance(tag, str) and tag.startswith("$"):
+            return tag
     pricing = list(product.get("pricing") or [])
     if not pricing:
         return "$100.0"

@@ -69,6 +69,7 @@ _TOKEN_RE = re.compile(
     rf"\w+(?:(?:(?<={_LETTER})[.:'\u2019\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
 )
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s", "'S", "\u2019S")
+_DOC_SEP = "\x00"  # NUL: neither whitespace nor a word character, never part of a token
 
 
 class LuceneEnglishAnalyzer:
@@ -190,6 +191,16 @@ def _quantize_lengths(lengths: np.ndarray) -> np.ndarray:
 # --- the index ----------------------------------------------------------------------------------
 
 
+def bm25s_idf_lucene(df: np.ndarray, n_docs: int) -> np.ndarray:
+    """Lucene's BM25 idf, ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (bm25s' "lucene" idf), vectorized.
+
+    >>> round(float(bm25s_idf_lucene(np.array([1]), 10)[0]), 4)
+    1.9924
+    """
+    df = np.asarray(df, dtype=np.float64)
+    return np.log1p((n_docs - df + 0.5) / (df + 0.5))
+
+
 class SearchIndex:
     """A Lucene-compatible BM25 index over product documents.
 
@@ -253,50 +264,49 @@ class SearchIndex:
         parts_terms: list[np.ndarray] = []
         parts_tf: list[np.ndarray] = []
         lengths_parts: list[np.ndarray] = []
-        buf: list[int] = []
-        buf_counts: list[int] = []
+        sep_id = add_chunk(_DOC_SEP)  # analyzes to no terms: marks document boundaries
         n_docs = 0
 
-        def flush() -> None:
-            if not buf_counts:
-                return
-            cids = np.asarray(buf, dtype=np.int64)
+        def add_batch(batch: list[str]) -> None:
+            # One C-level split + dict lookup pass over a whole batch of documents.
+            if any(_DOC_SEP in d for d in batch):
+                batch = [d.replace(_DOC_SEP, " ") for d in batch]
+            chunks = f" {_DOC_SEP} ".join(batch).split()
+            cids_list = list(map(chunk_get, chunks))
+            if None in cids_list:
+                cids_list = [
+                    c if c is not None else (chunk_ids[ch] if ch in chunk_ids else add_chunk(ch))
+                    for c, ch in zip(cids_list, chunks)
+                ]
+            cids = np.asarray(cids_list, dtype=np.int64)
             off = np.asarray(chunk_off, dtype=np.int64)
             flat = np.asarray(flat_terms, dtype=np.int64)
+            doc_of_chunk = np.cumsum(cids == sep_id)
             lens = off[cids + 1] - off[cids]
             cs = np.zeros(len(lens) + 1, dtype=np.int64)
             np.cumsum(lens, out=cs[1:])
-            doc_ends = np.cumsum(np.asarray(buf_counts, dtype=np.int64))
-            doc_starts = doc_ends - np.asarray(buf_counts, dtype=np.int64)
-            doc_len = cs[doc_ends] - cs[doc_starts]
             total = int(cs[-1])
             pos = np.arange(total, dtype=np.int64) + np.repeat(off[cids] - cs[:-1], lens)
             ids = flat[pos]
-            first_doc = n_docs - len(buf_counts)
-            docs = np.repeat(np.arange(first_doc, n_docs, dtype=np.int64), doc_len)
+            docs = np.repeat(doc_of_chunk, lens)
+            doc_len = np.bincount(docs, minlength=len(batch))
             width = len(vocab) + 1
-            uniq, tf = np.unique(docs * width + ids, return_counts=True)
+            uniq, tf = np.unique((docs + n_docs) * width + ids, return_counts=True)
             parts_docs.append((uniq // width).astype(np.int32))
             parts_terms.append((uniq % width).astype(np.int32))
             parts_tf.append(tf.astype(np.int32))
             lengths_parts.append(doc_len)
-            buf.clear()
-            buf_counts.clear()
 
+        batch: list[str] = []
         for text in documents:
-            chunks = text.split()
-            cids_doc = list(map(chunk_get, chunks))
-            if None in cids_doc:
-                cids_doc = [
-                    c if c is not None else (chunk_get(ch) if ch in chunk_ids else add_chunk(ch))
-                    for c, ch in zip(cids_doc, chunks)
-                ]
-            buf.extend(cids_doc)
-            buf_counts.append(len(cids_doc))
-            n_docs += 1
-            if len(buf) > 2_000_000:
-                flush()
-        flush()
+            batch.append(text)
+            if len(batch) == 8192:
+                add_batch(batch)
+                n_docs += len(batch)
+                batch = []
+        if batch:
+            add_batch(batch)
+            n_docs += len(batch)
         if n_docs != len(asins):
             raise ValueError(f"got {n_docs} documents for {len(asins)} asins")
 
@@ -304,23 +314,31 @@ class SearchIndex:
         terms = np.concatenate(parts_terms) if parts_terms else np.zeros(0, np.int32)
         tf = np.concatenate(parts_tf) if parts_tf else np.zeros(0, np.int32)
         lengths_arr = np.concatenate(lengths_parts) if lengths_parts else np.zeros(0, np.int64)
-        del parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off
+        del parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off, batch
 
         n_vocab = max(len(vocab), 1)
         avgdl = float(lengths_arr.sum()) / max(n_docs, 1) or 1.0
-        df = np.bincount(terms, minlength=n_vocab).astype(np.float64)
-        # Lucene's idf (bm25s calls it the "lucene" idf); vectorized.
-        idf = np.log(1.0 + (n_docs - df + 0.5) / (df + 0.5))
-        dl = _quantize_lengths(lengths_arr)[docs].astype(np.float64)
-        tfc = bm25s.scoring._score_tfc_lucene(tf.astype(np.float64), dl, avgdl, k1, b)
-        scores = (idf[terms] * tfc).astype(np.float32)
-        del dl, tfc
+        df = np.bincount(terms, minlength=n_vocab)
+        # Lucene's idf and tf component (bm25s' "lucene" variant), computed in place in
+        # float32 (as Lucene does) to keep the peak memory of a 1M-product build low.
+        idf = bm25s_idf_lucene(df, n_docs).astype(np.float32)
+        norm = (k1 * (1 - b + b * _quantize_lengths(lengths_arr) / avgdl)).astype(np.float32)
+        scores = tf.astype(np.float32)
+        del tf
+        denom = norm[docs]
+        denom += scores
+        scores /= denom
+        del denom
+        scores *= idf[terms]
 
         order = np.argsort(terms, kind="stable")  # CSC: grouped by term, docs ascending
         data = scores[order]
+        del scores
         indices = docs[order]
+        del docs, order
         indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-        np.cumsum(np.bincount(terms, minlength=n_vocab), out=indptr[1:])
+        np.cumsum(df, out=indptr[1:])
+        del terms
 
         bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
         bm25.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}

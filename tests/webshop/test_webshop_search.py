@@ -119,3 +119,12 @@ def test_index_is_cached_in_memory_and_on_disk(tmp_path):
     assert b is not a and b.search_asins("red hat") == a.search_asins("red hat")
     assert len(list(tmp_path.iterdir())) == 1
     clear_search_index_cache()
+
+
+def test_odd_documents_index_like_their_text():
+    docs = ["", "red\x00shoe", "   ", "red\x1eshoe", "x" * 300, "red"]
+    index = SearchIndex.build(docs, [f"B{i:09d}" for i in range(len(docs))])
+    assert index.scores("red shoe") == pytest.approx(_reference_scores(docs, "red shoe"), rel=1e-5, abs=1e-6)
+    assert index.search("red") == [5, 1, 3]  # shortest document first, then ties by ASIN
+    with pytest.raises(ValueError):
+        SearchIndex.build(["a", "b"], ["B1"])
