@@ -1,1 +1,11 @@
-"""LLM policies for ProGPO: prompts, action parsing, generation backends."""
+"""LLM policies for ProGPO: prompts, action parsing, generation backends, models, baselines.
+
+Modules (import what you need; nothing heavy is imported here):
+
+* :mod:`agents.models` -- ``load_model("smollm2" | "tiny" | path)``, ``make_tiny_model``.
+* :mod:`agents.prompting` -- ``build_messages`` / ``render_prompt`` over ``agents/templates/*.yaml``.
+* :mod:`agents.parsing` -- ``parse_action(text, fmt)``.
+* :mod:`agents.backends` -- ``SamplingConfig``, ``TransformersBackend``, ``VLLMBackend``, ``make_backend``.
+* :mod:`agents.policy` -- ``LLMPolicy`` (generate / score modes), ``StepOutput``.
+* :mod:`agents.baselines` -- ``RandomAgent``, ``ALFWorldExpertAgent``, ``WebShopOracleAgent``.
+"""

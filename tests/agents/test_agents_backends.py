@@ -1,0 +1,204 @@
+"""agents.backends: sampling config, the transformers backend, the vLLM guard, one interface."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+from agents.backends import GenerationBackend, SamplingConfig, TransformersBackend, make_backend
+from agents.logprobs import processed_log_softmax, sequence_logprobs
+
+PROMPTS = ["You arrive at cabinet 1. The cabinet 1 is closed.", "hi", "Your task is to: put a clean mug in drawer 2."]
+
+
+@pytest.fixture(scope="module")
+def setup(tiny):
+    model, tok = tiny
+    return model, tok, TransformersBackend(model, tok), [tok(p)["input_ids"] for p in PROMPTS]
+
+
+@pytest.mark.parametrize("kw,msg", [
+    (dict(temperature=-1), "temperature"), (dict(temperature=float("nan")), "temperature"),
+    (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(max_new_tokens=0), "max_new_tokens"),
+    (dict(n=0), "n must"), (dict(stop=("",)), "stop strings"),
+])
+def test_sampling_config_validation(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        SamplingConfig(**kw)
+
+
+def test_sampling_config_stop_string_normalized():
+    assert SamplingConfig(stop="</action>").stop == ("</action>",)
+    assert SamplingConfig(stop=None).stop == ()
+
+
+def test_backend_satisfies_protocol(setup):
+    assert isinstance(setup[2], GenerationBackend)
+
+
+def test_generate_shapes_order_and_seeding(setup):
+    model, tok, be, prompts = setup
+    cfg = SamplingConfig(max_new_tokens=8, n=2, stop=())
+    gens = be.generate(prompts, cfg, seed=3)
+    assert len(gens) == 6
+    assert [g.prompt_ids for g in gens] == [p for p in prompts for _ in range(2)]  # prompt-major
+    for g in gens:
+        assert len(g.response_ids) == len(g.logprobs) == 8 and g.finish_reason == "length"
+        assert all(lp <= 0 for lp in g.logprobs)
+        assert g.text == tok.decode(g.response_ids, skip_special_tokens=True)
+    again = be.generate(prompts, cfg, seed=3)
+    assert [g.response_ids for g in gens] == [g.response_ids for g in again]
+    other = be.generate(prompts, cfg, seed=4)
+    assert [g.response_ids for g in gens] != [g.response_ids for g in other]
+
+
+def test_left_padding_does_not_change_samples(setup):
+    """A prompt decoded alone or next to a longer one gets the same greedy answer."""
+    _, _, be, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=6, stop=())
+    alone = be.generate([prompts[1]], cfg)[0]
+    batched = be.generate(prompts, cfg)[1]
+    assert alone.response_ids == batched.response_ids
+    assert max(abs(a - b) for a, b in zip(alone.logprobs, batched.logprobs)) < 1e-4
+
+
+def test_stop_string_ends_the_response(setup):
+    _, tok, be, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=12, stop=())
+    full = be.generate([prompts[0]], cfg)[0]
+    stop = tok.decode(full.response_ids[4:6])
+    assert stop.strip(), "need a non-blank stop string"
+    cut = be.generate([prompts[0]], cfg.with_(stop=(stop,)))[0]
+    assert cut.finish_reason == "stop" and stop in cut.text
+    assert len(cut.response_ids) <= 6 and cut.response_ids == full.response_ids[: len(cut.response_ids)]
+
+
+def test_eos_ends_the_response(setup):
+    model, tok, _, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=5, stop=())
+    be = TransformersBackend(model, tok)
+    first = be.generate([prompts[0]], cfg)[0].response_ids[0]
+    be.eos_ids = {first}
+    g = be.generate([prompts[0]], cfg)[0]
+    assert g.response_ids == [first] and g.finish_reason == "stop"
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.9), (0.0, 1.0)])
+def test_fresh_forward_reproduces_sampling_logprobs(setup, temperature, top_p):
+    model, tok, be, prompts = setup
+    cfg = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=16, n=2, stop=())
+    gens = be.generate(prompts, cfg, seed=0)
+    with torch.no_grad():
+        lps, _ = sequence_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                   pad_token_id=be.pad_token_id, temperature=temperature,
+                                   top_p=1.0 if temperature == 0 else top_p, batch_size=4)
+    diff = max((lp - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
+    assert diff < 1e-4
+
+
+def test_top_p_restricts_samples_to_the_nucleus():
+    logits = torch.tensor([[3.0, 2.0, 0.0, -1.0]])
+    lp = processed_log_softmax(logits, 1.0, 0.8)
+    p = torch.softmax(logits, -1)[0]
+    assert p[0] < 0.8 <= p[0] + p[1]
+    assert torch.isfinite(lp[0, :2]).all() and torch.isinf(lp[0, 2:]).all()
+    assert torch.allclose(lp.exp().sum(), torch.tensor(1.0))
+    forced = processed_log_softmax(logits, 1.0, 0.8, keep=torch.tensor([3]))
+    assert torch.isfinite(forced[0, 3])
+
+
+def test_sync_weights_copies_a_different_model(tiny):
+    from agents.models import make_tiny_model
+
+    model, tok = make_tiny_model(seed=5)
+    other, _ = make_tiny_model(seed=6)
+    be = TransformersBackend(model, tok)
+    be.sync_weights(other)
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), other.state_dict().values()))
+
+
+def test_generate_restores_train_mode_and_rejects_empty_prompt(setup):
+    model, tok, be, prompts = setup
+    model.train()
+    try:
+        be.generate([prompts[1]], SamplingConfig(max_new_tokens=2), seed=0)
+        assert model.training
+    finally:
+        model.eval()
+    with pytest.raises(ValueError, match="empty"):
+        be.generate([[]], SamplingConfig(max_new_tokens=2))
+
+
+def test_make_backend_names(tiny):
+    model, tok = tiny
+    assert isinstance(make_backend("hf", model, tok, max_batch_size=4), TransformersBackend)
+    with pytest.raises(ValueError, match="unknown backend"):
+        make_backend("tgi", model, tok)
+
+
+def test_vllm_config_validation():
+    from agents.backends.vllm_backend import VLLMConfig
+
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        VLLMConfig(gpu_memory_utilization=1.5)
+    with pytest.raises(ValueError, match="dtype"):
+        VLLMConfig(dtype="int8")
+    with pytest.raises(ValueError, match="processed_logprobs"):
+        VLLMConfig(llm_kwargs={"logprobs_mode": "raw_logprobs"})
+    assert VLLMConfig().enable_sleep_mode
+
+
+def test_vllm_sampling_params_mapping():
+    from agents.backends.vllm_backend import VLLMBackend
+
+    class FakeVLLM:
+        @staticmethod
+        def SamplingParams(**kw):  # noqa: N802 - mimics vllm.SamplingParams
+            return kw
+
+    p = VLLMBackend.sampling_params(FakeVLLM, SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=5, n=3), 7)
+    assert p == dict(n=3, temperature=0.7, top_p=0.9, max_tokens=5, stop=["</action>"],
+                     include_stop_str_in_output=True, logprobs=0, seed=7)
+
+
+def test_vllm_weights_include_tied_lm_head(tiny):
+    from agents.backends.vllm_backend import VLLMBackend
+
+    model, _ = tiny
+    names = [n for n, _ in VLLMBackend.weights_of(model)]
+    assert "lm_head.weight" in names and "lm_head.weight" not in dict(model.named_parameters())
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is not None, reason="vLLM is installed here")
+def test_vllm_missing_gives_install_hint(tiny):
+    from agents.backends.vllm_backend import VLLMBackend
+
+    with pytest.raises(ImportError, match=r"progpo\[vllm\].*torch==2.14.0"):
+        VLLMBackend("tiny")
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):  # config checked before import
+        VLLMBackend("tiny", gpu_memory_utilization=0)
+    with pytest.raises(ImportError, match="vLLM"):
+        make_backend("vllm", *tiny)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (extra [vllm]) and a GPU")
+def test_vllm_logprobs_match_transformers_after_sync():
+    from agents.backends.vllm_backend import VLLMBackend
+    from agents.models import load_model
+
+    model, tok = load_model("smollm2", device="cuda")
+    be = VLLMBackend("smollm2", tokenizer=tok, dtype="float32", gpu_memory_utilization=0.3)
+    be.sync_weights(model)
+    prompts = [tok(p)["input_ids"] for p in PROMPTS]
+    cfg = SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24, n=2)
+    gens = be.generate(prompts, cfg, seed=0)
+    with torch.no_grad():
+        lps, _ = sequence_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
+                                   pad_token_id=tok.pad_token_id, temperature=0.8, top_p=0.95)
+    diff = max((lp.cpu() - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
+    assert diff < 1e-3
+    be.sleep()
+    be.wake_up()
+    assert len(be.generate(prompts[:1], cfg, seed=1)) == 2

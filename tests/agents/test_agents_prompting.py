@@ -1,0 +1,96 @@
+"""agents.prompting: templates are data; prompts hold goal, step, last-k history, admissible."""
+from __future__ import annotations
+
+import pytest
+
+from agents.prompting import build_messages, load_template, render_prompt
+
+HIST = [("obs one", "go east"), ("obs two", "look"), ("obs three", "go west")]
+
+
+def _user(**kw):
+    args = dict(goal="reach room 3.", observation="You are in room 1.", admissible=["go east", "look"],
+                history=HIST, step=3, k=2, fmt="think_action")
+    args.update(kw)
+    return build_messages(args.pop("env", "alfworld"), **args)[1]["content"]
+
+
+def test_alfworld_prompt_contents():
+    msgs = build_messages("alfworld", goal="reach room 3.", observation="You are in room 1.",
+                          admissible=["go east", "look"], history=HIST, step=3, k=2, fmt="think_action")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    user = msgs[1]["content"]
+    assert "Your task is to: reach room 3." in user
+    assert "already taken 3 step(s)" in user and "at step 4" in user
+    assert "[Observation 2: 'obs two', Action 2: 'look']" in user
+    assert "[Observation 3: 'obs three', Action 3: 'go west']" in user
+    assert "obs one" not in user  # only the last k=2 pairs
+    assert "['go east', 'look']" in user
+    assert "<think> </think>" in user and "<action> </action>" in user
+
+
+def test_first_step_and_k0_use_the_no_history_template():
+    assert "Prior to this step" not in _user(history=[], step=0)
+    assert "Prior to this step" not in _user(k=0)
+
+
+def test_format_instruction_changes_with_fmt():
+    assert "<think>" not in _user(fmt="action") and "<action>" in _user(fmt="action")
+    assert "single line" in _user(fmt="raw")
+
+
+def test_webshop_and_gym_id_alias():
+    a = _user(env="webshop", admissible=["search[<query>]"])
+    b = _user(env="ProGPO-WebShop-v0", admissible=["search[<query>]"])
+    assert a == b and "WebShop" not in a and "search[your query]" in a
+    assert "e-commerce" in build_messages("webshop", goal="g", observation="o", admissible=[], history=[],
+                                          step=0)[0]["content"]
+
+
+def test_goal_dict_uses_instruction_text():
+    assert "Your task is to: buy red shoes" in _user(env="webshop", goal={"instruction_text": "buy red shoes"})
+
+
+def test_values_with_braces_and_huge_observation_are_safe():
+    user = _user(observation="{step} {goal} " + "x" * 1_000_000, goal="find {the} mug")
+    assert "{step} {goal}" in user and "find {the} mug" in user
+    assert len(user) < 10_000  # observation cut to max_observation_chars
+    assert load_template("alfworld").max_observation_chars == 2000
+
+
+def test_non_utf8_observation_bytes():
+    user = _user(observation=b"room \xff 1")
+    assert "room \ufffd 1" in user
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="no prompt template"):
+        _user(env="minecraft")
+    with pytest.raises(ValueError, match="unknown format"):
+        _user(fmt="xml")
+    with pytest.raises(ValueError, match="k must be"):
+        _user(k=-1)
+
+
+def test_custom_template_file(tmp_path):
+    src = load_template("alfworld")
+    path = tmp_path / "mine.yaml"
+    path.write_text(
+        "name: mine\nsystem: SYS\nuser_first: 'FIRST {goal} {admissible}'\nuser: 'LATER {history}'\n"
+        "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n")
+    msgs = build_messages(str(path), goal="g", observation="o", admissible=["a"], history=[("o1", "a1")], step=1)
+    assert msgs[0]["content"] == "SYS" and msgs[1]["content"] == "LATER <o1|a1>"
+    assert src.name == "alfworld"
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nsystem: x\n")
+    with pytest.raises(ValueError, match="lacks the field"):
+        load_template(str(bad))
+
+
+def test_render_prompt_uses_chat_template(tiny):
+    _, tok = tiny
+    msgs = build_messages("alfworld", goal="g", observation="o", admissible=["look"], history=[], step=0)
+    ids = render_prompt(tok, msgs)
+    text = tok.decode(ids)
+    assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
+    assert text.count("<|im_end|>") == 2
