@@ -80,11 +80,30 @@ OPTION_POOLS: dict[str, tuple[str, ...]] = {
     ),
     "screen_sizes": ("24 Inch", "27 Inch", "32 Inch", "43 Inch", "50 Inch", "55 Inch",
                      "65 Inch", "75 Inch"),
-    "flavors": (
-        "Original", "Chocolate", "Vanilla", "Strawberry", "Peanut Butter", "Sea Salt",
-        "Honey Roasted", "Spicy Chili", "Lemon", "Mango", "Mixed Berry", "Cinnamon",
-        "Salted Caramel", "Garlic Herb", "Barbecue", "Matcha", "Dark Chocolate", "Coconut",
-        "Apple", "Blueberry",
+    "snack_flavors": (
+        "Chocolate Chip", "Peanut Butter", "Vanilla Almond", "Strawberry", "Mixed Berry",
+        "Salted Caramel", "Coconut", "Wild Berry", "Cinnamon Raisin", "Dark Chocolate",
+        "Apple Cinnamon", "Oatmeal Raisin",
+    ),
+    "coffee_flavors": (
+        "Original", "French Vanilla", "Hazelnut", "French Roast", "Mocha", "Caramel",
+        "Breakfast Blend", "Dark Roast", "Decaf", "Pumpkin Spice", "Colombian",
+    ),
+    "nut_flavors": (
+        "Sea Salt", "Honey Roasted", "Spicy Chili", "Barbecue", "Garlic Herb", "Unsalted",
+        "Lemon Pepper", "Smoked", "Cinnamon Sugar",
+    ),
+    "tea_flavors": (
+        "Chamomile", "Rooibos", "Lemon Ginger", "Mango", "Mixed Berry", "Matcha",
+        "Cinnamon Apple", "Hibiscus", "Earl Grey", "Jasmine",
+    ),
+    "chocolate_flavors": (
+        "Dark Chocolate", "Milk Chocolate", "Salted Caramel", "Sea Salt Almond", "Mint",
+        "Raspberry", "Hazelnut", "Coconut", "Assorted",
+    ),
+    "pasta_flavors": (
+        "Original", "Spinach", "Tomato Basil", "Garlic Herb", "Whole Wheat", "Spicy Chili",
+        "Sesame", "Mushroom", "Chicken", "Beef",
     ),
     "food_sizes": (
         "1 Pound (Pack of 1)", "2 Pound", "5 Pound Bag", "8 Ounce (Pack of 6)",
@@ -188,7 +207,6 @@ _BEAUTY_CS = (("Color", "beauty_colors"), ("Size", "beauty_sizes"))
 _BEAUTY_S = (("Size", "beauty_sizes"),)
 _APPAREL = (("Color", "apparel_colors"), ("Size", "apparel_sizes"))
 _SHOES = (("Color", "apparel_colors"), ("Size", "shoe_sizes"))
-_FOOD = (("Flavor Name", "flavors"), ("Size", "food_sizes"))
 
 PRODUCT_TYPES: tuple[ProductType, ...] = (
     # ------------------------------------------------------------------ beauty
@@ -312,32 +330,37 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
                 "Grocery & Gourmet Food › Snacks & Sweets › Snack Bars › Protein Bars",
                 ("Protein Bars", "Granola Bars", "Snack Bars", "Energy Bars"),
                 ("gluten free", "high protein", "low sugar", "individually wrapped"),
-                ("real fruit", "whole grains"), ("post workout", "breakfast"), _FOOD, (10.0, 40.0)),
+                ("real fruit", "whole grains"), ("post workout", "breakfast"),
+                (("Flavor Name", "snack_flavors"), ("Size", "food_sizes")), (10.0, 40.0)),
     ProductType("food", "coffee",
                 "Grocery & Gourmet Food › Beverages › Coffee, Tea & Cocoa › Coffee › Ground Coffee",
                 ("Ground Coffee", "Coffee Beans", "Cold Brew Coffee", "Coffee Pods"),
                 ("usda organic", "fair trade", "medium roast"), ("arabica beans",),
-                ("drip coffee makers", "french press"), _FOOD, (8.0, 35.0)),
+                ("drip coffee makers", "french press"),
+                (("Flavor Name", "coffee_flavors"), ("Size", "food_sizes")), (8.0, 35.0)),
     ProductType("food", "nuts & seeds",
                 "Grocery & Gourmet Food › Snacks & Sweets › Snack Foods › Nuts & Seeds",
                 ("Almonds", "Mixed Nuts", "Cashews", "Pistachios"),
                 ("non gmo", "keto friendly", "roasted salted"), ("sea salt",), ("snacking",),
-                _FOOD, (7.0, 30.0)),
+                (("Flavor Name", "nut_flavors"), ("Size", "food_sizes")), (7.0, 30.0)),
     ProductType("food", "herbal tea",
                 "Grocery & Gourmet Food › Beverages › Coffee, Tea & Cocoa › Tea › Herbal",
                 ("Herbal Tea", "Tea Bags", "Loose Leaf Tea", "Green Tea"),
                 ("caffeine free", "usda organic", "non gmo"), ("chamomile", "peppermint"),
-                ("sleep", "digestion"), _FOOD, (5.0, 25.0)),
+                ("sleep", "digestion"),
+                (("Flavor Name", "tea_flavors"), ("Size", "food_sizes")), (5.0, 25.0)),
     ProductType("food", "chocolate candy",
                 "Grocery & Gourmet Food › Snacks & Sweets › Chocolate › Chocolate Bars",
                 ("Chocolate Bars", "Chocolate Truffles", "Candy Box", "Chocolate Gift Box"),
                 ("individually wrapped", "dairy free", "fair trade"), ("dark chocolate", "almonds"),
-                ("valentines day", "gift baskets"), _FOOD, (6.0, 45.0)),
+                ("valentines day", "gift baskets"),
+                (("Flavor Name", "chocolate_flavors"), ("Size", "food_sizes")), (6.0, 45.0)),
     ProductType("food", "pasta & noodles",
                 "Grocery & Gourmet Food › Pasta & Noodles › Dried Pasta",
                 ("Pasta", "Spaghetti", "Ramen Noodles", "Rice Noodles"),
                 ("gluten free", "low carb", "ready to eat", "plant based"), ("whole wheat",),
-                ("quick dinner",), _FOOD, (4.0, 30.0)),
+                ("quick dinner",),
+                (("Flavor Name", "pasta_flavors"), ("Size", "food_sizes")), (4.0, 30.0)),
     # ---------------------------------------------------------------- furniture
     ProductType("furniture", "tv stands",
                 "Home & Kitchen › Furniture › Living Room Furniture › TV & Media Furniture › Television Stands & Entertainment Centers",
