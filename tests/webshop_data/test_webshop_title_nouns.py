@@ -74,3 +74,38 @@ def test_r_type_intent_on_generated_catalog(catalog_1k: Catalog) -> None:
     assert own == Counter({1.0: 150})  # the goal's own product always has the right type
     assert same_type[True] / sum(same_type.values()) >= 0.75
     assert other_category[True] / sum(other_category.values()) >= 0.95
+
+
+def test_spacy_backend_keeps_noun_and_propn_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The spaCy path (no model is installed here): a fake spaCy with a fixed tagger."""
+    import importlib.util
+    import sys
+    import types
+
+    tags = {"Acme": "PROPN", "Waterproof": "ADJ", "Boots": "NOUN", "for": "ADP", "Men": "NOUN", "10": "NUM"}
+
+    class Tok:
+        def __init__(self, text: str) -> None:
+            self.text, self.pos_ = text, tags.get(text, "X")
+
+    loaded = []
+
+    def load(name: str):
+        if name == "en_core_web_sm":
+            raise OSError("broken install")  # falls through to the next installed model
+        loaded.append(name)
+        return lambda text: [Tok(t) for t in text.split()]
+
+    fake = types.ModuleType("spacy")
+    fake.load = load  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "spacy", fake)
+    real_find_spec = importlib.util.find_spec
+    present = {"spacy", "en_core_web_sm", "en_core_web_lg"}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: object() if name in present else real_find_spec(name, *a))
+    nouns = TitleNouns()
+    assert nouns.backend == "spacy:en_core_web_lg" and loaded == ["en_core_web_lg"]
+    assert nouns("Acme Waterproof Boots for Men 10") == ["acme", "boots", "men"]
+    present.discard("en_core_web_lg")
+    present.discard("en_core_web_sm")
+    assert TitleNouns().backend == "rules"  # no model installed: spaCy is not even imported
