@@ -82,6 +82,7 @@ _N_ATTR_CHOICES = (0, 1, 2, 3, 4, 5, 6, 7)
 _N_ATTR_WEIGHTS = (18, 19, 19, 14, 12, 8, 6, 4)
 _N_ATTR_CUM = tuple(c / sum(_N_ATTR_WEIGHTS) for c in accumulate(_N_ATTR_WEIGHTS))
 _T = TypeVar("_T")
+_PAIRS = tuple(a + b for a in _DIGITS for b in _DIGITS)  # base-36 digit pairs, "00" .. "ZZ"
 
 
 def asin_for_index(index: int, seed: int = 0) -> str:
@@ -93,11 +94,8 @@ def asin_for_index(index: int, seed: int = 0) -> str:
     if not 0 <= index < _ASIN_SPACE:
         raise ValueError(f"product index {index} out of range [0, {_ASIN_SPACE})")
     code = (index * _ASIN_MULT + seed * 7919 + 12345) % _ASIN_SPACE
-    chars = []
-    for _ in range(8):
-        code, digit = divmod(code, 36)
-        chars.append(_DIGITS[digit])
-    return "B0" + "".join(reversed(chars))
+    hi, lo = divmod(code, 1296 * 1296)
+    return "".join(("B0", _PAIRS[hi // 1296], _PAIRS[hi % 1296], _PAIRS[lo // 1296], _PAIRS[lo % 1296]))
 
 
 def _title_case(phrase: str) -> str:
@@ -182,21 +180,25 @@ def _price(rs: _Stream, low: float, high: float) -> float:
 
 
 def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], dict[str, Any]]:
-    tables = rs.pick(_TABLES)
+    r = rs.rand  # hot path: picks and ranges inlined (same draws as rs.pick / rs.between)
+    tables = _TABLES[int(r() * len(_TABLES))]
     ptype = tables.ptype
     asin = asin_for_index(index, seed)
-    brand = rs.pick(BRAND_PARTS[0]) + rs.pick(BRAND_PARTS[1])
-    noun = rs.pick(ptype.nouns)
+    first, second = BRAND_PARTS
+    brand = first[int(r() * len(first))] + second[int(r() * len(second))]
+    nouns = ptype.nouns
+    noun = nouns[int(r() * len(nouns))]
 
-    attributes = rs.sample(tables.all_attrs, _n_attributes(rs.rand()))
+    attributes = rs.sample(tables.all_attrs, _n_attributes(r()))
     kind = tables.kind
+    pre_pool = tables.pre
 
     # Title: brand, a filler, some attributes, the head noun, then a tail; the other attributes
     # of the product appear in bullets / description only.
-    in_title = [a for a in attributes if rs.rand() < 0.5][:3]
+    in_title = [a for a in attributes if r() < 0.5][:3]
     parts = [brand]
-    if rs.rand() < 0.6:
-        parts.append(rs.pick(tables.fillers))
+    if r() < 0.6:
+        parts.append(tables.fillers[int(r() * len(tables.fillers))])
     titled = tables.titled
     parts.extend(titled[a] for a in in_title if kind[a] == "pre")
     parts.append(noun)
@@ -206,23 +208,24 @@ def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], d
     for_t = [a for a in in_title if kind[a] == "for"]
     if for_t:
         parts.append("for " + titled[for_t[0]])
-    if rs.rand() < 0.6:  # marketplace titles repeat the product type with a synonym
-        other = rs.pick(ptype.nouns)
+    if r() < 0.6:  # marketplace titles repeat the product type with a synonym
+        other = nouns[int(r() * len(nouns))]
         if other != noun:
             parts.append("- " + other)
     name = " ".join(parts)
 
     lower_noun = noun.lower()
     rest = [a for a in attributes if a not in in_title]
-    bullet_ids = rs.sample(range(len(tables.bullets)), rs.between(3, 5))
+    templates = tables.bullets
+    bullet_ids = rs.sample(range(len(templates)), 3 + int(r() * 3))
     bullets = [
-        tables.bullets[b].format(n=lower_noun, a=rest[k] if k < len(rest) else rs.pick(tables.pre))
+        templates[b].format(n=lower_noun, a=rest[k] if k < len(rest) else pre_pool[int(r() * len(pre_pool))])
         for k, b in enumerate(bullet_ids)
     ]
 
-    a1 = attributes[0] if attributes else rs.pick(tables.pre)
-    a2 = attributes[-1] if len(attributes) > 1 else rs.pick(tables.pre)
-    sent_ids = sorted(rs.sample(range(len(DESCRIPTION_TEMPLATES)), rs.between(2, 4)))
+    a1 = attributes[0] if attributes else pre_pool[int(r() * len(pre_pool))]
+    a2 = attributes[-1] if len(attributes) > 1 else pre_pool[int(r() * len(pre_pool))]
+    sent_ids = sorted(rs.sample(range(len(DESCRIPTION_TEMPLATES)), 2 + int(r() * 3)))
     description = "".join(
         DESCRIPTION_TEMPLATES[s].format(brand=brand, n=lower_noun, a1=a1, a2=a2) for s in sent_ids
     ).strip()
