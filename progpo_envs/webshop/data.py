@@ -153,11 +153,17 @@ def find_data_file(data_dir: Path, stem: str, num_products: int | None) -> Path:
 def parse_pricing(pricing: Any) -> list[float]:
     """The original's price list from a ``pricing`` string: ``"$19.99$27.99" -> [19.99, 27.99]``.
 
-    Missing or unparseable pricing gives ``[100.0]`` (the original's default).
+    Missing or unparseable pricing gives ``[100.0]`` (the original's default); an already
+    parsed list of numbers (a preprocessed file) is kept (first two).
 
     >>> parse_pricing("$19.99"), parse_pricing("$1,019.99$27.99$3"), parse_pricing("")
     ([19.99], [1019.99, 27.99], [100.0])
+    >>> parse_pricing([12, 15.5, 20])
+    [12.0, 15.5]
     """
+    if isinstance(pricing, (list, tuple)):
+        nums = [float(x) for x in pricing if isinstance(x, (int, float)) and not isinstance(x, bool)]
+        return nums[:2] if nums else [_DEFAULT_PRICE]
     if not pricing or not isinstance(pricing, str):
         return [_DEFAULT_PRICE]
     values: list[float] = []

@@ -75,6 +75,7 @@ def test_convert_product_matches_the_original_loader_rules() -> None:
 @pytest.mark.parametrize("text,expected", [
     ("$19.99", [19.99]), ("$19.99$27.99", [19.99, 27.99]), ("", [100.0]), (None, [100.0]),
     ("$1,299.00", [1299.0]), ("$5$6$7", [5.0, 6.0]), ("$abc", [100.0]), ("$1.2.3$4", [4.0]),
+    ("$19.99 - $27.99", [19.99, 27.99]), ([3, 4.5], [3.0, 4.5]), ([], [100.0]), (7, [100.0]),
 ])
 def test_parse_pricing(text, expected) -> None:
     assert parse_pricing(text) == expected
