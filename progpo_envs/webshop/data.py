@@ -15,7 +15,13 @@ Sources, in order:
    ~0.1 s).
 
 Randomness follows the original's order of draws, from one ``random.Random(seed)``: first one
-uniform price per range-priced product (in product order), then the goals' price caps.
+uniform price per range-priced product (in product order), then the goals' price caps, then
+the goal shuffle with its own ``random.Random(233)``. The original makes the same calls on
+Python's global (unseeded) ``random``, so with ``random.seed(seed)`` before its loader it gets
+the same prices, caps and goal order as ``seed`` here.
+
+Deviation kept small on purpose: a product's ``Price`` is the drawn price (a float) and the
+original's price text (``"$19.99 to $27.99"``) is ``price_tag``.
 
 Example:
     >>> cat = load_catalog(num_products=200, seed=0)
