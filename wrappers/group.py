@@ -445,6 +445,13 @@ class GroupVectorEnv(VectorEnv):
         """k of the task each group is playing (its index in the group's seed schedule)."""
         return self._episode.copy()
 
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            try:
+                self.close()
+            except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to report to
+                pass
+
     def close_extras(self, **kwargs: Any) -> None:
         pool = getattr(self, "pool", None)  # absent when __init__ failed
         if pool is not None:
