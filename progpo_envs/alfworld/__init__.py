@@ -1,1 +1,32 @@
-"""See the env module."""
+"""ALFWorld as a Gymnasium environment over the real TextWorld PDDL engine.
+
+Modules (each imports TextWorld lazily, so this package imports without the ``alfworld`` extra):
+
+* :mod:`~progpo_envs.alfworld.env` -- ``ALFWorldEnv`` (``gym.make("ProGPO-ALFWorld-v0")``)
+* :mod:`~progpo_envs.alfworld.engine` -- the stock engine (``PddlEnv`` + ALFWorld demangling)
+* :mod:`~progpo_envs.alfworld.fast` -- the cached fast path with identical transcripts
+* :mod:`~progpo_envs.alfworld.games` -- game discovery in the original ``json_2.1.1`` layout
+* :mod:`~progpo_envs.alfworld.embedded` -- the shipped generated games, materialized on first use
+* :mod:`~progpo_envs.alfworld.generate` -- the task generator (``python -m progpo_envs.alfworld.generate``)
+* :mod:`~progpo_envs.alfworld.expert` -- a handcoded full-knowledge expert (walkthroughs)
+* :mod:`~progpo_envs.alfworld.canonical` -- ``canonicalize_alfworld`` for the coverage wrappers
+* :mod:`~progpo_envs.alfworld.identity` -- fast-vs-stock transcript check (``python -m ...identity``)
+
+>>> from progpo_envs.alfworld import canonicalize_alfworld, TASK_TYPES
+>>> len(TASK_TYPES)
+6
+"""
+from __future__ import annotations
+
+from progpo_envs.alfworld.canonical import canonicalize_alfworld
+from progpo_envs.alfworld.tasks import TASK_TYPES
+
+__all__ = ["ALFWorldEnv", "TASK_TYPES", "canonicalize_alfworld"]
+
+
+def __getattr__(name: str):  # lazy: importing the env module is cheap, but keep the package minimal
+    if name == "ALFWorldEnv":
+        from progpo_envs.alfworld.env import ALFWorldEnv
+
+        return ALFWorldEnv
+    raise AttributeError(name)

@@ -1,0 +1,112 @@
+"""Where ALFWorld games come from: a data dir in the original layout, or the embedded set.
+
+Order: an explicit ``data_dir``; else ``$ALFWORLD_DATA``; else the embedded set. A data dir is
+the folder that holds ``json_2.1.1/`` (the folder ``json_2.1.1`` itself is accepted too)::
+
+    <data_dir>/json_2.1.1/<split>/<task_folder>/<trial_folder>/game.tw-pddl (+ traj_data.json)
+
+As ALFWorld's own loader does, folders whose path contains "movable" or "Sliced" are skipped,
+and so are games without ``"solvable": true``.
+
+>>> task_id_of(Path("json_2.1.1/valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T1/game.tw-pddl"))
+'pick_two_obj_and_place-CD-None-Safe-308/trial_T1'
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from progpo_envs.alfworld.tasks import TASK_TYPES, task_type_of_folder
+
+
+class ALFWorldDataError(ValueError):
+    """Bad game-source configuration: missing data dir, empty split, unknown task id."""
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """One playable game: ``task_id`` is ``<task_folder>/<trial_folder>``."""
+
+    task_id: str
+    path: Path
+    task_type: str
+
+
+def task_id_of(game_file: Path) -> str:
+    return f"{game_file.parent.parent.name}/{game_file.parent.name}"
+
+
+def _alfworld_default_cache() -> str:
+    # ``import alfworld`` sets ALFWORLD_DATA to this when unset; it is not a user choice.
+    return os.path.expanduser("~/.cache/alfworld")
+
+
+def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
+    """The json_2.1.1 folder to read, or None for the embedded set."""
+    if data_dir is None:
+        env = os.environ.get("ALFWORLD_DATA")
+        if not env or (os.path.normpath(env) == os.path.normpath(_alfworld_default_cache())
+                       and not os.path.isdir(os.path.join(env, "json_2.1.1"))):
+            return None
+        data_dir, origin = env, "$ALFWORLD_DATA"
+    else:
+        origin = "data_dir"
+    root = Path(data_dir).expanduser()
+    if root.name == "json_2.1.1" and root.is_dir():
+        return root
+    if (root / "json_2.1.1").is_dir():
+        return root / "json_2.1.1"
+    raise ALFWorldDataError(
+        f"ALFWorld data not found: {origin}={str(data_dir)!r} has no json_2.1.1/ folder"
+        f"{'' if root.is_dir() else ' (the folder does not exist)'}. Point {origin} at the folder that holds "
+        "json_2.1.1/<split>/<task>/<trial>/game.tw-pddl (e.g. the one `alfworld-download` fills), "
+        "or pass data_dir=None and unset ALFWORLD_DATA to use the embedded games.")
+
+
+def _is_solvable(game_file: Path) -> bool:
+    try:
+        with open(game_file, encoding="utf-8") as f:
+            return json.load(f).get("solvable") is True
+    except (OSError, ValueError):
+        return False
+
+
+def _task_type(trial_dir: Path) -> str | None:
+    tt = task_type_of_folder(trial_dir.parent.name)
+    if tt is not None:
+        return tt
+    try:
+        with open(trial_dir / "traj_data.json", encoding="utf-8") as f:
+            tt = json.load(f).get("task_type")
+    except (OSError, ValueError):
+        return None
+    return tt if tt in TASK_TYPES else None
+
+
+def discover_games(json_dir: Path, split: str) -> list[GameRecord]:
+    """Solvable games of ``split`` under ``json_dir`` (= .../json_2.1.1), sorted by task id."""
+    split_dir = Path(json_dir) / split
+    if not split_dir.is_dir():
+        available = sorted(p.name for p in Path(json_dir).iterdir() if p.is_dir()) if Path(json_dir).is_dir() else []
+        raise ALFWorldDataError(
+            f"ALFWorld split {split!r} not found: no folder {split_dir}. Available splits there: "
+            f"{available or 'none'}; pass split=<one of them>.")
+    games = []
+    for game_file in sorted(split_dir.glob("*/*/game.tw-pddl")):
+        trial_dir = game_file.parent
+        rel = str(trial_dir.relative_to(split_dir))
+        if "movable" in rel or "Sliced" in rel:
+            continue
+        if not (trial_dir / "traj_data.json").is_file() or not _is_solvable(game_file):
+            continue
+        tt = _task_type(trial_dir)
+        if tt is None:
+            continue
+        games.append(GameRecord(task_id_of(game_file), game_file, tt))
+    if not games:
+        raise ALFWorldDataError(
+            f"ALFWorld split {split!r} at {split_dir} holds no playable game (need "
+            "<task>/<trial>/game.tw-pddl with \"solvable\": true and traj_data.json).")
+    return games

@@ -1,0 +1,153 @@
+"""ProGPO-ALFWorld-v0 on the real engine: embedded games, real games, bad input, checker."""
+from __future__ import annotations
+
+import random
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import progpo_envs  # noqa: F401  (registers the ids)
+from progpo_envs.alfworld.games import ALFWorldDataError, discover_games, resolve_data_dir
+from progpo_envs.alfworld.tasks import TASK_TYPES
+
+INFO_KEYS = {"admissible_commands", "task_id", "task_type", "goal", "won", "valid_action", "step", "outcome"}
+# two real games of different grammar-sensitive kinds for the fast suite
+FAST_REAL = ("pick_two_obj_and_place-CD-None-Safe-308", "pick_clean_then_place_in_recep-Cloth-None-CounterTop-424")
+
+
+@pytest.fixture(scope="module")
+def env(alfworld_engine: None):
+    e = gym.make("ProGPO-ALFWorld-v0")
+    yield e
+    e.close()
+
+
+def test_make_offline_default_set(env) -> None:
+    obs, info = env.reset(seed=0)
+    assert INFO_KEYS <= set(info)
+    assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-")
+    assert info["task_type"] in TASK_TYPES and info["step"] == 0 and info["won"] is False
+    assert info["goal"] and info["goal"] in obs
+    assert info["admissible_commands"] == sorted(set(info["admissible_commands"]))
+    assert any(c.startswith("go to ") for c in info["admissible_commands"])
+    assert env.observation_space.contains(obs)
+
+
+def test_same_seed_same_task_same_obs(env) -> None:
+    first = [env.reset(seed=s) for s in (3, 4, 3)]
+    assert first[0][0] == first[2][0] and first[0][1]["task_id"] == first[2][1]["task_id"]
+    ids = {env.reset(seed=s)[1]["task_id"] for s in range(12)}
+    assert len(ids) > 1
+
+
+def test_step_semantics_and_expert_wins(env) -> None:
+    _, info = env.reset(seed=1)
+    plan = env.unwrapped.expert_plan()
+    assert plan, "generated games carry their walkthrough"
+    total = 0.0
+    for i, cmd in enumerate(plan):
+        assert cmd in info["admissible_commands"]
+        obs, r, term, trunc, info = env.step(cmd)
+        total += r
+        assert info["valid_action"] and info["step"] == i + 1
+        assert term == (i == len(plan) - 1) and not trunc
+    assert total == 1.0 and info["won"] and info["outcome"] == 1.0
+
+
+@pytest.mark.parametrize("bad", ["", " ", "x" * (1 << 20), "pick up the \u00e9l\u00e9phant \u2603", "go to",
+                                 "GO TO CABINET 1", b"\xff\xfe", None, 42])
+def test_bad_input_is_an_invalid_action(env, bad) -> None:
+    _, info0 = env.reset(seed=2)
+    obs, r, term, trunc, info = env.step(bad)
+    assert obs == "Nothing happens."
+    assert r == 0.0 and not term and not trunc and info["valid_action"] is False and info["step"] == 1
+    assert info["admissible_commands"] == info0["admissible_commands"]
+    # the episode goes on
+    obs, *_ , info = env.step(info["admissible_commands"][0])
+    assert info["valid_action"] is True
+
+
+def test_truncation_at_step_limit(alfworld_engine) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", max_episode_steps=3)
+    e.reset(seed=0)
+    flags = [e.step("inventory")[3] for _ in range(3)]
+    assert flags == [False, False, True]
+    e.close()
+
+
+def test_task_id_option_hard_split_and_errors(alfworld_engine) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", split="valid")
+    ids = e.unwrapped.task_ids
+    assert {i.split("-")[0] for i in ids} == set(TASK_TYPES)
+    _, info = e.reset(seed=0, options={"task_id": ids[-1]})
+    assert info["task_id"] == ids[-1]
+    with pytest.raises(ALFWorldDataError, match="unknown ALFWorld task_id 'nope'"):
+        e.reset(options={"task_id": "nope"})
+    e.close()
+    hard = gym.make("ProGPO-ALFWorld-v0", difficulty="hard")
+    assert hard.unwrapped.split == "hard"
+    hard.close()
+    with pytest.raises(ALFWorldDataError, match="valid_unseen.*not in the embedded"):
+        gym.make("ProGPO-ALFWorld-v0", split="valid_unseen")
+    with pytest.raises(ALFWorldDataError, match="no json_2.1.1"):
+        gym.make("ProGPO-ALFWorld-v0", data_dir="/nonexistent/alfworld")
+
+
+def test_check_env(alfworld_engine) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", split="valid")
+    check_env(e.unwrapped, skip_render_check=True)
+    e.close()
+
+
+def test_real_games_fast_subset(alfworld_engine, real_alfworld: Path, real_walkthroughs) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=real_alfworld, split="valid_unseen")
+    records = {r.task_id: r for r in discover_games(resolve_data_dir(real_alfworld), "valid_unseen")}
+    assert len(records) == 30
+    for tid in [t for t in records if t.split("/")[0] in FAST_REAL][:2]:
+        _, info = e.reset(options={"task_id": tid})
+        assert info["admissible_commands"] and info["task_type"] == records[tid].task_type
+        plan = real_walkthroughs(e.unwrapped._engine, records[tid])
+        e.reset(options={"task_id": tid})
+        for cmd in plan:
+            obs, r, term, trunc, info = e.step(cmd)
+            assert info["valid_action"], (tid, cmd, obs)
+        assert term and r == 1.0 and info["won"]
+    e.close()
+
+
+@pytest.mark.slow
+def test_all_30_real_games_are_won(alfworld_engine, real_alfworld: Path, real_walkthroughs) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=real_alfworld, split="valid_unseen")
+    won = 0
+    for tid in e.unwrapped.task_ids:
+        _, info = e.reset(options={"task_id": tid})
+        assert info["admissible_commands"], tid
+        assert "Nothing happens." == e.step("jump")[0]
+        plan = real_walkthroughs(e.unwrapped._engine, e.unwrapped._record(tid))
+        _, info = e.reset(options={"task_id": tid})
+        for cmd in plan:
+            assert cmd in info["admissible_commands"], (tid, cmd)
+            obs, r, term, trunc, info = e.step(cmd)
+        won += int(info["won"] and term and r == 1.0)
+    assert won == 30
+    e.close()
+
+
+def test_expert_plan_on_real_game_restores_episode(alfworld_engine, real_alfworld: Path) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=real_alfworld, split="valid_unseen")
+    tid = next(t for t in e.unwrapped.task_ids if t.startswith("look_at_obj_in_light"))
+    e.reset(options={"task_id": tid})
+    rng = random.Random(0)
+    _, _, _, _, info = e.step("inventory")
+    before = e.step(rng.choice(info["admissible_commands"]))
+    plan = e.unwrapped.expert_plan()  # real games store no walkthrough: the expert computes one
+    assert plan and len(plan) <= 10
+    # the episode state is the same as before the call
+    assert e.step("look")[4]["admissible_commands"] == before[4]["admissible_commands"]
+    e.reset(options={"task_id": tid})
+    for cmd in plan:
+        out = e.step(cmd)
+    assert out[2] and out[4]["won"]
+    e.close()

@@ -1,0 +1,86 @@
+"""Fuzzing the action input (>= 2k actions) and fast-vs-stock transcript identity."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import progpo_envs  # noqa: F401
+from progpo_envs.alfworld.games import discover_games, resolve_data_dir
+
+ACTIONS_PER_EXAMPLE = 50
+EXAMPLES = 44  # 44 * 50 = 2200 actions
+
+
+@pytest.fixture(scope="module")
+def fuzz_env(alfworld_engine: None):
+    e = gym.make("ProGPO-ALFWorld-v0", split="valid")
+    yield e
+    e.close()
+
+
+_action = st.one_of(
+    st.text(max_size=40),  # any unicode, incl. empty and control characters
+    st.sampled_from(["go to", "take", "open", "use", "move  to", "put mug 1 in/on desk 1", "look", "inventory"]),
+    st.integers(min_value=0, max_value=10_000),  # index into the admissible commands
+    st.binary(max_size=20),
+)
+
+
+@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), actions=st.lists(_action, min_size=ACTIONS_PER_EXAMPLE, max_size=ACTIONS_PER_EXAMPLE))
+def test_fuzz_actions_never_crash(fuzz_env, seed, actions) -> None:
+    _, info = fuzz_env.reset(seed=seed)
+    for step, a in enumerate(actions, start=1):
+        if isinstance(a, int):
+            a = info["admissible_commands"][a % len(info["admissible_commands"])]
+        legal = isinstance(a, str) and a.strip() in info["admissible_commands"]
+        prev = info["admissible_commands"]
+        obs, r, term, trunc, info = fuzz_env.step(a)
+        assert isinstance(obs, str) and obs and info["step"] == step
+        assert info["valid_action"] is legal
+        if not legal:
+            assert obs == "Nothing happens." and r == 0.0 and info["admissible_commands"] == prev
+        if term:
+            assert info["won"] and r == 1.0
+            break
+        assert trunc == (step >= 50)
+
+
+def _check(game_files: list[Path], steps: int = 50) -> None:
+    from progpo_envs.alfworld.engine import StockEngine
+    from progpo_envs.alfworld.fast import FastEngine
+    from progpo_envs.alfworld.identity import compare_game
+
+    stock, fast = StockEngine(), FastEngine()
+    for i, f in enumerate(game_files):
+        m = compare_game(stock, fast, str(f), steps=steps, seed=i)
+        assert m is None, f"{m.game} step {m.step} {m.what}:\nstock={m.stock!r}\nfast ={m.fast!r}"
+    fast.close()
+
+
+def test_fast_equals_stock_sample(alfworld_engine, real_alfworld: Path) -> None:
+    real = discover_games(resolve_data_dir(real_alfworld), "valid_unseen")
+    from progpo_envs.alfworld.embedded import embedded_root
+
+    gen = discover_games(embedded_root() / "json_2.1.1", "valid")
+    # one real game (old grammar) and one generated game (wheel grammar), 50 steps each
+    _check([real[7].path, gen[0].path])
+
+
+@pytest.mark.slow
+def test_fast_equals_stock_more_games(alfworld_engine, real_alfworld: Path) -> None:
+    real = discover_games(resolve_data_dir(real_alfworld), "valid_unseen")
+    from progpo_envs.alfworld.embedded import embedded_root
+
+    hard = discover_games(embedded_root() / "json_2.1.1", "hard")
+    by_type = {}
+    for g in real:
+        by_type.setdefault(g.task_type, g)
+    # two more real task types (the fast test covers another) and two hard generated games
+    picked = [by_type["look_at_obj_in_light"], by_type["pick_heat_then_place_in_recep"]]
+    _check([g.path for g in picked] + [hard[0].path, hard[-1].path])
