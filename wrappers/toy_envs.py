@@ -47,6 +47,8 @@ class TextRoomsEnv(gym.Env[str, str]):
     """
 
     metadata = {"render_modes": []}
+    ROOMS: tuple[str, ...] = _ROOMS
+    EXITS: dict[str, tuple[str, ...]] = _EXITS
 
     def __init__(self, max_steps: int = 20) -> None:
         if max_steps < 1:

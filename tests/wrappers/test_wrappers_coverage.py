@@ -48,7 +48,7 @@ def test_text_env_uses_canonical_obs_when_present():
     plain = FirstVisitCoverage(TextRoomsEnv())
     plain.reset(seed=0)
     start = plain.unwrapped._room
-    exit_room = TextRoomsEnv.__init__.__globals__["_EXITS"][start][0]
+    exit_room = TextRoomsEnv.EXITS[start][0]
     assert plain.step("look")[4]["first_visit"] is False  # same room text
     assert plain.step("inventory")[4]["first_visit"] is True  # feedback text counts without canonicalizer
     assert plain.step(f"go {exit_room}")[4]["first_visit"] is True

@@ -47,12 +47,8 @@ def test_killed_worker_is_restarted_and_only_its_episode_is_truncated():
         assert new_pids[1] != pids[1] and new_pids[0] == pids[0] and new_pids[2:] == pids[2:]
         # member 1 waits; member 0 finishes by winning -> group 0 completes with outcomes [1, 0]
         room, key_room = infos["task_id"][0].split("->")
-        actions = ["look", None, "look", "look"]
         if room != key_room:
-            exits = TextRoomsEnv.__init__.__globals__["_EXITS"]
-            # walk: all rooms are within 2 moves of each other via the hall/kitchen graph
-            path = _path(exits, room, key_room)
-            for nxt in path:
+            for nxt in _path(TextRoomsEnv.EXITS, room, key_room):
                 _, _, _, _, infos = envs.step([f"go {nxt}", None, "look", "look"])
                 assert infos["waiting"].tolist() == [False, True, False, False]
         obs3, rew, term, trunc, infos = envs.step(["take key", None, "look", "look"])
