@@ -7,6 +7,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium.vector import AutoresetMode, VectorEnv
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wrappers import FirstVisitCoverage, GroupSeedSchedule, GroupVectorEnv
 from wrappers.toy_envs import SleepEnv, TextRoomsEnv
@@ -212,3 +214,36 @@ def test_info_layout_matches_gymnasium_add_info():
                     assert np.array_equal(np.asarray(x, dtype=object), np.asarray(y, dtype=object)), key
 
     same(envs._collect_infos(per_member), reference)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.integers(1, 4), min_size=6, max_size=6),
+    group_size=st.sampled_from([1, 2, 3]),
+    action_seed=st.integers(0, 2**16),
+)
+def test_group_invariants_under_random_play(lengths, group_size, action_seed):
+    """Shared task seeds, waiting no-ops, flags exactly at completion, outcomes = final rewards."""
+    num_groups = 6 // group_size
+    envs = sleep_envs(lengths, num_groups=num_groups, group_size=group_size, seed=action_seed)
+    obs, infos = envs.reset()
+    rng = np.random.default_rng(action_seed)
+    done = np.zeros(6, dtype=bool)
+    final_reward = np.zeros(6)
+    for _ in range(10):
+        obs, rew, term, trunc, infos = envs.step(rng.integers(0, 2, size=6))
+        assert (infos["waiting"] == done).all()
+        assert (rew[done] == 0).all() and not (term[done] | trunc[done]).any()
+        newly = (term | trunc) & ~done
+        final_reward[newly] = rew[newly]
+        done |= newly
+        completed = infos.get("_group_outcomes", np.zeros(6, dtype=bool))
+        for g in range(num_groups):
+            members = slice(g * group_size, (g + 1) * group_size)
+            assert completed[members].all() == done[members].all() == completed[members].any()
+            if completed[members].all():
+                assert (infos["group_outcomes"][members] == final_reward[members]).all()
+                assert infos["group_all_failed"][members].all() == (final_reward[members].max() < 1e-3)
+                assert len(set(infos["task_seed"][members])) == 1 and (obs[members, 0] == 0).all()
+                assert len({float(x) for x in obs[members, 1]}) == 1  # one shared task after the reset
+                done[members] = False
