@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["processed_log_softmax", "sequence_logprobs"]
+__all__ = ["candidate_logprobs", "processed_log_softmax", "sequence_logprobs"]
 
 
 def processed_log_softmax(
@@ -114,6 +114,64 @@ def sequence_logprobs(
             if ent is not None:
                 out_ent.append(ent[i, r_max - n:])
     return out_lp, (out_ent if with_entropy else None)
+
+
+def candidate_logprobs(
+    model: Any,
+    prompt: Sequence[int],
+    candidates: Sequence[Sequence[int]],
+    *,
+    pad_token_id: int,
+    temperature: float = 1.0,
+    batch_size: int = 64,
+) -> list[torch.Tensor]:
+    """Per-token log-probs of several continuations of ONE prompt, encoding the prompt once.
+
+    The prompt and the candidates are packed into one sequence with a tree-shaped 4-D attention
+    mask (each candidate sees the prompt and its own earlier tokens; positions restart after
+    the prompt for each candidate), so scoring K commands of ~10 tokens after a 500-token
+    prompt costs ~500 + 10 K token positions instead of ~510 K, with or without grad. Equal to
+    :func:`sequence_logprobs` up to float rounding (~1e-6). Flash-attention models (no 4-D
+    masks) fall back to :func:`sequence_logprobs`. ``batch_size`` candidates share one pass.
+    """
+    if not candidates:
+        return []
+    if len(prompt) == 0:
+        raise ValueError("the prompt needs at least one token")
+    if any(len(c) == 0 for c in candidates):
+        raise ValueError("every candidate needs at least one token")
+    impl = str(getattr(getattr(model, "config", None), "_attn_implementation", "") or "")
+    if "flash" in impl:
+        return sequence_logprobs(model, [prompt] * len(candidates), candidates, pad_token_id=pad_token_id,
+                                 temperature=temperature, batch_size=batch_size)[0]
+    device = next(model.parameters()).device
+    n_prompt = len(prompt)
+    results: list[torch.Tensor] = []
+    for start in range(0, len(candidates), max(1, batch_size)):
+        chunk = [list(c) for c in candidates[start: start + batch_size]]
+        total = n_prompt + sum(len(c) for c in chunk)
+        allowed = torch.zeros((total, total), dtype=torch.bool)
+        allowed[:n_prompt, :n_prompt] = torch.ones((n_prompt, n_prompt), dtype=torch.bool).tril()
+        positions = list(range(n_prompt))
+        rows: list[list[int]] = []  # logit rows predicting each candidate's tokens
+        offset = n_prompt
+        for c in chunk:
+            n = len(c)
+            allowed[offset: offset + n, :n_prompt] = True
+            allowed[offset: offset + n, offset: offset + n] = torch.ones((n, n), dtype=torch.bool).tril()
+            positions += range(n_prompt, n_prompt + n)
+            rows.append([n_prompt - 1] + list(range(offset, offset + n - 1)))
+            offset += n
+        ids = torch.tensor([list(prompt) + [t for c in chunk for t in c]], dtype=torch.long, device=device)
+        keep = total - n_prompt + 1  # logits of rows n_prompt-1 .. total-1
+        logits = _forward(model, ids, allowed[None, None].to(device),
+                          torch.tensor([positions], dtype=torch.long, device=device), keep)[0, -keep:]
+        logp = processed_log_softmax(logits, temperature, 1.0)
+        for c, r in zip(chunk, rows):
+            idx = torch.tensor([x - (n_prompt - 1) for x in r], dtype=torch.long, device=device)
+            tgt = torch.tensor(c, dtype=torch.long, device=device)
+            results.append(logp[idx, tgt])
+    return results
 
 
 def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, keep: int) -> torch.Tensor:

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 import torch
 
 from agents.backends.base import Generation, GenerationBackend, SamplingConfig
-from agents.logprobs import sequence_logprobs
+from agents.logprobs import candidate_logprobs, sequence_logprobs
 from agents.parsing import FORMATS, parse_action, sanitize_text
 from agents.prompting import build_messages, load_template, render_prompt
 
@@ -101,7 +101,8 @@ class LLMPolicy:
         invalid_penalty: penalty recorded for an unparseable answer.
         invalid_handling: ``"send"`` or ``"noop"``.
         noop_action: overrides the template's no-op command.
-        score_batch_size: sequences per forward pass when scoring.
+        score_batch_size: candidates per forward pass when scoring (generate-mode
+            ``compute_logprobs`` runs 8 sequences per forward pass unless told otherwise).
     """
 
     def __init__(
@@ -117,7 +118,7 @@ class LLMPolicy:
         invalid_penalty: float = 0.1,
         invalid_handling: str = "send",
         noop_action: str | None = None,
-        score_batch_size: int = 16,
+        score_batch_size: int = 64,
     ) -> None:
         if mode not in ("generate", "score"):
             raise ValueError(f"mode must be 'generate' or 'score', got {mode!r}")
@@ -210,24 +211,23 @@ class LLMPolicy:
     def _candidate_ids(self, command: str) -> list[int]:
         return list(self.tokenizer(f"<action>{command}</action>", add_special_tokens=False)["input_ids"])
 
+    def _score(self, prompt: list[int], candidate_ids: list[list[int]]) -> list[torch.Tensor]:
+        """Per-token log-probs of each candidate after ``prompt`` (prompt KV cache shared)."""
+        return candidate_logprobs(self.model, prompt, candidate_ids, pad_token_id=self.pad_token_id,
+                                  temperature=self.sampling.temperature, batch_size=self.score_batch_size)
+
     def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], seed: int | None) -> list[StepOutput]:
         cands = [self.candidates(dict(i)) for i in infos]
         cand_ids = [[self._candidate_ids(c) for c in cs] for cs in cands]
-        flat_p = [p for p, ids in zip(prompts, cand_ids) for _ in ids]
-        flat_r = [r for ids in cand_ids for r in ids]
         with torch.no_grad():
-            lps, _ = sequence_logprobs(self.model, flat_p, flat_r, pad_token_id=self.pad_token_id,
-                                       temperature=self.sampling.temperature, batch_size=self.score_batch_size)
+            per_env = [self._score(p, ids) for p, ids in zip(prompts, cand_ids)]
         gen = torch.Generator()
         if seed is None:
             gen.seed()
         else:
             gen.manual_seed(int(seed))
         outs: list[StepOutput] = []
-        pos = 0
-        for prompt, cs, ids in zip(prompts, cands, cand_ids):
-            mine = lps[pos: pos + len(cs)]
-            pos += len(cs)
+        for prompt, cs, ids, mine in zip(prompts, cands, cand_ids, per_env):
             if not cs:
                 outs.append(StepOutput(prompt, [], [], "", self.noop_action, False, self.invalid_penalty,
                                        "no admissible commands to score", "score", [], [], None, None))
@@ -268,7 +268,7 @@ class LLMPolicy:
         self, steps: Sequence[StepOutput], batch_size: int | None = None, with_entropy: bool = True
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Both at once (one forward pass); entropies are an empty list unless ``with_entropy``."""
-        bs = batch_size or self.score_batch_size
+        bs = batch_size or 8
         steps = list(steps)
         if not steps:
             return [], []
@@ -283,22 +283,15 @@ class LLMPolicy:
                 with_entropy=with_entropy, batch_size=bs,
             )
             return lps, (ents or [])
-        flat_p = [s.prompt_ids for s in steps for _ in (s.candidate_ids or [])]
-        flat_r = [r for s in steps for r in (s.candidate_ids or [])]
-        lps, _ = sequence_logprobs(self.model, flat_p, flat_r, pad_token_id=self.pad_token_id,
-                                   temperature=self.sampling.temperature, batch_size=bs)
         device = next(self.model.parameters()).device
         out_lp: list[torch.Tensor] = []
         out_ent: list[torch.Tensor] = []
-        pos = 0
         for s in steps:
-            k = len(s.candidate_ids or [])
-            if k == 0 or s.chosen_index is None:
+            if not s.candidate_ids or s.chosen_index is None:
                 out_lp.append(torch.zeros(1, device=device))
                 out_ent.append(torch.zeros(1, device=device))
                 continue
-            totals = torch.stack([t.sum() for t in lps[pos: pos + k]])
-            pos += k
+            totals = torch.stack([t.sum() for t in self._score(s.prompt_ids, s.candidate_ids)])
             log_pi = torch.log_softmax(totals, dim=-1)
             out_lp.append(log_pi[s.chosen_index].reshape(1))
             if with_entropy:

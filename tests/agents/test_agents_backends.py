@@ -202,3 +202,24 @@ def test_vllm_logprobs_match_transformers_after_sync():
     be.sleep()
     be.wake_up()
     assert len(be.generate(prompts[:1], cfg, seed=1)) == 2
+
+
+@pytest.mark.parametrize("arch", ["qwen2", "llama"])
+def test_prefix_shared_candidate_scoring_matches_full_sequences(arch):
+    from agents.logprobs import candidate_logprobs
+    from agents.models import make_tiny_model
+
+    model, tok = make_tiny_model(arch=arch, seed=2)
+    prompt = tok("You arrive at cabinet 1. Your task is to: find a mug.")["input_ids"]
+    cands = [tok(c)["input_ids"] for c in ["<action>go to desk 1</action>", "<action>look</action>", "x",
+                                          "<action>take mug 1 from cabinet 1</action>"]]
+    with torch.no_grad():
+        ref, _ = sequence_logprobs(model, [prompt] * 4, cands, pad_token_id=tok.pad_token_id, temperature=0.7)
+        fast = candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id, temperature=0.7,
+                                  batch_size=3)
+    assert [len(f) for f in fast] == [len(c) for c in cands]
+    assert max((a - b).abs().max().item() for a, b in zip(ref, fast)) < 1e-5
+    grad = candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id)
+    torch.stack([g.sum() for g in grad]).logsumexp(0).backward()
+    assert model.get_input_embeddings().weight.grad.abs().sum() > 0
+    assert candidate_logprobs(model, prompt, [], pad_token_id=0) == []
