@@ -76,7 +76,7 @@ class TrainConfig:
     max_grad_norm: float = 1.0
     ppo_epochs: int = 1
     num_minibatches: int = 1
-    micro_batch_size: int = 8  # steps per forward/backward pass
+    micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
     recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler
     skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off
     lora: bool = False
@@ -84,6 +84,7 @@ class TrainConfig:
     lora_alpha: int = 32
     bf16: bool = True  # only on GPU
     device: str = "auto"  # auto | cpu | cuda
+    torch_threads: int = 0  # 0: torch's default; 1 is fastest for tiny models on a busy CPU
     # outputs
     output_dir: str = "runs/progpo"
     eval_every: int = 0  # iterations between evals on eval_split (0: only at the end)
@@ -117,7 +118,7 @@ class TrainConfig:
                      "micro_batch_size", "max_new_tokens", "save_every", "lora_r"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("eval_every", "eval_episodes", "history_k", "seed"):
+        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",

@@ -52,13 +52,15 @@ def ppo_clip_loss(
     kl_coef: float = 0.0,
     entropy_coef: float = 0.0,
     weight: float = 1.0,
+    entropies: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """Token-mean PPO-clip loss (+ ``kl_coef`` * k3 KL to ``ref`` - ``entropy_coef`` * entropy).
 
     ``advantages`` holds one value per token (the step's advantage broadcast over its response
     tokens). ``weight`` rescales the returned loss (gradient accumulation over micro-batches:
     ``tokens in micro-batch / tokens in mini-batch``) without changing the diagnostics.
-    The entropy is the sampled-token estimate ``-mean(log pi(a_t))`` (no full-vocab pass).
+    ``entropies``: exact per-token entropies (with grad) when the policy computes them; else
+    the sampled-token estimate ``-mean(log pi(a_t))`` is used (no full-vocabulary pass).
     """
     if not (logprobs.shape == old_logprobs.shape == advantages.shape):
         raise ValueError(f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, "
@@ -68,7 +70,7 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
     pg_loss = torch.maximum(unclipped, clipped).mean()
-    entropy = -logprobs.mean()
+    entropy = entropies.mean() if entropies is not None else -logprobs.mean()
     loss = pg_loss - entropy_coef * entropy
     if ref_logprobs is not None and kl_coef > 0:
         kl = low_var_kl(logprobs, ref_logprobs).mean()

