@@ -166,7 +166,7 @@ class WebShopEnv(gym.Env[str, str]):
         goal = self.shop.goals[self._goal_index]
         return copy.deepcopy({k: goal.get(k) for k in GOAL_KEYS})
 
-    def _info(self, valid: bool, result: StepResult | None = None) -> dict[str, Any]:
+    def _info(self, valid: bool) -> dict[str, Any]:
         backend = self._browser_backend
         if backend is not None:
             state, clickables, has_bar = backend.state, backend.clickables, backend.has_search_bar
@@ -245,7 +245,7 @@ class WebShopEnv(gym.Env[str, str]):
             self._score = reward
             self._breakdown = dict(result.breakdown or {})
         truncated = (not terminated) and (self._steps >= self.max_episode_steps or bool(extra.get("browser_error")))
-        info = self._info(result.valid, result)
+        info = self._info(result.valid)
         info.update(extra)
         return self._obs, reward, terminated, truncated, info
 

@@ -120,6 +120,10 @@ class Shop:
             self._search_cache[query] = hits
         return hits
 
+    def clear_search_cache(self) -> None:
+        """Forget memoized search results (the index itself stays)."""
+        self._search_cache.clear()
+
     def hit(self, asin: str) -> Hit:
         h = self._hit_cache.get(asin)
         if h is None:
