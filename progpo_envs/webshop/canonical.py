@@ -34,6 +34,16 @@ Example:
     'sub-page|B01|Features|'
     >>> canonicalize_webshop("WebShop [SEP] Instruction: [SEP] find a hat [SEP] Search", {})
     'search'
+
+With the env-agnostic wrappers (``info["canonical_obs"]``, first-visit coverage)::
+
+    >>> from wrappers.canonicalize import CanonicalizeObservation
+    >>> from progpo_envs.webshop.env import WebShopEnv
+    >>> env = CanonicalizeObservation(WebShopEnv(num_products=200), canonicalize_webshop)
+    >>> env.reset(seed=0)[1]["canonical_obs"]
+    'search'
+    >>> env.step("search[Red  Tea]")[4]["canonical_obs"]
+    'results|q=red tea|p=1'
 """
 from __future__ import annotations
 
