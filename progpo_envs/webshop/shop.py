@@ -15,7 +15,8 @@ episode: it applies ``search[...]`` / ``click[...]`` exactly as the original tex
   ``description`` / ``features`` / ``reviews`` open a sub-page; a product ASIN opens its
   item page with no option selected; an option value sets ``options[name] = value``.
 * Anything else -- unknown verb, unlisted clickable, ``search[]``, unbalanced brackets, a
-  newline inside the action, more than :data:`MAX_ACTION_CHARS` characters -- is a no-op
+  newline inside the action, a string that is not valid Unicode (lone surrogates), more
+  than :data:`MAX_ACTION_CHARS` characters -- is a no-op
   with ``valid_action=False``. Leading/trailing whitespace around an action is ignored.
 
 Example:
@@ -64,10 +65,14 @@ def parse_action(action: Any) -> tuple[str, str] | None:
 
     >>> parse_action("click[Buy Now]"), parse_action(" search[red shoes] ")
     (('click', 'Buy Now'), ('search', 'red shoes'))
-    >>> [parse_action(a) for a in ("search[]", "click[", "look", "click[a]b", "search[a\\nb]", 7)]
-    [None, None, None, None, None, None]
+    >>> [parse_action(a) for a in ("search[]", "click[", "look", "click[a]b", "search[a\\nb]", 7, "search[\\udcff]")]
+    [None, None, None, None, None, None, None]
     """
     if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
+        return None
+    try:
+        action.encode("utf-8")  # lone surrogates cannot reach a page (or a browser)
+    except UnicodeEncodeError:
         return None
     action = action.strip()
     if "\n" in action or "\r" in action or not action.endswith("]"):

@@ -122,3 +122,13 @@ def test_close_stops_server_and_browser(nasty_shop):
     assert service.process is None or service.process.poll() is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
+
+
+def test_odd_queries_agree(envs):
+    browser, text = envs
+    browser.reset(seed=4)
+    text.reset(seed=4)
+    for q in ["🍵 tea", "a\x00b tea", "x" * 9000, "שלום tea", "tea\ttea", "  tea  ", "a\u2028b",
+              "100% cotton & <b>", "a+b=c?d#e/f\\g", "search[\udcff]"]:
+        action = q if q.startswith("search[") else f"search[{q}]"
+        _same(browser.step(action), text.step(action))

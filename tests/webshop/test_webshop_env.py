@@ -149,7 +149,7 @@ def test_invalid_actions_are_noops(ws_env):
     obs0, info0 = ws_env.reset(seed=5)
     for action in ["click[search]", "click[next >]", "click[buy now]", "search[]", "search",
                    "click[", "", "  ", "buy[now]", "Search[x]", "click[x]y", "search[a\nb]",
-                   "x" * (1 << 20), "search[" + "a" * (1 << 20) + "]", "\udcff", "é[ü]", "[]", "[x]"]:
+                   "x" * (1 << 20), "search[" + "a" * (1 << 20) + "]", "\udcff", "search[\udcff]", "é[ü]", "[]", "[x]", None, 123, b"search[x]"]:
         obs, reward, term, trunc, info = ws_env.step(action)
         assert (obs, reward, term, info["valid_action"], info["page"]) == (obs0, 0.0, False, False, "search")
 
