@@ -51,7 +51,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, StepResult, parse_action
+from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, get_shop
 
 MAX_OBSERVATION_CHARS = 1_000_000
 SEARCH_PLACEHOLDER = "search[<query>]"
@@ -92,7 +92,8 @@ class WebShopEnv(gym.Env[str, str]):
         goal_index: always play this goal (overrides the seed draw).
         human_goals: use ``items_human_ins.json`` goals (needs ``data_dir``).
         index_cache_dir: keep the search index on disk here between processes.
-        shop: share an already built :class:`~progpo_envs.webshop.shop.Shop` (catalog + index).
+        shop: use this :class:`~progpo_envs.webshop.shop.Shop` (catalog + index); by default
+            envs with the same loader arguments share one (:func:`~progpo_envs.webshop.shop.get_shop`).
         render_mode: ``"ansi"`` returns the observation from :meth:`render`.
     """
 
@@ -119,10 +120,9 @@ class WebShopEnv(gym.Env[str, str]):
         if int(max_episode_steps) < 1:
             raise ValueError("max_episode_steps must be >= 1")
         if shop is None:
-            from progpo_envs.webshop.data import load_catalog
-
-            catalog = load_catalog(data_dir, num_products=num_products, seed=seed, human_goals=human_goals)
-            shop = Shop(catalog, index_cache_dir=index_cache_dir)
+            shop = get_shop(
+                data_dir, num_products=num_products, seed=seed, human_goals=human_goals, index_cache_dir=index_cache_dir
+            )
         self.shop = shop
         self.split = split
         self.split_goals = shop.catalog.split(split)

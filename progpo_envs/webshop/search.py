@@ -314,7 +314,8 @@ class SearchIndex:
         terms = np.concatenate(parts_terms) if parts_terms else np.zeros(0, np.int32)
         tf = np.concatenate(parts_tf) if parts_tf else np.zeros(0, np.int32)
         lengths_arr = np.concatenate(lengths_parts) if lengths_parts else np.zeros(0, np.int64)
-        del parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off, batch
+        for buffer in (parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off, batch):
+            buffer.clear()  # free the build buffers before the score arrays are made
 
         n_vocab = max(len(vocab), 1)
         avgdl = float(lengths_arr.sum()) / max(n_docs, 1) or 1.0

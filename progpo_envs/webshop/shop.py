@@ -32,6 +32,9 @@ Example:
 """
 from __future__ import annotations
 
+import os
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
@@ -159,6 +162,52 @@ class Shop:
 
     def new_session(self, goal_index: int) -> "ShopSession":
         return ShopSession(self, self.goals[goal_index])
+
+
+_SHOP_CACHE: "OrderedDict[tuple, Shop]" = OrderedDict()
+_SHOP_CACHE_LOCK = threading.Lock()
+
+
+def get_shop(
+    data_dir: Any = None,
+    *,
+    num_products: int | None = 1000,
+    seed: int = 0,
+    human_goals: bool = False,
+    index_cache_dir: Any = None,
+) -> Shop:
+    """A :class:`Shop` for these loader arguments, shared by every env of the process.
+
+    The G copies of a group (and every group) in one process then share one catalog and one
+    index instead of loading their own. Kept in a small LRU (4 shops) keyed by the
+    arguments and the ``WEBSHOP_DATA`` variable; shops are read-only, so sharing is safe.
+
+    >>> get_shop(num_products=100) is get_shop(num_products=100)
+    True
+    """
+    from progpo_envs.webshop.data import DATA_ENV_VAR, load_catalog
+
+    key = (
+        None if data_dir is None else os.fspath(data_dir),
+        os.environ.get(DATA_ENV_VAR, "") if data_dir is None else "",
+        num_products,
+        seed,
+        bool(human_goals),
+        None if index_cache_dir is None else os.fspath(index_cache_dir),
+    )
+    with _SHOP_CACHE_LOCK:
+        if key in _SHOP_CACHE:
+            _SHOP_CACHE.move_to_end(key)
+            return _SHOP_CACHE[key]
+    shop = Shop(
+        load_catalog(data_dir, num_products=num_products, seed=seed, human_goals=human_goals),
+        index_cache_dir=index_cache_dir,
+    )
+    with _SHOP_CACHE_LOCK:
+        _SHOP_CACHE[key] = shop
+        while len(_SHOP_CACHE) > 4:
+            _SHOP_CACHE.popitem(last=False)
+    return shop
 
 
 class ShopSession:
