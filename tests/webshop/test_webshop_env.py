@@ -209,3 +209,25 @@ def _fuzz_env(shop) -> WebShopEnv:
         env = _FUZZ[id(shop)] = WebShopEnv(shop=shop, max_episode_steps=50)
         env.reset(seed=0)
     return env
+
+
+def test_original_files_and_embedded_catalog_play_the_same(tmp_path):
+    from progpo_envs.webshop.catalog_gen import write_catalog
+
+    write_catalog(tmp_path, num_products=200, seed=0)
+    from_files = WebShopEnv(data_dir=str(tmp_path), num_products=200, split="all")
+    embedded = WebShopEnv(num_products=200, split="all")
+    assert from_files.shop is not embedded.shop
+    for seed in range(3):
+        a, ia = from_files.reset(seed=seed)
+        b, ib = embedded.reset(seed=seed)
+        assert a == b and ia["goal"] == ib["goal"]
+        for action in ["search[" + ia["goal"]["query"] + "]", "click[next >]"]:
+            assert from_files.step(action)[0] == embedded.step(action)[0]
+
+
+def test_envs_share_one_shop_per_catalog():
+    a = gym.make("ProGPO-WebShop-v0", num_products=300)
+    b = gym.make("ProGPO-WebShop-v0", num_products=300)
+    c = gym.make("ProGPO-WebShop-v0", num_products=300, seed=1)
+    assert a.unwrapped.shop is b.unwrapped.shop and c.unwrapped.shop is not a.unwrapped.shop
