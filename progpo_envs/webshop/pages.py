@@ -307,7 +307,6 @@ def render_html(view: PageView, session_id: str) -> str:
     st = view.state
     links: dict[str, str] = {"back": state_path(session_id, ShopState())}
     ctx: dict[str, Any] = {"view": view, "session_id": session_id, "links": links}
-    ctx["segments"] = None
     if view.kind == SEARCH:
         links["search"] = f"/{_q(session_id)}/search"
     elif view.kind == RESULTS:
