@@ -94,11 +94,43 @@ def _tg() -> Any:
     return tg
 
 
+def _clone(symbol: Any) -> Any:
+    """Copy of a parsed symbol tree (nodes copied, strings shared): what ``deepcopy`` gives for
+    freshly parsed symbols, whose contexts are empty, at a fraction of the cost."""
+    tg = _tg()
+    c = object.__new__(type(symbol))
+    c.__dict__.update(symbol.__dict__)
+    if isinstance(symbol, tg.ListSymbol):
+        c.symbol = _clone(symbol.symbol)
+    elif isinstance(symbol, tg.ConditionalSymbol):
+        c.expression = _clone(symbol.expression)
+    return c
+
+
+def _parsed(text: str) -> list[Any]:
+    tg = _tg()
+    return _SYMBOLS.get_or_make(text, lambda: tg._parse_and_convert(text, rule_name="symbols"))
+
+
 def _symbols(text: str) -> list[Any]:
     """Parsed symbols of a grammar snippet (fresh copy: derivation assigns contexts to them)."""
+    return [_clone(s) for s in _parsed(text)]
+
+
+def _prewarm(symbols: list[Any]) -> None:
+    """Parse/compile every query and expression inside ``symbols`` now rather than mid-episode."""
     tg = _tg()
-    parsed = _SYMBOLS.get_or_make(text, lambda: tg._parse_and_convert(text, rule_name="symbols"))
-    return copy.deepcopy(parsed)
+    stack = list(symbols)
+    while stack:
+        s = stack.pop()
+        if isinstance(s, tg.ListSymbol):
+            stack.append(s.symbol)
+        elif isinstance(s, tg.ConditionalSymbol):
+            if s.given:
+                _query_rule(s.given)
+            stack.append(s.expression)
+        elif isinstance(s, tg.EvalSymbol):
+            _EVALS.get_or_make(s.expression, lambda: compile(s.expression, "<twl2>", "eval"))
 
 
 def _query_rule(expr: str) -> Any:
@@ -136,7 +168,7 @@ def _eval(symbol: Any, context: Mapping[str, Any]) -> Any:
 
 
 def _copy_symbol(symbol: Any, context: Mapping[str, Any]) -> Any:
-    clone = copy.copy(symbol)
+    clone = _clone(symbol)
     clone.context = _copy_context(context)
     return clone
 
@@ -180,7 +212,7 @@ def _make_fast_grammar_class() -> type:
                     break
             if chosen is None:
                 raise IndexError("list index out of range")  # what the stock engine raises
-            symbols = copy.deepcopy(chosen.rhs)
+            symbols = [_clone(sym) for sym in chosen.rhs]
             for symbol in symbols:
                 symbol.context = _copy_context(start.context)
             return symbols
@@ -230,6 +262,15 @@ def _parse_logic(domain: str, grammar: str) -> Any:
     fast = _fast_grammar_class()()
     fast._rules = logic.grammar._rules
     logic.grammar = fast
+    for rules in list(fast._rules.values()):
+        for rule in rules:
+            if rule.condition:
+                _query_rule(rule.condition)
+            _prewarm(rule.rhs)
+    for action in logic.actions.values():
+        _prewarm(_parsed(action.template))
+        _prewarm(_parsed(action.feedback_rule))
+    _prewarm(_parsed("#intro#"))
     return logic
 
 
@@ -397,13 +438,17 @@ def _translation(domain: str, problem: str) -> _Translation:
 
 
 def _make_state_class() -> type:
+    import fast_downward
     import textworld
     from textworld.envs.pddl import logic as pddl_logic
+    from textworld.logic import Action, Placeholder, Variable
 
     class FastPddlState(pddl_logic.PddlState):
         """``PddlState`` built from a cached translation (same facts, inserted in the same order)."""
 
-        def __init__(self, downward_lib: Any, pddl_problem: str, logic: Any, tr: _Translation) -> None:
+        def __init__(self, downward_lib: Any, pddl_problem: str, logic: Any, tr: _Translation,
+                     op_table: dict[int, Any]) -> None:
+            self._op_table = op_table
             self._facts = defaultdict(set)
             self._vars_by_name = {}
             self._vars_by_type = defaultdict(set)
@@ -428,6 +473,36 @@ def _make_state_class() -> type:
                 facts = [atom.get_fact(self.name2type) for atom in atoms]
                 tr.state_facts = [f for f in facts if not f.is_negation]
             self.add_facts(tr.state_facts)
+
+        def all_applicable_actions(self) -> list[Any]:
+            """Same actions, same order as the stock method; per-operator parts built once."""
+            lib = self.downward_lib
+            operators = (fast_downward.Operator * lib.get_applicable_operators_count())()
+            lib.get_applicable_operators(operators)
+            self._operators = {op.id: op for op in operators}
+            table = self._op_table
+            logic_actions = self._logic.actions
+            actions, seen = [], set()
+            for op in operators:
+                entry = table.get(op.id)
+                if entry is None:
+                    op_name = op.name
+                    name, *arguments = op_name.split()
+                    mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
+                               for p, arg in zip(self._actions[name].parameters, arguments)}
+                    entry = table[op.id] = (op_name, name, mapping)
+                op_name, name, mapping = entry
+                if op_name in seen:
+                    continue
+                seen.add(op_name)
+                action = Action(name=name, preconditions=[], postconditions=[])
+                action.id = op.id
+                action.mapping = mapping
+                action.command_template = logic_actions[name].template
+                action.feedback_rule = logic_actions[name].feedback_rule
+                action.op_name = op_name
+                actions.append(action)
+            return actions
 
         def replan(self, infos: Any) -> Any:
             if not self._replan_loaded:  # the planner's translation, made on first use only
@@ -517,14 +592,15 @@ def _make_env_class() -> type:
             self.walkthrough = data.get("walkthrough", None)
             self._logic = _game_logic(data["pddl_domain"], data["grammar"])
             self._tr = _translation(data["pddl_domain"], data["pddl_problem"])
-            self._pddl_state = state_cls(self.downward_lib, data["pddl_problem"], self._logic, self._tr)
+            self._op_table: dict[int, Any] = {}
+            self._pddl_state = state_cls(self.downward_lib, data["pddl_problem"], self._logic, self._tr, self._op_table)
             self._entity_infos = self._get_entity_infos()
             self._commands = {}
             self._static_templates = {}
             self._templates = sorted(set(action.template for action in self._logic.actions.values()))
 
         def reset(self) -> Any:
-            self._pddl_state = state_cls(self.downward_lib, self._game_data["pddl_problem"], self._logic, self._tr)
+            self._pddl_state = state_cls(self.downward_lib, self._game_data["pddl_problem"], self._logic, self._tr, self._op_table)
             self.prev_state = None
             self.state = GameState()
             self._last_action = None
@@ -562,7 +638,7 @@ def _make_env_class() -> type:
             mapping = None
             commands = []
             for action in actions:
-                key = ps._operators[action.id].name
+                key = action.op_name
                 hit = self._commands.get(key)
                 if hit is None:
                     if mapping is None:
