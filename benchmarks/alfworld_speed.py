@@ -45,6 +45,24 @@ def _rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
+def _lib_mapping() -> tuple[str, float]:
+    """(where libdownward.so is mapped from, its resident MB) for this process (Linux)."""
+    kinds, kb, current = set(), 0, False
+    try:
+        with open("/proc/self/smaps") as f:
+            for line in f:
+                head = line.split(" ", 1)[0]
+                if "-" in head and ":" not in head:  # a mapping header: "start-end perms offset dev inode path"
+                    current = "libdownward.so" in line
+                    if current:
+                        kinds.add("installed" if "site-packages" in line else "private copy")
+                elif current and line.startswith("Rss:"):
+                    kb += int(line.split()[1])
+    except OSError:
+        pass
+    return " + ".join(sorted(kinds)) or "-", kb / 1024.0
+
+
 def _play(args: tuple[bool, list[str], int, int, int]) -> dict[str, object]:
     fast, games, steps, repeats, seed = args
     from progpo_envs.alfworld.engine import make_engine, require_engine
@@ -68,7 +86,9 @@ def _play(args: tuple[bool, list[str], int, int, int]) -> dict[str, object]:
                 t = time.perf_counter()
                 eng.step(cmd)
                 step.append(time.perf_counter() - t)
-    return {"load": load, "reset": reset, "step": step, "rss": _rss_mb() - base, "rss_total": _rss_mb()}
+    where, lib_mb = _lib_mapping()
+    return {"load": load, "reset": reset, "step": step, "rss": _rss_mb() - base, "rss_total": _rss_mb(),
+            "lib": f"{where} ({lib_mb:.0f} MB resident)"}
 
 
 def _q(xs: list[float], q: float) -> float:
@@ -122,7 +142,8 @@ def main() -> int:
 
     print(f"\nALFWorld engine, {args.games} games/source, {args.steps} steps x {args.repeats} episodes per game "
           f"(+1 load), times in ms\n")
-    hdr = ("games", "engine", "load p50", "reset p50", "reset p90", "step p50", "step p90", "peak RSS MB")
+    hdr = ("games", "engine", "load p50", "reset p50", "reset p90", "step p50", "step p90", "peak RSS MB",
+           "libdownward.so")
     print("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr))
     for name, n, res in rows:
         for fast in (False, True):
@@ -130,13 +151,18 @@ def main() -> int:
             print(f"| {name} | {'fast' if fast else 'stock'} | {1e3 * statistics.median(r['load']):.0f} | "
                   f"{1e3 * statistics.median(r['reset']):.1f} | {1e3 * _q(r['reset'], .9):.1f} | "
                   f"{1e3 * statistics.median(r['step']):.2f} | {1e3 * _q(r['step'], .9):.2f} | "
-                  f"{r['rss']:.0f} (+{r['rss_total'] - r['rss']:.0f} import) |")
+                  f"{r['rss']:.0f} (+{r['rss_total'] - r['rss']:.0f} import) | {r['lib']} |")
         s, f = res[False], res[True]
         print(f"| {name} | **speed-up** | {statistics.median(s['load']) / statistics.median(f['load']):.1f}x | "
               f"{statistics.median(s['reset']) / statistics.median(f['reset']):.0f}x | | "
-              f"{statistics.median(s['step']) / statistics.median(f['step']):.0f}x | | |")
+              f"{statistics.median(s['step']) / statistics.median(f['step']):.0f}x | | | |")
     if not args.no_throughput:
-        print("\nGroupVectorEnv(async), fast path, generated games (valid split):\n")
+        from progpo_envs.alfworld.fast import warm_translation_cache
+        from progpo_envs.alfworld.games import discover_games
+
+        warm_translation_cache([str(g.path) for g in discover_games(embedded_root() / "json_2.1.1", "valid")])
+        print("\nGroupVectorEnv(async), fast path, generated games (valid split, a new task every episode, "
+              "translation disk cache warm), random policy over admissible commands:\n")
         print("| workers | steps/s |\n|---|---:|")
         for w in (1, 2):
             print(f"| {w} | {_throughput(w, args.seconds):.0f} |")

@@ -27,6 +27,16 @@ Game sources: ``data_dir`` (or ``$ALFWORLD_DATA``) in the original layout, with 
 its folders (``train``, ``valid_seen``, ``valid_unseen``); with neither, the embedded generated
 set with ``split`` in ``train`` / ``valid`` / ``hard`` (``difficulty="hard"`` is the same as
 ``split="hard"``).
+
+Engine: ``fast=True`` (default) plays through :mod:`progpo_envs.alfworld.fast`, which caches the
+grammar parse, the PDDL->SAS translation (also on disk, under ``$PROGPO_CACHE_DIR``; set
+``PROGPO_ALFWORLD_SAS_CACHE=0`` to disable) and the command text of each operator, with
+transcripts identical to the stock engine (``python -m progpo_envs.alfworld.identity`` checks every
+game); ``fast=False`` is the stock TextWorld engine. Use processes, not threads, for parallel envs
+(fast-downward's translator swaps ``sys.argv``/``sys.stdout``). Python 3.13: textworld's stock
+``EvalSymbol.derive`` relies on the pre-3.13 ``locals()`` behaviour and raises ``NameError``; the
+fast path evaluates grammar expressions with explicit variables instead (3.13 itself is untested
+here: CI runs 3.11).
 """
 from __future__ import annotations
 
@@ -147,7 +157,14 @@ class ALFWorldEnv(gym.Env[str, str]):
 
             self._engine = make_engine(self.fast)
         if self._loaded != str(rec.path):
-            self._engine.load(str(rec.path))
+            self._loaded = None
+            try:
+                self._engine.load(str(rec.path))
+            except Exception as exc:  # a corrupt game file fails deep inside TatSu / fast-downward
+                raise ALFWorldDataError(
+                    f"cannot load ALFWorld game {rec.path}: {type(exc).__name__}: {exc}. The file must be a "
+                    "game.tw-pddl JSON with pddl_domain, grammar and pddl_problem (regenerate or re-download it)."
+                ) from exc
             self._loaded = str(rec.path)
         self._game = rec
         self._obs = self._engine.reset()

@@ -3,28 +3,41 @@
 Where the stock TextWorld PDDL backend spends its time, and what this module does instead:
 
 * **load**: TatSu parses the whole twl2 grammar for every game file. Here the parsed
-  ``GameLogic`` is cached per sha256 of (domain, grammar) text.
+  ``GameLogic`` is cached per sha256 of (domain, grammar); games whose grammars differ only in
+  the task sentence (all games of one grammar version) share one parse, the sentence being
+  substituted into a copy of the "task" rule. Every query and expression of the grammar is
+  parsed/compiled at that point, not mid-episode.
 * **reset**: the PDDL problem is translated to SAS twice (once for play, once "optimized" for
-  the planner) on every load and every reset. Here the translation, the initial facts and the
-  initial state atoms are cached per sha256 of (domain, problem) text.
+  the planner) on every load and every reset. Here the play translation, reduced to what the
+  engine reads, is cached per sha256 of (fast-downward version, domain, problem) in memory and
+  on disk (``$PROGPO_CACHE_DIR/alfworld-sas``, gzip'd JSON, ~10 KB a game;
+  ``PROGPO_ALFWORLD_SAS_CACHE=0`` turns the disk part off); the planner's translation is made
+  only if the planner is asked for (``replan``), which the env never does.
 * **step**: every applicable action's command template is re-parsed by TatSu and derived with
   deep-copied contexts. Here grammar snippets and conjunctive queries are parsed once
-  (memoized on their text), contexts are copied shallowly (derivation never mutates the
-  entities it reads), and the command of an action whose template only reads static facts
-  (predicates no PDDL action changes, e.g. ``receptacleAtLocation``) is computed once per
-  operator and game.
+  (memoized on their text), symbol trees are cloned node by node, contexts are copied
+  shallowly (derivation never mutates the entities it reads), the per-operator part of the
+  applicable actions (name, argument mapping) is built once per game, and the command of an
+  action whose template only reads static facts (predicates that no PDDL action changes, e.g.
+  ``receptacleAtLocation``) is derived once per operator and game.
 
 Cache keys are content hashes of the texts that determine the result, so two games sharing a
 grammar share the parse, and a game file changed on disk is a new key: a cache cannot go stale.
-Caches are per process (fast-downward's translator is not thread-safe: use processes) and LRU
-bounded; :func:`clear_caches` empties them.
+In-memory caches are per process (fast-downward's translator is not thread-safe: use
+processes) and LRU bounded; :func:`clear_caches` empties them. :func:`warm_translation_cache`
+fills the disk cache ahead of rollout workers.
 
-``eval`` of grammar expressions passes the variables explicitly, so this path also runs on
-Python 3.13, where the stock ``EvalSymbol.derive`` (``locals().update``) raises ``NameError``.
+``eval`` of grammar expressions passes the variables explicitly, so this path does not depend on
+the pre-3.13 ``locals()`` behaviour that makes the stock ``EvalSymbol.derive`` raise
+``NameError`` on Python 3.13.
 
 Memory: the first engine of a process loads fast-downward's ``libdownward.so`` from its installed
-path (shared between processes by the OS page cache); further engines in the same process get a
-private copy as the stock engine does (the library keeps its search state in globals).
+path (one copy in the OS page cache, shared by every worker process); further engines in the
+same process get a private temporary copy as the stock engine does (the library keeps its
+state in globals, so two engines must not share one mapping).
+
+Identity with the stock engine is tested (``tests/alfworld``) and checked for every game by
+``python -m progpo_envs.alfworld.identity``.
 """
 from __future__ import annotations
 
@@ -437,6 +450,16 @@ def _translation(domain: str, problem: str) -> _Translation:
     return _TASKS.get_or_make(_sha(domain, problem), make)
 
 
+def warm_translation_cache(game_files: "list[str] | tuple[str, ...]") -> int:
+    """Translate ``game_files`` into the on-disk cache now (e.g. before starting rollout workers,
+    whose first load of each game then skips fast-downward's translator). Returns the count."""
+    for path in game_files:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+        _translation(data["pddl_domain"], data["pddl_problem"])
+    return len(game_files)
+
+
 def _make_state_class() -> type:
     import fast_downward
     import textworld
@@ -550,16 +573,15 @@ class _InstalledLoader:
         return cdll.LoadLibrary(interface.DOWNWARD_LIB_PATH)
 
 
-def _release_lib(lib: Any, shared: bool) -> None:
+def _release_lib(lib: Any, shared: bool, close_lib: Callable[[Any], None]) -> None:
     global _SHARED_LIB_IN_USE
-    from fast_downward import interface
-
     try:
-        interface.close_lib(lib)
+        close_lib(lib)
+    except Exception:  # noqa: BLE001 - best effort (e.g. at interpreter shutdown)
+        pass
     finally:
         if shared:
-            with _LIB_LOCK:
-                _SHARED_LIB_IN_USE = False
+            _SHARED_LIB_IN_USE = False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -576,8 +598,11 @@ def _make_env_class() -> type:
         """``PddlEnv`` with cached logic/translation and per-operator command caching."""
 
         def __init__(self, infos: Any) -> None:
+            from fast_downward import interface
+
             textworld.Environment.__init__(self, infos)
             self.downward_lib, self._shared_lib = _load_lib()
+            self._close_lib = interface.close_lib
             self._commands: dict[str, tuple[str, str]] = {}
             self._static_templates: dict[str, bool] = {}
 
@@ -664,7 +689,7 @@ def _make_env_class() -> type:
 
         def close(self) -> None:
             if getattr(self, "downward_lib", None) is not None:
-                _release_lib(self.downward_lib, self._shared_lib)
+                _release_lib(self.downward_lib, self._shared_lib, self._close_lib)
                 self.downward_lib = None
 
     return FastPddlEnv

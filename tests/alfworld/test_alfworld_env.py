@@ -151,3 +151,55 @@ def test_expert_plan_on_real_game_restores_episode(alfworld_engine, real_alfworl
         out = e.step(cmd)
     assert out[2] and out[4]["won"]
     e.close()
+
+
+def test_expert_action_wins_online(alfworld_engine, real_alfworld: Path) -> None:
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=real_alfworld, split="valid_unseen")
+    tid = next(t for t in e.unwrapped.task_ids if t.startswith("pick_heat_then_place_in_recep"))
+    _, info = e.reset(options={"task_id": tid})
+    e.step("go to " + info["admissible_commands"][0].split("go to ", 1)[-1])  # a detour first
+    for _ in range(20):
+        cmd = e.unwrapped.expert_action()
+        assert cmd is not None
+        _, r, term, _, info = e.step(cmd)
+        if term:
+            break
+    assert info["won"] and r == 1.0
+    e.close()
+
+
+def test_canonical_on_real_transcript(alfworld_engine, real_alfworld: Path) -> None:
+    from progpo_envs.alfworld.canonical import canonicalize_alfworld as canon
+
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=real_alfworld, split="valid_unseen")
+    tid = next(t for t in e.unwrapped.task_ids if t.startswith("pick_two_obj_and_place-CD"))
+    _, info = e.reset(options={"task_id": tid})
+    gotos = [c for c in info["admissible_commands"] if c.startswith("go to ")]
+    a, b = gotos[0], gotos[-1]
+    first = e.step(a)
+    second = e.step(b)
+    again = e.step(a)
+    assert canon(first[0], first[4]) == canon(again[0], again[4])
+    assert canon(first[0], first[4]) != canon(second[0], second[4])
+    fail1 = e.step("jump")
+    fail2 = e.step("take the moon from the sky")
+    assert fail1[0] == fail2[0] == "Nothing happens."
+    assert canon(fail1[0], fail1[4]) == canon(fail2[0], fail2[4])
+    e.step(b)
+    fail3 = e.step("jump")
+    assert canon(fail3[0], fail3[4]) != canon(fail1[0], fail1[4])  # same text, other state
+    e.close()
+
+
+def test_corrupt_game_file_gives_a_clear_error(alfworld_engine, tmp_path: Path) -> None:
+    import json
+
+    d = tmp_path / "json_2.1.1" / "train" / "pick_and_place_simple-Mug-None-Desk-1" / "trial_X"
+    d.mkdir(parents=True)
+    (d / "game.tw-pddl").write_text(json.dumps({"solvable": True, "pddl_domain": "(define (domain", "grammar": "",
+                                                "pddl_problem": "garbage"}))
+    (d / "traj_data.json").write_text("{}")
+    e = gym.make("ProGPO-ALFWorld-v0", data_dir=tmp_path)
+    with pytest.raises(ALFWorldDataError, match="cannot load ALFWorld game .*trial_X/game.tw-pddl"):
+        e.reset(seed=0)
+    e.close()

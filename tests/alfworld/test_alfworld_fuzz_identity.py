@@ -35,20 +35,24 @@ _action = st.one_of(
 @given(seed=st.integers(0, 10_000), actions=st.lists(_action, min_size=ACTIONS_PER_EXAMPLE, max_size=ACTIONS_PER_EXAMPLE))
 def test_fuzz_actions_never_crash(fuzz_env, seed, actions) -> None:
     _, info = fuzz_env.reset(seed=seed)
-    for step, a in enumerate(actions, start=1):
+    step = 0
+    for a in actions:  # every action is played: a finished episode is reset and the next one goes on
         if isinstance(a, int):
             a = info["admissible_commands"][a % len(info["admissible_commands"])]
         legal = isinstance(a, str) and a.strip() in info["admissible_commands"]
         prev = info["admissible_commands"]
         obs, r, term, trunc, info = fuzz_env.step(a)
+        step += 1
         assert isinstance(obs, str) and obs and info["step"] == step
+        assert fuzz_env.observation_space.contains(obs)
         assert info["valid_action"] is legal
         if not legal:
             assert obs == "Nothing happens." and r == 0.0 and info["admissible_commands"] == prev
-        if term:
-            assert info["won"] and r == 1.0
-            break
-        assert trunc == (step >= 50)
+        assert term == info["won"] and (r == 1.0) == term
+        assert trunc == (not term and step >= 50)
+        if term or trunc:
+            _, info = fuzz_env.reset(seed=seed + step)
+            step = 0
 
 
 def _check(game_files: list[Path], steps: int = 50) -> None:
