@@ -19,6 +19,8 @@ import random
 import re
 from typing import Any, Callable, Sequence
 
+from agents.prompting import admissible_commands
+
 __all__ = ["ALFWorldExpertAgent", "RandomAgent", "WebShopOracleAgent", "expert_plans_from_envs"]
 
 
@@ -35,8 +37,8 @@ class RandomAgent:
             self.rng.seed(seed)
         out = []
         for info in infos:
-            cmds = [c for c in (info.get("admissible_commands") or []) if "<" not in c]
-            cmds = cmds or list(info.get("admissible_commands") or [])
+            cmds = [c for c in admissible_commands(info) if "<" not in c]
+            cmds = cmds or admissible_commands(info)
             out.append(self.rng.choice(cmds) if cmds else self.fallback)
         return out
 
@@ -140,7 +142,7 @@ class WebShopOracleAgent:
         st = self._state.get(i)
         if st is None or int(info.get("step", -1) or 0) == 0 or st.get("asin") != goal["asin"]:
             st = self._state[i] = {"asin": goal["asin"], "chosen": [], "pages": 0, "searches": 0}
-        cmds = [_norm(c) for c in info.get("admissible_commands") or []]
+        cmds = [_norm(c) for c in admissible_commands(info)]
         asin = _norm(goal["asin"])
         page = str(info.get("page", ""))
         has_search = any(c.startswith("search[") for c in cmds)

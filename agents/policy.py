@@ -38,7 +38,7 @@ import torch
 from agents.backends.base import Generation, GenerationBackend, SamplingConfig
 from agents.logprobs import candidate_logprobs, sequence_logprobs
 from agents.parsing import FORMATS, parse_action, sanitize_text
-from agents.prompting import build_messages, load_template, render_prompt
+from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
 
 __all__ = ["LLMPolicy", "SamplingConfig", "StepOutput"]
 
@@ -155,7 +155,7 @@ class LLMPolicy:
     # ----------------------------------------------------------------------------------------
     def prompt_ids(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]]) -> list[int]:
         """Token ids of the prompt for one observation."""
-        admissible = [sanitize_text(c, 1000) for c in (info.get("admissible_commands") or [])]
+        admissible = [sanitize_text(c, 1000) for c in admissible_commands(info)]
         step = info.get("step")
         step = int(step) if step is not None else len(history)
         messages = build_messages(
@@ -201,7 +201,7 @@ class LLMPolicy:
         """Commands scored in score mode: admissible ones, deduplicated, placeholders filled."""
         fill = " ".join(_goal_text(info.get("goal", "")).lower().split())[:100] or "item"
         out: list[str] = []
-        for c in info.get("admissible_commands") or []:
+        for c in admissible_commands(info):
             c = " ".join(sanitize_text(c, 1000).split())
             c = _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
             if c and c not in out:

@@ -27,7 +27,7 @@ import yaml
 
 from agents.parsing import FORMATS, sanitize_text
 
-__all__ = ["PromptTemplate", "build_messages", "load_template", "render_prompt", "template_name"]
+__all__ = ["PromptTemplate", "admissible_commands", "build_messages", "load_template", "render_prompt", "template_name"]
 
 _ALIASES = {
     "alfworld": "alfworld",
@@ -69,6 +69,16 @@ class PromptTemplate:
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["noop_action"] = kwargs.get("noop_action") or ""
         return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
+
+
+def admissible_commands(info: Any) -> list[str]:
+    """``info["admissible_commands"]`` as a list of str (missing/None -> ``[]``; numpy arrays ok)."""
+    cmds = info.get("admissible_commands") if hasattr(info, "get") else None
+    if cmds is None:
+        return []
+    if isinstance(cmds, (str, bytes)):
+        cmds = [cmds]
+    return [c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c) for c in list(cmds)]
 
 
 def template_name(env_name: str) -> str:

@@ -175,3 +175,14 @@ def test_entropy_of_generated_tokens(tiny, corridor):
     lps, ents = policy.compute_logprobs_and_entropy(outs)
     assert ents[0].shape == lps[0].shape and (ents[0] >= 0).all()
     assert (ents[0] <= torch.log(torch.tensor(float(len(policy.tokenizer)))) + 1e-4).all()
+
+
+def test_numpy_infos_from_a_vector_env(tiny):
+    import numpy as np
+
+    policy = _policy(tiny, mode="score")
+    info = {"goal": "reach room 3.", "admissible_commands": np.array(["go east", "look"], dtype=object),
+            "step": np.int64(2)}
+    [out] = policy.act(["You are in room 2."], [info], [[("o", "go east")]], seed=0)
+    assert out.action in ("go east", "look")
+    assert "at step 3" in policy.tokenizer.decode(out.prompt_ids)
