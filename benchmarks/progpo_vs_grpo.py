@@ -2,6 +2,9 @@
 
     python benchmarks/progpo_vs_grpo.py --seeds 0 1 2 --iterations 8 --model tiny --out runs/bench_progpo_vs_grpo
 
+Defaults (CPU-sized): tiny random LLM, candidate scoring with length-normalized scores, 2 tasks x
+4 trajectories per iteration, 10 steps, lr 2e-3, 2 mini-batches.
+
 Each (estimator, seed) pair is one training run of :class:`trainers.trainer.Trainer` with the
 identical config except ``estimator`` (so both see the same task schedule and the same initial
 weights for a seed). The script prints a table (success and all-failed fraction over training,
@@ -60,23 +63,29 @@ def main() -> None:
     ap.add_argument("--iterations", type=int, default=8)
     ap.add_argument("--model", default="tiny")
     ap.add_argument("--split", default="hard")
-    ap.add_argument("--num-groups", type=int, default=4)
+    ap.add_argument("--num-groups", type=int, default=2)
     ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--max-steps", type=int, default=15)
-    ap.add_argument("--lr", type=float, default=1e-4)
+    ap.add_argument("--max-steps", type=int, default=10)
+    ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--policy-mode", default="score")
+    ap.add_argument("--score-norm", default="mean", help="mean: length-normalized candidate scores (see trainers.policies)")
+    ap.add_argument("--history-k", type=int, default=1)
+    ap.add_argument("--num-minibatches", type=int, default=2)
+    ap.add_argument("--torch-threads", type=int, default=1)
     ap.add_argument("--out", default="runs/bench_progpo_vs_grpo")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     base = TrainConfig(env="alfworld", train_split=args.split, eval_split=args.split, model=args.model,
-                       policy_mode=args.policy_mode, max_steps=args.max_steps, iterations=args.iterations,
+                       policy_mode=args.policy_mode, score_norm=args.score_norm, history_k=args.history_k,
+                       num_minibatches=args.num_minibatches, torch_threads=args.torch_threads,
+                       max_steps=args.max_steps, iterations=args.iterations,
                        num_groups=args.num_groups, group_size=args.group_size, lr=args.lr, eval_episodes=0,
                        progress=False, tensorboard=False, device="cpu", save_every=args.iterations)
     print(f"ProGPO(GRPO) vs GRPO on ALFWorld split={args.split}: model {args.model} ({args.policy_mode}), "
-          f"{args.iterations} iterations x {args.num_groups} tasks x {args.group_size} members, "
-          f"max {args.max_steps} steps, seeds {args.seeds}", flush=True)
+          f"score_norm {args.score_norm}, {args.iterations} iterations x {args.num_groups} tasks x "
+          f"{args.group_size} members, max {args.max_steps} steps, lr {args.lr}, seeds {args.seeds}", flush=True)
     results: dict[str, list[list[dict]]] = {e: [] for e in ESTIMATORS}
     for seed in args.seeds:
         for est in ESTIMATORS:
@@ -86,7 +95,7 @@ def main() -> None:
             ("repeated_action_rate", "repeated-action rate"))
     tail = max(1, n // 3)
     lines = [f"# ProGPO(GRPO) vs GRPO, ALFWorld `{args.split}`", "",
-             f"model `{args.model}` ({args.policy_mode} mode), {n} iterations x {args.num_groups} tasks x "
+             f"model `{args.model}` ({args.policy_mode} mode, score_norm {args.score_norm}), lr {args.lr}, {n} iterations x {args.num_groups} tasks x "
              f"{args.group_size} trajectories, max {args.max_steps} steps, seeds {args.seeds}; "
              f"mean +- std over seeds; 'last {tail}' = mean of the last {tail} iterations.", "",
              "| metric | estimator | first iteration | last iteration | last " + str(tail) + " (mean +- std) |",

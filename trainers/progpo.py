@@ -1,7 +1,8 @@
 """`python -m trainers.progpo`: train an LLM agent with ProGPO (or GRPO / RLOO / GiGPO).
 
 With no arguments: the bundled SmolLM2-135M-Instruct on the embedded ALFWorld tasks, on CPU,
-a small budget (3 iterations of 4 tasks x 4 trajectories, 8 steps, candidate-scoring policy),
+a small budget (2 iterations of 2 tasks x 2 trajectories, 4 steps, candidate-scoring policy,
+LoRA; ~10 minutes on 2 cores -- see ``TrainConfig``),
 then a report (curves + summary markdown) under ``runs/progpo``. Examples::
 
     python -m trainers.progpo                                  # the CPU demo
