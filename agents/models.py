@@ -318,9 +318,19 @@ def make_tiny_model(
 # entry point
 # --------------------------------------------------------------------------------------------
 def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
-    tok = AutoTokenizer.from_pretrained(path)
+    # A plain tokenizer.json (the tiny models') must be loaded as is: AutoTokenizer would
+    # rebuild it as the model type's tokenizer (e.g. Qwen2's digit-splitting pre-tokenizer).
+    tok_cfg = Path(path) / "tokenizer_config.json"
+    plain = False
+    if tok_cfg.is_file() and (Path(path) / "tokenizer.json").is_file():
+        try:
+            plain = json.loads(tok_cfg.read_text()).get("tokenizer_class") in (
+                "TokenizersBackend", "PreTrainedTokenizerFast")
+        except (OSError, ValueError):
+            plain = False
+    tok = PreTrainedTokenizerFast.from_pretrained(path) if plain else AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token

@@ -101,3 +101,16 @@ def test_smollm2_loads_from_cache(smollm2):
     with torch.no_grad():
         top = model(ids).logits[0, -1].topk(5).indices.tolist()
     assert any("Paris" in tok.decode([t]) for t in top)
+
+
+def test_materialize_tiny_is_loadable_and_identical(tmp_path, monkeypatch, tiny):
+    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path))
+    path = models.materialize("tiny")
+    assert path.is_dir() and (path / "config.json").is_file()
+    model, tok = load_model(str(path))
+    assert _same(model, tiny[0])
+    assert tok("go to desk 1")["input_ids"] == tiny[1]("go to desk 1")["input_ids"]
+    assert tok.pad_token is not None and tok.padding_side == "left"
+    assert models.materialize(str(path)) == path
+    with pytest.raises(ModelLoadError, match="not a known model"):
+        models.materialize("no-such-model")
