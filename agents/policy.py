@@ -211,16 +211,28 @@ class LLMPolicy:
     def _candidate_ids(self, command: str) -> list[int]:
         return list(self.tokenizer(f"<action>{command}</action>", add_special_tokens=False)["input_ids"])
 
-    def _score(self, prompt: list[int], candidate_ids: list[list[int]]) -> list[torch.Tensor]:
-        """Per-token log-probs of each candidate after ``prompt`` (prompt KV cache shared)."""
-        return candidate_logprobs(self.model, prompt, candidate_ids, pad_token_id=self.pad_token_id,
-                                  temperature=self.sampling.temperature, batch_size=self.score_batch_size)
+    def _score(self, prompt: list[int], candidate_ids: list[list[int]],
+               memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
+        """Per-token log-probs of each candidate after ``prompt`` (prompt encoded once).
+
+        ``memo`` reuses the result for an identical (prompt, candidates) pair within one call:
+        the G members of a group share their first prompt, and often later ones.
+        """
+        key = (tuple(prompt), tuple(tuple(c) for c in candidate_ids))
+        if memo is not None and key in memo:
+            return memo[key]
+        out = candidate_logprobs(self.model, prompt, candidate_ids, pad_token_id=self.pad_token_id,
+                                 temperature=self.sampling.temperature, batch_size=self.score_batch_size)
+        if memo is not None:
+            memo[key] = out
+        return out
 
     def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], seed: int | None) -> list[StepOutput]:
         cands = [self.candidates(dict(i)) for i in infos]
         cand_ids = [[self._candidate_ids(c) for c in cs] for cs in cands]
         with torch.no_grad():
-            per_env = [self._score(p, ids) for p, ids in zip(prompts, cand_ids)]
+            memo: dict[Any, list[torch.Tensor]] = {}
+            per_env = [self._score(p, ids, memo) for p, ids in zip(prompts, cand_ids)]
         gen = torch.Generator()
         if seed is None:
             gen.seed()
@@ -286,12 +298,13 @@ class LLMPolicy:
         device = next(self.model.parameters()).device
         out_lp: list[torch.Tensor] = []
         out_ent: list[torch.Tensor] = []
+        memo: dict[Any, list[torch.Tensor]] = {}  # identical decisions share one graph
         for s in steps:
             if not s.candidate_ids or s.chosen_index is None:
                 out_lp.append(torch.zeros(1, device=device))
                 out_ent.append(torch.zeros(1, device=device))
                 continue
-            totals = torch.stack([t.sum() for t in self._score(s.prompt_ids, s.candidate_ids)])
+            totals = torch.stack([t.sum() for t in self._score(s.prompt_ids, s.candidate_ids, memo)])
             log_pi = torch.log_softmax(totals, dim=-1)
             out_lp.append(log_pi[s.chosen_index].reshape(1))
             if with_entropy:

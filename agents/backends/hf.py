@@ -128,9 +128,7 @@ class TransformersBackend:
             mask[i, width - len(p):] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        out = self._forward(ids, mask, pos, None)
-        past = _cache_of(out)
-        logits = out.logits[:, -1, :]
+        past, logits = self._prefill(prompts, ids, mask, pos)
         responses: list[list[int]] = [[] for _ in range(b)]
         logprobs: list[list[float]] = [[] for _ in range(b)]
         finish = ["length"] * b
@@ -174,6 +172,25 @@ class TransformersBackend:
             )
             for i in range(b)
         ]
+
+    def _prefill(self, prompts: list[list[int]], ids: torch.Tensor, mask: torch.Tensor,
+                 pos: torch.Tensor) -> tuple[Any, torch.Tensor]:
+        """Encode the prompts; identical prompts (``n > 1``, the G members of a group) are
+        encoded once and their KV cache rows repeated."""
+        first: dict[tuple[int, ...], int] = {}
+        rows = [first.setdefault(tuple(p), i) for i, p in enumerate(prompts)]
+        uniq = sorted(set(rows))
+        if len(uniq) < len(prompts):
+            sel = torch.tensor(uniq, device=ids.device)
+            out = self._forward(ids[sel], mask[sel], pos[sel], None)
+            cache = _cache_of(out)
+            if cache is not None and hasattr(cache, "batch_select_indices"):
+                where = {r: j for j, r in enumerate(uniq)}
+                expand = torch.tensor([where[r] for r in rows], device=ids.device)
+                cache.batch_select_indices(expand)
+                return cache, out.logits[:, -1, :][expand]
+        out = self._forward(ids, mask, pos, None)
+        return _cache_of(out), out.logits[:, -1, :]
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, past: Any) -> Any:
         kwargs: dict[str, Any] = dict(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=True)

@@ -223,3 +223,17 @@ def test_prefix_shared_candidate_scoring_matches_full_sequences(arch):
     torch.stack([g.sum() for g in grad]).logsumexp(0).backward()
     assert model.get_input_embeddings().weight.grad.abs().sum() > 0
     assert candidate_logprobs(model, prompt, [], pad_token_id=0) == []
+
+
+def test_duplicate_prompts_share_prefill_and_match_single_decoding(setup):
+    model, tok, be, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=6, stop=())
+    batch = [prompts[0], prompts[2], prompts[0], prompts[0]]
+    gens = be.generate(batch, cfg)
+    alone = be.generate([prompts[0]], cfg)[0]
+    for g in (gens[0], gens[2], gens[3]):
+        assert g.response_ids == alone.response_ids
+        assert max(abs(a - b) for a, b in zip(g.logprobs, alone.logprobs)) < 1e-4
+    assert gens[1].response_ids == be.generate([prompts[2]], cfg)[0].response_ids
+    sampled = be.generate([prompts[0]] * 4, SamplingConfig(max_new_tokens=8, stop=()), seed=0)
+    assert len({tuple(g.response_ids) for g in sampled}) > 1  # shared prefill, independent samples

@@ -186,3 +186,17 @@ def test_numpy_infos_from_a_vector_env(tiny):
     [out] = policy.act(["You are in room 2."], [info], [[("o", "go east")]], seed=0)
     assert out.action in ("go east", "look")
     assert "at step 3" in policy.tokenizer.decode(out.prompt_ids)
+
+
+def test_score_mode_group_members_share_work_and_gradients(tiny, corridor):
+    policy = _policy(tiny, mode="score", sampling=SamplingConfig(temperature=1.0))
+    obs, info = corridor().reset()
+    outs = policy.act([obs] * 4, [info] * 4, [[]] * 4, seed=3)
+    assert len({o.old_action_logprob for o in outs if o.chosen_index == outs[0].chosen_index}) == 1
+    new = policy.compute_logprobs(outs)
+    for lp, o in zip(new, outs):
+        assert abs(lp.item() - o.old_action_logprob) < 1e-4
+    policy.model.zero_grad()
+    torch.cat(new).sum().backward()
+    assert policy.model.get_input_embeddings().weight.grad.abs().sum() > 0
+    policy.model.zero_grad()
