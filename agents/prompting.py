@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,6 +34,7 @@ _ALIASES = {
     "webshop": "webshop",
     "progpo-webshop-v0": "webshop",
 }
+_TEMPLATES = Path(__file__).resolve().parent / "templates"
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -91,7 +91,9 @@ def load_template(env_name: str) -> PromptTemplate:
     """The template for ``env_name`` (``alfworld``, ``webshop``, a gym id, or a YAML path)."""
     name = template_name(env_name)
     if name in ("alfworld", "webshop"):
-        text = resources.files("agents").joinpath("templates", f"{name}.yaml").read_text("utf-8")
+        # next to this file (not importlib.resources: a tests/agents/ folder on sys.path can
+        # turn "agents" into a namespace package whose first portion is not this one)
+        text = (_TEMPLATES / f"{name}.yaml").read_text("utf-8")
         source = f"agents/templates/{name}.yaml"
     else:
         path = Path(name).expanduser()

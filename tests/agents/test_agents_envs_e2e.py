@@ -1,6 +1,9 @@
 """End to end: the SmolLM2 policy (and the scripted baselines) play the real ProGPO envs on CPU."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -34,9 +37,9 @@ def _webshop_env(**kw):
 
 @pytest.fixture(scope="module")
 def shared_dir():
-    from tests.conftest import SHARED_DATA
-
-    return SHARED_DATA
+    """../shared/data (or $PROGPO_SHARED_DATA), as tests/conftest.py locates it; may be absent."""
+    env = os.environ.get("PROGPO_SHARED_DATA")
+    return Path(env) if env else Path(__file__).resolve().parents[2].parent / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
