@@ -72,6 +72,7 @@ def main() -> None:
     ap.add_argument("--history-k", type=int, default=1)
     ap.add_argument("--num-minibatches", type=int, default=2)
     ap.add_argument("--torch-threads", type=int, default=1)
+    ap.add_argument("--env-backend", default="async", help="async: a crashing engine worker is restarted, not fatal")
     ap.add_argument("--out", default="runs/bench_progpo_vs_grpo")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
@@ -79,7 +80,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     base = TrainConfig(env="alfworld", train_split=args.split, eval_split=args.split, model=args.model,
                        policy_mode=args.policy_mode, score_norm=args.score_norm, history_k=args.history_k,
-                       num_minibatches=args.num_minibatches, torch_threads=args.torch_threads,
+                       num_minibatches=args.num_minibatches, torch_threads=args.torch_threads, env_backend=args.env_backend,
                        max_steps=args.max_steps, iterations=args.iterations,
                        num_groups=args.num_groups, group_size=args.group_size, lr=args.lr, eval_episodes=0,
                        progress=False, tensorboard=False, device="cpu", save_every=args.iterations)

@@ -68,7 +68,7 @@ class TrainConfig:
     iterations: int = 2
     num_groups: int = 2  # B tasks per iteration
     group_size: int = 2  # G trajectories per task
-    env_backend: str = "sync"  # sync | async
+    env_backend: str = "async"  # async: one process per member, a crashed engine is restarted | sync
     seed: int = 0
     # PPO update
     lr: float = 5e-5

