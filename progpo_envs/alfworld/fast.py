@@ -540,26 +540,39 @@ def _make_state_class() -> type:
 # fast-downward library: the installed copy for the first engine of a process
 # ---------------------------------------------------------------------------------------------
 _LIB_LOCK = threading.Lock()
-_SHARED_LIB_IN_USE = False
+_LIB_POOL: list[Any] = []  # loaded libraries no engine holds right now (never dlclose'd)
+_INSTALLED_LIB_LOADED = False
 
 
 def _load_lib() -> tuple[Any, bool]:
-    """(library, shared): the installed libdownward.so if no engine of this process holds it."""
-    global _SHARED_LIB_IN_USE
+    """(library, pooled): a libdownward handle for one engine of this process.
+
+    fast-downward's plugin registry lives in a GNU-unique static (``RawRegistry::instance``)
+    that every copy of ``libdownward.so`` in a process binds to. ``dlclose``-ing one copy and
+    ``dlopen``-ing another later runs the static initializers against a registry that points
+    into unmapped code: a segfault on the second or third engine of a process (seen with three
+    envs created, closed and created again). So handles are never closed: a released handle is
+    ``cleanup()``-ed and kept in a process-wide pool for the next engine (``load_sas`` resets it,
+    as it does between resets of one stock env). The first handle maps the installed file
+    itself (no 33 MB temporary copy); further concurrent engines get the stock private copies.
+    """
+    global _INSTALLED_LIB_LOADED
     import fast_downward
     from fast_downward import interface
 
     with _LIB_LOCK:
-        if not _SHARED_LIB_IN_USE:
+        if _LIB_POOL:
+            return _LIB_POOL.pop(), True
+        if not _INSTALLED_LIB_LOADED:
             from unittest import mock
 
             # Reuse the stock loader (it sets every argtypes/restype) but have it open the
             # installed file instead of its private temporary copy.
             with mock.patch.object(interface, "cdll", _InstalledLoader()):
                 lib = fast_downward.load_lib()
-            _SHARED_LIB_IN_USE = True
+            _INSTALLED_LIB_LOADED = True
             return lib, True
-    return fast_downward.load_lib(), False
+    return fast_downward.load_lib(), True
 
 
 class _InstalledLoader:
@@ -573,15 +586,17 @@ class _InstalledLoader:
         return cdll.LoadLibrary(interface.DOWNWARD_LIB_PATH)
 
 
-def _release_lib(lib: Any, shared: bool, close_lib: Callable[[Any], None]) -> None:
-    global _SHARED_LIB_IN_USE
-    try:
+def _release_lib(lib: Any, pooled: bool, close_lib: Callable[[Any], None]) -> None:
+    """Give a handle back: ``cleanup()`` it and keep it for the next engine (see _load_lib)."""
+    if not pooled:
         close_lib(lib)
+        return
+    try:
+        lib.cleanup()
     except Exception:  # noqa: BLE001 - best effort (e.g. at interpreter shutdown)
-        pass
-    finally:
-        if shared:
-            _SHARED_LIB_IN_USE = False
+        return  # a handle whose cleanup failed is not reused
+    with _LIB_LOCK:
+        _LIB_POOL.append(lib)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -601,7 +616,7 @@ def _make_env_class() -> type:
             from fast_downward import interface
 
             textworld.Environment.__init__(self, infos)
-            self.downward_lib, self._shared_lib = _load_lib()
+            self.downward_lib, self._pooled_lib = _load_lib()
             self._close_lib = interface.close_lib
             self._commands: dict[str, tuple[str, str]] = {}
             self._static_templates: dict[str, bool] = {}
@@ -689,7 +704,7 @@ def _make_env_class() -> type:
 
         def close(self) -> None:
             if getattr(self, "downward_lib", None) is not None:
-                _release_lib(self.downward_lib, self._shared_lib, self._close_lib)
+                _release_lib(self.downward_lib, self._pooled_lib, self._close_lib)
                 self.downward_lib = None
 
     return FastPddlEnv
