@@ -93,7 +93,8 @@ def main() -> None:
             results[est].append(run_one(base, est, seed, out, args.fresh))
     n = args.iterations
     keys = (("success", "success"), ("all_failed_frac", "all-failed frac"), ("coverage_rate", "coverage rate"),
-            ("repeated_action_rate", "repeated-action rate"))
+            ("repeated_action_rate", "repeated-action rate"), ("adv/nonzero_frac", "steps with non-zero advantage"),
+            ("update/optimizer_steps", "optimizer steps per iteration"))
     tail = max(1, n // 3)
     lines = [f"# ProGPO(GRPO) vs GRPO, ALFWorld `{args.split}`", "",
              f"model `{args.model}` ({args.policy_mode} mode, score_norm {args.score_norm}), lr {args.lr}, {n} iterations x {args.num_groups} tasks x "
