@@ -22,8 +22,8 @@ def length_normalized(policy: Any) -> Any:
     """
     inner = policy._score
 
-    def _score_mean(prompt: list[int], candidate_ids: list[list[int]]) -> list[torch.Tensor]:
-        return [t / max(int(t.numel()), 1) for t in inner(prompt, candidate_ids)]
+    def _score_mean(prompt: list[int], candidate_ids: list[list[int]], *args: Any, **kwargs: Any) -> list[torch.Tensor]:
+        return [t / max(int(t.numel()), 1) for t in inner(prompt, candidate_ids, *args, **kwargs)]
 
     policy._score = _score_mean
     policy.score_norm = "mean"

@@ -90,3 +90,31 @@ def test_webshop_tiny_end_to_end(tmp_path):
                "--output-dir", str(out), "--torch-threads", "1", "--no-progress", "--no-tensorboard"])
     assert rc == 0
     assert (out / "summary.md").exists()
+
+
+def test_length_normalized_scoring_flattens_tiny_policy():
+    """Summed scores make an untrained model pick the shortest command; mean scores do not."""
+    import dataclasses
+
+    from trainers.config import TrainConfig
+    from trainers.policies import length_normalized
+    from trainers.trainer import build_policy
+
+    torch.set_num_threads(1)
+    cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False, policy_mode="score")
+    info = {"goal": "find the key", "admissible_commands": ["look", "inventory", "go hall", "go cellar", "take key"]}
+    obs = "You are in the kitchen. Exits: hall, cellar."
+    summed = build_policy(cfg, torch.device("cpu"))
+    mean = length_normalized(build_policy(cfg, torch.device("cpu")))
+    [s_out] = summed.act([obs], [info], [[]], seed=0)
+    [m_out] = mean.act([obs], [info], [[]], seed=0)
+    s_lp = summed.compute_logprobs([s_out])[0]
+    m_lp = mean.compute_logprobs([m_out])[0]
+    assert abs(float(m_lp) - m_out.old_action_logprob) < 1e-4  # act and update agree
+    assert abs(float(s_lp) - s_out.old_action_logprob) < 1e-4
+    h_sum = float(summed.compute_entropy([s_out])[0])
+    h_mean = float(mean.compute_entropy([m_out])[0])
+    assert h_mean > 1.5 > h_sum + 0.2  # mean: near uniform over 5 (log 5 = 1.61); sum: short commands win
+    m_lp_grad = mean.compute_logprobs([m_out])[0]
+    m_lp_grad.sum().backward()
+    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in mean.model.parameters())
