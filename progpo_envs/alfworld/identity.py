@@ -61,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--split", nargs="*", default=None, help="splits (default: every split found)")
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--offset", type=int, default=0, help="skip this many games of each split (to shard the check)")
     p.add_argument("--limit", type=int, default=0, help="check at most this many games per split")
     args = p.parse_args(argv)
     json_dir = resolve_data_dir(args.data_dir)
@@ -72,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stock, fast = StockEngine(), FastEngine()
     checked, bad = 0, 0
     for split in splits:
-        games = discover_games(json_dir, split)
+        games = discover_games(json_dir, split)[args.offset:]
         if args.limit:
             games = games[: args.limit]
         for i, g in enumerate(games):
