@@ -103,6 +103,11 @@ class LLMPolicy:
         noop_action: overrides the template's no-op command.
         score_batch_size: candidates per forward pass when scoring (generate-mode
             ``compute_logprobs`` runs 8 sequences per forward pass unless told otherwise).
+        score_norm: score mode's command score: ``"sum"`` of its token log-probs (default) or
+            their ``"mean"``. With the sum an untrained model prefers the shortest commands
+            (every extra token costs ~log|V| nats), so the G members of a group act alike; the
+            mean gives every command a fair start. Used both when acting and in
+            ``compute_logprobs``, so PPO ratios still start at 1.
     """
 
     def __init__(
@@ -119,6 +124,7 @@ class LLMPolicy:
         invalid_handling: str = "send",
         noop_action: str | None = None,
         score_batch_size: int = 64,
+        score_norm: str = "sum",
     ) -> None:
         if mode not in ("generate", "score"):
             raise ValueError(f"mode must be 'generate' or 'score', got {mode!r}")
@@ -126,6 +132,8 @@ class LLMPolicy:
             raise ValueError(f"fmt must be one of {FORMATS}, got {fmt!r}")
         if invalid_handling not in ("send", "noop"):
             raise ValueError(f"invalid_handling must be 'send' or 'noop', got {invalid_handling!r}")
+        if score_norm not in ("sum", "mean"):
+            raise ValueError(f"score_norm must be 'sum' or 'mean', got {score_norm!r}")
         if history_k < 0:
             raise ValueError(f"history_k must be >= 0, got {history_k}")
         sampling = sampling or SamplingConfig()
@@ -147,6 +155,7 @@ class LLMPolicy:
         self.invalid_handling = invalid_handling
         self.noop_action = self.template.noop_action if noop_action is None else noop_action
         self.score_batch_size = int(score_batch_size)
+        self.score_norm = score_norm
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad if pad is not None else tokenizer.eos_token_id)
 
@@ -227,6 +236,12 @@ class LLMPolicy:
             memo[key] = out
         return out
 
+    def _command_scores(self, per_token: Sequence[torch.Tensor]) -> torch.Tensor:
+        """One score per candidate from its per-token log-probs (``score_norm``: sum or mean)."""
+        if self.score_norm == "mean":
+            return torch.stack([(t / max(int(t.numel()), 1)).sum() for t in per_token])
+        return torch.stack([t.sum() for t in per_token])
+
     def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], seed: int | None) -> list[StepOutput]:
         cands = [self.candidates(dict(i)) for i in infos]
         cand_ids = [[self._candidate_ids(c) for c in cs] for cs in cands]
@@ -244,7 +259,7 @@ class LLMPolicy:
                 outs.append(StepOutput(prompt, [], [], "", self.noop_action, False, self.invalid_penalty,
                                        "no admissible commands to score", "score", [], [], None, None))
                 continue
-            totals = torch.stack([t.sum() for t in mine]).float()
+            totals = self._command_scores(mine).float()
             log_pi = torch.log_softmax(totals, dim=-1)
             if self.sampling.greedy:
                 k = int(torch.argmax(log_pi))
@@ -304,7 +319,7 @@ class LLMPolicy:
                 out_lp.append(torch.zeros(1, device=device))
                 out_ent.append(torch.zeros(1, device=device))
                 continue
-            totals = torch.stack([t.sum() for t in self._score(s.prompt_ids, s.candidate_ids, memo)])
+            totals = self._command_scores(self._score(s.prompt_ids, s.candidate_ids, memo))
             log_pi = torch.log_softmax(totals, dim=-1)
             out_lp.append(log_pi[s.chosen_index].reshape(1))
             if with_entropy:

@@ -68,7 +68,7 @@ def main() -> None:
     ap.add_argument("--max-steps", type=int, default=10)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--policy-mode", default="score")
-    ap.add_argument("--score-norm", default="mean", help="mean: length-normalized candidate scores (see trainers.policies)")
+    ap.add_argument("--score-norm", default="mean", help="mean: length-normalized candidate scores (LLMPolicy score_norm)")
     ap.add_argument("--history-k", type=int, default=1)
     ap.add_argument("--num-minibatches", type=int, default=2)
     ap.add_argument("--torch-threads", type=int, default=1)

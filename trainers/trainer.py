@@ -81,13 +81,8 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     backend = make_backend(cfg.backend, model, tokenizer)
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     env_name = "alfworld" if cfg.env == "rooms" else cfg.env  # the toy env speaks ALFWorld's contract
-    policy = LLMPolicy(model, tokenizer, backend, env_name, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
-                       sampling=sampling, invalid_penalty=cfg.invalid_penalty)
-    if cfg.policy_mode == "score" and cfg.score_norm == "mean":
-        from trainers.policies import length_normalized
-
-        policy = length_normalized(policy)
-    return policy
+    return LLMPolicy(model, tokenizer, backend, env_name, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
+                     sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm)
 
 
 def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:

@@ -155,7 +155,8 @@ def test_score_mode_fills_placeholders_and_handles_no_candidates(tiny):
 
 def test_bad_policy_arguments(tiny):
     for kw, msg in [(dict(mode="beam"), "mode"), (dict(fmt="json"), "fmt"), (dict(invalid_handling="drop"), "invalid"),
-                    (dict(sampling=SamplingConfig(n=2)), "n=1"), (dict(history_k=-1), "history_k")]:
+                    (dict(sampling=SamplingConfig(n=2)), "n=1"), (dict(history_k=-1), "history_k"),
+                    (dict(score_norm="max"), "score_norm")]:
         with pytest.raises(ValueError, match=msg):
             _policy(tiny, **kw)
 

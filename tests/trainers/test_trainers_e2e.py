@@ -97,7 +97,6 @@ def test_length_normalized_scoring_flattens_tiny_policy():
     import dataclasses
 
     from trainers.config import TrainConfig
-    from trainers.policies import length_normalized
     from trainers.trainer import build_policy
 
     torch.set_num_threads(1)
@@ -105,7 +104,8 @@ def test_length_normalized_scoring_flattens_tiny_policy():
     info = {"goal": "find the key", "admissible_commands": ["look", "inventory", "go hall", "go cellar", "take key"]}
     obs = "You are in the kitchen. Exits: hall, cellar."
     summed = build_policy(cfg, torch.device("cpu"))
-    mean = length_normalized(build_policy(cfg, torch.device("cpu")))
+    mean = build_policy(dataclasses.replace(cfg, score_norm="mean"), torch.device("cpu"))
+    assert (summed.score_norm, mean.score_norm) == ("sum", "mean")
     [s_out] = summed.act([obs], [info], [[]], seed=0)
     [m_out] = mean.act([obs], [info], [[]], seed=0)
     s_lp = summed.compute_logprobs([s_out])[0]
