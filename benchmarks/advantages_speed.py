@@ -11,12 +11,11 @@ and scaled), i.e. what a straightforward implementation does.
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections import defaultdict
 
 import numpy as np
 
+from bench_timing import median_time
 from trainers.advantages import AdvantageConfig, progpo_episode_advantages, progpo_episode_advantages_batched, step_advantages
 
 
@@ -59,14 +58,6 @@ def loop_baseline(batch: dict[str, np.ndarray], n_groups: int, g: int, t: int, g
                 for (i, k, _), a in zip(members, norm):
                     adv[i, k] += a
 
-
-def median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def main() -> None:

@@ -20,11 +20,9 @@ Prompts are real ALFWorld-template prompts (~350 tokens with SmolLM2's tokenizer
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -34,6 +32,7 @@ from agents.backends import SamplingConfig, TransformersBackend  # noqa: E402
 from agents.logprobs import candidate_logprobs, sequence_logprobs  # noqa: E402
 from agents.models import load_model  # noqa: E402
 from agents.prompting import build_messages, render_prompt  # noqa: E402
+from bench_timing import median_time  # noqa: E402
 
 COMMANDS = ["go to bed 1", "go to desk 1", "go to desk 2", "go to drawer 1", "go to drawer 2", "go to drawer 3",
             "go to drawer 4", "go to drawer 5", "go to drawer 6", "go to garbagecan 1", "go to laundryhamper 1",
@@ -43,15 +42,6 @@ OBS = ("You are in the middle of a room. Looking quickly around you, you see a b
        "a drawer 6, a drawer 5, a drawer 4, a drawer 3, a drawer 2, a drawer 1, a garbagecan 1, a laundryhamper 1, "
        "a safe 1, a shelf 6, a shelf 5, a shelf 4, a shelf 3, a shelf 2, and a shelf 1.")
 
-
-def median_time(fn: Callable[[], Any], repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def prompt_ids(tok: Any, i: int) -> list[int]:
@@ -66,7 +56,7 @@ def bench_model(name: str, batches: list[int], new_tokens: int, repeats: int, ro
     cfg = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, stop=())
     for b in batches:
         prompts = [prompt_ids(tok, i) for i in range(b)]
-        ours = median_time(lambda: be.generate(prompts, cfg, seed=0), repeats)
+        ours = median_time(lambda: be.generate(prompts, cfg, seed=0), repeats, warmup=True)
         width = max(map(len, prompts))
         ids = torch.full((b, width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
@@ -79,16 +69,17 @@ def bench_model(name: str, batches: list[int], new_tokens: int, repeats: int, ro
                 model.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=new_tokens,
                                min_new_tokens=new_tokens, pad_token_id=tok.pad_token_id, top_k=0)
 
-        base = median_time(hf_generate, repeats)
+        base = median_time(hf_generate, repeats, warmup=True)
         n = b * new_tokens
         rows.append((name, f"generate {new_tokens} tok", b, n / ours, n / base, base / ours))
     prompt = prompt_ids(tok, 0)
     cands = [tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] for c in COMMANDS]
     n = sum(map(len, cands))
     with torch.no_grad():
-        packed = median_time(lambda: candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id), repeats)
+        packed = median_time(lambda: candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id), repeats, warmup=True)
         naive = median_time(lambda: sequence_logprobs(model, [prompt] * len(cands), cands,
-                                                      pad_token_id=tok.pad_token_id, batch_size=32), repeats)
+                                                      pad_token_id=tok.pad_token_id, batch_size=32), repeats,
+                             warmup=True)
     rows.append((name, f"score {len(cands)} cmds (prompt {len(prompt)})", 1, n / packed, n / naive, naive / packed))
     rows.append((name, "  = decisions/s", 1, 1 / packed, 1 / naive, naive / packed))
 
@@ -101,7 +92,7 @@ def bench_vllm(new_tokens: int, batches: list[int], repeats: int, rows: list[tup
     cfg = SamplingConfig(temperature=1.0, max_new_tokens=new_tokens, stop=())
     for b in batches:
         prompts = [prompt_ids(tok, i) for i in range(b)]
-        t = median_time(lambda: be.generate(prompts, cfg, seed=0), repeats)
+        t = median_time(lambda: be.generate(prompts, cfg, seed=0), repeats, warmup=True)
         rows.append(("smollm2 (vLLM, GPU)", f"generate {new_tokens} tok", b, b * new_tokens / t, float("nan"), float("nan")))
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,24 +27,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench_timing import median_time  # noqa: E402
 from progpo_envs.webshop.catalog_gen import iter_catalog, write_catalog  # noqa: E402
 from progpo_envs.webshop.data import load_catalog  # noqa: E402
 from progpo_envs.webshop.reward import get_reward  # noqa: E402
 from progpo_envs.webshop.title_nouns import TitleNouns  # noqa: E402
 
 
-def _median_time(fn, repeats: int) -> float:
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
 
 def bench_generation(n: int, repeats: int) -> list[tuple[str, float, float]]:
-    serial = _median_time(lambda: sum(1 for _ in iter_catalog(n, 0)), repeats)
-    parallel = _median_time(lambda: sum(1 for _ in iter_catalog(n, 0, workers=2)), repeats)
+    serial = median_time(lambda: sum(1 for _ in iter_catalog(n, 0)), repeats)
+    parallel = median_time(lambda: sum(1 for _ in iter_catalog(n, 0, workers=2)), repeats)
     with tempfile.TemporaryDirectory() as tmp:
         items_path, ins_path = write_catalog(tmp, n, 0)
 
@@ -55,7 +47,7 @@ def bench_generation(n: int, repeats: int) -> list[tuple[str, float, float]]:
             with open(ins_path, encoding="utf-8") as f:
                 json.load(f)
 
-        baseline = _median_time(read_back, repeats)
+        baseline = median_time(read_back, repeats)
     return [
         (f"json.load of {n:,} products from files (baseline)", n / baseline, 1.0),
         (f"iter_catalog({n:,}) serial", n / serial, baseline / serial),
@@ -66,8 +58,8 @@ def bench_generation(n: int, repeats: int) -> list[tuple[str, float, float]]:
 def bench_load(n: int, repeats: int) -> list[tuple[str, float, float]]:
     with tempfile.TemporaryDirectory() as tmp:
         write_catalog(tmp, n, 0)
-        files = _median_time(lambda: load_catalog(tmp, num_products=n), repeats)
-    embedded = _median_time(lambda: load_catalog(num_products=n), repeats)
+        files = median_time(lambda: load_catalog(tmp, num_products=n), repeats)
+    embedded = median_time(lambda: load_catalog(num_products=n), repeats)
     return [
         (f"load_catalog({n:,}) from original-format files (baseline)", files, 1.0),
         (f"load_catalog({n:,}) embedded (generated in memory)", embedded, files / embedded),
@@ -85,8 +77,8 @@ def bench_reward(repeats: int) -> list[tuple[str, float, float]]:
 
     cached = TitleNouns(backend="rules")
     run(cached)  # warm the cache, as a long training run would be
-    t_cached = _median_time(lambda: run(cached), repeats) / len(goals)
-    t_uncached = _median_time(lambda: run(TitleNouns(backend="rules", cache_size=0)), repeats) / len(goals)
+    t_cached = median_time(lambda: run(cached), repeats) / len(goals)
+    t_uncached = median_time(lambda: run(TitleNouns(backend="rules", cache_size=0)), repeats) / len(goals)
     return [
         ("get_reward, title nouns parsed every call (baseline)", t_uncached * 1e6, 1.0),
         ("get_reward, title nouns cached", t_cached * 1e6, t_uncached / t_cached),
