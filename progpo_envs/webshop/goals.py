@@ -76,6 +76,13 @@ def price_cap(price: float, rng: random.Random) -> tuple[float, str]:
     return upper, f", and price lower than {upper:.2f} dollars"
 
 
+
+def _goal_price_cap(prices: dict[str, float] | None, asin: str, rng: random.Random) -> tuple[float, str]:
+    """:func:`price_cap` of the product's price; without prices no cap and no text (as the original)."""
+    if prices is None:
+        return NO_PRICE_CAP, ""
+    return price_cap(prices[asin], rng)
+
 def get_synthetic_goals(
     products: Sequence[dict[str, Any]],
     prices: dict[str, float] | None,
@@ -102,10 +109,7 @@ def get_synthetic_goals(
         if not attributes:
             continue
         asin = product["asin"]
-        if prices is not None:
-            upper, price_text = price_cap(prices[asin], rng)
-        else:
-            upper, price_text = NO_PRICE_CAP, ""
+        upper, price_text = _goal_price_cap(prices, asin, rng)
         options: dict[str, list[str]] = product.get("options") or {}
         names = sorted(options)
         for combination in itertools.product(*(options[n] for n in names)):
@@ -151,10 +155,7 @@ def get_human_goals(
             if not attributes:
                 continue
             asin = product["asin"]
-            if prices is not None:
-                upper, price_text = price_cap(prices[asin], rng)
-            else:
-                upper, price_text = NO_PRICE_CAP, ""
+            upper, price_text = _goal_price_cap(prices, asin, rng)
             goals.append({
                 "asin": asin,
                 "category": product["category"],
