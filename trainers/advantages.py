@@ -7,6 +7,10 @@ Pure numpy functions, no env, no model. Notation follows the ProGPO paper (DESIG
   (``D_i`` distinct canonical observations seen, reset one included; ``T_i`` steps).
 - all-failed group: ``max_i R_i < tau_R``. Only there ProGPO replaces the base estimator:
   ``A^E_i = lambda * (P_i - mean P) / (std P + eps)`` if ``std P >= tau_P`` else ``0``.
+  "Failed" is about the *outcome reward*, not about winning: as in the paper, a group with a
+  partial WebShop score (``0 < R_i < 1``) has an outcome signal, so it is not all-failed and
+  keeps the base estimator, although no member *won* (the ``success`` metric counts wins only,
+  see :func:`trainers.metrics.rollout_metrics`).
 - GiGPO step level: steps of one group with the same current canonical state ``o_t`` form an
   anchor group; ``A^S = (ret_t - mean_anchor ret) / (std_anchor ret + eps)`` where ``ret_t`` is
   the discounted (``gamma``) return from step ``t``; a step alone in its anchor group gets 0.

@@ -29,16 +29,35 @@ TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "tokens_pe
 def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:
     """Success (overall and by task type), all-failed group fraction, coverage, repeat / invalid rates.
 
+    ``success`` (and ``success_by_type/*``): fraction of episodes *won* (:attr:`Trajectory.won`:
+    the env's ``info["won"]``; WebShop: score == 1, ALFWorld: goal reached). A partial WebShop
+    score is not a success. ``score_mean``: mean final score / outcome (WebShop's average score);
+    ``outcome_mean`` is the same number under its older name.
+
+    ``all_failed_frac``: fraction of groups whose best outcome is below ``tau_r`` -- the groups
+    where ProGPO replaces the outcome advantage by the progress one. It uses the outcome
+    reward, not ``won``, as the estimator does (:mod:`trainers.advantages`): a group with a
+    partial WebShop purchase has an outcome signal and is not "all failed".
+
     ``repeated_action_rate``: fraction of steps whose action was already issued earlier in the
     same episode from the same canonical state (the "look again / reopen the drawer" trap).
+
+    >>> from trainers.rollout import Rollout, Trajectory
+    >>> ro = Rollout(trajectories=[Trajectory(0, 0, "t", "x", outcome=0.5, length=1, won=False),
+    ...                            Trajectory(0, 1, "t", "x", outcome=1.0, length=1, won=True)])
+    >>> m = rollout_metrics(ro)
+    >>> m["success"], m["score_mean"], m["all_failed_frac"]
+    (0.5, 0.75, 0.0)
     """
     m: dict[str, float] = {}
     trajs = ro.trajectories
     if not trajs:
         return m
-    success = np.array([t.outcome >= tau_r for t in trajs], dtype=float)
+    success = np.array([bool(t.won) for t in trajs], dtype=float)
     m[prefix + "success"] = float(success.mean())
-    m[prefix + "outcome_mean"] = float(np.mean([t.outcome for t in trajs]))
+    score = float(np.mean([t.outcome for t in trajs]))
+    m[prefix + "score_mean"] = score
+    m[prefix + "outcome_mean"] = score
     by_type: dict[str, list[float]] = defaultdict(list)
     for t, s in zip(trajs, success):
         by_type[t.task_type].append(s)
@@ -47,6 +66,7 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     groups: dict[int, list[float]] = defaultdict(list)
     for t in trajs:
         groups[t.group].append(t.outcome)
+    # outcome-based on purpose (the estimator's all-failed test), see the docstring
     m[prefix + "all_failed_frac"] = float(np.mean([max(v) < tau_r for v in groups.values()]))
     m[prefix + "episode_length"] = float(np.mean([t.length for t in trajs]))
     fv = defaultdict(int)

@@ -8,7 +8,8 @@ its ``compute_logprobs`` needs later (prompt / response token ids, old log-probs
 Every environment step of a member becomes a :class:`StepRecord` holding the policy's output,
 the canonical state before (``o_t``) and after (``o_{t+1}``) the action, ``first_visit``,
 the reward and the validity; every member's episode becomes a :class:`Trajectory` with its
-outcome (from ``infos["group_outcomes"]``). :meth:`Rollout.advantage_inputs` turns them into
+outcome (from ``infos["group_outcomes"]``) and whether it was won (the env's ``info["won"]`` on
+the final step; for an env that does not report ``won``: ``outcome >= 1 - 1e-9``). :meth:`Rollout.advantage_inputs` turns them into
 the flat arrays :func:`trainers.advantages.step_advantages` takes.
 
 Example (a scripted policy on the toy text env):
@@ -35,6 +36,10 @@ import numpy as np
 from trainers.advantages import factorize
 
 __all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info"]
+
+
+#: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
+WON_OUTCOME = 1.0 - 1e-9
 
 
 class Policy(Protocol):
@@ -76,9 +81,9 @@ class Trajectory:
     member: int  # member index in the vector env
     task_id: str
     task_type: str
-    outcome: float = 0.0
+    outcome: float = 0.0  # final score / outcome reward R_i (WebShop: the purchase score in [0, 1])
     length: int = 0
-    won: bool = False
+    won: bool = False  # the env's info["won"] at the episode's end (WebShop: score == 1); see collect_rollout
     coverage_rate: float = 0.0  # from the FirstVisitCoverage wrapper at the final step
 
 
@@ -134,17 +139,20 @@ def collect_rollout(
     history_k: int = 2,
     on_step: Callable[[int], None] | None = None,
     max_env_steps: int = 10_000,
+    options: Sequence[Mapping[str, Any] | None] | None = None,
 ) -> Rollout:
     """Reset every group to ``task_seeds[g]`` and play until every member finished once.
 
     Members of a group that already finished keep being stepped with a no-op ``""`` (the
     vector env auto-resets a finished group); those transitions are not recorded.
     ``seed`` makes the policy's sampling deterministic: step k of the rollout uses
-    ``seed * 1_000_003 + k``.
+    ``seed * 1_000_003 + k``. ``options``: one reset-options dict per group (e.g. a
+    ``{"task_id": ...}``) for this reset. The policy gets each member's whole episode so far as
+    its history (it shows the last ``history_k`` steps; memory templates summarize all of them).
     """
     t0 = time.perf_counter()
     n, g_size = envs.num_envs, envs.group_size
-    obs, infos = envs.reset(seed=list(task_seeds))
+    obs, infos = envs.reset(seed=list(task_seeds), options=list(options) if options is not None else None)
     obs = list(obs)
     minfo = [member_info(infos, i) for i in range(n)]
     ro = Rollout()
@@ -156,6 +164,7 @@ def collect_rollout(
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     state = [_state_of(minfo[i], obs[i]) for i in range(n)]
     t = [0] * n
+    won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome
     active = np.ones(n, dtype=bool)  # playing its first episode
     group_done = np.zeros(envs.num_groups, dtype=bool)
     k = 0
@@ -164,7 +173,7 @@ def collect_rollout(
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]
         outputs = policy.act([obs[i] for i in idx], [minfo[i] for i in idx],
-                             [histories[i][-history_k:] if history_k else [] for i in idx],
+                             [list(histories[i]) for i in idx],
                              seed=seed * 1_000_003 + k) if idx else []
         if len(outputs) != len(idx):
             raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
@@ -192,7 +201,10 @@ def collect_rollout(
             state[i] = nxt
             if terms[i] or truncs[i]:
                 active[i] = False
-                tr.won = bool(step_info.get("won", False))
+                if "won" in step_info:
+                    tr.won = bool(step_info["won"])
+                else:
+                    won_unknown.add(traj_of[i])
                 tr.coverage_rate = float(step_info.get("coverage_rate", 0.0))
         if "group_outcomes" in infos:
             mask = infos.get("_group_outcomes", np.ones(n, bool))
@@ -208,5 +220,7 @@ def collect_rollout(
         k += 1
         if on_step is not None:
             on_step(len(idx))
+    for j in won_unknown:
+        ro.trajectories[j].won = ro.trajectories[j].outcome >= WON_OUTCOME
     ro.seconds = time.perf_counter() - t0
     return ro

@@ -35,6 +35,7 @@ __all__ = [
     "default_canonicalizer",
     "encode_observation",
     "identity_canonicalizer",
+    "is_rejected",
 ]
 
 Canonicalizer = Callable[[Any, Mapping[str, Any]], str]
@@ -43,6 +44,25 @@ Canonicalizer = Callable[[Any, Mapping[str, Any]], str]
 # Nesting limit for dict/tuple observations: deeper structures are almost surely a bug
 # (or a cycle) and would otherwise end in a RecursionError deep inside the encoder.
 _MAX_DEPTH = 64
+
+
+def is_rejected(info: Mapping[str, Any]) -> bool:
+    """True when the env rejected the step's action: ``info["valid_action"]`` is present and falsy.
+
+    Such a step leaves the state where it was (no first visit, same canonical observation).
+    A missing ``valid_action`` means "not rejected", so envs that do not report it are unaffected.
+
+    Example:
+        >>> is_rejected({"valid_action": False}), is_rejected({"valid_action": True}), is_rejected({})
+        (True, False, False)
+    """
+    if not isinstance(info, Mapping) or "valid_action" not in info:
+        return False
+    value = info["valid_action"]
+    try:
+        return not bool(value)
+    except (TypeError, ValueError):  # an array-like of several flags: not a per-step verdict
+        return False
 
 
 def identity_canonicalizer(obs: Any, info: Mapping[str, Any]) -> str:
@@ -171,6 +191,12 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
     The observation the agent sees is left unchanged; only ``info`` gains one key.
 
+    A step the env rejects (``info["valid_action"] is False``, e.g. ALFWorld's "Nothing
+    happens.") leaves the state where it was: its ``canonical_obs`` is the previous one, and
+    the canonicalizer is not called. So GiGPO anchors and ``next_state`` see "same state", and
+    :class:`~wrappers.coverage.FirstVisitCoverage` never counts it as a first visit. Envs that
+    do not report ``valid_action`` (or report it True) are canonicalized on every step.
+
     Args:
         env: any Gymnasium env.
         canonicalizer: ``fn(obs, info) -> str``; ``None`` uses :func:`default_canonicalizer`
@@ -185,6 +211,15 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         >>> env = CanonicalizeObservation(gym.make("FrozenLake-v1"), canonicalizer=lambda o, i: f"cell {o}")
         >>> env.reset(seed=0)[1]["canonical_obs"]
         'cell 0'
+
+        A rejected command keeps the previous canonical observation:
+
+        >>> from wrappers.toy_envs import TextRoomsEnv
+        >>> env = CanonicalizeObservation(TextRoomsEnv())
+        >>> start = env.reset(seed=0)[1]["canonical_obs"]
+        >>> obs, *_, info = env.step("fly away")
+        >>> obs, info["valid_action"], info["canonical_obs"] == start
+        ('Nothing happens.', False, True)
     """
 
     def __init__(self, env: gym.Env, canonicalizer: Canonicalizer | None = None) -> None:
@@ -195,8 +230,13 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         gym.utils.RecordConstructorArgs.__init__(self, canonicalizer=canonicalizer)
         super().__init__(env)
         self.canonicalizer: Canonicalizer = canonicalizer or default_canonicalizer
+        self._last: str | None = None  # canonical obs of the current state
 
-    def _canonical(self, obs: Any, info: dict[str, Any]) -> dict[str, Any]:
+    def _canonical(self, obs: Any, info: dict[str, Any], rejected: bool = False) -> dict[str, Any]:
+        if rejected and self._last is not None:
+            info = dict(info)
+            info["canonical_obs"] = self._last
+            return info
         key = self.canonicalizer(obs, info)
         if not isinstance(key, str):
             raise TypeError(
@@ -205,12 +245,14 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
             )
         info = dict(info)
         info["canonical_obs"] = key
+        self._last = key
         return info
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self._last = None
         obs, info = self.env.reset(seed=seed, options=options)
         return obs, self._canonical(obs, info)
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._canonical(obs, info)
+        return obs, reward, terminated, truncated, self._canonical(obs, info, rejected=is_rejected(info))

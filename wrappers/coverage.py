@@ -11,6 +11,13 @@ The key of an observation is ``key_fn(obs, info)`` when given, else ``info["cano
 (set by :class:`~wrappers.canonicalize.CanonicalizeObservation` or an env-specific
 canonicalizer), else :func:`~wrappers.canonicalize.default_canonicalizer` of the raw observation.
 
+Rejected actions are never a first visit. A step the env rejects (``info["valid_action"] is
+False``: ALFWorld's "Nothing happens.", an unknown WebShop click) leaves the state where it was:
+its key is the previous step's key, ``first_visit`` is False, ``coverage`` does not change, and
+``info["canonical_obs"]`` (when present) is the previous state's, so step-level estimators see
+"same state" too. Otherwise an agent could earn coverage by spamming invalid commands, whose
+feedback text is new once per place. Envs that do not report ``valid_action`` are unaffected.
+
 Example:
     >>> import gymnasium as gym
     >>> env = FirstVisitCoverage(gym.make("FrozenLake-v1", is_slippery=False))
@@ -23,6 +30,17 @@ Example:
     >>> _, _, _, _, info = env.step(0)        # left: back to the start cell
     >>> info["first_visit"], info["coverage"], info["coverage_rate"]
     (False, 1, 0.5)
+
+An invalid command on a text env: new feedback text, yet not a new state:
+
+    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> env = FirstVisitCoverage(TextRoomsEnv())
+    >>> obs, info = env.reset(seed=0)
+    >>> obs, _, _, _, info = env.step("dance")
+    >>> obs, info["valid_action"], info["first_visit"], info["coverage"]
+    ('Nothing happens.', False, False, 0)
+    >>> info["coverage_rate"]                 # the step still counts in T
+    0.0
 """
 from __future__ import annotations
 
@@ -31,7 +49,7 @@ from typing import Any, SupportsFloat
 
 import gymnasium as gym
 
-from wrappers.canonicalize import default_canonicalizer
+from wrappers.canonicalize import default_canonicalizer, is_rejected
 
 __all__ = ["FirstVisitBonus", "FirstVisitCoverage"]
 
@@ -46,6 +64,10 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         key_fn: ``fn(obs, info) -> hashable`` that names the state, e.g. a discretizer for
             continuous observations (``lambda o, i: tuple(np.round(o, 1))``). ``None``: use
             ``info["canonical_obs"]`` when present, else ``default_canonicalizer(obs, info)``.
+
+    A step with ``info["valid_action"]`` False is never a first visit: its key is the current
+    state's key (``key_fn`` is not called) and ``info["canonical_obs"]``, when present, is
+    reset to the current state's canonical observation (see the module docstring).
 
     Attributes:
         coverage: D - 1 for the current episode.
@@ -65,6 +87,9 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.key_fn = key_fn
         self._visited: set[Hashable] = set()
         self._steps = 0
+        self._current: Hashable = None  # key of the state the agent is in
+        self._current_canonical: Any = None  # its info["canonical_obs"], if any
+        self._has_current = False
 
     @property
     def coverage(self) -> int:
@@ -101,18 +126,32 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["coverage_rate"] = self.coverage / self._steps if self._steps else 0.0
         return info
 
+    def _enter(self, key: Hashable, info: Mapping[str, Any]) -> None:
+        self._current = key
+        self._current_canonical = info.get("canonical_obs")
+        self._has_current = True
+
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
         obs, info = self.env.reset(seed=seed, options=options)
-        self._visited = {self._key(obs, info)}
+        key = self._key(obs, info)
+        self._visited = {key}
         self._steps = 0
+        self._enter(key, info)
         return obs, self._report(info, True)
 
     def step(self, action: Any):
         obs, reward, terminated, truncated, info = self.env.step(action)
+        self._steps += 1
+        if is_rejected(info) and self._has_current:
+            # the env refused the action: the agent is still in the state it was in
+            info = dict(info)
+            if "canonical_obs" in info and self._current_canonical is not None:
+                info["canonical_obs"] = self._current_canonical
+            return obs, reward, terminated, truncated, self._report(info, False)
         key = self._key(obs, info)
         first = key not in self._visited
         self._visited.add(key)
-        self._steps += 1
+        self._enter(key, info)
         return obs, reward, terminated, truncated, self._report(info, first)
 
 

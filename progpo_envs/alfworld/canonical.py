@@ -3,7 +3,35 @@
 Use with the coverage wrappers: ``CanonicalizeObservation(env, canonicalize_alfworld)``.
 Pure function of ``(observation, info)``; needs neither TextWorld nor the env.
 
-Rules (applied in this order):
+**The state rule.** A state is new when the world or the agent's view of it changed (new
+location, receptacle opened, object taken or put, object cleaned / heated / cooled / sliced,
+lamp turned on), not when the same facts are printed again (``look``, ``inventory``,
+``examine X``, ``help``, a failed command).
+
+**With** ``info["admissible_commands"]`` (what the env reports on every reset and step) the
+key is built from the engine state, not from the text:
+
+1. ``@<digest>``: a sha1 digest of the sorted admissible commands. They are a deterministic
+   function of what the agent is and sees: where it is ("examine drawer 1", "open drawer 1" vs
+   "close drawer 1"), which objects lie in front of it ("take mug 1 from desk 1"), what it holds
+   ("move mug 1 to desk 1"). Checked on the real engine (the 30 real games and the generated
+   ones): ``look``, ``inventory``, ``examine X`` and ``help`` never change this list, so they
+   map to the key of the state the agent is already in -- never a first visit. Going to a new
+   receptacle, opening, taking and putting always change it.
+2. Effects that change the world but not the command list get a suffix, the effect's feedback:
+   ``@<digest> You clean the mug 1 using the sinkbasin 1.`` (also heat, cool, slice, and
+   "You turn on the X."). Repeating the effect gives the same key (not new the second time).
+   "You turn off the X." undoes "turn on" (lamps start off): no suffix, like closing a
+   receptacle, which returns to the already-seen closed state.
+3. A failed command ("Nothing happens.", ``valid_action`` False) leaves the command list as it
+   was, so it maps to the current state's key too (and the wrappers keep the previous
+   ``canonical_obs`` for any step the env rejects, whatever the canonicalizer).
+
+Known approximation: after an effect, later states do not remember it (a clean mug and a dirty
+mug held at the same place share a key); the effect itself is rewarded once per episode.
+
+**Without** admissible commands (``canonicalize_alfworld(obs, {})``, e.g. on a transcript) the
+key is the normalized text, which cannot tell a re-print from a state change:
 
 1. Drop the welcome banner and the "Your task is to: ..." line (constant within an episode).
 2. Drop arrival and opening echoes that precede a description: "You arrive at loc 24." (old
@@ -13,10 +41,54 @@ Rules (applied in this order):
 4. Old and new put feedback are one: "You move the X to the Y." == "You put the X in/on the Y.".
 5. Listed items ("you see a mug 1, a pen 2, and a cd 1.") are sorted and joined by ", ".
 6. Whitespace is collapsed.
-7. A failed command ("Nothing happens.") does not change the state: whatever command failed, it
-   maps to "Nothing happens. @<digest>", where the digest is a hash of the sorted admissible
-   commands (a deterministic function of the engine state: place, open receptacles, held object).
-   So failed commands in one state give one canonical string, in different states different ones.
+
+Examples with the engine's state (the commands as the env reports them at bed 1):
+
+>>> at_bed = {"admissible_commands": ["examine bed 1", "go to desk 1", "help", "inventory", "look",
+...                                   "take book 1 from bed 1"]}
+>>> arrive = canonicalize_alfworld("You arrive at bed 1. On the bed 1, you see a book 1.", at_bed)
+>>> arrive.startswith("@") and len(arrive) == 17
+True
+>>> canonicalize_alfworld("You are facing the bed 1. Next to it, you see nothing.", at_bed) == arrive  # look
+True
+>>> canonicalize_alfworld("You are not carrying anything.", at_bed) == arrive  # inventory
+True
+>>> canonicalize_alfworld("On the bed 1, you see a book 1.", at_bed) == arrive  # examine bed 1
+True
+>>> canonicalize_alfworld("Nothing happens.", at_bed) == arrive  # a failed command
+True
+>>> holding = {"admissible_commands": ["examine bed 1", "examine book 1", "go to desk 1", "help",
+...                                    "inventory", "look", "move book 1 to bed 1"]}
+>>> took = canonicalize_alfworld("You pick up the book 1 from the bed 1.", holding)
+>>> took != arrive  # holding the book: a new state
+True
+>>> canonicalize_alfworld("There's nothing special about book 1.", holding) == took  # examine book 1
+True
+
+World-changing effects that keep the command list:
+
+>>> at_sink = {"admissible_commands": ["clean mug 1 with sinkbasin 1", "examine mug 1", "look"]}
+>>> arrived = canonicalize_alfworld("You arrive at sinkbasin 1. On the sinkbasin 1, you see nothing.", at_sink)
+>>> cleaned = canonicalize_alfworld("You clean the mug 1 using the sinkbasin 1.", at_sink)
+>>> cleaned == arrived + " You clean the mug 1 using the sinkbasin 1."
+True
+>>> canonicalize_alfworld("This is a clean mug 1.", at_sink) == arrived  # examine after cleaning: a re-print
+True
+>>> lamp = {"admissible_commands": ["examine desklamp 1", "look", "use desklamp 1"]}
+>>> on = canonicalize_alfworld("You turn on the desklamp 1.", lamp)
+>>> off = canonicalize_alfworld("You turn off the desklamp 1.", lamp)
+>>> on != off == canonicalize_alfworld("You arrive at desk 1. On the desk 1, you see a desklamp 1.", lamp)
+True
+
+Command order does not matter; a different command list is a different state:
+
+>>> a = canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["look", "inventory"]})
+>>> a == canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["inventory", "look"]})
+True
+>>> a == canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["look"]})
+False
+
+Text-only keys (no ``info``):
 
 >>> canonicalize_alfworld("You arrive at loc 13. On the bed 1, you see a pillow 1, a book 1, and a laptop 1.", {})
 'On the bed 1, you see: a book 1, a laptop 1, a pillow 1.'
@@ -26,17 +98,14 @@ Rules (applied in this order):
 True
 >>> canonicalize_alfworld("You move the mug 1 to the desk 2.", {})
 'You put the mug 1 in/on the desk 2.'
->>> a = canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["look", "inventory"]})
->>> a == canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["inventory", "look"]})
-True
->>> a == canonicalize_alfworld("Nothing happens.", {"admissible_commands": ["look"]})
-False
 """
 from __future__ import annotations
 
 import hashlib
 import re
 from typing import Any, Mapping
+
+__all__ = ["NOTHING_HAPPENS", "canonicalize_alfworld", "state_digest"]
 
 NOTHING_HAPPENS = "Nothing happens."
 
@@ -48,6 +117,13 @@ _CLOSE = re.compile(r"^You close the ([^.]*)\.$")
 _MOVE = re.compile(r"^You move the (.+?) to the ([^.]*)\.$")
 _LIST = re.compile(r"(you see) (.+?)\.(?=\s|$)")
 _WS = re.compile(r"\s+")
+# Feedback of the actions that change the world without changing the admissible commands
+# (found by playing every real game and the generated ones: clean, heat, cool, slice, use).
+_EFFECT = re.compile(
+    r"^(You (?:clean|heat|cool) the [^.]+? using the [^.]+?\."
+    r"|You sliced the [^.]+? with the [^.]+?\."
+    r"|You turn on the [^.]+?\.)$"
+)
 
 
 def _sorted_list(match: re.Match[str]) -> str:
@@ -56,14 +132,17 @@ def _sorted_list(match: re.Match[str]) -> str:
     return f"{match.group(1)}: {', '.join(items)}."
 
 
-def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> str:
-    """Canonical form of an ALFWorld observation (see the module docstring for the rules)."""
-    text = _TASK.sub("", _BANNER.sub("", str(obs)))
-    text = _WS.sub(" ", text).strip()
-    if text == NOTHING_HAPPENS:
-        commands = sorted((info or {}).get("admissible_commands") or [])
-        digest = hashlib.sha1("\n".join(commands).encode()).hexdigest()[:12]
-        return f"{NOTHING_HAPPENS} @{digest}"
+def state_digest(admissible_commands: Any) -> str:
+    """``@`` + 16 hex chars of the sha1 of the sorted admissible commands (order-free).
+
+    >>> state_digest(["look", "go to desk 1"]) == state_digest(["go to desk 1", "look"])
+    True
+    """
+    commands = sorted(str(c) for c in admissible_commands)
+    return "@" + hashlib.sha1("\n".join(commands).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _text_key(text: str) -> str:
     text = _ARRIVE.sub("", text)
     text = _OPEN.sub("", text)
     m = _CLOSE.match(text)
@@ -73,3 +152,17 @@ def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> st
     if m:
         text = f"You put the {m.group(1)} in/on the {m.group(2)}."
     return _LIST.sub(_sorted_list, text)
+
+
+def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> str:
+    """Canonical state key of an ALFWorld observation (see the module docstring for the rules).
+
+    With ``info["admissible_commands"]``: ``@<digest>`` of the engine state, plus the effect's
+    feedback after clean / heat / cool / slice / turn on. Without: the normalized text.
+    """
+    text = _WS.sub(" ", _TASK.sub("", _BANNER.sub("", str(obs)))).strip()
+    commands = info.get("admissible_commands") if isinstance(info, Mapping) else None
+    if commands:
+        key = state_digest(commands)
+        return f"{key} {text}" if _EFFECT.match(text) else key
+    return _text_key(text)

@@ -184,11 +184,114 @@ def test_canonical_on_real_transcript(alfworld_engine, real_alfworld: Path) -> N
     fail1 = e.step("jump")
     fail2 = e.step("take the moon from the sky")
     assert fail1[0] == fail2[0] == "Nothing happens."
-    assert canon(fail1[0], fail1[4]) == canon(fail2[0], fail2[4])
+    # a failed command leaves the agent where it was: the key of the state it is in
+    assert canon(fail1[0], fail1[4]) == canon(fail2[0], fail2[4]) == canon(again[0], again[4])
+    look = e.step("look")
+    assert canon(look[0], look[4]) == canon(again[0], again[4])  # look re-prints the same state
     e.step(b)
     fail3 = e.step("jump")
     assert canon(fail3[0], fail3[4]) != canon(fail1[0], fail1[4])  # same text, other state
+    assert canon(fail3[0], fail3[4]) == canon(second[0], second[4])
     e.close()
+
+
+def _covered(env):
+    from progpo_envs.alfworld.canonical import canonicalize_alfworld
+    from wrappers import CanonicalizeObservation, FirstVisitCoverage
+
+    return FirstVisitCoverage(CanonicalizeObservation(env, canonicalize_alfworld))
+
+
+def test_invalid_actions_are_never_first_visits(env) -> None:
+    cov = _covered(env)
+    _, info = cov.reset(seed=0)
+    start = info["canonical_obs"]
+    gotos = [c for c in info["admissible_commands"] if c.startswith("go to ")]
+    for bad in ("jump", "", "take the moon from the sky", "jump"):  # the first failure at the start
+        *_, info = cov.step(bad)
+        assert info["valid_action"] is False and info["first_visit"] is False and info["coverage"] == 0
+        assert info["canonical_obs"] == start
+    for k, place in enumerate(gotos[:3], start=1):
+        *_, info = cov.step(place)
+        assert info["first_visit"] is True and info["coverage"] == k
+        here = info["canonical_obs"]
+        *_, info = cov.step("jump")  # the first failure in each new place is not new either
+        assert (info["first_visit"], info["coverage"], info["canonical_obs"]) == (False, k, here)
+    assert cov.coverage == 3 and cov.num_steps == 10
+
+
+def test_look_inventory_examine_are_not_first_visits(env) -> None:
+    """Re-prints (look, inventory, examine, help) never count; open / take / put do, once; close does not."""
+    cov = _covered(env)
+    _, info = cov.reset(seed=0)
+    seen_flags: list[tuple[str, bool]] = []
+
+    def step(cmd: str) -> dict:
+        assert cmd in info_box[0]["admissible_commands"], cmd
+        *_, out = cov.step(cmd)
+        assert out["valid_action"] is True, cmd
+        seen_flags.append((cmd, out["first_visit"]))
+        info_box[0] = out
+        return out
+
+    def reprints() -> None:
+        cmds = [c for c in info_box[0]["admissible_commands"]
+                if c in ("look", "inventory", "help") or c.startswith("examine ")]
+        assert "look" in cmds and "inventory" in cmds
+        for c in cmds:
+            assert step(c)["first_visit"] is False, c
+
+    info_box = [info]
+    reprints()  # at the start
+    cmds = info["admissible_commands"]
+    closed = next(c for c in cmds if c.startswith("go to drawer"))  # drawers start closed
+    assert step(closed)["first_visit"] is True
+    reprints()
+    opener = next(c for c in info_box[0]["admissible_commands"] if c.startswith("open "))
+    assert step(opener)["first_visit"] is True
+    reprints()
+    assert step(opener.replace("open ", "close ", 1))["first_visit"] is False  # back to the closed state
+    assert step(opener)["first_visit"] is False  # opened before
+    # a receptacle with something to take
+    for place in [c for c in cmds if c.startswith("go to ")]:
+        out = step(place)
+        takes = [c for c in out["admissible_commands"] if c.startswith("take ")]
+        if takes:
+            break
+    else:  # pragma: no cover - the seed-0 game has objects in the open
+        pytest.fail("no object to take")
+    assert step(takes[0])["first_visit"] is True
+    reprints()
+    put = next(c for c in info_box[0]["admissible_commands"] if c.startswith(("move ", "put ")))
+    assert step(put)["first_visit"] is False  # putting it back where it was: the state seen on arrival
+    assert step(takes[0])["first_visit"] is False
+    other = next(c for c in cmds if c.startswith("go to ") and c != place)
+    step(other)
+    put = next(c for c in info_box[0]["admissible_commands"] if c.startswith(("move ", "put ")))
+    assert step(put)["first_visit"] is True  # the object somewhere new
+    reprints()
+    assert sum(f for _, f in seen_flags) == cov.coverage
+
+
+@pytest.mark.parametrize("kind", ["pick_clean", "pick_heat", "pick_cool", "look_at_obj_in_light"])
+def test_effects_are_first_visits_once(env, kind) -> None:
+    """clean / heat / cool / turn on keep the command list but change the world: new once."""
+    cov = _covered(env)
+    tid = next(t for t in env.unwrapped.task_ids if t.startswith(kind))
+    _, info = cov.reset(options={"task_id": tid})
+    plan = env.unwrapped.expert_plan()
+    effect = next(c for c in plan if c.split()[0] in ("clean", "heat", "cool", "use"))
+    for cmd in plan[: plan.index(effect)]:
+        cov.step(cmd)
+    *_, before = cov.step("look")
+    assert before["first_visit"] is False
+    *_, info = cov.step(effect)
+    assert info["first_visit"] is True and info["admissible_commands"] == before["admissible_commands"]
+    for again in ("look", "inventory", effect):  # the effect repeated is not new
+        if info.get("won"):
+            break
+        *_, info = cov.step(again)
+        assert info["first_visit"] is False, again
 
 
 def test_corrupt_game_file_gives_a_clear_error(alfworld_engine, tmp_path: Path) -> None:

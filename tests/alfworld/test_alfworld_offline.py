@@ -97,3 +97,27 @@ def test_canonical_keeps_different_states_apart() -> None:
     intro = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
              "you see a bed 1, and a desk 1.\n\nYour task is to: put some cd on safe.")
     assert c(intro, {}) == "You are in the middle of a room. Looking quickly around you, you see: a bed 1, a desk 1."
+
+
+def test_canonical_docstring_examples() -> None:
+    import doctest
+
+    import progpo_envs.alfworld.canonical as mod
+
+    result = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
+    assert result.attempted > 10 and result.failed == 0
+
+
+def test_canonical_state_key_ignores_reprints_and_order() -> None:
+    c = canonicalize_alfworld
+    here = {"admissible_commands": ["look", "inventory", "examine desk 1", "take mug 1 from desk 1"]}
+    shuffled = {"admissible_commands": list(reversed(here["admissible_commands"]))}
+    key = c("You arrive at desk 1. On the desk 1, you see a mug 1.", here)
+    for reprint in ("You are facing the desk 1. Next to it, you see nothing.", "You are not carrying anything.",
+                    "On the desk 1, you see a mug 1.", "Nothing happens.", "-= Welcome to TextWorld, ALFRED! =-"):
+        assert c(reprint, here) == c(reprint, shuffled) == key
+    assert c("You heat the mug 1 using the microwave 1.", here) == key + " You heat the mug 1 using the microwave 1."
+    assert c("You sliced the apple 1 with the knife 1.", here).endswith("You sliced the apple 1 with the knife 1.")
+    assert c("You turn off the desklamp 1.", here) == key
+    assert c("Nothing happens.", {}) == "Nothing happens."  # text-only key without the engine state
+
