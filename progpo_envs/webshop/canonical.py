@@ -21,6 +21,24 @@ query and results page -- the things that change what the agent can do next. The
 is whitespace-normalized (``search[red  shoes]`` and ``search[red shoes]`` show the same
 results).
 
+What is *not* a new state (so never a first visit for
+:class:`~wrappers.coverage.FirstVisitCoverage`):
+
+* a repeated search with the same query (even typed with other spacing or from another page):
+  the same ``results|q=...|p=1``;
+* coming back to a results page (``< prev`` from an item or from page 2, ``back to search``
+  then the same search): the same ``results|q=...|p=N``; back to an item from its sub-page:
+  the same ``item|...``;
+* an invalid action (unknown click, ``look``): the env reports ``valid_action=False`` and the
+  wrappers keep the previous state (see :mod:`wrappers.coverage`).
+
+Not new:
+
+    >>> same = {"page": "results", "query": "red tea", "page_num": 1}
+    >>> canonicalize_webshop("...", {"state": same}) == canonicalize_webshop(
+    ...     "...", {"state": {"page": "results", "query": " red   tea ", "page_num": 1, "asin": "B01"}})
+    True
+
 Without ``info["state"]`` (an observation from elsewhere), the page type is recognized
 from the text and the state is the observation minus its instruction.
 
@@ -44,6 +62,27 @@ With the env-agnostic wrappers (``info["canonical_obs"]``, first-visit coverage)
     'search'
     >>> env.step("search[Red  Tea]")[4]["canonical_obs"]
     'results|q=red tea|p=1'
+
+First visits on the env (repeated search, returning to a page, invalid clicks):
+
+    >>> from wrappers.coverage import FirstVisitCoverage
+    >>> env = FirstVisitCoverage(CanonicalizeObservation(WebShopEnv(num_products=200), canonicalize_webshop))
+    >>> _ = env.reset(seed=0)
+    >>> def go(action):
+    ...     info = env.step(action)[4]
+    ...     return info["canonical_obs"], info["first_visit"], info["coverage"]
+    >>> go("search[red tea]")
+    ('results|q=red tea|p=1', True, 1)
+    >>> go("search[red tea]")                  # the same search again: not new
+    ('results|q=red tea|p=1', False, 1)
+    >>> go("click[next >]")
+    ('results|q=red tea|p=2', True, 2)
+    >>> go("click[< prev]")                    # back to page 1: seen
+    ('results|q=red tea|p=1', False, 2)
+    >>> go("click[back to search]"), go("search[Red Tea]")
+    (('search', False, 2), ('results|q=red tea|p=1', False, 2))
+    >>> go("click[no such button]")            # rejected (valid_action False): stays put
+    ('results|q=red tea|p=1', False, 2)
 """
 from __future__ import annotations
 

@@ -291,3 +291,133 @@ def test_prop_step_level_order_and_batching(batch, cfg, rnd):
         sel = np.flatnonzero(batch["traj_group"] == g)
         sub, keep = _subset(batch, sel)
         np.testing.assert_allclose(step_advantages(**sub, config=cfg).steps, full[keep], atol=1e-9)
+
+
+# ----------------------------------------------------------------------------- coverage signal, end to end
+class _RolePolicy:
+    """Scripted members of one group: ``spam`` (only invalid commands), ``spam+move`` (a move to a
+    new place, then an invalid command, ...), ``explore`` (a move to a new place every step)."""
+
+    def __init__(self, roles: list[str]) -> None:
+        self.roles = roles
+        self.used: list[set[str]] = [set() for _ in roles]
+        self.t = [0] * len(roles)
+
+    def act(self, observations, infos, histories, seed=None):
+        from trainers.rollout import ScriptedOutput
+
+        assert len(infos) == len(self.roles)  # every member plays until the step limit
+        out = []
+        for m, (role, info) in enumerate(zip(self.roles, infos)):
+            t = self.t[m]
+            self.t[m] += 1
+            moves = [c for c in info["admissible_commands"] if c.startswith("go ")]
+            fresh = [c for c in moves if c not in self.used[m]] or moves
+            if role == "spam" or (role == "spam+move" and t % 2 == 1):
+                cmd = f"dance like nobody watches {t}"  # a different invalid text every time
+            else:
+                cmd = fresh[0]
+            self.used[m].add(cmd)
+            out.append(ScriptedOutput(cmd))
+        return out
+
+
+def _role_rollout(env_name: str, roles: list[str], steps: int):
+    from trainers.envs import make_env_fn
+    from trainers.rollout import collect_rollout
+    from wrappers import GroupVectorEnv
+
+    envs = GroupVectorEnv(make_env_fn(env_name, "train", max_steps=steps), num_groups=1, group_size=len(roles))
+    try:
+        return collect_rollout(envs, _RolePolicy(roles), task_seeds=[3], seed=0)
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("env_name", ["rooms", "alfworld"])
+@pytest.mark.parametrize("estimator", ["progpo-grpo", "progpo-rloo", "progpo-gigpo"])
+def test_invalid_action_spam_earns_less_than_valid_exploration(env_name, estimator):
+    """All-failed group through the real wrappers + rollout: spamming invalid commands is never a
+    first visit, so it gets a lower ProGPO advantage than valid exploring play."""
+    if env_name == "alfworld":
+        from progpo_envs.alfworld.engine import engine_available
+
+        if not engine_available():
+            pytest.skip("the ALFWorld engine is not installed")
+    roles = ["spam", "spam+move", "explore", "explore"]
+    steps = 6
+    ro = _role_rollout(env_name, roles, steps)
+    assert [t.outcome for t in ro.trajectories] == [0.0] * 4 and not any(t.won for t in ro.trajectories)
+    for s in ro.steps:
+        if not s.valid:  # a rejected command: same state, never new
+            assert s.action.startswith("dance") and not s.first_visit and s.next_state == s.state
+    inputs = ro.advantage_inputs()
+    out = step_advantages(**inputs, config=AdvantageConfig(estimator=estimator))
+    assert out.all_failed.tolist() == [True]
+    cov = out.coverage
+    assert cov[0] == 0.0 and 0.0 < cov[1] < cov[2] == cov[3], cov
+    ep = out.episode
+    assert ep[0] < 0.0 and ep[0] < ep[1] < ep[2] == pytest.approx(ep[3]), ep
+    per_traj = np.array([out.steps[inputs["step_traj"] == i].mean() for i in range(4)])
+    assert per_traj[0] < per_traj[1] < min(per_traj[2], per_traj[3]), per_traj
+    spam_steps = out.steps[inputs["step_traj"] == 0]
+    explore_steps = out.steps[inputs["step_traj"] >= 2]
+    assert spam_steps.max() < explore_steps.min()  # no spam step is worth an exploring one
+
+
+def test_success_counts_wins_not_partial_scores():
+    from trainers.metrics import rollout_metrics
+    from trainers.rollout import Rollout, Trajectory
+
+    trajs = [Trajectory(group=0, member=0, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
+             Trajectory(group=0, member=1, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
+             Trajectory(group=1, member=2, task_id="b", task_type="tea", outcome=1.0, length=3, won=True),
+             Trajectory(group=1, member=3, task_id="b", task_type="tea", outcome=0.0, length=3, won=False)]
+    m = rollout_metrics(Rollout(trajectories=trajs[:1]))
+    assert m["success"] == 0.0 and m["score_mean"] == 0.5 == m["outcome_mean"]
+    m = rollout_metrics(Rollout(trajectories=trajs))
+    assert m["success"] == 0.25 and m["score_mean"] == pytest.approx(0.5)
+    assert m["success_by_type/shoes"] == 0.0 and m["success_by_type/tea"] == 0.5
+    assert m["all_failed_frac"] == 0.0  # a partial score is an outcome signal, not a failure
+    trajs[0].outcome = trajs[1].outcome = 0.0
+    assert rollout_metrics(Rollout(trajectories=trajs))["all_failed_frac"] == 0.5
+
+
+def test_rollout_fills_won_from_info_or_from_the_outcome():
+    import gymnasium as gym
+
+    from trainers.rollout import ScriptedOutput, collect_rollout
+    from wrappers import GroupVectorEnv
+
+    class Score(gym.Env):
+        observation_space = gym.spaces.Text(16)
+        action_space = gym.spaces.Text(16)
+
+        """One step; the final score is the action; ``report_won`` toggles ``info["won"]``."""
+
+        def __init__(self, report_won: bool) -> None:
+            self.report_won = report_won
+
+        def reset(self, *, seed=None, options=None):
+            super().reset(seed=seed)
+            return "shop", {"task_id": "t", "task_type": "x"}
+
+        def step(self, action):
+            score = float(action)
+            info = {"outcome": score, "valid_action": True}
+            if self.report_won:
+                info["won"] = score == 1.0
+            return "done", score, True, False, info
+
+    class Fixed:
+        def act(self, observations, infos, histories, seed=None):
+            return [ScriptedOutput(a) for a in ("0.5", "1.0", "0.999")[: len(observations)]]
+
+    for report_won in (True, False):
+        envs = GroupVectorEnv(lambda: Score(report_won), num_groups=1, group_size=3)
+        try:
+            ro = collect_rollout(envs, Fixed(), task_seeds=[0], seed=0)
+        finally:
+            envs.close()
+        assert [t.outcome for t in ro.trajectories] == [0.5, 1.0, 0.999]
+        assert [t.won for t in ro.trajectories] == [False, True, False]

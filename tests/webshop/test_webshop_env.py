@@ -231,3 +231,37 @@ def test_envs_share_one_shop_per_catalog():
     b = gym.make("ProGPO-WebShop-v0", num_products=300)
     c = gym.make("ProGPO-WebShop-v0", num_products=300, seed=1)
     assert a.unwrapped.shop is b.unwrapped.shop and c.unwrapped.shop is not a.unwrapped.shop
+
+
+def test_coverage_repeated_search_revisits_and_invalid_clicks_are_not_new(ws_env):
+    """First-visit coverage on WebShop: a repeated search, a page seen before, a rejected click."""
+    from progpo_envs.webshop.canonical import canonicalize_webshop
+    from wrappers import CanonicalizeObservation, FirstVisitCoverage
+
+    env = FirstVisitCoverage(CanonicalizeObservation(ws_env, canonicalize_webshop))
+    _, info = env.reset(options={"goal_index": 0})
+    query = info["goal"]["query"]
+
+    def go(action):
+        return env.step(action)[4]
+
+    first = go(f"search[{query}]")
+    assert first["first_visit"] is True and first["coverage"] == 1
+    for again in (f"search[{query}]", f"search[  {query.upper()} ]"):  # the same search: same results page
+        info = go(again)
+        assert info["first_visit"] is False and info["canonical_obs"] == first["canonical_obs"]
+    assert go("click[next >]")["first_visit"] is True
+    info = go("click[< prev]")
+    assert info["first_visit"] is False  # back to page 1
+    asin = next(a for a in info["available_actions"]["clickables"] if a not in ("back to search", "next >", "< prev"))
+    assert go(f"click[{asin}]")["first_visit"] is True
+    assert go("click[description]")["first_visit"] is True
+    assert go("click[< prev]")["first_visit"] is False  # the item page again
+    assert go("click[< prev]")["first_visit"] is False  # its results page again
+    assert go("click[back to search]")["first_visit"] is False  # the reset page
+    assert go(f"search[{query}]")["first_visit"] is False
+    for bad in ("click[no such button]", "look", "click[buy now]"):  # rejected here: never new
+        info = go(bad)
+        assert info["valid_action"] is False and info["first_visit"] is False
+        assert info["canonical_obs"] == first["canonical_obs"]
+    assert env.coverage == 4  # results pages 1 and 2, the item, its description

@@ -103,3 +103,82 @@ def test_first_visit_bonus():
         bare = FirstVisitBonus(gym.make("FrozenLake-v1"))
         bare.reset(seed=0)
         bare.step(0)
+
+
+class _FlagEnv(gym.Env):
+    """Scripted text env: the action is ``(observation, valid)``; info reports ``valid_action``."""
+
+    observation_space = gym.spaces.Text(64)
+    action_space = gym.spaces.Text(64)
+
+    def reset(self, *, seed=None, options=None):
+        return "start", {"valid_action": True}
+
+    def step(self, action):
+        obs, valid = action
+        return obs, 0.0, False, False, {"valid_action": valid}
+
+
+class _SelfCanonEnv(_FlagEnv):
+    def reset(self, *, seed=None, options=None):
+        return "start", {"valid_action": True, "canonical_obs": "s:start"}
+
+    def step(self, action):
+        obs, reward, term, trunc, info = super().step(action)
+        return obs, reward, term, trunc, {**info, "canonical_obs": f"s:{obs}"}
+
+
+def test_rejected_actions_are_never_first_visits_on_the_toy_env():
+    env = FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv()))
+    _, info = env.reset(seed=0)
+    start = info["canonical_obs"]
+    room = env.unwrapped._room
+    for bad in ("dance", "fly", "open the portal", "", "dance"):  # each new feedback text... still no
+        obs, _, _, _, info = env.step(bad)
+        assert obs == "Nothing happens." and info["valid_action"] is False
+        assert (info["first_visit"], info["coverage"], info["canonical_obs"]) == (False, 0, start)
+    *_, info = env.step(f"go {TextRoomsEnv.EXITS[room][0]}")
+    assert info["first_visit"] is True and info["coverage"] == 1
+    here = info["canonical_obs"]
+    *_, info = env.step("dance")  # the first failure in a new room is not new either
+    assert (info["first_visit"], info["coverage"], info["canonical_obs"]) == (False, 1, here)
+    assert info["coverage_rate"] == pytest.approx(1 / 7)  # rejected steps still count in T
+    assert env.visited == frozenset({start, here})
+
+
+def test_rejected_step_keeps_the_state_even_with_new_text_and_any_key_source():
+    # without a canonicalizer (default key = raw text) and with key_fn: same rule
+    for env in (FirstVisitCoverage(_FlagEnv()), FirstVisitCoverage(_FlagEnv(), key_fn=lambda o, i: o.upper())):
+        env.reset()
+        info = env.step(("error: unknown verb", False))[4]
+        assert info["first_visit"] is False and info["coverage"] == 0 and "canonical_obs" not in info
+        assert env.step(("room a", True))[4]["first_visit"] is True
+        assert env.step(("another error", False))[4]["first_visit"] is False
+        assert env.step(("error: unknown verb", True))[4]["first_visit"] is True  # valid: a real state
+        assert env.coverage == 2 and env.num_steps == 4
+    # a canonical_obs written by the env itself (no CanonicalizeObservation) is put back too
+    tagged = FirstVisitCoverage(_SelfCanonEnv())
+    assert tagged.reset()[1]["canonical_obs"] == "s:start"
+    info = tagged.step(("boom", False))[4]
+    assert info["canonical_obs"] == "s:start" and info["first_visit"] is False
+    assert tagged.step(("hall", True))[4]["canonical_obs"] == "s:hall"
+    envs_without_flag = FirstVisitCoverage(gym.make("FrozenLake-v1", is_slippery=False))
+    envs_without_flag.reset(seed=0)
+    assert envs_without_flag.step(RIGHT)[4]["first_visit"] is True  # no valid_action: unaffected
+
+
+def test_canonicalize_observation_keeps_previous_key_on_rejected_step():
+    calls = []
+
+    def canon(obs, info):
+        calls.append(obs)
+        return obs
+
+    env = CanonicalizeObservation(_FlagEnv(), canonicalizer=canon)
+    assert env.reset()[1]["canonical_obs"] == "start"
+    assert env.step(("oops", False))[4]["canonical_obs"] == "start"
+    assert env.step(("hall", True))[4]["canonical_obs"] == "hall"
+    assert env.step(("oops", False))[4]["canonical_obs"] == "hall"
+    assert calls == ["start", "hall"]  # not called on rejected steps
+    env.reset()
+    assert env.step(("oops", False))[4]["canonical_obs"] == "start"  # reset forgets the old episode
