@@ -7,7 +7,8 @@ Three kinds of names are understood by :func:`load_model`:
   dequantizes it to fp32 through transformers' ``gguf_file=`` loader (needs the ``gguf``
   package, ~25-45 s), copies the weights into a plain ``LlamaForCausalLM`` and saves that with
   its tokenizer under ``<cache>/smollm2``. Later loads read the cache (about a second).
-* ``"tiny"``, ``"tiny-qwen2"``, ``"tiny-llama"``: a tiny random causal LM
+* ``"tiny"``, ``"tiny-qwen2"``, ``"tiny-llama"``, ``"tiny-<hidden>x<layers>"`` (e.g.
+  ``"tiny-128x2"``, the CPU demo's model): a tiny random causal LM
   (:func:`make_tiny_model`) with a byte-level BPE tokenizer trained offline on a built-in
   ALFWorld/WebShop-like corpus and a ChatML chat template. Deterministic in ``seed``.
 * anything else: a local directory or a hub name, passed to ``from_pretrained`` (the hub only
@@ -28,6 +29,7 @@ import importlib.util
 import itertools
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -222,6 +224,23 @@ def _tiny_corpus() -> list[str]:
                      f"click[< prev] click[back to search] click[description] click[features]")
         lines.append(f"[SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
                      f"{asin.upper()} [SEP] {a.title()} {p.title()} for Men and Women [SEP] ${price}.99")
+    # every ALFWorld class name and the words of the memory template (agents/templates/
+    # alfworld_memory.yaml), so that the CPU demo's prompts stay short
+    more = ("alarmclock baseballbat basketball blinds boots box butterknife chair coffeetable curtains dishsponge "
+            "floorlamp footstool glassbottle handtowel handtowelholder houseplant kettle ladle laundryhamper "
+            "lightswitch mirror ottoman painting paintinghanger papertowelroll peppershaker plunger poster saltshaker "
+            "scrubbrush showerdoor showerglass sink soapbottle spraybottle stoveknob teddybear television "
+            "tennisracket tissuebox toiletpaper toiletpaperhanger toiletpaperroll towelholder tvstand wateringcan "
+            "window winebottle").split()
+    for i, o in enumerate(more):
+        r = recs[i % len(recs)]
+        lines.append(f"You arrive at {o} {i % 5 + 1}. On the {o} {i % 3 + 1}, you see a {o} 2. take {o} 1 from {r} 2")
+        lines.append(f"task: put some {o} on {o}. find two {o} and put them in {r}. look at {o} under the desklamp.")
+    for i in range(len(recs)):
+        r, o = recs[i], objs[i % len(objs)]
+        lines.append(f"visited: {r} 1, {r} 2. not visited: {recs[i - 1]} 1. carrying: {o} 1. done: clean {o} 1, "
+                     f"heat {o} 2, cool {o} 3, use desklamp 1, put {o} 1 in {r} 1. seen: {o} 1 at {r} 3. "
+                     f"nothing nowhere none yet. last: now: household agent. In it, you see nothing.")
     lines += ["Your admissible actions of the current situation are: look, inventory, help.",
               "You are in the middle of a room. Looking quickly around you, you see nothing.",
               "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
@@ -356,7 +375,7 @@ def load_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
 ) -> tuple[Any, Any]:
-    """Load ``(model, tokenizer)`` by name: ``"smollm2"``, ``"tiny[-qwen2|-llama]"`` or a path/hub id.
+    """Load ``(model, tokenizer)`` by name: ``"smollm2"``, ``"tiny[-qwen2|-llama|-<H>x<L>]"`` or a path/hub id.
 
     The model is returned in eval mode on ``device``; the tokenizer pads on the left and has a
     pad token. Errors that a user can fix raise :class:`ModelLoadError` with the fix.
@@ -367,6 +386,13 @@ def load_model(
     if key.lower() in ("tiny", "tiny-qwen2", "tiny-llama"):
         arch = "llama" if key.lower() == "tiny-llama" else "qwen2"
         return make_tiny_model(arch=arch, dtype=dtype, device=device)
+    m = re.fullmatch(r"tiny-(\d+)x(\d+)", key.lower())
+    if m:  # tiny-<hidden>x<layers>: a tiny Qwen2 of that shape (heads of 32 dims)
+        hidden, layers = int(m.group(1)), int(m.group(2))
+        if hidden < 32 or hidden % 32 or layers < 1:
+            raise ModelLoadError(f"model {key!r}: tiny-<hidden>x<layers> needs hidden a multiple of 32 and layers >= 1")
+        heads = hidden // 32
+        return make_tiny_model(hidden=hidden, layers=layers, heads=heads, kv_heads=heads, dtype=dtype, device=device)
     try:
         return _from_pretrained(key, dtype, device)
     except OSError as exc:

@@ -7,7 +7,8 @@ Two modes:
 * ``mode="score"``: the policy distribution over the admissible commands is the softmax of
   each command's summed token log-probability (under ``sampling.temperature``); a command is
   drawn from it (argmax when the temperature is 0). The scored response of command ``c`` is
-  ``<action>c</action>`` after a prompt that asks for the ``action`` format. Placeholder
+  ``<action>c</action>`` after a prompt that asks for the ``action`` format (a template may
+  set its own ``score_response``, e.g. ``"{command}<|im_end|>"``). Placeholder
   commands such as WebShop's ``search[<query>]`` are filled with the goal instruction.
 
 Invalid answers (generate mode) carry ``penalty = invalid_penalty`` and are sent to the env
@@ -217,8 +218,13 @@ class LLMPolicy:
                 out.append(c)
         return out
 
+    def _response_text(self, command: str) -> str:
+        """The scored response of ``command``: the template's ``score_response`` (default ``<action>c</action>``)."""
+        fmt = str(self.template.extra.get("score_response") or "<action>{command}</action>")
+        return fmt.replace("{command}", command)
+
     def _candidate_ids(self, command: str) -> list[int]:
-        return list(self.tokenizer(f"<action>{command}</action>", add_special_tokens=False)["input_ids"])
+        return list(self.tokenizer(self._response_text(command), add_special_tokens=False)["input_ids"])
 
     def _score(self, prompt: list[int], candidate_ids: list[list[int]],
                memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
@@ -267,11 +273,28 @@ class LLMPolicy:
                 k = int(torch.multinomial(log_pi.exp(), 1, generator=gen))
             outs.append(StepOutput(
                 prompt_ids=prompt, response_ids=ids[k], old_logprobs=mine[k].tolist(),
-                text=f"<action>{cs[k]}</action>", action=cs[k], valid=True, penalty=0.0, reason="ok",
+                text=self._response_text(cs[k]), action=cs[k], valid=True, penalty=0.0, reason="ok",
                 finish_reason="score", candidates=cs, candidate_ids=ids, chosen_index=k,
                 old_action_logprob=float(log_pi[k]),
             ))
         return outs
+
+    def forced_step(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
+                    action: str) -> StepOutput | None:
+        """The score-mode step this policy WOULD record had it chosen ``action`` (teacher forcing).
+
+        For behaviour cloning: ``compute_logprobs([step])`` is then log pi(action | prompt) under the
+        candidate softmax. ``None`` when ``action`` is not among :meth:`candidates`.
+        """
+        cands = self.candidates(dict(info))
+        action = " ".join(str(action).split())
+        if action not in cands:
+            return None
+        ids = [self._candidate_ids(c) for c in cands]
+        k = cands.index(action)
+        return StepOutput(prompt_ids=self.prompt_ids(observation, dict(info), history), response_ids=ids[k],
+                          old_logprobs=[], text=self._response_text(action), action=action, valid=True, penalty=0.0,
+                          reason="ok", finish_reason="score", candidates=cands, candidate_ids=ids, chosen_index=k)
 
     # ----------------------------------------------------------------------------------------
     # training-time log-probs

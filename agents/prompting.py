@@ -33,8 +33,11 @@ _ALIASES = {
     "progpo-alfworld-v0": "alfworld",
     "webshop": "webshop",
     "progpo-webshop-v0": "webshop",
+    "alfworld-memory": "alfworld-memory",
 }
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
+#: templates shipped in agents/templates/ (``alfworld-memory``: compact, with a transcript memory)
+_BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory"}
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -88,18 +91,18 @@ def template_name(env_name: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def load_template(env_name: str) -> PromptTemplate:
-    """The template for ``env_name`` (``alfworld``, ``webshop``, a gym id, or a YAML path)."""
+    """The template for ``env_name`` (``alfworld``, ``alfworld-memory``, ``webshop``, a gym id, or a YAML path)."""
     name = template_name(env_name)
-    if name in ("alfworld", "webshop"):
+    if name in _BUILTIN:
         # next to this file (not importlib.resources: a tests/agents/ folder on sys.path can
         # turn "agents" into a namespace package whose first portion is not this one)
-        text = (_TEMPLATES / f"{name}.yaml").read_text("utf-8")
-        source = f"agents/templates/{name}.yaml"
+        text = (_TEMPLATES / f"{_BUILTIN[name]}.yaml").read_text("utf-8")
+        source = f"agents/templates/{_BUILTIN[name]}.yaml"
     else:
         path = Path(name).expanduser()
         if not path.is_file():
             raise ValueError(
-                f"no prompt template for {env_name!r}: use 'alfworld', 'webshop' or a path to a "
+                f"no prompt template for {env_name!r}: use 'alfworld', 'alfworld-memory', 'webshop' or a path to a "
                 "YAML file with the fields of agents/templates/alfworld.yaml"
             )
         text, source = path.read_text("utf-8"), str(path)
@@ -133,7 +136,8 @@ def build_messages(
         goal: task instruction (``info["goal"]``; a dict goal uses its ``instruction`` text).
         observation: the current observation.
         admissible: the admissible commands (cut to the template's ``max_admissible``).
-        history: earlier ``(observation, action)`` pairs, oldest first; the last ``k`` are shown.
+        history: earlier ``(observation, action)`` pairs, oldest first; the last ``k`` are shown
+            (a template with ``memory: alfworld`` also summarizes all of them: pass the whole episode).
         step: how many steps were already taken in this episode.
         k: history length shown (0 hides it).
         fmt: answer format, one of :data:`agents.parsing.FORMATS`.
@@ -163,6 +167,10 @@ def build_messages(
         admissible=tpl.admissible_separator.join(tpl.admissible_item.format(command=c) for c in cmds),
         format_instruction=tpl.format_instructions[fmt].strip(),
     )
+    if tpl.extra.get("memory") == "alfworld":  # a summary of the whole transcript (agents/memory.py)
+        from agents.memory import alfworld_memory
+
+        values["memory"] = alfworld_memory(str(goal), list(history), str(observation), list(admissible))
     body = (tpl.user if shown else tpl.user_first).format(**values)
     return [{"role": "system", "content": tpl.system.strip()}, {"role": "user", "content": body}]
 

@@ -6,10 +6,10 @@ are read from the installed ``alfworld`` wheel. On first use the archive is writ
 original ALFWorld layout under a cache directory keyed by a content hash of (archive, domain,
 grammar), so a new archive or another wheel can never be served from a stale cache::
 
-    $PROGPO_CACHE_DIR (default ~/.cache/progpo)/alfworld/<hash>/json_2.1.1/{train,valid,hard}/...
+    $PROGPO_CACHE_DIR (default ~/.cache/progpo)/alfworld/<hash>/json_2.1.1/{train,valid,hard,easy-train,easy-valid}/...
 
 >>> sorted(EMBEDDED_SPLITS)
-['hard', 'train', 'valid']
+['easy-train', 'easy-valid', 'hard', 'train', 'valid']
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 ARCHIVE = Path(__file__).parent / "data" / "generated_games.json.xz"
-EMBEDDED_SPLITS = ("train", "valid", "hard")
+EMBEDDED_SPLITS = ("train", "valid", "hard", "easy-train", "easy-valid")
 FORMAT = 1
 
 

@@ -25,8 +25,12 @@ engine's "Nothing happens." with ``valid_action=False``, reward 0, and the episo
 
 Game sources: ``data_dir`` (or ``$ALFWORLD_DATA``) in the original layout, with ``split`` one of
 its folders (``train``, ``valid_seen``, ``valid_unseen``); with neither, the embedded generated
-set with ``split`` in ``train`` / ``valid`` / ``hard`` (``difficulty="hard"`` is the same as
-``split="hard"``).
+set with ``split`` in ``train`` / ``valid`` / ``hard`` / ``easy-train`` / ``easy-valid``
+(``difficulty="hard"`` is the same as ``split="hard"``; ``difficulty="easy"`` picks ``easy-train``,
+or ``easy-valid`` with ``split="valid"``). ``easy`` games are small rooms (at most 8 receptacles,
+one instance per object class, targets never inside closed receptacles) on the same disjoint
+train / held-out floor plans as ``train`` / ``valid``: the CPU learning demo trains on
+``easy-train`` and evaluates on ``easy-valid``.
 
 Engine: ``fast=True`` (default) plays through :mod:`progpo_envs.alfworld.fast`, which caches the
 grammar parse, the PDDL->SAS translation (also on disk, under ``$PROGPO_CACHE_DIR``; set
@@ -90,11 +94,14 @@ class ALFWorldEnv(gym.Env[str, str]):
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']} or None")
         json_dir = resolve_data_dir(data_dir)
         if difficulty is not None:
-            if difficulty not in ("normal", "hard"):
-                raise ValueError(f"difficulty must be 'normal' or 'hard', got {difficulty!r}")
+            if difficulty not in ("easy", "normal", "hard"):
+                raise ValueError(f"difficulty must be 'easy', 'normal' or 'hard', got {difficulty!r}")
             if json_dir is not None:
                 raise ValueError("difficulty= selects a split of the embedded games; with a data_dir use split=")
-            split = "hard" if difficulty == "hard" else split
+            if difficulty == "hard":
+                split = "hard"
+            elif difficulty == "easy":
+                split = split if split.startswith("easy-") else f"easy-{'valid' if split == 'valid' else 'train'}"
         if json_dir is None:
             from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS, embedded_root
 

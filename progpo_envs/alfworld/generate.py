@@ -15,8 +15,10 @@ game must not be won at reset and must be won by its walkthrough, which is store
 file (``"walkthrough"``, as in newer ALFWorld files).
 
 Difficulty knob (:class:`Difficulty`): copies per object class, share of distractor classes,
-probability that target objects start inside closed receptacles, start far from the targets.
-``normal`` and ``hard`` are predefined.
+probability that target objects start inside closed receptacles, start far from the targets,
+and how many receptacles of the floor plan are kept. ``easy``, ``normal`` and ``hard`` are
+predefined; ``easy`` (one instance per class, few distractors, targets never hidden, at most
+8 receptacles: a small room) is where a CPU-sized policy can learn.
 
 Usage::
 
@@ -60,8 +62,8 @@ ACTION_CLASS = {
 class Difficulty:
     """How hard a generated game is.
 
-    >>> DIFFICULTIES["hard"].max_instances, DIFFICULTIES["normal"].far_start
-    (3, False)
+    >>> DIFFICULTIES["hard"].max_instances, DIFFICULTIES["normal"].far_start, DIFFICULTIES["easy"].max_receptacles
+    (3, False, 8)
     """
 
     name: str
@@ -69,11 +71,17 @@ class Difficulty:
     distractor_fraction: float = 0.5  #: share of the scene's other object classes that are present
     hidden: float = 0.2  #: probability that a target object starts in a closed receptacle (if one fits)
     far_start: bool = False  #: start on the reachable point farthest from the target objects
+    #: keep at most this many receptacles (those the task needs first, then random others; 0: all).
+    #: In the text game every receptacle is one ``go to`` away, so this is what "a small floor
+    #: plan / start near the targets" means here: fewer places to search.
+    max_receptacles: int = 0
 
 
 DIFFICULTIES: dict[str, Difficulty] = {
     "normal": Difficulty("normal"),
     "hard": Difficulty("hard", max_instances=3, distractor_fraction=1.0, hidden=1.0, far_start=True),
+    # hidden=0.0 here means never hidden: targets start on open receptacles (tables, counters...)
+    "easy": Difficulty("easy", max_instances=1, distractor_fraction=0.2, hidden=0.0, max_receptacles=8),
 }
 
 
@@ -169,6 +177,35 @@ def _receptacle_classes(scene: Scene) -> dict[str, list[str]]:
     return out
 
 
+def _trim_scene(lib: _Lib, scene: Scene, task_type: str, obj: str, parent: str, limit: int,
+                rng: random.Random) -> Scene:
+    """A copy of ``scene`` with at most ``limit`` receptacles, keeping what the task needs.
+
+    Kept first: one receptacle of the goal class, the task's appliance, a desk-lamp holder (look
+    tasks) and an open holder of the target object other than the goal class; then random others.
+    """
+    by_class = _receptacle_classes(scene)
+    keep: list[str] = []
+
+    def add(classes: Sequence[str]) -> None:
+        pool = [r for cls in classes for r in by_class.get(cls, ()) if r not in keep]
+        if pool:
+            keep.append(rng.choice(sorted(pool)))
+
+    for cls in (parent, APPLIANCE.get(task_type, "")):
+        if cls:
+            add([cls])
+    if task_type == "look_at_obj_in_light":
+        add([r for r in LAMP_RECEPTACLES if r in by_class])
+    avoid = {parent, APPLIANCE.get(task_type, "")}
+    holders = [h for h in lib.holders(obj, by_class) if h not in avoid]
+    add([h for h in holders if h not in lib.c.OPENABLE_CLASS_SET] or holders)
+    rest = sorted(r for r in scene.receptacles if r not in keep)
+    rng.shuffle(rest)
+    keep += rest[: max(limit - len(keep), 0)]
+    return Scene(scene.floor_plan, scene.classes, {r: scene.receptacles[r] for r in sorted(keep)}, scene.points)
+
+
 def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: random.Random) -> GameSpec | None:
     """Sample a feasible game of ``task_type`` in ``scene`` (None when the scene cannot host it)."""
     c = lib.c
@@ -198,6 +235,10 @@ def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: 
     if not choices:
         return None
     obj, parent = rng.choice(choices)
+    if diff.max_receptacles:
+        scene = _trim_scene(lib, scene, task_type, obj, parent, diff.max_receptacles, rng)
+        by_class = _receptacle_classes(scene)
+        present_r = sorted(by_class)
     spec = GameSpec(scene, task_type, obj, parent, toggle)
 
     # which object classes are present: the target + a share of the others
@@ -214,8 +255,11 @@ def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: 
         if not holders:
             continue
         closed = [h for h in holders if h in c.OPENABLE_CLASS_SET]
+        in_view = [h for h in holders if h not in c.OPENABLE_CLASS_SET]
         for _ in range(n):
             pool = closed if (cls == obj and closed and rng.random() < diff.hidden) else holders
+            if cls == obj and diff.hidden == 0.0 and in_view:
+                pool = in_view  # never hidden: the target is seen on arrival
             rid = rng.choice(by_class[rng.choice(pool)])
             x, _, z = (float(v) for v in rid.split("|")[1:4])
             thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (cls, x + rng.uniform(-0.3, 0.3), rng.uniform(0.0, 2.0), z + rng.uniform(-0.3, 0.3))
@@ -410,6 +454,9 @@ DEFAULT_SET = {
     "train": ("normal", 24, "train"),
     "valid": ("normal", 6, "valid"),
     "hard": ("hard", 6, "all"),
+    # the CPU learning demo's splits: small rooms, nothing hidden; valid on held-out floor plans
+    "easy-train": ("easy", 24, "train"),
+    "easy-valid": ("easy", 6, "valid"),
 }
 DEFAULT_SEED = 20261130
 

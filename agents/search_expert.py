@@ -1,0 +1,120 @@
+"""A searching ALFWorld expert that reads only what the agent reads: the imitable teacher.
+
+The handcoded expert of :mod:`progpo_envs.alfworld.expert` reads the engine's hidden facts and
+walks straight to hidden objects, so a policy that sees only text cannot imitate it. This one
+acts from the task sentence, ``info["task_type"]``, the admissible commands and its own
+transcript (:class:`agents.memory.TranscriptState`): it visits receptacles in the order the
+game lists them, opens closed ones to look inside, takes a target object as soon as it sees
+one, cleans / heats / cools it at the appliance, uses the desk lamp, and puts it in the goal
+receptacle. Its decisions are a function of the prompt the memory template shows, which is what
+makes behaviour cloning from it work (``trainers.sft``).
+
+Example:
+    >>> agent = ALFWorldSearchAgent()
+    >>> info = {"goal": "put some mug on desk.", "task_type": "pick_and_place_simple",
+    ...         "admissible_commands": ["go to desk 1", "go to shelf 1", "inventory", "look"]}
+    >>> agent.act(["You are in the middle of a room."], [info], [[]])
+    ['go to desk 1']
+    >>> info["admissible_commands"] = ["go to desk 1", "go to shelf 1", "take mug 1 from shelf 1", "look"]
+    >>> agent.act(["On the shelf 1, you see a mug 1."], [info], [[("...", "go to desk 1"), ("...", "go to shelf 1")]])
+    ['take mug 1 from shelf 1']
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from agents.memory import TranscriptState, _cls, goal_words
+from agents.prompting import admissible_commands
+
+__all__ = ["ALFWorldSearchAgent", "search_action"]
+
+_TRANSFORM = {"pick_clean_then_place_in_recep": ("clean", "sinkbasin"),
+              "pick_heat_then_place_in_recep": ("heat", "microwave"),
+              "pick_cool_then_place_in_recep": ("cool", "fridge")}
+_LAMPS = ("desklamp", "floorlamp")
+_WORDS = re.compile(r"[a-z]+")
+
+
+def _find(admissible: Sequence[str], pattern: str) -> str | None:
+    rx = re.compile(pattern)
+    return next((c for c in admissible if rx.match(c)), None)
+
+
+def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]], observation: str,
+                  admissible: Sequence[str]) -> str:
+    """The searching expert's next command (always one of ``admissible`` when it is not empty)."""
+    adm = [" ".join(str(c).split()) for c in admissible]
+    if not adm:
+        return "look"
+    st = TranscriptState.parse(goal, history, observation, adm)
+    places = st.visited + st.unvisited
+    rec_classes = {_cls(p) for p in places}
+    ordered = _WORDS.findall(goal.lower())
+    look = task_type == "look_at_obj_in_light"
+    transform = _TRANSFORM.get(task_type)
+    goal_rec = None if look else next((w for w in reversed(ordered) if w in rec_classes), None)
+    targets = {w for w in goal_words(goal) if w not in rec_classes and w not in _LAMPS}
+    placed = {d.split(" in ")[0][4:] for d in st.done if d.startswith("put ")}
+
+    def is_target(item: str | None) -> bool:
+        return bool(item) and _cls(item) in targets and item not in placed  # type: ignore[arg-type]
+
+    def go(place_cls: str) -> str | None:
+        ps = [p for p in places if _cls(p) == place_cls]
+        if st.location in ps:
+            return None
+        return f"go to {ps[0]}" if ps and f"go to {ps[0]}" in adm else None
+
+    if st.held is not None and is_target(st.held):
+        held = st.held
+        if look:
+            use = _find(adm, r"^use (desklamp|floorlamp) \d+$")
+            if use:
+                return use
+            lamp_at = next((w for o, w in st.seen.items() if _cls(o) in _LAMPS), None)
+            if lamp_at and lamp_at != st.location and f"go to {lamp_at}" in adm:
+                return f"go to {lamp_at}"
+        elif transform and f"{transform[0]} {held}" not in st.done:
+            cmd = _find(adm, rf"^{transform[0]} {re.escape(held)} with ")
+            if cmd:
+                return cmd
+            step = go(transform[1])
+            if step:
+                return step
+        elif goal_rec:
+            cmd = _find(adm, rf"^(put {re.escape(held)} in/on|move {re.escape(held)} to) {goal_rec} \d+$")
+            if cmd:
+                return cmd
+            if st.location and _cls(st.location) == goal_rec and f"open {st.location}" in adm:
+                return f"open {st.location}"
+            step = go(goal_rec)
+            if step:
+                return step
+    elif st.held is None:
+        take = next((c for c in adm if (m := re.match(r"^take (.+?) from ", c)) and is_target(m.group(1))), None)
+        if take:
+            return take
+        where = next((w for o, w in st.seen.items() if is_target(o) and w != st.location), None)
+        if where and f"go to {where}" in adm:
+            return f"go to {where}"
+    if st.location and f"open {st.location}" in adm and st.location not in st.opened:
+        return f"open {st.location}"
+    for p in st.unvisited:
+        if f"go to {p}" in adm:
+            return f"go to {p}"
+    gos = [c for c in adm if c.startswith("go to ")]
+    return gos[len(history) % len(gos)] if gos else adm[0]
+
+
+class ALFWorldSearchAgent:
+    """Batched :func:`search_action` with the ``act(observations, infos, histories)`` interface.
+
+    ``histories[i]`` must be env i's whole episode so far (``(observation, action)`` pairs).
+    """
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
+            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[str]:
+        histories = histories if histories is not None else [[] for _ in observations]
+        return [search_action(str(i.get("goal", "")), str(i.get("task_type", "")), h, o, admissible_commands(i))
+                for o, i, h in zip(observations, infos, histories)]

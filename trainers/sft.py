@@ -1,0 +1,130 @@
+"""Behaviour cloning warm start: imitate the searching ALFWorld expert in score mode.
+
+The policy's score-mode distribution is a softmax over the admissible commands; cloning
+maximizes log pi(expert command | prompt) under exactly that distribution (the prompt the policy
+itself builds, memory line included), so RL later starts from the cloned policy with PPO ratios
+of 1. Demonstrations come from :class:`agents.search_expert.ALFWorldSearchAgent`, which reads
+only what the agent reads (the handcoded expert reads hidden facts and cannot be imitated).
+
+Pieces: :func:`collect_demos` (play the expert, keep every decision), :func:`behaviour_clone`
+(AdamW on the mean negative log-likelihood, with held-out step accuracy).
+
+Example (toy-sized; the trainer runs this as its ``init: bc`` stage)::
+
+    >>> from trainers.envs import make_env_fn                                # doctest: +SKIP
+    >>> demos, wins = collect_demos(make_env_fn("alfworld", "easy-train", 20), n_episodes=12)  # doctest: +SKIP
+    >>> stats = behaviour_clone(policy, demos, steps=50)                      # doctest: +SKIP
+    >>> stats["bc/step_accuracy"]                                            # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+__all__ = ["Demo", "behaviour_clone", "collect_demos"]
+
+_INFO_KEYS = ("goal", "task_type", "admissible_commands", "step", "task_id")
+
+
+@dataclass
+class Demo:
+    """One expert decision: what the agent saw and the command the expert chose."""
+
+    observation: str
+    info: dict[str, Any]
+    history: list[tuple[str, str]]
+    action: str
+
+
+def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed: int = 0,
+                  agent: Any = None) -> tuple[list[Demo], list[bool]]:
+    """Play the searching expert on the tasks of ``env_fn``'s split; every decision becomes a Demo.
+
+    Episodes cycle through the split's task ids in order (``n_episodes`` default: each once).
+    Returns ``(demos, won per episode)``; demos of lost episodes are kept too (the expert's
+    decisions are still the imitation target).
+    """
+    from agents.search_expert import ALFWorldSearchAgent
+
+    agent = agent or ALFWorldSearchAgent()
+    env = env_fn()
+    try:
+        ids = list(env.unwrapped.task_ids)
+        n = len(ids) if n_episodes is None else int(n_episodes)
+        demos: list[Demo] = []
+        wins: list[bool] = []
+        for e in range(n):
+            obs, info = env.reset(seed=seed + e, options={"task_id": ids[e % len(ids)]})
+            history: list[tuple[str, str]] = []
+            while True:
+                action = agent.act([obs], [info], [history])[0]
+                demos.append(Demo(obs, {k: info[k] for k in _INFO_KEYS if k in info}, list(history), action))
+                nxt, _, term, trunc, info = env.step(action)
+                history.append((obs, action))
+                obs = nxt
+                if term or trunc:
+                    wins.append(bool(info.get("won", False)))
+                    break
+        return demos, wins
+    finally:
+        env.close()
+
+
+def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_size: int = 16, lr: float = 1e-3,
+                    seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None) -> dict[str, float]:
+    """Fit ``policy`` (an ``LLMPolicy`` in score mode) to the demos: ``steps`` AdamW steps of
+    mean -log pi(expert command). Returns ``bc/*`` metrics (loss, held-out step accuracy)."""
+    outs = [o for d in demos if (o := policy.forced_step(d.observation, d.info, d.history, d.action)) is not None]
+    if not outs:
+        raise ValueError("behaviour_clone: no demonstration whose command is among the policy's candidates")
+    rng = random.Random(seed)
+    order = list(range(len(outs)))
+    rng.shuffle(order)
+    n_hold = int(len(outs) * holdout) if len(outs) >= 20 else 0
+    held, train = [outs[i] for i in order[:n_hold]], [outs[i] for i in order[n_hold:]]
+    model = policy.model
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    model.train()
+    losses: list[float] = []
+    cursor = len(train)
+    for _ in range(int(steps)):
+        if cursor + batch_size > len(train):
+            rng.shuffle(train)
+            cursor = 0
+        batch = train[cursor:cursor + batch_size]
+        cursor += batch_size
+        lps = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch)])
+        loss = -lps.mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(float(loss))
+        if on_step is not None:
+            on_step(1)
+    model.eval()
+    stats = {"bc/demos": float(len(outs)), "bc/steps": float(steps),
+             "bc/loss": float(np.mean(losses[-20:])) if losses else math.nan,
+             "bc/step_accuracy": step_accuracy(policy, held) if held else math.nan}
+    return stats
+
+
+def step_accuracy(policy: Any, outs: Sequence[Any]) -> float:
+    """Fraction of decisions where the expert's command is the policy's most likely candidate."""
+    hits = 0
+    with torch.no_grad():
+        for o in outs:
+            lp = policy.compute_logprobs([o])[0]
+            hits += bool(float(lp.reshape(-1)[0]) >= math.log(0.5) - 1e-9) or _is_argmax(policy, o)
+    return hits / max(len(outs), 1)
+
+
+def _is_argmax(policy: Any, out: Any) -> bool:
+    totals = policy._command_scores(policy._score(out.prompt_ids, out.candidate_ids))
+    return int(torch.argmax(totals)) == out.chosen_index
