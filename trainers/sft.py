@@ -105,7 +105,7 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
-        losses.append(float(loss))
+        losses.append(float(loss.detach()))
         if on_step is not None:
             on_step(1)
     model.eval()

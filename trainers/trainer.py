@@ -34,6 +34,7 @@ from trainers.advantages import AdvantageConfig, step_advantages
 from trainers.checkpoint import CheckpointError, capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 from trainers.config import TrainConfig
 from trainers.envs import make_env_fn
+from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import ppo_clip_loss
 from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
@@ -80,8 +81,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
                                                  lora_dropout=0.0, task_type="CAUSAL_LM"))
     backend = make_backend(cfg.backend, model, tokenizer)
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
-    env_name = "alfworld" if cfg.env == "rooms" else cfg.env  # the toy env speaks ALFWorld's contract
-    return LLMPolicy(model, tokenizer, backend, env_name, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
+    return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
                      sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm)
 
 
@@ -121,7 +121,8 @@ class Trainer:
         self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps)
         self.adv_cfg = AdvantageConfig(estimator=cfg.estimator, gamma=cfg.gamma, omega=cfg.omega, lam=cfg.lam,
                                        norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
-                                       tau_p=cfg.tau_p)  # type: ignore[arg-type]
+                                       tau_p=cfg.tau_p, gate=cfg.progress_gate,  # type: ignore[arg-type]
+                                       shuffle_coverage=cfg.shuffle_coverage)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the policy model has no trainable parameters")
@@ -132,7 +133,6 @@ class Trainer:
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
         self.envs: Any = None
-        self.eval_envs: Any = None
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
 
@@ -244,40 +244,93 @@ class Trainer:
         return stats
 
     # ------------------------------------------------------------------ rollout + eval
-    def _make_envs(self, eval_: bool = False) -> Any:
+    def _make_envs(self) -> Any:
         from wrappers import GroupVectorEnv
 
         cfg = self.cfg
-        if eval_:
-            return GroupVectorEnv(self.eval_env_fn, num_groups=cfg.eval_episodes, group_size=1, backend=cfg.env_backend,
-                                  seed=cfg.seed, tau_r=cfg.tau_r)
         return GroupVectorEnv(self.env_fn, num_groups=cfg.num_groups, group_size=cfg.group_size, backend=cfg.env_backend,
                               seed=cfg.seed, tau_r=cfg.tau_r)
 
-    def rollout(self, iteration: int, eval_: bool = False) -> Rollout:
+    def rollout(self, iteration: int) -> Rollout:
+        """One training rollout: B groups x G members on this iteration's tasks."""
         cfg = self.cfg
-        if eval_:
-            self.eval_envs = self.eval_envs or self._make_envs(eval_=True)
-            envs, seeds = self.eval_envs, task_seeds(cfg.seed, 0, cfg.eval_episodes, stream=1)
-            total, desc, seed = cfg.eval_episodes * cfg.max_steps, f"eval {iteration}", cfg.seed + 7_919
-        else:
-            self.envs = self.envs or self._make_envs()
-            envs, seeds = self.envs, task_seeds(cfg.seed, iteration, cfg.num_groups)
-            total, desc = cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}"
-            seed = cfg.seed * 100_003 + iteration
+        self.envs = self.envs or self._make_envs()
+        seeds = task_seeds(cfg.seed, iteration, cfg.num_groups)
         self.model.eval()
-        bar = _progress(total, desc, cfg.progress)
+        bar = _progress(cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress)
         try:
             with torch.no_grad():
-                return collect_rollout(envs, self.policy, seeds, seed=seed, history_k=cfg.history_k, on_step=bar.update)
+                return collect_rollout(self.envs, self.policy, seeds, seed=cfg.seed * 100_003 + iteration,
+                                       history_k=cfg.history_k, on_step=bar.update)
         finally:
             bar.close()
 
-    def evaluate(self, iteration: int) -> dict[str, Any]:
-        ro = self.rollout(iteration, eval_=True)
-        rec = {"iteration": iteration, "kind": "eval"}
-        rec.update(rollout_metrics(ro, self.cfg.tau_r, prefix="eval/"))
+    def eval_plan(self, split: str | None = None, episodes: int | None = None) -> EvalPlan:
+        """The fixed episode list of an evaluation on ``split`` (default: the eval split)."""
+        cfg = self.cfg
+        split = split or cfg.splits[1]
+        n = cfg.eval_episodes if episodes is None else episodes
+        fn = self.eval_env_fn if split == cfg.splits[1] else make_env_fn(cfg.env, split, cfg.max_steps)
+        return EvalPlan.for_env(fn, split, n, seed=cfg.seed + 7_919)
+
+    def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
+                 policy: Any = None) -> dict[str, Any]:
+        """Play the fixed evaluation plan of ``split`` with the policy; returns the eval record.
+
+        The record holds ``eval/success`` (won), ``eval/episodes``, ``eval/split``, the usual
+        rollout diagnostics under ``eval/``, and ``eval/won``: the per-episode wins, in plan order,
+        so that two evaluations can be compared pairwise (:func:`trainers.evaluation.paired_bootstrap_ci`).
+        """
+        cfg = self.cfg
+        plan = self.eval_plan(split, episodes)
+        fn = self.eval_env_fn if plan.split == cfg.splits[1] else make_env_fn(cfg.env, plan.split, cfg.max_steps)
+        self.model.eval()
+        bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress)
+        try:
+            with torch.no_grad():
+                ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update)
+        finally:
+            bar.close()
+        rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
+                               "eval/episodes": len(ro.trajectories)}
+        rec.update(rollout_metrics(ro, cfg.tau_r, prefix="eval/"))
+        rec["eval/won"] = episode_records(ro)["won"]
         return rec
+
+    def warm_start(self) -> dict[str, Any]:
+        """Behaviour cloning from the searching expert (``init: bc``); returns the ``init`` record."""
+        from trainers.sft import behaviour_clone, collect_demos
+
+        cfg = self.cfg
+        t0 = time.perf_counter()
+        demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed)
+        bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress)
+        try:
+            stats = behaviour_clone(self.policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
+                                    seed=cfg.seed, on_step=bar.update)
+        finally:
+            bar.close()
+        if self.ref_model is not None:  # the KL reference is the policy RL starts from
+            self.ref_model.load_state_dict(self.model.state_dict())
+        rec: dict[str, Any] = {"iteration": 0, "kind": "init", "init": "bc", "bc/expert_success": float(np.mean(wins)),
+                               "bc/expert_episodes": float(len(wins)), "time/init_s": time.perf_counter() - t0}
+        rec.update(stats)
+        return rec
+
+    def start_records(self) -> Iterator[dict[str, Any]]:
+        """Iteration 0, one record at a time: warm start, random baseline, evaluations of the policy
+        RL starts from (on the eval split and on the extra held-out split)."""
+        cfg = self.cfg
+        if cfg.resolved_init == "bc":
+            yield self.warm_start()
+        if cfg.eval_episodes:
+            if cfg.baseline_random:
+                base = self.evaluate(0, kind="baseline", policy=RandomPolicy(seed=cfg.seed))
+                base["baseline"] = "random admissible command (look, inventory, examine left out)"
+                yield base
+            yield self.evaluate(0)
+            if cfg.extra_eval_split and cfg.eval_extra_episodes:
+                yield self.evaluate(0, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra")
 
     # ------------------------------------------------------------------ checkpoints
     def _trainable_state(self) -> dict[str, torch.Tensor]:
@@ -301,8 +354,7 @@ class Trainer:
             "model": self._trainable_state(),
             "optimizer": self.optimizer.state_dict(),
             "rng": capture_rng(),
-            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1,
-                             "eval_seeds": task_seeds(self.cfg.seed, 0, self.cfg.eval_episodes, stream=1)},
+            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": self.cfg.seed + 7_919},
             "history": self.history,
         })
 
@@ -333,7 +385,8 @@ class Trainer:
         t0 = time.perf_counter()
         ro = self.rollout(iteration)
         arrays = ro.advantage_inputs()
-        adv = step_advantages(**arrays, config=self.adv_cfg)
+        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=cfg.seed * 1_000_003 + iteration)
+        adv = step_advantages(**arrays, config=adv_cfg)
         penalty = np.array([float(getattr(s.output, "penalty", 0.0) or 0.0) for s in ro.steps])
         step_adv = adv.steps - penalty
         t1 = time.perf_counter()
@@ -366,15 +419,23 @@ class Trainer:
         bar = _progress(cfg.iterations, "iterations", cfg.progress, leave=True)
         bar.update(self.start_iteration - 1)
         try:
+            if not resume:
+                for rec in self.start_records():
+                    self.history.append(rec)
+                    logger.log(rec)
+                self.save(0)
             for it in range(self.start_iteration, cfg.iterations + 1):
                 rec = self.train_iteration(it)
                 self.history.append(rec)
                 logger.log(rec)
                 last = it == cfg.iterations
                 if cfg.eval_episodes and ((cfg.eval_every and it % cfg.eval_every == 0) or last):
-                    ev = self.evaluate(it)
-                    self.history.append(ev)
-                    logger.log(ev)
+                    evs = [self.evaluate(it)]
+                    if last and cfg.extra_eval_split and cfg.eval_extra_episodes:
+                        evs.append(self.evaluate(it, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra"))
+                    for ev in evs:
+                        self.history.append(ev)
+                        logger.log(ev)
                 if it % cfg.save_every == 0 or last:
                     self.save(it)
                 bar.update(1)
@@ -386,10 +447,9 @@ class Trainer:
         return write_report(self.run_dir, self.history, cfg.to_dict())
 
     def close(self) -> None:
-        for envs in (self.envs, self.eval_envs):
-            if envs is not None:
-                envs.close()
-        self.envs = self.eval_envs = None
+        if self.envs is not None:
+            self.envs.close()
+        self.envs = None
 
 
 def _to_yaml(data: dict[str, Any]) -> str:

@@ -22,20 +22,18 @@ def make_backend(name: str, model: Any, tokenizer: Any, **kw: Any) -> Generation
     """Build a backend by name.
 
     * ``"transformers"`` / ``"hf"``: :class:`TransformersBackend(model, tokenizer, **kw)`.
-    * ``"vllm"``: :class:`~agents.backends.vllm_backend.VLLMBackend`; the engine loads the
-      checkpoint named by ``kw["model_path"]`` (default: ``model.config.name_or_path``) and its
-      weights are then synced from ``model``, so a trained in-memory model is what samples.
+    * ``"vllm"``: :func:`~agents.backends.vllm_backend.make_vllm_backend`: the engine loads the
+      checkpoint named by ``kw["model_path"]`` (default: ``model.config.name_or_path``, the
+      checkpoint the model was loaded from), its weights are synced from ``model``, and
+      :func:`~agents.backends.vllm_backend.check_engine_matches` proves the engine runs the
+      same architecture and weights (``check=False`` skips the log-prob comparison). With no
+      name at all it raises: a different model is never substituted.
     """
     key = str(name).strip().lower()
     if key in ("transformers", "hf"):
         return TransformersBackend(model, tokenizer, **kw)
     if key == "vllm":
-        from agents.backends.vllm_backend import VLLMBackend
+        from agents.backends.vllm_backend import make_vllm_backend
 
-        path = kw.pop("model_path", None) or getattr(getattr(model, "config", None), "name_or_path", None)
-        if not path or path == "HuggingFaceTB/SmolLM2-135M-Instruct":
-            path = "smollm2"
-        backend = VLLMBackend(str(path), tokenizer=tokenizer, **kw)
-        backend.sync_weights(model)
-        return backend
+        return make_vllm_backend(model, tokenizer, **kw)
     raise ValueError(f"unknown backend {name!r}; expected one of {BACKENDS}")

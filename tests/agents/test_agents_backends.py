@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 
 import pytest
 import torch
 
 from agents.backends import GenerationBackend, SamplingConfig, TransformersBackend, make_backend
 from agents.logprobs import processed_log_softmax, sequence_logprobs
+from agents.models import load_model
 
 PROMPTS = ["You arrive at cabinet 1. The cabinet 1 is closed.", "hi", "Your task is to: put a clean mug in drawer 2."]
 
@@ -141,12 +143,55 @@ def test_vllm_config_validation():
     from agents.backends.vllm_backend import VLLMConfig
 
     with pytest.raises(ValueError, match="gpu_memory_utilization"):
-        VLLMConfig(gpu_memory_utilization=1.5)
+        VLLMConfig(model="tiny", gpu_memory_utilization=1.5)
     with pytest.raises(ValueError, match="dtype"):
-        VLLMConfig(dtype="int8")
+        VLLMConfig(model="tiny", dtype="int8")
     with pytest.raises(ValueError, match="processed_logprobs"):
-        VLLMConfig(llm_kwargs={"logprobs_mode": "raw_logprobs"})
-    assert VLLMConfig().enable_sleep_mode
+        VLLMConfig(model="tiny", llm_kwargs={"logprobs_mode": "raw_logprobs"})
+    with pytest.raises(ValueError, match="device"):
+        VLLMConfig(model="tiny", device="tpu")
+    assert VLLMConfig(model="tiny").enable_sleep_mode and VLLMConfig(model="tiny").in_process
+
+
+def test_vllm_never_substitutes_a_model(tiny):
+    """Defect 2: an empty checkpoint name used to become SmolLM2; now it is an error, before vLLM loads."""
+    from agents.backends.vllm_backend import VLLMBackend, VLLMConfig
+
+    with pytest.raises(ValueError, match="model is empty"):
+        VLLMConfig()
+    with pytest.raises(ValueError, match="model is empty"):
+        VLLMBackend("")
+    model, tok = tiny
+    saved = model.config.name_or_path
+    try:
+        model.config.name_or_path = ""
+        with pytest.raises(ValueError, match="no name_or_path"):
+            make_backend("vllm", model, tok)
+    finally:
+        model.config.name_or_path = saved
+
+
+def test_vllm_refuses_a_checkpoint_of_another_architecture(tiny, tmp_path, monkeypatch):
+    """The engine's checkpoint is compared with the trained model before vLLM is even imported."""
+    from agents.backends.vllm_backend import ModelMismatchError, compare_architectures
+
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
+    model, tok = tiny
+    with pytest.raises(ModelMismatchError, match="hidden_size: engine 128 != model 64"):
+        make_backend("vllm", model, tok, model_path="tiny-128x2")
+    assert compare_architectures(model.config, model.config.to_dict()) == []
+    other, _ = load_model("tiny-llama")
+    assert "model_type: engine 'llama' != model 'qwen2'" in compare_architectures(other.config, model.config)
+
+
+def test_vllm_cpu_head_size_is_checked_with_a_clear_message(tmp_path):
+    from agents.backends.vllm_backend import _check_cpu_head_size
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 64, "num_attention_heads": 4}))
+    with pytest.raises(ValueError, match="head size 16.*tiny-128x2"):
+        _check_cpu_head_size(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 128, "num_attention_heads": 4}))
+    _check_cpu_head_size(tmp_path)
 
 
 def test_vllm_sampling_params_mapping():

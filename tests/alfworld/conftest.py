@@ -10,11 +10,20 @@ import pytest
 from progpo_envs.alfworld.engine import engine_available
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _alfworld_cache_dir(tmp_path_factory: pytest.TempPathFactory):
-    """Keep the materialized embedded games and the translation cache in the session's tmp dir."""
+@pytest.fixture(scope="session")
+def _alfworld_cache_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("progpo_cache")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _alfworld_cache_dir(_alfworld_cache_path: Path):
+    """Keep the materialized embedded games and the translation cache in the session's tmp dir.
+
+    Set per module (and undone after it) rather than for the whole session: PROGPO_CACHE_DIR
+    also moves the model cache, and the tests after this folder should keep the warm one.
+    """
     before = os.environ.get("PROGPO_CACHE_DIR")
-    os.environ["PROGPO_CACHE_DIR"] = str(tmp_path_factory.mktemp("progpo_cache"))
+    os.environ["PROGPO_CACHE_DIR"] = str(_alfworld_cache_path)
     yield
     if before is None:
         os.environ.pop("PROGPO_CACHE_DIR", None)

@@ -73,3 +73,43 @@ def test_generator_cli_writes_original_layout_and_games_are_won(alfworld_engine,
     env.close()
     traj = json.loads((files[0].parent / "traj_data.json").read_text())
     assert traj["task_type"] in TASK_TYPES and traj["scene"]["floor_plan"].startswith("FloorPlan30")
+
+
+def test_easy_splits_small_rooms_nothing_hidden_disjoint_floor_plans() -> None:
+    """easy-train / easy-valid: all six types, <= 8 receptacles, one instance per class, targets never
+    in closed receptacles, and held-out floor plans for easy-valid."""
+    import re
+
+    payload = load_archive(ARCHIVE)
+    games = {s: [g for g in payload["games"] if g["split"] == s] for s in ("easy-train", "easy-valid", "train", "valid")}
+    assert len(games["easy-train"]) == 144 and len(games["easy-valid"]) == 36
+    for split in ("easy-train", "easy-valid"):
+        assert Counter(g["traj_data"]["task_type"] for g in games[split]) == {t: len(games[split]) // 6 for t in TASK_TYPES}
+    plans = {s: {g["traj_data"]["scene"]["floor_plan"] for g in gs} for s, gs in games.items()}
+    assert not plans["easy-train"] & plans["easy-valid"]
+    assert plans["easy-valid"] <= plans["valid"] | set(plans["easy-valid"])  # same held-out pool as valid
+    assert not plans["easy-valid"] & plans["train"]
+    for g in games["easy-train"] + games["easy-valid"]:
+        problem = g["pddl_problem"]
+        receptacles = set(re.findall(r"\(receptacleType (\S+) ", problem)) - {"?r"}  # ?r: the goal
+        assert len(receptacles) <= 8
+        spec = TaskSpec.from_goal_pddl(problem)
+        typed = [(o, t) for o, t in re.findall(r"\(objectType (\S+) (\w+)Type\)", problem) if not o.startswith("?")]
+        targets = [o for o, t in typed if t == spec.object_type]
+        openable = set(re.findall(r"\(openable (\S+)\)", problem))
+        for obj in targets:
+            inside = re.search(rf"\(inReceptacle {re.escape(obj)} (\S+)\)", problem).group(1)
+            assert inside not in openable, f"{g['task_folder']}: target {obj} starts in a closed receptacle"
+        classes = Counter(t for _, t in typed)
+        assert all(n == 1 for t, n in classes.items() if not (t == spec.object_type and spec.task_type == "pick_two_obj_and_place"))
+    # easier than the standard split: shorter expert walkthroughs
+    mean = lambda gs: sum(len(g["walkthrough"]) for g in gs) / len(gs)  # noqa: E731
+    assert mean(games["easy-valid"]) < mean(games["valid"])
+
+
+def test_easy_difficulty_kwarg(alfworld_engine) -> None:
+    env = gym.make("ProGPO-ALFWorld-v0", difficulty="easy", split="valid")
+    assert env.unwrapped.split == "easy-valid"
+    obs, info = env.reset(seed=0)
+    assert info["task_id"] in env.unwrapped.task_ids and info["admissible_commands"]
+    env.close()

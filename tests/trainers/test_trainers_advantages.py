@@ -421,3 +421,46 @@ def test_rollout_fills_won_from_info_or_from_the_outcome():
             envs.close()
         assert [t.outcome for t in ro.trajectories] == [0.5, 1.0, 0.999]
         assert [t.won for t in ro.trajectories] == [False, True, False]
+
+
+# ----------------------------------------------------------------------------- benchmark controls
+def _two_groups(outcomes):
+    from trainers.advantages import step_advantages as sa  # noqa: F401
+
+    # group 0: trajectories 0, 1 (all failed); group 1: trajectories 2, 3 (one success); one step each
+    return dict(outcomes=np.array(outcomes, dtype=float), traj_group=np.array([0, 0, 1, 1]),
+                step_traj=np.array([0, 1, 2, 3]), step_index=np.zeros(4, dtype=int),
+                first_visit=np.array([True, False, True, False]))
+
+
+def test_gate_always_adds_progress_in_every_group():
+    from trainers.advantages import AdvantageConfig, step_advantages
+
+    kw = _two_groups([0, 0, 1, 0])
+    # P = [1, 0 | 1, 0] -> progress term (P - mean) / std = [+1, -1 | +1, -1]; GRPO on group 1 = [+1, -1]
+    gated = step_advantages(**kw, config=AdvantageConfig(eps=0.0)).steps
+    always = step_advantages(**kw, config=AdvantageConfig(eps=0.0, gate="always")).steps
+    np.testing.assert_allclose(gated, [1, -1, 1, -1])
+    np.testing.assert_allclose(always, [1, -1, 2, -2])  # all-failed group: same; success group: base + progress
+    with pytest.raises(ValueError, match="gate"):
+        AdvantageConfig(gate="sometimes")
+
+
+def test_shuffled_coverage_permutes_within_all_failed_groups_only():
+    from trainers.advantages import AdvantageConfig, shuffle_within_groups, step_advantages
+
+    gid = np.array([0, 0, 0, 1, 1, 1])
+    vals = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    mask = np.array([True] * 3 + [False] * 3)
+    seen = set()
+    for seed in range(30):
+        out = shuffle_within_groups(vals, gid, mask, seed)
+        np.testing.assert_allclose(out[3:], vals[3:])  # not all-failed: untouched
+        assert sorted(out[:3]) == sorted(vals[:3])  # a permutation of the group's own values
+        seen.add(tuple(out[:3]))
+    assert len(seen) > 1
+    kw = _two_groups([0, 0, 1, 0])
+    moved = [step_advantages(**kw, config=AdvantageConfig(eps=0.0, shuffle_coverage=True, shuffle_seed=s)).steps
+             for s in range(20)]
+    assert any(m[0] < 0 for m in moved) and any(m[0] > 0 for m in moved)  # the link to trajectories is broken
+    assert all(list(m[2:]) == [1, -1] for m in moved)  # success group: GRPO as before

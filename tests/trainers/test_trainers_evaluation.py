@@ -1,0 +1,89 @@
+"""Held-out evaluation: fixed episode plans, paired bootstrap, the RL-gain headline, baseline policy."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from trainers.evaluation import EvalPlan, RandomPolicy, paired_bootstrap_ci, run_eval
+from trainers.envs import make_env_fn
+from trainers.report import rl_gain, write_report
+
+
+def test_plan_spreads_episodes_evenly_over_tasks():
+    plan = EvalPlan.for_episodes("easy-valid", ["a", "b", "c"], 7, seed=3)
+    assert plan.episodes_per_task == 3 and plan.num_episodes == 9 >= 7
+    assert plan.episodes() == ["a"] * 3 + ["b"] * 3 + ["c"] * 3
+    seeds_only = EvalPlan.for_episodes("x", [], 4, seed=0)
+    assert seeds_only.num_episodes == 4
+
+
+def test_paired_bootstrap_ci():
+    rng = np.random.default_rng(0)
+    start = (rng.random(144) < 0.2).astype(int)
+    same = paired_bootstrap_ci(start, start, seed=0)
+    assert same == (0.0, 0.0, 0.0)
+    better = start.copy()
+    better[np.flatnonzero(start == 0)[:30]] = 1  # 30 more wins out of 144
+    diff, lo, hi = paired_bootstrap_ci(start, better, seed=0)
+    assert diff == pytest.approx(30 / 144) and 0 < lo < diff < hi
+    noisy = (rng.random(144) < 0.2).astype(int)  # an independent draw at the same rate
+    _, lo, hi = paired_bootstrap_ci(start, noisy, seed=0)
+    assert lo < 0 < hi
+    with pytest.raises(ValueError, match="equal-length"):
+        paired_bootstrap_ci([1, 0], [1])
+
+
+def test_rl_gain_reads_start_and_last_eval(tmp_path):
+    start = [0] * 100 + [1] * 44
+    end = [1] * 30 + [0] * 70 + [1] * 44
+    recs = [{"iteration": 0, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": 144,
+             "eval/success": np.mean(start), "eval/won": start},
+            {"iteration": 0, "kind": "baseline", "eval/split": "easy-valid", "eval/episodes": 144, "eval/success": 0.02},
+            {"iteration": 1, "kind": "train", "success": 0.3, "all_failed_frac": 0.5, "coverage_rate": 0.4},
+            {"iteration": 1, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": 144,
+             "eval/success": np.mean(end), "eval/won": end}]
+    g = rl_gain(recs)
+    assert g["start"] == pytest.approx(44 / 144) and g["end"] == pytest.approx(74 / 144)
+    assert g["diff"] == pytest.approx(30 / 144) and g["ci"][0] > 0
+    summary = write_report(tmp_path, recs, {"estimator": "progpo-grpo", "env": "alfworld"}).read_text()
+    assert "What RL changed" in summary and "excludes 0: RL improved" in summary and "random" in summary
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    assert rl_gain(recs[:1]) is None  # a single evaluation: nothing to compare
+
+
+def test_run_eval_is_reproducible_and_random_policy_skips_passive_commands():
+    fn = make_env_fn("rooms", "valid", max_steps=6)
+    plan = EvalPlan.for_episodes("valid", [], 5, seed=1)
+    a = run_eval(RandomPolicy(seed=0), fn, plan, batch=2)
+    b = run_eval(RandomPolicy(seed=0), fn, plan, batch=2)
+    assert len(a.trajectories) == 5
+    assert [t.won for t in a.trajectories] == [t.won for t in b.trajectories]
+    assert [s.action for s in a.steps] == [s.action for s in b.steps]
+    out = RandomPolicy(seed=0).act(["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20)
+    assert {o.action for o in out} == {"go to a"}
+
+
+@pytest.mark.slow
+def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_available):
+    """The default pipeline, shrunk: bc warm start -> iteration-0 evals -> RL -> final evals."""
+    from trainers.config import TrainConfig
+    from trainers.trainer import Trainer
+    import dataclasses
+
+    cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), iterations=1, num_groups=2, group_size=2,
+                              max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress=False,
+                              tensorboard=False, model="tiny")
+    report = Trainer(cfg).train()
+    recs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    kinds = [(r["iteration"], r["kind"]) for r in recs]
+    assert kinds == [(0, "init"), (0, "baseline"), (0, "eval"), (0, "eval_extra"), (1, "train"), (1, "eval"),
+                     (1, "eval_extra")]
+    evals = [r for r in recs if r["kind"] == "eval"]
+    for r in evals:
+        assert r["eval/split"] == "easy-valid" and r["eval/episodes"] == 36 and 0 <= r["eval/success"] <= 1
+        assert len(r["eval/won"]) == 36
+    assert [r["eval/split"] for r in recs if r["kind"] == "eval_extra"] == ["valid", "valid"]
+    assert recs[0]["bc/demos"] > 100 and recs[0]["bc/expert_success"] > 0  # 6 steps: the expert wins a few
+    assert "What RL changed" in report.read_text()
