@@ -1,26 +1,38 @@
-"""ProGPO(GRPO) vs GRPO on the embedded HARD ALFWorld split: same budget, same seeds.
+"""ProGPO(GRPO) vs GRPO where GRPO's credit trap exists, with the paper's two controls.
 
-    python benchmarks/progpo_vs_grpo.py --seeds 0 1 2 --iterations 8 --model tiny --out runs/bench_progpo_vs_grpo
+    python benchmarks/progpo_vs_grpo.py                       # 4 methods x 5 seeds, ~80 min on 2 cores
+    python benchmarks/progpo_vs_grpo.py --seeds 0 --iterations 2 --out /tmp/b   # a quick look
 
-Defaults (CPU-sized): tiny random LLM, candidate scoring with length-normalized scores, 2 tasks x
-4 trajectories per iteration, 10 steps, lr 2e-3, 2 mini-batches.
+Setting: the embedded ``easy`` ALFWorld games starting from a WEAK warm start (a short
+behaviour cloning of the searching expert, ``--bc-steps``): it still wins sometimes, but most
+groups of 8 fail completely, so GRPO sees zero advantage in most groups. One warm start is made
+once and shared by every run (same initial weights); runs of one seed share the task schedule
+and the sampling seeds; every method gets the same samples per iteration.
 
-Each (estimator, seed) pair is one training run of :class:`trainers.trainer.Trainer` with the
-identical config except ``estimator`` (so both see the same task schedule and the same initial
-weights for a seed). The script prints a table (success and all-failed fraction over training,
-mean +- std over seeds, and the last-third-of-training average with the per-seed difference
-ProGPO - GRPO) and writes ``curves.png`` and ``table.md`` into ``--out``. Runs already finished
-in ``--out`` are reused (``--fresh`` reruns them), so an interrupted benchmark can continue.
-Read what it shows: on a small budget the curves are noisy and the table says so.
+Methods (``--methods``):
+
+* ``grpo``: the base estimator;
+* ``progpo-grpo``: ProGPO: coverage-rate advantage in all-failed groups only;
+* ``always``: control, the progress term added in EVERY group (``progress_gate=always``);
+* ``shuffled``: control, coverage values permuted within each all-failed group before the
+  advantage (``shuffle_coverage``): same distribution of advantages, no link to what was explored;
+* ``gigpo`` / ``progpo-gigpo`` when asked for.
+
+Each run is ``python -m trainers.progpo`` in a subprocess (``--workers`` at a time, one torch
+thread each); finished runs in ``--out`` are reused (``--fresh`` reruns). The script prints and
+writes ``table.md`` (eval success on held-out ``easy-valid``, train success, all-failed fraction;
+mean and 95% CI over seeds; the samples each method needs to reach a success level) and
+``curves.png``, and ``results.json`` with every run's records.
 """
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
-import statistics
+import os
+import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,121 +41,200 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.config import TrainConfig  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
-ESTIMATORS = ("grpo", "progpo-grpo")
+METHODS = {
+    "grpo": ["--estimator", "grpo"],
+    "progpo-grpo": ["--estimator", "progpo-grpo"],
+    "always": ["--estimator", "progpo-grpo", "--progress-gate", "always"],
+    "shuffled": ["--estimator", "progpo-grpo", "--shuffle-coverage"],
+    "gigpo": ["--estimator", "gigpo"],
+    "progpo-gigpo": ["--estimator", "progpo-gigpo"],
+}
+#: two-sided 97.5% t quantiles by degrees of freedom (95% CI of a mean over seeds)
+T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
-def run_one(base: TrainConfig, estimator: str, seed: int, out: Path, fresh: bool) -> list[dict]:
-    run_dir = out / f"{estimator}_seed{seed}"
-    done = run_dir / "summary.md"
-    if done.exists() and not fresh:
-        return [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("kind") == "train"]
+def base_config(args: argparse.Namespace) -> dict:
+    return dict(env="alfworld", train_split="easy-train", eval_split="easy-valid", model=args.model,
+                policy_mode="score", template="alfworld-memory", history_k=1, max_steps=args.max_steps,
+                iterations=args.iterations, num_groups=args.num_groups, group_size=args.group_size, lr=args.lr,
+                num_minibatches=4, init="none", eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                eval_extra_split="none", baseline_random=False, torch_threads=1, env_backend="sync",
+                progress=False, tensorboard=False, device="cpu", save_every=args.iterations)
+
+
+def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
+    """The shared initial weights: a short behaviour cloning of the searching expert."""
+    path = out / "init_model.pt"
+    if path.exists() and not args.fresh:
+        return path
+    import dataclasses
+
+    import torch
+
+    from trainers.config import TrainConfig
     from trainers.trainer import Trainer
 
-    cfg = dataclasses.replace(base, estimator=estimator, seed=seed, output_dir=str(run_dir))
+    torch.set_num_threads(1)
+    cfg = dataclasses.replace(TrainConfig(**base_config(args)), init="bc", bc_steps=args.bc_steps,
+                              output_dir=str(out / "warm_start"))
     t0 = time.perf_counter()
-    Trainer(cfg).train()
-    print(f"  {estimator:12s} seed {seed}: {time.perf_counter() - t0:7.1f} s", flush=True)
-    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r.get("kind") == "train"]
+    trainer = Trainer(cfg)
+    rec = trainer.warm_start()
+    trainer.save_weights(path)
+    (out / "warm_start.json").write_text(json.dumps(rec))
+    print(f"warm start: {args.bc_steps} bc steps, held-out step accuracy {rec['bc/step_accuracy']:.3f}, "
+          f"{time.perf_counter() - t0:.0f} s -> {path}", flush=True)
+    return path
 
 
-def curve(records: list[dict], key: str, n: int) -> np.ndarray:
-    vals = np.full(n, np.nan)
-    for r in records:
-        if 1 <= r["iteration"] <= n and key in r:
-            vals[r["iteration"] - 1] = r[key]
-    return vals
+def run_one(method: str, seed: int, args: argparse.Namespace, out: Path, config: Path) -> list[dict]:
+    run_dir = out / f"{method}_seed{seed}"
+    if (run_dir / "summary.md").exists() and not args.fresh:
+        return read_metrics(run_dir / "metrics.jsonl")
+    cmd = [sys.executable, "-m", "trainers.progpo", "--config", str(config), "--seed", str(seed),
+           "--output-dir", str(run_dir), *METHODS[method]]
+    t0 = time.perf_counter()
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{method} seed {seed} failed ({proc.returncode}):\n{proc.stderr[-2000:]}")
+    print(f"  {method:13s} seed {seed}: {time.perf_counter() - t0:6.0f} s", flush=True)
+    return read_metrics(run_dir / "metrics.jsonl")
+
+
+def curve(records: list[dict], key: str, kind: str, iterations: list[int]) -> np.ndarray:
+    by_it = {r["iteration"]: r.get(key) for r in records if r.get("kind") == kind}
+    return np.array([np.nan if by_it.get(i) is None else float(by_it[i]) for i in iterations])
+
+
+def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean over seeds (axis 0) and the half-width of its 95% t interval."""
+    n = x.shape[0]
+    m = np.nanmean(x, axis=0)
+    if n < 2:
+        return m, np.zeros_like(m)
+    return m, T975.get(n - 1, 1.96) * np.nanstd(x, axis=0, ddof=1) / np.sqrt(n)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument("--methods", nargs="+", default=["grpo", "progpo-grpo", "always", "shuffled"], choices=list(METHODS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--iterations", type=int, default=8)
-    ap.add_argument("--model", default="tiny")
-    ap.add_argument("--split", default="hard")
-    ap.add_argument("--num-groups", type=int, default=2)
-    ap.add_argument("--group-size", type=int, default=4)
-    ap.add_argument("--max-steps", type=int, default=10)
-    ap.add_argument("--lr", type=float, default=2e-3)
-    ap.add_argument("--policy-mode", default="score")
-    ap.add_argument("--score-norm", default="mean", help="mean: length-normalized candidate scores (LLMPolicy score_norm)")
-    ap.add_argument("--history-k", type=int, default=1)
-    ap.add_argument("--num-minibatches", type=int, default=2)
-    ap.add_argument("--torch-threads", type=int, default=1)
-    ap.add_argument("--env-backend", default="async", help="async: a crashing engine worker is restarted, not fatal")
+    ap.add_argument("--num-groups", type=int, default=4)
+    ap.add_argument("--group-size", type=int, default=8)
+    ap.add_argument("--max-steps", type=int, default=20)
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--bc-steps", type=int, default=60, help="length of the (weak) shared warm start")
+    ap.add_argument("--eval-every", type=int, default=4)
+    ap.add_argument("--eval-episodes", type=int, default=36)
+    ap.add_argument("--model", default="tiny-128x2")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3])
     ap.add_argument("--out", default="runs/bench_progpo_vs_grpo")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args()
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    base = TrainConfig(env="alfworld", train_split=args.split, eval_split=args.split, model=args.model,
-                       policy_mode=args.policy_mode, score_norm=args.score_norm, history_k=args.history_k,
-                       num_minibatches=args.num_minibatches, torch_threads=args.torch_threads, env_backend=args.env_backend,
-                       max_steps=args.max_steps, iterations=args.iterations,
-                       num_groups=args.num_groups, group_size=args.group_size, lr=args.lr, eval_episodes=0,
-                       progress=False, tensorboard=False, device="cpu", save_every=args.iterations)
-    print(f"ProGPO(GRPO) vs GRPO on ALFWorld split={args.split}: model {args.model} ({args.policy_mode}), "
-          f"score_norm {args.score_norm}, {args.iterations} iterations x {args.num_groups} tasks x "
-          f"{args.group_size} members, max {args.max_steps} steps, lr {args.lr}, seeds {args.seeds}", flush=True)
-    results: dict[str, list[list[dict]]] = {e: [] for e in ESTIMATORS}
-    for seed in args.seeds:
-        for est in ESTIMATORS:
-            results[est].append(run_one(base, est, seed, out, args.fresh))
+    t_start = time.perf_counter()
+    init = make_warm_start(args, out)
+    import yaml
+
+    config = out / "run.yaml"
+    config.write_text(yaml.safe_dump({**base_config(args), "init_weights": str(init)}, sort_keys=False))
+    print(f"ProGPO vs GRPO on ALFWorld easy-train (eval easy-valid): {args.methods} x seeds {args.seeds}, "
+          f"{args.iterations} iterations x {args.num_groups} tasks x {args.group_size} members, max {args.max_steps} "
+          f"steps, lr {args.lr}, warm start {args.bc_steps} bc steps, {args.workers} workers", flush=True)
+    jobs = [(m, s) for s in args.seeds for m in args.methods]
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        recs = dict(zip(jobs, pool.map(lambda j: run_one(j[0], j[1], args, out, config), jobs)))
     n = args.iterations
-    keys = (("success", "success"), ("all_failed_frac", "all-failed frac"), ("coverage_rate", "coverage rate"),
-            ("repeated_action_rate", "repeated-action rate"), ("adv/nonzero_frac", "steps with non-zero advantage"),
-            ("update/optimizer_steps", "optimizer steps per iteration"))
-    tail = max(1, n // 3)
-    lines = [f"# ProGPO(GRPO) vs GRPO, ALFWorld `{args.split}`", "",
-             f"model `{args.model}` ({args.policy_mode} mode, score_norm {args.score_norm}), lr {args.lr}, {n} iterations x {args.num_groups} tasks x "
-             f"{args.group_size} trajectories, max {args.max_steps} steps, seeds {args.seeds}; "
-             f"mean +- std over seeds; 'last {tail}' = mean of the last {tail} iterations.", "",
-             "| metric | estimator | first iteration | last iteration | last " + str(tail) + " (mean +- std) |",
-             "|---|---|---:|---:|---:|"]
-    for key, label in keys:
-        for est in ESTIMATORS:
-            c = np.stack([curve(r, key, n) for r in results[est]])
-            last = np.nanmean(c[:, -tail:], axis=1)
-            lines.append(f"| {label} | {est} | {np.nanmean(c[:, 0]):.3f} | {np.nanmean(c[:, -1]):.3f} | "
-                         f"{last.mean():.3f} +- {last.std():.3f} |")
-    diffs = []
-    for key, label in keys[:2]:
-        a = np.array([np.nanmean(curve(r, key, n)[-tail:]) for r in results["progpo-grpo"]])
-        b = np.array([np.nanmean(curve(r, key, n)[-tail:]) for r in results["grpo"]])
-        d = a - b
-        diffs.append(f"- {label}, ProGPO - GRPO (last {tail}, per seed): " + ", ".join(f"{x:+.3f}" for x in d)
-                     + f"; mean {d.mean():+.3f}")
-    lines += ["", *diffs, ""]
+    its = list(range(1, n + 1))
+    eval_its = sorted({r["iteration"] for r in recs[jobs[0]] if r.get("kind") == "eval"})
+    per_iter = args.num_groups * args.group_size
+    lines = [f"# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid", "",
+             f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, memory prompt), shared weak "
+             f"warm start ({args.bc_steps} bc steps), {n} iterations x {args.num_groups} tasks x {args.group_size} "
+             f"trajectories ({per_iter} episodes, same schedule for every method of a seed), max {args.max_steps} steps, "
+             f"lr {args.lr}, seeds {args.seeds}. Mean over seeds, +- the half-width of the 95% t interval.", ""]
+    head = "| method | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train it 1 | train last 3 | all-failed it 1 | all-failed last 3 | coverage last 3 |"
+    lines += ["## Success and all-failed fraction", "", head, "|---" * (head.count("|") - 1) + "|"]
+    summary: dict[str, dict] = {}
+    for m in args.methods:
+        runs = [recs[(m, s)] for s in args.seeds]
+        ev = np.stack([curve(r, "eval/success", "eval", eval_its) for r in runs])
+        tr = np.stack([curve(r, "success", "train", its) for r in runs])
+        af = np.stack([curve(r, "all_failed_frac", "train", its) for r in runs])
+        cov = np.stack([curve(r, "coverage_rate", "train", its) for r in runs])
+        ev_m, ev_h = mean_ci(ev)
+        t1, t1h = mean_ci(tr[:, :1])
+        tl, tlh = mean_ci(np.nanmean(tr[:, -3:], axis=1, keepdims=True))
+        a1, a1h = mean_ci(af[:, :1])
+        al, alh = mean_ci(np.nanmean(af[:, -3:], axis=1, keepdims=True))
+        cl, clh = mean_ci(np.nanmean(cov[:, -3:], axis=1, keepdims=True))
+        cells = [f"{a:.3f} +- {h:.3f}" for a, h in zip(ev_m, ev_h)]
+        cells += [f"{t1[0]:.3f} +- {t1h[0]:.3f}", f"{tl[0]:.3f} +- {tlh[0]:.3f}", f"{a1[0]:.3f} +- {a1h[0]:.3f}",
+                  f"{al[0]:.3f} +- {alh[0]:.3f}", f"{cl[0]:.3f} +- {clh[0]:.3f}"]
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        summary[m] = {"eval": ev.tolist(), "train": tr.tolist(), "all_failed": af.tolist(), "coverage": cov.tolist()}
+    # samples to reach a train success level (mean over seeds of the running mean of 2 iterations)
+    lines += ["", "## Episodes needed to reach a train success level", "",
+              "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+              f"as episodes ({per_iter} per iteration); '-' = not within {n} iterations.", "",
+              "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
+              "|---" * (len(args.levels) + 1) + "|"]
+    for m in args.methods:
+        tr = np.nanmean(np.array(summary[m]["train"]), axis=0)
+        smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
+        cells = []
+        for lv in args.levels:
+            hit = np.flatnonzero(smooth >= lv)
+            cells.append(str((int(hit[0]) + 1) * per_iter) if hit.size else "-")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    # paired (by seed) differences against grpo on the final eval
+    if "grpo" in summary:
+        lines += ["", "## Final held-out eval success minus GRPO's, paired by seed", ""]
+        base = np.array(summary["grpo"]["eval"])[:, -1]
+        for m in args.methods:
+            if m == "grpo":
+                continue
+            d = np.array(summary[m]["eval"])[:, -1] - base
+            mm, hh = mean_ci(d[:, None])
+            lines.append(f"- {m} - grpo: {mm[0]:+.3f} +- {hh[0]:.3f} (per seed: " + ", ".join(f"{x:+.3f}" for x in d) + ")")
+    lines += ["", f"Total wall time: {(time.perf_counter() - t_start) / 60:.1f} min.", ""]
     table = "\n".join(lines)
     print(table)
     (out / "table.md").write_text(table + "\n")
-    try:
-        import matplotlib
+    (out / "results.json").write_text(json.dumps({"args": vars(args), "eval_iterations": eval_its, "methods": summary}))
+    plot(summary, args, its, eval_its, out / "curves.png")
+    print(f"plot: {out / 'curves.png'}  table: {out / 'table.md'}")
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
 
-        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
-        xs = np.arange(1, n + 1)
-        for ax, (key, label) in zip(axes, keys[:3]):
-            for est in ESTIMATORS:
-                c = np.stack([curve(r, key, n) for r in results[est]])
-                m, s = np.nanmean(c, 0), np.nanstd(c, 0)
-                ax.plot(xs, m, marker="o", label=est)
-                ax.fill_between(xs, m - s, m + s, alpha=0.2)
-            ax.set_title(label)
-            ax.set_xlabel("iteration")
-            ax.grid(alpha=0.3)
-        axes[0].legend()
-        fig.suptitle(f"ALFWorld {args.split}: ProGPO(GRPO) vs GRPO, {len(args.seeds)} seeds")
-        fig.tight_layout()
-        fig.savefig(out / "curves.png", dpi=100)
-        print(f"plot: {out / 'curves.png'}  table: {out / 'table.md'}")
-    except ImportError:
-        pass
-    (out / "results.json").write_text(json.dumps({e: results[e] for e in ESTIMATORS}))
+def plot(summary: dict, args: argparse.Namespace, its: list[int], eval_its: list[int], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
+    panels = (("eval", "held-out eval success (easy-valid)", eval_its), ("train", "train success", its),
+              ("all_failed", "all-failed group fraction", its))
+    for ax, (key, title, xs) in zip(axes, panels):
+        for m, data in summary.items():
+            mean, half = mean_ci(np.array(data[key]))
+            ax.plot(xs, mean, marker="o", label=m)
+            ax.fill_between(xs, mean - half, mean + half, alpha=0.15)
+        ax.set_title(title)
+        ax.set_xlabel("iteration")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0].legend()
+    fig.suptitle(f"ALFWorld easy, weak warm start: mean and 95% CI over {len(args.seeds)} seeds")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
 
 
 if __name__ == "__main__":

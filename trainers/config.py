@@ -65,6 +65,7 @@ class TrainConfig:
     bc_batch_size: int = 16
     bc_lr: float = 2e-3
     bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
+    init_weights: str = ""  # a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else
     # estimator (DESIGN.md section 5)
     estimator: str = "progpo-grpo"
     gamma: float = 0.95

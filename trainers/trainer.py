@@ -116,6 +116,8 @@ class Trainer:
         np.random.seed(cfg.seed % 2**32)
         self.policy = policy if policy is not None else build_policy(cfg, self.device)
         self.model: torch.nn.Module = self.policy.model
+        if cfg.init_weights:
+            self.load_weights(cfg.init_weights)
         train_split, eval_split = cfg.splits
         self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps)
         self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps)
@@ -316,6 +318,25 @@ class Trainer:
                                "bc/expert_episodes": float(len(wins)), "time/init_s": time.perf_counter() - t0}
         rec.update(stats)
         return rec
+
+    def load_weights(self, path: str | Path) -> None:
+        """Load a ``state_dict`` file (as :meth:`save_weights` writes) into the model; clear errors."""
+        p = Path(path)
+        if not p.is_file():
+            raise CheckpointError(f"init_weights {p} does not exist")
+        try:
+            state = torch.load(p, map_location="cpu", weights_only=True)
+            self.model.load_state_dict(state)
+        except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
+            raise CheckpointError(f"init_weights {p} cannot be loaded into model {self.cfg.model!r} "
+                                  f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
+
+    def save_weights(self, path: str | Path) -> Path:
+        """Write the model's ``state_dict`` (e.g. a warm start shared by several runs)."""
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, p)
+        return p
 
     def start_records(self) -> Iterator[dict[str, Any]]:
         """Iteration 0, one record at a time: warm start, random baseline, evaluations of the policy
