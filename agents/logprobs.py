@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["candidate_logprobs", "processed_log_softmax", "sequence_logprobs"]
+__all__ = ["candidate_logprobs", "logprob_mismatch", "processed_log_softmax", "sequence_logprobs"]
 
 
 def processed_log_softmax(
@@ -181,3 +181,36 @@ def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tenso
     except TypeError:  # models without logits_to_keep
         out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
     return out.logits
+
+
+def logprob_mismatch(old: Sequence[Any], new: Sequence[Any]) -> dict[str, float]:
+    """How far the sampler's log-probs are from the trainer's, over every response token.
+
+    ``old[i]`` / ``new[i]``: per-token log-probs of step ``i``'s response (lists or tensors of
+    equal length), e.g. the rollout engine's (vLLM) ``old_logprobs`` and the trainer's
+    recompute of the same tokens. Returns ``logprob_mismatch_max`` / ``_mean`` (of
+    ``|old - new|``, nats) and ``logprob_mismatch_tokens`` (how many tokens were compared; 0
+    gives zeros). The PPO ratio of a token starts at ``exp(new - old)`` when ``old`` is not
+    recomputed, so a max of 0.18 means some ratios start ~20% away from 1.
+
+    >>> logprob_mismatch([[-1.0, -2.0], [-0.5]], [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])])
+    {'logprob_mismatch_max': 0.5, 'logprob_mismatch_mean': 0.25, 'logprob_mismatch_tokens': 3.0}
+    """
+    if len(old) != len(new):
+        raise ValueError(f"{len(old)} old and {len(new)} new log-prob sequences")
+    parts = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        a_t = torch.as_tensor(a, dtype=torch.float64).detach().reshape(-1).cpu()
+        b_t = torch.as_tensor(b.detach() if isinstance(b, torch.Tensor) else b, dtype=torch.float64).reshape(-1).cpu()
+        if a_t.numel() != b_t.numel():
+            raise ValueError(f"step {i}: {a_t.numel()} old and {b_t.numel()} new log-probs")
+        parts.append((a_t - b_t).abs())
+    diff = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+    finite = diff[torch.isfinite(diff)]
+    if finite.numel() < diff.numel():  # -inf on one side only: report it, do not hide it
+        return {"logprob_mismatch_max": float("inf"), "logprob_mismatch_mean": float("inf"),
+                "logprob_mismatch_tokens": float(diff.numel())}
+    if diff.numel() == 0:
+        return {"logprob_mismatch_max": 0.0, "logprob_mismatch_mean": 0.0, "logprob_mismatch_tokens": 0.0}
+    return {"logprob_mismatch_max": float(diff.max()), "logprob_mismatch_mean": float(diff.mean()),
+            "logprob_mismatch_tokens": float(diff.numel())}

@@ -1,6 +1,6 @@
 """Group-relative advantage estimators: GRPO, RLOO, GiGPO and ProGPO on top of any of them.
 
-Pure numpy functions, no env, no model. Notation follows the ProGPO paper (DESIGN.md section 5):
+Pure numpy functions, no env, no model. Notation follows the ProGPO paper (its advantage section):
 
 - ``R_i``: outcome reward of trajectory ``i`` in a group of ``G`` trajectories of one task.
 - ``P_i``: progress of trajectory ``i`` = first-visit coverage rate ``(D_i - 1) / T_i``

@@ -59,8 +59,12 @@ def ppo_clip_loss(
     ``advantages`` holds one value per token (the step's advantage broadcast over its response
     tokens). ``weight`` rescales the returned loss (gradient accumulation over micro-batches:
     ``tokens in micro-batch / tokens in mini-batch``) without changing the diagnostics.
-    ``entropies``: exact per-token entropies (with grad) when the policy computes them; else
-    the sampled-token estimate ``-mean(log pi(a_t))`` is used (no full-vocabulary pass).
+    ``entropies``: exact per-token entropies of the sampling distribution, WITH grad
+    (``LLMPolicy.compute_logprobs_and_entropy``). The entropy bonus (``entropy_coef > 0``)
+    needs them: the sampled-token estimate ``-mean(log pi(a_t))`` has zero expected gradient
+    on-policy (``E_pi[grad log pi] = 0``), so it would add noise, not entropy; without
+    ``entropies`` the bonus raises ``ValueError``. With ``entropy_coef == 0`` the reported
+    ``entropy`` is that estimate, detached (a diagnostic only).
     """
     if not (logprobs.shape == old_logprobs.shape == advantages.shape):
         raise ValueError(f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, "
@@ -70,7 +74,16 @@ def ppo_clip_loss(
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
     pg_loss = torch.maximum(unclipped, clipped).mean()
-    entropy = entropies.mean() if entropies is not None else -logprobs.mean()
+    if entropies is not None:
+        if entropies.shape != logprobs.shape:
+            raise ValueError(f"shape mismatch: entropies {tuple(entropies.shape)}, logprobs {tuple(logprobs.shape)}")
+        entropy = entropies.mean()
+    elif entropy_coef > 0:
+        raise ValueError("entropy_coef > 0 needs the exact per-token entropies (entropies=..., with grad): the "
+                         "sampled-token estimate -mean(log pi(a)) has zero expected gradient on-policy; use a policy "
+                         "with compute_logprobs_and_entropy or set entropy_coef 0")
+    else:
+        entropy = -logprobs.detach().mean()
     loss = pg_loss - entropy_coef * entropy
     if ref_logprobs is not None and kl_coef > 0:
         kl = low_var_kl(logprobs, ref_logprobs).mean()

@@ -35,7 +35,7 @@ import numpy as np
 
 from trainers.advantages import factorize
 
-__all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info"]
+__all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info", "step_seed"]
 
 
 #: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
@@ -93,6 +93,8 @@ class Rollout:
     trajectories: list[Trajectory] = field(default_factory=list)
     seconds: float = 0.0
     response_tokens: int = 0
+    policy_seconds: float = 0.0  # inside policy.act (generation / scoring)
+    env_seconds: float = 0.0  # inside envs.step
 
     def advantage_inputs(self) -> dict[str, np.ndarray]:
         """Flat arrays for :func:`trainers.advantages.step_advantages`."""
@@ -131,6 +133,16 @@ def _state_of(info: Mapping[str, Any], obs: str) -> str:
     return str(canon) if canon is not None else str(obs)
 
 
+def step_seed(seed: int, k: int) -> int:
+    """The policy's sampling seed at vector step ``k``; below 2**63 for any ``seed`` (issue 11:
+    ``seed * 1_000_003`` alone overflowed ``torch.Generator.manual_seed`` above ~1.8e8 * 1e5).
+
+    >>> step_seed(3, 2), step_seed(2**62, 0) < 2**63
+    (3000011, True)
+    """
+    return (int(seed) * 1_000_003 + int(k)) % (2**63 - 1)
+
+
 def collect_rollout(
     envs: Any,
     policy: Policy,
@@ -146,9 +158,12 @@ def collect_rollout(
     Members of a group that already finished keep being stepped with a no-op ``""`` (the
     vector env auto-resets a finished group); those transitions are not recorded.
     ``seed`` makes the policy's sampling deterministic: step k of the rollout uses
-    ``seed * 1_000_003 + k``. ``options``: one reset-options dict per group (e.g. a
-    ``{"task_id": ...}``) for this reset. The policy gets each member's whole episode so far as
-    its history (it shows the last ``history_k`` steps; memory templates summarize all of them).
+    ``(seed * 1_000_003 + k) mod (2**63 - 1)`` (:func:`step_seed`: any seed fits
+    ``torch.Generator.manual_seed`` and vLLM; the fold is the identity below ~9e12).
+    ``options``: one reset-options dict per group (e.g. a ``{"task_id": ...}``) for this reset.
+    The policy gets each member's whole episode so far as its history (it shows the last
+    ``history_k`` steps; memory templates summarize all of them). ``policy_seconds`` /
+    ``env_seconds`` of the result split the wall time between ``policy.act`` and ``envs.step``.
     """
     t0 = time.perf_counter()
     n, g_size = envs.num_envs, envs.group_size
@@ -172,9 +187,12 @@ def collect_rollout(
         if k >= max_env_steps:
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]
+        t_act = time.perf_counter()
         outputs = policy.act([obs[i] for i in idx], [minfo[i] for i in idx],
                              [list(histories[i]) for i in idx],
-                             seed=seed * 1_000_003 + k) if idx else []
+                             seed=step_seed(seed, k)) if idx else []
+        t_env = time.perf_counter()
+        ro.policy_seconds += t_env - t_act
         if len(outputs) != len(idx):
             raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
         # finished members wait (action ignored); members of finished groups play a discarded
@@ -183,6 +201,7 @@ def collect_rollout(
         for i, out in zip(idx, outputs):
             actions[i] = out.action if out.action is not None else ""
         next_obs, rewards, terms, truncs, infos = envs.step(actions)
+        ro.env_seconds += time.perf_counter() - t_env
         next_obs = list(next_obs)
         for i, out in zip(idx, outputs):
             info = member_info(infos, i)

@@ -103,7 +103,7 @@ class TransformersBackend:
         if seed is None:
             gen.seed()
         else:
-            gen.manual_seed(int(seed))
+            gen.manual_seed(int(seed) % (2**63 - 1))  # any int seed (manual_seed takes < 2**64)
         results: list[Generation] = []
         was_training = self.model.training
         self.model.eval()

@@ -22,7 +22,8 @@ are ``import vllm``; each needs its own environment.
 * On CUDA ``sleep()`` / ``wake_up()`` free and restore the engine's memory so training can use
   the same GPU between rollouts (``enable_sleep_mode``). On CPU there is no sleep mode, no
   CUDA graphs (``enforce_eager``), the KV cache is ``VLLM_CPU_KVCACHE_SPACE`` GiB (default 1
-  here) and the engine does not pin threads (``VLLM_CPU_OMP_THREADS_BIND=nobind``). vLLM's CPU
+  here), the engine does not pin threads (``VLLM_CPU_OMP_THREADS_BIND=nobind``) and prompts are
+  never prefilled in chunks (chunked prefill + seeded sampling crashes vLLM 0.32 on CPU). vLLM's CPU
   attention only takes head sizes 32, 64, 80, ... (not the default ``tiny``'s 16: use
   ``tiny-<H>x<L>``, heads of 32).
 
@@ -111,7 +112,7 @@ class VLLMConfig:
     Attributes:
         model: ``"smollm2"``, ``"tiny[-<H>x<L>]"``, a local directory or a hub name
             (:func:`agents.models.materialize`). Required: there is no default model.
-        dtype: engine dtype (``"auto"``: the checkpoint's, ``"float32"``, ``"float16"``,
+        dtype: engine dtype (``"auto"``: vLLM's choice, bf16 for an fp32 checkpoint; ``"float32"``, ``"float16"``,
             ``"bfloat16"``).
         gpu_memory_utilization: fraction of GPU memory vLLM may take, in (0, 1] (CUDA only).
         max_model_len: context length.
@@ -296,6 +297,13 @@ class VLLMBackend:
             os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
             engine_kw["distributed_executor_backend"] = "uni"
         engine_kw.update(llm_kwargs)
+        if on_cpu:
+            # vLLM 0.32 on CPU: a prompt prefilled in chunks discards the token sampled after each
+            # partial chunk and rewinds the request's seeded generator with set_offset(), which CPU
+            # generators lack ("CPU Generator does not use offset"). So prompts are never split:
+            # a step takes whole prompts only, up to max_num_batched_tokens.
+            engine_kw.setdefault("enable_chunked_prefill", False)
+            engine_kw.setdefault("max_num_batched_tokens", max(int(cfg.max_model_len), 16384))
         self.llm = vllm.LLM(**engine_kw)
         self.tokenizer = tokenizer
         self.on_cpu = on_cpu
@@ -487,12 +495,28 @@ def _model_name(model: Any) -> str:
     return str(getattr(getattr(base, "config", None), "name_or_path", "") or "").strip()
 
 
+def _engine_dtype_for(model: Any) -> str:
+    """The engine dtype that matches the trained model's compute: its parameters' dtype (a
+    model kept in fp32 with bf16 autocast should pass ``dtype="bfloat16"`` explicitly)."""
+    import torch
+
+    dtypes = {p.dtype for p in model.parameters()}
+    for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
+        if dt in dtypes:
+            return name
+    return "float32"
+
+
 def make_vllm_backend(model: Any, tokenizer: Any, model_path: str | None = None, *, check: bool = True,
                       **kw: Any) -> VLLMBackend:
     """A :class:`VLLMBackend` that samples from ``model``: the engine loads ``model_path``
     (default: the checkpoint ``model`` was loaded from, ``model.config.name_or_path``), the
     architectures are compared BEFORE the (slow) engine start, the weights are synced from
     ``model``, and :func:`check_engine_matches` runs (``check=False`` skips the log-prob part).
+    ``dtype`` (default ``"auto"``) means the trained model's parameter dtype here, not vLLM's
+    "auto" (which runs fp32 checkpoints in bf16 and would put ~0.05 nats of noise between the
+    engine's and the trainer's log-probs). ``**kw``: :class:`VLLMConfig` fields / ``vllm.LLM``
+    arguments.
 
     Raises :class:`ValueError` when no checkpoint is known (nothing is ever substituted),
     :class:`~agents.models.ModelLoadError` when it cannot be found, :class:`ModelMismatchError`
@@ -515,6 +539,8 @@ def make_vllm_backend(model: Any, tokenizer: Any, model_path: str | None = None,
         if diffs:
             raise ModelMismatchError(f"checkpoint {path!r} ({ckpt}) is not the trained model's architecture: "
                                      + "; ".join(diffs) + "; pass model_path= the checkpoint the model came from")
+    if kw.get("dtype", "auto") == "auto":  # vLLM's "auto" runs fp32 checkpoints in bf16: match the trainer
+        kw["dtype"] = _engine_dtype_for(model)
     backend = VLLMBackend(str(ckpt), tokenizer=tokenizer, **kw)
     backend.sync_weights(model)
     if check:

@@ -23,18 +23,11 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
+from progpo_envs.cache import cache_root  # noqa: F401  (re-exported: fast.py and older callers import it here)
+
 ARCHIVE = Path(__file__).parent / "data" / "generated_games.json.xz"
 EMBEDDED_SPLITS = ("train", "valid", "hard", "easy-train", "easy-valid")
 FORMAT = 1
-
-
-def cache_root() -> Path:
-    """Root of the package's caches: ``$PROGPO_CACHE_DIR`` or ``~/.cache/progpo``."""
-    env = os.environ.get("PROGPO_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "progpo"
 
 
 def _logic_hash(domain: str, grammar: str) -> str:

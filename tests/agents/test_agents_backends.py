@@ -184,6 +184,32 @@ def test_vllm_refuses_a_checkpoint_of_another_architecture(tiny, tmp_path, monke
     assert "model_type: engine 'llama' != model 'qwen2'" in compare_architectures(other.config, model.config)
 
 
+def test_logprob_mismatch_metric():
+    from agents.logprobs import logprob_mismatch
+
+    m = logprob_mismatch([[-1.0, -2.0], [-0.5], []], [torch.tensor([-1.1, -2.0]), torch.tensor([-0.2]), torch.zeros(0)])
+    assert m["logprob_mismatch_tokens"] == 3
+    assert m["logprob_mismatch_max"] == pytest.approx(0.3) and m["logprob_mismatch_mean"] == pytest.approx(0.4 / 3)
+    assert logprob_mismatch([], []) == {"logprob_mismatch_max": 0.0, "logprob_mismatch_mean": 0.0,
+                                        "logprob_mismatch_tokens": 0.0}
+    assert logprob_mismatch([[-1.0]], [[float("-inf")]])["logprob_mismatch_max"] == float("inf")
+    with pytest.raises(ValueError, match="step 0"):
+        logprob_mismatch([[-1.0, -2.0]], [[-1.0]])
+    with pytest.raises(ValueError, match="sequences"):
+        logprob_mismatch([[-1.0]], [])
+
+
+def test_backends_accept_any_integer_seed(setup):
+    from agents.backends.vllm_backend import _fold_seed
+
+    model, tok, be, prompts = setup
+    big = 2**64 + 12345  # torch.Generator.manual_seed alone rejects >= 2**64
+    a = be.generate(prompts[:1], SamplingConfig(max_new_tokens=3), seed=big)
+    b = be.generate(prompts[:1], SamplingConfig(max_new_tokens=3), seed=big)
+    assert a[0].response_ids == b[0].response_ids
+    assert 0 <= _fold_seed(big) < 2**63 and _fold_seed(5) == 5
+
+
 def test_vllm_cpu_head_size_is_checked_with_a_clear_message(tmp_path):
     from agents.backends.vllm_backend import _check_cpu_head_size
 
@@ -228,7 +254,8 @@ def test_vllm_missing_gives_install_hint(tiny):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (extra [vllm]) and a GPU")
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
+                    reason="needs vLLM (extra [vllm]) and a GPU")
 def test_vllm_logprobs_match_transformers_after_sync():
     from agents.backends.vllm_backend import VLLMBackend
     from agents.models import load_model
