@@ -20,7 +20,7 @@ from typing import Any
 
 from trainers.advantages import ESTIMATORS
 
-__all__ = ["ConfigError", "TrainConfig", "load_yaml", "parse_args", "ENVS"]
+__all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
 ENVS = ("alfworld", "webshop", "rooms")
 
@@ -94,12 +94,12 @@ class TrainConfig:
     ppo_epochs: int = 1
     num_minibatches: int = 1
     micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
-    recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler
+    recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler (always with backend vllm)
     skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off
     lora: bool = False  # LoRA adapters (peft): faster update, MB-sized checkpoints
     lora_r: int = 16
     lora_alpha: int = 32
-    bf16: bool = True  # only on GPU
+    bf16: bool = True  # GPU only: bf16 autocast compute, fp32 master weights and optimizer state
     device: str = "auto"  # auto | cpu | cuda
     torch_threads: int = 1  # 0: torch's default; 1 is fastest for tiny models on a 2-core CPU
     # outputs
@@ -203,6 +203,25 @@ class TrainConfig:
         for name, value in data.items():
             clean[name] = _coerce(name, value, known[name].default if known[name].default is not dataclasses.MISSING else None, source)
         return cls(**clean)
+
+
+def lr_warning(cfg: TrainConfig) -> str | None:
+    """A warning when ``lr`` is implausible for the fine-tuning mode of a real (non-tiny) model.
+
+    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=True, lr=1e-6, init="none")) is not None
+    True
+    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=False, lr=1e-6, init="none")) is None
+    True
+    """
+    if str(cfg.model).lower().startswith("tiny"):
+        return None  # tiny random models train from scratch at 1e-4..1e-2
+    if cfg.lora and cfg.lr < 1e-5:
+        return (f"lr {cfg.lr:g} with LoRA: adapters barely move at full fine-tuning's rates; LoRA RL runs use "
+                "~1e-5 to 1e-4 (10-100x the full fine-tuning lr)")
+    if not cfg.lora and cfg.lr > 1e-4:
+        return (f"lr {cfg.lr:g} for a full fine-tune of {cfg.model}: RL fine-tuning of pretrained LLMs uses "
+                "~1e-6 to 1e-5; this will likely destroy the model")
+    return None
 
 
 def _coerce(name: str, value: Any, default: Any, source: str) -> Any:

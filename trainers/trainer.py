@@ -24,6 +24,7 @@ import dataclasses
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -32,7 +33,7 @@ import torch
 
 from trainers.advantages import AdvantageConfig, step_advantages
 from trainers.checkpoint import CheckpointError, capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
-from trainers.config import TrainConfig
+from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import ppo_clip_loss
@@ -40,7 +41,7 @@ from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 
-__all__ = ["Trainer", "task_seeds", "build_policy", "RESUME_COMPATIBLE"]
+__all__ = ["Trainer", "task_seeds", "build_policy", "logprob_mismatch", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra")
@@ -71,9 +72,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     from agents.policy import LLMPolicy, SamplingConfig
 
     model, tokenizer = load_model(cfg.model)
-    model.to(device)
-    if device.type == "cuda" and cfg.bf16:
-        model.to(torch.bfloat16)
+    model.to(device)  # fp32 master weights; bf16 is autocast compute (Trainer.autocast), never a cast of the weights
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
 
@@ -83,6 +82,21 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
                      sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm)
+
+
+def logprob_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:
+    """max and mean |logp_sampler - logp_trainer| over action tokens (the rollout engine's log-probs
+    against the trainer's recomputation of the same tokens).
+
+    >>> logprob_mismatch([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.1, -2.0])])["rollout/logprob_mismatch_max"]
+    0.10000000149011612
+    """
+    diffs = [(a.float().reshape(-1) - b.float().reshape(-1)).abs() for a, b in zip(sampler, trainer)
+             if a.numel() == b.numel() and a.numel() > 0]
+    if not diffs:
+        return {}
+    d = torch.cat(diffs)
+    return {"rollout/logprob_mismatch_max": float(d.max()), "rollout/logprob_mismatch_mean": float(d.mean())}
 
 
 def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
@@ -125,6 +139,15 @@ class Trainer:
                                        norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
                                        tau_p=cfg.tau_p, gate=cfg.progress_gate,  # type: ignore[arg-type]
                                        shuffle_coverage=cfg.shuffle_coverage)
+        #: bf16 autocast compute over fp32 master weights and fp32 AdamW state (DESIGN section 6): an
+        #: update of 1e-6 is kept in the fp32 weights instead of rounding away in bf16
+        self.amp_dtype: torch.dtype | None = torch.bfloat16 if (cfg.bf16 and self.device.type == "cuda") else None
+        #: with vLLM rollouts the old log-probs come from other kernels: recompute them by the
+        #: trainer's forward pass and log the measured mismatch (rollout/logprob_mismatch_*)
+        self.recompute_old = bool(cfg.recompute_old_logprobs or cfg.backend == "vllm")
+        warning = lr_warning(cfg)
+        if warning:
+            warnings.warn(warning, UserWarning, stacklevel=2)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the policy model has no trainable parameters")
@@ -137,6 +160,12 @@ class Trainer:
         self.envs: Any = None
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
+
+    def autocast(self) -> Any:
+        """bf16 autocast for forward passes when ``amp_dtype`` is set (weights stay fp32)."""
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
     # ------------------------------------------------------------------ log-prob adapters
     def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
@@ -185,11 +214,12 @@ class Trainer:
         outputs = [steps[i].output for i in idx]
         adv = torch.as_tensor(advantages[idx], dtype=torch.float32)
         mb = cfg.micro_batch_size
-        with torch.no_grad():
-            if cfg.recompute_old_logprobs:
+        with torch.no_grad(), self.autocast():
+            if self.recompute_old:
                 self.model.eval()
                 old = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
                        for lp in self._logprobs([outputs[j] for j in c])]
+                stats.update(logprob_mismatch([self._old_logprobs(o) for o in outputs], old))
             else:
                 old = [self._old_logprobs(o) for o in outputs]
             ref: list[torch.Tensor] | None = None
@@ -199,7 +229,7 @@ class Trainer:
                            for lp in self._logprobs([outputs[j] for j in c])]
         n_tok = [int(o.numel()) for o in old]
         self.model.train()
-        gen = torch.Generator().manual_seed(cfg.seed * 1_000_003 + iteration)
+        gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
         tok_total, grad_norms = 0, []
         n_mb = min(cfg.num_minibatches, len(idx))
@@ -213,7 +243,8 @@ class Trainer:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in _chunks(part, mb):
-                    new, ents = self._logprobs_entropy([outputs[j] for j in micro])
+                    with self.autocast():
+                        new, ents = self._logprobs_entropy([outputs[j] for j in micro])
                     lp = torch.cat([x.float().reshape(-1) for x in new])
                     dev = lp.device
                     ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
@@ -261,7 +292,7 @@ class Trainer:
         self.model.eval()
         bar = _progress(cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.autocast():
                 return collect_rollout(self.envs, self.policy, seeds, seed=cfg.seed * 100_003 + iteration,
                                        history_k=cfg.history_k, on_step=bar.update)
         finally:
@@ -289,7 +320,7 @@ class Trainer:
         self.model.eval()
         bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress)
         try:
-            with torch.no_grad():
+            with torch.no_grad(), self.autocast():
                 ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update)
         finally:
             bar.close()
