@@ -258,7 +258,7 @@ class LLMPolicy:
         if seed is None:
             gen.seed()
         else:
-            gen.manual_seed(int(seed))
+            gen.manual_seed(int(seed) % (2**63 - 1))
         outs: list[StepOutput] = []
         for prompt, cs, ids, mine in zip(prompts, cands, cand_ids, per_env):
             if not cs:

@@ -66,7 +66,7 @@ class TrainConfig:
     bc_lr: float = 2e-3
     bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
     init_weights: str = ""  # a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else
-    # estimator (DESIGN.md section 5)
+    # estimator (trainers/advantages.py)
     estimator: str = "progpo-grpo"
     gamma: float = 0.95
     omega: float = 1.0
@@ -156,8 +156,6 @@ class TrainConfig:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
-        if self.backend == "vllm" and self.device == "cpu":
-            raise ConfigError("backend vllm needs a CUDA GPU; use --backend transformers on CPU")
 
     @property
     def resolved_init(self) -> str:

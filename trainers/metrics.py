@@ -23,7 +23,8 @@ from trainers.rollout import Rollout
 __all__ = ["MetricsLogger", "rollout_metrics", "read_metrics"]
 
 #: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
-TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "tokens_per_s", "env_steps_per_s")
+TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/generate_s", "time/env_s",
+               "time/old_logprob_s", "time/init_s", "tokens_per_s", "env_steps_per_s")
 
 
 def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:

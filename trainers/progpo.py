@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
         name = type(err).__name__
         if os.environ.get("PROGPO_DEBUG"):
             raise
-        if name in ("ModelLoadError", "FileNotFoundError", "ImportError", "ModuleNotFoundError", "ValueError"):
+        if name in ("ModelLoadError", "ModelMismatchError", "FileNotFoundError", "ImportError", "ModuleNotFoundError", "ValueError"):
             print(f"error: {name}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
             return 2
         raise

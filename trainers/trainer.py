@@ -41,7 +41,7 @@ from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 
-__all__ = ["Trainer", "task_seeds", "build_policy", "logprob_mismatch", "RESUME_COMPATIBLE"]
+__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra")
@@ -78,25 +78,27 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
 
         model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
                                                  lora_dropout=0.0, task_type="CAUSAL_LM"))
-    backend = make_backend(cfg.backend, model, tokenizer)
+    backend_kw: dict[str, Any] = {}
+    if cfg.backend == "vllm" and device.type == "cuda" and cfg.bf16:
+        backend_kw["dtype"] = "bfloat16"  # match the trainer's bf16 autocast compute
+    backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
                      sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm)
 
 
-def logprob_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:
-    """max and mean |logp_sampler - logp_trainer| over action tokens (the rollout engine's log-probs
-    against the trainer's recomputation of the same tokens).
+def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:
+    """:func:`agents.logprobs.logprob_mismatch` (max / mean |logp_sampler - logp_trainer| over the
+    action tokens) under the metric names ``rollout/logprob_mismatch_max`` / ``_mean``.
 
-    >>> logprob_mismatch([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.1, -2.0])])["rollout/logprob_mismatch_max"]
-    0.10000000149011612
+    >>> rollout_mismatch([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.5, -2.0])])["rollout/logprob_mismatch_max"]
+    0.5
     """
-    diffs = [(a.float().reshape(-1) - b.float().reshape(-1)).abs() for a, b in zip(sampler, trainer)
-             if a.numel() == b.numel() and a.numel() > 0]
-    if not diffs:
-        return {}
-    d = torch.cat(diffs)
-    return {"rollout/logprob_mismatch_max": float(d.max()), "rollout/logprob_mismatch_mean": float(d.mean())}
+    from agents.logprobs import logprob_mismatch
+
+    m = logprob_mismatch(list(sampler), list(trainer))
+    return {"rollout/logprob_mismatch_max": m["logprob_mismatch_max"],
+            "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"]}
 
 
 def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
@@ -139,7 +141,7 @@ class Trainer:
                                        norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
                                        tau_p=cfg.tau_p, gate=cfg.progress_gate,  # type: ignore[arg-type]
                                        shuffle_coverage=cfg.shuffle_coverage)
-        #: bf16 autocast compute over fp32 master weights and fp32 AdamW state (DESIGN section 6): an
+        #: bf16 autocast compute over fp32 master weights and fp32 AdamW state: an
         #: update of 1e-6 is kept in the fp32 weights instead of rounding away in bf16
         self.amp_dtype: torch.dtype | None = torch.bfloat16 if (cfg.bf16 and self.device.type == "cuda") else None
         #: with vLLM rollouts the old log-probs come from other kernels: recompute them by the
@@ -214,12 +216,13 @@ class Trainer:
         outputs = [steps[i].output for i in idx]
         adv = torch.as_tensor(advantages[idx], dtype=torch.float32)
         mb = cfg.micro_batch_size
+        t_old = time.perf_counter()
         with torch.no_grad(), self.autocast():
             if self.recompute_old:
                 self.model.eval()
                 old = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
                        for lp in self._logprobs([outputs[j] for j in c])]
-                stats.update(logprob_mismatch([self._old_logprobs(o) for o in outputs], old))
+                stats.update(rollout_mismatch([self._old_logprobs(o) for o in outputs], old))
             else:
                 old = [self._old_logprobs(o) for o in outputs]
             ref: list[torch.Tensor] | None = None
@@ -227,6 +230,7 @@ class Trainer:
                 with self._reference():
                     ref = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
                            for lp in self._logprobs([outputs[j] for j in c])]
+        stats["time/old_logprob_s"] = time.perf_counter() - t_old
         n_tok = [int(o.numel()) for o in old]
         self.model.train()
         gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
@@ -453,6 +457,8 @@ class Trainer:
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
         rec["time/rollout_s"] = t1 - t0
+        rec["time/generate_s"] = float(getattr(ro, "policy_seconds", 0.0))
+        rec["time/env_s"] = float(getattr(ro, "env_seconds", 0.0))
         rec["time/update_s"] = t2 - t1
         rec["time/iteration_s"] = t2 - t0
         rec["tokens_per_s"] = ro.response_tokens / max(ro.seconds, 1e-9)
@@ -513,6 +519,7 @@ def _to_yaml(data: dict[str, Any]) -> str:
 def config_for_tests(**overrides: Any) -> TrainConfig:
     """A tiny CPU config (no progress bars, no TensorBoard) for tests and doc examples."""
     base = dict(env="rooms", model="tiny", iterations=2, num_groups=2, group_size=2, max_steps=4, eval_episodes=2,
-                progress=False, tensorboard=False, device="cpu", lora=False, history_k=2, lr=1e-3, env_backend="sync")
+                progress=False, tensorboard=False, device="cpu", lora=False, history_k=2, lr=1e-3, env_backend="sync",
+                baseline_random=False, bc_steps=5)
     base.update(overrides)
     return dataclasses.replace(TrainConfig(), **base)

@@ -51,8 +51,10 @@ class FakeScoringPolicy:
         gen = torch.Generator().manual_seed(int(seed or 0) % 2**63)
         out = []
         with torch.no_grad():
-            for obs, info in zip(observations, infos):
-                self._calls += 1
+            for j, (obs, info) in enumerate(zip(observations, infos)):
+                # invalid answers at a rate of 1/invalid_every, a function of the step seed (not of a
+                # call counter, which a resumed run would restart)
+                self._calls = int(seed or 0) + j + 1
                 cands = list(info["admissible_commands"])
                 logp = torch.log_softmax(self._logits(obs, cands), -1)
                 k = int(torch.multinomial(logp.exp(), 1, generator=gen))

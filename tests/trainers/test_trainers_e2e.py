@@ -34,7 +34,7 @@ def test_resume_bit_for_bit_tiny_llm(tmp_path):
     resumed = Trainer(_tiny_cfg(tmp_path / "b", 2, eval_every=1))
     resumed.train(resume="latest")
     a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
-    assert [(r["iteration"], r["kind"]) for r in a] == [(1, "train"), (1, "eval"), (2, "train"), (2, "eval")]
+    assert [(r["iteration"], r["kind"]) for r in a] == [(0, "eval"), (1, "train"), (1, "eval"), (2, "train"), (2, "eval")]
     assert a == b
     assert all(r["update/optimizer_steps"] >= 1 for r in a if r["kind"] == "train")  # the model was updated
     for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):

@@ -126,7 +126,7 @@ def test_resume_is_bit_for_bit(tmp_path):
     _train(tmp_path / "b", 2)
     resumed = _train(tmp_path / "b", 4, resume="latest")
     a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
-    assert [r["iteration"] for r in a] == [1, 2, 2, 3, 4, 4]  # train records + evals at 2 and 4
+    assert [r["iteration"] for r in a] == [0, 1, 2, 2, 3, 4, 4]  # eval at 0 (before RL), train records, evals at 2 and 4
     assert a == b
     for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
         assert n1 == n2 and torch.equal(p1, p2)

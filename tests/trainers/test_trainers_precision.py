@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from trainers.config import TrainConfig, lr_warning
-from trainers.trainer import Trainer, config_for_tests, logprob_mismatch
+from trainers.trainer import Trainer, config_for_tests, rollout_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -71,9 +71,8 @@ def test_trainer_warns_on_implausible_lr(tmp_path):
         Trainer(cfg, policy=FakeScoringPolicy()).close()
 
 
-def test_logprob_mismatch():
-    m = logprob_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])],
+def test_rollout_mismatch_metric_names():
+    m = rollout_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])],
                          [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])])
     assert m["rollout/logprob_mismatch_max"] == pytest.approx(0.5)
     assert m["rollout/logprob_mismatch_mean"] == pytest.approx(0.25)
-    assert logprob_mismatch([], []) == {}
