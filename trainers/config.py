@@ -85,14 +85,14 @@ class TrainConfig:
     env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted
     seed: int = 0
     # PPO update
-    lr: float = 1e-4
+    lr: float = 3e-4  # tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)
     weight_decay: float = 0.0
     clip_eps: float = 0.2
     kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
     ppo_epochs: int = 1
-    num_minibatches: int = 1
+    num_minibatches: int = 4
     micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
     recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler (always with backend vllm)
     skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off

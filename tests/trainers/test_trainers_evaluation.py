@@ -87,3 +87,47 @@ def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_avai
     assert [r["eval/split"] for r in recs if r["kind"] == "eval_extra"] == ["valid", "valid"]
     assert recs[0]["bc/demos"] > 100 and recs[0]["bc/expert_success"] > 0  # 6 steps: the expert wins a few
     assert "What RL changed" in report.read_text()
+
+
+def test_cpu_demo_yaml_is_the_default():
+    """configs/alfworld_cpu_demo.yaml writes out exactly what `python -m trainers.progpo` runs."""
+    from pathlib import Path
+
+    from trainers.config import TrainConfig, load_yaml
+
+    yaml_cfg = TrainConfig.from_dict(load_yaml(Path(__file__).resolve().parents[2] / "configs/alfworld_cpu_demo.yaml"))
+    default = TrainConfig()
+    assert yaml_cfg.splits == default.splits == ("easy-train", "easy-valid")
+    assert yaml_cfg.resolved_init == default.resolved_init == "bc"
+    assert yaml_cfg.resolved_template == default.resolved_template == "alfworld-memory"
+    assert yaml_cfg.extra_eval_split == default.extra_eval_split == "valid"
+    auto = {"train_split", "eval_split", "init", "template", "eval_extra_split"}
+    differ = {k for k, v in yaml_cfg.to_dict().items() if k not in auto and v != getattr(default, k)}
+    assert not differ, differ
+    assert default.eval_episodes >= 144
+
+
+@pytest.mark.slow
+def test_shortened_learning_run_improves_held_out_success(tmp_path, alfworld_engine_available):
+    """`make run`, shrunk: warm start, then RL raises held-out easy-valid success (fixed seed).
+
+    Asserts the direction only (end > start); the 10-point figure is `make run`'s own report."""
+    import dataclasses
+
+    from trainers.config import TrainConfig
+    from trainers.report import rl_gain
+    from trainers.trainer import Trainer
+
+    cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), bc_steps=LEARN["bc_steps"],
+                              iterations=LEARN["iterations"], num_groups=LEARN["num_groups"], group_size=8,
+                              eval_episodes=36, eval_extra_split="none", baseline_random=False, progress=False,
+                              tensorboard=False, seed=LEARN["seed"])
+    trainer = Trainer(cfg)
+    trainer.train()
+    g = rl_gain(trainer.history)
+    print(f"easy-valid success {g['start']:.3f} -> {g['end']:.3f} ({g['diff']:+.3f}, CI {g['ci']})")
+    assert g["episodes"] == 36 and g["end"] > g["start"]
+
+
+#: the shortened learning run of the slow test (~3 min on 2 cores)
+LEARN = {"bc_steps": 150, "iterations": 4, "num_groups": 4, "seed": 0}
