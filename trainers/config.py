@@ -39,7 +39,8 @@ class TrainConfig:
     (disjoint floor plans): a behaviour-cloning warm start from the searching expert
     (``init: bc``), an evaluation at iteration 0, then ProGPO(GRPO) iterations, then the final
     evaluation and a report whose headline is the RL gain with a 95% bootstrap interval.
-    About 15 minutes on 2 CPU cores. Paper-scale runs override model / splits / steps / mode
+    About 15 minutes on 2 CPU cores (measured: the warm start reaches 0.167 held-out success
+    against a random policy's 0.021; these 12 RL iterations do not raise it significantly yet). Paper-scale runs override model / splits / steps / mode
     (see ``configs/``); ``--model smollm2`` runs the bundled SmolLM2-135M-Instruct.
     """
 
