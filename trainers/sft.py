@@ -116,15 +116,11 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
 
 
 def step_accuracy(policy: Any, outs: Sequence[Any]) -> float:
-    """Fraction of decisions where the expert's command is the policy's most likely candidate."""
+    """Fraction of decisions where the expert's command is the policy's most likely candidate
+    (one scoring pass per decision)."""
     hits = 0
     with torch.no_grad():
         for o in outs:
-            lp = policy.compute_logprobs([o])[0]
-            hits += bool(float(lp.reshape(-1)[0]) >= math.log(0.5) - 1e-9) or _is_argmax(policy, o)
+            totals = policy._command_scores(policy._score(o.prompt_ids, o.candidate_ids))
+            hits += int(torch.argmax(totals)) == o.chosen_index
     return hits / max(len(outs), 1)
-
-
-def _is_argmax(policy: Any, out: Any) -> bool:
-    totals = policy._command_scores(policy._score(out.prompt_ids, out.candidate_ids))
-    return int(torch.argmax(totals)) == out.chosen_index

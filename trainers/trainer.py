@@ -307,8 +307,11 @@ class Trainer:
         cfg = self.cfg
         split = split or cfg.splits[1]
         n = cfg.eval_episodes if episodes is None else episodes
-        fn = self.eval_env_fn if split == cfg.splits[1] else make_env_fn(cfg.env, split, cfg.max_steps)
-        return EvalPlan.for_env(fn, split, n, seed=cfg.seed + 7_919)
+        return EvalPlan.for_env(self._split_env_fn(split), split, n, seed=cfg.seed + 7_919)
+
+    def _split_env_fn(self, split: str) -> Callable[[], Any]:
+        """Member env factory of ``split`` (the eval split's own factory when it is that split)."""
+        return self.eval_env_fn if split == self.cfg.splits[1] else make_env_fn(self.cfg.env, split, self.cfg.max_steps)
 
     def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
                  policy: Any = None) -> dict[str, Any]:
@@ -320,7 +323,7 @@ class Trainer:
         """
         cfg = self.cfg
         plan = self.eval_plan(split, episodes)
-        fn = self.eval_env_fn if plan.split == cfg.splits[1] else make_env_fn(cfg.env, plan.split, cfg.max_steps)
+        fn = self._split_env_fn(plan.split)
         self.model.eval()
         bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress)
         try:
