@@ -26,6 +26,29 @@ group level, ``metadata["group_autoreset"] = "wait"``):
    ``infos["task_seed"]``; the finishing member's last obs/info are in ``final_obs`` /
    ``final_info`` (as in Gymnasium's SAME_STEP mode).
 
+Failures (the contract, both backends). No member's transition is ever lost:
+
+* **Member exception**: a member whose ``step`` raises is reported like a crashed worker:
+  ``truncated`` True, reward 0, its last observation, ``infos["worker_error"]`` = the exception
+  type and message; the other members' results are returned as usual. Its env is kept and
+  reset with its group. (An exception in ``reset`` still raises :class:`MemberError`.)
+* **Worker crash** (async): the worker is restarted; that member is truncated with
+  ``infos["worker_restarted"]`` True and ``infos["worker_error"]`` saying why.
+* **Hang**: a step that runs past ``step_timeout`` is treated as a crash: async kills and
+  restarts the worker; sync interrupts the step with ``SIGALRM`` where it can (main thread,
+  Unix, no other alarm set; code stuck in a C call is only interrupted when the call returns)
+  and rebuilds the env. The default, ``"auto"``, is the env's ``metadata["step_timeout"]`` when
+  it declares one, else :data:`DEFAULT_STEP_TIMEOUT` (600 s); ``None`` waits forever.
+* **Unsendable action** (async): every action is serialized before any is sent; one that
+  cannot be pickled raises :class:`~wrappers.member_pools.UnsentActionError` (a ``TypeError``)
+  and no member moves: call ``step`` again.
+* **Interrupted step** (``KeyboardInterrupt`` or another error escaping ``step`` part-way): some
+  members may have moved, so the env refuses further steps until ``reset()``, which first
+  drains every unread worker answer.
+
+:attr:`GroupVectorEnv.worker_restarts` and :attr:`GroupVectorEnv.member_errors` count restarts
+and failed member steps since creation (a trainer logs their increase per rollout).
+
 Infos are Gymnasium 1.x dict-of-arrays with ``_key`` masks. ``infos["waiting"]`` and
 ``infos["worker_restarted"]`` are present on every step for every member.
 
@@ -57,11 +80,14 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.member_pools import AsyncMemberPool, Crashed, SyncMemberPool
+from wrappers.member_pools import AsyncMemberPool, Crashed, SyncMemberPool, UnsentActionError, check_timeout
 
-__all__ = ["GroupSeedSchedule", "GroupVectorEnv"]
+__all__ = ["DEFAULT_STEP_TIMEOUT", "GroupSeedSchedule", "GroupVectorEnv"]
 
 _MAX_SEED = 2**32 - 1
+
+DEFAULT_STEP_TIMEOUT = 600.0
+"""Seconds one member step may take when ``step_timeout="auto"`` and the env declares none."""
 
 
 def _check_int(name: str, value: Any, minimum: int) -> int:
@@ -175,8 +201,11 @@ class GroupVectorEnv(VectorEnv):
         env_kwargs: keyword arguments for each member's factory: one dict for all, or a list of
             one dict per member.
         context: multiprocessing start method for ``"async"`` (default forkserver, else spawn).
-        step_timeout: ``"async"`` only: seconds a worker may take for one step before it is killed
-            and restarted (its episode reported truncated); ``None`` waits forever.
+        step_timeout: seconds one member step may take before it is treated as a crash (async:
+            the worker is killed and restarted; sync: the step is interrupted, see the module
+            docs) and its episode reported truncated. ``"auto"`` (default): the env's
+            ``metadata["step_timeout"]`` if set, else :data:`DEFAULT_STEP_TIMEOUT`; ``None``
+            waits forever.
         reset_timeout: ``"async"`` only: the same for one reset (resets of real engines are
             slower than steps); a reset that times out is retried once on a fresh worker.
 
@@ -194,7 +223,7 @@ class GroupVectorEnv(VectorEnv):
         tau_r: float = 1e-3,
         env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         context: str | None = None,
-        step_timeout: float | None = None,
+        step_timeout: float | str | None = "auto",
         reset_timeout: float | None = None,
     ) -> None:
         self.num_groups = _check_int("num_groups", num_groups, 1)
@@ -208,13 +237,25 @@ class GroupVectorEnv(VectorEnv):
         self.num_envs = self.num_groups * self.group_size
         self.tau_r = float(tau_r)
         self.backend = backend
+        auto_timeout = isinstance(step_timeout, str)
+        if auto_timeout and step_timeout != "auto":
+            raise ValueError(f"step_timeout must be 'auto', None or a number of seconds > 0, got {step_timeout!r}")
+        explicit_timeout = None if auto_timeout else check_timeout("step_timeout", step_timeout)
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
         if backend == "sync":
-            if context is not None or step_timeout is not None or reset_timeout is not None:
-                raise ValueError("context, step_timeout and reset_timeout apply to backend='async' only")
-            self.pool: SyncMemberPool | AsyncMemberPool = SyncMemberPool(env_fns)
+            if context is not None or reset_timeout is not None:
+                raise ValueError("context and reset_timeout apply to backend='async' only")
+            self.pool: SyncMemberPool | AsyncMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
         else:
-            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=step_timeout, reset_timeout=reset_timeout)
+            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=explicit_timeout, reset_timeout=reset_timeout)
+        if auto_timeout:
+            declared = self.pool.metadata.get("step_timeout")
+            try:
+                self.pool.step_timeout = check_timeout("metadata['step_timeout']", declared) or DEFAULT_STEP_TIMEOUT
+            except ValueError:
+                self.pool.step_timeout = DEFAULT_STEP_TIMEOUT
+        self.member_errors = 0
+        self._interrupted = False
 
         self.single_observation_space = self.pool.single_observation_space
         self.single_action_space = self.pool.single_action_space
@@ -359,6 +400,7 @@ class GroupVectorEnv(VectorEnv):
             self._episode[:] = -1
         if isinstance(seed, numbers.Integral):
             super().reset(seed=int(seed))
+        self._needs_reset = True  # until every member is reset
         results = self._reset_groups(range(self.num_groups), group_options)
         per_member = []
         for i in range(self.num_envs):
@@ -367,6 +409,7 @@ class GroupVectorEnv(VectorEnv):
             info["waiting"] = False
             per_member.append(info)
         self._needs_reset = False
+        self._interrupted = False
         return self._batch_obs(), self._collect_infos(per_member)
 
     def _split_actions(self, actions: Any) -> list[Any]:
@@ -380,6 +423,9 @@ class GroupVectorEnv(VectorEnv):
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         if self._needs_reset:
+            if self._interrupted:
+                raise RuntimeError("GroupVectorEnv: a previous step() was interrupted part-way, so members may be out of "
+                                   "step; call reset() before stepping again")
             raise RuntimeError("GroupVectorEnv.step() called before reset()")
         action_list = self._split_actions(actions)
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -387,15 +433,22 @@ class GroupVectorEnv(VectorEnv):
         truncations = np.zeros(self.num_envs, dtype=bool)
         waiting = self._done.copy()
         running = [i for i in range(self.num_envs) if not waiting[i]]
-        results = self.pool.step(running, [action_list[i] for i in running])
+        try:
+            results = self.pool.step(running, [action_list[i] for i in running])
+        except UnsentActionError:
+            raise  # nothing was sent: every member is where it was
+        except BaseException:
+            self._needs_reset = self._interrupted = True
+            raise
 
         per_member: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
         finished_now: list[int] = []
         for i, result in zip(running, results):
             if isinstance(result, Crashed):
                 obs, reward, term, trunc = self._obs[i], 0.0, False, True
-                info: dict[str, Any] = {"worker_restarted": True, "worker_error": result.reason}
+                info: dict[str, Any] = {"worker_restarted": result.restarted, "worker_error": result.reason}
                 outcome = 0.0
+                self.member_errors += 1
             else:
                 obs, reward, term, trunc, info = result
                 info = dict(info)
@@ -418,7 +471,11 @@ class GroupVectorEnv(VectorEnv):
             for g in completed:
                 outcomes = self._outcomes[self._members(g)].copy()
                 group_flags[g] = (outcomes, bool(outcomes.max() < self.tau_r))
-            resets = self._reset_groups(completed, [None] * len(completed))
+            try:
+                resets = self._reset_groups(completed, [None] * len(completed))
+            except BaseException:
+                self._needs_reset = self._interrupted = True
+                raise
             for g in completed:
                 outcomes, all_failed = group_flags[g]
                 for i in self._members(g):
@@ -434,6 +491,16 @@ class GroupVectorEnv(VectorEnv):
         for i in range(self.num_envs):
             per_member[i]["waiting"] = bool(waiting[i])
         return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
+
+    @property
+    def worker_restarts(self) -> int:
+        """Workers restarted (async) or envs rebuilt after a timeout (sync) since creation."""
+        return int(self.pool.restarts)
+
+    @property
+    def step_timeout(self) -> float | None:
+        """Seconds one member step may take (``"auto"`` resolved), ``None``: no limit."""
+        return self.pool.step_timeout
 
     @property
     def worker_pids(self) -> list[int | None]:

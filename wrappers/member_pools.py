@@ -17,35 +17,103 @@ Worker protocol (one ``Pipe`` per worker, request/answer, strictly alternating):
 A worker that dies (killed, segfault, out of memory) or, with ``step_timeout`` / ``reset_timeout``, does not answer
 in time is replaced by a fresh one built from the same env factory. ``step`` then returns a
 :class:`Crashed` marker for that member (the group env reports its episode as truncated);
-``reset`` retries once on the fresh worker.
+``reset`` retries once on the fresh worker. A member whose ``step`` raises gives a
+:class:`Crashed` marker too (``restarted=False``: its env is kept and reset with its group).
+
+Staying in step: every action is serialized before any is sent, so an action that cannot be
+pickled raises :class:`UnsentActionError` with nothing sent. Each request's answer is read
+before the next request; if a call is interrupted between the two (``KeyboardInterrupt``),
+the unread answers are drained (or the worker restarted) at the start of the next call, so
+an old answer is never taken for a new one.
+
+:class:`SyncMemberPool` enforces ``step_timeout`` with ``SIGALRM`` (main thread, Unix, when no
+other ``SIGALRM`` handler or timer is set): a step that runs past it is interrupted, the env is
+rebuilt from its factory and the member reported as crashed. Code stuck inside a C call is only
+interrupted when that call returns; use the async pool for engines that can hang in C.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import multiprocessing as mp
+import signal
+import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import gymnasium as gym
 from gymnasium.vector.utils import CloudpickleWrapper
 
-__all__ = ["AsyncMemberPool", "Crashed", "MemberError", "SyncMemberPool"]
+__all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout"]
 
 EnvFn = Callable[[], gym.Env]
 
 
 @dataclass(frozen=True)
 class Crashed:
-    """Step result of a member whose worker died and was restarted."""
+    """Step result of a member that failed: its worker died or hung and was restarted
+    (``restarted=True``), or its env's ``step`` raised (``restarted=False``, ``reason`` holds the
+    exception type and message)."""
 
     reason: str
+    restarted: bool = True
 
 
 class MemberError(RuntimeError):
     """An exception raised inside a member env (message carries the remote traceback)."""
+
+
+class UnsentActionError(TypeError):
+    """An action could not be serialized for its worker; nothing was sent to any member."""
+
+
+class StepTimeout(TimeoutError):
+    """Raised inside a sync member's ``step`` by the ``SIGALRM`` timer."""
+
+
+def check_timeout(name: str, value: Any) -> float | None:
+    """``None`` or a finite number of seconds > 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        raise ValueError(f"{name} must be > 0 seconds or None, got {value!r}")
+    return float(value)
+
+
+def _describe(err: BaseException) -> str:
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float | None) -> Iterator[None]:
+    """Raise :class:`StepTimeout` in this thread after ``seconds`` (a no-op where it cannot)."""
+    usable = (
+        seconds is not None
+        and hasattr(signal, "SIGALRM")
+        and threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None)
+        and signal.getitimer(signal.ITIMER_REAL)[0] == 0.0
+    )
+    if not usable:
+        yield
+        return
+
+    def on_alarm(signum: int, frame: Any) -> None:
+        raise StepTimeout(f"step did not return within {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def _check_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Space, gym.Space]:
@@ -60,9 +128,17 @@ def _check_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Sp
 
 
 class SyncMemberPool:
-    """All members in this process, stepped one after the other."""
+    """All members in this process, stepped one after the other.
 
-    def __init__(self, env_fns: Sequence[EnvFn]) -> None:
+    Args:
+        env_fns: one factory per member.
+        step_timeout: seconds one ``step`` may run before ``SIGALRM`` interrupts it (see the
+            module docs for when that is possible); the env is then rebuilt from its factory.
+    """
+
+    def __init__(self, env_fns: Sequence[EnvFn], step_timeout: float | None = None) -> None:
+        self._fns = list(env_fns)
+        self.step_timeout = check_timeout("step_timeout", step_timeout)
         self.envs = [fn() for fn in env_fns]
         self.single_observation_space, self.single_action_space = _check_spaces(
             [(e.observation_space, e.action_space) for e in self.envs]
@@ -79,7 +155,24 @@ class SyncMemberPool:
         return [(self.envs[i].reset(seed=s, options=o), False) for i, s, o in zip(indices, seeds, options)]
 
     def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
-        return [self.envs[i].step(a) for i, a in zip(indices, actions)]
+        """Step members ``indices``; a member whose ``step`` raises (or times out) gives :class:`Crashed`."""
+        results: list[tuple | Crashed] = []
+        for i, a in zip(indices, actions):
+            try:
+                with _alarm(self.step_timeout):
+                    results.append(self.envs[i].step(a))
+            except StepTimeout:
+                self._rebuild(i)
+                results.append(Crashed(f"worker did not answer within {self.step_timeout} s (step interrupted, env rebuilt)"))
+            except Exception as err:  # noqa: BLE001 - the member's episode is truncated with the message
+                results.append(Crashed(_describe(err), restarted=False))
+        return results
+
+    def _rebuild(self, i: int) -> None:
+        with contextlib.suppress(Exception):
+            self.envs[i].close()
+        self.envs[i] = self._fns[i]()
+        self.restarts += 1
 
     def close(self) -> None:
         for env in self.envs:
@@ -100,6 +193,12 @@ def _worker(index: int, env_fn: CloudpickleWrapper, conn: Connection) -> None:
             command, data = conn.recv()
         except (EOFError, OSError, KeyboardInterrupt):
             break
+        except BaseException as err:  # a request that cannot be unpickled here: answer, stay in step
+            try:
+                conn.send(("error", (type(err).__name__, str(err), traceback.format_exc())))
+            except (BrokenPipeError, OSError):
+                break
+            continue
         try:
             if command == "step":
                 conn.send(("ok", env.step(data)))
@@ -147,9 +246,8 @@ class AsyncMemberPool:
             context = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
         if context not in mp.get_all_start_methods():
             raise ValueError(f"context must be one of {mp.get_all_start_methods()}, got {context!r}")
-        for name, value in (("step_timeout", step_timeout), ("reset_timeout", reset_timeout)):
-            if value is not None and not value > 0:
-                raise ValueError(f"{name} must be > 0 seconds or None, got {value}")
+        step_timeout = check_timeout("step_timeout", step_timeout)
+        reset_timeout = check_timeout("reset_timeout", reset_timeout)
         self._ctx = mp.get_context(context)
         self._fns = [CloudpickleWrapper(fn) for fn in env_fns]
         self.step_timeout = step_timeout
@@ -158,6 +256,7 @@ class AsyncMemberPool:
         self._procs: list[Any] = [None] * len(env_fns)
         self._conns: list[Connection | None] = [None] * len(env_fns)
         self.restarts = 0
+        self._unanswered: set[int] = set()  # members sent a request whose answer is not read yet
         self._closed = False
         try:
             for i in range(len(env_fns)):
@@ -195,6 +294,7 @@ class AsyncMemberPool:
         return payload
 
     def _kill(self, i: int) -> None:
+        self._unanswered.discard(i)
         proc, conn = self._procs[i], self._conns[i]
         if conn is not None:
             conn.close()
@@ -211,17 +311,33 @@ class AsyncMemberPool:
         self.restarts += 1
 
     # -- messaging ----------------------------------------------------------------------
-    def _send(self, i: int, message: tuple) -> bool:
+    def _send(self, i: int, message: tuple | bytes) -> bool:
+        """Send a request (a tuple, or one already serialized with ``ForkingPickler``)."""
         conn = self._conns[i]
         if conn is None:
             return False
+        payload = message if isinstance(message, bytes) else bytes(ForkingPickler.dumps(message))
         try:
-            conn.send(message)
+            self._unanswered.add(i)
+            conn.send_bytes(payload)
             return True
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             return False
 
     def _receive(self, i: int, timeout: float | None) -> tuple | Crashed:
+        answer = self._receive_raw(i, timeout)
+        if not isinstance(answer, Crashed):
+            self._unanswered.discard(i)
+        return answer
+
+    def _resync(self) -> None:
+        """Read (and drop) answers left unread by an interrupted call; restart silent workers."""
+        for i in sorted(self._unanswered):
+            answer = self._receive(i, self.step_timeout if self.step_timeout is not None else 60.0)
+            if isinstance(answer, Crashed):
+                self._restart(i)
+
+    def _receive_raw(self, i: int, timeout: float | None) -> tuple | Crashed:
         conn, proc = self._conns[i], self._procs[i]
         if conn is None or proc is None:
             return Crashed("worker not running")
@@ -235,6 +351,8 @@ class AsyncMemberPool:
                 except (EOFError, OSError, ConnectionResetError):
                     proc.join(timeout=1)
                     return Crashed(f"worker exited (exit code {proc.exitcode})")
+                except Exception as err:  # noqa: BLE001 - the answer was read whole but cannot be unpickled here
+                    return ("error", (type(err).__name__, f"cannot unpickle the worker's answer: {err}", ""))
             if proc.sentinel in ready:
                 return Crashed(f"worker exited (exit code {proc.exitcode})")
             if deadline is not None and time.monotonic() >= deadline:
@@ -250,6 +368,7 @@ class AsyncMemberPool:
     # -- pool API -----------------------------------------------------------------------
     def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
         """Reset members ``indices`` in parallel; returns ``((obs, info), restarted)`` per member."""
+        self._resync()
         sent = [self._send(i, ("reset", (s, o))) for i, s, o in zip(indices, seeds, options)]
         answers = [self._receive(i, self.reset_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
         results = []
@@ -265,16 +384,35 @@ class AsyncMemberPool:
         return results
 
     def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
-        """Step members ``indices`` in parallel; a dead worker is restarted and gives :class:`Crashed`."""
-        sent = [self._send(i, ("step", a)) for i, a in zip(indices, actions)]
+        """Step members ``indices`` in parallel.
+
+        Every action is serialized first: one that cannot be raises :class:`UnsentActionError`
+        and no member is sent anything. A dead or hung worker is restarted and gives
+        :class:`Crashed`; a member whose ``step`` raised gives ``Crashed(..., restarted=False)``.
+        """
+        payloads = []
+        for i, a in zip(indices, actions):
+            try:
+                payloads.append(bytes(ForkingPickler.dumps(("step", a))))
+            except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
+                raise UnsentActionError(
+                    f"actions[{i}]: cannot be sent to member {i}'s worker process ({_describe(err)}); actions must be "
+                    "picklable. No member was stepped."
+                ) from err
+        self._resync()
+        sent = [self._send(i, p) for i, p in zip(indices, payloads)]
         answers = [self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
         results: list[tuple | Crashed] = []
         for i, answer in zip(indices, answers):
             if isinstance(answer, Crashed):
                 self._restart(i)
                 results.append(answer)
+            elif answer[0] == "error":
+                name, message, _ = answer[1]
+                first = str(message).strip().splitlines()
+                results.append(Crashed(f"{name}: {first[0][:300]}" if first else name, restarted=False))
             else:
-                results.append(self._unwrap(i, answer, "step"))
+                results.append(answer[1])
         return results
 
     def close(self, timeout: float = 5.0) -> None:

@@ -75,7 +75,7 @@ def _as_text(action: Any) -> str:
 class ALFWorldEnv(gym.Env[str, str]):
     """ALFWorld over the real TextWorld PDDL engine (see the module docstring)."""
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4, "step_timeout": 120.0}  # stock planner steps: up to ~93 s
 
     def __init__(
         self,

@@ -97,7 +97,7 @@ class WebShopEnv(gym.Env[str, str]):
         render_mode: ``"ansi"`` returns the observation from :meth:`render`.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 4}
+    metadata = {"render_modes": ["ansi"], "render_fps": 4, "step_timeout": 60.0}  # GroupVectorEnv step_timeout="auto"
 
     def __init__(
         self,

@@ -109,8 +109,8 @@ def test_errors_inside_workers_are_reported_with_their_traceback():
     envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=2, backend="async", env_kwargs={"step_time": 0.0})
     try:
         envs.reset(seed=0)
-        with pytest.raises(MemberError, match=r"(?s)member 0 raised during step: ValueError.*worker traceback"):
-            envs.step(["not-an-int", "1"])
+        _, _, _, trunc, infos = envs.step(["not-an-int", "1"])  # a member's exception truncates that member only
+        assert trunc.tolist() == [True, False] and infos["worker_error"][0].startswith("ValueError")
     finally:
         envs.close()
 
