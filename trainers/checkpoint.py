@@ -1,8 +1,12 @@
 """Checkpoints: trainable weights (full model or LoRA adapter), optimizer, RNG states, schedule.
 
 One file per checkpoint, ``<run>/checkpoints/iter_000N.pt``, written atomically (temp file +
-rename) with a ``latest`` pointer next to it. Loading anything broken (truncated, not a
-checkpoint, wrong format) raises :class:`CheckpointError` with a one-line message.
+rename) with a ``latest`` pointer next to it and its SHA-256 in ``iter_000N.pt.sha256``.
+Loading verifies the file before unpickling it: against the checksum file when there is one,
+else against the CRC-32 of every record of the zip (``torch.load`` checks neither, so flipped
+bytes inside tensor data would load silently). Loading anything broken (truncated, damaged,
+not a checkpoint, wrong format, a required entry missing or of the wrong type) raises
+:class:`CheckpointError` with a one-line message.
 
 >>> import tempfile, torch
 >>> d = tempfile.mkdtemp()
@@ -12,19 +16,25 @@ checkpoint, wrong format) raises :class:`CheckpointError` with a one-line messag
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import random
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "FORMAT", "capture_rng", "latest_checkpoint", "load_checkpoint", "restore_rng", "save_checkpoint"]
+__all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checksum_path", "latest_checkpoint",
+           "load_checkpoint", "restore_rng", "save_checkpoint", "verify_file"]
 
 FORMAT = "progpo-checkpoint-v1"
+
+#: entries (and their types) a checkpoint needs to resume training
+TRAINING_ENTRIES: Mapping[str, type] = {"model": dict, "optimizer": dict, "rng": dict, "history": list}
 
 
 class CheckpointError(RuntimeError):
@@ -55,19 +65,62 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
+def checksum_path(path: str | Path) -> Path:
+    """The SHA-256 file next to checkpoint ``path``."""
+    p = Path(path)
+    return p.with_name(p.name + ".sha256")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def verify_file(path: str | Path) -> None:
+    """Raise :class:`CheckpointError` unless ``path`` matches its checksum file (or, without one,
+    the CRC-32 of every zip record)."""
+    p = Path(path)
+    hint = "delete it (and its .sha256) or resume from another run"
+    sums = checksum_path(p)
+    if sums.is_file():
+        expected = sums.read_text(errors="replace").split()[:1]
+        if not expected or len(expected[0]) != 64:
+            raise CheckpointError(f"checksum file {sums} is unreadable; {hint}")
+        if _sha256(p) != expected[0].lower():
+            raise CheckpointError(f"checkpoint {p} is corrupt (SHA-256 differs from {sums.name}); {hint}")
+        return
+    try:
+        with zipfile.ZipFile(p) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise CheckpointError(f"checkpoint {p} is corrupt or unreadable (not a valid zip: {err}); {hint}") from err
+    if bad is not None:
+        raise CheckpointError(f"checkpoint {p} is corrupt (CRC check failed for record {bad}); {hint}")
+
+
 def save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any], keep_last: int = 1) -> Path:
-    """Write ``payload`` (+ format tag, iteration) and point ``latest`` at it; prune old ones."""
+    """Write ``payload`` (+ format tag, iteration) and its checksum, point ``latest`` at it; prune old ones."""
     ckpt_dir = Path(run_dir) / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     path = ckpt_dir / f"iter_{iteration:06d}.pt"
     tmp = path.with_suffix(".pt.tmp")
     torch.save({"format": FORMAT, "iteration": iteration, **payload}, tmp)
+    digest = _sha256(tmp)
+    sums = checksum_path(path)
+    sums.unlink(missing_ok=True)  # a crash before the new one lands leaves the zip CRCs to check
     os.replace(tmp, path)
+    sums_tmp = sums.with_name(sums.name + ".tmp")
+    sums_tmp.write_text(f"{digest}  {path.name}\n")
+    os.replace(sums_tmp, sums)
     pointer_tmp = ckpt_dir / "latest.tmp"
     pointer_tmp.write_text(path.name + "\n")
     os.replace(pointer_tmp, ckpt_dir / "latest")
     for old in sorted(ckpt_dir.glob("iter_*.pt"))[:-keep_last] if keep_last > 0 else []:
         old.unlink(missing_ok=True)
+        checksum_path(old).unlink(missing_ok=True)
     return path
 
 
@@ -84,11 +137,16 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     return path
 
 
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`save_checkpoint` (CPU tensors)."""
+def load_checkpoint(path: str | Path, require: Sequence[str] = ()) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`save_checkpoint` (CPU tensors), verified first.
+
+    ``require``: entries that must be present with the type :data:`TRAINING_ENTRIES` gives
+    (``iteration``, a non-negative int, always is).
+    """
     p = Path(path)
     if not p.is_file():
         raise CheckpointError(f"checkpoint {p} does not exist")
+    verify_file(p)
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)  # no pickled code
     except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, pickle.PickleError, zipfile.BadZipFile, ValueError, AttributeError,
@@ -100,4 +158,16 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
                               "delete it or resume from another run") from err
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{p} is not a {FORMAT} file")
+    iteration = data.get("iteration")
+    if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
+        raise CheckpointError(f"checkpoint {p} has no valid 'iteration' (got {iteration!r}); it is damaged or was "
+                              "not written by this trainer")
+    for key in require:
+        kind = TRAINING_ENTRIES.get(key, object)
+        if not isinstance(data.get(key), kind):
+            got = "nothing" if key not in data else type(data[key]).__name__
+            raise CheckpointError(f"checkpoint {p} has no valid '{key}' (a {kind.__name__} is needed, got {got}); "
+                                  "it is damaged or was not written by this trainer")
+    if "history" in require and not all(isinstance(r, dict) for r in data["history"]):
+        raise CheckpointError(f"checkpoint {p}: 'history' must be a list of records (dicts)")
     return data

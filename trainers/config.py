@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,7 @@ class TrainConfig:
     num_groups: int = 8  # B tasks per iteration
     group_size: int = 8  # G trajectories per task
     env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted
+    step_timeout: float = 0.0  # seconds one env step may take before it counts as a crash (episode truncated, worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)
     seed: int = 0
     # PPO update
     lr: float = 3e-4  # tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)
@@ -150,13 +152,28 @@ class TrainConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr"):
-            if not isinstance(getattr(self, name), (int, float)) or getattr(self, name) < 0:
-                raise ConfigError(f"{name} must be a number >= 0, got {getattr(self, name)!r}")
+                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+        for name in ("gamma", "top_p"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if not isinstance(self.extra, dict) or not all(isinstance(k, str) for k in self.extra):
+            raise ConfigError(f"extra must be a mapping of notes (name: value), got {self.extra!r}")
+        for f in fields(self):
+            if isinstance(f.default, str) and not isinstance(getattr(self, f.name), str):
+                raise ConfigError(f"{f.name} must be a string, got {getattr(self, f.name)!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def resolved_step_timeout(self) -> float | str:
+        """``step_timeout`` for :class:`~wrappers.GroupVectorEnv`: ``"auto"`` (the env's own) when 0."""
+        return float(self.step_timeout) if self.step_timeout > 0 else "auto"
 
     @property
     def resolved_init(self) -> str:
@@ -195,6 +212,9 @@ class TrainConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
         known = {f.name: f for f in fields(cls)}
+        bad = [k for k in data if not isinstance(k, str)]
+        if bad:
+            raise ConfigError(f"{source}: keys must be field names, got {', '.join(repr(k) for k in bad)}")
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; run with --help for the list")
@@ -263,6 +283,10 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         return {}
     if not isinstance(data, dict):
         raise ConfigError(f"config {p} must be a YAML mapping of field: value, got {type(data).__name__}")
+    bad = [k for k in data if not isinstance(k, str)]
+    if bad:
+        raise ConfigError(f"config {p}: keys must be field names, got {', '.join(repr(k) for k in bad)}; "
+                          "run with --help for the list")
     return data
 
 

@@ -67,8 +67,10 @@ class EvalPlan:
 
 
 def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,
-             on_step: Callable[[int], None] | None = None) -> Any:
+             on_step: Callable[[int], None] | None = None, step_timeout: float | str | None = "auto") -> Any:
     """Play ``plan`` with ``policy`` (one member per group, sync envs, ``batch`` at a time).
+
+    ``step_timeout`` is passed to :class:`~wrappers.GroupVectorEnv` (a step past it truncates its episode).
 
     Returns a :class:`trainers.rollout.Rollout` whose trajectories follow ``plan.episodes()``.
     """
@@ -78,13 +80,15 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     episodes = plan.episodes()
     total = Rollout()
     n = min(batch, len(episodes))
-    envs = GroupVectorEnv(env_fn, num_groups=n, group_size=1, backend="sync", seed=plan.seed)
+    envs = GroupVectorEnv(env_fn, num_groups=n, group_size=1, backend="sync", seed=plan.seed,
+                              step_timeout=step_timeout)
     try:
         for start in range(0, len(episodes), n):
             chunk = episodes[start:start + n]
             if len(chunk) < n:  # last, smaller chunk: a fresh vector env of the right width
                 envs.close()
-                envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed)
+                envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed,
+                              step_timeout=step_timeout)
             seeds = [plan.seed * 100_003 + start + j for j in range(len(chunk))]
             ro = collect_rollout(envs, policy, seeds, seed=plan.seed * 7_919 + start,
                                  options=[{"task_id": t} if t else None for t in chunk], on_step=on_step)

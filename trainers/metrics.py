@@ -20,7 +20,11 @@ import numpy as np
 
 from trainers.rollout import Rollout
 
-__all__ = ["MetricsLogger", "rollout_metrics", "read_metrics"]
+__all__ = ["MetricsFileError", "MetricsLogger", "rollout_metrics", "read_metrics"]
+
+
+class MetricsFileError(ValueError):
+    """``metrics.jsonl`` holds a line that is JSON but not a record (an object); the message says where."""
 
 #: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/generate_s", "time/env_s",
@@ -125,11 +129,20 @@ class MetricsLogger:
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
+    """The records of a ``metrics.jsonl``; reading stops at a torn (unparseable) line.
+
+    Raises:
+        MetricsFileError: a line parses as JSON but is not an object.
+    """
     out = []
-    for line in Path(path).read_text().splitlines():
+    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), start=1):
         if line.strip():
             try:
-                out.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
                 break  # a torn last line
+            if not isinstance(record, dict):
+                raise MetricsFileError(f"{path} line {number} is JSON but not a record ({type(record).__name__}); "
+                                       "delete that line or start a new --output-dir")
+            out.append(record)
     return out

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
+from trainers.metrics import MetricsFileError
 
 __all__ = ["main"]
 
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
             ns.resume = str(ckpt)
         trainer = Trainer(cfg)
         report = trainer.train(resume=ns.resume)
-    except (ConfigError, CheckpointError) as err:
+    except (ConfigError, CheckpointError, MetricsFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

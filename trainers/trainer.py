@@ -32,7 +32,8 @@ import numpy as np
 import torch
 
 from trainers.advantages import AdvantageConfig, step_advantages
-from trainers.checkpoint import CheckpointError, capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
+                                 restore_rng, save_checkpoint)
 from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
@@ -44,7 +45,8 @@ from trainers.rollout import Rollout, StepRecord, collect_rollout
 __all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
-RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra")
+RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
+                     "step_timeout")
 
 
 def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> list[int]:
@@ -160,6 +162,7 @@ class Trainer:
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
         self.envs: Any = None
+        self.env_failures: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
 
@@ -286,7 +289,7 @@ class Trainer:
 
         cfg = self.cfg
         return GroupVectorEnv(self.env_fn, num_groups=cfg.num_groups, group_size=cfg.group_size, backend=cfg.env_backend,
-                              seed=cfg.seed, tau_r=cfg.tau_r)
+                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout)
 
     def rollout(self, iteration: int) -> Rollout:
         """One training rollout: B groups x G members on this iteration's tasks."""
@@ -295,12 +298,16 @@ class Trainer:
         seeds = task_seeds(cfg.seed, iteration, cfg.num_groups)
         self.model.eval()
         bar = _progress(cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress)
+        restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
             with torch.no_grad(), self.autocast():
                 return collect_rollout(self.envs, self.policy, seeds, seed=cfg.seed * 100_003 + iteration,
                                        history_k=cfg.history_k, on_step=bar.update)
         finally:
             bar.close()
+            # crashed / hung / raising members of this rollout (their episodes were truncated)
+            self.env_failures = {"rollout/worker_restarts": float(self.envs.worker_restarts - restarts),
+                                 "rollout/worker_errors": float(self.envs.member_errors - errors)}
 
     def eval_plan(self, split: str | None = None, episodes: int | None = None) -> EvalPlan:
         """The fixed episode list of an evaluation on ``split`` (default: the eval split)."""
@@ -328,7 +335,7 @@ class Trainer:
         bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress)
         try:
             with torch.no_grad(), self.autocast():
-                ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update)
+                ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout)
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
@@ -400,12 +407,22 @@ class Trainer:
         return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
 
     def _load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
+        """Load weights strictly: a missing or unexpected key, or a shape that differs, raises ``ValueError``."""
+        expected = self._trainable_state()
+        missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+        if missing or unexpected:
+            raise ValueError(f"{len(missing)} missing key(s) {missing[:3]}, {len(unexpected)} unexpected key(s) "
+                           f"{unexpected[:3]}")
+        for key, value in state.items():
+            if not isinstance(value, torch.Tensor) or value.shape != expected[key].shape:
+                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+                raise ValueError(f"{key}: expected shape {tuple(expected[key].shape)}, got {got}")
         if self.cfg.lora:
             from peft import set_peft_model_state_dict
 
             set_peft_model_state_dict(self.model, state)
         else:
-            self.model.load_state_dict(state)
+            self.model.load_state_dict(state, strict=True)
 
     def save(self, iteration: int) -> Path:
         return save_checkpoint(self.run_dir, iteration, {
@@ -420,8 +437,10 @@ class Trainer:
     def resume(self, where: str) -> int:
         """Load ``where`` (``"latest"`` or a checkpoint path); returns the next iteration."""
         path = latest_checkpoint(self.run_dir) if where == "latest" else Path(where)
-        data = load_checkpoint(path)
+        data = load_checkpoint(path, require=tuple(TRAINING_ENTRIES))
         saved = data.get("config", {})
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"checkpoint {path}: 'config' must be a mapping, got {type(saved).__name__}")
         now = self.cfg.to_dict()
         diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k) != now[k])
         if diff:
@@ -434,7 +453,7 @@ class Trainer:
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             raise CheckpointError(f"checkpoint {path} does not match this model/optimizer "
                                   f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
-        self.history = list(data.get("history", []))
+        self.history = list(data["history"])
         self.start_iteration = int(data["iteration"]) + 1
         return self.start_iteration
 
@@ -453,6 +472,7 @@ class Trainer:
         t2 = time.perf_counter()
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
         rec.update(rollout_metrics(ro, cfg.tau_r))
+        rec.update(self.env_failures)
         rec["adv/nonzero_frac"] = float(np.mean(step_adv != 0)) if step_adv.size else 0.0
         rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
         rec["adv/progress_groups"] = float(np.sum(adv.all_failed)) if self.adv_cfg.progpo else 0.0

@@ -1,0 +1,197 @@
+"""Issue 14: verified checkpoints, strict state-dict loading, config validation, env step timeouts
+and worker-restart metrics in the trainer. Every failure ends in one ``error:`` line, exit 2."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from fake_policy import FakeScoringPolicy  # noqa: E402
+
+from trainers.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
+from trainers.config import TrainConfig, parse_args  # noqa: E402
+from trainers.progpo import main  # noqa: E402
+from trainers.trainer import Trainer, config_for_tests  # noqa: E402
+
+RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
+             "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1"]
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    lines = [ln for ln in err.splitlines() if not ln.lstrip().startswith(("warnings.warn", "/")) and "Warning" not in ln]
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def lora_run(tmp_path_factory) -> Path:
+    """A one-iteration LoRA run of the tiny model, made through the CLI (its checkpoint is real)."""
+    out = tmp_path_factory.mktemp("run") / "run"
+    assert main([*RUN_FLAGS, "--iterations", "1", "--output-dir", str(out)]) == 0
+    return out
+
+
+def _copy(run: Path, tmp_path: Path) -> Path:
+    dst = tmp_path / "run"
+    shutil.copytree(run, dst)
+    return dst
+
+
+def _resume(run: Path) -> int:
+    return main([*RUN_FLAGS, "--iterations", "2", "--output-dir", str(run), "--resume"])
+
+
+def _flip_tensor_bytes(path: Path, n: int = 512) -> None:
+    """Flip ``n`` bytes in the middle of the largest tensor record of a torch zip checkpoint."""
+    with zipfile.ZipFile(path) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    name_len = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little")
+    extra_len = int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    start = info.header_offset + 30 + name_len + extra_len + info.file_size // 4
+    n = min(n, info.file_size // 2)
+    for k in range(start, start + n):
+        raw[k] ^= 0xFF
+    path.write_bytes(bytes(raw))
+
+
+# ----------------------------------------------------------------------------- item 4: checkpoints
+def test_flipped_tensor_bytes_are_caught_by_checksum_and_by_zip_crc(tmp_path):
+    ckpt = save_checkpoint(tmp_path, 1, {"model": {"w": torch.arange(4096, dtype=torch.float32)}})
+    assert checksum_path(ckpt).is_file()
+    _flip_tensor_bytes(ckpt)
+    # torch.load alone accepts the damage: this is why the checks exist
+    damaged = torch.load(ckpt, weights_only=True)["model"]["w"]
+    assert not torch.equal(damaged, torch.arange(4096, dtype=torch.float32))
+    with pytest.raises(CheckpointError, match="corrupt.*SHA-256"):
+        load_checkpoint(ckpt)
+    checksum_path(ckpt).unlink()  # a checkpoint from before checksums: the zip CRCs still catch it
+    with pytest.raises(CheckpointError, match="corrupt.*CRC"):
+        load_checkpoint(ckpt)
+
+
+def test_intact_checkpoint_without_checksum_file_still_loads(tmp_path):
+    ckpt = save_checkpoint(tmp_path, 2, {"model": {"w": torch.ones(3)}})
+    checksum_path(ckpt).unlink()
+    assert load_checkpoint(ckpt)["iteration"] == 2
+
+
+def test_corrupt_checkpoint_is_a_one_line_cli_error(lora_run, tmp_path, capsys):
+    run = _copy(lora_run, tmp_path)
+    _flip_tensor_bytes(run / "checkpoints" / "iter_000001.pt")
+    assert _resume(run) == 2
+    assert "corrupt" in _one_line_error(capsys)
+
+
+@pytest.mark.parametrize("damage, match", [
+    (lambda d: d.pop("iteration"), "no valid 'iteration'"),
+    (lambda d: d.pop("history"), "no valid 'history'"),
+    (lambda d: d.update(history="x"), "no valid 'history'"),
+    (lambda d: d.update(model={"foo": torch.zeros(2)}), "does not match.*missing key"),
+])
+def test_incomplete_or_foreign_checkpoint_is_a_one_line_cli_error(lora_run, tmp_path, capsys, damage, match):
+    run = _copy(lora_run, tmp_path)
+    ckpt = run / "checkpoints" / "iter_000001.pt"
+    data = torch.load(ckpt, weights_only=True)
+    damage(data)
+    # rewritten properly (fresh checksum): only the content is wrong
+    payload = {k: v for k, v in data.items() if k not in ("format", "iteration")}
+    tmp = ckpt.with_suffix(".pt.tmp")
+    torch.save({"format": data["format"], **({"iteration": data["iteration"]} if "iteration" in data else {}), **payload}, tmp)
+    os.replace(tmp, ckpt)
+    checksum_path(ckpt).unlink()
+    assert _resume(run) == 2
+    import re
+
+    assert re.search(match, _one_line_error(capsys))
+
+
+def test_lora_state_with_wrong_shape_is_rejected(lora_run, tmp_path, capsys):
+    run = _copy(lora_run, tmp_path)
+    ckpt = run / "checkpoints" / "iter_000001.pt"
+    data = torch.load(ckpt, weights_only=True)
+    key = next(iter(data["model"]))
+    data["model"][key] = torch.zeros(1)
+    save_checkpoint(run, 1, {k: v for k, v in data.items() if k not in ("format", "iteration")})
+    assert _resume(run) == 2
+    assert "expected shape" in _one_line_error(capsys)
+
+
+def test_metrics_line_that_is_not_an_object_is_a_one_line_error(lora_run, tmp_path, capsys):
+    run = _copy(lora_run, tmp_path)
+    with (run / "metrics.jsonl").open("a") as fh:
+        fh.write("[1, 2]\n")
+    assert _resume(run) == 2
+    err = _one_line_error(capsys)
+    assert "metrics.jsonl line" in err and "not a record" in err
+
+
+def test_intact_lora_run_resumes(lora_run, tmp_path):
+    run = _copy(lora_run, tmp_path)
+    assert _resume(run) == 0
+    assert load_checkpoint(run / "checkpoints" / "iter_000002.pt")["iteration"] == 2
+
+
+# ----------------------------------------------------------------------------- item 7: config
+@pytest.mark.parametrize("text, match", [
+    ("1: 2\n", "keys must be field names, got 1"),
+    ("~: 2\n", "keys must be field names, got None"),
+    ("extra: 5\n", "extra must be a mapping"),
+    ("lr: .nan\n", "lr must be a finite number"),
+    ("gamma: .nan\n", "gamma must be a finite number"),
+    ("max_grad_norm: .inf\n", "max_grad_norm must be a finite number"),
+    ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
+])
+def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, monkeypatch, text, match):
+    def no_model(*a, **k):
+        raise AssertionError("the model must not be loaded for a bad config")
+
+    monkeypatch.setattr("trainers.trainer.build_policy", no_model)
+    p = tmp_path / "k.yaml"
+    p.write_text(text)
+    assert main(["--config", str(p)]) == 2
+    assert match in _one_line_error(capsys)
+
+
+def test_nan_from_the_cli_is_rejected_and_notes_in_extra_still_work(tmp_path, capsys):
+    assert main(["--lr", "nan"]) == 2
+    assert "lr must be a finite number" in _one_line_error(capsys)
+    p = tmp_path / "ok.yaml"
+    p.write_text("extra: {note: baseline}\nstep_timeout: 30\n")
+    cfg, _ = parse_args(["--config", str(p)])
+    assert cfg.extra == {"note": "baseline"} and cfg.resolved_step_timeout == 30.0
+    assert TrainConfig().resolved_step_timeout == "auto"
+
+
+# ----------------------------------------------------------------------------- item 3: timeouts + restarts
+def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
+    cfg = config_for_tests(output_dir=str(tmp_path), env_backend="async", num_groups=1, group_size=2, max_steps=3,
+                           step_timeout=45.0)
+    trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
+    try:
+        trainer.envs = trainer._make_envs()
+        assert trainer.envs.step_timeout == 45.0
+        rec = trainer.train_iteration(1)
+        assert rec["rollout/worker_restarts"] == 0.0 and rec["rollout/worker_errors"] == 0.0
+        os.kill(trainer.envs.worker_pids[1], signal.SIGKILL)
+        rec = trainer.train_iteration(2)
+        assert rec["rollout/worker_restarts"] == 1.0
+    finally:
+        trainer.close()
+    auto = Trainer(config_for_tests(output_dir=str(tmp_path / "b")), policy=FakeScoringPolicy(seed=0))
+    try:
+        envs = auto._make_envs()
+        from wrappers.group import DEFAULT_STEP_TIMEOUT
+
+        assert envs.step_timeout == DEFAULT_STEP_TIMEOUT  # rooms declares none; sync backend times out too
+        envs.close()
+    finally:
+        auto.close()
