@@ -29,6 +29,7 @@ def register_envs() -> None:
         register(
             id=WEBSHOP_ID,
             entry_point="progpo_envs.webshop.env:WebShopEnv",
+            max_episode_steps=15,  # GRPO/GiGPO's limit; gym.make(..., max_episode_steps=N) overrides it
             disable_env_checker=False,
         )
 

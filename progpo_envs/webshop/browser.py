@@ -52,6 +52,14 @@ for (const e of els) {
 return opt || other;
 """
 _MARK_JS = "window.__progpoOld = true;"
+# HTTP status of the loaded page: the shop's error-page marker, else the navigation timing's
+# responseStatus (Chromium >= 109), else null (unknown).
+_STATUS_JS = """
+const meta = document.querySelector('meta[name="progpo-status"]');
+if (meta) return parseInt(meta.getAttribute('content'), 10);
+const nav = performance.getEntriesByType('navigation')[0];
+return (nav && nav.responseStatus) ? nav.responseStatus : null;
+"""
 _NEW_DOC_JS = "return window.__progpoOld === undefined && document.readyState === 'complete';"
 
 
@@ -188,6 +196,14 @@ class ChromiumBrowser:
             raise
         except Exception as e:
             raise BrowserError(f"search failed: {e}") from e
+
+    def status(self) -> int | None:
+        """HTTP status of the loaded page (``None`` when the browser cannot tell)."""
+        try:
+            value = self.driver.execute_script(_STATUS_JS)
+        except Exception as e:
+            raise BrowserError(f"could not read the page status: {e}") from e
+        return int(value) if isinstance(value, (int, float)) else None
 
     def page_source(self) -> str:
         try:

@@ -8,6 +8,10 @@ box, clicking buttons, product links and option links -- and the observation, th
 clickables and the page state are read back from the loaded page and its URL, so they show
 what the browser really has. A ``search[...]`` from a page without a search box first goes
 back to the search page, as the original text env allows searching from anywhere.
+
+Any page that is not a 200 shop page (an error status such as 414 or 500, or a URL that is no
+shop page) makes the action invalid: the browser goes back to the page it was on, and the
+observation and state stay what they were, as a rejected action leaves them in text mode.
 """
 from __future__ import annotations
 
@@ -42,6 +46,14 @@ class BrowserBackend:
         parsed = parse_path(urlsplit(self.url).path)
         self.state = parsed[1] if parsed is not None else ShopState()
 
+    def _on_shop_page(self) -> bool:
+        """Whether the browser shows a shop page that loaded with status 200."""
+        status = self.browser.status()
+        if status is not None and status != 200:
+            return False
+        url = self.browser.current_url()
+        return url.startswith(self.server.url + "/") and parse_path(urlsplit(url).path) is not None
+
     def reset(self, goal: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
         extra: dict[str, Any] = {}
         if self.browser is None:
@@ -69,6 +81,7 @@ class BrowserBackend:
             return StepResult(False), self.observation, {}
         verb, arg = parsed
         arg = arg.lower()
+        before = self.url
         try:
             if verb == "search":
                 if not self.has_search_bar:
@@ -77,6 +90,10 @@ class BrowserBackend:
             elif verb == "click" and arg != "search" and arg in self.clickables:
                 ok = self.browser.click(arg)
             else:
+                return StepResult(False), self.observation, {}
+            if ok and not self._on_shop_page():
+                self.browser.get(before)  # back to where the action started: state unchanged
+                self._read()
                 return StepResult(False), self.observation, {}
             self._read()
         except BrowserError as e:

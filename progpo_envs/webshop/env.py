@@ -20,7 +20,9 @@ Observation: the original ``text`` mode observation (the page's visible text joi
 ``" [SEP] "``; see :mod:`progpo_envs.webshop.pages`). Action: ``search[<query>]`` or
 ``click[<clickable>]`` (grammar in :mod:`progpo_envs.webshop.shop`). Reward: the WebShop
 score in [0, 1] on ``click[buy now]`` (the episode terminates), else 0. The episode is
-truncated after ``max_episode_steps`` steps (15 by default, as GRPO/GiGPO train).
+truncated after ``max_episode_steps`` steps (15 by default, as GRPO/GiGPO train). Through
+``gym.make`` the limit is the spec's (registered: 15) or ``gym.make(..., max_episode_steps=N)``
+(applied by Gymnasium's ``TimeLimit``; the env adds no limit of its own then).
 
 ``reset(seed=s)`` draws the goal uniformly from the split with the env's seeded RNG (the same
 seed always gives the same goal); ``reset(options={"goal_index": i})`` (or ``"task_id"``)
@@ -54,6 +56,7 @@ from gymnasium import spaces
 from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, get_shop
 
 MAX_OBSERVATION_CHARS = 1_000_000
+DEFAULT_MAX_EPISODE_STEPS = 15
 SEARCH_PLACEHOLDER = "search[<query>]"
 GOAL_KEYS = ("asin", "instruction_text", "attributes", "goal_options", "price_upper", "query", "category")
 
@@ -86,7 +89,9 @@ class WebShopEnv(gym.Env[str, str]):
             ``items_ins_v2*.json``); ``None`` uses ``$WEBSHOP_DATA`` or the embedded catalog.
         split: ``"train"`` (goals 500 on), ``"test"`` (goals 0-499) or ``"all"``.
         mode: ``"text"`` (in-process) or ``"browser"`` (local HTTP server + headless Chromium).
-        max_episode_steps: truncation limit (15).
+        max_episode_steps: truncation limit; ``None`` (default): 15 when the env is built
+            directly, none of its own under ``gym.make`` (whose ``TimeLimit`` applies the spec's
+            or the caller's ``max_episode_steps``).
         num_products: catalog size (1,000 by default, as the published results use).
         seed: catalog seed (embedded catalog, price draws, price caps).
         goal_index: always play this goal (overrides the seed draw).
@@ -104,7 +109,7 @@ class WebShopEnv(gym.Env[str, str]):
         data_dir: str | None = None,
         split: str = "train",
         mode: str = "text",
-        max_episode_steps: int = 15,
+        max_episode_steps: int | None = None,
         num_products: int | None = 1000,
         seed: int = 0,
         goal_index: int | None = None,
@@ -117,7 +122,7 @@ class WebShopEnv(gym.Env[str, str]):
             raise ValueError(f"mode must be 'text' or 'browser', got {mode!r}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        if int(max_episode_steps) < 1:
+        if max_episode_steps is not None and int(max_episode_steps) < 1:
             raise ValueError("max_episode_steps must be >= 1")
         if shop is None:
             shop = get_shop(
@@ -132,7 +137,7 @@ class WebShopEnv(gym.Env[str, str]):
                 f"goals 0-499, train = 500 on): use a larger num_products or another split"
             )
         self.mode = mode
-        self.max_episode_steps = int(max_episode_steps)
+        self._max_steps_arg = None if max_episode_steps is None else int(max_episode_steps)
         self.fixed_goal_index = None if goal_index is None else self._check_goal_index(goal_index)
         self.render_mode = render_mode
         self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
@@ -152,6 +157,13 @@ class WebShopEnv(gym.Env[str, str]):
             self._browser_backend = BrowserBackend(shop)
 
     # --- helpers -------------------------------------------------------------------------
+
+    @property
+    def max_episode_steps(self) -> int | None:
+        """The env's own truncation limit (``None`` under ``gym.make``: its ``TimeLimit`` truncates)."""
+        if self._max_steps_arg is not None:
+            return self._max_steps_arg
+        return None if self.spec is not None else DEFAULT_MAX_EPISODE_STEPS
 
     def _check_goal_index(self, index: Any) -> int:
         try:
@@ -244,7 +256,8 @@ class WebShopEnv(gym.Env[str, str]):
             self._done = True
             self._score = reward
             self._breakdown = dict(result.breakdown or {})
-        truncated = (not terminated) and (self._steps >= self.max_episode_steps or bool(extra.get("browser_error")))
+        limit = self.max_episode_steps
+        truncated = (not terminated) and ((limit is not None and self._steps >= limit) or bool(extra.get("browser_error")))
         info = self._info(result.valid)
         info.update(extra)
         return self._obs, reward, terminated, truncated, info

@@ -183,9 +183,18 @@ class ShopServer:
         return render_html(view, session_id)
 
 
+#: Marks every error page (ours and http.server's own, e.g. 414 for a request line over
+#: 65,536 bytes) so that browser mode can tell it from a shop page.
+STATUS_META = '<meta name="progpo-status" content="{status}">'
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_ref: ShopServer
     protocol_version = "HTTP/1.1"
+    error_message_format = (
+        '<!DOCTYPE html><html><head>' + STATUS_META.format(status="%(code)d")
+        + "<title>Error response</title></head><body><h1>%(code)d</h1><p>%(message)s</p></body></html>"
+    )
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
@@ -204,7 +213,8 @@ class _Handler(BaseHTTPRequestHandler):
     def _error(self, status: int, message: str) -> None:
         from html import escape
 
-        body = f"<!DOCTYPE html><html><body><h1>{status}</h1><p>{escape(message)}</p></body></html>"
+        body = (f"<!DOCTYPE html><html><head>{STATUS_META.format(status=int(status))}</head>"
+                f"<body><h1>{int(status)}</h1><p>{escape(message)}</p></body></html>")
         self._send(status, body.encode())
 
     def do_HEAD(self) -> None:

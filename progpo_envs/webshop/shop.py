@@ -37,6 +37,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
+from urllib.parse import quote
 
 from progpo_envs.webshop.pages import (
     BACK_TO_SEARCH,
@@ -59,12 +60,20 @@ from progpo_envs.webshop.search import PRODUCT_WINDOW, SEARCH_RETURN_N, SearchIn
 #: Actions longer than this are rejected unparsed (a 1 MB action is garbage, not a query).
 MAX_ACTION_CHARS = 10_000
 
+#: A search query longer than this once URL-encoded (UTF-8, percent-escaped, lower-cased) is
+#: rejected in both modes: in browser mode the query travels in the page URLs, and the local
+#: server refuses request lines over 65,536 bytes. Every ASCII query within
+#: :data:`MAX_ACTION_CHARS` fits (at most 3 bytes a character); 7,300 CJK characters (9 bytes
+#: each) do not.
+MAX_QUERY_URL_BYTES = 30_000
+
 
 def parse_action(action: Any) -> tuple[str, str] | None:
     """Split ``verb[argument]`` into ``(verb, argument)``; ``None`` when malformed.
 
     The argument runs from the first ``[`` to the final ``]`` (so ``click[2 pack [red]]``
-    keeps its brackets), must be non-empty and hold no newline.
+    keeps its brackets), must be non-empty and hold no newline; a ``search`` query must fit in
+    :data:`MAX_QUERY_URL_BYTES` once URL-encoded.
 
     >>> parse_action("click[Buy Now]"), parse_action(" search[red shoes] ")
     (('click', 'Buy Now'), ('search', 'red shoes'))
@@ -86,7 +95,18 @@ def parse_action(action: Any) -> tuple[str, str] | None:
     verb, arg = action[:open_at], action[open_at + 1 : -1]
     if not arg:
         return None
+    if verb == "search" and query_url_bytes(arg) > MAX_QUERY_URL_BYTES:
+        return None
     return verb, arg
+
+
+def query_url_bytes(query: str) -> int:
+    """Length of ``query`` (lower-cased, as the shop uses it) percent-encoded in a URL path.
+
+    >>> query_url_bytes("red shoes"), query_url_bytes("茶")
+    (11, 9)
+    """
+    return len(quote(query.lower(), safe=""))
 
 
 @dataclass(frozen=True)

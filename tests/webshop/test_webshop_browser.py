@@ -132,3 +132,46 @@ def test_odd_queries_agree(envs):
               "100% cotton & <b>", "a+b=c?d#e/f\\g", "search[\udcff]"]:
         action = q if q.startswith("search[") else f"search[{q}]"
         _same(browser.step(action), text.step(action))
+
+
+def test_query_too_long_for_a_url_is_invalid_in_both_modes(envs):
+    """Issue 14 item 8: 7,300 CJK characters fit the action limit but their URL is over 65,536
+    bytes (the server answered 414 and browser mode showed the error page as a valid step)."""
+    browser, text = envs
+    bo, bi = browser.reset(seed=5)
+    to, ti = text.reset(seed=5)
+    _same(browser.step("search[tea]"), text.step("search[tea]"))
+    url = browser._browser_backend.url
+    long_query = "search[" + "茶" * 7300 + "]"
+    b, t = browser.step(long_query), text.step(long_query)
+    _same(b, t)
+    assert b[4]["valid_action"] is False and b[4]["page"] == "results" and "Error response" not in b[0]
+    assert browser._browser_backend.url == url
+    near = "search[" + "茶" * 3300 + "]"  # 29,700 bytes encoded: just under the cap, must work
+    b, t = browser.step(near), text.step(near)
+    _same(b, t)
+    assert b[4]["valid_action"] is True and b[4]["page"] == "results"
+
+
+def test_error_page_is_an_invalid_action_with_state_unchanged(envs, monkeypatch):
+    browser, text = envs
+    browser.reset(seed=6)
+    obs, _, _, _, info = browser.step("search[tea]")
+    chrome = ("click[back to search]", "click[next >]", "click[< prev]")
+    product = next(c for c in info["admissible_commands"] if c.startswith("click[") and c not in chrome)
+    server = browser._browser_backend.server
+    real_page = server.page
+
+    def failing_page(sid, state):
+        if state.kind == "item":
+            raise RuntimeError("disk on fire")  # the server answers 500
+        return real_page(sid, state)
+
+    monkeypatch.setattr(server, "page", failing_page)
+    url = browser._browser_backend.url
+    obs2, reward, term, trunc, info2 = browser.step(product)
+    assert info2["valid_action"] is False and (reward, term, trunc) == (0.0, False, False)
+    assert obs2 == obs and info2["state"] == info["state"] and info2["admissible_commands"] == info["admissible_commands"]
+    assert browser._browser_backend.url == url
+    monkeypatch.setattr(server, "page", real_page)
+    assert browser.step(product)[4]["page"] == "item"

@@ -1,0 +1,58 @@
+"""Issue 14: WebShop honours max_episode_steps from gym.make / the trainer (item 9) and rejects a
+search whose URL would be too long in both modes alike (item 8, text side; the browser side is in
+test_webshop_browser.py)."""
+from __future__ import annotations
+
+import gymnasium as gym
+import pytest
+
+import progpo_envs
+from progpo_envs.webshop.env import WebShopEnv
+from progpo_envs.webshop.shop import MAX_ACTION_CHARS, MAX_QUERY_URL_BYTES, parse_action, query_url_bytes
+
+
+def _steps_until_truncated(env, limit: int = 200) -> int:
+    env.reset(seed=0)
+    for n in range(1, limit + 1):
+        _, _, term, trunc, _ = env.step("look")
+        assert not term
+        if trunc:
+            return n
+    return -1
+
+
+@pytest.mark.parametrize("kwargs, expected", [({"max_episode_steps": 30}, 30), ({"max_episode_steps": 4}, 4), ({}, 15)])
+def test_gym_make_max_episode_steps_is_honoured(kwargs, expected):
+    env = gym.make(progpo_envs.WEBSHOP_ID, num_products=200, **kwargs)
+    try:
+        assert _steps_until_truncated(env) == expected
+    finally:
+        env.close()
+
+
+def test_trainer_max_steps_reaches_webshop():
+    from trainers.envs import make_env
+
+    env = make_env("webshop", "train", 30, num_products=200)
+    try:
+        assert _steps_until_truncated(env) == 30
+    finally:
+        env.close()
+
+
+def test_direct_construction_keeps_its_own_limit(ws_shop):
+    assert _steps_until_truncated(WebShopEnv(shop=ws_shop)) == 15
+    assert _steps_until_truncated(WebShopEnv(shop=ws_shop, max_episode_steps=7)) == 7
+
+
+def test_search_query_is_capped_by_encoded_url_length(ws_env):
+    too_long = "search[" + "茶" * 7300 + "]"
+    assert len(too_long) < MAX_ACTION_CHARS and query_url_bytes("茶" * 7300) > 65_536
+    assert parse_action(too_long) is None
+    assert parse_action("search[" + "a b%" * 2400 + "]") is not None  # any ASCII query within the action limit fits
+    assert query_url_bytes("a b%" * 2400) <= MAX_QUERY_URL_BYTES
+    obs, info = ws_env.reset(seed=3)
+    obs2, reward, term, trunc, info2 = ws_env.step(too_long)
+    assert info2["valid_action"] is False and obs2 == obs and info2["page"] == "search" and reward == 0.0
+    _, _, _, _, info3 = ws_env.step("search[" + "茶" * 3300 + "]")
+    assert info3["valid_action"] is True and info3["page"] == "results"
