@@ -444,13 +444,36 @@ def is_hub_name(name: str) -> bool:
     return bool(_HUB_NAME.fullmatch(key)) and not Path(key).expanduser().exists()
 
 
+def _hub_unreachable(endpoint: str, timeout: float = 3.0) -> str | None:
+    """Why ``endpoint`` cannot be reached (one request, no retries), or ``None`` when it answers.
+
+    Any HTTP answer, even an error status, counts as reachable; what stays is a refused or
+    failed connection, a name that does not resolve, or no answer within ``timeout`` seconds.
+    """
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(endpoint.rstrip("/") + "/api/models?limit=1", method="HEAD")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout):
+            return None
+    except urllib.error.HTTPError:
+        return None
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", exc)
+        return f"{type(reason).__name__}: {_one_line(reason if isinstance(reason, BaseException) else exc, 120)}"
+
+
 def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     """Local snapshot directory of hub model ``name`` (``org/name``).
 
-    Reads the local Hugging Face cache (``$HF_HUB_CACHE``, default ``~/.cache/huggingface/hub``);
-    what is missing is fetched from the hub, or the mirror in ``$HF_ENDPOINT``, unless
-    ``HF_HUB_OFFLINE=1``. Only config, tokenizer and safetensors files are fetched. Raises a
-    one-line :class:`ModelLoadError` when the model is neither cached nor reachable.
+    Reads the local Hugging Face cache (``$HF_HUB_CACHE``, default ``~/.cache/huggingface/hub``)
+    first, without touching the network; what is missing is fetched from the hub, or the mirror
+    in ``$HF_ENDPOINT``, unless ``HF_HUB_OFFLINE=1``. Before a download, one request (3 s at
+    most, no retries) checks that the endpoint answers: with no network the call fails at once
+    instead of going through the hub client's retries. Only config, tokenizer and safetensors
+    files are fetched. Raises a one-line :class:`ModelLoadError` when the model is neither
+    cached nor reachable.
     """
     try:
         from huggingface_hub import snapshot_download
@@ -459,12 +482,27 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
         raise ModelLoadError(f"loading hub model {name!r} needs huggingface_hub: pip install 'progpo[train]'") from exc
     offline = bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))
     cache = getattr(hub_constants, "HF_HUB_CACHE", "~/.cache/huggingface/hub")
+    endpoint = str(getattr(hub_constants, "ENDPOINT", "https://huggingface.co"))
+    path: Path | None = None
+    try:  # the local cache first: no network, no retries
+        path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS, local_files_only=True))
+    except Exception as exc:  # noqa: BLE001 - not cached (or incomplete): maybe downloadable
+        local_error: Exception = exc
+    if path is None or not (path / "config.json").is_file():
+        unreachable = None if offline else _hub_unreachable(endpoint)
+        if offline or unreachable:
+            how = ("and HF_HUB_OFFLINE=1 is set" if offline
+                   else f"and the hub ({endpoint}) cannot be reached ({unreachable})")
+            raise ModelLoadError(
+                f"model {name!r} is not in the local Hugging Face cache ({cache}) {how}; download it where the "
+                f"hub is reachable (`hf download {name}`) and copy the cache, point HF_ENDPOINT at a mirror, or "
+                "pass a local directory"
+            ) from (local_error if path is None else None)
     try:
-        path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS,
-                                      local_files_only=offline))
+        if path is None or not (path / "config.json").is_file():
+            path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS))
     except Exception as exc:  # noqa: BLE001 - every hub failure becomes the same one-line error
-        how = ("and HF_HUB_OFFLINE=1 is set" if offline
-               else f"and could not be downloaded ({type(exc).__name__}: {_one_line(exc, 160)})")
+        how = f"and could not be downloaded ({type(exc).__name__}: {_one_line(exc, 160)})"
         raise ModelLoadError(
             f"model {name!r} is not in the local Hugging Face cache ({cache}) {how}; download it where the "
             f"hub is reachable (`hf download {name}`) and copy the cache, point HF_ENDPOINT at a mirror, or "

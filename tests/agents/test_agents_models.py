@@ -210,3 +210,45 @@ def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_
     assert out["cli_rc"] == 2
     err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
     assert len(err_lines) == 1 and "ModelLoadError" in err_lines[0] and "not-cached" in err_lines[0]
+
+
+def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tmp_path, tiny):
+    """Issue 14 item 10: with no reachable hub (here: an endpoint that accepts connections and never
+    answers) a missing model failed only after the hub client's retries; now the local cache is read
+    first and one 3 s probe decides."""
+    import socket
+
+    _fake_hub_cache(tmp_path / "hub", "progpo-test/tiny-hub", tiny)
+    blackhole = socket.socket()
+    blackhole.bind(("127.0.0.1", 0))
+    blackhole.listen(16)  # never accepted, never answered
+    port = blackhole.getsockname()[1]
+    script = textwrap.dedent('''
+        import json, time
+        from agents.models import load_model
+        from trainers.progpo import main
+        out = {}
+        t0 = time.monotonic()
+        out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
+                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress"])
+        out["missing_s"] = time.monotonic() - t0
+        import transformers.models.auto.modeling_auto  # noqa: F401  (import time is not network time)
+        t0 = time.monotonic()
+        model, tok = load_model("progpo-test/tiny-hub")  # cached: no network needed
+        out["cached_s"] = time.monotonic() - t0
+        print("RESULT" + json.dumps(out))
+    ''').replace("RUNDIR", str(tmp_path / "run"))
+    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+    env.update({"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub"),
+                "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": str(ROOT)})
+    try:
+        proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=300)
+    finally:
+        blackhole.close()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["cli_rc"] == 2 and out["missing_s"] < 8.0 and out["cached_s"] < 8.0, out
+    err_lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("error:")]
+    assert len(err_lines) == 1 and "not-cached" in err_lines[0] and "cannot be reached" in err_lines[0]
+    assert "retry" not in proc.stderr.lower()
