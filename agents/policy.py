@@ -41,7 +41,7 @@ from agents.logprobs import candidate_logprobs, sequence_logprobs
 from agents.parsing import FORMATS, parse_action, sanitize_text
 from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
 
-__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput"]
+__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "repeated_commands"]
 
 _PLACEHOLDER = re.compile(r"\[\s*<[^<>\[\]]*>\s*\]")
 
@@ -87,6 +87,16 @@ def _goal_text(goal: Any) -> str:
     return "" if goal is None else str(goal)
 
 
+def repeated_commands(observation: str, history: Sequence[tuple[str, str]]) -> frozenset[str]:
+    """Commands already taken in ``history`` from an observation equal to ``observation``.
+
+    >>> sorted(repeated_commands("at desk", [("at desk", "use lamp"), ("lamp on", "go to bed")]))
+    ['use lamp']
+    """
+    now = " ".join(str(observation).split())
+    return frozenset(" ".join(str(a).split()) for o, a in history if " ".join(str(o).split()) == now)
+
+
 class LLMPolicy:
     """A language-model agent for the ProGPO envs.
 
@@ -104,6 +114,12 @@ class LLMPolicy:
         noop_action: overrides the template's no-op command.
         score_batch_size: candidates per forward pass when scoring (generate-mode
             ``compute_logprobs`` runs 8 sequences per forward pass unless told otherwise).
+        avoid_repeats: score mode only: leave out of the candidates every command already
+            taken in this episode from the same observation text (:func:`repeated_commands`;
+            "action elimination": a command that was tried here before and left the agent
+            seeing the same thing again is a loop). When that would leave nothing, all
+            commands stay. Applied alike when acting and when re-scoring (the candidates
+            are stored with each step).
         score_norm: score mode's command score: ``"sum"`` of its token log-probs (default) or
             their ``"mean"``. With the sum an untrained model prefers the shortest commands
             (every extra token costs ~log|V| nats), so the G members of a group act alike; the
@@ -126,6 +142,7 @@ class LLMPolicy:
         noop_action: str | None = None,
         score_batch_size: int = 64,
         score_norm: str = "sum",
+        avoid_repeats: bool = False,
     ) -> None:
         if mode not in ("generate", "score"):
             raise ValueError(f"mode must be 'generate' or 'score', got {mode!r}")
@@ -157,6 +174,7 @@ class LLMPolicy:
         self.noop_action = self.template.noop_action if noop_action is None else noop_action
         self.score_batch_size = int(score_batch_size)
         self.score_norm = score_norm
+        self.avoid_repeats = bool(avoid_repeats)
         pad = getattr(tokenizer, "pad_token_id", None)
         self.pad_token_id = int(pad if pad is not None else tokenizer.eos_token_id)
 
@@ -192,6 +210,8 @@ class LLMPolicy:
         if self.mode == "generate":
             gens = self.backend.generate(prompts, self.sampling, seed=seed)  # type: ignore[union-attr]
             return [self._from_generation(g) for g in gens]
+        if self.avoid_repeats:
+            infos = [dict(i, _tried=repeated_commands(o, h)) for o, i, h in zip(observations, infos, histories)]
         return self._score_act(prompts, infos, seed)
 
     def _from_generation(self, g: Generation) -> StepOutput:
@@ -216,6 +236,9 @@ class LLMPolicy:
             c = _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
             if c and c not in out:
                 out.append(c)
+        tried = info.get("_tried") or ()
+        if tried and any(c not in tried for c in out):  # avoid_repeats: never an empty choice
+            out = [c for c in out if c not in tried]
         return out
 
     def _response_text(self, command: str) -> str:

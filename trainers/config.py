@@ -56,6 +56,7 @@ class TrainConfig:
     fmt: str = "action"  # action | think_action (generate mode)
     template: str = "auto"  # prompt template: auto (alfworld-memory for ALFWorld in score mode, else the env's), a name, or a YAML path
     score_norm: str = "sum"  # score mode: rank commands by sum (agents default) or mean token log-prob
+    avoid_repeats: bool = False  # score mode: drop commands already taken from the same observation (agents.policy)
     history_k: int = 1  # (observation, action) pairs in the prompt (paper: 2)
     temperature: float = 1.0
     top_p: float = 1.0

@@ -86,7 +86,8 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
     sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
     return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
-                     sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm)
+                     sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm,
+                     avoid_repeats=cfg.avoid_repeats)
 
 
 def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:

@@ -201,3 +201,23 @@ def test_score_mode_group_members_share_work_and_gradients(tiny, corridor):
     torch.cat(new).sum().backward()
     assert policy.model.get_input_embeddings().weight.grad.abs().sum() > 0
     policy.model.zero_grad()
+
+
+def test_score_mode_avoid_repeats_drops_commands_taken_from_the_same_observation(tiny, corridor):
+    env = corridor(max_steps=6)
+    obs, info = env.reset()
+    history = [(obs, "look"), ("somewhere else", "go west")]
+    plain = _policy(tiny, mode="score")
+    [p] = plain.act([obs], [info], [history], seed=0)
+    assert p.candidates == ["go east", "go west", "look"]
+    policy = _policy(tiny, mode="score", avoid_repeats=True)
+    for seed in range(5):
+        [out] = policy.act([obs], [info], [history], seed=seed)
+        # "look" was taken from this very observation: a loop; "go west" was taken elsewhere
+        assert out.candidates == ["go east", "go west"] and out.action != "look"
+        [lp] = policy.compute_logprobs([out])  # re-scored over the same reduced candidate set
+        assert abs(lp.item() - out.old_action_logprob) < 1e-4
+    # when every command was tried here, none is dropped (the policy always has a choice)
+    every = [(obs, c) for c in ("go east", "go west", "look")]
+    [out] = policy.act([obs], [info], [every], seed=0)
+    assert out.candidates == ["go east", "go west", "look"]
