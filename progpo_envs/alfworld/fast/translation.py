@@ -139,7 +139,7 @@ class _BadEntry(Exception):
 def _encode(key: str, record: dict[str, Any]) -> bytes:
     payload = json.dumps(record).encode("utf-8")
     header = f"{_MAGIC} {_DISK_FORMAT} {key} {hashlib.sha256(payload).hexdigest()}\n".encode("ascii")
-    return gzip.compress(header + payload, compresslevel=6)
+    return gzip.compress(header + payload, compresslevel=6, mtime=0)  # same bytes for the same record
 
 
 def _decode(raw: bytes, key: str, domain: str, problem: str) -> Translation:
