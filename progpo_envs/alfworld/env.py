@@ -38,9 +38,9 @@ grammar parse, the PDDL->SAS translation (also on disk, under ``$PROGPO_CACHE_DI
 transcripts identical to the stock engine (``python -m progpo_envs.alfworld.identity`` checks every
 game); ``fast=False`` is the stock TextWorld engine. Use processes, not threads, for parallel envs
 (fast-downward's translator swaps ``sys.argv``/``sys.stdout``). Python 3.13: textworld's stock
-``EvalSymbol.derive`` relies on the pre-3.13 ``locals()`` behaviour and raises ``NameError``; the
-fast path evaluates grammar expressions with explicit variables instead (3.13 itself is untested
-here: CI runs 3.11).
+``EvalSymbol.derive`` relies on the pre-3.13 ``locals()`` behaviour and raises ``NameError``;
+both engines evaluate grammar expressions with explicit variables there
+(:func:`progpo_envs.alfworld.engine.eval_expression`); CI runs the fast suite on 3.11 and 3.13.
 """
 from __future__ import annotations
 
