@@ -9,3 +9,9 @@ Modules (import what you need; nothing heavy is imported here):
 * :mod:`agents.policy` -- ``LLMPolicy`` (generate / score modes), ``StepOutput``.
 * :mod:`agents.baselines` -- ``RandomAgent``, ``ALFWorldExpertAgent``, ``WebShopOracleAgent``.
 """
+
+__progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
+
+from progpo_envs.guard import check_import_names  # noqa: E402
+
+check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's

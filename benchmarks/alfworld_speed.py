@@ -69,7 +69,7 @@ def _play(args: tuple[bool, list[str], int, int, int, str]) -> dict[str, object]
     import os
 
     os.environ["PROGPO_CACHE_DIR"] = cache_dir
-    from progpo_envs.alfworld.engine import make_engine, require_engine
+    from progpo_envs.alfworld.env import make_engine, require_engine
 
     require_engine()
     base = _rss_mb()

@@ -13,6 +13,10 @@ from __future__ import annotations
 
 from gymnasium.envs.registration import register, registry
 
+from progpo_envs.guard import check_import_names
+
+check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's
+
 ALFWORLD_ID = "ProGPO-ALFWorld-v0"
 WEBSHOP_ID = "ProGPO-WebShop-v0"
 

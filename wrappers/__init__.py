@@ -16,6 +16,8 @@ Example:
     >>> sorted(k for k in env.reset(seed=0)[1] if k != "prob")
     ['canonical_obs', 'coverage', 'coverage_rate', 'first_visit']
 """
+__progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
+
 from wrappers.canonicalize import (
     Canonicalizer,
     CanonicalizeObservation,

@@ -1,10 +1,14 @@
 """ALFWorld as a Gymnasium environment over the real TextWorld PDDL engine.
 
-Modules (each imports TextWorld lazily, so this package imports without the ``alfworld`` extra):
+Modules (all but ``fast`` import TextWorld lazily, so this package imports without the
+``alfworld`` extra):
 
-* :mod:`~progpo_envs.alfworld.env` -- ``ALFWorldEnv`` (``gym.make("ProGPO-ALFWorld-v0")``)
+* :mod:`~progpo_envs.alfworld.env` -- ``ALFWorldEnv`` (``gym.make("ProGPO-ALFWorld-v0")``), ``make_engine``
+* :mod:`~progpo_envs.alfworld.install` -- what the extra provides: import check, the wheel's domain/grammar
 * :mod:`~progpo_envs.alfworld.engine` -- the stock engine (``PddlEnv`` + ALFWorld demangling)
-* :mod:`~progpo_envs.alfworld.fast` -- the cached fast path with identical transcripts
+* :mod:`~progpo_envs.alfworld.fast` -- the cached fast path with identical transcripts: ``grammar``
+  (grammar cache), ``translation`` (SAS translation cache), ``state`` (state + applicable
+  actions), ``env`` (``FastEngine``); needs the extra
 * :mod:`~progpo_envs.alfworld.games` -- game discovery in the original ``json_2.1.1`` layout
 * :mod:`~progpo_envs.alfworld.embedded` -- the shipped generated games, materialized on first use
 * :mod:`~progpo_envs.alfworld.generate` -- the task generator (``python -m progpo_envs.alfworld.generate``)

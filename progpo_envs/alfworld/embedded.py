@@ -23,7 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Any, Iterable
 
-from progpo_envs.cache import cache_root  # noqa: F401  (re-exported: fast.py and older callers import it here)
+from progpo_envs.alfworld.install import alfworld_logic_files
+from progpo_envs.cache import cache_root  # noqa: F401  (re-exported: older callers import it from here)
 
 ARCHIVE = Path(__file__).parent / "data" / "generated_games.json.xz"
 EMBEDDED_SPLITS = ("train", "valid", "hard", "easy-train", "easy-valid")
@@ -36,8 +37,6 @@ def _logic_hash(domain: str, grammar: str) -> str:
 
 def pack_games(games: Iterable[Any], archive: Path, seed: int) -> Path:
     """Write generated games (``generate.GeneratedGame``) into a compact ``.json.xz`` archive."""
-    from progpo_envs.alfworld.engine import alfworld_logic_files
-
     domain, grammar = alfworld_logic_files()
     records = []
     for g in games:
@@ -78,8 +77,6 @@ def embedded_root(archive: Path = ARCHIVE, cache_dir: Path | None = None) -> Pat
     grammar; it is written to a temporary folder and renamed into place, so concurrent processes
     are safe and a half-written cache is never used.
     """
-    from progpo_envs.alfworld.engine import alfworld_logic_files
-
     domain, grammar = alfworld_logic_files()
     raw = Path(archive).read_bytes() if Path(archive).is_file() else b""
     key = hashlib.sha256(raw + b"\0" + _logic_hash(domain, grammar).encode()).hexdigest()[:16]

@@ -2,7 +2,9 @@
 
 This module is the only place that touches TextWorld / fast-downward internals for the stock
 path. It imports them lazily so that ``progpo_envs.alfworld`` imports without the ``alfworld``
-extra installed; :func:`require_engine` raises one clear error when they are missing.
+extra installed; :func:`~progpo_envs.alfworld.install.require_engine` raises one clear error
+when they are missing. On Python 3.13 the stock ``EvalSymbol.derive`` gets the explicit-variables
+evaluation the fast path uses (:func:`eval_expression`), so both engines run there too.
 
 Example (needs the ``alfworld`` extra)::
 
@@ -15,90 +17,57 @@ Example (needs the ``alfworld`` extra)::
 from __future__ import annotations
 
 import importlib
-import importlib.util
-import os
 import sys
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-ENGINE_MISSING_HINT = (
-    "The ALFWorld engine is not installed: `pip install 'progpo[alfworld]'` "
-    "(installs alfworld==0.4.2, textworld[pddl] and tatsu==5.8.3; compiles fast-downward, "
-    "needs cmake and g++)."
+from progpo_envs.alfworld.install import (  # noqa: F401  (re-exported: the engine's public names since 0.1)
+    ENGINE_MISSING_HINT,
+    EngineUnavailableError,
+    RestoreArgv,
+    alfworld_logic_files,
+    engine_available,
+    import_alfworld,
+    require_engine,
 )
 
 NOTHING_HAPPENS = "Nothing happens."
-
-
-class EngineUnavailableError(ImportError):
-    """Raised when ``textworld[pddl]`` or ``alfworld`` cannot be imported."""
-
-
-def engine_available() -> bool:
-    """True when the real engine (textworld PDDL backend + alfworld) can be imported."""
-    try:
-        require_engine()
-    except EngineUnavailableError:
-        return False
-    return True
-
-
-def require_engine() -> None:
-    """Import the engine's packages, or raise :class:`EngineUnavailableError` with the fix."""
-    for name in ("fast_downward", "tatsu", "textworld.envs.pddl.pddl"):
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # ImportError, or a broken build raising something else
-            raise EngineUnavailableError(f"{ENGINE_MISSING_HINT} (import of {name!r} failed: {exc})") from exc
-    import_alfworld("alfworld")
-
-
-def import_alfworld(module: str) -> Any:
-    """Import an ``alfworld`` module without leaking ``alfworld.info``'s side effect.
-
-    ``import alfworld`` sets ``os.environ["ALFWORLD_DATA"]`` to ``~/.cache/alfworld`` when it is
-    unset; we undo that so our own data-dir resolution sees the user's real setting.
-    """
-    before = os.environ.get("ALFWORLD_DATA")
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise EngineUnavailableError(f"{ENGINE_MISSING_HINT} (import of {module!r} failed: {exc})") from exc
-    finally:
-        if before is None:
-            os.environ.pop("ALFWORLD_DATA", None)
-        else:
-            os.environ["ALFWORLD_DATA"] = before
 
 
 def _import_demangler() -> Any:
     return import_alfworld("alfworld.agents.utils.misc").Demangler
 
 
-def alfworld_logic_files() -> tuple[str, str]:
-    """Text of the ``alfred.pddl`` domain and ``alfred.twl2`` grammar shipped in the alfworld wheel."""
-    try:
-        spec = importlib.util.find_spec("alfworld")
-    except (ImportError, ValueError):
-        spec = None
-    if spec is None or not spec.submodule_search_locations:
-        raise EngineUnavailableError(ENGINE_MISSING_HINT)
-    root = list(spec.submodule_search_locations)[0]
-    with open(os.path.join(root, "data", "alfred.pddl"), encoding="utf-8") as f:
-        domain = f.read()
-    with open(os.path.join(root, "data", "alfred.twl2"), encoding="utf-8") as f:
-        grammar = f.read()
-    return domain, grammar
+_TEXTGEN: dict[str, Any] | None = None
 
 
-class _Argv:
-    """fast-downward's translator overwrites ``sys.argv`` (and never restores it): restore it."""
+def eval_expression(code: Any, symbol: Any, context: Mapping[str, Any]) -> Any:
+    """Value of a twl2 ``{expression}`` (source or compiled): textgen's globals, and as locals
+    ``self``, ``context`` and the grammar's variables, as textworld 1.7.0's
+    ``textgen.EvalSymbol.derive`` sees them on Python < 3.13, but passed explicitly."""
+    global _TEXTGEN
+    if _TEXTGEN is None:
+        _TEXTGEN = vars(importlib.import_module("textworld.envs.pddl.textgen"))
+    scope = {"self": symbol, "context": context}
+    scope.update(context["variables"])
+    return eval(code, _TEXTGEN, scope)  # noqa: S307 - the game's own grammar, as the stock engine does
 
-    def __enter__(self) -> None:
-        self.argv = list(sys.argv)
 
-    def __exit__(self, *exc: Any) -> None:
-        sys.argv[:] = self.argv
+def _eval_symbol_derive(self: Any, context: Any = None) -> list[Any]:
+    # textworld 1.7.0 textgen.EvalSymbol.derive, with the variables passed to eval explicitly
+    tg = importlib.import_module("textworld.envs.pddl.textgen")
+    context = context or self.context
+    return [tg.TerminalSymbol(eval_expression(self.expression, self, context))]
+
+
+def _fix_eval_symbol_for_py313() -> None:
+    """Python 3.13 (PEP 667): ``locals().update(...)`` no longer reaches ``eval``, so the stock
+    ``EvalSymbol.derive`` raises ``NameError`` on the first grammar variable. Give it the same
+    expression, evaluated with explicit variables (same value on every Python; stock before 3.13)."""
+    if sys.version_info >= (3, 13):
+        tg = importlib.import_module("textworld.envs.pddl.textgen")
+        if tg.EvalSymbol.derive is not _eval_symbol_derive:
+            tg.EvalSymbol.derive = _eval_symbol_derive
 
 
 @dataclass(frozen=True)
@@ -122,6 +91,7 @@ class StockEngine:
         import textworld
         from textworld.envs import PddlEnv
 
+        _fix_eval_symbol_for_py313()
         self._env = PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))
         self._state: Any = None
         self._loaded: Any = None
@@ -129,7 +99,7 @@ class StockEngine:
     # -- game lifecycle ---------------------------------------------------------------------
     def load(self, game: str | Mapping[str, Any]) -> None:
         """Load a ``game.tw-pddl`` file (path) or its parsed JSON content."""
-        with _Argv():
+        with RestoreArgv():
             self._env.load(game)
         self._demangle()
         self._loaded = game
@@ -141,7 +111,7 @@ class StockEngine:
 
     def reset(self) -> str:
         """Start the loaded game again; returns the intro observation."""
-        with _Argv():
+        with RestoreArgv():
             self._state = self._env.reset()
         return self._state.feedback
 
@@ -188,15 +158,6 @@ class StockEngine:
 
     def close(self) -> None:
         self._state = None
-
-
-def make_engine(fast: bool) -> StockEngine:
-    """The engine for ``fast`` (the cached fast path) or the stock one."""
-    if fast:
-        from progpo_envs.alfworld.fast import FastEngine
-
-        return FastEngine()
-    return StockEngine()
 
 
 def command_for(actions: Sequence[GroundAction], name: str, **args: str) -> str | None:

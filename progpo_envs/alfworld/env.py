@@ -38,9 +38,9 @@ grammar parse, the PDDL->SAS translation (also on disk, under ``$PROGPO_CACHE_DI
 transcripts identical to the stock engine (``python -m progpo_envs.alfworld.identity`` checks every
 game); ``fast=False`` is the stock TextWorld engine. Use processes, not threads, for parallel envs
 (fast-downward's translator swaps ``sys.argv``/``sys.stdout``). Python 3.13: textworld's stock
-``EvalSymbol.derive`` relies on the pre-3.13 ``locals()`` behaviour and raises ``NameError``; the
-fast path evaluates grammar expressions with explicit variables instead (3.13 itself is untested
-here: CI runs 3.11).
+``EvalSymbol.derive`` relies on the pre-3.13 ``locals()`` behaviour and raises ``NameError``;
+both engines evaluate grammar expressions with explicit variables there
+(:func:`progpo_envs.alfworld.engine.eval_expression`); CI runs the fast suite on 3.11 and 3.13.
 """
 from __future__ import annotations
 
@@ -53,7 +53,10 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS, embedded_root
+from progpo_envs.alfworld.engine import StockEngine
 from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, discover_games, resolve_data_dir
+from progpo_envs.alfworld.install import require_engine
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
 #: human-written task sentences may contain.
@@ -62,6 +65,17 @@ CHARSET = (string.ascii_letters + string.digits + string.punctuation + " \n\t"
 MAX_OBS_CHARS = 1 << 16
 MAX_ACTION_CHARS = 1 << 12
 _GOAL = re.compile(r"Your task is to: (.*)")
+
+
+def make_engine(fast: bool) -> StockEngine:
+    """The engine for ``fast`` (the cached fast path) or the stock one (one clear error without
+    the ``alfworld`` extra)."""
+    require_engine()
+    if fast:
+        from progpo_envs.alfworld.fast import FastEngine  # needs the alfworld extra: imported on use
+
+        return FastEngine()
+    return StockEngine()
 
 
 def _as_text(action: Any) -> str:
@@ -103,8 +117,6 @@ class ALFWorldEnv(gym.Env[str, str]):
             elif difficulty == "easy":
                 split = split if split.startswith("easy-") else f"easy-{'valid' if split == 'valid' else 'train'}"
         if json_dir is None:
-            from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS, embedded_root
-
             if split not in EMBEDDED_SPLITS:
                 raise ALFWorldDataError(
                     f"split {split!r} is not in the embedded ALFWorld set (splits: {list(EMBEDDED_SPLITS)}); "
@@ -160,8 +172,6 @@ class ALFWorldEnv(gym.Env[str, str]):
             task_id = self._order[int(self.np_random.integers(len(self._order)))]
         rec = self._record(str(task_id))
         if self._engine is None:
-            from progpo_envs.alfworld.engine import make_engine
-
             self._engine = make_engine(self.fast)
         if self._loaded != str(rec.path):
             self._loaded = None

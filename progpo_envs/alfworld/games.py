@@ -6,7 +6,10 @@ the folder that holds ``json_2.1.1/`` (the folder ``json_2.1.1`` itself is accep
     <data_dir>/json_2.1.1/<split>/<task_folder>/<trial_folder>/game.tw-pddl (+ traj_data.json)
 
 As ALFWorld's own loader does, folders whose path contains "movable" or "Sliced" are skipped,
-and so are games without ``"solvable": true``.
+and so are games without ``"solvable": true`` (logged at INFO). A game whose files are truncated
+or unreadable, lack ``traj_data.json`` or name no known task type is skipped with a WARNING,
+once per game and process; a ``game.tw-pddl`` or ``traj_data.json`` that parses to something
+other than a JSON object (``[]``, a string) raises :class:`ALFWorldDataError`.
 
 >>> task_id_of(Path("json_2.1.1/valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T1/game.tw-pddl"))
 'pick_two_obj_and_place-CD-None-Safe-308/trial_T1'
@@ -14,6 +17,7 @@ and so are games without ``"solvable": true``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,23 +69,43 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
         "or pass data_dir=None and unset ALFWORLD_DATA to use the embedded games.")
 
 
-def _is_solvable(game_file: Path) -> bool:
+_log = logging.getLogger(__name__)
+_SKIPS_LOGGED: set[tuple[str, str]] = set()
+
+
+def _skip(path: Path, reason: str, level: int = logging.WARNING) -> None:
+    """Log that the game at ``path`` is skipped and why, once per (game, reason) and process."""
+    key = (str(path), reason)
+    if key not in _SKIPS_LOGGED:
+        _SKIPS_LOGGED.add(key)
+        _log.log(level, "ALFWorld game %s skipped: %s", path, reason)
+
+
+class _Unreadable(Exception):
+    """A file that cannot be read or parsed (truncated, not JSON): its game is skipped."""
+
+
+def _read_object(path: Path) -> dict:
+    """A JSON file that must hold an object: :class:`_Unreadable` when it cannot be read or parsed,
+    :class:`ALFWorldDataError` when it parses to something else (a list, a string...)."""
     try:
-        with open(game_file, encoding="utf-8") as f:
-            return json.load(f).get("solvable") is True
-    except (OSError, ValueError):
-        return False
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
+        raise _Unreadable(f"{path.name} is unreadable or truncated ({type(exc).__name__}: {exc})") from None
+    if not isinstance(data, dict):
+        raise ALFWorldDataError(
+            f"{path} holds a JSON {type(data).__name__}, not an object: a game folder needs game.tw-pddl "
+            "(pddl_domain, grammar, pddl_problem, solvable) and traj_data.json as JSON objects; regenerate or "
+            "re-download it, or remove the folder.")
+    return data
 
 
 def _task_type(trial_dir: Path) -> str | None:
     tt = task_type_of_folder(trial_dir.parent.name)
     if tt is not None:
         return tt
-    try:
-        with open(trial_dir / "traj_data.json", encoding="utf-8") as f:
-            tt = json.load(f).get("task_type")
-    except (OSError, ValueError):
-        return None
+    tt = _read_object(trial_dir / "traj_data.json").get("task_type")
     return tt if tt in TASK_TYPES else None
 
 
@@ -98,11 +122,21 @@ def discover_games(json_dir: Path, split: str) -> list[GameRecord]:
         trial_dir = game_file.parent
         rel = str(trial_dir.relative_to(split_dir))
         if "movable" in rel or "Sliced" in rel:
+            _skip(game_file, 'its path contains "movable" or "Sliced" (as ALFWorld\'s loader)', logging.INFO)
             continue
-        if not (trial_dir / "traj_data.json").is_file() or not _is_solvable(game_file):
+        if not (trial_dir / "traj_data.json").is_file():
+            _skip(game_file, "no traj_data.json beside it")
             continue
-        tt = _task_type(trial_dir)
+        try:
+            if _read_object(game_file).get("solvable") is not True:
+                _skip(game_file, 'no "solvable": true (as ALFWorld\'s loader)', logging.INFO)
+                continue
+            tt = _task_type(trial_dir)
+        except _Unreadable as exc:
+            _skip(game_file, str(exc))
+            continue
         if tt is None:
+            _skip(game_file, f"unknown task type (folder {trial_dir.parent.name!r}, traj_data.json task_type)")
             continue
         games.append(GameRecord(task_id_of(game_file), game_file, tt))
     if not games:

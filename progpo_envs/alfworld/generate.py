@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+from progpo_envs.alfworld.env import make_engine
+from progpo_envs.alfworld.install import alfworld_logic_files, import_alfworld
 from progpo_envs.alfworld.tasks import TASK_TYPES
 
 #: floor plans held out for the ``valid`` split of the default set (unseen scenes).
@@ -108,8 +110,6 @@ class _Lib:
     """ALFRED's constants and goal library from the installed wheel (imported once)."""
 
     def __init__(self) -> None:
-        from progpo_envs.alfworld.engine import import_alfworld
-
         self.c = import_alfworld("alfworld.gen.constants")
         self.goals = import_alfworld("alfworld.gen.goal_library").gdict
         self.layout_dir = Path(self.c.__file__).parent / "layouts"
@@ -397,7 +397,6 @@ def generate_games(split: str, per_type: int, seed: int, difficulty: str = "norm
                    floor_plans: Sequence[str] | None = None, task_types: Sequence[str] = TASK_TYPES,
                    engine: Any = None, log: Any = None) -> list[GeneratedGame]:
     """Generate ``per_type`` validated games of each task type (deterministic in ``seed``)."""
-    from progpo_envs.alfworld.engine import alfworld_logic_files, make_engine
     from progpo_envs.alfworld.expert import ExpertError
 
     lib = _Lib()

@@ -37,7 +37,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import os
 import random
 import re
@@ -48,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from progpo_envs.webshop.catalog_gen import iter_catalog
+from progpo_envs.webshop.data_io import FIX_HINT, WebShopDataError, read_json
 from progpo_envs.webshop.goals import get_human_goals, get_synthetic_goals, shuffle_goals
 
 __all__ = [
@@ -68,17 +68,6 @@ DATA_ENV_VAR = "WEBSHOP_DATA"
 #: Goals 0 .. TEST_GOALS - 1 form the test split (as the published GRPO/GiGPO results use).
 TEST_GOALS = 500
 _DEFAULT_PRICE = 100.0
-
-_FIX_HINT = (
-    "point data_dir (or the WEBSHOP_DATA environment variable) at a folder with the original "
-    "WebShop files (items_shuffle*.json and items_ins_v2*.json), or pass data_dir=None and unset "
-    "WEBSHOP_DATA to use the embedded generated catalog"
-)
-
-
-class WebShopDataError(RuntimeError):
-    """A WebShop data folder or file is missing, unreadable or malformed (message says the fix)."""
-
 
 @dataclass
 class Catalog:
@@ -119,22 +108,6 @@ class Catalog:
         raise ValueError(f"unknown split {name!r}; expected 'train', 'test' or 'all'")
 
 
-def read_json(path: Path, *, what: str) -> Any:
-    """``json.load`` with one clear :class:`WebShopDataError` for missing / corrupt files."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except FileNotFoundError:
-        raise WebShopDataError(f"{what} file not found: {path}; {_FIX_HINT}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise WebShopDataError(
-            f"{what} file {path} is not valid JSON ({exc}); re-download or regenerate it "
-            f"(python -m progpo_envs.webshop.catalog_gen --out-dir <dir>)"
-        ) from None
-    except OSError as exc:
-        raise WebShopDataError(f"cannot read {what} file {path}: {exc}") from None
-
-
 def find_data_file(data_dir: Path, stem: str, num_products: int | None) -> Path:
     """Pick ``<stem>_<n>.json``, else ``<stem>.json``, else the single ``<stem>*.json``."""
     if num_products is not None:
@@ -148,7 +121,7 @@ def find_data_file(data_dir: Path, stem: str, num_products: int | None) -> Path:
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise WebShopDataError(f"no {stem}*.json in {data_dir}; {_FIX_HINT}")
+        raise WebShopDataError(f"no {stem}*.json in {data_dir}; {FIX_HINT}")
     names = ", ".join(m.name for m in matches)
     raise WebShopDataError(
         f"several {stem}*.json in {data_dir} ({names}) and none named {stem}_{num_products}.json "
@@ -274,20 +247,20 @@ def _dedupe(rows: Iterable[tuple[dict[str, Any], dict[str, Any] | None]]) -> Ite
 
 def _read_original(data_dir: Path, num_products: int | None, human_goals: bool):
     if not data_dir.is_dir():
-        raise WebShopDataError(f"WebShop data folder not found: {data_dir}; {_FIX_HINT}")
+        raise WebShopDataError(f"WebShop data folder not found: {data_dir}; {FIX_HINT}")
     items_path = find_data_file(data_dir, "items_shuffle", num_products)
     ins_path = find_data_file(data_dir, "items_ins_v2", num_products)
     items = read_json(items_path, what="products (items_shuffle)")
     if not isinstance(items, list) or not all(isinstance(x, dict) and "asin" in x for x in items[:1000]):
         raise WebShopDataError(
             f"{items_path}: expected a JSON list of products with an 'asin' key (the original "
-            f"items_shuffle schema); {_FIX_HINT}"
+            f"items_shuffle schema); {FIX_HINT}"
         )
     ins = read_json(ins_path, what="attributes (items_ins_v2)")
     if not isinstance(ins, dict):
         raise WebShopDataError(
             f"{ins_path}: expected a JSON object {{asin: {{attributes, ...}}}} (the original "
-            f"items_ins_v2 schema); {_FIX_HINT}"
+            f"items_ins_v2 schema); {FIX_HINT}"
         )
     human: dict[str, Any] = {}
     if human_goals:
@@ -304,7 +277,7 @@ def _read_original(data_dir: Path, num_products: int | None, human_goals: bool):
         items = items[:num_products]
     missing = [k for k in ("name", "category", "query", "product_category") if k not in (items[0] if items else {})]
     if missing:
-        raise WebShopDataError(f"{items_path}: products lack keys {missing}; {_FIX_HINT}")
+        raise WebShopDataError(f"{items_path}: products lack keys {missing}; {FIX_HINT}")
     rows = ((raw, ins.get(raw.get("asin"))) for raw in items)
     return rows, human, str(data_dir)
 

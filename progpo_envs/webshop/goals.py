@@ -40,6 +40,8 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from progpo_envs.webshop.data_io import WebShopDataError, read_json
+
 __all__ = [
     "PRICE_RANGE",
     "NO_PRICE_CAP",
@@ -186,11 +188,9 @@ def shuffle_goals(goals: Iterable[dict[str, Any]], seed: int = SHUFFLE_SEED) -> 
 def load_human_instructions(path: str | Path) -> list[str]:
     """Read a list of free-text human instructions (``human_goals.json``).
 
-    Raises :class:`progpo_envs.webshop.data.WebShopDataError` naming the path when the file
+    Raises :class:`progpo_envs.webshop.data_io.WebShopDataError` naming the path when the file
     is missing, not JSON, or not a list of strings.
     """
-    from progpo_envs.webshop.data import WebShopDataError, read_json
-
     data = read_json(Path(path), what="human instructions")
     if not isinstance(data, list) or not all(isinstance(s, str) for s in data):
         raise WebShopDataError(

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Build (or refresh) a Python 3.13 venv for the fast suite on 3.13 (`make test-py313`, .ci/run).
+# The main install is Python 3.11; this checks the package on the newest CPython we support.
+# First build compiles alfworld's jericho + fast-downward (~5 min); later calls take seconds.
+#
+#   bash scripts/setup_py313.sh        # create / update ~/.cache/progpo/venv-py313 (idempotent)
+#
+# Env: PY313 (interpreter, default: python3.13 on PATH, else pyenv's 3.13.x), PY313_VENV
+# (default ~/.cache/progpo/venv-py313). Exit 3 (no venv built) when no Python 3.13 is found.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV="${PY313_VENV:-$HOME/.cache/progpo/venv-py313}"
+STAMP="$VENV/.progpo-py313-ok"
+find_py313() {
+  local c
+  for c in "${PY313:-}" python3.13 "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13; do
+    [ -n "$c" ] || continue
+    if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1; then
+      echo "$c"; return 0
+    fi
+  done
+  return 1
+}
+if ! PY="$(find_py313)"; then
+  echo "setup_py313: no Python 3.13 found (python3.13 on PATH or pyenv 3.13.x); skipped" >&2
+  exit 3
+fi
+source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done, install_deps, link_checkout
+# dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
+if recipe_changed "import torch, textworld"; then
+  install_deps "$PY" "all"
+  recipe_done
+fi
+link_checkout
+"$VENV/bin/python" -c "import sys, torch, textworld, agents; print('python', sys.version.split()[0], '| torch', torch.__version__, '| textworld', textworld.__version__, '| progpo from', agents.__path__[0])"
