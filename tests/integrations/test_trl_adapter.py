@@ -51,7 +51,7 @@ def test_trl_normalisation_of_scaled_reward_equals_progpo_advantages(g: int) -> 
     # The unscaled reward: same signs and ranking, off by the std convention and the epsilons.
     plain = _trl_group_advantages(np.array(progress_conditioned_reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g)
     assert np.all(np.sign(plain.round(9)) == np.sign(want.round(9)))
-    assert np.max(np.abs(plain * math.sqrt(g / (g - 1)) - want)) < 1e-3
+    assert np.max(np.abs(plain * math.sqrt(g / (g - 1)) - want)) < 1e-2  # eps 1e-4 vs 1e-6 on small spreads
 
 
 def test_advantage_reward_with_scale_none_is_exact_for_any_lambda() -> None:

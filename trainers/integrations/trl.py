@@ -176,8 +176,8 @@ def progpo_advantage_reward(
 ) -> list[float]:
     """Rewards equal to ProGPO's episode advantages (any ``base``/``lam``); for ``scale_rewards="none"``.
 
-    >>> progpo_advantage_reward([], [], outcome=[0., 0.], coverage_rate=[.2, .6], group_id=[0, 0], lam=.5)
-    [-0.4999987500031249, 0.4999987500031249]
+    >>> [round(a, 4) for a in progpo_advantage_reward([], [], outcome=[0., 0.], coverage_rate=[.2, .6], group_id=[0, 0], lam=.5)]
+    [-0.5, 0.5]
     """
     from trainers.advantages import progpo_episode_advantages
 
