@@ -1,0 +1,142 @@
+"""progpo_envs.serve: both envs over OpenEnv's HTTP/WebSocket routes on loopback.
+
+Expert episodes are computed in-process (the same seed gives the same task) and replayed through
+the OpenEnv client, which must see the same observations and win.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("openenv.core", reason="extra [openenv] not installed")
+sys.path.insert(0, str(Path(__file__).parent))
+from openenv_server import running_server  # noqa: E402
+
+from progpo_envs.serve import CommandAction, ProGPOEnvClient, json_safe  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def _post(url: str, body: bytes) -> tuple[int, Any]:
+    req = urllib.request.Request(url, data=body, headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def _local_env(name: str, max_steps: int) -> Any:
+    from trainers.envs import make_env
+
+    return make_env(name, "train", max_steps)
+
+
+def _webshop_expert(seed: int) -> tuple[list[str], list[str]]:
+    """(commands, observations after each) of the oracle on the task of ``seed``, in-process."""
+    from agents.baselines import WebShopOracleAgent
+
+    env, agent = _local_env("webshop", 15), WebShopOracleAgent()
+    obs, info = env.reset(seed=seed)
+    cmds, texts, done = [], [obs], False
+    while not done:
+        cmd = agent.act([obs], [info])[0]
+        obs, reward, term, trunc, info = env.step(cmd)
+        cmds.append(cmd)
+        texts.append(obs)
+        done = term or trunc
+    assert info["won"], "the oracle should win in-process"
+    env.close()
+    return cmds, texts
+
+
+@pytest.fixture(scope="module")
+def webshop_url():
+    with running_server("webshop", "--max-sessions", "40") as url:
+        yield url
+
+
+def test_webshop_expert_episode_over_loopback_wins(webshop_url: str) -> None:
+    cmds, texts = _webshop_expert(seed=3)
+    with ProGPOEnvClient(base_url=webshop_url).sync() as env:
+        r = env.reset(seed=3)
+        assert r.observation.text == texts[0]
+        assert r.observation.metadata["admissible_commands"] == r.observation.admissible_commands
+        for k, cmd in enumerate(cmds):
+            r = env.step(CommandAction(command=cmd))
+            assert r.observation.text == texts[k + 1]
+        assert r.done and r.observation.metadata["won"] and r.reward == pytest.approx(1.0)
+        assert r.observation.coverage_rate == r.observation.metadata["coverage_rate"] > 0
+
+
+def test_32_concurrent_sessions_keep_episodes_apart(webshop_url: str) -> None:
+    """32 /ws sessions on 32 different tasks, steps interleaved; each matches its in-process twin."""
+    seeds = list(range(100, 132))
+    local = [_local_env("webshop", 15) for _ in seeds]
+    first = [env.reset(seed=s)[0] for env, s in zip(local, seeds)]
+    assert len(set(first)) > 1
+
+    async def run() -> list[list[str]]:
+        clients = [ProGPOEnvClient(base_url=webshop_url) for _ in seeds]
+        await asyncio.gather(*(c.connect() for c in clients))
+        try:
+            resets = await asyncio.gather(*(c.reset(seed=s) for c, s in zip(clients, seeds)))
+            seen = [[r.observation.text] for r in resets]
+            for cmd in ("search[shoes]", "click[next >]", "search[gift set]"):
+                results = await asyncio.gather(*(c.step(CommandAction(command=cmd)) for c in clients))
+                for k, r in enumerate(results):
+                    seen[k].append(r.observation.text)
+            return seen
+        finally:
+            await asyncio.gather(*(c.close() for c in clients))
+
+    seen = asyncio.run(run())
+    for k, env in enumerate(local):
+        want = [first[k]] + [env.step(cmd)[0] for cmd in ("search[shoes]", "click[next >]", "search[gift set]")]
+        assert seen[k] == want, f"session {k} (seed {seeds[k]}) saw another session's episode"
+        env.close()
+
+
+def test_malformed_requests_get_4xx_and_server_goes_on(webshop_url: str) -> None:
+    assert _post(webshop_url + "/step", b'{"action": {"cmd": 3}}')[0] == 422  # not the schema
+    assert _post(webshop_url + "/step", b'{"action": {"command": 5}}')[0] == 422  # wrong type
+    assert _post(webshop_url + "/step", b"not json")[0] == 422
+    assert _post(webshop_url + "/reset", b'{"seed": "abc"}')[0] == 422
+    schema = json.loads(urllib.request.urlopen(webshop_url + "/schema", timeout=30).read())
+    assert schema["action"]["required"] == ["command"]
+    # Stateless HTTP reset still serves, and a /ws session still plays.
+    status, body = _post(webshop_url + "/reset", b'{"seed": 3}')
+    assert status == 200 and body["observation"]["admissible_commands"] == ["search[<query>]"]
+    with ProGPOEnvClient(base_url=webshop_url).sync() as env:
+        env.reset(seed=3)
+        r = env.step(CommandAction(command="\x00" * 10_000))  # junk command: an invalid action, not a crash
+        assert r.observation.metadata["valid_action"] is False and not r.done
+
+
+def test_alfworld_expert_episode_over_loopback_wins(alfworld_engine_available: None) -> None:
+    env = _local_env("alfworld", 50)
+    obs, _ = env.reset(seed=5)
+    plan = env.unwrapped.expert_plan()
+    env.close()
+    assert plan
+    with running_server("alfworld", "--max-sessions", "4") as url:
+        with ProGPOEnvClient(base_url=url).sync() as client:
+            r = client.reset(seed=5)
+            assert r.observation.text == obs
+            for cmd in plan:
+                assert not r.done
+                r = client.step(CommandAction(command=cmd))
+            assert r.done and r.observation.metadata["won"] and r.reward == pytest.approx(1.0)
+            assert r.observation.metadata["terminated"] is True
+
+
+def test_json_safe_handles_numpy() -> None:
+    np = pytest.importorskip("numpy")
+    assert json_safe({"x": np.arange(2), "y": np.float64("inf")}) == {"x": [0, 1], "y": None}

@@ -1,0 +1,155 @@
+"""trainers.integrations.trl: TRL's group normalisation of the progress-conditioned reward gives
+ProGPO(GRPO)'s episode advantages; GRPOTrainer runs on both envs through the rollout_func."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from trainers.advantages import progpo_episode_advantages
+from trainers.integrations.trl import (
+    make_progress_conditioned_reward,
+    progpo_advantage_reward,
+    progress_conditioned_reward,
+    progress_conditioned_values,
+    trl_to_progpo_scale,
+)
+
+
+def _episodes(rng: np.random.Generator, n_groups: int, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Groups of every kind: with successes, partial WebShop scores, all-failed, all-failed and gated."""
+    outcome = np.zeros((n_groups, g))
+    cover = rng.uniform(0, 1, (n_groups, g)).round(3)
+    outcome[0::4] = rng.integers(0, 2, (len(outcome[0::4]), g))  # ALFWorld-like 0/1
+    outcome[0::4, 0] = 1.0
+    outcome[1::4] = rng.uniform(0, 1, (len(outcome[1::4]), g))  # WebShop-like scores
+    cover[3::4] = 0.25  # all-failed and no spread: gated to 0
+    gid = np.repeat(np.arange(n_groups), g)
+    return outcome.reshape(-1), cover.reshape(-1), gid
+
+
+def _trl_group_advantages(rewards: np.ndarray, g: int) -> np.ndarray:
+    """GRPOTrainer's scale_rewards="group" advantages (trl 1.16 grpo_trainer.py, sum_then_normalize):
+    ``(r - nanmean) / (nanstd + 1e-4)``, nanstd being TRL's own (unbiased, Bessel)."""
+    torch = pytest.importorskip("torch")
+    nanstd = pytest.importorskip("trl.trainer.utils").nanstd
+    r = torch.tensor(rewards, dtype=torch.float64)
+    mean = torch.nanmean(r.view(-1, g), dim=1).repeat_interleave(g, dim=0)
+    std = nanstd(r.view(-1, g), dim=1).repeat_interleave(g, dim=0)
+    return ((r - mean) / (std + 1e-4)).numpy()
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_trl_normalisation_of_scaled_reward_equals_progpo_advantages(g: int) -> None:
+    pytest.importorskip("trl")
+    out, cov, gid = _episodes(np.random.default_rng(g), 12, g)
+    want = np.concatenate([progpo_episode_advantages(out[gid == k], cov[gid == k]) for k in range(12)])
+    reward = make_progress_conditioned_reward(g)
+    adv_trl = _trl_group_advantages(np.array(reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g)
+    np.testing.assert_allclose(trl_to_progpo_scale(g) * adv_trl, want, atol=1e-6, rtol=0)
+    # The unscaled reward: same signs and ranking, off by the std convention and the epsilons.
+    plain = _trl_group_advantages(np.array(progress_conditioned_reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g)
+    assert np.all(np.sign(plain.round(9)) == np.sign(want.round(9)))
+    assert np.max(np.abs(plain * math.sqrt(g / (g - 1)) - want)) < 1e-2  # eps 1e-4 vs 1e-6 on small spreads
+
+
+def test_advantage_reward_with_scale_none_is_exact_for_any_lambda() -> None:
+    out, cov, gid = _episodes(np.random.default_rng(0), 8, 4)
+    r = np.array(progpo_advantage_reward([], [], outcome=out, coverage_rate=cov, group_id=gid, lam=0.3))
+    adv_none = r - np.repeat(r.reshape(-1, 4).mean(axis=1), 4)  # scale_rewards="none": r - mean
+    want = np.concatenate([progpo_episode_advantages(out[gid == k], cov[gid == k], lam=0.3) for k in range(8)])
+    np.testing.assert_allclose(adv_none, want, atol=1e-9)
+
+
+def test_progress_conditioned_values_gate_and_groups_in_any_order() -> None:
+    v = progress_conditioned_values([0, 0.5, 0, 0], [0.3, 0.1, 0.2, 0.3], ["b", "a", "b", "a"])
+    assert v.tolist() == [0.2 * 0 + 0.3, 0.5, 0.2, 0.0]  # group a has a score: outcomes; b: coverage
+    with pytest.raises(ValueError):
+        progress_conditioned_values([0, 0], [0.1], [0, 0])
+
+
+# ----------------------------------------------------------------------------------------------
+# GRPOTrainer on CPU with the tiny model, through the rollout_func.
+# ----------------------------------------------------------------------------------------------
+def _train_two_steps(env_id: str, tmp_path, **env_kwargs):
+    pytest.importorskip("trl")
+    pytest.importorskip("datasets")
+    import torch
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agents.models import load_model
+    from trainers.integrations.trl import make_rollout_func, outcome_reward
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    model, tok = load_model("tiny-128x2")
+    g = 2
+    rollout = make_rollout_func(env_id, max_steps=2, **env_kwargs)
+    args = GRPOConfig(
+        output_dir=str(tmp_path), num_generations=g, per_device_train_batch_size=4, max_steps=2,
+        max_completion_length=8, learning_rate=1e-4, beta=0.0, scale_rewards="group", use_cpu=True,
+        report_to=[], logging_steps=1, save_strategy="no", reward_weights=[1.0, 0.0], seed=0,
+        dataloader_num_workers=0, bf16=False,
+    )
+    trainer = GRPOTrainer(
+        model=model, processing_class=tok, args=args, rollout_func=rollout,
+        reward_funcs=[make_progress_conditioned_reward(g), outcome_reward],
+        train_dataset=Dataset.from_dict({"prompt": [str(s) for s in range(8)]}),
+    )
+    seen: list[tuple[list, dict]] = []
+    orig = trainer._generate_and_score_completions
+
+    def capture(inputs):
+        out = orig(inputs)
+        seen.append(([dict(r.__dict__) for r in rollout.last_records], {"advantages": out["advantages"].detach().clone()}))
+        return out
+
+    trainer._generate_and_score_completions = capture
+    result = trainer.train()
+    return trainer, rollout, result, seen, g
+
+
+def _check_run(env_id: str, trainer, rollout, result, seen, g: int, **env_kwargs) -> None:
+    from trainers.integrations.trl import _wrapped_env
+
+    assert math.isfinite(result.training_loss)
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    assert losses and all(math.isfinite(x) for x in losses)
+    assert seen
+    replay = _wrapped_env(env_id, 2, env_kwargs)
+    for records, out in seen:
+        assert len(records) % g == 0 and records
+        for k in range(0, len(records), g):
+            grp = records[k:k + g]
+            assert len({r["task_id"] for r in grp}) == 1  # one group = one task
+        for r in records[:2]:  # the reward the trainer saw is the env's outcome of those commands
+            obs, info = replay.reset(options={"task_id": r["task_id"]})
+            reward = 0.0
+            for cmd in r["commands"]:
+                obs, reward, term, trunc, info = replay.step(cmd)
+            assert info.get("outcome", reward) == pytest.approx(r["outcome"])
+            assert info["coverage_rate"] == pytest.approx(r["coverage_rate"])
+        # The advantages GRPOTrainer computed are ProGPO's (after the sqrt(G/(G-1)) factor).
+        out_arr = np.array([r["outcome"] for r in records])
+        cov = np.array([r["coverage_rate"] for r in records])
+        want = np.concatenate([progpo_episode_advantages(out_arr[k:k + g], cov[k:k + g]) for k in range(0, len(records), g)])
+        np.testing.assert_allclose(trl_to_progpo_scale(g) * out["advantages"].numpy(), want, atol=1e-5)
+    # The logged outcome reward is the mean env outcome of the rollouts.
+    logged = [h["rewards/outcome_reward/mean"] for h in trainer.state.log_history if "rewards/outcome_reward/mean" in h]
+    assert logged == pytest.approx([np.mean([r["outcome"] for r in recs]) for recs, _ in seen])
+    rollout.close()
+    replay.close()
+
+
+@pytest.mark.slow
+def test_grpo_trainer_two_steps_alfworld(tmp_path, alfworld_engine_available) -> None:
+    run = _train_two_steps("ProGPO-ALFWorld-v0", tmp_path)
+    _check_run("ProGPO-ALFWorld-v0", *run)
+
+
+@pytest.mark.slow
+def test_grpo_trainer_two_steps_webshop(tmp_path) -> None:
+    run = _train_two_steps("ProGPO-WebShop-v0", tmp_path)
+    _check_run("ProGPO-WebShop-v0", *run)

@@ -1,0 +1,116 @@
+"""trainers.integrations.verl: estimators vs trainers.advantages on the same tensors; registration
+with the real verl (where it imports: it lives in its own venv, see the module docs); env manager."""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+import torch
+
+from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
+from trainers.integrations.verl import (
+    ESTIMATOR_NAMES,
+    ProGPOEnvironmentManager,
+    compute_progpo_gigpo_advantage,
+    compute_progpo_grpo_advantage,
+)
+
+# verl 0.9.1 core_algos.compute_grpo_outcome_advantage / compute_advantage, as read from its source:
+VERL_ESTIMATOR_KWARGS = ("token_level_rewards", "response_mask", "index", "config")
+
+
+def _batch(rng: np.random.Generator, groups: int = 6, g: int = 4, length: int = 7):
+    outcome = np.where(rng.uniform(size=groups * g) < 0.2, 1.0, 0.0)
+    outcome[: 2 * g] = 0.0  # two all-failed groups at least
+    cover = rng.uniform(size=groups * g).round(3)
+    index = np.repeat(np.array([f"uid-{k}" for k in range(groups)], dtype=object), g)
+    mask = (torch.arange(length)[None, :] < torch.as_tensor(rng.integers(1, length + 1, groups * g))[:, None]).float()
+    rewards = torch.zeros(groups * g, length)
+    last = mask.sum(-1).long() - 1
+    rewards[torch.arange(groups * g), last] = torch.as_tensor(outcome, dtype=torch.float32)
+    return rewards, mask, index, outcome, cover
+
+
+def test_estimator_signatures_accept_what_verl_passes() -> None:
+    for fn in (compute_progpo_grpo_advantage, compute_progpo_gigpo_advantage):
+        params = inspect.signature(fn).parameters
+        assert all(k in params for k in VERL_ESTIMATOR_KWARGS)
+        assert "non_tensor_batch" in params
+
+
+def test_progpo_grpo_estimator_equals_trainers_advantages() -> None:
+    rewards, mask, index, outcome, cover = _batch(np.random.default_rng(0))
+    adv, ret = compute_progpo_grpo_advantage(rewards, mask, index, non_tensor_batch={
+        "progpo_outcome": outcome, "progpo_coverage_rate": cover, "uid": index})
+    want = episode_advantages(outcome, index, cover, estimator="progpo-grpo")
+    assert adv.shape == rewards.shape and torch.equal(adv, ret)
+    np.testing.assert_allclose(adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(), atol=1e-6)
+    assert torch.all(adv[mask == 0] == 0)
+    # Route 2 (no columns): the summed token rewards are the scores; GRPO with ProGPO's std convention.
+    adv2, _ = compute_progpo_grpo_advantage(rewards, mask, index)
+    np.testing.assert_allclose(adv2[:, 0].numpy(), episode_advantages(outcome, index, estimator="grpo"), atol=1e-6)
+
+
+def test_progpo_gigpo_estimator_equals_step_advantages() -> None:
+    rng = np.random.default_rng(1)
+    n_traj, groups = 8, 2
+    lengths = rng.integers(2, 5, n_traj)
+    step_traj = np.repeat(np.arange(n_traj), lengths)
+    step_t = np.concatenate([np.arange(k) for k in lengths])
+    anchors = np.array([f"s{v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
+    first_visit = rng.uniform(size=step_traj.size) < 0.5
+    outcome = np.array([0, 0, 0, 0, 1, 0, 0, 0], dtype=float)
+    traj_group = np.repeat(np.arange(groups), n_traj // groups)
+    rows = step_traj.size
+    mask = torch.ones(rows, 3)
+    ntb = {"traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
+           "progpo_first_visit": first_visit, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
+    adv, _ = compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj].astype(str), non_tensor_batch=ntb)
+    want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)),
+                           first_visit=first_visit, config=AdvantageConfig(estimator="progpo-gigpo")).steps
+    np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
+    with pytest.raises(ValueError, match="non_tensor_batch"):
+        compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj])
+
+
+def test_register_with_real_verl() -> None:
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos", reason="verl not installed (extra [verl], own venv)")
+    from trainers.integrations.verl import register
+
+    register()
+    register()  # idempotent
+    for name in ESTIMATOR_NAMES:
+        fn = core_algos.get_adv_estimator_fn(name)
+        assert fn.__name__.startswith("compute_progpo_")
+    rewards, mask, index, outcome, cover = _batch(np.random.default_rng(2))
+    # Called as verl's compute_advantage calls a registered estimator (verl 0.9.1 ray_trainer.py):
+    adv, _ = core_algos.get_adv_estimator_fn("progpo_grpo")(token_level_rewards=rewards, response_mask=mask,
+                                                            index=index, config=None)
+    np.testing.assert_allclose(adv[:, 0].numpy(), episode_advantages(outcome, index, estimator="grpo"), atol=1e-6)
+    # verl's own GRPO on the same tensors: same ranking, unbiased std (differs by sqrt((G-1)/G)).
+    verl_adv, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, index)
+    g = 4
+    np.testing.assert_allclose(verl_adv[:, 0].numpy() * np.sqrt(g / (g - 1)), adv[:, 0].numpy(), atol=1e-4)
+
+
+def test_env_manager_shapes_over_group_vector_env() -> None:
+    from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
+    from wrappers.toy_envs import TextRoomsEnv
+
+    envs = GroupVectorEnv(lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=3))), 2, 2, seed=0)
+    mgr = ProGPOEnvironmentManager(envs)
+    obs, infos = mgr.reset()
+    assert set(obs) == {"text", "image", "anchor"} and len(obs["text"]) == 4 and len(infos) == 4
+    assert obs["anchor"] == [i["canonical_obs"] for i in infos]
+    finished = set()
+    for _ in range(4):
+        obs, rewards, dones, infos = mgr.step(["<think>x</think><action>look</action>", "garbage", "look", "look"])
+        assert rewards.shape == (4,) and dones.shape == (4,) and len(obs["anchor"]) == 4
+        assert infos[1]["is_action_valid"] == np.asarray(False) or dones[1]
+        finished |= {i for i in range(4) if "group_all_failed" in infos[i]}
+        if dones.all():
+            break
+    assert dones.all() and finished == {0, 1, 2, 3}
+    assert all(isinstance(i["group_all_failed"], (bool, np.bool_)) for i in infos)
+    mgr.close()
