@@ -127,8 +127,8 @@ class RayMemberPool:
         start_timeout: float = 300.0,
         ray_init: Mapping[str, Any] | None = None,
     ) -> None:
-        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus > 0:
-            raise ValueError(f"num_cpus must be a number > 0 (fractions allowed, e.g. 0.5), got {num_cpus!r}")
+        if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
+            raise ValueError(f"num_cpus must be a number >= 0 (fractions allowed, e.g. 0.5), got {num_cpus!r}")
         if resources is not None and (not isinstance(resources, Mapping) or not all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
                 for k, v in resources.items())):
