@@ -48,7 +48,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistInfo", "STRATEGIES", "all_reduce_grads", "all_reduce_max", "all_reduce_sum", "apply_fsdp2", "barrier",
+__all__ = ["DistInfo", "STRATEGIES", "all_reduce_grads", "full_state_dicts", "all_reduce_max", "all_reduce_sum", "apply_fsdp2", "barrier",
            "broadcast_parameters", "full_weights", "gather_objects", "setup", "shard_groups", "shard_seed", "teardown"]
 
 STRATEGIES = ("ddp", "fsdp2")
@@ -233,3 +233,11 @@ def full_weights(model: torch.nn.Module, info: DistInfo) -> Iterator[None]:
         for m in modules:
             m.reshard()
             m.set_reshard_after_forward(True)
+
+
+def full_state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """FSDP2: the whole (unsharded, CPU) model and optimizer state dicts; a collective call."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_model_state_dict(model, options=opts), get_optimizer_state_dict(model, optimizer, options=opts)

@@ -163,6 +163,9 @@ class Trainer:
         if self.dist.enabled:
             distributed.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
             if self.dist.strategy == "fsdp2":
+                if cfg.kl_coef > 0 and not cfg.lora:
+                    raise ValueError("dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
+                                     "(the frozen reference copy is not sharded); use --lora or --dist-strategy ddp")
                 distributed.apply_fsdp2(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
@@ -476,6 +479,8 @@ class Trainer:
         and the others return ``None`` once it is written)."""
         extra: dict[str, Any] = {}
         if self.dist.enabled:
+            if self.dist.strategy == "fsdp2":  # untested here (no GPU): full state gathered from the shards
+                extra["model"], extra["optimizer"] = distributed.full_state_dicts(self.model, self.optimizer)
             rngs = distributed.gather_objects(capture_rng(), self.dist.world_size)
             if not self.dist.is_main:
                 distributed.barrier()
