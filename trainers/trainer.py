@@ -620,7 +620,7 @@ class Trainer:
             logger.close()
             self.close()
         if not main:
-            return self.run_dir / "report.md"
+            return self.run_dir / "summary.md"
         return write_report(self.run_dir, self.history, cfg.to_dict())
 
     def close(self) -> None:
