@@ -85,7 +85,9 @@ class TrainConfig:
     iterations: int = 12
     num_groups: int = 8  # B tasks per iteration
     group_size: int = 8  # G trajectories per task
-    env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted
+    env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)
+    ray_num_cpus: float = 1.0  # env_backend ray: CPUs each member's actor reserves (fractions allowed)
+    dist_strategy: str = "ddp"  # under torchrun / accelerate launch: ddp (replicated weights, gradients all-reduced) | fsdp2 (GPU: weights sharded)
     step_timeout: float = 0.0  # seconds one env step may take before it counts as a crash (episode truncated, worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)
     seed: int = 0
     # PPO update
@@ -142,7 +144,8 @@ class TrainConfig:
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
         one_of("scope", ("episode", "group"))
-        one_of("env_backend", ("sync", "async"))
+        one_of("env_backend", ("sync", "async", "ray"))
+        one_of("dist_strategy", ("ddp", "fsdp2"))
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
                      "micro_batch_size", "max_new_tokens", "save_every", "lora_r", "bc_steps", "bc_batch_size"):
@@ -153,7 +156,7 @@ class TrainConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout"):
+                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")

@@ -11,6 +11,8 @@ report (curves + summary markdown) under ``runs/progpo``. Examples::
     python -m trainers.progpo --env webshop --output-dir runs/webshop
     python -m trainers.progpo --config configs/alfworld_gpu_paper.yaml --estimator progpo-gigpo
     python -m trainers.progpo --output-dir runs/progpo --iterations 6 --resume
+    torchrun --nproc-per-node 2 -m trainers.progpo --num-groups 8   # 2 processes, 4 groups each (gloo on CPU)
+    accelerate launch --num-processes 2 -m trainers.progpo          # the same through accelerate
 
 Bad configs, corrupt checkpoints and unloadable models end with a one-line ``error: ...``
 (exit status 2); set ``PROGPO_DEBUG=1`` for the traceback.
@@ -45,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
             ns.resume = str(ckpt)
         trainer = Trainer(cfg)
         report = trainer.train(resume=ns.resume)
+        if not trainer.dist.is_main:  # rank 0 prints the summary
+            return 0
     except (ConfigError, CheckpointError, MetricsFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -59,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {name}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
             return 2
         raise
+    finally:
+        from trainers.distributed import teardown
+
+        teardown()
     from trainers.report import rl_gain
 
     for kind in ("eval", "eval_extra"):

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from trainers import distributed
 from trainers.advantages import AdvantageConfig, step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                  restore_rng, save_checkpoint)
@@ -41,12 +42,13 @@ from trainers.losses import ppo_clip_loss
 from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
+from trainers.sharding import merge_rollouts, rollout_summary
 
 __all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
-                     "step_timeout")
+                     "step_timeout", "env_backend", "ray_num_cpus")
 
 
 def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> list[int]:
@@ -129,6 +131,12 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
         self.device = resolve_device(cfg.device)
+        #: rank / world size under torchrun or accelerate launch (world size 1 otherwise)
+        self.dist = distributed.setup(self.device.type, cfg.dist_strategy)
+        if self.dist.enabled and self.device.type == "cuda":
+            self.device = torch.device("cuda", self.dist.local_rank)
+        #: the groups this rank plays (all of them for one process)
+        self.shard = distributed.shard_groups(cfg.num_groups, self.dist.world_size, self.dist.rank)
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
@@ -153,6 +161,13 @@ class Trainer:
         warning = lr_warning(cfg)
         if warning:
             warnings.warn(warning, UserWarning, stacklevel=2)
+        if self.dist.enabled:
+            distributed.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
+            if self.dist.strategy == "fsdp2":
+                if cfg.kl_coef > 0 and not cfg.lora:
+                    raise ValueError("dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
+                                     "(the frozen reference copy is not sharded); use --lora or --dist-strategy ddp")
+                distributed.apply_fsdp2(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ValueError("the policy model has no trainable parameters")
@@ -214,8 +229,10 @@ class Trainer:
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
             idx = [i for i in idx if advantages[i] != 0.0]
-        stats: dict[str, float] = {"update/steps": float(len(idx)), "update/optimizer_steps": 0.0}
-        if not idx:
+        dist_on = self.dist.enabled
+        n_global = int(distributed.all_reduce_sum([len(idx)])[0]) if dist_on else len(idx)
+        stats: dict[str, float] = {"update/steps": float(n_global), "update/optimizer_steps": 0.0}
+        if not n_global:
             return stats
         outputs = [steps[i].output for i in idx]
         adv = torch.as_tensor(advantages[idx], dtype=torch.float32)
@@ -240,17 +257,30 @@ class Trainer:
         gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
         tok_total, grad_norms = 0, []
-        n_mb = min(cfg.num_minibatches, len(idx))
+        n_mb = min(cfg.num_minibatches, n_global)
+        # several ranks: weights use the global token count of each mini-batch and the summed
+        # gradients equal the single-process ones (FSDP2 averages over ranks: scale back up)
+        scale = float(self.dist.world_size) if (dist_on and self.dist.strategy == "fsdp2") else 1.0
         bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / mb), f"update {iteration}", cfg.progress)
         for _ in range(cfg.ppo_epochs):
             perm = torch.randperm(len(idx), generator=gen).tolist()
             for part in np.array_split(np.array(perm), n_mb):
                 part = part.tolist()
                 mb_tokens = sum(n_tok[j] for j in part)
+                if dist_on:
+                    mb_tokens = int(distributed.all_reduce_sum([mb_tokens])[0])
                 if mb_tokens == 0:
                     continue
                 self.optimizer.zero_grad(set_to_none=True)
-                for micro in _chunks(part, mb):
+                micros: list[list[int] | None] = list(_chunks(part, mb))
+                if dist_on and self.dist.strategy == "fsdp2":  # sharded forwards must stay in lockstep
+                    micros += [None] * (int(distributed.all_reduce_max([len(micros)])[0]) - len(micros))
+                for micro in micros:
+                    if micro is None:  # padding: a zero-weight pass over any step
+                        with self.autocast():
+                            pad = self._logprobs([outputs[0] if outputs else steps[0].output])
+                        (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
+                        continue
                     with self.autocast():
                         new, ents = self._logprobs_entropy([outputs[j] for j in micro])
                     lp = torch.cat([x.float().reshape(-1) for x in new])
@@ -263,18 +293,23 @@ class Trainer:
                     if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
                         ent_t = None
                     out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=k / mb_tokens, entropies=ent_t)
+                                        weight=scale * k / mb_tokens, entropies=ent_t)
                     out.loss.backward()
                     for key in sums:
                         sums[key] += float(getattr(out, key)) * k
                     tok_total += k
                     bar.update(1)
+                if dist_on and self.dist.strategy == "ddp":
+                    distributed.all_reduce_grads(self.params)
                 norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
                 grad_norms.append(float(norm))
                 self.optimizer.step()
                 stats["update/optimizer_steps"] += 1
         bar.close()
         self.optimizer.zero_grad(set_to_none=True)
+        if dist_on:  # token-weighted loss statistics over every rank's steps
+            totals = distributed.all_reduce_sum([*sums.values(), tok_total])
+            sums, tok_total = dict(zip(sums, totals[:-1])), int(totals[-1])
         for key, value in sums.items():
             stats[key if key in ("kl", "clip_fraction") else f"update/{key}"] = value / max(tok_total, 1)
         stats["update/tokens"] = float(tok_total)
@@ -289,20 +324,26 @@ class Trainer:
         from wrappers import GroupVectorEnv
 
         cfg = self.cfg
-        return GroupVectorEnv(self.env_fn, num_groups=cfg.num_groups, group_size=cfg.group_size, backend=cfg.env_backend,
-                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout)
+        extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}
+        return GroupVectorEnv(self.env_fn, num_groups=len(self.shard), group_size=cfg.group_size, backend=cfg.env_backend,
+                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout, **extra)
 
-    def rollout(self, iteration: int) -> Rollout:
-        """One training rollout: B groups x G members on this iteration's tasks."""
+    def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
+        """One training rollout of this rank's groups (``shard``, default :attr:`shard`: all B
+        groups for one process) x G members on this iteration's tasks; shard k samples with
+        :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed)."""
         cfg = self.cfg
+        shard = self.shard if shard is None else shard
+        shard_index = self.dist.rank if shard_index is None else shard_index
         self.envs = self.envs or self._make_envs()
-        seeds = task_seeds(cfg.seed, iteration, cfg.num_groups)
+        seeds = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
         self.model.eval()
-        bar = _progress(cfg.num_groups * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress)
+        bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress and self.dist.is_main)
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
-            with torch.no_grad(), self.autocast():
-                return collect_rollout(self.envs, self.policy, seeds, seed=cfg.seed * 100_003 + iteration,
+            with torch.no_grad(), self.autocast(), distributed.full_weights(self.model, self.dist):
+                return collect_rollout(self.envs, self.policy, seeds,
+                                       seed=distributed.shard_seed(cfg.seed * 100_003 + iteration, shard_index),
                                        history_k=cfg.history_k, on_step=bar.update)
         finally:
             bar.close()
@@ -328,7 +369,16 @@ class Trainer:
         The record holds ``eval/success`` (won), ``eval/episodes``, ``eval/split``, the usual
         rollout diagnostics under ``eval/``, and ``eval/won``: the per-episode wins, in plan order,
         so that two evaluations can be compared pairwise (:func:`trainers.evaluation.paired_bootstrap_ci`).
+        Several processes: rank 0 evaluates, the others wait and return ``{}``.
         """
+        if self.dist.enabled:
+            with distributed.full_weights(self.model, self.dist):
+                rec = self._evaluate(iteration, split, episodes, kind, policy) if self.dist.is_main else {}
+                distributed.barrier()
+            return rec
+        return self._evaluate(iteration, split, episodes, kind, policy)
+
+    def _evaluate(self, iteration: int, split: str | None, episodes: int | None, kind: str, policy: Any) -> dict[str, Any]:
         cfg = self.cfg
         plan = self.eval_plan(split, episodes)
         fn = self._split_env_fn(plan.split)
@@ -425,15 +475,29 @@ class Trainer:
         else:
             self.model.load_state_dict(state, strict=True)
 
-    def save(self, iteration: int) -> Path:
-        return save_checkpoint(self.run_dir, iteration, {
+    def save(self, iteration: int) -> Path | None:
+        """Write a checkpoint (rank 0; with several processes every rank's RNG state goes in it,
+        and the others return ``None`` once it is written)."""
+        extra: dict[str, Any] = {}
+        if self.dist.enabled:
+            if self.dist.strategy == "fsdp2":  # untested here (no GPU): full state gathered from the shards
+                extra["model"], extra["optimizer"] = distributed.full_state_dicts(self.model, self.optimizer)
+            rngs = distributed.gather_objects(capture_rng(), self.dist.world_size)
+            if not self.dist.is_main:
+                distributed.barrier()
+                return None
+            extra["distributed"] = {"world_size": self.dist.world_size, "rng": rngs}
+        path = save_checkpoint(self.run_dir, iteration, {
             "config": self.cfg.to_dict(),
             "model": self._trainable_state(),
             "optimizer": self.optimizer.state_dict(),
             "rng": capture_rng(),
             "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": self.cfg.seed + 7_919},
             "history": self.history,
+            **extra,
         })
+        distributed.barrier()
+        return path
 
     def resume(self, where: str) -> int:
         """Load ``where`` (``"latest"`` or a checkpoint path); returns the next iteration."""
@@ -451,6 +515,12 @@ class Trainer:
             self._load_trainable_state(data["model"])
             self.optimizer.load_state_dict(data["optimizer"])
             restore_rng(data["rng"])
+            saved_world = int((data.get("distributed") or {}).get("world_size", 1))
+            if saved_world != self.dist.world_size:
+                raise CheckpointError(f"checkpoint {path} was written by {saved_world} process(es); resume it with "
+                                      f"{saved_world} (this run has {self.dist.world_size})")
+            if self.dist.enabled:
+                restore_rng(data["distributed"]["rng"][self.dist.rank])
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             raise CheckpointError(f"checkpoint {path} does not match this model/optimizer "
                                   f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
@@ -471,12 +541,13 @@ class Trainer:
         t1 = time.perf_counter()
         stats = self.update(ro.steps, step_adv, iteration)
         t2 = time.perf_counter()
+        ro, step_adv, all_failed = self._gather_shards(ro, step_adv, adv.all_failed)
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
         rec.update(rollout_metrics(ro, cfg.tau_r))
         rec.update(self.env_failures)
         rec["adv/nonzero_frac"] = float(np.mean(step_adv != 0)) if step_adv.size else 0.0
         rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
-        rec["adv/progress_groups"] = float(np.sum(adv.all_failed)) if self.adv_cfg.progpo else 0.0
+        rec["adv/progress_groups"] = float(np.sum(all_failed)) if self.adv_cfg.progpo else 0.0
         rec.setdefault("kl", 0.0)
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
@@ -489,22 +560,45 @@ class Trainer:
         rec["env_steps_per_s"] = len(ro.steps) / max(ro.seconds, 1e-9)
         return rec
 
+    def _gather_shards(self, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray) -> tuple[Rollout, np.ndarray, np.ndarray]:
+        """Every rank's rollout (summary), step advantages, all-failed flags and env failure counts
+        merged on rank 0 in rank order: the metrics then equal a single process's over all groups.
+        Other ranks keep their own (their records are not logged). One process: unchanged."""
+        if not self.dist.enabled:
+            return ro, step_adv, all_failed
+        parts = distributed.gather_objects((rollout_summary(ro), step_adv, np.asarray(all_failed), self.env_failures),
+                                           self.dist.world_size)
+        if parts is None:
+            return ro, step_adv, all_failed
+        failures: dict[str, float] = {}
+        for part in parts:
+            for key, value in part[3].items():
+                failures[key] = failures.get(key, 0.0) + value
+        self.env_failures = failures
+        return (merge_rollouts([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
+                np.concatenate([p[2] for p in parts]))
+
     def train(self, resume: str | None = None) -> Path:
         """Run (or continue) the configured iterations; returns the report's path."""
         cfg = self.cfg
         if resume:
             self.resume(resume)
-        logger = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
-                               resume_after=self.start_iteration - 1 if resume else None)
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
-        bar = _progress(cfg.iterations, "iterations", cfg.progress, leave=True)
+        main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
+        logger: Any = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
+                                    resume_after=self.start_iteration - 1 if resume else None) if main else _NoLog()
+        if main:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+            (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
+        bar = _progress(cfg.iterations, "iterations", cfg.progress and main, leave=True)
         bar.update(self.start_iteration - 1)
         try:
             if not resume:
                 for rec in self.start_records():
-                    self.history.append(rec)
-                    logger.log(rec)
+                    if rec:
+                        self.history.append(rec)
+                        logger.log(rec)
+                if self.dist.enabled and self.dist.strategy == "ddp":  # a warm start ran on every rank: keep them identical
+                    distributed.broadcast_parameters(self.model)
                 self.save(0)
             for it in range(self.start_iteration, cfg.iterations + 1):
                 rec = self.train_iteration(it)
@@ -515,7 +609,7 @@ class Trainer:
                     evs = [self.evaluate(it)]
                     if last and cfg.extra_eval_split and cfg.eval_extra_episodes:
                         evs.append(self.evaluate(it, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra"))
-                    for ev in evs:
+                    for ev in (e for e in evs if e):
                         self.history.append(ev)
                         logger.log(ev)
                 if it % cfg.save_every == 0 or last:
@@ -526,12 +620,24 @@ class Trainer:
             bar.close()
             logger.close()
             self.close()
+        if not main:
+            return self.run_dir / "summary.md"
         return write_report(self.run_dir, self.history, cfg.to_dict())
 
     def close(self) -> None:
         if self.envs is not None:
             self.envs.close()
         self.envs = None
+
+
+class _NoLog:
+    """The metrics logger of ranks other than 0."""
+
+    def log(self, record: dict[str, Any]) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 def _to_yaml(data: dict[str, Any]) -> str:

@@ -32,14 +32,14 @@ Failures (the contract, both backends). No member's transition is ever lost:
   ``truncated`` True, reward 0, its last observation, ``infos["worker_error"]`` = the exception
   type and message; the other members' results are returned as usual. Its env is kept and
   reset with its group. (An exception in ``reset`` still raises :class:`MemberError`.)
-* **Worker crash** (async): the worker is restarted; that member is truncated with
+* **Worker crash** (async, ray): the worker (Ray actor) is restarted; that member is truncated with
   ``infos["worker_restarted"]`` True and ``infos["worker_error"]`` saying why.
-* **Hang**: a step that runs past ``step_timeout`` is treated as a crash: async kills and
-  restarts the worker; sync interrupts the step with ``SIGALRM`` where it can (main thread,
+* **Hang**: a step that runs past ``step_timeout`` is treated as a crash: async / ray kill and
+  restart the worker; sync interrupts the step with ``SIGALRM`` where it can (main thread,
   Unix, no other alarm set; code stuck in a C call is only interrupted when the call returns)
   and rebuilds the env. The default, ``"auto"``, is the env's ``metadata["step_timeout"]`` when
   it declares one, else :data:`DEFAULT_STEP_TIMEOUT` (600 s); ``None`` waits forever.
-* **Unsendable action** (async): every action is serialized before any is sent; one that
+* **Unsendable action** (async, ray): every action is serialized before any is sent; one that
   cannot be pickled raises :class:`~wrappers.member_pools.UnsentActionError` (a ``TypeError``)
   and no member moves: call ``step`` again.
 * **Interrupted step** (``KeyboardInterrupt`` or another error escaping ``step`` part-way): some
@@ -73,7 +73,7 @@ import functools
 import math
 import numbers
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
@@ -81,6 +81,9 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from wrappers.member_pools import AsyncMemberPool, Crashed, SyncMemberPool, UnsentActionError, check_timeout
+
+if TYPE_CHECKING:
+    from wrappers.ray_pool import RayMemberPool
 
 __all__ = ["DEFAULT_STEP_TIMEOUT", "GroupSeedSchedule", "GroupVectorEnv"]
 
@@ -192,9 +195,10 @@ class GroupVectorEnv(VectorEnv):
             used for every member, or a list of ``num_groups * group_size`` factories.
         num_groups: B >= 1.
         group_size: G >= 1.
-        backend: ``"sync"`` (members stepped in this process) or ``"async"`` (one worker process
+        backend: ``"sync"`` (members stepped in this process), ``"async"`` (one worker process
             per member, restarted when it dies; its episode is then reported truncated with
-            ``infos["worker_restarted"]``).
+            ``infos["worker_restarted"]``) or ``"ray"`` (members as Ray actors on any node of a
+            Ray cluster, same semantics as ``"async"``: :mod:`wrappers.ray_pool`).
         seed: vector seed of the task schedule (``None``: random, see ``schedule.entropy``);
             ``reset(seed=...)`` replaces it.
         tau_r: success threshold: a group is all-failed when every outcome < ``tau_r``.
@@ -206,8 +210,13 @@ class GroupVectorEnv(VectorEnv):
             docs) and its episode reported truncated. ``"auto"`` (default): the env's
             ``metadata["step_timeout"]`` if set, else :data:`DEFAULT_STEP_TIMEOUT`; ``None``
             waits forever.
-        reset_timeout: ``"async"`` only: the same for one reset (resets of real engines are
-            slower than steps); a reset that times out is retried once on a fresh worker.
+        reset_timeout: ``"async"`` / ``"ray"`` only: the same for one reset (resets of real
+            engines are slower than steps); a reset that times out is retried once on a fresh worker.
+        num_cpus: ``"ray"`` only: CPUs each actor reserves (default 1; fractions allowed).
+        resources: ``"ray"`` only: custom Ray resources each actor reserves.
+        members_per_actor: ``"ray"`` only: members packed into one actor (default 1).
+        ray_init: ``"ray"`` only: ``ray.init`` keyword arguments, used when this process has not
+            joined a cluster yet (default: ``RAY_ADDRESS``, else a local Ray).
 
     Raises:
         ValueError / TypeError: bad arguments, each message naming the argument.
@@ -225,11 +234,18 @@ class GroupVectorEnv(VectorEnv):
         context: str | None = None,
         step_timeout: float | str | None = "auto",
         reset_timeout: float | None = None,
+        num_cpus: float | None = None,
+        resources: Mapping[str, float] | None = None,
+        members_per_actor: int | None = None,
+        ray_init: Mapping[str, Any] | None = None,
     ) -> None:
         self.num_groups = _check_int("num_groups", num_groups, 1)
         self.group_size = _check_int("group_size", group_size, 1)
-        if backend not in ("sync", "async"):
-            raise ValueError(f"backend must be 'sync' or 'async', got {backend!r}")
+        if backend not in ("sync", "async", "ray"):
+            raise ValueError(f"backend must be 'sync', 'async' or 'ray', got {backend!r}")
+        ray_args = {"num_cpus": num_cpus, "resources": resources, "members_per_actor": members_per_actor, "ray_init": ray_init}
+        if backend != "ray" and any(v is not None for v in ray_args.values()):
+            raise ValueError(f"{', '.join(k for k, v in ray_args.items() if v is not None)}: apply to backend='ray' only")
         if not isinstance(tau_r, numbers.Real) or not math.isfinite(tau_r):
             raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
         if seed is not None:
@@ -245,7 +261,15 @@ class GroupVectorEnv(VectorEnv):
         if backend == "sync":
             if context is not None or reset_timeout is not None:
                 raise ValueError("context and reset_timeout apply to backend='async' only")
-            self.pool: SyncMemberPool | AsyncMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
+            self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
+        elif backend == "ray":
+            if context is not None:
+                raise ValueError("context applies to backend='async' only")
+            from wrappers.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
+
+            self.pool = RayMemberPool(env_fns, num_cpus=1.0 if num_cpus is None else num_cpus, resources=resources,
+                                      members_per_actor=members_per_actor or 1, step_timeout=explicit_timeout,
+                                      reset_timeout=reset_timeout, ray_init=ray_init)
         else:
             self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=explicit_timeout, reset_timeout=reset_timeout)
         if auto_timeout:
@@ -504,8 +528,13 @@ class GroupVectorEnv(VectorEnv):
 
     @property
     def worker_pids(self) -> list[int | None]:
-        """Process id of each member's worker (``None`` entries for the sync backend)."""
+        """Process id of each member's worker or Ray actor (``None`` entries for the sync backend)."""
         return self.pool.pids
+
+    @property
+    def worker_node_ids(self) -> list[str | None]:
+        """Ray node id of each member's actor (``"ray"``; ``None`` entries for the other backends)."""
+        return list(getattr(self.pool, "node_ids", [None] * self.num_envs))
 
     @property
     def episode_index(self) -> np.ndarray:

@@ -1,0 +1,50 @@
+"""Rollouts of group shards: a light summary to send between ranks, and the merge of several.
+
+Rank r of a multi-process run plays a contiguous block of the iteration's groups
+(:func:`trainers.distributed.shard_groups`). Rank 0 merges every rank's summary, in rank order,
+into the rollout a single process would have collected over all the groups, and computes the
+iteration's metrics on it (:func:`trainers.metrics.rollout_metrics` reads only what a summary
+keeps).
+
+>>> from trainers.rollout import Rollout, StepRecord, Trajectory
+>>> def shard(n):
+...     return Rollout(steps=[StepRecord(0, 0, object(), "a", "b", True, 0.0, True, "go")],
+...                    trajectories=[Trajectory(0, 0, "t", "x", outcome=n)], seconds=n, response_tokens=2)
+>>> ro = merge_rollouts([rollout_summary(shard(1.0)), rollout_summary(shard(2.0))])
+>>> [t.group for t in ro.trajectories], [s.traj for s in ro.steps], ro.steps[0].output, ro.seconds, ro.response_tokens
+([0, 1], [0, 1], None, 2.0, 4)
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from trainers.rollout import Rollout
+
+__all__ = ["merge_rollouts", "rollout_summary"]
+
+
+def rollout_summary(ro: Rollout) -> Rollout:
+    """``ro`` without the policy outputs (token ids, log-probs): what metrics need, cheap to pickle."""
+    return dataclasses.replace(ro, steps=[dataclasses.replace(s, output=None) for s in ro.steps],
+                               trajectories=[dataclasses.replace(t) for t in ro.trajectories])
+
+
+def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
+    """One rollout from shards in order: trajectory, group and member indices shifted past the
+    previous shards'; ``seconds`` / ``policy_seconds`` / ``env_seconds`` are the slowest shard's
+    (shards run in parallel), ``response_tokens`` the sum."""
+    out = Rollout()
+    groups = members = 0
+    for part in parts:
+        base = len(out.trajectories)
+        out.trajectories += [dataclasses.replace(t, group=t.group + groups, member=t.member + members)
+                             for t in part.trajectories]
+        out.steps += [dataclasses.replace(s, traj=s.traj + base) for s in part.steps]
+        groups += max((t.group for t in part.trajectories), default=-1) + 1
+        members += len(part.trajectories)
+        out.response_tokens += part.response_tokens
+        out.seconds = max(out.seconds, part.seconds)
+        out.policy_seconds = max(out.policy_seconds, part.policy_seconds)
+        out.env_seconds = max(out.env_seconds, part.env_seconds)
+    return out
