@@ -27,6 +27,7 @@ def register_envs() -> None:
         register(
             id=ALFWORLD_ID,
             entry_point="progpo_envs.alfworld.env:ALFWorldEnv",
+            max_episode_steps=50,  # ALFWorld's standard limit; gym.make(..., max_episode_steps=N) overrides it
             disable_env_checker=False,
         )
     if WEBSHOP_ID not in registry:

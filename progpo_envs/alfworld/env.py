@@ -20,7 +20,9 @@ Example (needs the ``alfworld`` extra; runs offline on the embedded games)::
 ``step`` (steps taken this episode), ``outcome`` (1.0 once won else 0.0).
 
 Reward 1.0 on the step that wins, else 0.0; ``terminated`` once won; ``truncated`` at
-``max_episode_steps``. A command that is not admissible (empty, 1 MB, non-ASCII, unknown) gets the
+``max_episode_steps`` (50 when built directly; through ``gym.make`` the registered 50 or
+``gym.make(..., max_episode_steps=N)``, applied by Gymnasium's ``TimeLimit``: the env then adds no
+limit of its own). A command that is not admissible (empty, 1 MB, non-ASCII, unknown) gets the
 engine's "Nothing happens." with ``valid_action=False``, reward 0, and the episode goes on.
 
 Game sources: ``data_dir`` (or ``$ALFWORLD_DATA``) in the original layout, with ``split`` one of
@@ -209,11 +211,10 @@ class ALFWorldEnv(gym.Env[str, str]):
             self.render()
         return self._obs, reward, terminated, truncated, self._info(valid=valid)
 
-    def _step_limit(self) -> int:
-        # gym.make(..., max_episode_steps=N) consumes N for its TimeLimit and records it in the spec
-        spec = getattr(self, "spec", None)
-        limit = getattr(spec, "max_episode_steps", None) if spec is not None else None
-        return int(limit) if limit else self.max_episode_steps
+    def _step_limit(self) -> float:
+        # gym.make(..., max_episode_steps=N) consumes N for its TimeLimit wrapper and gives the env a
+        # minimal spec (max_episode_steps=None): under gym.make the TimeLimit alone truncates
+        return float("inf") if getattr(self, "spec", None) is not None else self.max_episode_steps
 
     def _info(self, valid: bool) -> dict[str, Any]:
         assert self._game is not None

@@ -9,6 +9,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import progpo_envs  # noqa: F401  (registers the ids)
+from progpo_envs.alfworld.env import ALFWorldEnv
 from progpo_envs.alfworld.games import ALFWorldDataError, discover_games, resolve_data_dir
 from progpo_envs.alfworld.tasks import TASK_TYPES
 
@@ -75,6 +76,15 @@ def test_truncation_at_step_limit(alfworld_engine) -> None:
     flags = [e.step("inventory")[3] for _ in range(3)]
     assert flags == [False, False, True]
     e.close()
+    # a limit above the env's own 50 is honoured too (gym.make's TimeLimit alone truncates), the
+    # registered default is 50, and an env built directly keeps its own limit
+    for env, limit in [(gym.make("ProGPO-ALFWorld-v0", max_episode_steps=53), 53),
+                       (gym.make("ProGPO-ALFWorld-v0"), 50),
+                       (ALFWorldEnv(max_episode_steps=4), 4)]:
+        env.reset(seed=0)
+        flags = [env.step("inventory")[3] for _ in range(limit)]
+        assert flags == [False] * (limit - 1) + [True], limit
+        env.close()
 
 
 def test_task_id_option_hard_split_and_errors(alfworld_engine) -> None:
