@@ -63,6 +63,8 @@ def test_guard_detects_an_overwritten_init(tmp_path: Path, monkeypatch: pytest.M
         (tmp_path / name / "__init__.py").write_text(guard.MARKER + "\n" if name != "wrappers" else "x = 1\n")
     monkeypatch.setattr(guard, "_ROOT", tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
+    for name in guard.GENERIC_NAMES:  # find_spec answers from sys.modules for names already imported
+        monkeypatch.delitem(sys.modules, name, raising=False)
     with pytest.raises(guard.ImportNameConflictError, match=r"'wrappers' resolves to .*, overwritten by"):
         guard.check_import_names()
 
