@@ -42,7 +42,7 @@ from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 
-__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "RESUME_COMPATIBLE"]
+__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
@@ -57,6 +57,21 @@ def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> l
     """
     seq = np.random.SeedSequence(seed, spawn_key=(stream, iteration))
     return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
+
+
+def warmup_factor(iteration: int, warmup_iterations: int) -> float:
+    """Linear learning-rate warm-up: iteration ``i`` (1-based) runs at ``min(1, i / (W + 1))`` x lr.
+
+    A fresh AdamW moves every weight by about ``lr`` at its first steps whatever the gradient's
+    size (its second-moment estimate starts from one noisy sample), which on a small model is a
+    large random change of the policy; a warm-up lets the estimates settle first.
+
+    >>> [round(warmup_factor(i, 2), 3) for i in (1, 2, 3, 10)], warmup_factor(1, 0)
+    ([0.333, 0.667, 1.0, 1.0], 1.0)
+    """
+    if warmup_iterations <= 0:
+        return 1.0
+    return min(1.0, iteration / (warmup_iterations + 1))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -209,7 +224,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int) -> dict[str, float]:
-        """PPO-clip epochs over ``steps`` (token-mean loss per mini-batch)."""
+        """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
+        ``loss_agg: traj-mean``)."""
         cfg = self.cfg
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
@@ -236,11 +252,20 @@ class Trainer:
                            for lp in self._logprobs([outputs[j] for j in c])]
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
         n_tok = [int(o.numel()) for o in old]
+        # per-token weights of the loss: token-mean (1) or traj-mean (each trajectory weighs the
+        # same whatever its length: 1 / (steps in its trajectory x tokens in the step))
+        traj_len = np.bincount([s.traj for s in steps]) if steps else np.zeros(0)
+        tok_w = [1.0 / (float(traj_len[steps[i].traj]) * max(n, 1)) if cfg.loss_agg == "traj-mean" else 1.0
+                 for i, n in zip(idx, n_tok)]
         self.model.train()
         gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
         tok_total, grad_norms = 0, []
         n_mb = min(cfg.num_minibatches, len(idx))
+        lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_now
+        stats["update/lr"] = lr_now
         bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / mb), f"update {iteration}", cfg.progress)
         for _ in range(cfg.ppo_epochs):
             perm = torch.randperm(len(idx), generator=gen).tolist()
@@ -249,6 +274,7 @@ class Trainer:
                 mb_tokens = sum(n_tok[j] for j in part)
                 if mb_tokens == 0:
                     continue
+                mb_weight = sum(tok_w[j] * n_tok[j] for j in part)
                 self.optimizer.zero_grad(set_to_none=True)
                 for micro in _chunks(part, mb):
                     with self.autocast():
@@ -259,11 +285,12 @@ class Trainer:
                     old_t = torch.cat([old[j] for j in micro]).to(dev)
                     adv_t = torch.cat([adv[j].expand(n_tok[j]) for j in micro]).to(dev)
                     ref_t = torch.cat([ref[j] for j in micro]).to(dev) if ref is not None else None
+                    w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
                     k = int(lp.numel())
                     if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
                         ent_t = None
                     out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=k / mb_tokens, entropies=ent_t)
+                                        weight=float(w_t.sum()) / mb_weight, entropies=ent_t, token_weights=w_t)
                     out.loss.backward()
                     for key in sums:
                         sums[key] += float(getattr(out, key)) * k
