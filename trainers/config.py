@@ -97,6 +97,8 @@ class TrainConfig:
     kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
+    loss_agg: str = "token-mean"  # token-mean | traj-mean (each trajectory weighs the same, whatever its length)
+    lr_warmup_iterations: int = 0  # iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr * sign(g))
     ppo_epochs: int = 1
     num_minibatches: int = 4
     micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
@@ -136,6 +138,7 @@ class TrainConfig:
         one_of("policy_mode", ("score", "generate"))
         one_of("fmt", ("action", "think_action"))
         one_of("score_norm", ("sum", "mean"))
+        one_of("loss_agg", ("token-mean", "traj-mean"))
         one_of("init", ("auto", "bc", "none"))
         one_of("progress_gate", ("all_failed", "always"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld",) or self.policy_mode != "score"):
@@ -151,7 +154,7 @@ class TrainConfig:
                      "micro_batch_size", "max_new_tokens", "save_every", "lora_r", "bc_steps", "bc_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads", "bc_episodes",
+        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
                      "eval_extra_episodes"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")

@@ -53,6 +53,7 @@ def ppo_clip_loss(
     entropy_coef: float = 0.0,
     weight: float = 1.0,
     entropies: torch.Tensor | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """Token-mean PPO-clip loss (+ ``kl_coef`` * k3 KL to ``ref`` - ``entropy_coef`` * entropy).
 
@@ -65,6 +66,13 @@ def ppo_clip_loss(
     on-policy (``E_pi[grad log pi] = 0``), so it would add noise, not entropy; without
     ``entropies`` the bonus raises ``ValueError``. With ``entropy_coef == 0`` the reported
     ``entropy`` is that estimate, detached (a diagnostic only).
+    ``token_weights``: a weighted mean instead of the token mean (``sum(w * loss_t) / sum(w)``
+    for the policy and KL terms), e.g. ``1 / |trajectory|`` per token for a trajectory-mean loss
+    in which a long failed episode weighs as much as a short won one.
+
+    >>> lp = torch.log(torch.tensor([0.5, 0.5]))
+    >>> float(ppo_clip_loss(lp, lp, torch.tensor([1.0, 0.0]), token_weights=torch.tensor([3.0, 1.0])).pg_loss)
+    -0.75
     """
     if not (logprobs.shape == old_logprobs.shape == advantages.shape):
         raise ValueError(f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, "
@@ -73,7 +81,13 @@ def ppo_clip_loss(
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
-    pg_loss = torch.maximum(unclipped, clipped).mean()
+    if token_weights is not None:
+        if token_weights.shape != logprobs.shape:
+            raise ValueError(f"shape mismatch: token_weights {tuple(token_weights.shape)}, logprobs {tuple(logprobs.shape)}")
+        w = token_weights.to(logprobs.dtype) / token_weights.sum().clamp_min(1e-12)
+    else:
+        w = torch.full_like(logprobs, 1.0 / max(int(logprobs.numel()), 1))
+    pg_loss = (w * torch.maximum(unclipped, clipped)).sum()
     if entropies is not None:
         if entropies.shape != logprobs.shape:
             raise ValueError(f"shape mismatch: entropies {tuple(entropies.shape)}, logprobs {tuple(logprobs.shape)}")
@@ -86,10 +100,10 @@ def ppo_clip_loss(
         entropy = -logprobs.detach().mean()
     loss = pg_loss - entropy_coef * entropy
     if ref_logprobs is not None and kl_coef > 0:
-        kl = low_var_kl(logprobs, ref_logprobs).mean()
+        kl = (w * low_var_kl(logprobs, ref_logprobs)).sum()
         loss = loss + kl_coef * kl
     elif ref_logprobs is not None:
-        kl = low_var_kl(logprobs, ref_logprobs).mean()
+        kl = (w * low_var_kl(logprobs, ref_logprobs)).sum()
     else:
         kl = torch.zeros((), dtype=logprobs.dtype)
     with torch.no_grad():

@@ -44,7 +44,7 @@ from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 from trainers.sharding import merge_rollouts, rollout_summary
 
-__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "RESUME_COMPATIBLE"]
+__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
@@ -59,6 +59,21 @@ def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> l
     """
     seq = np.random.SeedSequence(seed, spawn_key=(stream, iteration))
     return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
+
+
+def warmup_factor(iteration: int, warmup_iterations: int) -> float:
+    """Linear learning-rate warm-up: iteration ``i`` (1-based) runs at ``min(1, i / (W + 1))`` x lr.
+
+    A fresh AdamW moves every weight by about ``lr`` at its first steps whatever the gradient's
+    size (its second-moment estimate starts from one noisy sample), which on a small model is a
+    large random change of the policy; a warm-up lets the estimates settle first.
+
+    >>> [round(warmup_factor(i, 2), 3) for i in (1, 2, 3, 10)], warmup_factor(1, 0)
+    ([0.333, 0.667, 1.0, 1.0], 1.0)
+    """
+    if warmup_iterations <= 0:
+        return 1.0
+    return min(1.0, iteration / (warmup_iterations + 1))
 
 
 def resolve_device(name: str) -> torch.device:
@@ -224,7 +239,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ update
     def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int) -> dict[str, float]:
-        """PPO-clip epochs over ``steps`` (token-mean loss per mini-batch)."""
+        """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
+        ``loss_agg: traj-mean``)."""
         cfg = self.cfg
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
@@ -253,6 +269,11 @@ class Trainer:
                            for lp in self._logprobs([outputs[j] for j in c])]
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
         n_tok = [int(o.numel()) for o in old]
+        # per-token weights of the loss: token-mean (1) or traj-mean (each trajectory weighs the
+        # same whatever its length: 1 / (steps in its trajectory x tokens in the step))
+        traj_len = np.bincount([s.traj for s in steps]) if steps else np.zeros(0)
+        tok_w = [1.0 / (float(traj_len[steps[i].traj]) * max(n, 1)) if cfg.loss_agg == "traj-mean" else 1.0
+                 for i, n in zip(idx, n_tok)]
         self.model.train()
         gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
@@ -261,6 +282,10 @@ class Trainer:
         # several ranks: weights use the global token count of each mini-batch and the summed
         # gradients equal the single-process ones (FSDP2 averages over ranks: scale back up)
         scale = float(self.dist.world_size) if (dist_on and self.dist.strategy == "fsdp2") else 1.0
+        lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_now
+        stats["update/lr"] = lr_now
         bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / mb), f"update {iteration}", cfg.progress)
         for _ in range(cfg.ppo_epochs):
             perm = torch.randperm(len(idx), generator=gen).tolist()
@@ -271,6 +296,9 @@ class Trainer:
                     mb_tokens = int(distributed.all_reduce_sum([mb_tokens])[0])
                 if mb_tokens == 0:
                     continue
+                mb_weight = sum(tok_w[j] * n_tok[j] for j in part)
+                if dist_on:
+                    mb_weight = float(distributed.all_reduce_sum([mb_weight])[0])
                 self.optimizer.zero_grad(set_to_none=True)
                 micros: list[list[int] | None] = list(_chunks(part, mb))
                 if dist_on and self.dist.strategy == "fsdp2":  # sharded forwards must stay in lockstep
@@ -289,11 +317,13 @@ class Trainer:
                     old_t = torch.cat([old[j] for j in micro]).to(dev)
                     adv_t = torch.cat([adv[j].expand(n_tok[j]) for j in micro]).to(dev)
                     ref_t = torch.cat([ref[j] for j in micro]).to(dev) if ref is not None else None
+                    w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
                     k = int(lp.numel())
                     if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
                         ent_t = None
                     out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=scale * k / mb_tokens, entropies=ent_t)
+                                        weight=scale * float(w_t.sum()) / mb_weight, entropies=ent_t,
+                                        token_weights=w_t)
                     out.loss.backward()
                     for key in sums:
                         sums[key] += float(getattr(out, key)) * k

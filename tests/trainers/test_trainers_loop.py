@@ -72,6 +72,51 @@ def test_rollout_records_one_episode_per_member():
     assert arrays["step_traj"].size == len(ro.steps) and arrays["outcomes"].size == 6
 
 
+def _update_after(steps, adv, **cfg_over):
+    """Parameters of a fresh fake policy (seed 0) after one ``Trainer.update`` on ``steps``."""
+    cfg = config_for_tests(num_minibatches=1, ppo_epochs=1, lr=1e-2, skip_zero_advantage=False, **cfg_over)
+    policy = FakeScoringPolicy(seed=0)
+    stats = Trainer(cfg, policy=policy).update(steps, np.asarray(adv, dtype=np.float64), iteration=1)
+    return torch.cat([p.detach().reshape(-1) for p in policy.model.parameters()]), stats
+
+
+def test_traj_mean_loss_weighs_each_trajectory_the_same_whatever_its_length():
+    from dataclasses import replace
+
+    from wrappers import GroupVectorEnv
+
+    envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=5), num_groups=2, group_size=2, seed=0)
+    try:
+        ro = collect_rollout(envs, FakeScoringPolicy(seed=0), task_seeds=[4, 5], seed=1)
+    finally:
+        envs.close()
+    adv = np.random.default_rng(0).standard_normal(len(ro.steps))
+    # trajectory 0 played twice as long: every one of its steps repeated (same advantage)
+    longer = list(ro.steps) + [replace(s) for s in ro.steps if s.traj == 0]
+    adv_longer = np.concatenate([adv, adv[[i for i, s in enumerate(ro.steps) if s.traj == 0]]])
+    base, _ = _update_after(ro.steps, adv, loss_agg="traj-mean")
+    same, _ = _update_after(longer, adv_longer, loss_agg="traj-mean")
+    assert torch.allclose(base, same, atol=1e-6)  # its weight did not double
+    tok_base, _ = _update_after(ro.steps, adv, loss_agg="token-mean")
+    tok_longer, _ = _update_after(longer, adv_longer, loss_agg="token-mean")
+    assert not torch.allclose(tok_base, tok_longer, atol=1e-4)  # under the token mean it did
+
+
+def test_lr_warmup_scales_the_first_iterations():
+    from trainers.trainer import warmup_factor
+
+    cfg = config_for_tests(lr=1e-3, lr_warmup_iterations=3)
+    trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
+    ro = trainer.rollout(1)
+    adv = np.ones(len(ro.steps))
+    lrs = [trainer.update(ro.steps, adv, iteration=i)["update/lr"] for i in (1, 2, 3, 4, 9)]
+    np.testing.assert_allclose(lrs, [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
+    assert [warmup_factor(i, 0) for i in (1, 5)] == [1.0, 1.0]
+    trainer.close()
+    with pytest.raises(ConfigError, match="loss_agg"):
+        TrainConfig(loss_agg="sum")
+
+
 # ----------------------------------------------------------------------------- config / CLI
 def test_every_config_field_has_a_flag():
     flags = {a.dest for a in build_parser()._actions}
