@@ -90,6 +90,25 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
 
 
+def step_payloads(indices: Sequence[int], actions: Sequence[Any], target: str) -> list[bytes]:
+    """The pickled ``("step", action)`` message of each member, all built before anything is sent:
+    an action that cannot be pickled raises :class:`UnsentActionError` and no member moves.
+
+    >>> len(step_payloads([0, 1], ["look", "go east"], "worker process"))
+    2
+    """
+    payloads = []
+    for i, a in zip(indices, actions):
+        try:
+            payloads.append(bytes(ForkingPickler.dumps(("step", a))))
+        except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
+            raise UnsentActionError(
+                f"actions[{i}]: cannot be sent to member {i}'s {target} ({_describe(err)}); actions must be "
+                "picklable. No member was stepped."
+            ) from err
+    return payloads
+
+
 @contextlib.contextmanager
 def _alarm(seconds: float | None) -> Iterator[None]:
     """Raise :class:`StepTimeout` in this thread after ``seconds`` (a no-op where it cannot)."""
@@ -390,15 +409,7 @@ class AsyncMemberPool:
         and no member is sent anything. A dead or hung worker is restarted and gives
         :class:`Crashed`; a member whose ``step`` raised gives ``Crashed(..., restarted=False)``.
         """
-        payloads = []
-        for i, a in zip(indices, actions):
-            try:
-                payloads.append(bytes(ForkingPickler.dumps(("step", a))))
-            except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
-                raise UnsentActionError(
-                    f"actions[{i}]: cannot be sent to member {i}'s worker process ({_describe(err)}); actions must be "
-                    "picklable. No member was stepped."
-                ) from err
+        payloads = step_payloads(indices, actions, "worker process")
         self._resync()
         sent = [self._send(i, p) for i, p in zip(indices, payloads)]
         answers = [self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pickle
 import time
 import traceback
 from collections import defaultdict
@@ -47,7 +46,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from wrappers.member_pools import Crashed, MemberError, UnsentActionError, _check_spaces, _describe, check_timeout
+from wrappers.member_pools import Crashed, MemberError, _check_spaces, _describe, check_timeout, step_payloads
 
 __all__ = ["RayMemberPool", "import_ray"]
 
@@ -282,14 +281,7 @@ class RayMemberPool:
 
     def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
         """Step members ``indices``; see the module docs for what a failure gives."""
-        for i, a in zip(indices, actions):
-            try:
-                pickle.dumps(a)
-            except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
-                raise UnsentActionError(
-                    f"actions[{i}]: cannot be sent to member {i}'s Ray actor ({_describe(err)}); actions must be "
-                    "picklable. No member was stepped."
-                ) from err
+        step_payloads(indices, actions, "Ray actor")  # every action picklable, or nobody moves
         self._resync()
         lost = {i: Crashed(self._lost.pop(i)) for i in indices if i in self._lost}
         live = [p for p, i in enumerate(indices) if i not in lost]
