@@ -104,7 +104,12 @@ def _check_norm(norm: str) -> None:
 def _grpo_flat(r: np.ndarray, gid: np.ndarray, n: int, eps: float, norm: str) -> np.ndarray:
     _, mean, std = _segment_stats(r, gid, n)
     centered = r - mean[gid]  # R_i - mean_j R_j
-    return centered / (std[gid] + eps) if norm == "mean_std" else centered
+    return _scaled(centered, std[gid] + eps) if norm == "mean_std" else centered
+
+
+def _scaled(centered: np.ndarray, denom: np.ndarray) -> np.ndarray:
+    """``centered / denom``, 0 where ``denom`` is 0 (eps = 0 and a group whose values are all equal)."""
+    return np.divide(centered, denom, out=np.zeros_like(centered, dtype=np.float64), where=denom > 0)
 
 
 def _rloo_flat(r: np.ndarray, gid: np.ndarray, n: int) -> np.ndarray:
@@ -117,7 +122,7 @@ def _rloo_flat(r: np.ndarray, gid: np.ndarray, n: int) -> np.ndarray:
 def _progress_flat(p: np.ndarray, gid: np.ndarray, n: int, lam: float, tau_p: float, eps: float, norm: str) -> np.ndarray:
     _, mean, std = _segment_stats(p, gid, n)
     centered = p - mean[gid]  # P_i - mean_j P_j
-    scaled = centered / (std[gid] + eps) if norm == "mean_std" else centered
+    scaled = _scaled(centered, std[gid] + eps) if norm == "mean_std" else centered
     return np.where(std[gid] >= tau_p, lam * scaled, 0.0)  # gate: no progress signal -> 0
 
 
