@@ -210,9 +210,9 @@ class LLMPolicy:
         if self.mode == "generate":
             gens = self.backend.generate(prompts, self.sampling, seed=seed)  # type: ignore[union-attr]
             return [self._from_generation(g) for g in gens]
-        if self.avoid_repeats:
-            infos = [dict(i, _tried=repeated_commands(o, h)) for o, i, h in zip(observations, infos, histories)]
-        return self._score_act(prompts, infos, seed)
+        tried = ([repeated_commands(o, h) for o, h in zip(observations, histories)] if self.avoid_repeats
+                 else [frozenset()] * n)
+        return self._score_act(prompts, infos, tried, seed)
 
     def _from_generation(self, g: Generation) -> StepOutput:
         parsed = parse_action(g.text, self.fmt)
@@ -227,8 +227,9 @@ class LLMPolicy:
             finish_reason=g.finish_reason,
         )
 
-    def candidates(self, info: dict[str, Any]) -> list[str]:
-        """Commands scored in score mode: admissible ones, deduplicated, placeholders filled."""
+    def candidates(self, info: dict[str, Any], tried: frozenset[str] = frozenset()) -> list[str]:
+        """Commands scored in score mode: admissible ones, deduplicated, placeholders filled, less
+        those in ``tried`` (``avoid_repeats``) unless that would leave none."""
         fill = " ".join(_goal_text(info.get("goal", "")).lower().split())[:100] or "item"
         out: list[str] = []
         for c in admissible_commands(info):
@@ -236,7 +237,6 @@ class LLMPolicy:
             c = _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
             if c and c not in out:
                 out.append(c)
-        tried = info.get("_tried") or ()
         if tried and any(c not in tried for c in out):  # avoid_repeats: never an empty choice
             out = [c for c in out if c not in tried]
         return out
@@ -271,8 +271,9 @@ class LLMPolicy:
             return torch.stack([(t / max(int(t.numel()), 1)).sum() for t in per_token])
         return torch.stack([t.sum() for t in per_token])
 
-    def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], seed: int | None) -> list[StepOutput]:
-        cands = [self.candidates(dict(i)) for i in infos]
+    def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], tried: Sequence[frozenset[str]],
+                   seed: int | None) -> list[StepOutput]:
+        cands = [self.candidates(dict(i), t) for i, t in zip(infos, tried)]
         cand_ids = [[self._candidate_ids(c) for c in cs] for cs in cands]
         with torch.no_grad():
             memo: dict[Any, list[torch.Tensor]] = {}

@@ -292,13 +292,12 @@ class Trainer:
             for part in np.array_split(np.array(perm), n_mb):
                 part = part.tolist()
                 mb_tokens = sum(n_tok[j] for j in part)
-                if dist_on:
-                    mb_tokens = int(distributed.all_reduce_sum([mb_tokens])[0])
+                mb_weight = sum(tok_w[j] * n_tok[j] for j in part)
+                if dist_on:  # one collective for both mini-batch totals
+                    tokens_all, mb_weight = distributed.all_reduce_sum([mb_tokens, mb_weight])
+                    mb_tokens = int(tokens_all)
                 if mb_tokens == 0:
                     continue
-                mb_weight = sum(tok_w[j] * n_tok[j] for j in part)
-                if dist_on:
-                    mb_weight = float(distributed.all_reduce_sum([mb_weight])[0])
                 self.optimizer.zero_grad(set_to_none=True)
                 micros: list[list[int] | None] = list(_chunks(part, mb))
                 if dist_on and self.dist.strategy == "fsdp2":  # sharded forwards must stay in lockstep
