@@ -67,8 +67,8 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
         r = init[0]
         lines += ["## Warm start", "",
                   f"Behaviour cloning from the searching expert (it reads only what the agent reads): "
-                  f"{_fmt(r.get('bc/demos'))} decisions of {_fmt(r.get('bc/expert_episodes'))} expert episodes "
-                  f"(expert success {_fmt(r.get('bc/expert_success'))}), {_fmt(r.get('bc/steps'))} steps, "
+                  f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
+                  f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
                   f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
                   "The iteration-0 evaluation above is of this policy: the gain is RL's.", ""]
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
@@ -143,6 +143,11 @@ def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"- Standard **{x['split']}** split ({x['episodes']} episodes): {x['start']:.3f} -> {x['end']:.3f}, "
                      f"difference {x['diff']:+.3f}{ci}.")
     return lines + [""]
+
+
+def _count(v: Any) -> str:
+    """A count logged as a float (JSON metrics), printed as an integer."""
+    return str(int(v)) if isinstance(v, (int, float)) and float(v).is_integer() else _fmt(v)
 
 
 def _fmt(v: Any) -> str:
