@@ -56,7 +56,7 @@ class TrainConfig:
     fmt: str = "action"  # action | think_action (generate mode)
     template: str = "auto"  # prompt template: auto (alfworld-memory for ALFWorld in score mode, else the env's), a name, or a YAML path
     score_norm: str = "sum"  # score mode: rank commands by sum (agents default) or mean token log-prob
-    avoid_repeats: bool = False  # score mode: drop commands already taken from the same observation (agents.policy)
+    avoid_repeats: bool = True  # score mode: drop commands already taken from the same observation (agents.policy)
     history_k: int = 1  # (observation, action) pairs in the prompt (paper: 2)
     temperature: float = 1.0
     top_p: float = 1.0
@@ -70,7 +70,7 @@ class TrainConfig:
     bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
     init_weights: str = ""  # a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else
     # estimator (trainers/advantages.py)
-    estimator: str = "progpo-grpo"
+    estimator: str = "progpo-gigpo"
     gamma: float = 0.95
     omega: float = 1.0
     lam: float = 1.0
@@ -97,7 +97,7 @@ class TrainConfig:
     kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
     entropy_coef: float = 0.0
     max_grad_norm: float = 1.0
-    loss_agg: str = "token-mean"  # token-mean | traj-mean (each trajectory weighs the same, whatever its length)
+    loss_agg: str = "traj-mean"  # traj-mean (each trajectory weighs the same, whatever its length) | token-mean
     lr_warmup_iterations: int = 0  # iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr * sign(g))
     ppo_epochs: int = 1
     num_minibatches: int = 4

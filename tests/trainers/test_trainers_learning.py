@@ -1,0 +1,47 @@
+"""The learning run, shortened: RL must move held-out success up from where the warm start left it.
+
+`python -m trainers.progpo` with its defaults (behaviour-cloning warm start on `easy-train`, then
+ProGPO(GiGPO) on `easy-train`, evaluated on the held-out `easy-valid` games) but 4 RL iterations
+instead of 12 and no random-policy or `valid` evaluations. Everything is seeded (seed 0, one torch
+thread), so the run is reproducible; the assertion is the direction only (end > start), not the
+size of the gain that `make run` reports.
+"""
+from __future__ import annotations
+
+import pytest
+
+from trainers.metrics import read_metrics
+from trainers.progpo import main
+
+pytest.importorskip("transformers")
+
+
+def _alfworld_ready() -> bool:
+    try:
+        from trainers.envs import make_env
+
+        make_env("alfworld", "easy-train", 2).close()
+        return True
+    except Exception:  # noqa: BLE001 - engine not built
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_shortened_default_run_raises_held_out_success(tmp_path, capsys):
+    if not _alfworld_ready():
+        pytest.skip("the ALFWorld engine is not installed (pip install -e '.[alfworld]')")
+    out = tmp_path / "run"
+    rc = main(["--iterations", "4", "--eval-extra-split", "none", "--no-baseline-random", "--no-tensorboard",
+               "--no-progress", "--output-dir", str(out)])
+    assert rc == 0
+    records = read_metrics(out / "metrics.jsonl")
+    init = [r for r in records if r["kind"] == "init"]
+    evals = [r for r in records if r["kind"] == "eval"]
+    assert init and init[0]["init"] == "bc"
+    assert [e["iteration"] for e in evals] == [0, 4]
+    assert all(e["eval/split"] == "easy-valid" and e["eval/episodes"] >= 144 for e in evals)
+    start, end = evals[0]["eval/success"], evals[-1]["eval/success"]
+    assert end > start, f"held-out success {start:.3f} -> {end:.3f} after 4 RL iterations"
+    printed = capsys.readouterr().out
+    assert f"easy-valid: success {start:.3f} -> {end:.3f}" in printed
