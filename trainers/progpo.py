@@ -2,7 +2,7 @@
 
 With no arguments: the CPU learning demo (see ``TrainConfig``): a tiny model behaviour-cloned
 from the searching expert on the embedded ``easy-train`` ALFWorld games, evaluated on the held-out
-``easy-valid`` games, improved by ProGPO(GRPO), evaluated again; ~15 minutes on 2 cores. It
+``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again; ~15 minutes on 2 cores. It
 prints the held-out success before and after RL with a 95% bootstrap interval and writes a
 report (curves + summary markdown) under ``runs/progpo``. Examples::
 
