@@ -51,6 +51,10 @@ RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eva
                      "step_timeout", "env_backend", "ray_num_cpus")
 
 
+#: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
+_WEIGHTED = ("pg_loss", "kl")
+
+
 def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> list[int]:
     """Task seed of each group at ``iteration`` (``stream`` 0: training, 1: evaluation).
 
@@ -277,7 +281,7 @@ class Trainer:
         self.model.train()
         gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
-        tok_total, grad_norms = 0, []
+        tok_total, w_total, grad_norms = 0, 0.0, []
         n_mb = min(cfg.num_minibatches, n_global)
         # several ranks: weights use the global token count of each mini-batch and the summed
         # gradients equal the single-process ones (FSDP2 averages over ranks: scale back up)
@@ -324,9 +328,11 @@ class Trainer:
                                         weight=scale * float(w_t.sum()) / mb_weight, entropies=ent_t,
                                         token_weights=w_t)
                     out.loss.backward()
+                    w_sum = float(w_t.sum())  # pg_loss and kl are token_weights-weighted means; the rest token means
                     for key in sums:
-                        sums[key] += float(getattr(out, key)) * k
+                        sums[key] += float(getattr(out, key)) * (w_sum if key in _WEIGHTED else k)
                     tok_total += k
+                    w_total += w_sum
                     bar.update(1)
                 if dist_on and self.dist.strategy == "ddp":
                     distributed.all_reduce_grads(self.params)
@@ -336,11 +342,12 @@ class Trainer:
                 stats["update/optimizer_steps"] += 1
         bar.close()
         self.optimizer.zero_grad(set_to_none=True)
-        if dist_on:  # token-weighted loss statistics over every rank's steps
-            totals = distributed.all_reduce_sum([*sums.values(), tok_total])
-            sums, tok_total = dict(zip(sums, totals[:-1])), int(totals[-1])
+        if dist_on:  # loss statistics over every rank's steps
+            totals = distributed.all_reduce_sum([*sums.values(), tok_total, w_total])
+            sums, tok_total, w_total = dict(zip(sums, totals[:-2])), int(totals[-2]), float(totals[-1])
         for key, value in sums.items():
-            stats[key if key in ("kl", "clip_fraction") else f"update/{key}"] = value / max(tok_total, 1)
+            denom = w_total if key in _WEIGHTED else tok_total
+            stats[key if key in ("kl", "clip_fraction") else f"update/{key}"] = value / denom if denom > 0 else 0.0
         stats["update/tokens"] = float(tok_total)
         stats["update/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
         sync = getattr(getattr(self.policy, "backend", None), "sync_weights", None)
