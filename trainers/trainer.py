@@ -324,11 +324,11 @@ class Trainer:
                     k = int(lp.numel())
                     if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
                         ent_t = None
+                    w_sum = float(w_t.sum())
                     out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=scale * float(w_t.sum()) / mb_weight, entropies=ent_t,
-                                        token_weights=w_t)
+                                        weight=scale * w_sum / mb_weight, entropies=ent_t, token_weights=w_t)
                     out.loss.backward()
-                    w_sum = float(w_t.sum())  # pg_loss and kl are token_weights-weighted means; the rest token means
+                    # pg_loss and kl are means under token_weights, the others token means
                     for key in sums:
                         sums[key] += float(getattr(out, key)) * (w_sum if key in _WEIGHTED else k)
                     tok_total += k

@@ -16,21 +16,9 @@ from trainers.progpo import main
 pytest.importorskip("transformers")
 
 
-def _alfworld_ready() -> bool:
-    try:
-        from trainers.envs import make_env
-
-        make_env("alfworld", "easy-train", 2).close()
-        return True
-    except Exception:  # noqa: BLE001 - engine not built
-        return False
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
-def test_shortened_default_run_raises_held_out_success(tmp_path, capsys):
-    if not _alfworld_ready():
-        pytest.skip("the ALFWorld engine is not installed (pip install -e '.[alfworld]')")
+def test_shortened_default_run_raises_held_out_success(tmp_path, capsys, alfworld_engine_available):
     out = tmp_path / "run"
     rc = main(["--iterations", "4", "--eval-extra-split", "none", "--no-baseline-random", "--no-tensorboard",
                "--no-progress", "--output-dir", str(out)])
