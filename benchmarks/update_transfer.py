@@ -1,0 +1,169 @@
+"""Does one RL update transfer? Its effect on independent train and held-out batches.
+
+    python benchmarks/update_transfer.py                    # default warm start, 2 updates, ~15 min on 2 cores
+    python benchmarks/update_transfer.py --init-weights w.pt --configs adam:3e-4,adam:1e-4,sgd:0.3 \\
+        --estimators progpo-gigpo,grpo --batches 3
+
+The CPU demo's RL gains little on held-out games (``benchmarks/README.md``). This script asks
+why, one update at a time, without the noise of a success-rate evaluation. From the policy pi_0
+RL starts from (the default behaviour-cloning warm start, or ``--init-weights``):
+
+* K update batches A_k: the trainer's own rollouts of iterations 1..K (8 tasks x 8, ``easy-train``);
+* two measurement batches played by pi_0: B_train (16 other ``easy-train`` tasks x 8) and
+  B_held (16 ``easy-valid`` tasks x 8, the held-out floor plans).
+
+For each (estimator, optimizer, lr), from pi_0 with a fresh optimizer, one ``Trainer.update`` on
+A_k with that estimator's advantages gives pi_1 (``steps``: the steps it updated, those with
+A != 0); then on each B (trajectory i, T_i steps,
+GRPO outcome advantage A_t of its group, N trajectories):
+
+* ``dJ = sum_i 1/N 1/T_i sum_t A_t [log pi_1(a_t|s_t) - log pi_0(a_t|s_t)]``: the first-order
+  change of the outcome objective on B (> 0: the update moved probability towards what wins there);
+* ``dlogp``: the same sum without ``A_t``: the mean change of the log-probability of pi_0's own
+  commands (< 0: the update made the policy flatter there, which costs success when sampling).
+
+Other options are the trainer's (``python -m trainers.progpo --help``), e.g. ``--bc-steps``,
+``--num-groups``. Configs are ``optimizer:lr`` with optimizer ``adam`` (AdamW, as the trainer) or ``sgd``. Prints a
+table (mean over the K update batches, and their range) and writes it to ``--out``/table.md.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from trainers.advantages import AdvantageConfig, step_advantages  # noqa: E402
+from trainers.config import parse_args  # noqa: E402
+from trainers.rollout import Rollout, collect_rollout  # noqa: E402
+from trainers.trainer import Trainer, task_seeds  # noqa: E402
+
+
+def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Rollout:
+    """Groups on ``seeds`` played by the current policy (no update)."""
+    from wrappers import GroupVectorEnv
+
+    cfg = tr.cfg
+    envs = GroupVectorEnv(env_fn, num_groups=len(seeds), group_size=cfg.group_size, backend="sync", seed=cfg.seed,
+                          tau_r=cfg.tau_r)
+    tr.model.eval()
+    try:
+        with torch.no_grad():
+            return collect_rollout(envs, tr.policy, seeds, seed=seed, history_k=cfg.history_k)
+    finally:
+        envs.close()
+
+
+def step_adv(ro: Rollout, estimator: str, cfg: Any) -> np.ndarray:
+    return step_advantages(**ro.advantage_inputs(),
+                           config=AdvantageConfig(estimator=estimator, tau_r=cfg.tau_r, gamma=cfg.gamma)).steps
+
+
+def logprobs(tr: Trainer, ro: Rollout, batch: int = 8) -> np.ndarray:
+    """log pi(a_t | s_t) of every step of ``ro`` under the current weights."""
+    tr.model.eval()
+    outs = [s.output for s in ro.steps]
+    lps: list[float] = []
+    with torch.no_grad():
+        for i in range(0, len(outs), batch):
+            lps += [float(x.float().sum()) for x in tr.policy.compute_logprobs(outs[i:i + batch])]
+    return np.array(lps)
+
+
+def traj_weights(ro: Rollout) -> np.ndarray:
+    """1 / (N T_i) for each step: every trajectory weighs the same."""
+    length = np.bincount([s.traj for s in ro.steps])
+    return np.array([1.0 / (length[s.traj] * len(length)) for s in ro.steps])
+
+
+def make_optimizer(kind: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
+    if kind == "adam":
+        return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=lr)
+    raise SystemExit(f"unknown optimizer {kind!r} (adam | sgd)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--init-weights", help="start from these weights instead of the default warm start")
+    p.add_argument("--configs", default="adam:3e-4,adam:1e-4", help="optimizer:lr,... (adam | sgd)")
+    p.add_argument("--estimators", default="progpo-gigpo", help="advantage estimators of the update, comma-separated")
+    p.add_argument("--neg-scale", type=float, default=1.0,
+                   help="multiply the update's negative advantages by this (1: as the trainer; 0: A > 0 only)")
+    p.add_argument("--batches", type=int, default=3, help="update batches K")
+    p.add_argument("--measure-groups", type=int, default=16, help="groups in each measurement batch")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, default=ROOT / "runs" / "update_transfer")
+    args, trainer_args = p.parse_known_args(argv)  # the rest: `python -m trainers.progpo` options
+
+    extra = ["--init", "none", "--init-weights", args.init_weights] if args.init_weights else []
+    cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress", "--no-tensorboard",
+                         *extra, *trainer_args])
+    torch.set_num_threads(1)
+    tr = Trainer(cfg)
+    t0 = time.perf_counter()
+    if cfg.resolved_init == "bc":
+        tr.warm_start()
+    theta0 = copy.deepcopy(tr.model.state_dict())
+    updates = [tr.rollout(k) for k in range(1, args.batches + 1)]
+    measure = {
+        "train": measure_rollout(tr, tr.env_fn, task_seeds(args.seed + 777, 1, args.measure_groups), args.seed + 555),
+        "held-out": measure_rollout(tr, tr.eval_env_fn, task_seeds(args.seed + 778, 1, args.measure_groups),
+                                    args.seed + 556),
+    }
+    print(f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
+          + ", ".join(f"{k} {np.mean([t.won for t in ro.trajectories]):.3f}" for k, ro in measure.items()), flush=True)
+    base = {k: (step_adv(ro, "grpo", cfg), traj_weights(ro), logprobs(tr, ro)) for k, ro in measure.items()}
+
+    rows = []
+    for estimator in args.estimators.split(","):
+        for spec in args.configs.split(","):
+            kind, lr_text = spec.split(":")
+            lr = float(lr_text)
+            res: dict[str, list[float]] = {f"{m}/{k}": [] for k in measure for m in ("dJ", "dlogp")}
+            res["steps"] = []
+            for ro in updates:
+                tr.model.load_state_dict(theta0)
+                tr.optimizer = make_optimizer(kind, tr.params, lr)
+                tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
+                adv = step_adv(ro, estimator, cfg)
+                adv = np.where(adv < 0, args.neg_scale * adv, adv)
+                res["steps"].append(tr.update(ro.steps, adv, 1)["update/steps"])
+                for k, ro_b in measure.items():
+                    adv, w, lp0 = base[k]
+                    dlp = logprobs(tr, ro_b) - lp0
+                    res[f"dJ/{k}"].append(float(np.sum(w * adv * dlp)))
+                    res[f"dlogp/{k}"].append(float(np.sum(w * dlp)))
+            rows.append((estimator, spec, res))
+            print(f"{estimator} {spec}: " + ", ".join(f"{k} {np.mean(v):+.4f}" for k, v in res.items()), flush=True)
+    tr.model.load_state_dict(theta0)
+
+    cols = ["steps", *(f"{m}/{k}" for m in ("dJ", "dlogp") for k in measure)]
+    lines = [f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
+             f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
+             f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}); "
+             "mean over the update batches [min, max].",
+             "", "| estimator | optimizer:lr | " + " | ".join(cols) + " |", "|---|---|" + "---:|" * len(cols)]
+    for estimator, spec, res in rows:
+        cells = [f"{np.mean(res['steps']):.0f}"]
+        cells += [f"{np.mean(res[c]):+.4f} [{min(res[c]):+.3f}, {max(res[c]):+.3f}]" for c in cols[1:]]
+        lines.append(f"| {estimator} | {spec} | " + " | ".join(cells) + " |")
+    table = "\n".join(lines)
+    print("\n" + table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "table.md").write_text(table + "\n")
+    tr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
