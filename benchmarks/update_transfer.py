@@ -20,7 +20,8 @@ GRPO outcome advantage A_t of its group, N trajectories):
 * ``dJ = sum_i 1/N 1/T_i sum_t A_t [log pi_1(a_t|s_t) - log pi_0(a_t|s_t)]``: the first-order
   change of the outcome objective on B (> 0: the update moved probability towards what wins there);
 * ``dlogp``: the same sum without ``A_t``: the mean change of the log-probability of pi_0's own
-  commands (< 0: the update made the policy flatter there, which costs success when sampling).
+  commands, minus a sample estimate of KL(pi_0 || pi_1) there (<= 0 in expectation for any change:
+  how far the update moved the policy on those states, not in which direction).
 
 Other options are the trainer's (``python -m trainers.progpo --help``), e.g. ``--bc-steps``,
 ``--num-groups``. Configs are ``optimizer:lr`` with optimizer ``adam`` (AdamW, as the trainer) or ``sgd``. Prints a
