@@ -85,6 +85,30 @@ def traj_weights(ro: Rollout) -> np.ndarray:
     return np.array([1.0 / (length[s.traj] * len(length)) for s in ro.steps])
 
 
+class AnchorKL:
+    """Before each optimizer step, add the gradient of ``beta`` x the k3 estimate of KL(pi_0 || pi)
+    on ``n`` anchor steps drawn at random: states of ANOTHER update batch, not the one being updated
+    (``--anchor-kl``: does holding the policy still on other states keep it still on B?)."""
+
+    def __init__(self, tr: Trainer, anchors: list[Any], ref: np.ndarray, beta: float, n: int, seed: int) -> None:
+        self.tr, self.anchors, self.ref, self.beta, self.n = tr, anchors, torch.as_tensor(ref), beta, n
+        self.gen = np.random.default_rng(seed)
+
+    def wrap(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        step = optimizer.step
+
+        def step_with_anchor(*args: Any, **kwargs: Any) -> Any:
+            pick = self.gen.choice(len(self.anchors), size=min(self.n, len(self.anchors)), replace=False)
+            lp = torch.cat([x.float().reshape(-1) for x in
+                            self.tr.policy.compute_logprobs([self.anchors[i] for i in pick])])
+            log_r = lp - self.ref[pick]  # log pi / pi_0 on pi_0's own commands
+            (self.beta * (torch.exp(-log_r) - 1 + log_r).mean()).backward()  # k3 of KL(pi_0 || pi)
+            return step(*args, **kwargs)
+
+        optimizer.step = step_with_anchor  # type: ignore[method-assign]
+        return optimizer
+
+
 def make_optimizer(kind: str, params: list[torch.nn.Parameter], lr: float) -> torch.optim.Optimizer:
     if kind == "adam":
         return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
@@ -100,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--estimators", default="progpo-gigpo", help="advantage estimators of the update, comma-separated")
     p.add_argument("--neg-scale", type=float, default=1.0,
                    help="multiply the update's negative advantages by this (1: as the trainer; 0: A > 0 only)")
+    p.add_argument("--anchor-kl", type=float, default=0.0,
+                   help="beta of a KL(pi_0 || pi) penalty on states of another update batch (0: off)")
+    p.add_argument("--anchor-states", type=int, default=48, help="anchor steps per optimizer step")
     p.add_argument("--batches", type=int, default=3, help="update batches K")
     p.add_argument("--measure-groups", type=int, default=16, help="groups in each measurement batch")
     p.add_argument("--seed", type=int, default=0)
@@ -124,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
           + ", ".join(f"{k} {np.mean([t.won for t in ro.trajectories]):.3f}" for k, ro in measure.items()), flush=True)
     base = {k: (step_adv(ro, "grpo", cfg), traj_weights(ro), logprobs(tr, ro)) for k, ro in measure.items()}
+    ref = [logprobs(tr, ro) for ro in updates] if args.anchor_kl > 0 else []
 
     rows = []
     for estimator in args.estimators.split(","):
@@ -132,9 +160,13 @@ def main(argv: list[str] | None = None) -> int:
             lr = float(lr_text)
             res: dict[str, list[float]] = {f"{m}/{k}": [] for k in measure for m in ("dJ", "dlogp")}
             res["steps"] = []
-            for ro in updates:
+            for k_upd, ro in enumerate(updates):
                 tr.model.load_state_dict(theta0)
                 tr.optimizer = make_optimizer(kind, tr.params, lr)
+                if args.anchor_kl > 0:  # anchors: the next update batch's steps
+                    j = (k_upd + 1) % len(updates)
+                    tr.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
+                                            args.anchor_states, args.seed + k_upd).wrap(tr.optimizer)
                 tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
                 adv = step_adv(ro, estimator, cfg)
                 adv = np.where(adv < 0, args.neg_scale * adv, adv)
@@ -151,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     cols = ["steps", *(f"{m}/{k}" for m in ("dJ", "dlogp") for k in measure)]
     lines = [f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
              f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
-             f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}); "
+             f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}, "
+             f"anchor KL {args.anchor_kl:g}); "
              "mean over the update batches [min, max].",
              "", "| estimator | optimizer:lr | " + " | ".join(cols) + " |", "|---|---|" + "---:|" * len(cols)]
     for estimator, spec, res in rows:
