@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import sys
 import time
 from pathlib import Path
@@ -42,7 +43,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.advantages import AdvantageConfig, step_advantages  # noqa: E402
+from trainers.advantages import step_advantages  # noqa: E402
 from trainers.config import parse_args  # noqa: E402
 from trainers.rollout import Rollout, collect_rollout  # noqa: E402
 from trainers.trainer import Trainer, task_seeds  # noqa: E402
@@ -63,9 +64,11 @@ def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Ro
         envs.close()
 
 
-def step_adv(ro: Rollout, estimator: str, cfg: Any) -> np.ndarray:
-    return step_advantages(**ro.advantage_inputs(),
-                           config=AdvantageConfig(estimator=estimator, tau_r=cfg.tau_r, gamma=cfg.gamma)).steps
+def step_adv(tr: Trainer, ro: Rollout, estimator: str, **overrides: Any) -> np.ndarray:
+    """Step advantages of ``ro`` under the trainer's advantage options (``--lam``, ``--norm``, ...)
+    with ``estimator`` instead of the configured one."""
+    config = dataclasses.replace(tr.adv_cfg, estimator=estimator, **overrides)
+    return step_advantages(**ro.advantage_inputs(), config=config).steps
 
 
 def logprobs(tr: Trainer, ro: Rollout, batch: int = 8) -> np.ndarray:
@@ -136,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = ["--init", "none", "--init-weights", args.init_weights] if args.init_weights else []
     cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress", "--no-tensorboard",
                          *extra, *trainer_args])
-    torch.set_num_threads(1)
-    tr = Trainer(cfg)
+    tr = Trainer(cfg)  # sets torch's threads from --torch-threads (default 1)
     t0 = time.perf_counter()
     if cfg.resolved_init == "bc":
         tr.warm_start()
@@ -150,7 +152,9 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
           + ", ".join(f"{k} {np.mean([t.won for t in ro.trajectories]):.3f}" for k, ro in measure.items()), flush=True)
-    base = {k: (step_adv(ro, "grpo", cfg), traj_weights(ro), logprobs(tr, ro)) for k, ro in measure.items()}
+    # the measure's advantage: plain GRPO on the outcome, whatever the controls of the update
+    base = {k: (step_adv(tr, ro, "grpo", gate="all_failed", shuffle_coverage=False), traj_weights(ro),
+                logprobs(tr, ro)) for k, ro in measure.items()}
     ref = [logprobs(tr, ro) for ro in updates] if args.anchor_kl > 0 else []
 
     rows = []
@@ -168,13 +172,13 @@ def main(argv: list[str] | None = None) -> int:
                     tr.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
                                             args.anchor_states, args.seed + k_upd).wrap(tr.optimizer)
                 tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
-                adv = step_adv(ro, estimator, cfg)
+                adv = step_adv(tr, ro, estimator)
                 adv = np.where(adv < 0, args.neg_scale * adv, adv)
                 res["steps"].append(tr.update(ro.steps, adv, 1)["update/steps"])
                 for k, ro_b in measure.items():
-                    adv, w, lp0 = base[k]
+                    adv_b, w, lp0 = base[k]
                     dlp = logprobs(tr, ro_b) - lp0
-                    res[f"dJ/{k}"].append(float(np.sum(w * adv * dlp)))
+                    res[f"dJ/{k}"].append(float(np.sum(w * adv_b * dlp)))
                     res[f"dlogp/{k}"].append(float(np.sum(w * dlp)))
             rows.append((estimator, spec, res))
             print(f"{estimator} {spec}: " + ", ".join(f"{k} {np.mean(v):+.4f}" for k, v in res.items()), flush=True)
