@@ -307,7 +307,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="python -m trainers.progpo",
         description="Train an LLM agent with ProGPO (or GRPO / RLOO / GiGPO) on ALFWorld or WebShop. "
-        "With no arguments: the bundled SmolLM2-135M on the embedded ALFWorld set, on CPU.",
+        "With no arguments: the CPU learning demo (tiny-128x2 cloned from the searching expert on the "
+        "embedded easy-train ALFWorld games, then ProGPO(GiGPO); eval on the held-out easy-valid games).",
     )
     ap.add_argument("--config", help="YAML file of field: value (CLI flags override it)")
     ap.add_argument("--resume", nargs="?", const="latest", default=None,
