@@ -11,9 +11,15 @@ and scaled), i.e. what a straightforward implementation does.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(ROOT))
 
 from bench_timing import median_time
 from trainers.advantages import AdvantageConfig, progpo_episode_advantages, progpo_episode_advantages_batched, step_advantages

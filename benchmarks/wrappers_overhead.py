@@ -15,12 +15,18 @@ Every figure is the median of ``--repeats`` runs. Usage::
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+import sys
 import statistics
 import time
 from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
+    sys.path.insert(0, str(ROOT))
 
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 from wrappers.toy_envs import SleepEnv
