@@ -15,11 +15,11 @@ Every figure is the median of ``--repeats`` runs. Usage::
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
-import sys
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
