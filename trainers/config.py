@@ -69,6 +69,7 @@ class TrainConfig:
     bc_steps: int = 250  # AdamW steps of behaviour cloning from the searching expert
     bc_batch_size: int = 16
     bc_lr: float = 2e-3
+    bc_lr_schedule: str = "constant"  # constant | cosine (decays to 0 over bc_steps)
     bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
     init_weights: str = ""  # a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else
     # estimator (trainers/advantages.py)
@@ -142,6 +143,7 @@ class TrainConfig:
         one_of("score_norm", ("sum", "mean"))
         one_of("loss_agg", ("token-mean", "traj-mean"))
         one_of("init", ("auto", "bc", "none"))
+        one_of("bc_lr_schedule", ("constant", "cosine"))
         one_of("progress_gate", ("all_failed", "always"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld",) or self.policy_mode != "score"):
             raise ConfigError("init bc clones the searching ALFWorld expert in score mode: use --env alfworld "

@@ -76,9 +76,14 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
 
 
 def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_size: int = 16, lr: float = 1e-3,
-                    seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None) -> dict[str, float]:
+                    seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None,
+                    lr_schedule: str = "constant") -> dict[str, float]:
     """Fit ``policy`` (an ``LLMPolicy`` in score mode) to the demos: ``steps`` AdamW steps of
-    mean -log pi(expert command). Returns ``bc/*`` metrics (loss, held-out step accuracy)."""
+    mean -log pi(expert command). ``lr_schedule``: ``"constant"`` or ``"cosine"`` (lr decays to 0
+    over the steps, so the clone ends at a settled point rather than wherever the last noisy step
+    left it). Returns ``bc/*`` metrics (loss, held-out step accuracy)."""
+    if lr_schedule not in ("constant", "cosine"):
+        raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
     outs = [o for d in demos if (o := policy.forced_step(d.observation, d.info, d.history, d.action)) is not None]
     if not outs:
         raise ValueError("behaviour_clone: no demonstration whose command is among the policy's candidates")
@@ -90,6 +95,9 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
     model = policy.model
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    total = max(int(steps), 1)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, (lambda k: 0.5 * (1.0 + math.cos(math.pi * k / total))) if lr_schedule == "cosine" else (lambda k: 1.0))
     model.train()
     losses: list[float] = []
     cursor = len(train)
@@ -105,6 +113,7 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        sched.step()
         losses.append(float(loss.detach()))
         if on_step is not None:
             on_step(1)

@@ -441,7 +441,7 @@ class Trainer:
         bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress)
         try:
             stats = behaviour_clone(self.policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
-                                    seed=cfg.seed, on_step=bar.update)
+                                    seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule)
         finally:
             bar.close()
         if self.ref_model is not None:  # the KL reference is the policy RL starts from

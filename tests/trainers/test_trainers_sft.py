@@ -1,0 +1,61 @@
+"""Behaviour cloning (trainers.sft.behaviour_clone): it fits the demos, and its lr schedule does what it says."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from trainers.config import ConfigError, TrainConfig
+from trainers.sft import Demo, behaviour_clone, step_accuracy
+from trainers.trainer import build_policy
+
+pytest.importorskip("transformers")
+
+INFO = {"goal": "find the key", "admissible_commands": ["look", "inventory", "go hall", "go cellar", "take key"]}
+DEMOS = [Demo("You are in the kitchen. Exits: hall, cellar.", dict(INFO), [], "go cellar"),
+         Demo("You are in the cellar. You see a key.", dict(INFO), [], "take key")] * 8
+
+
+def _policy():
+    torch.manual_seed(0)
+    cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False, policy_mode="score")
+    return build_policy(cfg, torch.device("cpu"))
+
+
+def _clone(schedule: str, steps: int = 40) -> tuple[list[float], float]:
+    """Clone for ``steps`` steps; returns the size of each step's weight change and the clone's
+    step accuracy on the demos."""
+    torch.set_num_threads(1)
+    policy = _policy()
+    params = [p for p in policy.model.parameters() if p.requires_grad]
+    last = [p.detach().clone() for p in params]
+    moves: list[float] = []
+
+    def on_step(_: int) -> None:
+        moves.append(sum(float((p.detach() - q).abs().sum()) for p, q in zip(params, last)))
+        for p, q in zip(params, last):
+            q.copy_(p.detach())
+
+    behaviour_clone(policy, DEMOS, steps=steps, batch_size=4, lr=5e-3, seed=0, holdout=0.0,
+                    on_step=on_step, lr_schedule=schedule)
+    outs = [policy.forced_step(d.observation, d.info, d.history, d.action) for d in DEMOS[:2]]
+    return moves, step_accuracy(policy, outs)
+
+
+def test_cosine_schedule_settles_the_clone_and_both_schedules_fit():
+    const_moves, const = _clone("constant")
+    cos_moves, cos = _clone("cosine")
+    assert len(const_moves) == len(cos_moves) == 40
+    # the first step is the same (lr at its peak), the last cosine step is ~0 (lr decayed to ~0)
+    assert cos_moves[0] == pytest.approx(const_moves[0], rel=1e-4)
+    assert cos_moves[-1] < 0.01 * cos_moves[0]
+    assert cos_moves[-1] < 0.1 * const_moves[-1]  # the constant schedule still takes full-size steps
+    assert const == cos == 1.0  # both clones pick the expert's command in both situations
+
+
+def test_unknown_schedule_is_refused():
+    with pytest.raises(ValueError, match="lr_schedule"):
+        behaviour_clone(_policy(), DEMOS, steps=1, lr_schedule="linear")
+    with pytest.raises(ConfigError, match="bc_lr_schedule"):
+        dataclasses.replace(TrainConfig(), bc_lr_schedule="linear").validate()
