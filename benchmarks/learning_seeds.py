@@ -27,14 +27,13 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+for path in (ROOT, ROOT / "benchmarks"):  # the package, and bench_stats when this file is imported
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
+from bench_stats import mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 from trainers.report import rl_gain  # noqa: E402
-
-#: two-sided 97.5% t quantiles by degrees of freedom (95% CI of a mean over seeds)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path:
@@ -67,8 +66,8 @@ def summarize(run_dirs: dict[int, Path]) -> tuple[str, dict]:
     lines = ["| seed | warm start (iteration 0) | end | difference | 95% CI (episodes) |", "|---:|---:|---:|---:|---:|", *rows]
     result: dict = {"seeds": sorted(run_dirs), "diffs": diffs}
     if diffs:
-        mean = float(np.mean(diffs))
-        half = T975.get(len(diffs) - 1, 1.96) * float(np.std(diffs, ddof=1)) / np.sqrt(len(diffs)) if len(diffs) > 1 else float("nan")
+        m, h = mean_ci(np.array(diffs))
+        mean, half = float(m), (float(h) if len(diffs) > 1 else float("nan"))  # no interval from one seed
         result.update(mean=mean, ci=(mean - half, mean + half), at_least_10=sum(d >= 0.10 for d in diffs))
         lines += ["", f"Mean difference over {len(diffs)} seeds: **{mean:+.3f}** (95% t-interval over seeds "
                       f"[{mean - half:+.3f}, {mean + half:+.3f}]); seeds with a gain of 10 points or more: "

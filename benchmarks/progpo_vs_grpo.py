@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench_stats import mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {
@@ -51,8 +52,6 @@ METHODS = {
     "gigpo": ["--estimator", "gigpo"],
     "progpo-gigpo": ["--estimator", "progpo-gigpo"],
 }
-#: two-sided 97.5% t quantiles by degrees of freedom (95% CI of a mean over seeds)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
 
 
 def base_config(args: argparse.Namespace) -> dict:
@@ -107,15 +106,6 @@ def run_one(method: str, seed: int, args: argparse.Namespace, out: Path, config:
 def curve(records: list[dict], key: str, kind: str, iterations: list[int]) -> np.ndarray:
     by_it = {r["iteration"]: r.get(key) for r in records if r.get("kind") == kind}
     return np.array([np.nan if by_it.get(i) is None else float(by_it[i]) for i in iterations])
-
-
-def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over seeds (axis 0) and the half-width of its 95% t interval."""
-    n = x.shape[0]
-    m = np.nanmean(x, axis=0)
-    if n < 2:
-        return m, np.zeros_like(m)
-    return m, T975.get(n - 1, 1.96) * np.nanstd(x, axis=0, ddof=1) / np.sqrt(n)
 
 
 def main() -> None:
