@@ -53,6 +53,7 @@ class TrainConfig:
     eval_split: str = "auto"  # auto: alfworld easy-valid, webshop test
     max_steps: int = 20  # per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)
     model: str = "tiny-128x2"  # tiny-<H>x<L> | tiny | smollm2 | local path | hub name
+    init_std: float = 0.0  # tiny-* models only: std of their random weights (0: transformers' 0.02; ~1/sqrt(hidden) clones faster, benchmarks/README.md)
     backend: str = "transformers"  # transformers | vllm
     policy_mode: str = "score"  # score: rank admissible actions; generate: free text
     fmt: str = "action"  # action | think_action (generate mode)
@@ -163,7 +164,8 @@ class TrainConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus"):
+                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
+                     "init_std"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -176,6 +178,12 @@ class TrainConfig:
         for f in fields(self):
             if isinstance(f.default, str) and not isinstance(getattr(self, f.name), str):
                 raise ConfigError(f"{f.name} must be a string, got {getattr(self, f.name)!r}")
+        if self.init_std > 0:
+            from agents.models import tiny_spec
+
+            if tiny_spec(self.model) is None:
+                raise ConfigError(f"init_std applies to the random tiny-* models only, not to {self.model!r} "
+                                  "(its weights are loaded, not drawn): leave it at 0")
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 < self.top_p <= 1.0:

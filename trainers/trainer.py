@@ -94,7 +94,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     from agents.models import load_model
     from agents.policy import LLMPolicy, SamplingConfig
 
-    model, tokenizer = load_model(cfg.model)
+    model, tokenizer = load_model(cfg.model, init_std=cfg.init_std or None)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Trainer.autocast), never a cast of the weights
     if cfg.lora:
         from peft import LoraConfig, get_peft_model

@@ -153,6 +153,23 @@ def test_tiny_names_round_trip_through_materialize(tmp_path, monkeypatch):
         models.materialize(custom.config.name_or_path)
 
 
+def test_tiny_models_can_be_drawn_at_another_scale(tmp_path, monkeypatch):
+    monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
+    default, _ = load_model("tiny-64x2")
+    wide, _ = load_model("tiny-64x2", init_std=64 ** -0.5)
+    for name, w in wide.named_parameters():
+        if name.endswith("proj.weight") or "embed" in name:  # every linear and embedding weight
+            assert abs(float(w.std()) - 0.125) < 0.015, name
+    assert abs(float(default.model.embed_tokens.weight.std()) - 0.02) < 0.002  # the default draw is unchanged
+    assert wide.config.initializer_range == 0.125 and wide.config.name_or_path == "tiny-64x2"
+    assert _same(make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0],
+                 make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0])  # still deterministic
+    with pytest.raises(ModelLoadError, match="tiny-\\* models only"):  # loaded weights are not redrawn
+        load_model(str(models.materialize("tiny-64x2")), init_std=0.1)
+    with pytest.raises(ModelLoadError, match="> 0"):
+        load_model("tiny", init_std=0.0)
+
+
 def test_empty_model_name_is_an_error():
     for fn in (load_model, models.materialize):
         with pytest.raises(ModelLoadError, match="no model name"):
