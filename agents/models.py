@@ -337,8 +337,8 @@ def make_tiny_model(
         dtype / device: where the model is returned.
         init_std: standard deviation of the normal draw of every linear and embedding weight
             (``initializer_range``). transformers' 0.02 suits wide models; a narrow one trained
-            from scratch learns faster from about ``1/sqrt(hidden)`` (``tiny-128x2``: 0.088 fits
-            the CPU demo's behaviour cloning in a third of the steps, ``benchmarks/README.md``).
+            from scratch learns faster from about ``1/sqrt(hidden)`` (``tiny-128x2`` at 0.08: the CPU
+            demo's cloning fits better in 250 steps than in 750 at 0.02, ``benchmarks/README.md``).
 
     Example:
         >>> m1, _ = make_tiny_model(seed=1)
