@@ -28,7 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "goal_words", "parse_goal", "search_order"]
+__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "command_notes", "goal_words", "parse_goal",
+           "search_order"]
 
 _NOTHING = "Nothing happens."
 _GO = re.compile(r"^go to (.+)$")
@@ -199,3 +200,48 @@ def alfworld_memory(goal: str, history: Sequence[tuple[str, str]], observation: 
                     admissible: Sequence[str]) -> str:
     """:meth:`TranscriptState.render` of the parsed transcript (the prompt's ``{memory}``)."""
     return TranscriptState.parse(goal, history, observation, admissible).render()
+
+
+def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str],
+                  commands: Sequence[str]) -> list[str]:
+    """What the transcript says about each of ``commands``, as a short note to write before it.
+
+    The memory lines already hold these facts (visited places, where task objects were seen, what
+    the task asks); the note puts them next to the command they concern, so a small policy that
+    scores each command (score mode, a template whose ``score_response`` has ``{note}``) can use
+    them without matching names across the prompt. Nothing hidden from the agent is used.
+
+    - ``go to X``: ``seen target`` (an object named in the task was last seen at X), else
+      ``task place`` (X's class is the task's place, appliance or lamp), else ``visited`` or
+      ``new``;
+    - ``take O from R``: ``target`` when O's class is the task's target, else ``other``;
+    - ``put``/``move O to R``: ``task place`` when R's class is the task's place;
+    - every other command: no note.
+
+    >>> hist = [("You are in the middle of a room.", "go to countertop 1"),
+    ...         ("On the countertop 1, you see a mug 1, and a pen 1.", "take pen 1 from countertop 1")]
+    >>> cmds = ["go to countertop 1", "go to sinkbasin 1", "go to coffeemachine 1", "go to shelf 1",
+    ...         "take mug 1 from countertop 1", "put pen 1 in/on coffeemachine 1", "look"]
+    >>> command_notes("put a clean mug in coffeemachine.", hist, "You pick up the pen 1 from the countertop 1.",
+    ...               cmds, cmds)
+    ['seen target: ', 'task place: ', 'task place: ', 'new: ', 'target: ', 'task place: ', '']
+    """
+    st = TranscriptState.parse(goal, history, observation, admissible)
+    spec = st.spec
+    places = {c for c in ((spec.place, spec.appliance, spec.lamp) if spec else ()) if c}
+    seen_at = set(st.seen.values())
+    out: list[str] = []
+    for c in commands:
+        a = " ".join(str(c).split())
+        note = ""
+        if (m := _GO.match(a)):
+            x = m.group(1)
+            note = ("seen target" if x in seen_at else "task place" if _cls(x) in places
+                    else "visited" if x in st.visited else "new")
+        elif (m := _TAKE.match(a)):
+            note = "target" if spec is not None and _cls(m.group(1)) == spec.target else "other"
+        elif (m := _PUT.match(a)):
+            rec = m.group(2) or m.group(4)
+            note = "task place" if spec is not None and spec.place and _cls(rec) == spec.place else ""
+        out.append(f"{note}: " if note else "")
+    return out

@@ -212,7 +212,7 @@ class LLMPolicy:
             return [self._from_generation(g) for g in gens]
         tried = ([repeated_commands(o, h) for o, h in zip(observations, histories)] if self.avoid_repeats
                  else [frozenset()] * n)
-        return self._score_act(prompts, infos, tried, seed)
+        return self._score_act(prompts, infos, tried, seed, contexts=list(zip(observations, histories)))
 
     def _from_generation(self, g: Generation) -> StepOutput:
         parsed = parse_action(g.text, self.fmt)
@@ -241,13 +241,27 @@ class LLMPolicy:
             out = [c for c in out if c not in tried]
         return out
 
-    def _response_text(self, command: str) -> str:
-        """The scored response of ``command``: the template's ``score_response`` (default ``<action>c</action>``)."""
+    def _response_text(self, command: str, note: str = "") -> str:
+        """The scored response of ``command``: the template's ``score_response`` (default
+        ``<action>c</action>``), with ``{note}`` (if the template has it) replaced by ``note``."""
         fmt = str(self.template.extra.get("score_response") or "<action>{command}</action>")
-        return fmt.replace("{command}", command)
+        return fmt.replace("{note}", note).replace("{command}", command)
 
-    def _candidate_ids(self, command: str) -> list[int]:
-        return list(self.tokenizer(self._response_text(command), add_special_tokens=False)["input_ids"])
+    def _candidate_ids(self, command: str, note: str = "") -> list[int]:
+        return list(self.tokenizer(self._response_text(command, note), add_special_tokens=False)["input_ids"])
+
+    def command_notes(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
+                      commands: Sequence[str]) -> list[str]:
+        """The note written before each candidate when the template's ``score_response`` has
+        ``{note}`` and its ``memory`` is ``alfworld`` (:func:`agents.memory.command_notes`); else
+        empty notes."""
+        if "{note}" not in str(self.template.extra.get("score_response") or "") \
+                or self.template.extra.get("memory") != "alfworld":
+            return [""] * len(commands)
+        from agents.memory import command_notes
+
+        admissible = [sanitize_text(c, 1000) for c in admissible_commands(info)]
+        return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), admissible, commands)
 
     def _score(self, prompt: list[int], candidate_ids: list[list[int]],
                memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
@@ -272,9 +286,12 @@ class LLMPolicy:
         return torch.stack([t.sum() for t in per_token])
 
     def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], tried: Sequence[frozenset[str]],
-                   seed: int | None) -> list[StepOutput]:
+                   seed: int | None, contexts: Sequence[tuple[str, Sequence[tuple[str, str]]]] | None = None,
+                   ) -> list[StepOutput]:
         cands = [self.candidates(dict(i), t) for i, t in zip(infos, tried)]
-        cand_ids = [[self._candidate_ids(c) for c in cs] for cs in cands]
+        contexts = contexts if contexts is not None else [("", [])] * len(cands)
+        notes = [self.command_notes(o, dict(i), h, cs) for (o, h), i, cs in zip(contexts, infos, cands)]
+        cand_ids = [[self._candidate_ids(c, n) for c, n in zip(cs, ns)] for cs, ns in zip(cands, notes)]
         with torch.no_grad():
             memo: dict[Any, list[torch.Tensor]] = {}
             per_env = [self._score(p, ids, memo) for p, ids in zip(prompts, cand_ids)]
@@ -284,7 +301,7 @@ class LLMPolicy:
         else:
             gen.manual_seed(int(seed) % (2**63 - 1))
         outs: list[StepOutput] = []
-        for prompt, cs, ids, mine in zip(prompts, cands, cand_ids, per_env):
+        for prompt, cs, ns, ids, mine in zip(prompts, cands, notes, cand_ids, per_env):
             if not cs:
                 outs.append(StepOutput(prompt, [], [], "", self.noop_action, False, self.invalid_penalty,
                                        "no admissible commands to score", "score", [], [], None, None))
@@ -297,7 +314,7 @@ class LLMPolicy:
                 k = int(torch.multinomial(log_pi.exp(), 1, generator=gen))
             outs.append(StepOutput(
                 prompt_ids=prompt, response_ids=ids[k], old_logprobs=mine[k].tolist(),
-                text=self._response_text(cs[k]), action=cs[k], valid=True, penalty=0.0, reason="ok",
+                text=self._response_text(cs[k], ns[k]), action=cs[k], valid=True, penalty=0.0, reason="ok",
                 finish_reason="score", candidates=cs, candidate_ids=ids, chosen_index=k,
                 old_action_logprob=float(log_pi[k]),
             ))
@@ -314,10 +331,11 @@ class LLMPolicy:
         action = " ".join(str(action).split())
         if action not in cands:
             return None
-        ids = [self._candidate_ids(c) for c in cands]
+        notes = self.command_notes(observation, dict(info), history, cands)
+        ids = [self._candidate_ids(c, n) for c, n in zip(cands, notes)]
         k = cands.index(action)
         return StepOutput(prompt_ids=self.prompt_ids(observation, dict(info), history), response_ids=ids[k],
-                          old_logprobs=[], text=self._response_text(action), action=action, valid=True, penalty=0.0,
+                          old_logprobs=[], text=self._response_text(action, notes[k]), action=action, valid=True, penalty=0.0,
                           reason="ok", finish_reason="score", candidates=cands, candidate_ids=ids, chosen_index=k)
 
     # ----------------------------------------------------------------------------------------

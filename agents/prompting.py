@@ -34,10 +34,13 @@ _ALIASES = {
     "webshop": "webshop",
     "progpo-webshop-v0": "webshop",
     "alfworld-memory": "alfworld-memory",
+    "alfworld-notes": "alfworld-notes",
 }
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
-#: templates shipped in agents/templates/ (``alfworld-memory``: compact, with a transcript memory)
-_BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory"}
+#: templates shipped in agents/templates/ (``alfworld-memory``: compact, with a transcript memory;
+#: ``alfworld-notes``: the same with a note before each scored command)
+_BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory",
+            "alfworld-notes": "alfworld_notes"}
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"

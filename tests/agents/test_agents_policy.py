@@ -221,3 +221,26 @@ def test_score_mode_avoid_repeats_drops_commands_taken_from_the_same_observation
     every = [(obs, c) for c in ("go east", "go west", "look")]
     [out] = policy.act([obs], [info], [every], seed=0)
     assert out.candidates == ["go east", "go west", "look"]
+
+
+def test_score_mode_notes_template_writes_each_commands_note_before_it(tiny):
+    model, tok = tiny
+    policy = LLMPolicy(model, tok, None, "alfworld-notes", mode="score", sampling=SamplingConfig(temperature=1.0))
+    info = {"goal": "put a clean mug in coffeemachine.",
+            "admissible_commands": ["go to drawer 1", "go to shelf 1", "take mug 1 from drawer 1", "look"]}
+    obs = "You arrive at drawer 1. The drawer 1 is open. In it, you see a mug 1."
+    history = [("You are in the middle of a room.", "go to drawer 1")]
+    [out] = policy.act([obs], [info], [history], seed=0)
+    texts = [tok.decode(ids) for ids in out.candidate_ids]
+    assert texts == ["seen target: go to drawer 1<|im_end|>", "new: go to shelf 1<|im_end|>",
+                     "target: take mug 1 from drawer 1<|im_end|>", "look<|im_end|>"]
+    [lp] = policy.compute_logprobs([out])  # re-scored with the stored (noted) candidates
+    assert abs(lp.item() - out.old_action_logprob) < 1e-4
+    # teacher forcing (behaviour cloning) builds the same candidates as acting
+    forced = policy.forced_step(obs, info, history, "take mug 1 from drawer 1")
+    assert forced.candidate_ids == out.candidate_ids and forced.text == texts[2]
+    # alfworld-memory scores the bare command after the same prompt
+    plain = LLMPolicy(model, tok, None, "alfworld-memory", mode="score", sampling=SamplingConfig(temperature=1.0))
+    [p] = plain.act([obs], [info], [history], seed=0)
+    assert tok.decode(p.candidate_ids[0]) == "go to drawer 1<|im_end|>"
+    assert p.prompt_ids == out.prompt_ids  # same prompt: the notes are on the commands only

@@ -50,3 +50,29 @@ def test_search_expert_wins_embedded_games_from_text_alone(split, alfworld_engin
     # measured: 36/36 easy-valid, 33/36 valid (hidden objects in closed receptacles cost steps)
     assert len(wins) == 36 and rate >= (1.0 if split == "easy-valid" else 0.8)
     assert all(d.action in d.info["admissible_commands"] for d in demos)
+
+
+def test_command_notes_state_what_the_transcript_says_about_each_command():
+    from agents.memory import command_notes
+
+    goal = "put a clean mug in coffeemachine."
+    hist = [("You are in the middle of a room.", "go to drawer 1"),
+            ("You arrive at drawer 1. The drawer 1 is open. In it, you see a pen 1.", "go to nowhere 9"),
+            ("Nothing happens.", "go to shelf 1")]
+    obs = "On the shelf 1, you see a mug 2, and a pen 2."
+    adm = ["go to drawer 1", "go to shelf 1", "go to cabinet 1", "go to sinkbasin 1", "go to coffeemachine 1",
+           "take mug 2 from shelf 1", "take pen 2 from shelf 1", "examine shelf 1", "look"]
+    notes = dict(zip(adm, command_notes(goal, hist, obs, adm, adm)))
+    assert notes["go to drawer 1"] == "visited: "
+    assert notes["go to shelf 1"] == "seen target: "  # a mug is there (seen in the current observation)
+    assert notes["go to cabinet 1"] == "new: "  # never reached ("go to nowhere 9" failed)
+    assert notes["go to sinkbasin 1"] == notes["go to coffeemachine 1"] == "task place: "  # appliance, goal place
+    assert notes["take mug 2 from shelf 1"] == "target: " and notes["take pen 2 from shelf 1"] == "other: "
+    assert notes["examine shelf 1"] == notes["look"] == ""
+    # once the mug is carried it is no longer "at" the shelf, and the shelf is just a visited place
+    hist2 = hist + [(obs, "take mug 2 from shelf 1")]
+    after = dict(zip(adm, command_notes(goal, hist2, "You pick up the mug 2 from the shelf 1.", adm, adm)))
+    assert after["go to shelf 1"] == "visited: " and after["go to coffeemachine 1"] == "task place: "
+    # the put command names the goal place
+    assert command_notes(goal, hist2, "x", adm, ["put mug 2 in/on coffeemachine 1", "put mug 2 in/on shelf 1"]) \
+        == ["task place: ", ""]
