@@ -56,7 +56,7 @@ METHODS = {
 
 def base_config(args: argparse.Namespace) -> dict:
     return dict(env="alfworld", train_split="easy-train", eval_split="easy-valid", model=args.model,
-                policy_mode="score", template="alfworld-memory", history_k=1, max_steps=args.max_steps,
+                policy_mode="score", template=args.template, history_k=1, max_steps=args.max_steps,
                 iterations=args.iterations, num_groups=args.num_groups, group_size=args.group_size, lr=args.lr,
                 num_minibatches=4, init="none", eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                 eval_extra_split="none", baseline_random=False, torch_threads=1, env_backend="sync",
@@ -117,7 +117,9 @@ def main() -> None:
     ap.add_argument("--group-size", type=int, default=8)
     ap.add_argument("--max-steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-4)
-    ap.add_argument("--bc-steps", type=int, default=60, help="length of the (weak) shared warm start")
+    ap.add_argument("--bc-steps", type=int, default=20, help="length of the (weak) shared warm start")
+    ap.add_argument("--template", default="alfworld-notes",
+                    help="prompt template (the figures measured before the notes template: alfworld-memory, --bc-steps 60)")
     ap.add_argument("--eval-every", type=int, default=3)
     ap.add_argument("--eval-episodes", type=int, default=36)
     ap.add_argument("--model", default="tiny-128x2")
@@ -145,7 +147,7 @@ def main() -> None:
     eval_its = sorted({r["iteration"] for r in recs[jobs[0]] if r.get("kind") == "eval"})
     per_iter = args.num_groups * args.group_size
     lines = [f"# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid", "",
-             f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, memory prompt), shared weak "
+             f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, `{args.template}` prompt), shared weak "
              f"warm start ({args.bc_steps} bc steps), {n} iterations x {args.num_groups} tasks x {args.group_size} "
              f"trajectories ({per_iter} episodes, same schedule for every method of a seed), max {args.max_steps} steps, "
              f"lr {args.lr}, seeds {args.seeds}. Mean over seeds, +- the half-width of the 95% t interval.", ""]

@@ -57,7 +57,7 @@ class TrainConfig:
     backend: str = "transformers"  # transformers | vllm
     policy_mode: str = "score"  # score: rank admissible actions; generate: free text
     fmt: str = "action"  # action | think_action (generate mode)
-    template: str = "auto"  # prompt template: auto (alfworld-memory for ALFWorld in score mode, else the env's), a name, or a YAML path
+    template: str = "auto"  # prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), a name, or a YAML path
     score_norm: str = "sum"  # score mode: rank commands by sum (agents default) or mean token log-prob
     avoid_repeats: bool = True  # score mode: drop commands already taken from the same observation (agents.policy)
     history_k: int = 1  # (observation, action) pairs in the prompt (paper: 2)
@@ -67,7 +67,7 @@ class TrainConfig:
     invalid_penalty: float = 0.1
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
     init: str = "auto"  # auto: bc for ALFWorld in score mode, else none | bc | none
-    bc_steps: int = 250  # AdamW steps of behaviour cloning from the searching expert
+    bc_steps: int = 60  # AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave RL little to add on easy, benchmarks/README.md)
     bc_batch_size: int = 16
     bc_lr: float = 2e-3
     bc_lr_schedule: str = "constant"  # constant | cosine (decays to 0 over bc_steps)
@@ -203,11 +203,11 @@ class TrainConfig:
 
     @property
     def resolved_template(self) -> str:
-        """``template`` with ``auto`` resolved (alfworld-memory for ALFWorld in score mode, else the env's own)."""
+        """``template`` with ``auto`` resolved (alfworld-notes for ALFWorld in score mode, else the env's own)."""
         if self.template != "auto":
             return self.template
         if self.env in ("alfworld", "rooms"):
-            return "alfworld-memory" if (self.env == "alfworld" and self.policy_mode == "score") else "alfworld"
+            return "alfworld-notes" if (self.env == "alfworld" and self.policy_mode == "score") else "alfworld"
         return self.env
 
     @property
