@@ -104,7 +104,9 @@ class LLMPolicy:
         model: the causal LM being trained (``compute_logprobs`` runs it with grad).
         tokenizer: its tokenizer.
         backend: a :class:`~agents.backends.base.GenerationBackend` (generate mode).
-        env_name: prompt template: ``"alfworld"``, ``"webshop"``, a gym id or a YAML path.
+        env_name: prompt template: ``"alfworld"``, ``"alfworld-memory"``, ``"alfworld-notes"`` (score
+            mode: a note from the transcript before each command, :meth:`command_notes`),
+            ``"webshop"``, a gym id or a YAML path.
         mode: ``"generate"`` or ``"score"``.
         fmt: answer format (:data:`agents.parsing.FORMATS`).
         history_k: (observation, action) pairs shown in the prompt.
