@@ -1,11 +1,12 @@
 """ProGPO(GRPO) vs GRPO where GRPO's credit trap exists, with the paper's two controls.
 
-    python benchmarks/progpo_vs_grpo.py                       # 4 methods x 5 seeds, ~80 min on 2 cores
+    python benchmarks/progpo_vs_grpo.py                       # 4 methods x 5 seeds, ~40 min on 2 cores
+    python benchmarks/progpo_vs_grpo.py --methods gigpo progpo-gigpo --num-groups 8   # GiGPO, 8 x 8 (~30 min)
     python benchmarks/progpo_vs_grpo.py --seeds 0 --iterations 2 --out /tmp/b   # a quick look
 
-Setting: the embedded ``easy`` ALFWorld games starting from a WEAK warm start (a short
-behaviour cloning of the searching expert, ``--bc-steps``): it still wins sometimes, but most
-groups of 8 fail completely, so GRPO sees zero advantage in most groups. One warm start is made
+Setting: the embedded ``easy`` ALFWorld games (``--template``: the demo's ``alfworld-notes``
+prompt) starting from a WEAK warm start (a short behaviour cloning of the searching expert,
+``--bc-steps``): it still wins sometimes, but most groups of 8 fail completely, so GRPO sees zero advantage in most groups. One warm start is made
 once and shared by every run (same initial weights); runs of one seed share the task schedule
 and the sampling seeds; every method gets the same samples per iteration.
 
