@@ -1,7 +1,7 @@
 """The default learning run (`python -m trainers.progpo`) at several seeds: how much of RL's
 held-out gain survives a change of seed.
 
-    python benchmarks/learning_seeds.py                          # seeds 0-4, 2 at a time: ~35 min on 2 cores
+    python benchmarks/learning_seeds.py                          # seeds 0-4, 2 at a time: ~25 min on 2 cores
     python benchmarks/learning_seeds.py --seeds 0 1 -- --iterations 2   # flags after -- go to the trainer
 
 Each seed is the whole default pipeline in a subprocess (``--workers`` at a time, one torch
