@@ -87,6 +87,11 @@ def _goal_text(goal: Any) -> str:
     return "" if goal is None else str(goal)
 
 
+def _admissible(info: dict[str, Any]) -> list[str]:
+    """The admissible commands of ``info`` as the prompt (and its memory) shows them."""
+    return [sanitize_text(c, 1000) for c in admissible_commands(info)]
+
+
 def repeated_commands(observation: str, history: Sequence[tuple[str, str]]) -> frozenset[str]:
     """Commands already taken in ``history`` from an observation equal to ``observation``.
 
@@ -185,7 +190,7 @@ class LLMPolicy:
     # ----------------------------------------------------------------------------------------
     def prompt_ids(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]]) -> list[int]:
         """Token ids of the prompt for one observation."""
-        admissible = [sanitize_text(c, 1000) for c in admissible_commands(info)]
+        admissible = _admissible(info)
         step = info.get("step")
         step = int(step) if step is not None else len(history)
         messages = build_messages(
@@ -262,8 +267,8 @@ class LLMPolicy:
             return [""] * len(commands)
         from agents.memory import command_notes
 
-        admissible = [sanitize_text(c, 1000) for c in admissible_commands(info)]
-        return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), admissible, commands)
+        return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), _admissible(info),
+                             commands)
 
     def _score(self, prompt: list[int], candidate_ids: list[list[int]],
                memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
@@ -288,10 +293,9 @@ class LLMPolicy:
         return torch.stack([t.sum() for t in per_token])
 
     def _score_act(self, prompts: list[list[int]], infos: Sequence[dict[str, Any]], tried: Sequence[frozenset[str]],
-                   seed: int | None, contexts: Sequence[tuple[str, Sequence[tuple[str, str]]]] | None = None,
-                   ) -> list[StepOutput]:
+                   seed: int | None, contexts: Sequence[tuple[str, Sequence[tuple[str, str]]]]) -> list[StepOutput]:
+        """Score-mode decisions; ``contexts[i]``: env i's (observation, history), for the notes."""
         cands = [self.candidates(dict(i), t) for i, t in zip(infos, tried)]
-        contexts = contexts if contexts is not None else [("", [])] * len(cands)
         notes = [self.command_notes(o, dict(i), h, cs) for (o, h), i, cs in zip(contexts, infos, cands)]
         cand_ids = [[self._candidate_ids(c, n) for c, n in zip(cs, ns)] for cs, ns in zip(cands, notes)]
         with torch.no_grad():

@@ -6,9 +6,10 @@
 
 Setting: the embedded ``easy`` ALFWorld games (``--template``: the demo's ``alfworld-notes``
 prompt) starting from a WEAK warm start (a short behaviour cloning of the searching expert,
-``--bc-steps``): it still wins sometimes, but most groups of 8 fail completely, so GRPO sees zero advantage in most groups. One warm start is made
-once and shared by every run (same initial weights); runs of one seed share the task schedule
-and the sampling seeds; every method gets the same samples per iteration.
+``--bc-steps``): it still wins sometimes, but most groups of 8 fail completely, so GRPO sees zero
+advantage in most groups. One warm start is made once and shared by every run (same initial
+weights); runs of one seed share the task schedule and the sampling seeds; every method gets the
+same samples per iteration.
 
 Methods (``--methods``):
 
