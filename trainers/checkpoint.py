@@ -118,7 +118,10 @@ def save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any]
     pointer_tmp = ckpt_dir / "latest.tmp"
     pointer_tmp.write_text(path.name + "\n")
     os.replace(pointer_tmp, ckpt_dir / "latest")
-    for old in sorted(ckpt_dir.glob("iter_*.pt"))[:-keep_last] if keep_last > 0 else []:
+    # Keep the file just written and the newest others (by iteration number) up to keep_last;
+    # the one just written is never pruned, even when an older run left a higher number behind.
+    others = sorted(p for p in ckpt_dir.glob("iter_*.pt") if p != path)
+    for old in others[: max(len(others) - (keep_last - 1), 0)] if keep_last > 0 else []:
         old.unlink(missing_ok=True)
         checksum_path(old).unlink(missing_ok=True)
     return path

@@ -323,6 +323,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--config", help="YAML file of field: value (CLI flags override it)")
     ap.add_argument("--resume", nargs="?", const="latest", default=None,
                     help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
+    ap.add_argument("--overwrite", action="store_true",
+                    help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)")
     for f in fields(TrainConfig):
         if f.name == "extra":
             continue

@@ -2,7 +2,7 @@
 
 With no arguments: the CPU learning demo (see ``TrainConfig``): a tiny model behaviour-cloned
 from the searching expert on the embedded ``easy-train`` ALFWorld games, evaluated on the held-out
-``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again; ~15 minutes on 2 cores. It
+``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again; about 10 minutes on 2 cores. It
 prints the held-out success before and after RL with a 95% bootstrap interval and writes a
 report (curves + summary markdown) under ``runs/progpo``. Examples::
 
@@ -14,21 +14,35 @@ report (curves + summary markdown) under ``runs/progpo``. Examples::
     torchrun --nproc-per-node 2 -m trainers.progpo --num-groups 8   # 2 processes, 4 groups each (gloo on CPU)
     accelerate launch --num-processes 2 -m trainers.progpo          # the same through accelerate
 
-Bad configs, corrupt checkpoints and unloadable models end with a one-line ``error: ...``
-(exit status 2); set ``PROGPO_DEBUG=1`` for the traceback.
+A run owns its ``--output-dir``: a second run on it is refused (naming the holder's PID), and a
+fresh run refuses a directory that holds an earlier run (``--overwrite`` replaces it, ``--resume``
+continues it). Bad configs, corrupt checkpoints, unloadable models and env members that cannot
+reset end with a one-line ``error: ...`` (exit status 2); set ``PROGPO_DEBUG=1`` for the
+traceback. SIGTERM stops the run and says how to resume it.
 """
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 
 from pathlib import Path
 
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
 from trainers.metrics import MetricsFileError
+from trainers.run_dir import RunDirError, claim_run_dir
 
 __all__ = ["main"]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, turned into an exception so that the run closes its envs and files on the way out."""
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,21 +51,31 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    lock = None
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
     try:
         from trainers.trainer import Trainer
 
+        if ns.resume and ns.overwrite:
+            raise ConfigError("--resume continues the run in --output-dir and --overwrite replaces it: pass one")
+        if int(os.environ.get("RANK", "0")) == 0:  # fail before the (slow) model load on a busy or used dir
+            lock = claim_run_dir(cfg.output_dir, resume=bool(ns.resume), overwrite=ns.overwrite)
         if ns.resume:  # fail before the (slow) model load when there is nothing to resume
             ckpt = latest_checkpoint(cfg.output_dir) if ns.resume == "latest" else Path(ns.resume)
             if not ckpt.is_file():
                 raise CheckpointError(f"checkpoint {ckpt} does not exist")
             ns.resume = str(ckpt)
         trainer = Trainer(cfg)
-        report = trainer.train(resume=ns.resume)
+        report = trainer.train(resume=ns.resume, run_lock=lock)
         if not trainer.dist.is_main:  # rank 0 prints the summary
             return 0
-    except (ConfigError, CheckpointError, MetricsFileError) as err:
+    except (ConfigError, CheckpointError, MetricsFileError, RunDirError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except Terminated:
+        print(f"terminated (SIGTERM); checkpoints are in {cfg.output_dir}/checkpoints: resume with the same command "
+              "plus --resume", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("interrupted; resume with the same command plus --resume", file=sys.stderr)
         return 130
@@ -59,13 +83,18 @@ def main(argv: list[str] | None = None) -> int:
         name = type(err).__name__
         if os.environ.get("PROGPO_DEBUG"):
             raise
-        if name in ("ModelLoadError", "ModelMismatchError", "FileNotFoundError", "ImportError", "ModuleNotFoundError", "ValueError"):
+        if name in ("ModelLoadError", "ModelMismatchError", "FileNotFoundError", "ImportError", "ModuleNotFoundError",
+                    "ValueError", "MemberError"):
             print(f"error: {name}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
             return 2
         raise
     finally:
         from trainers.distributed import teardown
 
+        if lock is not None:
+            lock.release()
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         teardown()
     from trainers.report import rl_gain
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+import json
 import math
 import sys
 import time
@@ -42,6 +43,7 @@ from trainers.losses import ppo_clip_loss
 from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
+from trainers.run_dir import RunDirLock, claim_run_dir
 from trainers.sharding import merge_rollouts, rollout_summary
 
 __all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
@@ -614,16 +616,34 @@ class Trainer:
         return (merge_rollouts([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                 np.concatenate([p[2] for p in parts]))
 
-    def train(self, resume: str | None = None) -> Path:
-        """Run (or continue) the configured iterations; returns the report's path."""
+    def train(self, resume: str | None = None, overwrite: bool = False, run_lock: RunDirLock | None = None) -> Path:
+        """Run (or continue) the configured iterations; returns the report's path.
+
+        The run owns ``cfg.output_dir`` (:func:`trainers.run_dir.claim_run_dir`): a fresh run
+        refuses a directory holding an earlier run unless ``overwrite``, and a second process on
+        the same directory is refused. ``run_lock``: a lock the caller already took.
+        """
+        cfg = self.cfg
+        main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
+        own_lock = claim_run_dir(self.run_dir, resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
+        try:
+            return self._train(resume, main)
+        finally:
+            if own_lock is not None:
+                own_lock.release()
+
+    def _train(self, resume: str | None, main: bool) -> Path:
         cfg = self.cfg
         if resume:
             self.resume(resume)
-        main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
+        metrics_path = self.run_dir / "metrics.jsonl"
+        if resume and main and not metrics_path.exists():
+            metrics_path.write_text("".join(json.dumps(r) + "\n" for r in self.history))
+            warnings.warn(f"{metrics_path} was missing; rebuilt it from the checkpoint's history "
+                          f"({len(self.history)} records)", UserWarning, stacklevel=2)
         logger: Any = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _NoLog()
         if main:
-            self.run_dir.mkdir(parents=True, exist_ok=True)
             (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
         bar = _progress(cfg.iterations, "iterations", cfg.progress and main, leave=True)
         bar.update(self.start_iteration - 1)

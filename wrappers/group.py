@@ -31,7 +31,13 @@ Failures (the contract, both backends). No member's transition is ever lost:
 * **Member exception**: a member whose ``step`` raises is reported like a crashed worker:
   ``truncated`` True, reward 0, its last observation, ``infos["worker_error"]`` = the exception
   type and message; the other members' results are returned as usual. Its env is kept and
-  reset with its group. (An exception in ``reset`` still raises :class:`MemberError`.)
+  reset with its group. If that group **autoreset** raises, the step still returns every
+  member's transition and the group's flags; its members keep their final obs, with
+  ``infos["worker_error"]`` = ``"reset failed: ..."`` and ``infos["group_reset"]`` False, and the
+  next ``step()`` retries the same task first (those members' actions are then ignored and
+  they get their new first obs, ``waiting`` True). A second failure raises
+  :class:`MemberError` with one line. An exception in ``reset()`` itself raises
+  :class:`MemberError`.
 * **Worker crash** (async, ray): the worker (Ray actor) is restarted; that member is truncated with
   ``infos["worker_restarted"]`` True and ``infos["worker_error"]`` saying why.
 * **Hang**: a step that runs past ``step_timeout`` is treated as a crash: async / ray kill and
@@ -42,6 +48,8 @@ Failures (the contract, both backends). No member's transition is ever lost:
 * **Unsendable action** (async, ray): every action is serialized before any is sent; one that
   cannot be pickled raises :class:`~wrappers.member_pools.UnsentActionError` (a ``TypeError``)
   and no member moves: call ``step`` again.
+* **Closed**: after ``close()`` every ``step()`` / ``reset()`` raises ``RuntimeError``; no
+  worker is started again.
 * **Interrupted step** (``KeyboardInterrupt`` or another error escaping ``step`` part-way): some
   members may have moved, so the env refuses further steps until ``reset()``, which first
   drains every unread worker answer.
@@ -80,23 +88,63 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.member_pools import AsyncMemberPool, Crashed, SyncMemberPool, UnsentActionError, check_timeout
+from wrappers.member_pools import AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, check_timeout
 
 if TYPE_CHECKING:
     from wrappers.ray_pool import RayMemberPool
 
 __all__ = ["DEFAULT_STEP_TIMEOUT", "GroupSeedSchedule", "GroupVectorEnv"]
 
-_MAX_SEED = 2**32 - 1
+#: A per-group seed is the task seed itself, reported in ``infos["task_seed"]`` (an int64 array).
+_MAX_TASK_SEED = 2**63 - 1
 
 DEFAULT_STEP_TIMEOUT = 600.0
 """Seconds one member step may take when ``step_timeout="auto"`` and the env declares none."""
 
 
-def _check_int(name: str, value: Any, minimum: int) -> int:
+def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be an int <= {maximum} (2**63 - 1), got {value!r}")
     return int(value)
+
+
+_SCALARS = (bool, int, float)
+
+
+def _info_array(values: Sequence[Any], idx: Sequence[int], n: int, force_object: bool = False) -> np.ndarray:
+    """One info key's values (member ``idx[k]`` holds ``values[k]``) as an array of ``n`` rows.
+
+    * every value of one Python scalar type or one NumPy scalar dtype: an array of that dtype
+      (absent members 0, their ``_key`` mask False), as Gymnasium's ``_add_info``;
+    * ints and floats mixed (no bools): float64;
+    * every value an ndarray of one shape and dtype: stacked, absent rows zero;
+    * anything else (``None`` among numbers, str, dict, list, mixed types): an object array
+      holding each value as it is (absent members ``None``).
+    """
+    first = values[0]
+    dtype: Any = None
+    if not force_object:
+        kinds = {type(v) for v in values}
+        if len(kinds) == 1 and (type(first) in _SCALARS or isinstance(first, np.number)):
+            dtype = type(first)
+        elif kinds <= {int, float}:
+            dtype = np.float64
+        elif len(kinds) == 1 and isinstance(first, np.ndarray) and all(
+            v.shape == first.shape and v.dtype == first.dtype for v in values
+        ):
+            array = np.zeros((n, *first.shape), dtype=first.dtype)
+            for i, v in zip(idx, values):
+                array[i] = v
+            return array
+    if dtype is None:
+        array = np.full(n, None, dtype=object)
+    else:
+        array = np.zeros(n, dtype=dtype)
+    for i, v in zip(idx, values):
+        array[i] = v
+    return array
 
 
 class GroupSeedSchedule:
@@ -125,7 +173,7 @@ class GroupSeedSchedule:
             seeds = list(seed)
             if len(seeds) != num_groups:
                 raise ValueError(f"seed: expected {num_groups} per-group seeds, got {len(seeds)}")
-            self.per_group = [_check_int("seed (each per-group seed)", s, 0) for s in seeds]
+            self.per_group = [_check_int("seed (each per-group seed)", s, 0, _MAX_TASK_SEED) for s in seeds]
             self.entropy = None
 
     def seed_for(self, group: int, episode: int) -> int:
@@ -300,6 +348,8 @@ class GroupVectorEnv(VectorEnv):
         self._done = np.zeros(self.num_envs, dtype=bool)
         self._outcomes = np.zeros(self.num_envs, dtype=np.float64)
         self._needs_reset = True
+        #: groups whose autoreset raised: {group: one-line reason}; retried on the next step()
+        self._pending_reset: dict[int, str] = {}
 
     # -- helpers ---------------------------------------------------------------------------
     def _members(self, group: int) -> range:
@@ -368,9 +418,11 @@ class GroupVectorEnv(VectorEnv):
     def _collect_infos(self, per_member: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Per-member info dicts -> Gymnasium dict-of-arrays with ``_key`` masks.
 
-        Same layout as ``VectorEnv._add_info`` (array dtype from the first value seen; dicts
-        nest; ``final_obs`` is an object array), built one key at a time instead of one
-        member at a time.
+        Same layout as ``VectorEnv._add_info`` (dicts nest; ``final_obs`` is an object array),
+        built one key at a time instead of one member at a time. The array type of a key comes
+        from every member's value, not the first one (:func:`_info_array`): an optional value
+        (an int on one page, ``None`` on another) or a type that differs between members gives
+        an object array instead of a crash.
         """
         n = self.num_envs
         by_key: dict[str, tuple[list[int], list[Any]]] = {}
@@ -381,23 +433,13 @@ class GroupVectorEnv(VectorEnv):
                 values.append(value)
         infos: dict[str, Any] = {}
         for key, (idx, values) in by_key.items():
-            first = values[0]
-            if key != "final_obs" and isinstance(first, dict):
+            if key != "final_obs" and all(isinstance(v, dict) for v in values):
                 nested: list[Mapping[str, Any]] = [{} for _ in range(n)]
                 for i, v in zip(idx, values):
                     nested[i] = v
                 array: Any = self._collect_infos(nested)
             else:
-                if key == "final_obs":
-                    array = np.full(n, None, dtype=object)
-                elif type(first) in (int, float, bool) or isinstance(first, np.number):
-                    array = np.zeros(n, dtype=type(first))
-                elif isinstance(first, np.ndarray):
-                    array = np.zeros((n, *first.shape), dtype=first.dtype)
-                else:
-                    array = np.full(n, None, dtype=object)
-                for i, v in zip(idx, values):
-                    array[i] = v
+                array = _info_array(values, idx, n, force_object=key == "final_obs")
             mask = np.zeros(n, dtype=np.bool_)
             mask[idx] = True
             infos[key], infos[f"_{key}"] = array, mask
@@ -417,6 +459,7 @@ class GroupVectorEnv(VectorEnv):
             options: passed to every member's ``reset`` (a dict), or one dict per group. Used for
                 this reset only; group autoresets pass ``options=None``.
         """
+        self._check_open()
         schedule = self._group_seeds_from(seed)
         group_options = self._group_options(options)
         if schedule is not None:
@@ -425,6 +468,7 @@ class GroupVectorEnv(VectorEnv):
         if isinstance(seed, numbers.Integral):
             super().reset(seed=int(seed))
         self._needs_reset = True  # until every member is reset
+        self._pending_reset.clear()
         results = self._reset_groups(range(self.num_groups), group_options)
         per_member = []
         for i in range(self.num_envs):
@@ -436,7 +480,14 @@ class GroupVectorEnv(VectorEnv):
         self._interrupted = False
         return self._batch_obs(), self._collect_infos(per_member)
 
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError("GroupVectorEnv is closed: its workers are gone; create a new GroupVectorEnv")
+
     def _split_actions(self, actions: Any) -> list[Any]:
+        if isinstance(actions, (str, bytes, bytearray, memoryview)):
+            raise TypeError(f"actions: expected a sequence of {self.num_envs} member actions, got {type(actions).__name__} "
+                            "(a str or bytes is not split into actions)")
         try:
             items = list(iterate(self.action_space, actions))
         except Exception as err:  # noqa: BLE001 - re-raised with the argument named
@@ -446,6 +497,7 @@ class GroupVectorEnv(VectorEnv):
         return items
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        self._check_open()
         if self._needs_reset:
             if self._interrupted:
                 raise RuntimeError("GroupVectorEnv: a previous step() was interrupted part-way, so members may be out of "
@@ -455,7 +507,10 @@ class GroupVectorEnv(VectorEnv):
         rewards = np.zeros(self.num_envs, dtype=np.float64)
         terminations = np.zeros(self.num_envs, dtype=bool)
         truncations = np.zeros(self.num_envs, dtype=bool)
+        retried = self._retry_pending_resets()
         waiting = self._done.copy()
+        for i in retried:
+            waiting[i] = True  # reset in this step: the action is ignored, the obs is its new first obs
         running = [i for i in range(self.num_envs) if not waiting[i]]
         try:
             results = self.pool.step(running, [action_list[i] for i in running])
@@ -487,7 +542,7 @@ class GroupVectorEnv(VectorEnv):
                 info = {**info, "final_obs": obs, "final_info": dict(info)}
             per_member[i] = info
         for i in np.flatnonzero(waiting):
-            per_member[i] = {"worker_restarted": False}
+            per_member[i] = retried.get(int(i), {"worker_restarted": False})
 
         completed = sorted({int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()})
         if completed:
@@ -495,18 +550,20 @@ class GroupVectorEnv(VectorEnv):
             for g in completed:
                 outcomes = self._outcomes[self._members(g)].copy()
                 group_flags[g] = (outcomes, bool(outcomes.max() < self.tau_r))
-            try:
-                resets = self._reset_groups(completed, [None] * len(completed))
-            except BaseException:
-                self._needs_reset = self._interrupted = True
-                raise
+            resets = self._autoreset(completed)
             for g in completed:
                 outcomes, all_failed = group_flags[g]
                 for i in self._members(g):
-                    info = resets[i][1]
+                    if i in resets:
+                        info = resets[i][1]
+                    else:  # the reset raised: the member waits on its final obs until the retry
+                        info = {"group_reset": False, "worker_restarted": False,
+                                "worker_error": f"reset failed: {self._pending_reset[g]}"}
                     if "final_obs" in per_member[i]:
                         info["final_obs"] = per_member[i]["final_obs"]
                         info["final_info"] = per_member[i]["final_info"]
+                    if "worker_error" in per_member[i]:  # a failed step that completed its group
+                        info["worker_error"] = per_member[i]["worker_error"]
                     info["worker_restarted"] = info["worker_restarted"] or per_member[i].get("worker_restarted", False)
                     info["group_id"] = g
                     info["group_outcomes"] = outcomes
@@ -515,6 +572,45 @@ class GroupVectorEnv(VectorEnv):
         for i in range(self.num_envs):
             per_member[i]["waiting"] = bool(waiting[i])
         return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
+
+    def _autoreset(self, groups: Sequence[int]) -> dict[int, tuple[Any, dict]]:
+        """Reset each finished group to its next task; a group whose reset raises is kept for a
+        retry on the next ``step()`` (:attr:`_pending_reset`) instead of losing this step."""
+        out: dict[int, tuple[Any, dict]] = {}
+        for g in groups:
+            try:
+                out.update(self._reset_groups([g], [None]))
+            except (KeyboardInterrupt, SystemExit):
+                self._needs_reset = self._interrupted = True
+                raise
+            except Exception as err:  # noqa: BLE001 - reported in infos["worker_error"], retried next step
+                self._episode[g] -= 1  # the retry plays the same scheduled task
+                first = str(err).strip().splitlines()
+                self._pending_reset[g] = f"{type(err).__name__}: {first[0][:300] if first else ''}"
+                self.member_errors += 1
+        return out
+
+    def _retry_pending_resets(self) -> dict[int, dict[str, Any]]:
+        """Retry the resets that failed in the previous ``step()``; a second failure raises."""
+        retried: dict[int, dict[str, Any]] = {}
+        for g, reason in sorted(self._pending_reset.items()):
+            try:
+                resets = self._reset_groups([g], [None])
+            except (KeyboardInterrupt, SystemExit):
+                self._needs_reset = self._interrupted = True
+                raise
+            except Exception as err:  # noqa: BLE001 - surfaced as one line
+                self._needs_reset = True
+                first = str(err).strip().splitlines()
+                raise MemberError(f"group {g}: resetting to its next task failed twice (task seed "
+                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): "
+                                  f"{type(err).__name__}: {first[0][:300] if first else ''}; "
+                                  f"first failure: {reason}") from err
+            del self._pending_reset[g]
+            for i, (_, info) in resets.items():
+                info["group_id"] = g
+                retried[i] = info
+        return retried
 
     @property
     def worker_restarts(self) -> int:

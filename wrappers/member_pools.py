@@ -323,7 +323,12 @@ class AsyncMemberPool:
             proc.join(timeout=5)
         self._procs[i], self._conns[i] = None, None
 
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("AsyncMemberPool is closed: no worker is started after close()")
+
     def _restart(self, i: int) -> None:
+        self._check_open()
         self._kill(i)
         self._launch(i)
         self._await_ready(i)
@@ -387,6 +392,7 @@ class AsyncMemberPool:
     # -- pool API -----------------------------------------------------------------------
     def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
         """Reset members ``indices`` in parallel; returns ``((obs, info), restarted)`` per member."""
+        self._check_open()
         self._resync()
         sent = [self._send(i, ("reset", (s, o))) for i, s, o in zip(indices, seeds, options)]
         answers = [self._receive(i, self.reset_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
@@ -409,6 +415,7 @@ class AsyncMemberPool:
         and no member is sent anything. A dead or hung worker is restarted and gives
         :class:`Crashed`; a member whose ``step`` raised gives ``Crashed(..., restarted=False)``.
         """
+        self._check_open()
         payloads = step_payloads(indices, actions, "worker process")
         self._resync()
         sent = [self._send(i, p) for i, p in zip(indices, payloads)]
