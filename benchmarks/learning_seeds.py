@@ -44,7 +44,7 @@ def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path
         return run_dir
     cmd = [sys.executable, "-m", "trainers.progpo", "--seed", str(seed), "--output-dir", str(run_dir),
            "--no-baseline-random", "--eval-extra-split", "none", "--no-progress", "--no-tensorboard",
-           "--torch-threads", "1", *trainer_args]
+           "--torch-threads", "1", "--overwrite", *trainer_args]  # an unfinished run restarts from scratch
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "stdout.log", "w") as log:

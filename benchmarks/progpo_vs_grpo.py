@@ -95,7 +95,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, out: Path, config:
     if (run_dir / "summary.md").exists() and not args.fresh:
         return read_metrics(run_dir / "metrics.jsonl")
     cmd = [sys.executable, "-m", "trainers.progpo", "--config", str(config), "--seed", str(seed),
-           "--output-dir", str(run_dir), *METHODS[method]]
+           "--output-dir", str(run_dir), "--overwrite", *METHODS[method]]  # an unfinished run restarts
     t0 = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -4,8 +4,10 @@
   contract as the package's ALFWorld / WebShop envs (text in, text out, outcome reward).
 * :class:`SleepEnv`: a numeric env whose step sleeps a fixed time (a stand-in for a slow
   engine) and whose final reward is the last action, so tests can choose outcomes.
+* :class:`MixedInfoEnv`: an env whose ``info["value"]`` changes type from step to step (int,
+  ``None``, str, dict, as optional fields of real envs do), for testing info collation.
 
-Both are importable by worker processes (needed by ``GroupVectorEnv(backend="async")``).
+All three are importable by worker processes (needed by ``GroupVectorEnv(backend="async")``).
 
 Example:
     >>> env = TextRoomsEnv()
@@ -25,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["SleepEnv", "TextRoomsEnv"]
+__all__ = ["MIXED_INFO_VALUES", "MixedInfoEnv", "SleepEnv", "TextRoomsEnv"]
 
 _ROOMS = ("kitchen", "hall", "bedroom", "garden", "cellar")
 _EXITS = {
@@ -150,3 +152,40 @@ class SleepEnv(gym.Env[np.ndarray, np.int64]):
         if terminated and self.report_outcome:
             info["outcome"] = reward
         return self._obs(), reward, terminated, False, info
+
+
+#: What :class:`MixedInfoEnv` puts in ``info["value"]``: an int, None, a str and a dict.
+MIXED_INFO_VALUES: tuple[Any, ...] = (7, None, "page 2", {"page_num": 3, "query": None})
+
+
+class MixedInfoEnv(gym.Env[np.int64, np.int64]):
+    """An episode of ``len(order)`` steps whose ``info["value"]`` is
+    ``MIXED_INFO_VALUES[order[t]]`` at step ``t`` (reset is ``t = 0``), so the type of one info
+    key changes over time and, with members of different orders, between members.
+
+    >>> env = MixedInfoEnv(order=(1, 0))
+    >>> env.reset(seed=0)[1]["value"], env.step(0)[4]["value"]
+    (None, 7)
+    """
+
+    metadata = {"render_modes": []}
+
+    def __init__(self, order: tuple[int, ...] = (0, 1, 2, 3)) -> None:
+        if not order or any(not 0 <= k < len(MIXED_INFO_VALUES) for k in order):
+            raise ValueError(f"order must index MIXED_INFO_VALUES, got {order!r}")
+        self.order = tuple(order)
+        self.observation_space = spaces.Discrete(len(self.order) + 1)
+        self.action_space = spaces.Discrete(2)
+        self._t = 0
+
+    def _info(self) -> dict[str, Any]:
+        return {"value": MIXED_INFO_VALUES[self.order[self._t % len(self.order)]]}
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self._t = 0
+        return np.int64(0), self._info()
+
+    def step(self, action: Any):
+        self._t += 1
+        return np.int64(self._t), 0.0, self._t >= len(self.order), False, self._info()

@@ -181,3 +181,10 @@ def test_ray_arguments_are_checked():
         GroupVectorEnv(TextRoomsEnv, 1, 1, backend="async", num_cpus=1)
     with pytest.raises(ValueError, match="backend must be 'sync', 'async' or 'ray'"):
         GroupVectorEnv(TextRoomsEnv, 1, 1, backend="dask")
+
+
+@pytest.mark.slow
+def test_mixed_info_types_collate_on_ray(cluster):
+    from test_wrappers_group_infos import ORDERS_8, play_mixed  # same folder: on sys.path under pytest
+
+    play_mixed("ray", ORDERS_8, group_size=4, num_cpus=0.25, members_per_actor=2)

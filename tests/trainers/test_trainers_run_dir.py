@@ -1,0 +1,109 @@
+"""A run owns its output dir: a fresh run never destroys an earlier one, two runs never share one,
+pruning never deletes the checkpoint just written, and lost metrics are rebuilt on resume."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from trainers.checkpoint import latest_checkpoint, save_checkpoint
+from trainers.progpo import main
+from trainers.run_dir import RunDirError, claim_run_dir
+
+ROOT = Path(__file__).resolve().parents[2]
+FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
+         "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1",
+         "--no-baseline-random"]
+
+
+def _iterations(run: Path) -> list[int]:
+    return [json.loads(line)["iteration"] for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def _error_line(capsys) -> str:
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_fresh_run_refuses_a_used_dir_and_keeps_its_data(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "2", "--output-dir", str(out)]) == 0
+    before = (out / "metrics.jsonl").read_bytes()
+    ckpt = latest_checkpoint(out)
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(out)]) == 2
+    line = _error_line(capsys)
+    assert "already holds a run" in line and "--overwrite" in line and "--resume" in line
+    assert (out / "metrics.jsonl").read_bytes() == before and latest_checkpoint(out) == ckpt
+
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(out), "--overwrite"]) == 0
+    assert _iterations(out) == [1]  # the old run's records are gone, the new one's are whole
+    assert latest_checkpoint(out).name == "iter_000001.pt"  # pruning kept the file just written
+    assert sorted(p.name for p in (out / "checkpoints").glob("iter_*.pt")) == ["iter_000001.pt"]
+    assert main([*FLAGS, "--iterations", "2", "--output-dir", str(out), "--resume"]) == 0
+    assert _iterations(out) == [1, 2]
+
+
+def test_resume_and_overwrite_together_are_refused(tmp_path, capsys):
+    assert main([*FLAGS, "--output-dir", str(tmp_path / "r"), "--resume", "--overwrite"]) == 2
+    assert "pass one" in _error_line(capsys)
+
+
+def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path):
+    save_checkpoint(tmp_path, 5, {"history": []})
+    path = save_checkpoint(tmp_path, 1, {"history": []})  # an older run left iter 5 behind
+    assert path.is_file() and latest_checkpoint(tmp_path) == path
+    assert not (tmp_path / "checkpoints" / "iter_000005.pt").exists()
+
+
+def test_second_process_on_the_same_dir_is_refused_with_the_holders_pid(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from trainers.run_dir import claim_run_dir; "
+         f"lock = claim_run_dir({str(tmp_path)!r}, resume=False); print('held', flush=True); time.sleep(60)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(RunDirError, match=rf"in use by another run \(pid {holder.pid}\)"):
+            claim_run_dir(tmp_path, resume=True)
+        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *FLAGS, "--output-dir", str(tmp_path)],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 2 and f"(pid {holder.pid})" in proc.stderr
+        assert "Traceback" not in proc.stderr
+    finally:
+        holder.kill()
+        holder.wait()
+    claim_run_dir(tmp_path, resume=True).release()  # the lock died with its holder
+
+
+def test_resume_with_metrics_deleted_rebuilds_them_from_the_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(out)]) == 0
+    (out / "metrics.jsonl").unlink()
+    with pytest.warns(UserWarning, match="rebuilt it from the checkpoint's history"):
+        assert main([*FLAGS, "--iterations", "2", "--output-dir", str(out), "--resume"]) == 0
+    assert _iterations(out) == [1, 2]
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_run_and_says_how_to_resume(tmp_path):
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "trainers.progpo", *FLAGS, "--iterations", "200",
+                             "--output-dir", str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoints" / "latest").exists():  # iteration 0's checkpoint: the loop runs
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
