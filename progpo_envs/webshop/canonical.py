@@ -7,7 +7,7 @@
 page         canonical string
 ===========  =====================================================================
 search       ``search``
-results      ``results|q=<query>|p=<page>``
+results      ``results|<ASIN>,<ASIN>,...`` (the products the page lists, sorted)
 item         ``item|<ASIN>|<name>=<value>;...`` (chosen options, sorted by name)
 sub-page     ``sub-page|<ASIN>|<Description|Features|Reviews>|<options>``
 done         ``done|<ASIN>|<options>``
@@ -17,27 +17,34 @@ What it drops on purpose: the instruction (constant within an episode), the rend
 chrome (buttons, ``Page 2 (Total results: 50)``, prices, titles), how an item page was
 reached (the query and results page behind an item do not make it a different state), and
 the order in which options were chosen. What it keeps: which product, which options, which
-query and results page -- the things that change what the agent can do next. The query
-is whitespace-normalized (``search[red  shoes]`` and ``search[red shoes]`` show the same
-results).
+products a results page lists -- the things that change what the agent can do next.
+
+A results page is the set of products it shows, not the text of the query: two queries that
+list the same products are one state, and a query that finds nothing is the same empty
+``results|`` page whatever its text. So neither typing new search strings nor paging (``next
+>`` is offered only where another page exists: at most 5 pages of 10) can mint new states
+without new products coming into view. Without ``info["available_actions"]`` (an info from
+another source) the key falls back to ``results|q=<query>|p=<page>``, whitespace-normalized.
 
 What is *not* a new state (so never a first visit for
 :class:`~wrappers.coverage.FirstVisitCoverage`):
 
-* a repeated search with the same query (even typed with other spacing or from another page):
-  the same ``results|q=...|p=1``;
+* a repeated search with the same query (even typed with other spacing or from another page),
+  or another query that lists the same products: the same ``results|...``;
+* a search that finds nothing, whatever its text: ``results|``;
 * coming back to a results page (``< prev`` from an item or from page 2, ``back to search``
-  then the same search): the same ``results|q=...|p=N``; back to an item from its sub-page:
+  then the same search): the same ``results|...``; back to an item from its sub-page:
   the same ``item|...``;
 * an invalid action (unknown click, ``look``): the env reports ``valid_action=False`` and the
   wrappers keep the previous state (see :mod:`wrappers.coverage`).
 
 Not new:
 
-    >>> same = {"page": "results", "query": "red tea", "page_num": 1}
-    >>> canonicalize_webshop("...", {"state": same}) == canonicalize_webshop(
-    ...     "...", {"state": {"page": "results", "query": " red   tea ", "page_num": 1, "asin": "B01"}})
-    True
+    >>> listed = {"clickables": ["back to search", "next >", "b02", "b01"]}
+    >>> a = {"state": {"page": "results", "query": "red tea", "page_num": 1}, "available_actions": listed}
+    >>> b = {"state": {"page": "results", "query": "tea, red", "page_num": 1}, "available_actions": listed}
+    >>> canonicalize_webshop("...", a), canonicalize_webshop("...", a) == canonicalize_webshop("...", b)
+    ('results|b01,b02', True)
 
 Without ``info["state"]`` (an observation from elsewhere), the page type is recognized
 from the text and the state is the observation minus its instruction.
@@ -60,8 +67,10 @@ With the env-agnostic wrappers (``info["canonical_obs"]``, first-visit coverage)
     >>> env = CanonicalizeObservation(WebShopEnv(num_products=200), canonicalize_webshop)
     >>> env.reset(seed=0)[1]["canonical_obs"]
     'search'
-    >>> env.step("search[Red  Tea]")[4]["canonical_obs"]
-    'results|q=red tea|p=1'
+    >>> env.step("search[Red  Tea]")[4]["canonical_obs"].startswith("results|b")
+    True
+    >>> env.step("search[zzzqqq]")[4]["canonical_obs"]       # nothing found
+    'results|'
 
 First visits on the env (repeated search, returning to a page, invalid clicks):
 
@@ -70,19 +79,21 @@ First visits on the env (repeated search, returning to a page, invalid clicks):
     >>> _ = env.reset(seed=0)
     >>> def go(action):
     ...     info = env.step(action)[4]
-    ...     return info["canonical_obs"], info["first_visit"], info["coverage"]
-    >>> go("search[red tea]")
-    ('results|q=red tea|p=1', True, 1)
-    >>> go("search[red tea]")                  # the same search again: not new
-    ('results|q=red tea|p=1', False, 1)
-    >>> go("click[next >]")
-    ('results|q=red tea|p=2', True, 2)
+    ...     return info["first_visit"], info["coverage"]
+    >>> go("search[red]")
+    (True, 1)
+    >>> go("search[red]")                      # the same search again: not new
+    (False, 1)
+    >>> go("click[next >]")                    # 20 hits: page 2 lists new products
+    (True, 2)
+    >>> go("click[next >]")                    # no page 3: rejected, stays put
+    (False, 2)
     >>> go("click[< prev]")                    # back to page 1: seen
-    ('results|q=red tea|p=1', False, 2)
-    >>> go("click[back to search]"), go("search[Red Tea]")
-    (('search', False, 2), ('results|q=red tea|p=1', False, 2))
-    >>> go("click[no such button]")            # rejected (valid_action False): stays put
-    ('results|q=red tea|p=1', False, 2)
+    (False, 2)
+    >>> go("click[back to search]"), go("search[Red]")
+    ((False, 2), (False, 2))
+    >>> go("search[zzzqqq]"), go("search[qqqzzz]")   # two empty searches: one new state
+    ((True, 3), (False, 3))
 """
 from __future__ import annotations
 
@@ -97,6 +108,19 @@ def _options(opts: Any) -> str:
     return ";".join(f"{k}={opts[k]}" for k in sorted(opts, key=str))
 
 
+_RESULTS_BUTTONS = frozenset({"back to search", "< prev", "next >"})
+
+
+def _shown_products(info: Mapping[str, Any]) -> list[str] | None:
+    """The ASINs a results page lists (its clickables minus the paging buttons), sorted; None
+    when the info carries no clickables (then the query and page number stand in for them)."""
+    available = info.get("available_actions")
+    clickables = available.get("clickables") if isinstance(available, Mapping) else None
+    if not isinstance(clickables, (list, tuple)):
+        return None
+    return sorted(str(c) for c in clickables if str(c) not in _RESULTS_BUTTONS)
+
+
 def canonicalize_webshop(obs: Any, info: Mapping[str, Any]) -> str:
     """Canonical state string of a WebShop observation (see the module docstring)."""
     state = info.get("state") if isinstance(info, Mapping) else None
@@ -105,6 +129,9 @@ def canonicalize_webshop(obs: Any, info: Mapping[str, Any]) -> str:
         if page == "search":
             return "search"
         if page == "results":
+            shown = _shown_products(info)
+            if shown is not None:
+                return "results|" + ",".join(shown)
             query = " ".join(str(state.get("query") or "").split())
             return f"results|q={query}|p={state.get('page_num') or 1}"
         asin = state.get("asin") or ""

@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 from urllib.parse import quote
 
+from progpo_envs.webshop.search import PRODUCT_WINDOW as RESULTS_PER_PAGE
+
 SEARCH = "search"
 RESULTS = "results"
 ITEM = "item"
@@ -175,6 +177,12 @@ class PageView:
     def has_search_bar(self) -> bool:
         return self.kind == SEARCH
 
+    @property
+    def has_next_page(self) -> bool:
+        """A results page offers ``Next >`` only when another page of hits exists (at most
+        :data:`~progpo_envs.webshop.search.SEARCH_RETURN_N` hits, 10 a page), as the original."""
+        return self.kind == RESULTS and (self.state.page_num or 1) * RESULTS_PER_PAGE < self.total
+
     # --- text mode -----------------------------------------------------------------------
 
     def segments(self) -> list[str]:
@@ -191,7 +199,8 @@ class PageView:
                 raw.append(f"Page {page} (Total results: {self.total})")
                 if page > 1:
                     raw.append(PREV_PAGE)
-                raw.append(NEXT_PAGE)
+                if self.has_next_page:
+                    raw.append(NEXT_PAGE)
                 for h in self.hits:
                     raw += [h.asin, h.title, h.price]
             else:
@@ -240,7 +249,8 @@ class PageView:
             targets[BACK_TO_SEARCH.lower()] = ("button", None)
             if (self.state.page_num or 1) > 1:
                 targets[PREV_PAGE.lower()] = ("button", None)
-            targets[NEXT_PAGE.lower()] = ("button", None)
+            if self.has_next_page:
+                targets[NEXT_PAGE.lower()] = ("button", None)
             for h in self.hits:
                 targets[h.asin.lower()] = ("product", h.asin)
         elif self.kind in (ITEM, SUB_PAGE):

@@ -10,7 +10,8 @@ episode: it applies ``search[...]`` / ``click[...]`` exactly as the original tex
 * ``click[x]`` (``x`` lower-cased) is valid only for a clickable of the current page and
   ``x != "search"``. ``buy now`` purchases (the only way an episode ends), ``back to
   search`` returns to the search page, ``next >`` / ``< prev`` page the results
-  (``next >`` is always there, pages past 5 are empty), ``< prev`` on an item page goes back
+  (``next >`` only where another page of hits exists: at most 5 pages of 10, none for a query
+  that found nothing; ``< prev`` after page 1), ``< prev`` on an item page goes back
   to its results page (clearing options), on a sub-page back to the item (keeping options);
   ``description`` / ``features`` / ``reviews`` open a sub-page; a product ASIN opens its
   item page with no option selected; an option value sets ``options[name] = value``.
@@ -25,10 +26,14 @@ Example:
     >>> s = shop.new_session(goal_index=0)
     >>> s.view().kind, s.step("click[next >]").valid
     ('search', False)
-    >>> s.step("search[tea]").valid, s.state.kind, s.state.page_num
-    (True, 'results', 1)
-    >>> s.step("click[next >]").valid, s.state.page_num
-    (True, 2)
+    >>> s.step("search[tea]").valid, s.state.kind, s.view().total
+    (True, 'results', 5)
+    >>> s.step("click[next >]").valid          # 5 hits: one page, no next page
+    False
+    >>> s.step("search[red]").valid, s.view().total, s.step("click[next >]").valid, s.state.page_num
+    (True, 20, True, 2)
+    >>> s.step("click[next >]").valid, s.state.page_num   # 20 hits: two pages
+    (False, 2)
 """
 from __future__ import annotations
 

@@ -97,18 +97,36 @@ def test_results_paging_follows_webshop(ws_env):
     assert len(clickables) == 2 + 10
     assert info["state"] == {"page": "results", "query": "size", "page_num": 1, "asin": None,
                              "options": {}, "sub_page": None}
-    for page in range(2, 8):
+    for page in range(2, 6):
         obs, _, _, _, info = ws_env.step("click[next >]")
         assert info["valid_action"] and f"Page {page} (Total results: 50)" in obs
-        assert info["available_actions"]["clickables"][:3] == ["back to search", "< prev", "next >"]
-        n_hits = len(info["available_actions"]["clickables"]) - 3
-        assert n_hits == (10 if page <= 5 else 0)  # pages past 5 are empty, next > stays
+        clickables = info["available_actions"]["clickables"]
+        expected = ["back to search", "< prev"] + (["next >"] if page < 5 else [])
+        assert clickables[:len(expected)] == expected and len(clickables) == len(expected) + 10
+    # page 5 holds hits 41-50 of 50: no next page, so paging cannot mint new states
+    obs, _, _, _, info = ws_env.step("click[next >]")
+    assert not info["valid_action"] and info["state"]["page_num"] == 5 and "Next >" not in obs
     obs, _, _, _, info = ws_env.step("click[< prev]")
-    assert info["state"]["page_num"] == 6
-    # the search text is lower-cased; total counts only matching products
+    assert info["state"]["page_num"] == 4
+    # the search text is lower-cased; total counts only matching products; nothing found: no next page
     obs, _, _, _, info = ws_env.step("search[ZZZQQQ]")
     assert info["state"]["query"] == "zzzqqq" and "(Total results: 0)" in obs
-    assert info["available_actions"]["clickables"] == ["back to search", "next >"]
+    assert info["available_actions"]["clickables"] == ["back to search"]
+    assert not ws_env.step("click[next >]")[4]["valid_action"]
+
+
+def test_a_short_result_list_has_one_page_per_ten_hits(ws_env):
+    ws_env.reset(seed=0)
+    shop = ws_env.shop
+    query = next(q for q in ("red", "black", "tea", "blue", "green", "pack", "size")
+                 if 10 < len(shop.search(q)) < 50)
+    total = len(shop.search(query))
+    obs, _, _, _, info = ws_env.step(f"search[{query}]")
+    pages = 1
+    while info["valid_action"]:
+        obs, _, _, _, info = ws_env.step("click[next >]")
+        pages += info["valid_action"]
+    assert pages == -(-total // 10) and info["state"]["page_num"] == pages
 
 
 def test_item_page_sub_pages_and_navigation(ws_env):

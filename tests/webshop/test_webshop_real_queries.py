@@ -26,8 +26,11 @@ def test_human_instructions_and_queries_search_cleanly(shared_data, ws_shop):
         times.append(time.perf_counter() - t0)
         assert info["valid_action"] and info["page"] == "results" and not term
         assert info["state"]["query"] == text.lower()
-        n = len(info["available_actions"]["clickables"]) - 2
+        clickables = info["available_actions"]["clickables"]
+        n = len([c for c in clickables if c not in ("back to search", "next >")])
         assert 0 <= n <= 10 and obs.startswith("Instruction: [SEP] ")
+        total = int(obs.split("(Total results: ", 1)[1].split(")", 1)[0])
+        assert ("next >" in clickables) == (total > 10) and n == min(total, 10)
         totals.append(int(obs.split("(Total results: ")[1].split(")")[0]))
     assert max(totals) == 50 and sum(t > 0 for t in totals) > 0.95 * len(texts)
     times.sort()
