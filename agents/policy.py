@@ -41,7 +41,7 @@ from agents.logprobs import candidate_logprobs, sequence_logprobs
 from agents.parsing import FORMATS, parse_action, sanitize_text
 from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
 
-__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "repeated_commands"]
+__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "fill_placeholders", "repeated_commands"]
 
 _PLACEHOLDER = re.compile(r"\[\s*<[^<>\[\]]*>\s*\]")
 
@@ -85,6 +85,18 @@ def _goal_text(goal: Any) -> str:
     if isinstance(goal, dict):
         return str(goal.get("instruction_text") or goal.get("instruction") or goal.get("query") or "")
     return "" if goal is None else str(goal)
+
+
+def fill_placeholders(command: str, info: dict[str, Any]) -> str:
+    """``command`` as score mode offers it: whitespace-normalized, a ``[<query>]`` placeholder
+    filled with the goal instruction (lower-cased, first 100 characters).
+
+    >>> fill_placeholders("search[<query>]", {"goal": {"instruction_text": "Red  Shoes, size 7"}})
+    'search[red shoes, size 7]'
+    """
+    fill = " ".join(_goal_text(info.get("goal", "")).lower().split())[:100] or "item"
+    c = " ".join(sanitize_text(command, 1000).split())
+    return _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
 
 
 def _admissible(info: dict[str, Any]) -> list[str]:
@@ -237,11 +249,9 @@ class LLMPolicy:
     def candidates(self, info: dict[str, Any], tried: frozenset[str] = frozenset()) -> list[str]:
         """Commands scored in score mode: admissible ones, deduplicated, placeholders filled, less
         those in ``tried`` (``avoid_repeats``) unless that would leave none."""
-        fill = " ".join(_goal_text(info.get("goal", "")).lower().split())[:100] or "item"
         out: list[str] = []
         for c in admissible_commands(info):
-            c = " ".join(sanitize_text(c, 1000).split())
-            c = _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
+            c = fill_placeholders(c, info)
             if c and c not in out:
                 out.append(c)
         if tried and any(c not in tried for c in out):  # avoid_repeats: never an empty choice

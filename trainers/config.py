@@ -146,9 +146,10 @@ class TrainConfig:
         one_of("init", ("auto", "bc", "none"))
         one_of("bc_lr_schedule", ("constant", "cosine"))
         one_of("progress_gate", ("all_failed", "always"))
-        if self.resolved_init == "bc" and (self.env not in ("alfworld",) or self.policy_mode != "score"):
-            raise ConfigError("init bc clones the searching ALFWorld expert in score mode: use --env alfworld "
-                              "--policy-mode score, or --init none")
+        if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
+            raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
+                              "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
+                              "or --init none")
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
         one_of("scope", ("episode", "group"))

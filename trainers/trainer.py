@@ -434,12 +434,19 @@ class Trainer:
         return rec
 
     def warm_start(self) -> dict[str, Any]:
-        """Behaviour cloning from the searching expert (``init: bc``); returns the ``init`` record."""
+        """Behaviour cloning (``init: bc``) from an expert that reads only what the agent reads
+        (ALFWorld: the searching expert; WebShop: the instruction-following shopper); returns the
+        ``init`` record."""
         from trainers.sft import behaviour_clone, collect_demos
 
         cfg = self.cfg
         t0 = time.perf_counter()
-        demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed)
+        agent = None  # collect_demos' default: agents.search_expert.ALFWorldSearchAgent
+        if cfg.env == "webshop":
+            from agents.webshop_expert import WebShopInstructionAgent
+
+            agent = WebShopInstructionAgent()
+        demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
         bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress)
         try:
             stats = behaviour_clone(self.policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,

@@ -124,3 +124,20 @@ def test_canonicalizer_keeps_state_drops_chrome(ws_env):
 def test_view_kinds_without_product(ws_shop, kind):
     v = ws_shop.view(ShopState(kind, "tea", 1) if kind == RESULTS else ShopState(), "i")
     assert v.product is None and read_page(render_html(v, "s"))[0] == v.segments()
+
+
+def test_paging_and_new_query_strings_cannot_farm_first_visits(ws_shop):
+    from progpo_envs.webshop.env import WebShopEnv
+    from wrappers.canonicalize import CanonicalizeObservation
+    from wrappers.coverage import FirstVisitCoverage
+
+    env = FirstVisitCoverage(CanonicalizeObservation(WebShopEnv(shop=ws_shop, max_episode_steps=10**4),
+                                                     canonicalize_webshop))
+    env.reset(seed=0)
+    info = env.step("search[size]")[4]  # 50 hits: 5 pages
+    for _ in range(40):
+        info = env.step("click[next >]")[4]
+    assert info["coverage"] == 5 and info["state"]["page_num"] == 5
+    for k in range(40):  # forty different strings that find nothing: one empty results page
+        info = env.step(f"search[zq{k}xv{k * 7}]")[4]
+    assert info["coverage"] == 6
