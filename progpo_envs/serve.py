@@ -59,6 +59,8 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 __all__ = [
     "ALFWorldEnvironment",
+    "BadTaskError",
+    "BodyLimit",
     "CommandAction",
     "EpisodeState",
     "ProGPOEnvClient",
@@ -99,6 +101,10 @@ def _observation(text: Any, info: dict[str, Any], reward: float, done: bool, **e
         admissible_commands=[str(c) for c in meta.get("admissible_commands") or []],
         coverage=int(meta.get("coverage") or 0), coverage_rate=float(meta.get("coverage_rate") or 0.0),
     )
+
+
+class BadTaskError(ValueError):
+    """A reset asked for a task id that is not one of the env's (answered 400, one line)."""
 
 
 class EpisodeState(State):
@@ -167,10 +173,19 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: Any = None,
               **kwargs: Any) -> TextObservation:
+        if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, (str, int))):
+            raise BadTaskError(f"task_id must be a string or an integer, got {type(task_id).__name__}")
         if self._env is None:
             self._env = self._make()
         options = {"task_id": task_id} if task_id is not None else None
-        obs, info = self._env.reset(seed=seed, options=options)
+        try:
+            obs, info = self._env.reset(seed=seed, options=options)
+        except Exception as err:  # noqa: BLE001 - a bad task id is the client's error, said in one line
+            if task_id is None:
+                raise
+            first = str(err).strip().splitlines()
+            raise BadTaskError(f"task_id {task_id!r} cannot be played: {type(err).__name__}: "
+                               f"{first[0][:300] if first else ''}") from None
         self._done = False
         self._state = EpisodeState(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
                                    task_id=None if info.get("task_id") is None else str(info["task_id"]),
@@ -232,17 +247,90 @@ def environment_class(name: str, **env_kwargs: Any) -> type[ProGPOEnvironment]:
     return type(base.__name__, (base,), {"__init__": __init__, "__module__": __name__})
 
 
-def build_app(env: str, max_sessions: int = 64, **env_kwargs: Any) -> Any:
+#: Seconds a /ws session may stay silent (pings do not count) before its slot is freed.
+DEFAULT_IDLE_TIMEOUT = 600.0
+#: Largest HTTP request body accepted (as the 4 MiB cap on WebSocket frames); larger gets 413.
+MAX_BODY_BYTES = 4 * 2**20
+
+
+class BodyLimit:
+    """ASGI middleware: an HTTP request body over ``max_bytes`` gets 413 with a one-line reason;
+    the app (and its JSON parser) never sees it, and no more than ``max_bytes`` of it is held
+    (the rest is read and dropped, so the client gets the answer instead of a reset)."""
+
+    def __init__(self, app: Any, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app, self.max_bytes = app, int(max_bytes)
+
+    async def _reject(self, receive: Any, send: Any, more: bool) -> None:
+        while more:  # drop the rest unread-into-memory, so the client can read the answer
+            message = await receive()
+            more = message["type"] == "http.request" and message.get("more_body", False)
+        body = json.dumps({"detail": f"request body over {self.max_bytes} bytes; send one command per step"}).encode()
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send({"type": "http.response.body", "body": body})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._reject(receive, send, more=True)
+            return
+        chunks, size = [], 0
+        while True:  # read the whole body, counting: a chunked upload has no content-length
+            message = await receive()
+            if message["type"] != "http.request":
+                chunks.append(message)
+                break
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:
+                chunks.clear()
+                await self._reject(receive, send, more=message.get("more_body", False))
+                return
+            chunks.append(message)
+            if not message.get("more_body", False):
+                break
+        replay = iter(chunks)
+
+        async def replayed() -> Any:
+            nxt = next(replay, None)
+            return nxt if nxt is not None else await receive()
+
+        await self.app(scope, replayed, send)
+
+
+def build_app(env: str, max_sessions: int = 64, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+              max_body_bytes: int = MAX_BODY_BYTES, **env_kwargs: Any) -> Any:
     """The FastAPI app serving ``env`` (``"alfworld"`` or ``"webshop"``) with OpenEnv's routes.
+
+    ``idle_timeout``: seconds a /ws session may go without a message before OpenEnv's reaper
+    closes its env and frees the slot (checked every ``max(idle_timeout / 4, 5)`` s; ``None``:
+    never). ``max_body_bytes``: larger HTTP bodies get 413. A bad ``task_id`` gets 400.
 
     >>> app = build_app("webshop", max_sessions=4)  # doctest: +SKIP
     >>> sorted(r.path for r in app.routes if r.path in ("/reset", "/step", "/schema", "/ws"))  # doctest: +SKIP
     ['/reset', '/schema', '/step', '/ws']
     """
-    if max_sessions < 1:
-        raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
-    return create_fastapi_app(environment_class(env, **env_kwargs), CommandAction, TextObservation,
-                              max_concurrent_envs=max_sessions)
+    from fastapi.responses import JSONResponse
+    from openenv.core.env_server import ConcurrencyConfig
+
+    if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
+        raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
+    if idle_timeout is not None and not (isinstance(idle_timeout, (int, float)) and math.isfinite(idle_timeout)
+                                         and idle_timeout > 0):
+        raise ValueError(f"idle_timeout must be a number of seconds > 0 or None, got {idle_timeout!r}")
+    app = create_fastapi_app(environment_class(env, **env_kwargs), CommandAction, TextObservation,
+                             concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
+                                                                  session_timeout=idle_timeout))
+
+    async def bad_task(request: Any, exc: BadTaskError) -> Any:
+        return JSONResponse(status_code=400, content={"detail": str(exc)})
+
+    app.add_exception_handler(BadTaskError, bad_task)
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes)
+    return app
 
 
 class ProGPOEnvClient(EnvClient[CommandAction, TextObservation, EpisodeState]):
@@ -286,20 +374,49 @@ def _parse_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _bounded_int(low: int, high: int | None = None) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be in {low}..{high}, got {value}" if high is not None
+                                             else f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def _seconds(text: str) -> float | None:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 seconds (0: no timeout), got {text}")
+    return value or None
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """``python -m progpo_envs.serve --env alfworld|webshop --port P [--host H]``."""
     parser = argparse.ArgumentParser(prog="python -m progpo_envs.serve", description=__doc__.split("\n")[0])
     parser.add_argument("--env", choices=ENV_NAMES, required=True)
-    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--port", type=_bounded_int(1, 65535), default=8000, help="TCP port, 1..65535")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
-    parser.add_argument("--max-sessions", type=int, default=64, help="concurrent /ws sessions")
+    parser.add_argument("--max-sessions", type=_bounded_int(1), default=64, help="concurrent /ws sessions (>= 1)")
+    parser.add_argument("--idle-timeout", type=_seconds, default=DEFAULT_IDLE_TIMEOUT,
+                        help=f"seconds a /ws session may stay silent before its slot is freed (default "
+                             f"{DEFAULT_IDLE_TIMEOUT:.0f}; 0: never)")
+    parser.add_argument("--max-body-bytes", type=_bounded_int(1024), default=MAX_BODY_BYTES,
+                        help=f"largest HTTP request body (default {MAX_BODY_BYTES}); larger gets 413")
     parser.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE",
                         help="gym.make keyword (JSON value), e.g. split=\"valid_seen\"; repeatable")
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
     import uvicorn
 
-    app = build_app(args.env, args.max_sessions, **_parse_kwargs(args.env_kwarg))
+    app = build_app(args.env, args.max_sessions, idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes,
+                    **_parse_kwargs(args.env_kwarg))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=2**22)
 
 

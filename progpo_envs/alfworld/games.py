@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,12 +86,27 @@ class _Unreadable(Exception):
     """A file that cannot be read or parsed (truncated, not JSON): its game is skipped."""
 
 
+#: A ``game.tw-pddl`` or ``traj_data.json`` larger than this is skipped unread (real ones are
+#: about 0.1 MB and 0.5 MB).
+MAX_GAME_FILE_BYTES = 16 * 2**20
+
+
 def _read_object(path: Path) -> dict:
     """A JSON file that must hold an object: :class:`_Unreadable` when it cannot be read or parsed,
-    :class:`ALFWorldDataError` when it parses to something else (a list, a string...)."""
+    is not a regular file (a FIFO would block, ``/dev/zero`` would never end) or is larger than
+    :data:`MAX_GAME_FILE_BYTES`; :class:`ALFWorldDataError` when it parses to something else."""
+    try:
+        st = os.stat(path)  # follows symlinks: a link to a device or a FIFO is caught here
+    except OSError as exc:
+        raise _Unreadable(f"{path.name} is unreadable ({type(exc).__name__}: {exc})") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise _Unreadable(f"{path.name} is not a regular file (a device, FIFO or socket, or a link to one)")
+    if st.st_size > MAX_GAME_FILE_BYTES:
+        raise _Unreadable(f"{path.name} is {st.st_size / 2**20:.0f} MiB, over the {MAX_GAME_FILE_BYTES // 2**20} MiB "
+                          "limit of a game file")
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            data = json.loads(f.read(MAX_GAME_FILE_BYTES + 1))
     except (OSError, ValueError) as exc:  # ValueError: JSONDecodeError, UnicodeDecodeError
         raise _Unreadable(f"{path.name} is unreadable or truncated ({type(exc).__name__}: {exc})") from None
     if not isinstance(data, dict):

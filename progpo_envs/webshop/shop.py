@@ -38,6 +38,7 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, replace
@@ -73,17 +74,23 @@ MAX_ACTION_CHARS = 10_000
 MAX_QUERY_URL_BYTES = 30_000
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # C0 and C1 control characters (tab and newline among them)
+
+
 def parse_action(action: Any) -> tuple[str, str] | None:
     """Split ``verb[argument]`` into ``(verb, argument)``; ``None`` when malformed.
 
     The argument runs from the first ``[`` to the final ``]`` (so ``click[2 pack [red]]``
-    keeps its brackets), must be non-empty and hold no newline; a ``search`` query must fit in
+    keeps its brackets), must be non-empty and hold no control character (newline, NUL, ESC...);
+    a ``search`` query must fit in
     :data:`MAX_QUERY_URL_BYTES` once URL-encoded.
 
     >>> parse_action("click[Buy Now]"), parse_action(" search[red shoes] ")
     (('click', 'Buy Now'), ('search', 'red shoes'))
     >>> [parse_action(a) for a in ("search[]", "click[", "look", "click[a]b", "search[a\\nb]", 7, "search[\\udcff]")]
     [None, None, None, None, None, None, None]
+    >>> parse_action("search[red\\x00shoes]"), parse_action("search[\\x1b[31mred]")
+    (None, None)
     """
     if not isinstance(action, str) or len(action) > MAX_ACTION_CHARS:
         return None
@@ -92,8 +99,8 @@ def parse_action(action: Any) -> tuple[str, str] | None:
     except UnicodeEncodeError:
         return None
     action = action.strip()
-    if "\n" in action or "\r" in action or not action.endswith("]"):
-        return None
+    if _CONTROL.search(action) or not action.endswith("]"):
+        return None  # a newline, NUL, ESC or other control character never reaches a page
     open_at = action.find("[")
     if open_at <= 0:
         return None

@@ -65,6 +65,28 @@ def test_truncated_game_is_skipped_with_one_warning(tmp_path: Path, caplog: pyte
     assert str(bad / "game.tw-pddl") in skipped[1] and "game.tw-pddl is unreadable or truncated" in skipped[1]
 
 
+@pytest.mark.timeout(60)
+def test_special_and_oversized_game_files_are_skipped_unread(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from progpo_envs.alfworld.games import MAX_GAME_FILE_BYTES
+
+    _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_A")
+    zero = _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_B") / "game.tw-pddl"
+    zero.unlink()
+    zero.symlink_to("/dev/zero")  # read whole, it would exhaust memory
+    fifo = _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_C") / "game.tw-pddl"
+    fifo.unlink()
+    os.mkfifo(fifo)  # opened, it would block forever
+    big = _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_D") / "game.tw-pddl"
+    with open(big, "r+b") as f:  # sparse: 200 MB on paper, nothing on disk
+        f.truncate(200 * 2**20)
+    with caplog.at_level(logging.WARNING, logger="progpo_envs.alfworld.games"):
+        env = gym.make("ProGPO-ALFWorld-v0", data_dir=str(tmp_path), split="train")
+    assert env.unwrapped.task_ids == ["pick_and_place_simple-Mug-None-Desk-1/trial_A"]
+    reasons = {m.split("trial_")[1][0]: m for m in (r.getMessage() for r in caplog.records)}
+    assert "not a regular file" in reasons["B"] and "not a regular file" in reasons["C"]
+    assert f"over the {MAX_GAME_FILE_BYTES // 2**20} MiB limit" in reasons["D"]
+
+
 # ------------------------------------------------------------------ item 5: translation cache
 @pytest.fixture()
 def sas_cache(alfworld_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -62,3 +63,51 @@ def running_server(env: str, *extra: str, timeout: float = 180.0) -> Iterator[st
         log.close()
         if os.environ.get("PROGPO_SERVER_LOG"):
             print(tail)
+
+
+def idle_and_reconnect(url: str, sessions: int, deadline: float) -> float:
+    """Fill every /ws slot with idle sessions (each reset once, then silent but kept open and
+    answering pings), check that one more client is refused, then return how many seconds it
+    took until a new client got a slot and played a reset."""
+    import asyncio
+
+    import websockets
+
+    ws_url = url.replace("http://", "ws://") + "/ws"
+
+    async def reset(ws: object) -> dict:
+        await ws.send(json.dumps({"type": "reset", "data": {"seed": 1}}))
+        return json.loads(await ws.recv())
+
+    async def run() -> float:
+        idle = [await websockets.connect(ws_url, ping_interval=0.5) for _ in range(sessions)]
+        try:
+            for ws in idle:
+                assert (await reset(ws)).get("type") == "observation"
+            t0 = time.monotonic()
+            refused = await _try(ws_url, reset)
+            assert refused is None, "a client got a slot while every slot was held"
+            while time.monotonic() - t0 < deadline:
+                got = await _try(ws_url, reset)
+                if got is not None and got.get("type") == "observation":
+                    return time.monotonic() - t0
+                await asyncio.sleep(0.5)
+            raise AssertionError(f"no slot freed within {deadline} s")
+        finally:
+            for ws in idle:
+                with contextlib.suppress(Exception):
+                    await ws.close()
+
+    return asyncio.run(run())
+
+
+async def _try(ws_url: str, reset: object) -> dict | None:
+    """One client's reset, or None when the server refuses the session."""
+    import websockets
+
+    try:
+        async with websockets.connect(ws_url) as ws:
+            answer = await reset(ws)
+            return None if answer.get("type") == "error" else answer
+    except (websockets.ConnectionClosed, OSError):
+        return None

@@ -140,3 +140,47 @@ def test_alfworld_expert_episode_over_loopback_wins(alfworld_engine_available: N
 def test_json_safe_handles_numpy() -> None:
     np = pytest.importorskip("numpy")
     assert json_safe({"x": np.arange(2), "y": np.float64("inf")}) == {"x": [0, 1], "y": None}
+
+
+@pytest.mark.parametrize("task_id", ['"nope"', str(10**9), "[1, 2]", '{"a": 1}', "true"])
+def test_http_reset_with_a_bad_task_id_is_a_4xx_with_one_line(webshop_url: str, task_id: str) -> None:
+    status, body = _post(webshop_url + "/reset", f'{{"seed": 1, "task_id": {task_id}}}'.encode())
+    assert status in (400, 422), (status, body)
+    if status == 400:
+        assert "task_id" in body["detail"] and "\n" not in body["detail"]
+    assert _post(webshop_url + "/reset", b'{"seed": 3}')[0] == 200  # and the server goes on
+
+
+def test_oversized_http_bodies_get_413_and_memory_stays_bounded(webshop_url: str) -> None:
+    import psutil
+    from concurrent.futures import ThreadPoolExecutor
+
+    big = b'{"action": {"command": "' + b"x" * (50 * 2**20) + b'"}}'
+    port = int(webshop_url.rsplit(":", 1)[1])
+    server = next(c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.status == "LISTEN")
+    proc = psutil.Process(server.pid)
+    before = proc.memory_info().rss
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: _post(webshop_url + "/step", big)[0], range(8)))
+    assert statuses == [413] * 8
+    assert proc.memory_info().rss - before < 100 * 2**20  # 8 x 50 MB bodies were never held
+    assert _post(webshop_url + "/reset", b'{"seed": 3}')[0] == 200
+
+
+def test_idle_sessions_are_reaped_and_their_slots_reused() -> None:
+    from openenv_server import idle_and_reconnect
+
+    with running_server("webshop", "--max-sessions", "2", "--idle-timeout", "2") as url:
+        waited = idle_and_reconnect(url, sessions=2, deadline=30.0)
+    assert waited < 15.0  # reaped within the timeout plus one reaper pass (every max(T/4, 5) s)
+
+
+@pytest.mark.parametrize("flags, match", [(["--port", "99999"], "must be in 1..65535"),
+                                          (["--max-sessions", "0"], "must be >= 1"),
+                                          (["--idle-timeout", "-1"], "must be >= 0 seconds")])
+def test_serve_cli_rejects_bad_numbers_in_one_line(flags: list[str], match: str) -> None:
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "progpo_envs.serve", "--env", "webshop", *flags],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
