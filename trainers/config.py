@@ -150,6 +150,9 @@ class TrainConfig:
             raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
                               "or --init none")
+        if self.resolved_init == "bc" and self.env == "webshop" and self.bc_episodes < 1:
+            raise ConfigError("init bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
+                              "e.g. --bc-episodes 300)")
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
         one_of("scope", ("episode", "group"))

@@ -45,7 +45,8 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
                   agent: Any = None) -> tuple[list[Demo], list[bool]]:
     """Play the searching expert on the tasks of ``env_fn``'s split; every decision becomes a Demo.
 
-    Episodes cycle through the split's task ids in order (``n_episodes`` default: each once).
+    Episodes cycle through the split's task ids in order (``n_episodes`` default: each once); an
+    env without task ids (WebShop) plays ``n_episodes`` episodes of seeds ``seed, seed + 1, ...``.
     Returns ``(demos, won per episode)``; demos of lost episodes are kept too (the expert's
     decisions are still the imitation target).
     """
@@ -54,12 +55,15 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
     agent = agent or ALFWorldSearchAgent()
     env = env_fn()
     try:
-        ids = list(env.unwrapped.task_ids)
+        ids = getattr(env.unwrapped, "task_ids", None)  # WebShop has none: its goal comes from the seed
+        if ids is None and n_episodes is None:
+            raise ValueError("collect_demos: this env lists no task ids; pass n_episodes (bc_episodes)")
         n = len(ids) if n_episodes is None else int(n_episodes)
         demos: list[Demo] = []
         wins: list[bool] = []
         for e in range(n):
-            obs, info = env.reset(seed=seed + e, options={"task_id": ids[e % len(ids)]})
+            options = {"task_id": ids[e % len(ids)]} if ids else None
+            obs, info = env.reset(seed=seed + e, options=options)
             history: list[tuple[str, str]] = []
             while True:
                 action = agent.act([obs], [info], [history])[0]

@@ -212,11 +212,6 @@ class WebShopEnv(gym.Env[str, str]):
 
     # --- Gymnasium API -------------------------------------------------------------------
 
-    @property
-    def task_ids(self) -> list[int]:
-        """The goal indices of this env's split (what ``reset(options={"task_id": ...})`` takes)."""
-        return [int(i) for i in self.split_goals]
-
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}

@@ -111,3 +111,12 @@ async def _try(ws_url: str, reset: object) -> dict | None:
             return None if answer.get("type") == "error" else answer
     except (websockets.ConnectionClosed, OSError):
         return None
+
+
+def server_pid(url: str) -> int:
+    """The process id of the server listening on ``url``'s port."""
+    import psutil
+
+    port = int(url.rsplit(":", 1)[1])
+    return next(c.pid for c in psutil.net_connections("tcp")
+                if c.laddr and c.laddr.port == port and c.status == "LISTEN" and c.pid)

@@ -156,9 +156,9 @@ def test_oversized_http_bodies_get_413_and_memory_stays_bounded(webshop_url: str
     from concurrent.futures import ThreadPoolExecutor
 
     big = b'{"action": {"command": "' + b"x" * (50 * 2**20) + b'"}}'
-    port = int(webshop_url.rsplit(":", 1)[1])
-    server = next(c for c in psutil.net_connections("tcp") if c.laddr and c.laddr.port == port and c.status == "LISTEN")
-    proc = psutil.Process(server.pid)
+    from openenv_server import server_pid
+
+    proc = psutil.Process(server_pid(webshop_url))
     before = proc.memory_info().rss
     with ThreadPoolExecutor(8) as pool:
         statuses = list(pool.map(lambda _: _post(webshop_url + "/step", big)[0], range(8)))

@@ -87,6 +87,26 @@ def test_webshop_tiny_end_to_end(tmp_path):
     assert (out / "summary.md").exists()
 
 
+@pytest.mark.slow
+def test_webshop_cli_with_the_defaults_evaluates_and_reports(tmp_path):
+    """The README's WebShop command, shrunk: score mode, random baseline, evals; members of one
+    vector step sit on different pages, so their infos differ in type (page_num int / None)."""
+    import json
+
+    out = tmp_path / "ws"
+    rc = main(["--env", "webshop", "--iterations", "1", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
+               "--eval-episodes", "8", "--output-dir", str(out), "--no-progress", "--no-tensorboard"])
+    assert rc == 0
+    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    kinds = [r["kind"] for r in records]
+    assert kinds.count("eval") == 2 and "baseline" in kinds and "train" in kinds
+    ev = [r for r in records if r["kind"] == "eval"]
+    assert all(r["eval/episodes"] == 8 and 0.0 <= r["eval/score_mean"] <= 1.0 for r in ev)
+    train = next(r for r in records if r["kind"] == "train")
+    assert 0.0 <= train["all_failed_frac"] <= 1.0
+    assert "WebShop" in (out / "summary.md").read_text() or "score" in (out / "summary.md").read_text()
+
+
 def test_length_normalized_scoring_flattens_tiny_policy():
     """Summed scores make an untrained model pick the shortest command; mean scores do not."""
     import dataclasses
