@@ -13,6 +13,11 @@ standard ones: ``POST /reset {"seed", "episode_id", "task_id"?}``, ``POST /step 
 lives in a ``/ws`` session, one env per session, up to ``--max-sessions`` at once. That is what
 :class:`ProGPOEnvClient` (an OpenEnv ``EnvClient``) uses.
 
+Limits. A session that sends no message for ``--idle-timeout`` seconds (default 600; pings do not
+count) is closed by OpenEnv's reaper and its slot reused, so idle clients cannot lock others out.
+An HTTP body over ``--max-body-bytes`` (default 4 MiB, the WebSocket frame cap) gets 413 and is
+never held whole; a reset with a bad ``task_id`` gets 400 with one line.
+
 - Action: :class:`CommandAction` -- one string field, ``command`` (``"go to desk 1"``,
   ``"search[red shoes]"``, ``"click[buy now]"``).
 - Observation: :class:`TextObservation` -- ``text`` (what the agent reads), ``done``,
