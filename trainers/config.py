@@ -80,6 +80,7 @@ class TrainConfig:
     lam: float = 1.0
     norm: str = "mean_std"
     coverage: str = "rate"
+    state_key: str = "canonical"  # state identity of first-visit coverage: canonical (the env's canonicalizer) | exact (distinct raw observation strings, the paper's D)
     scope: str = "episode"
     tau_r: float = 1e-3
     tau_p: float = 1e-4
@@ -155,6 +156,7 @@ class TrainConfig:
                               "e.g. --bc-episodes 300)")
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
+        one_of("state_key", ("canonical", "exact"))
         one_of("scope", ("episode", "group"))
         one_of("env_backend", ("sync", "async", "ray"))
         one_of("dist_strategy", ("ddp", "fsdp2"))

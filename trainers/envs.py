@@ -21,13 +21,28 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "make_env", "make_env_fn", "canonicalizer_for"]
+__all__ = ["ENV_IDS", "STATE_KEYS", "make_env", "make_env_fn", "canonicalizer_for"]
 
 ENV_IDS = {"alfworld": "ProGPO-ALFWorld-v0", "webshop": "ProGPO-WebShop-v0"}
 
 
-def canonicalizer_for(name: str) -> Callable[[Any, Any], str]:
-    """The env's own canonicalizer (identity-like default for the toy env)."""
+STATE_KEYS = ("canonical", "exact")
+
+
+def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any, Any], str]:
+    """The state identity behind first-visit coverage: ``canonical``, the env's own canonicalizer
+    (identity-like default for the toy env); ``exact``, the raw observation string itself (D =
+    distinct observation strings of the episode, as the paper defines it).
+
+    >>> canonicalizer_for("alfworld", "exact")("Nothing happens.", {})
+    'Nothing happens.'
+    """
+    if state_key not in STATE_KEYS:
+        raise ValueError(f"state_key must be one of {STATE_KEYS}, got {state_key!r}")
+    if state_key == "exact":
+        from wrappers.canonicalize import identity_canonicalizer
+
+        return identity_canonicalizer
     if name == "alfworld":
         from progpo_envs.alfworld.canonical import canonicalize_alfworld
 
@@ -41,8 +56,9 @@ def canonicalizer_for(name: str) -> Callable[[Any, Any], str]:
     return default_canonicalizer
 
 
-def make_env(name: str, split: str, max_steps: int, **kwargs: Any) -> gym.Env:
-    """Build one wrapped env (see module docs)."""
+def make_env(name: str, split: str, max_steps: int, state_key: str = "canonical", **kwargs: Any) -> gym.Env:
+    """Build one wrapped env (see module docs); ``state_key`` picks the canonicalizer
+    (:func:`canonicalizer_for`), the one hook through which coverage and anchors get their key."""
     from wrappers import CanonicalizeObservation, FirstVisitCoverage
 
     if name == "rooms":
@@ -55,9 +71,10 @@ def make_env(name: str, split: str, max_steps: int, **kwargs: Any) -> gym.Env:
         base = gym.make(ENV_IDS[name], split=split, max_episode_steps=max_steps, **kwargs)
     else:
         raise ValueError(f"unknown env {name!r}; choose alfworld, webshop or rooms")
-    return FirstVisitCoverage(CanonicalizeObservation(base, canonicalizer_for(name)))
+    return FirstVisitCoverage(CanonicalizeObservation(base, canonicalizer_for(name, state_key)))
 
 
-def make_env_fn(name: str, split: str, max_steps: int, **kwargs: Any) -> Callable[[], gym.Env]:
+def make_env_fn(name: str, split: str, max_steps: int, state_key: str = "canonical",
+                **kwargs: Any) -> Callable[[], gym.Env]:
     """Picklable factory of :func:`make_env`."""
-    return functools.partial(make_env, name, split, max_steps, **kwargs)
+    return functools.partial(make_env, name, split, max_steps, state_key, **kwargs)

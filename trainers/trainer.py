@@ -167,8 +167,8 @@ class Trainer:
         if cfg.init_weights:
             self.load_weights(cfg.init_weights)
         train_split, eval_split = cfg.splits
-        self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps)
-        self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps)
+        self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key)
+        self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key)
         self.adv_cfg = AdvantageConfig(estimator=cfg.estimator, gamma=cfg.gamma, omega=cfg.omega, lam=cfg.lam,
                                        norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
                                        tau_p=cfg.tau_p, gate=cfg.progress_gate,  # type: ignore[arg-type]
@@ -398,7 +398,7 @@ class Trainer:
 
     def _split_env_fn(self, split: str) -> Callable[[], Any]:
         """Member env factory of ``split`` (the eval split's own factory when it is that split)."""
-        return self.eval_env_fn if split == self.cfg.splits[1] else make_env_fn(self.cfg.env, split, self.cfg.max_steps)
+        return self.eval_env_fn if split == self.cfg.splits[1] else make_env_fn(self.cfg.env, split, self.cfg.max_steps, self.cfg.state_key)
 
     def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
                  policy: Any = None) -> dict[str, Any]:
@@ -552,7 +552,8 @@ class Trainer:
         if not isinstance(saved, dict):
             raise CheckpointError(f"checkpoint {path}: 'config' must be a mapping, got {type(saved).__name__}")
         now = self.cfg.to_dict()
-        diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k) != now[k])
+        defaults = TrainConfig().to_dict()  # a field added since the checkpoint was written had its default
+        diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k, defaults.get(k)) != now[k])
         if diff:
             raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
                                   "resume with the same settings or start a new --output-dir")
