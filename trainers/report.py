@@ -62,18 +62,20 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     lines += [f"Model `{config.get('model')}`, {config.get('num_groups')} groups x {config.get('group_size')} members, "
               f"max {config.get('max_steps')} steps, {len(train)} iterations, policy mode `{config.get('policy_mode')}`.", ""]
     lines += _headline(records)
+    lines += _progress_share(records, config)
     init = [r for r in records if r.get("kind") == "init"]
     if init:
         r = init[0]
+        expert = "the instruction-following shopper" if config.get("env") == "webshop" else "the searching expert"
         lines += ["## Warm start", "",
-                  f"Behaviour cloning from the searching expert (it reads only what the agent reads): "
+                  f"Behaviour cloning from {expert} (it reads only what the agent reads): "
                   f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
                   f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
                   f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
                   "The iteration-0 evaluation above is of this policy: the gain is RL's.", ""]
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
-    cols = ["iteration", "success", "all_failed_frac", "coverage_rate", "repeated_action_rate", "invalid_action_rate",
-            "kl", "clip_fraction", "tokens_per_s"]
+    cols = ["iteration", "success", "score_mean", "all_failed_frac", "adv/progress_group_frac", "coverage_rate",
+            "repeated_action_rate", "invalid_action_rate", "kl", "clip_fraction", "tokens_per_s"]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in train:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
@@ -117,6 +119,26 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
         out["diff"], lo, hi = paired_bootstrap_ci(wa, wb, seed=0)
         out["ci"] = (lo, hi)
     return out
+
+
+def _progress_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """One paragraph: in how many groups (and what share of steps) ProGPO's progress term replaced
+    the base estimator; with few of them, the run's change is the base estimator's."""
+    train = [r for r in records if r.get("kind", "train") == "train" and "adv/groups" in r]
+    if not train or not str(config.get("estimator", "")).startswith("progpo"):
+        return []
+    acted = sum(float(r.get("adv/progress_groups", 0.0)) for r in train)
+    groups = sum(float(r["adv/groups"]) for r in train)
+    step_share = sum(float(r.get("adv/progress_step_frac", 0.0)) for r in train) / len(train)
+    per_it = ", ".join(f"{r.get('adv/progress_group_frac', 0.0):.2f}" for r in train)
+    base = str(config.get("estimator", "")).split("-", 1)[-1]
+    lines = ["## Where ProGPO acted", "",
+             f"The progress term replaced the {base} advantage in **{acted:.0f} of {groups:.0f} groups** "
+             f"({acted / max(groups, 1):.1%}; on average {step_share:.1%} of the steps of an iteration); "
+             f"share of groups per iteration: {per_it}."]
+    if acted / max(groups, 1) < 0.1:
+        lines.append(f"With so few all-failed groups, what this run changed is essentially {base}'s doing.")
+    return lines + [""]
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:

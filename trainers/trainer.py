@@ -587,13 +587,24 @@ class Trainer:
         t1 = time.perf_counter()
         stats = self.update(ro.steps, step_adv, iteration)
         t2 = time.perf_counter()
-        ro, step_adv, all_failed = self._gather_shards(ro, step_adv, adv.all_failed)
+        _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
+        step_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
+        ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, adv.all_failed, step_failed)
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
         rec.update(rollout_metrics(ro, cfg.tau_r))
         rec.update(self.env_failures)
         rec["adv/nonzero_frac"] = float(np.mean(step_adv != 0)) if step_adv.size else 0.0
         rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
-        rec["adv/progress_groups"] = float(np.sum(all_failed)) if self.adv_cfg.progpo else 0.0
+        # where ProGPO's progress term replaced the base: the all-failed groups (every group with
+        # gate "always"), as a count, a share of groups and a share of steps
+        acted = (np.ones_like(all_failed) if self.adv_cfg.gate == "always" else all_failed) if self.adv_cfg.progpo \
+            else np.zeros_like(all_failed)
+        acted_steps = (np.ones_like(step_failed) if self.adv_cfg.gate == "always" else step_failed) if self.adv_cfg.progpo \
+            else np.zeros_like(step_failed)
+        rec["adv/groups"] = float(acted.size)
+        rec["adv/progress_groups"] = float(np.sum(acted))
+        rec["adv/progress_group_frac"] = float(np.mean(acted)) if acted.size else 0.0
+        rec["adv/progress_step_frac"] = float(np.mean(acted_steps)) if acted_steps.size else 0.0
         rec.setdefault("kl", 0.0)
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
@@ -606,23 +617,24 @@ class Trainer:
         rec["env_steps_per_s"] = len(ro.steps) / max(ro.seconds, 1e-9)
         return rec
 
-    def _gather_shards(self, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray) -> tuple[Rollout, np.ndarray, np.ndarray]:
+    def _gather_shards(self, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
+                       step_failed: np.ndarray) -> tuple[Rollout, np.ndarray, np.ndarray, np.ndarray]:
         """Every rank's rollout (summary), step advantages, all-failed flags and env failure counts
         merged on rank 0 in rank order: the metrics then equal a single process's over all groups.
         Other ranks keep their own (their records are not logged). One process: unchanged."""
         if not self.dist.enabled:
-            return ro, step_adv, all_failed
-        parts = distributed.gather_objects((rollout_summary(ro), step_adv, np.asarray(all_failed), self.env_failures),
-                                           self.dist.world_size)
+            return ro, step_adv, all_failed, step_failed
+        parts = distributed.gather_objects((rollout_summary(ro), step_adv, np.asarray(all_failed), self.env_failures,
+                                            np.asarray(step_failed)), self.dist.world_size)
         if parts is None:
-            return ro, step_adv, all_failed
+            return ro, step_adv, all_failed, step_failed
         failures: dict[str, float] = {}
         for part in parts:
             for key, value in part[3].items():
                 failures[key] = failures.get(key, 0.0) + value
         self.env_failures = failures
         return (merge_rollouts([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]))
+                np.concatenate([p[2] for p in parts]), np.concatenate([p[4] for p in parts]))
 
     def train(self, resume: str | None = None, overwrite: bool = False, run_lock: RunDirLock | None = None) -> Path:
         """Run (or continue) the configured iterations; returns the report's path.

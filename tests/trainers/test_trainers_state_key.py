@@ -76,3 +76,19 @@ def test_alfworld_exact_key_is_the_raw_observation():
     info = {"admissible_commands": ["look", "go to desk 1"]}
     assert canonicalizer_for("alfworld", "exact")("You arrive at desk 1.", info) == "You arrive at desk 1."
     assert canonicalizer_for("alfworld", "canonical")("You arrive at desk 1.", info).startswith("@")
+
+
+def test_report_says_where_the_progress_term_acted(tmp_path):
+    import json
+
+    from trainers.trainer import Trainer, config_for_tests
+
+    cfg = config_for_tests(output_dir=str(tmp_path / "r"), estimator="progpo-grpo", eval_episodes=0, iterations=2)
+    report = Trainer(cfg).train()
+    train = [json.loads(x) for x in (tmp_path / "r" / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in train if r["kind"] == "train"]
+    acted = sum(r["adv/progress_groups"] for r in train)
+    assert all(r["adv/groups"] == 2 and r["adv/progress_group_frac"] == r["adv/progress_groups"] / 2 for r in train)
+    assert all(r["adv/progress_group_frac"] == r["all_failed_frac"] for r in train)  # gate all_failed
+    text = report.read_text()
+    assert "## Where ProGPO acted" in text and f"in **{acted:.0f} of 4 groups**" in text
