@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import numbers
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -66,6 +67,21 @@ def hashed_bag_of_words(text: str, dim: int, max_chars: int = 100_000) -> np.nda
     if norm > 0:
         vec /= norm
     return vec
+
+
+def _command_index(action: Any) -> int:
+    """The ``Discrete`` action as an int: a Python or NumPy integer, or an integer array of one
+    element (what SB3 passes); anything else (bytes, str, float, bool) is a ``TypeError``.
+
+    >>> _command_index(np.array([2])), _command_index(np.int64(1))
+    (2, 1)
+    """
+    if isinstance(action, np.ndarray) and action.size == 1 and np.issubdtype(action.dtype, np.integer):
+        return int(action.reshape(()))
+    if isinstance(action, (numbers.Integral, np.integer)) and not isinstance(action, (bool, np.bool_)):
+        return int(action)
+    raise TypeError(f"the action must be an integer index into the admissible commands, got {type(action).__name__} "
+                    f"{action!r:.60}")
 
 
 class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -153,7 +169,7 @@ class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
         return self._encode(obs, info), self._info(info)
 
     def step(self, action: Any):
-        k = int(action)
+        k = _command_index(action)
         if not self._commands:
             command, invalid = self.fallback_command, k != 0
         else:

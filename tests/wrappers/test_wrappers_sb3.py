@@ -116,3 +116,16 @@ def test_example_runs_briefly(capsys):
         assert all(0.0 <= v <= 1.0 for v in result.values())
         lines = capsys.readouterr().out.strip().splitlines()
         assert lines[0].split() == ["policy", "success", "coverage_rate"] and lines[2].startswith("after")
+
+
+@pytest.mark.parametrize("bad", [b"\x01", b"1", "1", 1.0, True])
+def test_non_integer_action_is_a_type_error_and_the_env_does_not_move(bad):
+    from wrappers.sb3 import AdmissibleActionsToDiscrete
+    from wrappers.toy_envs import TextRoomsEnv
+
+    env = AdmissibleActionsToDiscrete(TextRoomsEnv())
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="integer index"):
+        env.step(bad)
+    _, _, _, _, info = env.step(np.array([0]))
+    assert info["step"] == 1  # the refused action was not a step
