@@ -57,7 +57,10 @@ Failures (the contract, both backends). No member's transition is ever lost:
 :attr:`GroupVectorEnv.worker_restarts` and :attr:`GroupVectorEnv.member_errors` count restarts
 and failed member steps since creation (a trainer logs their increase per rollout).
 
-Infos are Gymnasium 1.x dict-of-arrays with ``_key`` masks. ``infos["waiting"]`` and
+Infos are Gymnasium 1.x dict-of-arrays with ``_key`` masks. A key whose values share one scalar
+type (or one array shape) gets an array of that dtype; values whose types differ between members
+or steps (an int on one page, ``None`` on another, a str, a dict) give an object array holding each
+value as it is, never an error. ``infos["waiting"]`` and
 ``infos["worker_restarted"]`` are present on every step for every member.
 
 Text observations: the batched observation is a ``tuple`` of ``num_envs`` strings (what
