@@ -186,24 +186,31 @@ class TranscriptState:
             if item == self.held:
                 del self.seen[item]
 
-    def render(self) -> str:
-        """Three short lines for the prompt."""
+    def render(self, exploration: bool = True) -> str:
+        """Three short lines for the prompt (two without ``exploration``: no visited / not
+        visited places, the hint that would do the exploring for the policy)."""
         seen = ", ".join(f"{o} at {w}" for o, w in self.seen.items()) or "nothing yet"
         head = f"{self.spec.render()}\n" if self.spec is not None else ""
-        return (f"{head}visited: {', '.join(self.visited) or 'nowhere yet'}. "
-                f"not visited: {', '.join(self.unvisited) or 'none'}.\n"
+        places = (f"visited: {', '.join(self.visited) or 'nowhere yet'}. "
+                  f"not visited: {', '.join(self.unvisited) or 'none'}.\n") if exploration else ""
+        return (f"{head}{places}"
                 f"carrying: {self.held or 'nothing'}. done: {', '.join(self.done) or 'nothing yet'}.\n"
                 f"seen: {seen}.")
 
 
+#: ``memory`` values of a template: ``alfworld`` (every fact), ``alfworld-task`` (no exploration
+#: hints: no visited / not visited places, no ``new`` / ``visited`` notes).
+MEMORY_KINDS = ("alfworld", "alfworld-task")
+
+
 def alfworld_memory(goal: str, history: Sequence[tuple[str, str]], observation: str,
-                    admissible: Sequence[str]) -> str:
+                    admissible: Sequence[str], exploration: bool = True) -> str:
     """:meth:`TranscriptState.render` of the parsed transcript (the prompt's ``{memory}``)."""
-    return TranscriptState.parse(goal, history, observation, admissible).render()
+    return TranscriptState.parse(goal, history, observation, admissible).render(exploration)
 
 
 def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str],
-                  commands: Sequence[str]) -> list[str]:
+                  commands: Sequence[str], exploration: bool = True) -> list[str]:
     """What the transcript says about each of ``commands``, as a short note to write before it.
 
     The memory lines already hold these facts (visited places, where task objects were seen, what
@@ -217,6 +224,9 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
     - ``take O from R``: ``target`` when O's class is the task's target, else ``other``;
     - ``put``/``move O to R``: ``task place`` when R's class is the task's place;
     - every other command: no note.
+
+    Without ``exploration`` a ``go to`` gets only the task notes (``seen target``, ``task place``),
+    never ``visited`` / ``new``: which places are new is then the policy's to learn.
 
     >>> hist = [("You are in the middle of a room.", "go to countertop 1"),
     ...         ("On the countertop 1, you see a mug 1, and a pen 1.", "take pen 1 from countertop 1")]
@@ -237,7 +247,7 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
         if (m := _GO.match(a)):
             x = m.group(1)
             note = ("seen target" if x in seen_at else "task place" if _cls(x) in places
-                    else "visited" if x in st.visited else "new")
+                    else "" if not exploration else "visited" if x in st.visited else "new")
         elif (m := _TAKE.match(a)):
             note = "target" if spec is not None and _cls(m.group(1)) == spec.target else "other"
         elif (m := _PUT.match(a)):

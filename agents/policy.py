@@ -272,13 +272,14 @@ class LLMPolicy:
         """The note written before each candidate when the template's ``score_response`` has
         ``{note}`` and its ``memory`` is ``alfworld`` (:func:`agents.memory.command_notes`); else
         empty notes."""
+        memory = self.template.extra.get("memory")
         if "{note}" not in str(self.template.extra.get("score_response") or "") \
-                or self.template.extra.get("memory") != "alfworld":
+                or memory not in ("alfworld", "alfworld-task"):
             return [""] * len(commands)
         from agents.memory import command_notes
 
         return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), _admissible(info),
-                             commands)
+                             commands, exploration=memory == "alfworld")
 
     def _score(self, prompt: list[int], candidate_ids: list[list[int]],
                memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:

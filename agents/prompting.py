@@ -35,12 +35,14 @@ _ALIASES = {
     "progpo-webshop-v0": "webshop",
     "alfworld-memory": "alfworld-memory",
     "alfworld-notes": "alfworld-notes",
+    "alfworld-task-notes": "alfworld-task-notes",
 }
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: templates shipped in agents/templates/ (``alfworld-memory``: compact, with a transcript memory;
-#: ``alfworld-notes``: the same with a note before each scored command)
+#: ``alfworld-notes``: the same with a note before each scored command; ``alfworld-task-notes``:
+#: the notes and memory of the task only, no exploration hints)
 _BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory",
-            "alfworld-notes": "alfworld_notes"}
+            "alfworld-notes": "alfworld_notes", "alfworld-task-notes": "alfworld_task_notes"}
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
@@ -94,7 +96,21 @@ def template_name(env_name: str) -> str:
 
 @functools.lru_cache(maxsize=32)
 def load_template(env_name: str) -> PromptTemplate:
-    """The template for ``env_name`` (``alfworld``, ``alfworld-memory``, ``webshop``, a gym id, or a YAML path)."""
+    """The template for ``env_name`` (``alfworld``, ``alfworld-memory``, ``webshop``, a gym id, or a YAML path).
+
+    A template file may start from another one: ``extends: <template>`` takes that template's
+    fields, then its own override them (``alfworld-task-notes`` is ``alfworld-notes`` with another
+    ``memory``).
+    """
+    data, source = _template_data(env_name)
+    if "extends" in data:
+        base, _ = _template_data(str(data.pop("extends")))
+        base.pop("extends", None)
+        data = {**base, **data}
+    return PromptTemplate.from_dict(data, source)
+
+
+def _template_data(env_name: str) -> tuple[dict[str, Any], str]:
     name = template_name(env_name)
     if name in _BUILTIN:
         # next to this file (not importlib.resources: a tests/agents/ folder on sys.path can
@@ -112,7 +128,7 @@ def load_template(env_name: str) -> PromptTemplate:
     data = yaml.safe_load(text)
     if not isinstance(data, dict):
         raise ValueError(f"prompt template {source} is not a YAML mapping")
-    return PromptTemplate.from_dict(data, source)
+    return data, source
 
 
 def _cut(text: Any, limit: int) -> str:
@@ -170,10 +186,12 @@ def build_messages(
         admissible=tpl.admissible_separator.join(tpl.admissible_item.format(command=c) for c in cmds),
         format_instruction=tpl.format_instructions[fmt].strip(),
     )
-    if tpl.extra.get("memory") == "alfworld":  # a summary of the whole transcript (agents/memory.py)
+    memory = tpl.extra.get("memory")
+    if memory in ("alfworld", "alfworld-task"):  # a summary of the whole transcript (agents/memory.py)
         from agents.memory import alfworld_memory
 
-        values["memory"] = alfworld_memory(str(goal), list(history), str(observation), list(admissible))
+        values["memory"] = alfworld_memory(str(goal), list(history), str(observation), list(admissible),
+                                           exploration=memory == "alfworld")
     body = (tpl.user if shown else tpl.user_first).format(**values)
     return [{"role": "system", "content": tpl.system.strip()}, {"role": "user", "content": body}]
 

@@ -76,3 +76,20 @@ def test_command_notes_state_what_the_transcript_says_about_each_command():
     # the put command names the goal place
     assert command_notes(goal, hist2, "x", adm, ["put mug 2 in/on coffeemachine 1", "put mug 2 in/on shelf 1"]) \
         == ["task place: ", ""]
+
+
+def test_task_notes_template_drops_exploration_hints_and_keeps_task_facts():
+    from agents.memory import alfworld_memory, command_notes
+    from agents.prompting import load_template
+
+    hist = [("You are in the middle of a room.", "go to countertop 1")]
+    obs = "On the countertop 1, you see a mug 1."
+    cmds = ["go to countertop 1", "go to sinkbasin 1", "go to shelf 1", "take mug 1 from countertop 1"]
+    goal = "put a clean mug in coffeemachine."
+    assert command_notes(goal, hist, obs, cmds, cmds) == ["seen target: ", "task place: ", "new: ", "target: "]
+    assert command_notes(goal, hist, obs, cmds, cmds, exploration=False) == ["seen target: ", "task place: ", "",
+                                                                           "target: "]
+    full, task = alfworld_memory(goal, hist, obs, cmds), alfworld_memory(goal, hist, obs, cmds, exploration=False)
+    assert "visited:" in full and "visited" not in task and "seen: mug 1 at countertop 1" in task
+    tpl, base = load_template("alfworld-task-notes"), load_template("alfworld-notes")
+    assert tpl.extra["memory"] == "alfworld-task" and tpl.user == base.user and tpl.system == base.system
