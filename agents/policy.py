@@ -270,12 +270,18 @@ class LLMPolicy:
     def command_notes(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
                       commands: Sequence[str]) -> list[str]:
         """The note written before each candidate when the template's ``score_response`` has
-        ``{note}`` and its ``memory`` is ``alfworld`` (:func:`agents.memory.command_notes`); else
-        empty notes."""
+        ``{note}`` and its ``memory`` is ``alfworld`` / ``alfworld-task``
+        (:func:`agents.memory.command_notes`) or ``webshop``
+        (:func:`agents.webshop_expert.webshop_command_notes`); else empty notes."""
         memory = self.template.extra.get("memory")
         if "{note}" not in str(self.template.extra.get("score_response") or "") \
-                or memory not in ("alfworld", "alfworld-task"):
+                or memory not in ("alfworld", "alfworld-task", "webshop"):
             return [""] * len(commands)
+        if memory == "webshop":
+            from agents.webshop_expert import webshop_command_notes
+
+            return webshop_command_notes(_goal_text(info.get("goal", "")), str(observation), commands,
+                                         (info.get("state") or {}).get("options") or {})
         from agents.memory import command_notes
 
         return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), _admissible(info),

@@ -36,13 +36,16 @@ _ALIASES = {
     "alfworld-memory": "alfworld-memory",
     "alfworld-notes": "alfworld-notes",
     "alfworld-task-notes": "alfworld-task-notes",
+    "webshop-notes": "webshop-notes",
 }
 _TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: templates shipped in agents/templates/ (``alfworld-memory``: compact, with a transcript memory;
 #: ``alfworld-notes``: the same with a note before each scored command; ``alfworld-task-notes``:
-#: the notes and memory of the task only, no exploration hints)
+#: the notes and memory of the task only, no exploration hints; ``webshop-notes``: compact WebShop
+#: with a note before each scored command)
 _BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory",
-            "alfworld-notes": "alfworld_notes", "alfworld-task-notes": "alfworld_task_notes"}
+            "alfworld-notes": "alfworld_notes", "alfworld-task-notes": "alfworld_task_notes",
+            "webshop-notes": "webshop_notes"}
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
