@@ -108,7 +108,8 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
 
 def episode_records(ro: Any) -> dict[str, list[Any]]:
     """Per-episode columns of an evaluation (stored in the eval record for later comparison)."""
-    return {"task_id": [t.task_id for t in ro.trajectories], "won": [int(bool(t.won)) for t in ro.trajectories]}
+    return {"task_id": [t.task_id for t in ro.trajectories], "won": [int(bool(t.won)) for t in ro.trajectories],
+            "score": [float(t.outcome) for t in ro.trajectories]}
 
 
 def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: int = 10_000, seed: int = 0,

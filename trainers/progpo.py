@@ -104,6 +104,10 @@ def main(argv: list[str] | None = None) -> int:
             ci = f", 95% CI [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g["ci"] else ""
             print(f"{g['split']}: success {g['start']:.3f} -> {g['end']:.3f} ({g['diff']:+.3f}{ci}; "
                   f"{g['episodes']} held-out episodes)")
+            sc = g.get("score")
+            if sc is not None and (sc["start"] != g["start"] or sc["end"] != g["end"]):
+                print(f"{g['split']}: mean score {sc['start']:.3f} -> {sc['end']:.3f} ({sc['diff']:+.3f}, 95% CI "
+                      f"[{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}])")
     print(f"report: {report}  (metrics: {report.parent / 'metrics.jsonl'}, curves: {report.parent / 'curves.png'})")
     return 0
 

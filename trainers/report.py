@@ -17,6 +17,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 __all__ = ["write_report", "plot_curves", "rl_gain"]
 
 CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fraction"),
@@ -118,6 +120,10 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     if wa and wb and len(wa) == len(wb):
         out["diff"], lo, hi = paired_bootstrap_ci(wa, wb, seed=0)
         out["ci"] = (lo, hi)
+    sa, sb = a.get("eval/score"), b.get("eval/score")
+    if sa and sb and len(sa) == len(sb):  # mean final score (WebShop's average score), paired the same way
+        diff, lo, hi = paired_bootstrap_ci(sa, sb, seed=0)
+        out["score"] = {"start": float(np.mean(sa)), "end": float(np.mean(sb)), "diff": diff, "ci": (lo, hi)}
     return out
 
 
@@ -155,6 +161,10 @@ def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
     lines += [f"- **{g['split']}** ({g['episodes']} episodes, fixed seeds): success {g['start']:.3f} at iteration 0 "
               f"(before any RL update) -> {g['end']:.3f} at iteration {g['end_iteration']}; "
               f"difference **{g['diff']:+.3f}**{ci}.{verdict}"]
+    sc = g.get("score")
+    if sc is not None and (sc["start"] != g["start"] or sc["end"] != g["end"]):  # partial credit exists
+        lines.append(f"- Mean score (partial credit counts): {sc['start']:.3f} -> {sc['end']:.3f}, difference "
+                     f"**{sc['diff']:+.3f}** (95% paired bootstrap CI [{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}]).")
     base = [r for r in records if r.get("kind") == "baseline"]
     if base:
         lines.append(f"- For scale: a uniformly random admissible-command policy (look, inventory, examine left out) "

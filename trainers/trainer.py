@@ -430,7 +430,9 @@ class Trainer:
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
                                "eval/episodes": len(ro.trajectories)}
         rec.update(rollout_metrics(ro, cfg.tau_r, prefix="eval/"))
-        rec["eval/won"] = episode_records(ro)["won"]
+        episodes = episode_records(ro)
+        rec["eval/won"] = episodes["won"]
+        rec["eval/score"] = episodes["score"]  # final score / outcome of each episode (WebShop: partial credit)
         return rec
 
     def warm_start(self) -> dict[str, Any]:
