@@ -8,6 +8,8 @@ size of the gain that `make run` reports.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from trainers.metrics import read_metrics
@@ -33,3 +35,21 @@ def test_shortened_default_run_raises_held_out_success(tmp_path, capsys, alfworl
     assert end > start, f"held-out success {start:.3f} -> {end:.3f} after 4 RL iterations"
     printed = capsys.readouterr().out
     assert f"easy-valid: success {start:.3f} -> {end:.3f}" in printed
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_shortened_webshop_demo_raises_held_out_mean_score(tmp_path, capsys):
+    """configs/webshop_cpu_demo.yaml with 12 RL iterations and 100 held-out goals instead of 40 and
+    200: the direction of the held-out mean score (end > start at seed 0), not the size of the gain."""
+    out = tmp_path / "ws"
+    config = Path(__file__).resolve().parents[2] / "configs" / "webshop_cpu_demo.yaml"
+    rc = main(["--config", str(config), "--iterations", "12", "--eval-episodes", "100",
+               "--bc-episodes", "150", "--no-baseline-random", "--no-tensorboard", "--no-progress",
+               "--output-dir", str(out)])
+    assert rc == 0
+    evals = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "eval"]
+    assert [e["iteration"] for e in evals] == [0, 12] and all(e["eval/episodes"] == 100 for e in evals)
+    start, end = (sum(e["eval/score"]) / 100 for e in evals)
+    assert end > start, f"held-out mean score {start:.3f} -> {end:.3f} after 12 RL iterations"
+    assert f"test: mean score {start:.3f} -> {end:.3f}" in capsys.readouterr().out
