@@ -30,7 +30,6 @@ Example:
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -39,12 +38,10 @@ import torch
 from agents.backends.base import Generation, GenerationBackend, SamplingConfig
 from agents.logprobs import candidate_logprobs, sequence_logprobs
 from agents.parsing import FORMATS, parse_action, sanitize_text
-from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
+from agents.prompting import admissible_commands, build_messages, fill_placeholders, load_template, render_prompt
+from agents.prompting import goal_text as _goal_text
 
-__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "fill_placeholders", "repeated_commands"]
-
-_PLACEHOLDER = re.compile(r"\[\s*<[^<>\[\]]*>\s*\]")
-
+__all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "repeated_commands"]
 
 @dataclass
 class StepOutput:
@@ -79,24 +76,6 @@ class StepOutput:
     chosen_index: int | None = None
     old_action_logprob: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _goal_text(goal: Any) -> str:
-    if isinstance(goal, dict):
-        return str(goal.get("instruction_text") or goal.get("instruction") or goal.get("query") or "")
-    return "" if goal is None else str(goal)
-
-
-def fill_placeholders(command: str, info: dict[str, Any]) -> str:
-    """``command`` as score mode offers it: whitespace-normalized, a ``[<query>]`` placeholder
-    filled with the goal instruction (lower-cased, first 100 characters).
-
-    >>> fill_placeholders("search[<query>]", {"goal": {"instruction_text": "Red  Shoes, size 7"}})
-    'search[red shoes, size 7]'
-    """
-    fill = " ".join(_goal_text(info.get("goal", "")).lower().split())[:100] or "item"
-    c = " ".join(sanitize_text(command, 1000).split())
-    return _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
 
 
 def _admissible(info: dict[str, Any]) -> list[str]:

@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,7 +27,8 @@ import yaml
 
 from agents.parsing import FORMATS, sanitize_text
 
-__all__ = ["PromptTemplate", "admissible_commands", "build_messages", "load_template", "render_prompt", "template_name"]
+__all__ = ["PromptTemplate", "admissible_commands", "build_messages", "fill_placeholders", "goal_text", "load_template",
+           "render_prompt", "template_name"]
 
 _ALIASES = {
     "alfworld": "alfworld",
@@ -90,6 +92,28 @@ def admissible_commands(info: Any) -> list[str]:
     if isinstance(cmds, (str, bytes)):
         cmds = [cmds]
     return [c.decode("utf-8", "replace") if isinstance(c, bytes) else str(c) for c in list(cmds)]
+
+
+_PLACEHOLDER = re.compile(r"\[\s*<[^<>\[\]]*>\s*\]")
+
+
+def goal_text(goal: Any) -> str:
+    """The instruction of a goal (a dict goal: ``instruction_text``, ``instruction`` or ``query``)."""
+    if isinstance(goal, dict):
+        return str(goal.get("instruction_text") or goal.get("instruction") or goal.get("query") or "")
+    return "" if goal is None else str(goal)
+
+
+def fill_placeholders(command: str, info: dict[str, Any]) -> str:
+    """``command`` as score mode offers it: whitespace-normalized, a ``[<query>]`` placeholder
+    filled with the goal instruction (lower-cased, first 100 characters).
+
+    >>> fill_placeholders("search[<query>]", {"goal": {"instruction_text": "Red  Shoes, size 7"}})
+    'search[red shoes, size 7]'
+    """
+    fill = " ".join(goal_text(info.get("goal", "")).lower().split())[:100] or "item"
+    c = " ".join(sanitize_text(command, 1000).split())
+    return _PLACEHOLDER.sub(lambda _m: f"[{fill}]", c)
 
 
 def template_name(env_name: str) -> str:

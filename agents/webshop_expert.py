@@ -5,7 +5,7 @@ commands and the options it already chose), never the goal product's ASIN or the
 list, so a policy can learn its decisions from the same prompt. Per page:
 
 * search: ``search[<instruction>]``, filled exactly as score mode fills the placeholder
-  (:func:`agents.policy.fill_placeholders`), so the command is one of the policy's candidates;
+  (:func:`agents.prompting.fill_placeholders`), so the command is one of the policy's candidates;
 * results: the listed product whose title shares the most words with the instruction;
 * item: each option value the instruction names (not chosen or clicked yet in this episode),
   then ``click[buy now]``;
@@ -28,8 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from agents.prompting import admissible_commands
-from agents.policy import fill_placeholders
+from agents.prompting import admissible_commands, fill_placeholders
 
 __all__ = ["WebShopInstructionAgent", "named_options", "product_scores", "title_overlap", "webshop_command_notes"]
 
