@@ -84,6 +84,26 @@ def test_browser_and_text_mode_agree_step_by_step(envs, ws_oracle):
     assert b[2] and b[1] == t[1] and b[4]["score_breakdown"] == t[4]["score_breakdown"]
 
 
+def test_paging_ends_at_the_last_page_in_both_modes(envs):
+    browser, text = envs
+    browser.reset(options={"goal_index": 0})
+    text.reset(options={"goal_index": 0})
+    shop = text.unwrapped.shop
+    query = next(q for q in ("red", "black", "tea", "blue", "pack", "size") if 10 < len(shop.search(q)) <= 50)
+    pages = -(-len(shop.search(query)) // 10)
+    _same(browser.step(f"search[{query}]"), text.step(f"search[{query}]"))
+    for _ in range(pages - 1):
+        b, t = browser.step("click[next >]"), text.step("click[next >]")
+        _same(b, t)
+        assert b[4]["valid_action"]
+    b, t = browser.step("click[next >]"), text.step("click[next >]")  # past the last page: not offered
+    _same(b, t)
+    assert not b[4]["valid_action"] and b[4]["state"]["page_num"] == pages
+    assert "click[next >]" not in b[4]["admissible_commands"]
+    _same(browser.step("search[zzzqqq]"), text.step("search[zzzqqq]"))  # nothing found: no next page either
+    assert not browser.step("click[next >]")[4]["valid_action"]
+
+
 def test_html_in_data_and_queries_stays_text(envs):
     browser, text = envs
     _, info = browser.reset(options={"goal_index": 0})
