@@ -1,0 +1,286 @@
+"""ProGPO against its base estimator in the credit trap, seed by seed, resumable, re-runnable.
+
+    python benchmarks/progpo_effect.py --pilot                    # 2 seeds x the main pair: the MDE
+    python benchmarks/progpo_effect.py                            # the comparison (resumes where it stopped)
+    python benchmarks/progpo_effect.py --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
+
+Setting: ``--config`` (default ``configs/alfworld_trap.yaml``: no repeat masking, no exploration
+hints in the prompt, a weak warm start, so most groups fail completely). Every method of a seed
+starts from the same weights (the warm start is deterministic in the seed), plays the same task
+schedule and the same number of episodes per iteration. Methods (``--methods``):
+
+* ``gigpo`` / ``progpo-gigpo``: the main pair (the CPU default's base);
+* ``grpo`` / ``progpo-grpo``: the episode-level pair;
+* ``always`` (the progress term in every group) and ``shuffled`` (coverage permuted within each
+  all-failed group): the controls of ProGPO(GiGPO).
+
+Each run is ``python -m trainers.progpo`` in a subprocess (``--workers`` at a time, one torch
+thread each) with ``--save-every 1``: a run stopped part-way resumes from its last iteration.
+Finished runs keep their ``metrics.jsonl`` and ``config.yaml`` under ``--out``/runs/ (small; the
+checkpoints live in ``--work``), so a comparison can be carried on after the checkpoints are gone:
+only unfinished runs start again.
+
+Output (``--out``, default ``benchmarks/results/progpo_effect``): ``table.md`` (eval success at
+the start, middle and end, train success, all-failed fraction, coverage, repeat rate: mean and 95%
+t interval over seeds; episodes needed to reach success levels; the paired final difference of
+each pair; with ``--pilot``, the minimum detectable difference at 80% power for the planned
+seeds), ``curves.png`` and ``progpo_effect.json`` (every run's method, seed, state key, full config,
+per-iteration train metrics and eval records, per task type).
+
+``--rerun SEED METHOD --iterations N`` re-runs the first N iterations of that recorded run with
+its recorded config (same machine: bit-for-bit), prints every compared train metric and exits 1
+when any differs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+for path in (ROOT, ROOT / "benchmarks"):  # the package, and bench_stats when this file is imported
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from bench_stats import T975, mean_ci  # noqa: E402
+from trainers.metrics import read_metrics  # noqa: E402
+
+METHODS = {
+    "gigpo": ["--estimator", "gigpo"],
+    "progpo-gigpo": ["--estimator", "progpo-gigpo"],
+    "grpo": ["--estimator", "grpo"],
+    "progpo-grpo": ["--estimator", "progpo-grpo"],
+    "always": ["--estimator", "progpo-gigpo", "--progress-gate", "always"],
+    "shuffled": ["--estimator", "progpo-gigpo", "--shuffle-coverage"],
+}
+PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo"), ("shuffled", "gigpo"))
+#: per-iteration train metrics recorded and compared by --rerun
+TRAIN_KEYS = {"train/success": "success", "all_failed_fraction": "all_failed_frac", "coverage_rate": "coverage_rate",
+              "repeat_rate": "repeated_action_rate", "score_mean": "score_mean", "adv/abs_mean": "adv/abs_mean",
+              "adv/progress_groups": "adv/progress_groups"}
+
+
+def run_name(method: str, seed: int, state_key: str) -> str:
+    return f"{method}_{state_key}_seed{seed}"
+
+
+def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: int, out_dir: Path) -> list[str]:
+    return ["--config", str(args.config), "--seed", str(seed), "--iterations", str(iterations),
+            "--state-key", args.state_key, "--eval-every", str(max(iterations // 2, 1)), "--save-every", "1",
+            "--no-progress", "--no-tensorboard", "--output-dir", str(out_dir), *METHODS[method]]
+
+
+def _run(cmd: list[str], log: Path) -> None:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    with open(log, "a") as fh:
+        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *cmd], cwd=ROOT, env=env, stdout=fh,
+                              stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}); see {log}")
+
+
+def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
+    """One (method, seed) run: reused when finished, resumed from its checkpoint when started."""
+    name = run_name(method, seed, args.state_key)
+    kept = args.out / "runs" / name
+    if (kept / "summary.md").exists():
+        return read_metrics(kept / "metrics.jsonl")
+    work = args.work / name
+    work.mkdir(parents=True, exist_ok=True)
+    cmd = trainer_args(args, method, seed, args.iterations, work)
+    resume = (work / "checkpoints" / "latest").exists()
+    t0 = time.perf_counter()
+    _run(cmd + (["--resume"] if resume else ["--overwrite"]), work.parent / f"{name}.log")
+    kept.mkdir(parents=True, exist_ok=True)
+    for f in ("metrics.jsonl", "config.yaml", "summary.md"):
+        (kept / f).write_bytes((work / f).read_bytes())
+    print(f"  {name}: {time.perf_counter() - t0:6.0f} s{' (resumed)' if resume else ''}", flush=True)
+    return read_metrics(kept / "metrics.jsonl")
+
+
+def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
+    """The JSON entry of one run."""
+    train = [{"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
+             for r in records if r.get("kind") == "train"]
+    evals = [{"iteration": r["iteration"], "eval/success": r.get("eval/success"), "eval/episodes": r.get("eval/episodes"),
+              "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")}}
+             for r in records if r.get("kind") == "eval"]
+    return {"method": method, "seed": seed, "state_key": state_key, "config": config, "train": train, "eval": evals}
+
+
+def _series(runs: list[dict], part: str, key: str) -> np.ndarray:
+    return np.array([[np.nan if row.get(key) is None else float(row[key]) for row in r[part]] for r in runs])
+
+
+def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
+    """Smallest mean paired difference a two-sided 5% t test over ``n_seeds`` seeds detects with 80%
+    power, from the spread of the pilot's paired differences (normal approximation of the power)."""
+    sd = float(np.std(diffs, ddof=1)) if diffs.size > 1 else float("nan")
+    return (T975.get(n_seeds - 1, 1.96) + 0.8416) * sd / math.sqrt(n_seeds)
+
+
+def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
+    methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
+    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
+    first = by[methods[0]][0]
+    eval_its = [e["iteration"] for e in first["eval"]]
+    per_iter = first["config"].get("num_groups", 0) * first["config"].get("group_size", 0)
+    lines = [f"# ProGPO vs its base in the credit trap (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
+             f"`python benchmarks/progpo_effect.py{' --pilot' if args.pilot else ''}`: seeds {args.seeds}, "
+             f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
+             "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
+             "| method | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
+             "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 6) + "|"]
+    for m in methods:
+        ev = _series(by[m], "eval", "eval/success")
+        cells = [f"{a:.3f} +- {h:.3f}" for a, h in zip(*mean_ci(ev))]
+        for key, cols in (("train/success", slice(-5, None)), ("all_failed_fraction", slice(0, 1)),
+                          ("all_failed_fraction", slice(-5, None)), ("coverage_rate", slice(-5, None)),
+                          ("repeat_rate", slice(-5, None))):
+            x = np.nanmean(_series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
+            a, h = mean_ci(x)
+            cells.append(f"{a[0]:.3f} +- {h[0]:.3f}")
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    lines += ["", "## Episodes to reach a train success level", "",
+              "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+              f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.", "",
+              "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |", "|---" * (len(args.levels) + 1) + "|"]
+    for m in methods:
+        tr = np.nanmean(_series(by[m], "train", "train/success"), axis=0)
+        smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
+        hits = [np.flatnonzero(smooth >= lv) for lv in args.levels]
+        lines.append(f"| {m} | " + " | ".join(str((int(h[0]) + 1) * per_iter) if h.size else "-" for h in hits) + " |")
+    lines += ["", "## Final held-out success, paired by seed", ""]
+    for a, b in PAIRS:
+        if a in by and b in by:
+            seeds = sorted({e["seed"] for e in by[a]} & {e["seed"] for e in by[b]})
+            fa = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[a]}
+            fb = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[b]}
+            d = np.array([fa[s] - fb[s] for s in seeds])
+            mm, hh = mean_ci(d[:, None])
+            line = f"- {a} - {b}: {mm[0]:+.3f} +- {hh[0]:.3f} over {len(seeds)} seeds (" + ", ".join(f"{x:+.3f}" for x in d) + ")"
+            if args.pilot and d.size > 1:
+                line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
+            lines.append(line)
+    lines += ["", f"Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."]
+    return "\n".join(lines) + "\n"
+
+
+def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("eval", "eval/success", "held-out eval success"), ("train", "train/success", "train success"),
+              ("train", "all_failed_fraction", "all-failed fraction"), ("train", "coverage_rate", "coverage rate"),
+              ("train", "repeat_rate", "repeated-action rate"))
+    fig, axes = plt.subplots(1, len(panels), figsize=(20, 3.8))
+    for ax, (part, key, title) in zip(axes, panels):
+        for m in args.methods:
+            runs = [e for e in entries if e["method"] == m]
+            if not runs:
+                continue
+            xs = [row["iteration"] for row in runs[0][part]]
+            mean, half = mean_ci(_series(runs, part, key))
+            ax.plot(xs, mean, marker="o", ms=3, label=m)
+            ax.fill_between(xs, mean - half, mean + half, alpha=0.15)
+        ax.set_title(title)
+        ax.set_xlabel("iteration")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle(f"{Path(args.config).name}, state key {args.state_key}: mean and 95% CI over seeds {args.seeds}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
+    """Re-run the first ``--iterations`` iterations of a recorded run; 1 when a train metric differs."""
+    data = json.loads((args.out / "progpo_effect.json").read_text())
+    recorded = next((r for r in data["runs"] if r["seed"] == seed and r["method"] == method
+                     and r["state_key"] == args.state_key), None)
+    if recorded is None:
+        print(f"error: no recorded run {method} seed {seed} (state key {args.state_key}) in {args.out}", file=sys.stderr)
+        return 2
+    import yaml
+
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "recorded.yaml"
+        config.write_text(yaml.safe_dump({**recorded["config"], "output_dir": str(Path(tmp) / "run")}))
+        cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress", "--no-tensorboard",
+               "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
+        _run(cmd, Path(tmp) / "rerun.log")
+        records = read_metrics(Path(tmp) / "run" / "metrics.jsonl")
+    fresh = {r["iteration"]: r for r in records if r.get("kind") == "train"}
+    differ = 0
+    for row in recorded["train"][: args.iterations]:
+        it = row["iteration"]
+        for key, src in TRAIN_KEYS.items():
+            now = fresh.get(it, {}).get(src)
+            same = now == row[key]
+            differ += not same
+            print(f"iteration {it} {key:22s} recorded {row[key]!r:>22}  rerun {now!r:>22}  {'same' if same else 'DIFFERS'}")
+    print(f"{method} seed {seed}: {'every metric reproduced' if not differ else f'{differ} metric(s) differ'}")
+    return 1 if differ else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
+    ap.add_argument("--iterations", type=int, default=20)
+    ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"))
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3])
+    ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
+    ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
+    ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "progpo_effect")
+    ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
+    args = ap.parse_args(argv)
+    args.config = args.config.resolve()
+    args.out = args.out.resolve()
+    args.work = (args.work or Path.home() / ".cache" / "progpo" / "progpo_effect").resolve() / args.out.name
+    if args.rerun:
+        return rerun(args, int(args.rerun[0]), args.rerun[1])
+    if args.pilot:
+        args.out = args.out.with_name(args.out.name + "_pilot")
+        args.seeds = args.seeds if argv and "--seeds" in argv else [0, 1]
+        args.methods = args.methods if argv and "--methods" in argv else ["gigpo", "progpo-gigpo"]
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    jobs = [(m, s) for s in args.seeds for m in args.methods]
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
+    import yaml
+
+    entries = []
+    for (m, s), records in recs.items():
+        config = yaml.safe_load((args.out / "runs" / run_name(m, s, args.state_key) / "config.yaml").read_text())
+        entries.append(run_record(m, s, args.state_key, records, config))
+    text = report(args, entries, time.perf_counter() - t0)
+    print(text)
+    (args.out / "table.md").write_text(text)
+    (args.out / "progpo_effect.json").write_text(json.dumps({"config": str(args.config.relative_to(ROOT))
+                                                             if args.config.is_relative_to(ROOT) else str(args.config),
+                                                             "runs": entries}, indent=1))
+    plot(args, entries, args.out / "curves.png")
+    print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / 'progpo_effect.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
