@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +38,23 @@ if str(ROOT) not in sys.path:
 from trainers.config import TrainConfig, load_yaml  # noqa: E402
 from trainers.envs import STATE_KEYS, make_env_fn  # noqa: E402
 from trainers.progress_auc import auc_with_ci  # noqa: E402
+
+
+def carry_free_env(split: str, max_steps: int) -> Any:
+    """ALFWorld with :func:`~progpo_envs.alfworld.canonical.canonicalize_alfworld_carry_free` as
+    the state key: the candidate fix of the carried-object mismatch, measured beside the others."""
+    import gymnasium as gym
+
+    import progpo_envs  # noqa: F401  (registers the ids)
+    from progpo_envs.alfworld.canonical import canonicalize_alfworld_carry_free
+    from wrappers import CanonicalizeObservation, FirstVisitCoverage
+
+    base = gym.make("ProGPO-ALFWorld-v0", split=split, max_episode_steps=max_steps)
+    return FirstVisitCoverage(CanonicalizeObservation(base, canonicalize_alfworld_carry_free))
+
+
+def keys_for(env: str) -> tuple[str, ...]:
+    return (*STATE_KEYS, "carry-free") if env == "alfworld" else STATE_KEYS
 
 
 def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
@@ -50,20 +69,25 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
     if cfg.resolved_init == "bc":
         trainer.warm_start()
     out: dict[str, dict] = {}
-    for key in STATE_KEYS:
+    for key in keys_for(cfg.env):
         trainer.close()
-        trainer.env_fn = make_env_fn(cfg.env, cfg.splits[0], cfg.max_steps, key)
+        trainer.env_fn = (functools.partial(carry_free_env, cfg.splits[0], cfg.max_steps) if key == "carry-free"
+                          else make_env_fn(cfg.env, cfg.splits[0], cfg.max_steps, key))
         ro = trainer.rollout(iteration)
         out[key] = {
             "coverage": np.array([t.coverage_rate for t in ro.trajectories]),
             "outcome": np.array([t.outcome for t in ro.trajectories]),
             "group": np.array([t.group for t in ro.trajectories]),
             "task_type": np.array([t.task_type for t in ro.trajectories]),
+            "first_visit": np.array([s.first_visit for s in ro.steps]),
+            "actions": [s.action for s in ro.steps],
         }
     trainer.close()
-    a, b = (out[k]["outcome"] for k in STATE_KEYS)
-    if not np.array_equal(a, b):
-        raise RuntimeError("the two keys' rollouts differ in outcomes: the comparison would not be paired")
+    ref = out[STATE_KEYS[0]]
+    for key, d in out.items():
+        if not (np.array_equal(d["outcome"], ref["outcome"]) and d["actions"] == ref["actions"]):
+            raise RuntimeError(f"the {key!r} rollout differs from the {STATE_KEYS[0]!r} one: the comparison would "
+                               "not be paired")
     return out
 
 
@@ -78,6 +102,18 @@ def summarize(data: dict[str, dict], tau_r: float) -> dict[str, dict]:
     return result
 
 
+def mismatch(data: dict[str, dict]) -> str:
+    """How many of the canonical key's first visits the carry-free key does not count (revisits
+    made while carrying an object)."""
+    if "carry-free" not in data:
+        return ""
+    canon, free = data["canonical"]["first_visit"], data["carry-free"]["first_visit"]
+    extra = int(np.sum(canon & ~free))
+    return (f"Carried-object mismatch: {extra} of the canonical key's {int(canon.sum())} first visits "
+            f"({extra / max(int(canon.sum()), 1):.1%}) are places already seen, revisited while carrying an object "
+            f"(the carry-free key counts {int(free.sum())}).")
+
+
 def table(result: dict[str, dict], data: dict[str, dict], tau_r: float) -> str:
     d = next(iter(data.values()))
     won = d["outcome"] >= tau_r
@@ -87,7 +123,7 @@ def table(result: dict[str, dict], data: dict[str, dict], tau_r: float) -> str:
              f"{mixed} mixed groups, {sum(1 for g in groups if not won[d['group'] == g].any())} all-failed", "",
              "| task type | key | AUC | 95% CI | pairs | mixed groups |", "|---|---|---:|---:|---:|---:|"]
     for tt in result[STATE_KEYS[0]]:
-        for key in STATE_KEYS:
+        for key in data:
             r = result[key][tt]
             ci = "" if np.isnan(r["ci"][0]) else f"[{r['ci'][0]:.3f}, {r['ci'][1]:.3f}]"
             auc = "n/a" if np.isnan(r["auc"]) else f"{r['auc']:.3f}"
@@ -111,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     raw = rollouts(cfg, args.groups, args.iteration)
     result = summarize(raw, cfg.tau_r)
     text = table(result, raw, cfg.tau_r)
+    if mismatch(raw):
+        text += "\n\n" + mismatch(raw)
     print(f"{cfg.env}: warm start {cfg.resolved_init} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
           f"max {cfg.max_steps} steps, {time.perf_counter() - t0:.0f} s")
     print(text)

@@ -105,7 +105,7 @@ import hashlib
 import re
 from typing import Any, Mapping
 
-__all__ = ["NOTHING_HAPPENS", "canonicalize_alfworld", "state_digest"]
+__all__ = ["NOTHING_HAPPENS", "canonicalize_alfworld", "canonicalize_alfworld_carry_free", "held_objects", "state_digest"]
 
 NOTHING_HAPPENS = "Nothing happens."
 
@@ -152,6 +152,41 @@ def _text_key(text: str) -> str:
     if m:
         text = f"You put the {m.group(1)} in/on the {m.group(2)}."
     return _LIST.sub(_sorted_list, text)
+
+
+_HELD = re.compile(r"^(?:move|put) (.+?) (?:to|in/on|in|on) ")
+
+
+def held_objects(admissible_commands: Any) -> set[str]:
+    """Objects the agent holds, read off its commands (``move X to Y`` / ``put X in/on Y``).
+
+    >>> sorted(held_objects(["look", "move mug 1 to desk 1", "put mug 1 in/on shelf 2"]))
+    ['mug 1']
+    """
+    return {m.group(1) for c in admissible_commands if (m := _HELD.match(str(c)))}
+
+
+def canonicalize_alfworld_carry_free(obs: str, info: Mapping[str, Any] | None = None) -> str:
+    """:func:`canonicalize_alfworld` with the commands that name a held object left out of the
+    digest, so carrying an object does not make every place new again.
+
+    Under the plain key, holding a mug changes the command list everywhere (``move mug 1 to X``,
+    ``examine mug 1``), so each place visited before the pick-up counts as new once more. Here the
+    pick-up is new (the place's listing changed) and later visits to known places are not.
+
+    >>> at_bed = {"admissible_commands": ["examine bed 1", "go to desk 1", "look"]}
+    >>> carrying = {"admissible_commands": at_bed["admissible_commands"] + ["examine mug 1", "move mug 1 to bed 1"]}
+    >>> plain = [canonicalize_alfworld("On the bed 1, you see nothing.", i) for i in (at_bed, carrying)]
+    >>> free = [canonicalize_alfworld_carry_free("On the bed 1, you see nothing.", i) for i in (at_bed, carrying)]
+    >>> plain[0] == plain[1], free[0] == free[1]
+    (False, True)
+    """
+    commands = info.get("admissible_commands") if isinstance(info, Mapping) else None
+    if not commands:
+        return canonicalize_alfworld(obs, info)
+    held = held_objects(commands)
+    kept = [c for c in commands if not any(re.search(rf"\b{re.escape(h)}\b", str(c)) for h in held)]
+    return canonicalize_alfworld(obs, {**info, "admissible_commands": kept or list(commands)})
 
 
 def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> str:
