@@ -18,7 +18,8 @@ Each run is ``python -m trainers.progpo`` in a subprocess (``--workers`` at a ti
 thread each) with ``--save-every 1``: a run stopped part-way resumes from its last iteration.
 Finished runs keep their ``metrics.jsonl`` and ``config.yaml`` under ``--out``/runs/ (small; the
 checkpoints live in ``--work``), so a comparison can be carried on after the checkpoints are gone:
-only unfinished runs start again.
+only unfinished runs start again. ``--pilot`` writes its table elsewhere (``--out`` + ``_pilot``)
+but shares the runs: its runs are the comparison's seeds 0 and 1 of the main pair.
 
 Output (``--out``, default ``benchmarks/results/progpo_effect``): ``table.md`` (eval success at
 the start, middle and end, train success, all-failed fraction, coverage, repeat rate: mean and 95%
@@ -92,7 +93,7 @@ def _run(cmd: list[str], log: Path) -> None:
 def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
     """One (method, seed) run: reused when finished, resumed from its checkpoint when started."""
     name = run_name(method, seed, args.state_key)
-    kept = args.out / "runs" / name
+    kept = args.runs / name
     if (kept / "summary.md").exists():
         return read_metrics(kept / "metrics.jsonl")
     work = args.work / name
@@ -254,6 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     args.config = args.config.resolve()
     args.out = args.out.resolve()
     args.work = (args.work or Path.home() / ".cache" / "progpo" / "progpo_effect").resolve() / args.out.name
+    args.runs = args.out / "runs"  # finished runs; the pilot's are the comparison's seeds 0-1 of the main pair
     if args.rerun:
         return rerun(args, int(args.rerun[0]), args.rerun[1])
     if args.pilot:
@@ -269,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
 
     entries = []
     for (m, s), records in recs.items():
-        config = yaml.safe_load((args.out / "runs" / run_name(m, s, args.state_key) / "config.yaml").read_text())
+        config = yaml.safe_load((args.runs / run_name(m, s, args.state_key) / "config.yaml").read_text())
         entries.append(run_record(m, s, args.state_key, records, config))
     text = report(args, entries, time.perf_counter() - t0)
     print(text)
