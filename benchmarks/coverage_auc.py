@@ -137,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=32, help="groups of group_size trajectories (one task each)")
     ap.add_argument("--bc-steps", type=int, default=None, help="override the warm start's cloning steps")
     ap.add_argument("--iteration", type=int, default=1, help="whose task schedule (the trainer's) to play")
+    ap.add_argument("--tau-r", type=float, default=None,
+                    help="outcome that counts as R > 0 (default the config's tau_r; 1.0 on WebShop: success = score 1)")
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/coverage_auc_<env>.json)")
     args = ap.parse_args(argv)
     data = load_yaml(args.config) if args.config else {}
@@ -145,16 +147,18 @@ def main(argv: list[str] | None = None) -> int:
         cfg = dataclasses.replace(cfg, bc_steps=args.bc_steps)
     t0 = time.perf_counter()
     raw = rollouts(cfg, args.groups, args.iteration)
-    result = summarize(raw, cfg.tau_r)
-    text = table(result, raw, cfg.tau_r)
+    tau = cfg.tau_r if args.tau_r is None else args.tau_r
+    result = summarize(raw, tau)
+    text = table(result, raw, tau)
     if mismatch(raw):
         text += "\n\n" + mismatch(raw)
     print(f"{cfg.env}: warm start {cfg.resolved_init} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
-          f"max {cfg.max_steps} steps, {time.perf_counter() - t0:.0f} s")
+          f"max {cfg.max_steps} steps, R > 0 means outcome >= {tau}, {time.perf_counter() - t0:.0f} s")
     print(text)
-    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"coverage_auc_{cfg.env}.json"
+    suffix = "" if args.tau_r is None else f"_tau{args.tau_r:g}"
+    out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"coverage_auc_{cfg.env}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": cfg.to_dict(), "groups": args.groups, "iteration": args.iteration,
+    out.write_text(json.dumps({"config": cfg.to_dict(), "groups": args.groups, "iteration": args.iteration, "tau_r": tau,
                                "auc": result, "table": text}, indent=1))
     print(f"-> {out}")
     return 0
