@@ -34,3 +34,23 @@ def test_bootstrap_interval_covers_a_known_effect():
     assert 0.7 < res.ci[0] < res.auc < res.ci[1] < 0.95
     null = auc_with_ci(rng.random(groups * size), won.astype(float), g, n_boot=500)
     assert null.ci[0] < 0.5 < null.ci[1]
+
+
+def test_coverage_auc_benchmark_tables_every_key_and_the_mismatch():
+    import importlib.util
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("coverage_auc", root / "benchmarks" / "coverage_auc.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    base = {"outcome": np.array([1.0, 0.0, 0.0, 1.0]), "group": np.array([0, 0, 1, 1]),
+            "task_type": np.array(["a", "a", "b", "b"])}
+    data = {"canonical": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 0], bool)},
+            "exact": {**base, "coverage": np.array([0.1, 0.9, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 1], bool)},
+            "carry-free": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 0, 1, 0], bool)}}
+    result = bench.summarize(data, 1e-3)
+    assert result["canonical"]["all"]["auc"] == 1.0 and result["exact"]["all"]["auc"] == 0.5
+    text = bench.table(result, data, 1e-3)
+    assert "| all | carry-free | 1.000 |" in text and "2 mixed groups" in text
+    assert "1 of the canonical key's 3 first visits" in bench.mismatch(data)
