@@ -209,8 +209,11 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
 
 def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     """Re-run the first ``--iterations`` iterations of a recorded run; 1 when a train metric differs."""
-    data = json.loads((args.out / "progpo_effect.json").read_text())
-    recorded = next((r for r in data["runs"] if r["seed"] == seed and r["method"] == method
+    runs = []  # the comparison's records, then the pilot's
+    for folder in (args.out, args.out.with_name(args.out.name + "_pilot")):
+        if (folder / "progpo_effect.json").exists():
+            runs += json.loads((folder / "progpo_effect.json").read_text())["runs"]
+    recorded = next((r for r in runs if r["seed"] == seed and r["method"] == method
                      and r["state_key"] == args.state_key), None)
     if recorded is None:
         print(f"error: no recorded run {method} seed {seed} (state key {args.state_key}) in {args.out}", file=sys.stderr)
