@@ -8,7 +8,7 @@ report (curves + summary markdown) under ``runs/progpo``. Examples::
 
     python -m trainers.progpo                                  # the CPU demo
     python -m trainers.progpo --model smollm2 --lora           # the same with the bundled SmolLM2-135M
-    python -m trainers.progpo --env webshop --output-dir runs/webshop
+    python -m trainers.progpo --config configs/webshop_cpu_demo.yaml   # WebShop on CPU (~6.5 min)
     python -m trainers.progpo --config configs/alfworld_gpu_paper.yaml --estimator progpo-gigpo
     python -m trainers.progpo --output-dir runs/progpo --iterations 6 --resume
     torchrun --nproc-per-node 2 -m trainers.progpo --num-groups 8   # 2 processes, 4 groups each (gloo on CPU)
