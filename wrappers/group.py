@@ -91,7 +91,8 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.member_pools import AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, check_timeout
+from wrappers.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, _describe,
+                                  check_timeout)
 
 if TYPE_CHECKING:
     from wrappers.ray_pool import RayMemberPool
@@ -127,24 +128,19 @@ def _info_array(values: Sequence[Any], idx: Sequence[int], n: int, force_object:
       holding each value as it is (absent members ``None``).
     """
     first = values[0]
-    dtype: Any = None
-    if not force_object:
-        kinds = {type(v) for v in values}
-        if len(kinds) == 1 and (type(first) in _SCALARS or isinstance(first, np.number)):
-            dtype = type(first)
-        elif kinds <= {int, float}:
-            dtype = np.float64
-        elif len(kinds) == 1 and isinstance(first, np.ndarray) and all(
-            v.shape == first.shape and v.dtype == first.dtype for v in values
-        ):
-            array = np.zeros((n, *first.shape), dtype=first.dtype)
-            for i, v in zip(idx, values):
-                array[i] = v
-            return array
-    if dtype is None:
+    kinds = {type(v) for v in values}
+    if force_object:
         array = np.full(n, None, dtype=object)
+    elif len(kinds) == 1 and (type(first) in _SCALARS or isinstance(first, np.number)):
+        array = np.zeros(n, dtype=type(first))
+    elif kinds <= {int, float}:
+        array = np.zeros(n, dtype=np.float64)
+    elif len(kinds) == 1 and isinstance(first, np.ndarray) and all(
+        v.shape == first.shape and v.dtype == first.dtype for v in values
+    ):
+        array = np.zeros((n, *first.shape), dtype=first.dtype)
     else:
-        array = np.zeros(n, dtype=dtype)
+        array = np.full(n, None, dtype=object)
     for i, v in zip(idx, values):
         array[i] = v
     return array
@@ -576,20 +572,27 @@ class GroupVectorEnv(VectorEnv):
             per_member[i]["waiting"] = bool(waiting[i])
         return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
 
+    def _try_reset_group(self, g: int) -> tuple[dict[int, tuple[Any, dict]], Exception | None]:
+        """Reset group ``g`` to its next scheduled task: (its members' resets, None), or ({}, the
+        error) when a member's reset raised (the schedule has then moved on to that task)."""
+        try:
+            return self._reset_groups([g], [None]), None
+        except (KeyboardInterrupt, SystemExit):
+            self._needs_reset = self._interrupted = True
+            raise
+        except Exception as err:  # noqa: BLE001 - the caller reports it (infos or one-line MemberError)
+            return {}, err
+
     def _autoreset(self, groups: Sequence[int]) -> dict[int, tuple[Any, dict]]:
         """Reset each finished group to its next task; a group whose reset raises is kept for a
         retry on the next ``step()`` (:attr:`_pending_reset`) instead of losing this step."""
         out: dict[int, tuple[Any, dict]] = {}
         for g in groups:
-            try:
-                out.update(self._reset_groups([g], [None]))
-            except (KeyboardInterrupt, SystemExit):
-                self._needs_reset = self._interrupted = True
-                raise
-            except Exception as err:  # noqa: BLE001 - reported in infos["worker_error"], retried next step
+            resets, err = self._try_reset_group(g)
+            out.update(resets)
+            if err is not None:
                 self._episode[g] -= 1  # the retry plays the same scheduled task
-                first = str(err).strip().splitlines()
-                self._pending_reset[g] = f"{type(err).__name__}: {first[0][:300] if first else ''}"
+                self._pending_reset[g] = _describe(err)
                 self.member_errors += 1
         return out
 
@@ -597,17 +600,11 @@ class GroupVectorEnv(VectorEnv):
         """Retry the resets that failed in the previous ``step()``; a second failure raises."""
         retried: dict[int, dict[str, Any]] = {}
         for g, reason in sorted(self._pending_reset.items()):
-            try:
-                resets = self._reset_groups([g], [None])
-            except (KeyboardInterrupt, SystemExit):
-                self._needs_reset = self._interrupted = True
-                raise
-            except Exception as err:  # noqa: BLE001 - surfaced as one line
+            resets, err = self._try_reset_group(g)
+            if err is not None:
                 self._needs_reset = True
-                first = str(err).strip().splitlines()
                 raise MemberError(f"group {g}: resetting to its next task failed twice (task seed "
-                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): "
-                                  f"{type(err).__name__}: {first[0][:300] if first else ''}; "
+                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): {_describe(err)}; "
                                   f"first failure: {reason}") from err
             del self._pending_reset[g]
             for i, (_, info) in resets.items():
