@@ -37,6 +37,7 @@ import torch
 
 from agents.backends.base import Generation, GenerationBackend, SamplingConfig
 from agents.logprobs import candidate_logprobs, sequence_logprobs
+from agents.memory import MEMORY_KINDS, command_notes
 from agents.parsing import FORMATS, parse_action, sanitize_text
 from agents.prompting import admissible_commands, build_messages, fill_placeholders, load_template, render_prompt
 from agents.prompting import goal_text as _goal_text
@@ -254,15 +255,13 @@ class LLMPolicy:
         (:func:`agents.webshop_expert.webshop_command_notes`); else empty notes."""
         memory = self.template.extra.get("memory")
         if "{note}" not in str(self.template.extra.get("score_response") or "") \
-                or memory not in ("alfworld", "alfworld-task", "webshop"):
+                or memory not in (*MEMORY_KINDS, "webshop"):
             return [""] * len(commands)
         if memory == "webshop":
             from agents.webshop_expert import webshop_command_notes
 
             return webshop_command_notes(_goal_text(info.get("goal", "")), str(observation), commands,
                                          (info.get("state") or {}).get("options") or {})
-        from agents.memory import command_notes
-
         return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation), _admissible(info),
                              commands, exploration=memory == "alfworld")
 

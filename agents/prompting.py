@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import yaml
 
+from agents.memory import MEMORY_KINDS, alfworld_memory
 from agents.parsing import FORMATS, sanitize_text
 
 __all__ = ["PromptTemplate", "admissible_commands", "build_messages", "fill_placeholders", "goal_text", "load_template",
@@ -214,9 +215,7 @@ def build_messages(
         format_instruction=tpl.format_instructions[fmt].strip(),
     )
     memory = tpl.extra.get("memory")
-    if memory in ("alfworld", "alfworld-task"):  # a summary of the whole transcript (agents/memory.py)
-        from agents.memory import alfworld_memory
-
+    if memory in MEMORY_KINDS:  # a summary of the whole transcript (agents/memory.py)
         values["memory"] = alfworld_memory(str(goal), list(history), str(observation), list(admissible),
                                            exploration=memory == "alfworld")
     body = (tpl.user if shown else tpl.user_first).format(**values)

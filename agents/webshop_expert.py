@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
-from agents.prompting import admissible_commands, fill_placeholders
+from agents.prompting import admissible_commands, fill_placeholders, goal_text
 
 __all__ = ["WebShopInstructionAgent", "named_options", "product_scores", "title_overlap", "webshop_command_notes"]
 
@@ -49,13 +49,6 @@ def title_overlap(title: str, instruction: str) -> float:
     """
     t = _words(title)
     return len(t & _words(instruction)) / len(t) if t else 0.0
-
-
-def _instruction(info: dict[str, Any]) -> str:
-    goal = info.get("goal")
-    if isinstance(goal, dict):
-        return str(goal.get("instruction_text") or goal.get("instruction") or "")
-    return str(info.get("instruction") or goal or "")
 
 
 def _clicks(info: dict[str, Any]) -> list[str]:
@@ -120,7 +113,7 @@ class WebShopInstructionAgent:
     """Search with the instruction, open the best-matching title, choose the named options, buy."""
 
     def _one(self, obs: str, info: dict[str, Any], history: Sequence[tuple[str, str]] = ()) -> str:
-        instruction = _instruction(info)
+        instruction = goal_text(info.get("goal")) or str(info.get("instruction") or "")
         clicks = _clicks(info)
         searches = [c for c in admissible_commands(info) if str(c).strip().startswith("search[")]
         if searches:

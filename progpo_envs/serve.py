@@ -55,6 +55,8 @@ from typing import Any, ClassVar, Sequence
 import gymnasium as gym
 from pydantic import Field
 
+from wrappers.member_pools import _describe  # the one-line "Type: message" of an exception
+
 try:  # openenv-core is the optional extra [openenv]; fail with the install command
     from openenv.core.client_types import StepResult
     from openenv.core.env_client import EnvClient
@@ -188,9 +190,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         except Exception as err:  # noqa: BLE001 - a bad task id is the client's error, said in one line
             if task_id is None:
                 raise
-            first = str(err).strip().splitlines()
-            raise BadTaskError(f"task_id {task_id!r} cannot be played: {type(err).__name__}: "
-                               f"{first[0][:300] if first else ''}") from None
+            raise BadTaskError(f"task_id {task_id!r} cannot be played: {_describe(err)}") from None
         self._done = False
         self._state = EpisodeState(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
                                    task_id=None if info.get("task_id") is None else str(info["task_id"]),

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.advantages import ESTIMATORS
+from trainers.envs import STATE_KEYS
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
@@ -156,7 +157,7 @@ class TrainConfig:
                               "e.g. --bc-episodes 300)")
         one_of("norm", ("mean_std", "mean"))
         one_of("coverage", ("rate", "count"))
-        one_of("state_key", ("canonical", "exact"))
+        one_of("state_key", STATE_KEYS)
         one_of("scope", ("episode", "group"))
         one_of("env_backend", ("sync", "async", "ray"))
         one_of("dist_strategy", ("ddp", "fsdp2"))

@@ -398,7 +398,9 @@ class Trainer:
 
     def _split_env_fn(self, split: str) -> Callable[[], Any]:
         """Member env factory of ``split`` (the eval split's own factory when it is that split)."""
-        return self.eval_env_fn if split == self.cfg.splits[1] else make_env_fn(self.cfg.env, split, self.cfg.max_steps, self.cfg.state_key)
+        if split == self.cfg.splits[1]:
+            return self.eval_env_fn
+        return make_env_fn(self.cfg.env, split, self.cfg.max_steps, self.cfg.state_key)
 
     def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
                  policy: Any = None) -> dict[str, Any]:
@@ -599,10 +601,12 @@ class Trainer:
         rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
         # where ProGPO's progress term replaced the base: the all-failed groups (every group with
         # gate "always"), as a count, a share of groups and a share of steps
-        acted = (np.ones_like(all_failed) if self.adv_cfg.gate == "always" else all_failed) if self.adv_cfg.progpo \
-            else np.zeros_like(all_failed)
-        acted_steps = (np.ones_like(step_failed) if self.adv_cfg.gate == "always" else step_failed) if self.adv_cfg.progpo \
-            else np.zeros_like(step_failed)
+        def acting(failed: np.ndarray) -> np.ndarray:
+            if not self.adv_cfg.progpo:
+                return np.zeros_like(failed)
+            return np.ones_like(failed) if self.adv_cfg.gate == "always" else failed
+
+        acted, acted_steps = acting(all_failed), acting(step_failed)
         rec["adv/groups"] = float(acted.size)
         rec["adv/progress_groups"] = float(np.sum(acted))
         rec["adv/progress_group_frac"] = float(np.mean(acted)) if acted.size else 0.0
@@ -645,7 +649,6 @@ class Trainer:
         refuses a directory holding an earlier run unless ``overwrite``, and a second process on
         the same directory is refused. ``run_lock``: a lock the caller already took.
         """
-        cfg = self.cfg
         main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
         own_lock = claim_run_dir(self.run_dir, resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
         try:

@@ -102,7 +102,7 @@ def idle_and_reconnect(url: str, sessions: int, deadline: float) -> float:
 
 
 async def _try(ws_url: str, reset: object) -> dict | None:
-    """One client's reset, or None when the server refuses the session."""
+    """The answer to a reset from a new client; None when the server refuses it a slot."""
     import websockets
 
     try:
