@@ -52,7 +52,7 @@ for path in (ROOT, ROOT / "benchmarks"):  # the package, and bench_stats when th
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 
-from bench_stats import T975, mean_ci  # noqa: E402
+from bench_stats import T975, episodes_to_reach, mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {
@@ -157,10 +157,8 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
               f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.", "",
               "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |", "|---" * (len(args.levels) + 1) + "|"]
     for m in methods:
-        tr = np.nanmean(_series(by[m], "train", "train/success"), axis=0)
-        smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
-        hits = [np.flatnonzero(smooth >= lv) for lv in args.levels]
-        lines.append(f"| {m} | " + " | ".join(str((int(h[0]) + 1) * per_iter) if h.size else "-" for h in hits) + " |")
+        cells = episodes_to_reach(_series(by[m], "train", "train/success"), args.levels, per_iter)
+        lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "## Final held-out success, paired by seed", ""]
     for a, b in PAIRS:
         if a in by and b in by:

@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench_stats import mean_ci  # noqa: E402
+from bench_stats import episodes_to_reach, mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {
@@ -180,12 +180,7 @@ def main() -> None:
               "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
               "|---" * (len(args.levels) + 1) + "|"]
     for m in args.methods:
-        tr = np.nanmean(np.array(summary[m]["train"]), axis=0)
-        smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
-        cells = []
-        for lv in args.levels:
-            hit = np.flatnonzero(smooth >= lv)
-            cells.append(str((int(hit[0]) + 1) * per_iter) if hit.size else "-")
+        cells = episodes_to_reach(np.array(summary[m]["train"]), args.levels, per_iter)
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     # paired (by seed) differences against grpo on the final eval
     if "grpo" in summary:
