@@ -25,6 +25,9 @@ group level, ``metadata["group_autoreset"] = "wait"``):
    observations, ``infos`` (top level) the reset infos with ``infos["group_reset"]`` and
    ``infos["task_seed"]``; the finishing member's last obs/info are in ``final_obs`` /
    ``final_info`` (as in Gymnasium's SAME_STEP mode).
+4. With ``autoreset=False`` (``metadata["group_autoreset"] = "hold"``) step 3 emits the flags but
+   does not reset: the finished group keeps waiting on its final observations until
+   ``reset()``, so each group plays exactly one task per rollout batch.
 
 Failures (the contract, both backends). No member's transition is ever lost:
 
@@ -264,6 +267,10 @@ class GroupVectorEnv(VectorEnv):
         members_per_actor: ``"ray"`` only: members packed into one actor (default 1).
         ray_init: ``"ray"`` only: ``ray.init`` keyword arguments, used when this process has not
             joined a cluster yet (default: ``RAY_ADDRESS``, else a local Ray).
+        autoreset: ``True`` (default): a finished group starts its next task in the same step.
+            ``False``: a finished group is held: its members keep waiting on their final
+            observations (no-op steps, ``infos["waiting"]`` True) until ``reset()``, the layout of
+            a fixed-size rollout batch (verl-agent's collector) where a group plays one task.
 
     Raises:
         ValueError / TypeError: bad arguments, each message naming the argument.
@@ -285,6 +292,7 @@ class GroupVectorEnv(VectorEnv):
         resources: Mapping[str, float] | None = None,
         members_per_actor: int | None = None,
         ray_init: Mapping[str, Any] | None = None,
+        autoreset: bool = True,
     ) -> None:
         self.num_groups = _check_int("num_groups", num_groups, 1)
         self.group_size = _check_int("group_size", group_size, 1)
@@ -297,6 +305,9 @@ class GroupVectorEnv(VectorEnv):
             raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
         if seed is not None:
             _check_int("seed", seed, 0)
+        if not isinstance(autoreset, bool):
+            raise TypeError(f"autoreset must be True or False, got {autoreset!r}")
+        self.autoreset = autoreset
         self.num_envs = self.num_groups * self.group_size
         self.tau_r = float(tau_r)
         self.backend = backend
@@ -335,7 +346,7 @@ class GroupVectorEnv(VectorEnv):
         self.metadata = {
             **self.pool.metadata,
             "autoreset_mode": AutoresetMode.SAME_STEP,
-            "group_autoreset": "wait",
+            "group_autoreset": "wait" if autoreset else "hold",
         }
         if isinstance(env_fns_or_id, str):
             self.spec = gym.spec(env_fns_or_id)
@@ -549,12 +560,14 @@ class GroupVectorEnv(VectorEnv):
             for g in completed:
                 outcomes = self._outcomes[self._members(g)].copy()
                 group_flags[g] = (outcomes, bool(outcomes.max() < self.tau_r))
-            resets = self._autoreset(completed)
+            resets = self._autoreset(completed) if self.autoreset else {}
             for g in completed:
                 outcomes, all_failed = group_flags[g]
                 for i in self._members(g):
                     if i in resets:
                         info = resets[i][1]
+                    elif not self.autoreset:  # held: the member waits on its final obs until reset()
+                        info = {"group_reset": False, "worker_restarted": False}
                     else:  # the reset raised: the member waits on its final obs until the retry
                         info = {"group_reset": False, "worker_restarted": False,
                                 "worker_error": f"reset failed: {self._pending_reset[g]}"}

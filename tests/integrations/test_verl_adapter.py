@@ -1,5 +1,5 @@
-"""trainers.integrations.verl: estimators vs trainers.advantages on the same tensors; registration
-with the real verl (where it imports: it lives in its own venv, see the module docs); env manager."""
+"""trainers.integrations.verl: estimators vs trainers.advantages on the same tensors, the error
+without columns; registration with the real verl (marker ``verl``: its own venv)."""
 from __future__ import annotations
 
 import inspect
@@ -11,9 +11,10 @@ import torch
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 from trainers.integrations.verl import (
     ESTIMATOR_NAMES,
-    ProGPOEnvironmentManager,
+    MissingColumnsError,
     compute_progpo_gigpo_advantage,
     compute_progpo_grpo_advantage,
+    compute_progpo_shaped_grpo_advantage,
 )
 
 # verl 0.9.1 core_algos.compute_grpo_outcome_advantage / compute_advantage, as read from its source:
@@ -47,9 +48,27 @@ def test_progpo_grpo_estimator_equals_trainers_advantages() -> None:
     assert adv.shape == rewards.shape and torch.equal(adv, ret)
     np.testing.assert_allclose(adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(), atol=1e-6)
     assert torch.all(adv[mask == 0] == 0)
-    # Route 2 (no columns): the summed token rewards are the scores; GRPO with ProGPO's std convention.
-    adv2, _ = compute_progpo_grpo_advantage(rewards, mask, index)
+    # Without the columns: one clear error, never GRPO on the token rewards.
+    with pytest.raises(MissingColumnsError, match="progpo_grpo: non_tensor_batch lacks progpo_outcome, "
+                       "progpo_coverage_rate .no non_tensor_batch was passed.; verl 0.9: `pip install progpo.verl.`"):
+        compute_progpo_grpo_advantage(rewards, mask, index)
+    # Reward shaping is its own estimator: GRPO (population std) on rewards already progress-conditioned.
+    adv2, _ = compute_progpo_shaped_grpo_advantage(rewards, mask, index)
     np.testing.assert_allclose(adv2[:, 0].numpy(), episode_advantages(outcome, index, estimator="grpo"), atol=1e-6)
+
+
+def test_progpo_grpo_counts_each_trajectory_once_over_step_rows() -> None:
+    """verl-agent's layout: one row per step; a long trajectory must not weigh more in the group."""
+    outcome = np.array([0.0, 0.0, 0.0])
+    cover = np.array([0.2, 0.5, 0.8])
+    lengths = np.array([1, 5, 2])
+    traj = np.repeat(np.arange(3), lengths)
+    ntb = {"traj_uid": np.array([f"t{k}" for k in traj], dtype=object), "progpo_outcome": outcome[traj],
+           "progpo_coverage_rate": cover[traj]}
+    adv, _ = compute_progpo_grpo_advantage(torch.zeros(traj.size, 2), torch.ones(traj.size, 2),
+                                           np.array(["g"] * traj.size, dtype=object), non_tensor_batch=ntb)
+    want = episode_advantages(outcome, np.zeros(3, dtype=int), cover, estimator="progpo-grpo")
+    np.testing.assert_allclose(adv[:, 0].numpy(), want[traj], atol=1e-6)
 
 
 def test_progpo_gigpo_estimator_equals_step_advantages() -> None:
@@ -70,10 +89,11 @@ def test_progpo_gigpo_estimator_equals_step_advantages() -> None:
     want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)),
                            first_visit=first_visit, config=AdvantageConfig(estimator="progpo-gigpo")).steps
     np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
-    with pytest.raises(ValueError, match="non_tensor_batch"):
+    with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks traj_uid, anchor_obs"):
         compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj])
 
 
+@pytest.mark.verl
 def test_register_with_real_verl() -> None:
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos", reason="verl not installed (extra [verl], own venv)")
     from trainers.integrations.verl import register
@@ -85,32 +105,10 @@ def test_register_with_real_verl() -> None:
         assert fn.__name__.startswith("compute_progpo_")
     rewards, mask, index, outcome, cover = _batch(np.random.default_rng(2))
     # Called as verl's compute_advantage calls a registered estimator (verl 0.9.1 ray_trainer.py):
-    adv, _ = core_algos.get_adv_estimator_fn("progpo_grpo")(token_level_rewards=rewards, response_mask=mask,
-                                                            index=index, config=None)
+    adv, _ = core_algos.get_adv_estimator_fn("progpo_shaped_grpo")(token_level_rewards=rewards, response_mask=mask,
+                                                                   index=index, config=None)
     np.testing.assert_allclose(adv[:, 0].numpy(), episode_advantages(outcome, index, estimator="grpo"), atol=1e-6)
     # verl's own GRPO on the same tensors: same ranking, unbiased std (differs by sqrt((G-1)/G)).
     verl_adv, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, index)
     g = 4
     np.testing.assert_allclose(verl_adv[:, 0].numpy() * np.sqrt(g / (g - 1)), adv[:, 0].numpy(), atol=1e-4)
-
-
-def test_env_manager_shapes_over_group_vector_env() -> None:
-    from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
-    from wrappers.toy_envs import TextRoomsEnv
-
-    envs = GroupVectorEnv(lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=3))), 2, 2, seed=0)
-    mgr = ProGPOEnvironmentManager(envs)
-    obs, infos = mgr.reset()
-    assert set(obs) == {"text", "image", "anchor"} and len(obs["text"]) == 4 and len(infos) == 4
-    assert obs["anchor"] == [i["canonical_obs"] for i in infos]
-    finished = set()
-    for _ in range(4):
-        obs, rewards, dones, infos = mgr.step(["<think>x</think><action>look</action>", "garbage", "look", "look"])
-        assert rewards.shape == (4,) and dones.shape == (4,) and len(obs["anchor"]) == 4
-        assert infos[1]["is_action_valid"] == np.asarray(False) or dones[1]
-        finished |= {i for i in range(4) if "group_all_failed" in infos[i]}
-        if dones.all():
-            break
-    assert dones.all() and finished == {0, 1, 2, 3}
-    assert all(isinstance(i["group_all_failed"], (bool, np.bool_)) for i in infos)
-    mgr.close()

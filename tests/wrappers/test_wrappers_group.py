@@ -66,6 +66,29 @@ def test_waiting_then_group_completion_and_same_step_reset():
     assert envs.episode_index.tolist() == [1, 3]
 
 
+def test_autoreset_false_holds_a_finished_group_until_reset():
+    envs = sleep_envs([1, 1, 2, 3], num_groups=2, group_size=2, seed=0, autoreset=False)
+    assert envs.metadata["group_autoreset"] == "hold"
+    obs, infos = envs.reset()
+    tasks = obs[:, 1].copy()
+    # step 1: group 0 finishes; its flags come, but no reset: the final obs stays in obs
+    obs, rew, term, trunc, infos = envs.step(np.array([1, 0, 0, 0]))
+    assert term[:2].all() and infos["group_outcomes"][0].tolist() == [1.0, 0.0]
+    assert not infos["group_reset"][0] and "worker_error" not in infos
+    assert obs[0, 0] == 1.0 and obs[0, 1] == tasks[0]
+    # later steps: group 0 waits on its final obs (no new task drawn) while group 1 plays on
+    for _ in range(3):
+        obs, rew, term, trunc, infos = envs.step(np.array([1, 1, 0, 0]))
+        assert infos["waiting"][:2].all() and rew[:2].tolist() == [0.0, 0.0] and not term[:2].any()
+        assert obs[0, 1] == obs[1, 1] == tasks[0]
+    assert envs.episode_index.tolist() == [0, 0]
+    assert infos["waiting"].all()  # group 1 finished and is held too
+    obs, infos = envs.reset()
+    assert envs.episode_index.tolist() == [1, 1] and not infos["waiting"].any()
+    with pytest.raises(TypeError, match="autoreset"):
+        sleep_envs([1, 1], num_groups=1, group_size=2, autoreset="no")
+
+
 def test_all_failed_flag_and_outcome_from_info():
     envs = sleep_envs([1, 1], num_groups=1, group_size=2, seed=0, tau_r=0.5)
     envs.reset()

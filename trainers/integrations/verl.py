@@ -1,42 +1,26 @@
-"""ProGPO in verl / verl-agent: advantage estimators for ``register_adv_est`` and an env manager.
+"""ProGPO's advantage estimators for verl 0.9 (extra ``[verl]``) and verl-agent.
 
-Extra ``[verl]``. verl is imported only by :func:`register` / :func:`patch_compute_advantage`;
-the estimators and the env manager need torch and numpy alone.
+Estimators with verl's signature (``token_level_rewards``, ``response_mask``, ``index``,
+``config``, plus ``non_tensor_batch``), returning ``(advantages, returns)``:
 
-**Checked against.** ``verl==0.9.1``'s ``verl.trainer.ppo.core_algos`` (``register_adv_est``,
-``get_adv_estimator_fn``) imported for real in a separate venv (verl pins ``transformers<5.11``,
-older than this package's; ``pip install --no-deps verl==0.9.1 tensordict pyvers omegaconf
-hydra-core codetiming`` is enough to import ``core_algos``). verl-agent's
-``EnvironmentManagerBase`` is *not* a PyPI package: :class:`ProGPOEnvironmentManager` follows its
-``reset`` / ``step`` shapes read from its source (``agent_system/environments/base.py``).
+* ``progpo_grpo``: ProGPO(GRPO). Reads, per row, ``progpo_outcome`` (the env's outcome, not a
+  penalised score) and ``progpo_coverage_rate``; rows sharing a ``traj_uid`` are one trajectory.
+* ``progpo_gigpo``: ProGPO(GiGPO) over one row per step (verl-agent's layout): also
+  ``traj_uid``, ``anchor_obs``, ``progpo_first_visit``, ``progpo_step``.
+* ``progpo_shaped_grpo``: GRPO (population std) on rewards that are already progress-conditioned
+  (reward shaping); reads no column.
 
-How coverage reaches the estimator. verl's ``compute_advantage`` calls a registered estimator with
-``token_level_rewards``, ``response_mask``, ``index`` (``non_tensor_batch["uid"]``) and ``config``
-only (verl 0.9.1 passes ``non_tensor_batch`` to GDPO alone). Two routes:
+A column estimator without its columns raises :class:`MissingColumnsError`, one line naming the
+missing columns and how to provide them: it never trains GRPO in ProGPO's name.
 
-1. ``non_tensor_batch`` columns (exact, recommended): the rollout stores, per response,
-   ``"progpo_outcome"`` (the env's outcome -- not verl-agent's penalised score),
-   ``"progpo_coverage_rate"``, and for GiGPO ``"anchor_obs"`` (our canonical observation, which
-   :class:`ProGPOEnvironmentManager` puts in ``anchor``), ``"traj_uid"`` and
-   ``"progpo_first_visit"``. :func:`patch_compute_advantage` (a 10-line wrapper of
-   ``verl.trainer.ppo.ray_trainer.compute_advantage``) forwards ``non_tensor_batch`` to our two
-   estimators, as verl does for GDPO. verl-agent already patches ``compute_advantage`` for GiGPO
-   the same way (``anchor_obs`` / ``traj_uid`` columns).
-2. Reward shaping, no patch: score responses with the progress-conditioned value of
-   :func:`trainers.integrations.trl.progress_conditioned_values` (outcome, or coverage rate in
-   an all-failed group) and use verl's own ``grpo``. That is ProGPO(GRPO) up to verl's std
-   convention (``torch.std``: unbiased, eps 1e-6 outside the std) -- see the TRL adapter.
+How they reach verl (every process, v1 and legacy trainer): :mod:`trainers.integrations.verl_plugin`,
+loaded by verl's ``verl.plugins`` entry point. verl-agent (its own vendored verl 0.3, no
+registry): :mod:`trainers.integrations.verl_agent`. Config keys read from ``algorithm``:
+``progpo_lam``, ``progpo_tau_r``, ``progpo_tau_p``, ``gigpo_omega`` (or verl-agent's
+``step_advantage_w``), ``gigpo_gamma``.
 
-Minimal use (verl's ``main_ppo`` entry, before the trainer starts)::
-
-    from trainers.integrations import verl as progpo_verl
-    progpo_verl.register()                 # ADV_ESTIMATOR_REGISTRY["progpo_grpo"], ["progpo_gigpo"]
-    progpo_verl.patch_compute_advantage()  # forwards non_tensor_batch to them
-    # config: algorithm.adv_estimator=progpo_grpo   (or progpo_gigpo)
-
-Without the columns (``non_tensor_batch`` absent) the estimators fall back to route 2's reading:
-the summed token rewards are the scores and the result is GRPO on them with ProGPO's std
-convention.
+Conventions: ProGPO's population std (verl's GRPO uses the unbiased one, so its advantages are
+ours times sqrt((G-1)/G)); eps 1e-6 outside the std.
 """
 from __future__ import annotations
 
@@ -48,15 +32,19 @@ import torch
 from trainers.advantages import AdvantageConfig, factorize, step_advantages
 
 __all__ = [
+    "COLUMN_ESTIMATORS",
+    "ESTIMATORS",
     "ESTIMATOR_NAMES",
-    "ProGPOEnvironmentManager",
     "compute_progpo_gigpo_advantage",
     "compute_progpo_grpo_advantage",
-    "patch_compute_advantage",
+    "compute_progpo_shaped_grpo_advantage",
+    "MissingColumnsError",
+    "REQUIRED_COLUMNS",
     "register",
+    "require_columns",
 ]
 
-ESTIMATOR_NAMES = ("progpo_grpo", "progpo_gigpo")
+ESTIMATOR_NAMES = ("progpo_grpo", "progpo_gigpo", "progpo_shaped_grpo")
 
 
 def _cfg_get(config: Any, key: str, default: Any) -> Any:
@@ -87,15 +75,53 @@ def _progpo_config(config: Any, estimator: str, epsilon: float) -> AdvantageConf
     )
 
 
-def _column(batch: Mapping[str, Any] | None, key: str) -> np.ndarray | None:
-    if batch is None or key not in batch:
-        return None
-    return np.asarray(batch[key])
+#: the columns each estimator reads from ``non_tensor_batch`` (one value per row)
+REQUIRED_COLUMNS = {
+    "progpo_grpo": ("progpo_outcome", "progpo_coverage_rate"),
+    "progpo_gigpo": ("traj_uid", "anchor_obs", "progpo_outcome", "progpo_first_visit", "progpo_step"),
+}
+_HOW_TO_PROVIDE = (
+    "verl 0.9: `pip install progpo[verl]` (its verl.plugins entry point forwards the columns) and return them per "
+    "response from the agent loop's extra_fields or the reward function's reward_extra_info; verl-agent: build the "
+    "envs with trainers.integrations.verl_agent.make_envs. For rewards that are already progress-conditioned use "
+    "algorithm.adv_estimator=progpo_shaped_grpo"
+)
 
 
-def _broadcast(per_response: np.ndarray, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    adv = torch.as_tensor(per_response, dtype=torch.float32, device=response_mask.device).unsqueeze(-1) * response_mask
+class MissingColumnsError(ValueError):
+    """A ``progpo_*`` estimator was called without the per-row columns it needs (never GRPO instead)."""
+
+
+def require_columns(name: str, non_tensor_batch: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``non_tensor_batch`` when it holds every column of :data:`REQUIRED_COLUMNS` ``[name]``; else one clear error."""
+    have = set(non_tensor_batch or ())
+    missing = [c for c in REQUIRED_COLUMNS[name] if c not in have]
+    if missing:
+        raise MissingColumnsError(f"{name}: non_tensor_batch lacks {', '.join(missing)}"
+                                  f"{' (no non_tensor_batch was passed)' if non_tensor_batch is None else ''}; "
+                                  f"{_HOW_TO_PROVIDE}")
+    assert non_tensor_batch is not None
+    return non_tensor_batch
+
+
+def _broadcast(per_row: np.ndarray, response_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    adv = torch.as_tensor(per_row, dtype=torch.float32, device=response_mask.device).unsqueeze(-1) * response_mask
     return adv, adv
+
+
+def _trajectories(n_rows: int, non_tensor_batch: Mapping[str, Any]) -> tuple[np.ndarray, int]:
+    """Dense trajectory id of each row: ``traj_uid`` when present (verl-agent: one row per step),
+    else one trajectory per row (verl: one row per response)."""
+    if "traj_uid" in non_tensor_batch:
+        traj = factorize(list(np.asarray(non_tensor_batch["traj_uid"])))
+        return traj, int(traj.max()) + 1 if traj.size else 0
+    return np.arange(n_rows), n_rows
+
+
+def _per_trajectory(rows: Any, traj: np.ndarray, n_traj: int, dtype: Any = np.float64) -> np.ndarray:
+    out = np.zeros(n_traj, dtype=dtype) if dtype is not object else np.empty(n_traj, dtype=object)
+    out[traj] = np.asarray(rows, dtype=dtype)
+    return out
 
 
 def compute_progpo_grpo_advantage(
@@ -109,10 +135,11 @@ def compute_progpo_grpo_advantage(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """ProGPO(GRPO) with verl's estimator signature: ``(advantages, returns)``, both ``(bs, L)``.
 
-    Per response ``i``: outcome ``R_i`` = ``non_tensor_batch["progpo_outcome"]`` (else the summed
-    token rewards), coverage ``P_i`` = ``non_tensor_batch["progpo_coverage_rate"]``, group =
-    ``index[i]``. The advantage is :func:`trainers.advantages.episode_advantages` broadcast over
-    the response tokens.
+    Per row: outcome ``R`` = ``non_tensor_batch["progpo_outcome"]`` (the env's outcome, not a
+    penalised score), coverage ``P`` = ``non_tensor_batch["progpo_coverage_rate"]``, group =
+    ``index``. Rows of one ``traj_uid`` (verl-agent's one row per step) are one trajectory and
+    count once. The advantage is :func:`trainers.advantages.episode_advantages` broadcast over
+    the response tokens. Without the columns it raises :class:`MissingColumnsError`.
 
     >>> rew = torch.zeros(4, 3); mask = torch.ones(4, 3)
     >>> adv, _ = compute_progpo_grpo_advantage(rew, mask, np.array(["a", "a", "b", "b"]),
@@ -122,17 +149,34 @@ def compute_progpo_grpo_advantage(
     """
     from trainers.advantages import episode_advantages
 
+    ntb = require_columns("progpo_grpo", non_tensor_batch)
     cfg = _progpo_config(config, "progpo-grpo", epsilon)
+    traj, n_traj = _trajectories(len(index), ntb)
+    adv = episode_advantages(_per_trajectory(ntb["progpo_outcome"], traj, n_traj),
+                             factorize(list(_per_trajectory(index, traj, n_traj, object))),
+                             _per_trajectory(ntb["progpo_coverage_rate"], traj, n_traj),
+                             estimator="progpo-grpo", lam=cfg.lam, tau_r=cfg.tau_r, tau_p=cfg.tau_p, eps=cfg.eps)
+    return _broadcast(adv[traj], response_mask)
+
+
+def compute_progpo_shaped_grpo_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray,
+    epsilon: float = 1e-6,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """GRPO (ProGPO's population-std convention) on the summed token rewards, for rewards that are
+    already progress-conditioned (an all-failed group scored by coverage rate, see
+    :func:`trainers.integrations.trl.progress_conditioned_values`). It reads no ProGPO column:
+    the reward function does the conditioning.
+    """
+    from trainers.advantages import episode_advantages
+
+    cfg = _progpo_config(config, "grpo", epsilon)
     scores = token_level_rewards.sum(dim=-1).detach().cpu().double().numpy()
-    outcome = _column(non_tensor_batch, "progpo_outcome")
-    coverage = _column(non_tensor_batch, "progpo_coverage_rate")
-    r = scores if outcome is None else outcome.astype(np.float64)
-    if coverage is None:  # route 2: scores are already progress-conditioned; plain GRPO on them
-        adv = episode_advantages(r, np.asarray(index), estimator="grpo", eps=cfg.eps)
-    else:
-        adv = episode_advantages(r, np.asarray(index), coverage.astype(np.float64), estimator="progpo-grpo",
-                                 lam=cfg.lam, tau_r=cfg.tau_r, tau_p=cfg.tau_p, eps=cfg.eps)
-    return _broadcast(adv, response_mask)
+    return _broadcast(episode_advantages(scores, np.asarray(index), estimator="grpo", eps=cfg.eps), response_mask)
 
 
 def compute_progpo_gigpo_advantage(
@@ -147,165 +191,41 @@ def compute_progpo_gigpo_advantage(
     """ProGPO(GiGPO): one row per *step* (verl-agent's layout: each step's response is a row).
 
     Needs ``non_tensor_batch`` columns per row: ``traj_uid`` (trajectory), ``anchor_obs`` (the
-    canonical observation o_t), ``progpo_first_visit`` (bool), ``progpo_step`` (t), and
-    ``progpo_outcome`` (the trajectory's outcome, on every row of it; else the summed token
-    rewards of its rows). ``index`` is the group (verl-agent's ``uid``). Returns
-    :func:`trainers.advantages.step_advantages` ``.steps`` broadcast over the tokens.
+    state o_t the step was taken from), ``progpo_first_visit`` (bool), ``progpo_step`` (t), and
+    ``progpo_outcome`` (the trajectory's outcome, on every row of it). ``index`` is the group
+    (verl-agent's ``uid``). Returns :func:`trainers.advantages.step_advantages` ``.steps``
+    broadcast over the tokens. Without the columns it raises :class:`MissingColumnsError`.
     """
-    if non_tensor_batch is None:
-        raise ValueError("progpo_gigpo needs non_tensor_batch (traj_uid, anchor_obs, progpo_first_visit, progpo_step): "
-                         "call trainers.integrations.verl.patch_compute_advantage()")
+    ntb = require_columns("progpo_gigpo", non_tensor_batch)
     cfg = _progpo_config(config, "progpo-gigpo", epsilon)
-    idx = np.asarray(index)
-    traj_keys = list(np.asarray(non_tensor_batch["traj_uid"]))
-    step_traj = factorize(traj_keys)
-    n_traj = int(step_traj.max()) + 1 if step_traj.size else 0
-    scores = token_level_rewards.sum(dim=-1).detach().cpu().double().numpy()
-    outcome_rows = _column(non_tensor_batch, "progpo_outcome")
-    if outcome_rows is None:
-        outcome_rows = np.zeros(n_traj)
-        np.add.at(outcome_rows, step_traj, scores)
-        outcome_rows = outcome_rows[step_traj]
-    outcomes = np.zeros(n_traj)
-    outcomes[step_traj] = outcome_rows.astype(np.float64)
-    traj_group = np.empty(n_traj, dtype=object)
-    traj_group[step_traj] = idx
+    step_traj, n_traj = _trajectories(len(index), ntb)
     out = step_advantages(
-        outcomes,
-        factorize(list(traj_group)),
+        _per_trajectory(ntb["progpo_outcome"], step_traj, n_traj),
+        factorize(list(_per_trajectory(index, step_traj, n_traj, object))),
         step_traj,
-        np.asarray(non_tensor_batch["progpo_step"], dtype=np.int64),
-        state_ids=factorize([str(a) for a in np.asarray(non_tensor_batch["anchor_obs"])]),
-        first_visit=np.asarray(non_tensor_batch["progpo_first_visit"], dtype=bool),
+        np.asarray(ntb["progpo_step"], dtype=np.int64),
+        state_ids=factorize([str(a) for a in np.asarray(ntb["anchor_obs"])]),
+        first_visit=np.asarray(ntb["progpo_first_visit"], dtype=bool),
         config=cfg,
     )
     return _broadcast(out.steps, response_mask)
 
 
+#: verl's estimator name -> function (what :func:`register` puts into verl's registry)
+ESTIMATORS = {"progpo_grpo": compute_progpo_grpo_advantage, "progpo_gigpo": compute_progpo_gigpo_advantage,
+              "progpo_shaped_grpo": compute_progpo_shaped_grpo_advantage}
+#: the estimators that read ProGPO's columns from ``non_tensor_batch``
+COLUMN_ESTIMATORS = tuple(REQUIRED_COLUMNS)
+
+
 def register() -> None:
-    """Register ``progpo_grpo`` and ``progpo_gigpo`` with verl's ``register_adv_est`` (idempotent)."""
+    """Register the estimators of :data:`ESTIMATORS` with verl's ``register_adv_est`` (idempotent).
+
+    The ``verl.plugins`` entry point (:mod:`trainers.integrations.verl_plugin`) calls this in every
+    process that imports verl; a manual call only reaches the process it runs in.
+    """
     from verl.trainer.ppo import core_algos
 
-    for name, fn in zip(ESTIMATOR_NAMES, (compute_progpo_grpo_advantage, compute_progpo_gigpo_advantage)):
+    for name, fn in ESTIMATORS.items():
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)
-
-
-def patch_compute_advantage() -> None:
-    """Make verl's ``compute_advantage`` pass ``non_tensor_batch`` to the ProGPO estimators.
-
-    Equivalent source patch in ``verl/trainer/ppo/ray_trainer.py`` (``compute_advantage``)::
-
-        -        if adv_estimator in (AdvantageEstimator.GDPO, "gdpo"):
-        +        if adv_estimator in (AdvantageEstimator.GDPO, "gdpo", "progpo_grpo", "progpo_gigpo"):
-                     adv_kwargs["non_tensor_batch"] = data.non_tensor_batch
-    """
-    from verl.trainer.ppo import core_algos, ray_trainer
-
-    if getattr(ray_trainer.compute_advantage, "_progpo", False):
-        return
-    original = ray_trainer.compute_advantage
-
-    def compute_advantage(data: Any, adv_estimator: Any, *args: Any, **kwargs: Any) -> Any:
-        name = getattr(adv_estimator, "value", adv_estimator)
-        if name not in ESTIMATOR_NAMES:
-            return original(data, adv_estimator, *args, **kwargs)
-        if "response_mask" not in data.batch.keys():
-            data.batch["response_mask"] = ray_trainer.compute_response_mask(data)
-        fn = core_algos.get_adv_estimator_fn(name)
-        adv, ret = fn(token_level_rewards=data.batch["token_level_rewards"], response_mask=data.batch["response_mask"],
-                      index=data.non_tensor_batch["uid"], config=kwargs.get("config"),
-                      non_tensor_batch=data.non_tensor_batch)
-        data.batch["advantages"], data.batch["returns"] = adv, ret
-        return data
-
-    compute_advantage._progpo = True  # type: ignore[attr-defined]
-    ray_trainer.compute_advantage = compute_advantage
-
-
-class ProGPOEnvironmentManager:
-    """verl-agent ``EnvironmentManagerBase``-shaped manager over a :class:`wrappers.GroupVectorEnv`.
-
-    ``envs`` must yield ``info["canonical_obs"]`` / ``coverage_rate`` (the trainer's env
-    factories do: ``GroupVectorEnv(trainers.envs.make_env_fn("alfworld", "train", 50), B, G)``).
-    ``projection_f(text_actions) -> (actions, valids)`` maps model answers to commands (default:
-    :func:`agents.parsing.parse_action`, invalid answers sent as their fallback text).
-
-    - ``reset(kwargs=None) -> ({'text', 'image', 'anchor'}, infos)``: ``anchor`` is the canonical
-      observation of each env (GiGPO's step groups), ``infos`` a list of per-env dicts.
-    - ``step(text_actions) -> (obs, rewards, dones, infos)``: ``rewards`` the env rewards,
-      ``dones`` True from the step an episode ends (the env then waits until its group finishes),
-      each info with ``is_action_valid`` and ``won``; on the step a group finishes,
-      ``group_all_failed`` / ``group_outcomes`` (from ``GroupVectorEnv``).
-
-    >>> from wrappers import GroupVectorEnv, CanonicalizeObservation, FirstVisitCoverage
-    >>> from wrappers.toy_envs import TextRoomsEnv
-    >>> envs = GroupVectorEnv(lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv())), 1, 2, seed=0)
-    >>> mgr = ProGPOEnvironmentManager(envs)
-    >>> obs, infos = mgr.reset()
-    >>> obs["anchor"][0] == obs["anchor"][1] and obs["image"] is None
-    True
-    """
-
-    def __init__(self, envs: Any, projection_f: Any = None, config: Any = None) -> None:
-        self.envs = envs
-        self.projection_f = projection_f or _default_projection
-        self.config = config
-        self._done = np.zeros(envs.num_envs, dtype=bool)
-
-    @staticmethod
-    def _split(infos: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = [{} for _ in range(n)]
-        for key, val in infos.items():
-            if key.startswith("_"):
-                continue
-            mask = infos.get("_" + key)
-            nested = ProGPOEnvironmentManager._split(val, n) if isinstance(val, Mapping) else None
-            for i in range(n):
-                if mask is None or bool(mask[i]):
-                    out[i][key] = nested[i] if nested is not None else val[i]
-        return out
-
-    def reset(self, kwargs: Mapping[str, Any] | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-        obs, infos = self.envs.reset(**(dict(kwargs) if kwargs else {}))
-        self._done[:] = False
-        per = self._split(infos, self.envs.num_envs)
-        return {"text": list(obs), "image": None, "anchor": [i.get("canonical_obs") for i in per]}, per
-
-    def step(self, text_actions: Sequence[str]) -> tuple[dict[str, Any], np.ndarray, np.ndarray, list[dict[str, Any]]]:
-        actions, valids = self.projection_f(list(text_actions))
-        actions = [None if d else a for a, d in zip(actions, self._done)]
-        obs, rewards, terminated, truncated, infos = self.envs.step(actions)
-        n = self.envs.num_envs
-        per = self._split(infos, n)
-        finals = infos.get("final_info")
-        text, anchor = list(obs), []
-        for i in range(n):
-            ended = bool(terminated[i] or truncated[i])
-            if ended and finals is not None and infos.get("_final_info", np.ones(n, bool))[i]:
-                step_info = dict(per[i]["final_info"])
-                for key in ("group_id", "group_outcomes", "group_all_failed"):
-                    if key in per[i]:
-                        step_info[key] = per[i][key]
-                per[i] = step_info
-                text[i] = infos["final_obs"][i]
-            per[i]["is_action_valid"] = np.asarray(bool(valids[i]) and not self._done[i])
-            per[i].setdefault("won", False)
-            anchor.append(per[i].get("canonical_obs"))
-            self._done[i] = self._done[i] or ended
-        return ({"text": text, "image": None, "anchor": anchor}, np.asarray(rewards, dtype=np.float32),
-                self._done.copy(), per)
-
-    def close(self) -> None:
-        self.envs.close()
-
-
-def _default_projection(text_actions: list[str]) -> tuple[list[str], list[bool]]:
-    from agents.parsing import parse_action
-
-    actions, valids = [], []
-    for text in text_actions:
-        parsed = parse_action(text, "think_action")
-        actions.append(parsed.action if parsed.valid else (parsed.fallback or str(text)[-30:]))
-        valids.append(bool(parsed.valid))
-    return actions, valids
