@@ -72,7 +72,11 @@ def test_progress_conditioned_values_gate_and_groups_in_any_order() -> None:
 # ----------------------------------------------------------------------------------------------
 # GRPOTrainer on CPU with the tiny model, through the rollout_func.
 # ----------------------------------------------------------------------------------------------
-def _train_two_steps(env_id: str, tmp_path, **env_kwargs):
+ACTION_PROMPT = ("You are an agent in a text environment. Answer with <action>...</action>.\n"
+                 "Task: {goal}\nObservation: {observation}\nAdmissible actions: [{admissible}]\n")
+
+
+def _train_two_steps(env_id: str, tmp_path, warm_start: int = 0, env_steps: int = 2, **env_kwargs):
     pytest.importorskip("trl")
     pytest.importorskip("datasets")
     import torch
@@ -80,16 +84,21 @@ def _train_two_steps(env_id: str, tmp_path, **env_kwargs):
     from trl import GRPOConfig, GRPOTrainer
 
     from agents.models import load_model
-    from trainers.integrations.trl import make_rollout_func, outcome_reward
+    from trainers.integrations.trl import expert_warm_start, make_rollout_func, outcome_reward
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
     model, tok = load_model("tiny-128x2")
     g = 2
-    rollout = make_rollout_func(env_id, max_steps=2, **env_kwargs)
+    if warm_start:
+        rollout = make_rollout_func(env_id, max_steps=env_steps, prompt_template=ACTION_PROMPT, action_format="action",
+                                    **env_kwargs)
+        expert_warm_start(model, tok, rollout, steps=warm_start)
+    else:
+        rollout = make_rollout_func(env_id, max_steps=env_steps, **env_kwargs)
     args = GRPOConfig(
         output_dir=str(tmp_path), num_generations=g, per_device_train_batch_size=4, max_steps=2,
-        max_completion_length=8, learning_rate=1e-4, beta=0.0, scale_rewards="group", use_cpu=True,
+        max_completion_length=24 if warm_start else 8, learning_rate=1e-4, beta=0.0, scale_rewards="group", use_cpu=True,
         report_to=[], logging_steps=1, save_strategy="no", reward_weights=[1.0, 0.0], seed=0,
         dataloader_num_workers=0, bf16=False,
     )
@@ -111,14 +120,14 @@ def _train_two_steps(env_id: str, tmp_path, **env_kwargs):
     return trainer, rollout, result, seen, g
 
 
-def _check_run(env_id: str, trainer, rollout, result, seen, g: int, **env_kwargs) -> None:
+def _check_run(env_id: str, trainer, rollout, result, seen, g: int, env_steps: int = 2, **env_kwargs) -> None:
     from trainers.integrations.trl import _wrapped_env
 
     assert math.isfinite(result.training_loss)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     assert losses and all(math.isfinite(x) for x in losses)
     assert seen
-    replay = _wrapped_env(env_id, 2, env_kwargs)
+    replay = _wrapped_env(env_id, env_steps, env_kwargs)
     for records, out in seen:
         assert len(records) % g == 0 and records
         for k in range(0, len(records), g):
@@ -145,8 +154,27 @@ def _check_run(env_id: str, trainer, rollout, result, seen, g: int, **env_kwargs
 
 @pytest.mark.slow
 def test_grpo_trainer_two_steps_alfworld(tmp_path, alfworld_engine_available) -> None:
-    run = _train_two_steps("ProGPO-ALFWorld-v0", tmp_path)
-    _check_run("ProGPO-ALFWorld-v0", *run)
+    """From a short expert clone: rewards, advantages and the loss are not all zero, and the
+    advantages are ProGPO's (a random model's all-zero run would prove nothing)."""
+    run = _train_two_steps("ProGPO-ALFWorld-v0", tmp_path, warm_start=40, env_steps=4, split="easy-train")
+    _check_run("ProGPO-ALFWorld-v0", *run, env_steps=4, split="easy-train")
+    trainer, _, _, seen, _ = run
+    assert any(float(out["advantages"].abs().max()) > 0 for _, out in seen)
+    assert any(r["coverage_rate"] > 0 for records, _ in seen for r in records)
+    assert any(abs(float(h["loss"])) > 0 for h in trainer.state.log_history if "loss" in h)
+
+
+def test_rollout_fails_with_one_line_without_trls_generation_hook() -> None:
+    from types import SimpleNamespace
+
+    from trainers.integrations.trl import generation_hook, make_rollout_func
+
+    rollout = make_rollout_func("ProGPO-WebShop-v0", max_steps=1, split="test")
+    trainer = SimpleNamespace(processing_class=None, model=SimpleNamespace(training=True), num_generations=2)
+    with pytest.raises(RuntimeError, match=r"needs GRPOTrainer._generate_single_turn, which TRL .* does not have: "
+                                           r"install a tested release \(pip install 'trl>=1.16,<1.17'\)"):
+        rollout(["0", "0"], trainer)
+    assert generation_hook(SimpleNamespace(_generate_single_turn=print)) is print
 
 
 @pytest.mark.slow

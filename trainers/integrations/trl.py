@@ -76,6 +76,8 @@ __all__ = [
     "progress_conditioned_reward",
     "progress_conditioned_values",
     "trl_to_progpo_scale",
+    "expert_warm_start",
+    "generation_hook",
 ]
 
 TRL_STD_EPS = 1e-4  # the epsilon GRPOTrainer adds to the group std (trl/trainer/grpo_trainer.py)
@@ -263,6 +265,25 @@ def _wrapped_env(env_id: str, max_steps: int, env_kwargs: Mapping[str, Any]) -> 
     return FirstVisitCoverage(CanonicalizeObservation(gym.make(env_id, max_episode_steps=max_steps, **env_kwargs), canon))
 
 
+#: the TRL releases the rollout was run against (``trainer._generate_single_turn`` is private API)
+TESTED_TRL = ">=1.16,<1.17"
+
+
+def generation_hook(trainer: Any) -> Callable[..., Any]:
+    """``trainer._generate_single_turn``, TRL's own (private) generation path, or one clear error."""
+    hook = getattr(trainer, "_generate_single_turn", None)
+    if not callable(hook):
+        import importlib.metadata as md
+
+        try:
+            version = md.version("trl")
+        except md.PackageNotFoundError:
+            version = "not installed"
+        raise RuntimeError(f"trainers.integrations.trl needs GRPOTrainer._generate_single_turn, which TRL {version} "
+                           f"does not have: install a tested release (pip install 'trl{TESTED_TRL}')")
+    return hook
+
+
 class _Rollout:
     """The callable returned by :func:`make_rollout_func` (keeps its envs between calls)."""
 
@@ -295,6 +316,7 @@ class _Rollout:
         tok = getattr(tok, "tokenizer", tok)
         mode = "train" if trainer.model.training else "eval"
         g = int(trainer.num_generations if mode == "train" else getattr(trainer, "num_generations_eval", None) or trainer.num_generations)
+        generate = generation_hook(trainer)
         prompts = _one_per_group(prompts, g)
         n = len(prompts) * g
         recs = [EpisodeRecord() for _ in range(n)]
@@ -319,7 +341,7 @@ class _Rollout:
             if not active:
                 break
             inputs = [prompt_ids[i] + recs[i].completion_ids for i in active]
-            completions, logprobs = trainer._generate_single_turn(inputs, None, {}, 1)
+            completions, logprobs = generate(inputs, None, {}, 1)
             for j, i in enumerate(active):
                 ids = list(completions[j])
                 rec = recs[i]
@@ -355,6 +377,63 @@ class _Rollout:
             "task_id": [r.task_id for r in recs],
             "commands": ["\n".join(r.commands) for r in recs],
         }
+
+
+def expert_warm_start(model: Any, tokenizer: Any, rollout: Any, *, episodes: int = 8, steps: int = 60,
+                      lr: float = 3e-3, seed: int = 0) -> dict[str, float]:
+    """Clone ALFWorld's searching expert into ``model`` in ``rollout``'s own turn format.
+
+    Plays :class:`agents.search_expert.ALFWorldSearchAgent` (it reads only what the agent reads)
+    for ``episodes`` episodes on the rollout's env, writes each episode as the rollout would
+    (prompt, then per turn ``<action>CMD</action>`` + eos, then the feedback template), and
+    trains the answer tokens only (the env tokens are masked, as TRL's ``env_mask`` does) with
+    AdamW for ``steps`` steps, one episode per step. A random model answers gibberish: every
+    action is invalid, every reward 0 and GRPO has nothing to compare; a short clone makes it
+    answer in format, so rewards and advantages differ within a group from the first step.
+    Returns ``{"loss_first", "loss_last", "episodes", "expert_wins"}``.
+    """
+    import random
+
+    import torch
+
+    from agents.search_expert import ALFWorldSearchAgent
+
+    if rollout.action_format == "think_action":
+        raise ValueError("expert_warm_start writes <action>CMD</action> answers: build the rollout with "
+                         "action_format='action' (the expert has no reasoning to clone)")
+    agent, env = ALFWorldSearchAgent(), rollout._env(0)
+    eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+    data, wins = [], 0
+    for e in range(episodes):
+        obs, info = env.reset(seed=seed + e)
+        ids = tokenizer.encode(_fill(rollout.prompt_template, str(obs), info), add_special_tokens=False)
+        mask, history = [0] * len(ids), []
+        for _ in range(rollout.max_steps):
+            command = agent.act([obs], [info], [history])[0]
+            answer = tokenizer.encode(f"<action>{command}</action>", add_special_tokens=False) + eos
+            ids, mask = ids + answer, mask + [1] * len(answer)
+            history.append((obs, command))
+            obs, _, terminated, truncated, info = env.step(command)
+            if terminated or truncated:
+                wins += bool(info.get("won", False))
+                break
+            feedback = tokenizer.encode(_fill(rollout.feedback_template, str(obs), info), add_special_tokens=False)
+            ids, mask = ids + feedback, mask + [0] * len(feedback)
+        data.append((torch.tensor([ids]), torch.tensor([mask[1:]], dtype=torch.bool)))
+    optim = torch.optim.AdamW(model.parameters(), lr=lr)
+    order, losses = random.Random(seed), []
+    model.train()
+    for _ in range(steps):
+        ids, mask = data[order.randrange(len(data))]
+        logits = model(input_ids=ids.to(model.device)).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].to(model.device), reduction="none")
+        loss = nll[mask.to(model.device)].mean()
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        losses.append(float(loss))
+    return {"loss_first": losses[0], "loss_last": float(np.mean(losses[-5:])), "episodes": float(episodes),
+            "expert_wins": float(wins)}
 
 
 def make_rollout_func(
