@@ -23,4 +23,4 @@ if recipe_changed "import verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trai
   recipe_done
 fi
 link_checkout
-"$VENV/bin/python" -c "import verl, transformers, torch; from trainers.integrations.verl_plugin import patched_modules; print('verl', verl.__version__, '| transformers', transformers.__version__, '| torch', torch.__version__, '| progpo plugin:', sorted(patched_modules()))" 2>&1 | grep -v Warning | grep -v "warnings.warn"
+"$VENV/bin/python" -c "import verl, transformers, torch, verl.trainer.ppo.ray_trainer, verl.trainer.ppo.v1.trainer_base; from trainers.integrations.verl_plugin import patched_modules; print('verl', verl.__version__, '| transformers', transformers.__version__, '| torch', torch.__version__, '| progpo plugin:', sorted(patched_modules()))" 2>&1 | grep -v Warning | grep -v "warnings.warn"
