@@ -51,6 +51,8 @@ __all__ = [
     "make_tiny_tokenizer",
     "is_hub_name",
     "materialize",
+    "RANDOM_ARCHS",
+    "random_spec",
     "resolve_hub_model",
     "smollm2_gguf_path",
     "tiny_spec",
@@ -319,6 +321,9 @@ def make_tiny_model(
     dtype: torch.dtype = torch.float32,
     device: str | torch.device = "cpu",
     init_std: float = 0.02,
+    model_vocab: int | None = None,
+    rope_theta: float | None = None,
+    init_on_device: bool = False,
 ) -> tuple[Any, Any]:
     """A tiny random causal LM (Qwen2 or Llama config, tied embeddings) and its tokenizer.
 
@@ -339,6 +344,12 @@ def make_tiny_model(
             (``initializer_range``). transformers' 0.02 suits wide models; a narrow one trained
             from scratch learns faster from about ``1/sqrt(hidden)`` (``tiny-128x2`` at 0.08: the CPU
             demo's cloning fits better in 250 steps than in 750 at 0.02, ``benchmarks/README.md``).
+        model_vocab: the model's embedding rows (default: the tokenizer's size). A larger one
+            gives a real model's output layer (Qwen2.5: 151,936); ids past the tokenizer decode to
+            nothing.
+        rope_theta: RoPE base (default transformers').
+        init_on_device: draw the weights on ``device`` (a GPU draws a 1.5 B model in seconds);
+            other draws than the CPU's, so the default keeps the CPU draw.
 
     Example:
         >>> m1, _ = make_tiny_model(seed=1)
@@ -353,21 +364,33 @@ def make_tiny_model(
     if hidden % heads or heads % kv_heads:
         raise ValueError(f"hidden ({hidden}) must divide by heads ({heads}), heads by kv_heads ({kv_heads})")
     tok = make_tiny_tokenizer(vocab)
+    if model_vocab is not None and model_vocab < len(tok):
+        raise ValueError(f"model_vocab ({model_vocab}) must be >= the tokenizer's size ({len(tok)})")
     common = dict(
-        vocab_size=len(tok), hidden_size=hidden, num_hidden_layers=layers,
+        vocab_size=model_vocab or len(tok), hidden_size=hidden, num_hidden_layers=layers,
         num_attention_heads=heads, num_key_value_heads=kv_heads,
         intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions,
         tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
         bos_token_id=None, initializer_range=float(init_std),
     )
+    if rope_theta is not None:
+        common["rope_theta"] = float(rope_theta)
     config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
     cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = cls(config)
+    if init_on_device:
+        dev = torch.device(device)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dev:
+            torch.manual_seed(seed)
+            model = cls(config)
+    else:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            model = cls(config)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     model.config.name_or_path = _tiny_name(arch, hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
+    if model_vocab is not None:
+        model.config.name_or_path += f"-v{model_vocab}"
     return model.to(device=device, dtype=dtype).eval(), tok
 
 
@@ -437,6 +460,26 @@ def tiny_spec(name: str) -> dict[str, Any] | None:
                              f"{_TINY_HEAD_DIM} and layers >= 1")
     heads = hidden // _TINY_HEAD_DIM
     return {"arch": "qwen2", "hidden": hidden, "layers": layers, "heads": heads, "kv_heads": heads}
+
+
+#: public architectures drawn at random (no weights needed): speed and memory at paper scale
+#: where no checkpoint can be reached (the lent GPU machine has no network). Shapes from the
+#: models' public config.json; the tokenizer is the tiny one (ids past it decode to nothing).
+RANDOM_ARCHS: dict[str, dict[str, Any]] = {
+    "random-qwen2.5-0.5b": {"hidden": 896, "layers": 24, "heads": 14, "kv_heads": 2, "intermediate": 4864},
+    "random-qwen2.5-1.5b": {"hidden": 1536, "layers": 28, "heads": 12, "kv_heads": 2, "intermediate": 8960},
+}
+_QWEN25 = {"arch": "qwen2", "model_vocab": 151936, "max_positions": 32768, "rope_theta": 1e6, "init_on_device": True}
+
+
+def random_spec(name: str) -> dict[str, Any] | None:
+    """:func:`make_tiny_model` arguments of a ``random-<arch>`` name (:data:`RANDOM_ARCHS`), else ``None``.
+
+    >>> random_spec("random-qwen2.5-1.5b")["hidden"], random_spec("smollm2")
+    (1536, None)
+    """
+    spec = RANDOM_ARCHS.get(str(name).strip().lower())
+    return None if spec is None else {**_QWEN25, **spec}
 
 
 def _is_smollm2(key: str) -> bool:
@@ -552,12 +595,14 @@ def load_model(
         return _load_smollm2(dtype, device)
     if spec is not None:
         return make_tiny_model(**spec, dtype=dtype, device=device)
+    if random_spec(key) is not None:
+        return make_tiny_model(**random_spec(key), dtype=dtype, device=device)
     path = Path(key).expanduser()
     if not path.is_dir():
         if not is_hub_name(key):
             raise ModelLoadError(
-                f"could not load model {key!r}: not a local directory, a hub name org/name, 'smollm2' or "
-                "'tiny[-<hidden>x<layers>]'")
+                f"could not load model {key!r}: not a local directory, a hub name org/name, 'smollm2', "
+                f"'tiny[-<hidden>x<layers>]' or one of {', '.join(RANDOM_ARCHS)}")
         path = resolve_hub_model(key)
     try:
         return _from_pretrained(str(path), dtype, device)

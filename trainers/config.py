@@ -65,6 +65,8 @@ class TrainConfig:
     temperature: float = 1.0
     top_p: float = 1.0
     max_new_tokens: int = 48
+    gen_batch_size: int = 32  # generate mode, transformers backend: answers decoded together (a GPU takes a whole iteration's 128+)
+    min_new_tokens: int = 0  # generate mode: EOS / stop strings end an answer only from this length on (= max_new_tokens: fixed-length answers, for speed measurements)
     invalid_penalty: float = 0.1
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
     init: str = "auto"  # auto: bc for ALFWorld in score mode, else none | bc | none
@@ -123,7 +125,7 @@ class TrainConfig:
     eval_extra_split: str = "auto"  # a second held-out split evaluated at the start and the end (auto: alfworld valid; "none")
     eval_extra_episodes: int = 36
     baseline_random: bool = True  # evaluate a uniformly random policy on eval_split once, for scale
-    save_every: int = 1
+    save_every: int = 1  # iterations between checkpoints (the last one always saved); 0: no checkpoint at all (speed measurements)
     tensorboard: bool = True
     progress: bool = True
     extra: dict[str, Any] = field(default_factory=dict)  # free-form notes saved with the run
@@ -163,11 +165,11 @@ class TrainConfig:
         one_of("dist_strategy", ("ddp", "fsdp2"))
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
-                     "micro_batch_size", "max_new_tokens", "save_every", "lora_r", "bc_steps", "bc_batch_size"):
+                     "micro_batch_size", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
-                     "eval_extra_episodes"):
+                     "eval_extra_episodes", "save_every", "min_new_tokens"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
@@ -191,6 +193,8 @@ class TrainConfig:
             if tiny_spec(self.model) is None:
                 raise ConfigError(f"init_std applies to the random tiny-* models only, not to {self.model!r} "
                                   "(its weights are loaded, not drawn): leave it at 0")
+        if self.min_new_tokens > self.max_new_tokens:
+            raise ConfigError(f"min_new_tokens ({self.min_new_tokens}) must be <= max_new_tokens ({self.max_new_tokens})")
         if not 0.0 <= self.gamma <= 1.0:
             raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
         if not 0.0 < self.top_p <= 1.0:

@@ -19,7 +19,7 @@ How a run is split (see :class:`~trainers.trainer.Trainer`):
   DDP's wrapper itself is not used: its reducer wants one forward per backward on every rank,
   while here ranks hold different numbers of steps (episodes end at different lengths) and
   score mode runs a data-dependent number of forwards per step.
-* **FSDP2** (``--dist-strategy fsdp2``, GPU): :func:`apply_fsdp2` shards every decoder layer and
+* **FSDP2** (``--dist-strategy fsdp2``; GPU, or CPU over gloo for rehearsals): :func:`apply_fsdp2` shards every decoder layer and
   the root with ``torch.distributed.fsdp.fully_shard``; FSDP2 reduce-scatters the gradients.
   Rollouts and evaluations run on gathered (unsharded) weights (:func:`full_weights`), so ranks
   may run different numbers of forwards there; the update pads every rank to the same number
@@ -62,6 +62,8 @@ class DistInfo:
     world_size: int = 1
     local_rank: int = 0
     strategy: str = "ddp"
+    #: a launcher (torchrun) started this process, so a process group exists even for one rank
+    launched: bool = False
 
     @property
     def is_main(self) -> bool:
@@ -69,7 +71,7 @@ class DistInfo:
 
     @property
     def enabled(self) -> bool:
-        return self.world_size > 1
+        return self.world_size > 1 or self.launched
 
 
 def _env_int(name: str, default: int) -> int:
@@ -85,11 +87,13 @@ def setup(device: str = "cpu", strategy: str = "ddp", timeout_s: float = 1800.0)
     if strategy not in STRATEGIES:
         raise ValueError(f"dist_strategy must be one of {STRATEGIES}, got {strategy!r}")
     world = _env_int("WORLD_SIZE", 1)
-    info = DistInfo(rank=_env_int("RANK", 0), world_size=world, local_rank=_env_int("LOCAL_RANK", 0), strategy=strategy)
-    if world <= 1:
+    # torchrun --nproc-per-node 1 with fsdp2: a real process group of one (FSDP2 at world size 1);
+    # plain one-process runs (and ddp over one rank) stay local calls
+    launched = world == 1 and strategy == "fsdp2" and bool(os.environ.get("MASTER_ADDR"))
+    info = DistInfo(rank=_env_int("RANK", 0), world_size=world, local_rank=_env_int("LOCAL_RANK", 0), strategy=strategy,
+                    launched=launched)
+    if world <= 1 and not launched:
         return info
-    if strategy == "fsdp2" and device != "cuda":
-        raise ValueError("dist_strategy fsdp2 shards the model over GPUs: use --device cuda (CPU runs use ddp)")
     if device == "cuda":
         torch.cuda.set_device(info.local_rank)
     if not dist.is_initialized():

@@ -96,7 +96,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
     from agents.models import load_model
     from agents.policy import LLMPolicy, SamplingConfig
 
-    model, tokenizer = load_model(cfg.model, init_std=cfg.init_std or None)
+    model, tokenizer = load_model(cfg.model, init_std=cfg.init_std or None, device=device)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Trainer.autocast), never a cast of the weights
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
@@ -104,10 +104,13 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
         model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
                                                  lora_dropout=0.0, task_type="CAUSAL_LM"))
     backend_kw: dict[str, Any] = {}
+    if cfg.backend == "transformers":
+        backend_kw["max_batch_size"] = cfg.gen_batch_size
     if cfg.backend == "vllm" and device.type == "cuda" and cfg.bf16:
         backend_kw["dtype"] = "bfloat16"  # match the trainer's bf16 autocast compute
     backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
-    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens)
+    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
+                              min_new_tokens=cfg.min_new_tokens)
     return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
                      sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm,
                      avoid_repeats=cfg.avoid_repeats)
@@ -620,6 +623,9 @@ class Trainer:
         rec["time/update_s"] = t2 - t1
         rec["time/iteration_s"] = t2 - t0
         rec["tokens_per_s"] = ro.response_tokens / max(ro.seconds, 1e-9)
+        rec["rollout/response_tokens"] = float(ro.response_tokens)
+        if torch.cuda.is_available() and self.device.type == "cuda":
+            rec["gpu/peak_mem_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         rec["env_steps_per_s"] = len(ro.steps) / max(ro.seconds, 1e-9)
         return rec
 
@@ -693,7 +699,7 @@ class Trainer:
                     for ev in (e for e in evs if e):
                         self.history.append(ev)
                         logger.log(ev)
-                if it % cfg.save_every == 0 or last:
+                if cfg.save_every and (it % cfg.save_every == 0 or last):
                     self.save(it)
                 bar.update(1)
                 bar.set_postfix(success=f"{rec.get('success', 0):.2f}", all_failed=f"{rec.get('all_failed_frac', 0):.2f}")

@@ -34,6 +34,9 @@ class SamplingConfig:
             are then those of the untempered distribution).
         top_p: nucleus mass in (0, 1]; 1 disables it.
         max_new_tokens: response length limit.
+        min_new_tokens: EOS and stop strings end a response only from this length on (with
+            ``min_new_tokens == max_new_tokens`` every response has that length: fixed-shape
+            speed measurements).
         stop: strings that end a response; the stop string is kept in the response.
         n: samples per prompt; results come prompt-major (prompt 0's n samples first).
     """
@@ -43,6 +46,7 @@ class SamplingConfig:
     max_new_tokens: int = 128
     stop: tuple[str, ...] = ("</action>",)
     n: int = 1
+    min_new_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
@@ -52,6 +56,8 @@ class SamplingConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if int(self.max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
+        if not 0 <= int(self.min_new_tokens) <= int(self.max_new_tokens):
+            raise ValueError(f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens!r}")
         if int(self.n) < 1:
             raise ValueError(f"n must be >= 1, got {self.n!r}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())

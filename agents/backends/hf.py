@@ -148,6 +148,8 @@ class TransformersBackend:
                     continue
                 responses[i].append(tok_list[i])
                 logprobs[i].append(lp_list[i])
+                if len(responses[i]) < cfg.min_new_tokens:
+                    continue
                 if tok_list[i] in self.eos_ids:
                     done[i], finish[i] = True, "stop"
                 elif cfg.stop:

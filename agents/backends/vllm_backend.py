@@ -317,8 +317,8 @@ class VLLMBackend:
         """``vllm.SamplingParams`` equivalent to ``cfg`` (``logprobs=0``: the sampled token's)."""
         return vllm.SamplingParams(
             n=cfg.n, temperature=float(cfg.temperature), top_p=float(cfg.top_p),
-            max_tokens=int(cfg.max_new_tokens), stop=list(cfg.stop), include_stop_str_in_output=True,
-            logprobs=0, seed=seed,
+            max_tokens=int(cfg.max_new_tokens), min_tokens=int(cfg.min_new_tokens), stop=list(cfg.stop),
+            include_stop_str_in_output=True, logprobs=0, seed=seed,
         )
 
     def generate(

@@ -229,8 +229,21 @@ def test_vllm_sampling_params_mapping():
             return kw
 
     p = VLLMBackend.sampling_params(FakeVLLM, SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=5, n=3), 7)
-    assert p == dict(n=3, temperature=0.7, top_p=0.9, max_tokens=5, stop=["</action>"],
+    assert p == dict(n=3, temperature=0.7, top_p=0.9, max_tokens=5, min_tokens=0, stop=["</action>"],
                      include_stop_str_in_output=True, logprobs=0, seed=7)
+
+
+def test_min_new_tokens_gives_fixed_length_answers(tiny):
+    """EOS and stop strings end an answer only from min_new_tokens on: min = max fixes the length."""
+    model, tok = tiny
+    backend = TransformersBackend(model, tok)
+    prompt = [tok("Observation: a room.")["input_ids"]] * 6
+    free = backend.generate(prompt, SamplingConfig(max_new_tokens=24, stop=("a",), temperature=1.0), seed=3)
+    assert any(len(g.response_ids) < 24 for g in free)  # the stop string "a" ends some early
+    fixed = backend.generate(prompt, SamplingConfig(max_new_tokens=24, min_new_tokens=24, stop=("a",)), seed=3)
+    assert [len(g.response_ids) for g in fixed] == [24] * 6 and {g.finish_reason for g in fixed} == {"length"}
+    with pytest.raises(ValueError, match="min_new_tokens"):
+        SamplingConfig(max_new_tokens=4, min_new_tokens=5)
 
 
 def test_vllm_weights_include_tied_lm_head(tiny):

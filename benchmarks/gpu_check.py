@@ -1,0 +1,246 @@
+"""The GPU check's measurements and report (driven by ``benchmarks/gpu_check.sh``).
+
+    python benchmarks/gpu_check.py preflight --device cuda --json OUT/preflight.json
+    python benchmarks/gpu_check.py iteration RUN_DIR --json OUT/iteration.json
+    python benchmarks/gpu_check.py fsdp PLAIN_DIR FSDP_DIR --model M --json OUT/fsdp.json
+    python benchmarks/gpu_check.py short RUN_DIR --json OUT/short.json
+    python benchmarks/gpu_check.py report OUT                  # OUT/gpu_check.json + the table
+
+Each subcommand reads what the trainer wrote (``metrics.jsonl``, checkpoints) and writes one
+JSON; ``report`` merges them and prints one table. Nothing here needs a network.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+#: verl-agent's published seconds per training iteration of GiGPO on ALFWorld (Qwen2.5-1.5B-Instruct)
+PUBLISHED_S = {"verl-agent, 2 GPUs": 363.0, "verl-agent, 4 GPUs": 454.0}
+PAPER_STEPS = 50  # ALFWorld's step limit: a paper iteration plays episodes of up to 50 steps
+
+
+def _write(path: str | None, data: dict[str, Any]) -> None:
+    text = json.dumps(data, indent=1, default=str)
+    print(text)
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
+
+
+def _train_record(run_dir: str) -> dict[str, Any]:
+    rows = [json.loads(line) for line in open(Path(run_dir) / "metrics.jsonl")]
+    train = [r for r in rows if r.get("kind") == "train"]
+    if not train:
+        raise SystemExit(f"{run_dir}: no train record in metrics.jsonl")
+    return train[-1]
+
+
+def matmul_tflops(device: str, n: int, dtype: Any, reps: int = 10) -> float:
+    import torch
+
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b = torch.randn(n, n, device=device, dtype=dtype)
+    (a @ b).sum().item()
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        c = a @ b
+    c.sum().item()  # waits for the device
+    return 2 * n**3 * reps / (time.perf_counter() - t0) / 1e12
+
+
+def preflight(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    import torch
+
+    out: dict[str, Any] = {"python": platform.python_version(), "torch": torch.__version__, "device": args.device}
+    for mod in ("transformers", "peft", "accelerate", "gymnasium", "textworld", "alfworld", "bm25s"):
+        spec = importlib.util.find_spec(mod)
+        out[mod] = getattr(__import__(mod), "__version__", "present") if spec else None
+    missing = [m for m in ("transformers", "gymnasium", "textworld", "alfworld") if not out[m]]
+    if args.device == "cuda":
+        if not torch.cuda.is_available():
+            missing.append("a CUDA GPU")
+        else:
+            props = torch.cuda.get_device_properties(0)
+            out.update(gpu=props.name, gpu_mem_gib=round(props.total_memory / 2**30, 1),
+                       cuda=torch.version.cuda, gpus=torch.cuda.device_count())
+            out["bf16_matmul_tflops"] = round(matmul_tflops("cuda", 8192, torch.bfloat16), 1)
+    else:
+        out["fp32_matmul_tflops"] = round(matmul_tflops("cpu", 512, torch.float32, reps=3), 3)
+    from progpo_envs.alfworld.engine import engine_available
+
+    out["alfworld_engine"] = bool(engine_available())
+    if not out["alfworld_engine"]:
+        missing.append("the ALFWorld engine")
+    out["missing"] = missing
+    _write(args.json, out)
+    if missing:
+        print(f"gpu_check preflight: missing {', '.join(missing)}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def iteration(args: argparse.Namespace) -> int:
+    """Speed of one iteration of the paper-shaped run, and its extrapolation to 50 steps."""
+    rec = _train_record(args.run_dir)
+    cfg = json.loads((Path(args.run_dir) / "config.json").read_text()) if (Path(args.run_dir) / "config.json").exists() \
+        else _yaml(Path(args.run_dir) / "config.yaml")
+    gen, env = rec.get("time/generate_s", 0.0), rec.get("time/env_s", 0.0)
+    old, upd_all = rec.get("time/old_logprob_s", 0.0), rec.get("time/update_s", 0.0)
+    upd = max(upd_all - old, 1e-9)
+    it_s = rec.get("time/iteration_s", 0.0)
+    steps = int(cfg["max_steps"])
+    # every phase scales with the steps played (generation, env, old-logprob and update all run
+    # once per step), so a 50-step iteration costs about 50 / steps of this one
+    est = it_s * PAPER_STEPS / steps
+    out = {
+        "model": cfg["model"], "envs": f"{cfg['num_groups']} x {cfg['group_size']}", "steps_per_episode": steps,
+        "response_tokens_per_step": cfg["max_new_tokens"], "env_steps": rec.get("env_steps"),
+        "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": rec.get("update/tokens"),
+        "generate_s": gen, "env_s": env, "old_logprob_s": old, "update_s": upd, "iteration_s": it_s,
+        "generation_tokens_per_s": rec.get("rollout/response_tokens", 0.0) / max(gen, 1e-9),
+        "update_tokens_per_s": rec.get("update/tokens", 0.0) / upd,
+        "peak_gpu_mem_gib": rec.get("gpu/peak_mem_gib"),
+        "paper_iteration_s_estimate": est,
+        "vs_published": {k: est / v for k, v in PUBLISHED_S.items()},
+    }
+    _write(args.json, out)
+    return 0
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(path.read_text())
+
+
+def _weights(run_dir: str) -> dict[str, Any]:
+    import torch
+
+    path = sorted(glob.glob(str(Path(run_dir) / "checkpoints" / "iter_*.pt")))[-1]
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def fsdp(args: argparse.Namespace) -> int:
+    """FSDP2 at world size 1 against the plain update on the same batch: the rollouts must be
+    identical (same seed), the update statistics equal, and the weight updates the same."""
+    import torch
+
+    from agents.models import load_model
+
+    plain, sharded = _train_record(args.plain), _train_record(args.fsdp)
+    same_batch = all(plain.get(k) == sharded.get(k) for k in ("success", "coverage_rate", "adv/abs_mean", "update/tokens"))
+    w0 = {k: v.float().cpu() for k, v in load_model(args.model, device=args.device)[0].state_dict().items()}
+    wa, wb = _weights(args.plain), _weights(args.fsdp)
+    keys = [k for k in wa if k in w0]
+    da = torch.cat([(wa[k].float() - w0[k]).reshape(-1) for k in keys])
+    db = torch.cat([(wb[k].float() - w0[k]).reshape(-1) for k in keys])
+    cosine = float(torch.nn.functional.cosine_similarity(da, db, dim=0))
+    rel = abs(plain["update/grad_norm"] - sharded["update/grad_norm"]) / max(abs(plain["update/grad_norm"]), 1e-12)
+    out = {"same_batch": same_batch, "grad_norm_plain": plain["update/grad_norm"], "grad_norm_fsdp2": sharded["update/grad_norm"],
+           "grad_norm_rel_diff": rel, "pg_loss_plain": plain["update/pg_loss"], "pg_loss_fsdp2": sharded["update/pg_loss"],
+           "weight_update_cosine": cosine, "weight_update_max_abs_diff": float((da - db).abs().max()),
+           "weight_update_max_abs": float(da.abs().max()), "params_compared": len(keys)}
+    # AdamW's first step moves each weight by about lr * sign(g): where |g| is near eps a
+    # different summation order flips a few updates, so the updates are compared as a whole
+    out["ok"] = bool(same_batch and rel < args.tol and cosine > 1 - args.tol)
+    _write(args.json, out)
+    return 0 if out["ok"] else 1
+
+
+def short(args: argparse.Namespace) -> int:
+    """The short end-to-end run: its train record and its report exist and say what ProGPO did."""
+    rec = _train_record(args.run_dir)
+    report = (Path(args.run_dir) / "summary.md").read_text()
+    out = {"success": rec.get("success"), "all_failed_frac": rec.get("all_failed_frac"),
+           "coverage_rate": rec.get("coverage_rate"), "progress_groups": rec.get("adv/progress_groups"),
+           "iteration_s": rec.get("time/iteration_s"), "report_lines": len(report.splitlines()),
+           "report_says_where_progpo_acted": "Where ProGPO acted" in report}
+    out["ok"] = bool(out["report_says_where_progpo_acted"])
+    _write(args.json, out)
+    return 0 if out["ok"] else 1
+
+
+def _fmt(x: Any, nd: int = 1) -> str:
+    if isinstance(x, float):
+        return f"{x:,.{nd}f}"
+    return "-" if x is None else str(x)
+
+
+def report(args: argparse.Namespace) -> int:
+    out_dir = Path(args.out)
+    parts = {name: json.loads((out_dir / f"{name}.json").read_text())
+             for name in ("preflight", "iteration", "fsdp", "short") if (out_dir / f"{name}.json").exists()}
+    steps = {}
+    status_file = out_dir / "steps.txt"
+    if status_file.exists():
+        for line in status_file.read_text().splitlines():
+            name, _, status = line.partition(" ")
+            steps[name] = status
+    merged = {"steps": steps, **parts}
+    (out_dir / "gpu_check.json").write_text(json.dumps(merged, indent=1, default=str))
+    pre, it, fs, sh = (parts.get(k, {}) for k in ("preflight", "iteration", "fsdp", "short"))
+    rows = [("device", f"{pre.get('gpu', pre.get('device'))} ({pre.get('gpu_mem_gib', '-')} GiB)"),
+            ("python / torch / transformers", f"{pre.get('python')} / {pre.get('torch')} / {pre.get('transformers')}"),
+            ("matmul TFLOP/s", _fmt(pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops")), 2)),
+            ("paper-shaped model", _fmt(it.get("model"))),
+            ("envs x steps x answer tokens", f"{it.get('envs')} x {it.get('steps_per_episode')} x {it.get('response_tokens_per_step')}"),
+            ("generation tokens/s", _fmt(it.get("generation_tokens_per_s"))),
+            ("update tokens/s", _fmt(it.get("update_tokens_per_s"))),
+            ("peak GPU memory (GiB)", _fmt(it.get("peak_gpu_mem_gib"))),
+            ("seconds: generate / env / old-logprob / update",
+             " / ".join(_fmt(it.get(k)) for k in ("generate_s", "env_s", "old_logprob_s", "update_s"))),
+            (f"{PAPER_STEPS}-step iteration, estimated (s)", _fmt(it.get("paper_iteration_s_estimate"))),
+            *[(f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2)) for k, v in PUBLISHED_S.items()],
+            ("FSDP2 (world 1) vs plain update", f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
+             f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}"),
+            ("short ProGPO iteration", f"{'ok' if sh.get('ok') else 'FAIL' if sh else '-'}: success {_fmt(sh.get('success'), 3)}, "
+             f"all-failed {_fmt(sh.get('all_failed_frac'), 3)}, progress groups {_fmt(sh.get('progress_groups'), 0)}")]
+    width = max(len(r[0]) for r in rows)
+    print(f"| {'measure':{width}s} | value |\n|{'-' * (width + 2)}|---|")
+    for name, value in rows:
+        print(f"| {name:{width}s} | {value} |")
+    failed = [k for k, v in steps.items() if v != "ok"]
+    print(f"\nsteps: {', '.join(f'{k} {v}' for k, v in steps.items()) or '-'}")
+    print(f"-> {out_dir / 'gpu_check.json'}")
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/gpu_check.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("preflight")
+    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    p.add_argument("--json")
+    p = sub.add_parser("iteration")
+    p.add_argument("run_dir")
+    p.add_argument("--json")
+    p = sub.add_parser("fsdp")
+    p.add_argument("plain")
+    p.add_argument("fsdp")
+    p.add_argument("--model", required=True)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--tol", type=float, default=1e-3, help="grad-norm relative difference / 1 - cosine allowed")
+    p.add_argument("--json")
+    p = sub.add_parser("short")
+    p.add_argument("run_dir")
+    p.add_argument("--json")
+    p = sub.add_parser("report")
+    p.add_argument("out")
+    args = ap.parse_args(argv)
+    return {"preflight": preflight, "iteration": iteration, "fsdp": fsdp, "short": short, "report": report}[args.cmd](args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
