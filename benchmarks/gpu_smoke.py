@@ -219,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--print-env", action="store_true", help="print the env to train on (alfworld|rooms) to stderr")
     p.set_defaults(fn=preflight)
     p = sub.add_parser("throughput")
-    p.add_argument("--model", default="smollm2")
+    p.add_argument("--model", default="tiny-128x2")
     p.add_argument("--prompts", type=int, default=64)
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=1.0)

