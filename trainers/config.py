@@ -31,104 +31,140 @@ class ConfigError(ValueError):
     """A configuration value or file is invalid; the message says which and why."""
 
 
+def _opt(default: Any, help: str, group: str) -> Any:  # noqa: A002 - argparse's word
+    """A :class:`TrainConfig` field: its default, the one line ``--help`` prints, its ``--help`` section."""
+    return field(default=default, metadata={"help": help, "group": group})
+
+
 @dataclass
 class TrainConfig:
-    """Everything a run needs. Defaults: the CPU learning demo (see below).
+    """Everything a run needs; each field is a CLI flag (``--max-steps``) and a YAML key (``max_steps``).
 
     With no arguments, ``python -m trainers.progpo`` trains a tiny Qwen2-architecture model
-    (``tiny-128x2``, 0.8 M parameters, built offline) on the embedded ``easy-train`` ALFWorld
-    games (small rooms, targets never hidden) and evaluates on the held-out ``easy-valid`` games
-    (disjoint floor plans): a behaviour-cloning warm start from the searching expert
-    (``init: bc``), an evaluation at iteration 0, then 12 ProGPO(GiGPO) iterations (trajectory-mean
-    loss; a command already taken from the same observation is not offered again), then the final
-    evaluation and a report whose headline is the RL gain with a 95% bootstrap interval.
-    About 9 minutes on 2 CPU cores. Measured at seed 0 (README, "What it shows"): random policy
-    0.021, after cloning 0.521, after RL 0.875 held-out success.
-    Paper-scale runs override model / splits / steps / mode
-    (see ``configs/``); ``--model smollm2`` runs the bundled SmolLM2-135M-Instruct.
+    (``tiny-128x2``, built offline) on the embedded ``easy-train`` ALFWorld games and evaluates on
+    the held-out ``easy-valid`` games: a behaviour-cloning warm start from the searching expert
+    (``init: bc``), an evaluation at iteration 0, ProGPO(GiGPO) iterations, the final evaluation
+    and a report whose headline is the RL gain with a 95% bootstrap interval. What it measures is in
+    ``benchmarks/README.md``; paper-scale runs override model / splits / steps / mode (``configs/``).
+    ``python -m trainers.progpo --help`` lists the fields by section with their help.
     """
 
     # what to train
-    env: str = "alfworld"  # alfworld | webshop | rooms (a toy text env for tests)
-    train_split: str = "auto"  # auto: alfworld easy-train, webshop train
-    eval_split: str = "auto"  # auto: alfworld easy-valid, webshop test
-    max_steps: int = 20  # per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)
-    model: str = "tiny-128x2"  # tiny-<H>x<L> | tiny | smollm2 | local path | hub name
-    init_std: float = 0.0  # tiny-* models only: std of their random weights (0: transformers' 0.02; ~1/sqrt(hidden) clones faster, benchmarks/README.md)
-    backend: str = "transformers"  # transformers | vllm
-    policy_mode: str = "score"  # score: rank admissible actions; generate: free text
-    fmt: str = "action"  # action | think_action (generate mode)
-    template: str = "auto"  # prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), a name, or a YAML path
-    score_norm: str = "sum"  # score mode: rank commands by sum (agents default) or mean token log-prob
-    avoid_repeats: bool = True  # score mode: drop commands already taken from the same observation (agents.policy)
-    history_k: int = 1  # (observation, action) pairs in the prompt (paper: 2)
-    temperature: float = 1.0
-    top_p: float = 1.0
-    max_new_tokens: int = 48
-    gen_batch_size: int = 32  # generate mode, transformers backend: answers decoded together (a GPU takes a whole iteration's 128+)
-    min_new_tokens: int = 0  # generate mode: EOS / stop strings end an answer only from this length on (= max_new_tokens: fixed-length answers, for speed measurements)
-    invalid_penalty: float = 0.1
+    env: str = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
+    train_split: str = _opt("auto", "auto: alfworld easy-train, webshop train", "what to train")
+    eval_split: str = _opt("auto", "auto: alfworld easy-valid, webshop test", "what to train")
+    max_steps: int = _opt(20, "per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)", "what to train")
+    model: str = _opt("tiny-128x2", "tiny-<H>x<L> | tiny | smollm2 | local path | hub name", "what to train")
+    init_std: float = _opt(0.0, "tiny-* models only: std of their random weights (0: transformers' 0.02; "
+                                "~1/sqrt(hidden) clones faster, benchmarks/README.md)", "what to train")
+    # policy (agents/: prompt, answer format, sampling)
+    backend: str = _opt("transformers", "transformers | vllm", "policy")
+    policy_mode: str = _opt("score", "score: rank admissible actions; generate: free text", "policy")
+    fmt: str = _opt("action", "action | think_action (generate mode)", "policy")
+    template: str = _opt("auto", "prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), "
+                                 "a name, or a YAML path", "policy")
+    score_norm: str = _opt("sum", "score mode: rank commands by sum (agents default) or mean token log-prob",
+                                  "policy")
+    avoid_repeats: bool = _opt(True, "score mode: drop commands already taken from the same observation "
+                                     "(agents.policy)", "policy")
+    history_k: int = _opt(1, "(observation, action) pairs in the prompt (paper: 2)", "policy")
+    temperature: float = _opt(1.0, "sampling temperature of generate mode and of score mode's softmax over commands",
+                                   "policy")
+    top_p: float = _opt(1.0, "nucleus sampling mass in (0, 1] (1: off)", "policy")
+    max_new_tokens: int = _opt(48, "generate mode: tokens per answer at most", "policy")
+    gen_batch_size: int = _opt(32, "generate mode, transformers backend: answers decoded together (a GPU takes a "
+                                   "whole iteration's 128+)", "policy")
+    min_new_tokens: int = _opt(0, "generate mode: EOS / stop strings end an answer only from this length on (= "
+                                  "max_new_tokens: fixed-length answers, for speed measurements)", "policy")
+    invalid_penalty: float = _opt(0.1, "subtracted from the advantage of a step whose answer did not parse into a "
+                                       "command", "policy")
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
-    init: str = "auto"  # auto: bc for ALFWorld in score mode, else none | bc | none
-    bc_steps: int = 60  # AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave RL little to add on easy, benchmarks/README.md)
-    bc_batch_size: int = 16
-    bc_lr: float = 2e-3
-    bc_lr_schedule: str = "constant"  # constant | cosine (decays to 0 over bc_steps)
-    bc_episodes: int = 0  # expert episodes on train_split to clone (0: each task once)
-    init_weights: str = ""  # a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else
+    init: str = _opt("auto", "auto: bc for ALFWorld in score mode, else none | bc | none", "warm start")
+    bc_steps: int = _opt(60, "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
+                             " RL little to add on easy, benchmarks/README.md)", "warm start")
+    bc_batch_size: int = _opt(16, "decisions per behaviour-cloning step", "warm start")
+    bc_lr: float = _opt(2e-3, "AdamW learning rate of behaviour cloning", "warm start")
+    bc_lr_schedule: str = _opt("constant", "constant | cosine (decays to 0 over bc_steps)", "warm start")
+    bc_episodes: int = _opt(0, "expert episodes on train_split to clone (0: each task once)", "warm start")
+    init_weights: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
+                                 "anything else", "warm start")
     # estimator (trainers/advantages.py)
-    estimator: str = "progpo-gigpo"
-    gamma: float = 0.95
-    omega: float = 1.0
-    lam: float = 1.0
-    norm: str = "mean_std"
-    coverage: str = "rate"
-    state_key: str = "canonical"  # state identity of first-visit coverage: canonical (the env's canonicalizer) | exact (distinct raw observation strings, the paper's D)
-    scope: str = "episode"
-    tau_r: float = 1e-3
-    tau_p: float = 1e-4
-    progress_gate: str = "all_failed"  # all_failed (ProGPO) | always (control: progress term added in every group)
-    shuffle_coverage: bool = False  # control: permute coverage within each all-failed group
+    estimator: str = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | progpo-grpo | progpo-rloo | "
+                                          "progpo-gigpo", "estimator")
+    gamma: float = _opt(0.95, "discount of GiGPO's step returns (and of ProGPO's first-visit returns)", "estimator")
+    omega: float = _opt(1.0, "weight of the step-level term: A = A^E + omega * A^S", "estimator")
+    lam: float = _opt(1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups", "estimator")
+    norm: str = _opt("mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)",
+                                 "estimator")
+    coverage: str = _opt("rate", "ProGPO's progress P: rate ((D - 1) / T) | count (D - 1)", "estimator")
+    state_key: str = _opt("canonical", "state identity of first-visit coverage: canonical (the env's canonicalizer) |"
+                                       " exact (distinct raw observation strings, the paper's D)", "estimator")
+    scope: str = _opt("episode", "first visit counted per episode | per group (a state counts once in the whole "
+                                 "group)", "estimator")
+    tau_r: float = _opt(1e-3, "success threshold: a group is all-failed when every outcome < tau_r", "estimator")
+    tau_p: float = _opt(1e-4, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p",
+                              "estimator")
+    progress_gate: str = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
+                                            "group)", "estimator")
+    shuffle_coverage: bool = _opt(False, "control: permute coverage within each all-failed group", "estimator")
     # budget
-    iterations: int = 12
-    num_groups: int = 8  # B tasks per iteration
-    group_size: int = 8  # G trajectories per task
-    env_backend: str = "sync"  # sync: members stepped in this process | async: one process per member, a crashed engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)
-    ray_num_cpus: float = 1.0  # env_backend ray: CPUs each member's actor reserves (fractions allowed)
-    dist_strategy: str = "ddp"  # under torchrun / accelerate launch: ddp (replicated weights, gradients all-reduced) | fsdp2 (GPU: weights sharded)
-    step_timeout: float = 0.0  # seconds one env step may take before it counts as a crash (episode truncated, worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)
-    seed: int = 0
+    iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
+    num_groups: int = _opt(8, "B tasks per iteration", "budget")
+    group_size: int = _opt(8, "G trajectories per task", "budget")
+    env_backend: str = _opt("sync", "sync: members stepped in this process | async: one process per member, a crashed"
+                                    " engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)",
+                                    "budget")
+    ray_num_cpus: float = _opt(1.0, "env_backend ray: CPUs each member's actor reserves (fractions allowed)",
+                                    "budget")
+    dist_strategy: str = _opt("ddp", "under torchrun / accelerate launch: ddp (replicated weights, gradients all-"
+                                     "reduced) | fsdp2 (GPU: weights sharded)", "budget")
+    step_timeout: float = _opt(0.0, "seconds one env step may take before it counts as a crash (episode truncated, "
+                                    "worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)",
+                                    "budget")
+    seed: int = _opt(0, "seed of the model draw, the warm start, the task schedule and the sampling", "budget")
     # PPO update
-    lr: float = 3e-4  # tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)
-    weight_decay: float = 0.0
-    clip_eps: float = 0.2
-    kl_coef: float = 0.0  # low-variance (k3) KL to the frozen initial policy; paper: 0.01
-    entropy_coef: float = 0.0
-    max_grad_norm: float = 1.0
-    loss_agg: str = "traj-mean"  # traj-mean (each trajectory weighs the same, whatever its length) | token-mean
-    lr_warmup_iterations: int = 0  # iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr * sign(g))
-    ppo_epochs: int = 1
-    num_minibatches: int = 4
-    micro_batch_size: int = 4  # steps per forward/backward pass (score mode: x candidates sequences)
-    recompute_old_logprobs: bool = False  # True: old log-probs from a training-side forward, not the sampler (always with backend vllm)
-    skip_zero_advantage: bool = True  # drop steps with A == 0 from the update (no gradient) when kl/entropy are off
-    lora: bool = False  # LoRA adapters (peft): faster update, MB-sized checkpoints
-    lora_r: int = 16
-    lora_alpha: int = 32
-    bf16: bool = True  # GPU only: bf16 autocast compute, fp32 master weights and optimizer state
-    device: str = "auto"  # auto | cpu | cuda
-    torch_threads: int = 1  # 0: torch's default; 1 is fastest for tiny models on a 2-core CPU
+    lr: float = _opt(3e-4, "tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)",
+                           "PPO update")
+    weight_decay: float = _opt(0.0, "AdamW weight decay", "PPO update")
+    clip_eps: float = _opt(0.2, "PPO clip range", "PPO update")
+    kl_coef: float = _opt(0.0, "low-variance (k3) KL to the frozen initial policy; paper: 0.01", "PPO update")
+    entropy_coef: float = _opt(0.0, "entropy bonus weight (0: off)", "PPO update")
+    max_grad_norm: float = _opt(1.0, "gradient clipping norm", "PPO update")
+    loss_agg: str = _opt("traj-mean", "traj-mean (each trajectory weighs the same, whatever its length) | token-mean",
+                                      "PPO update")
+    lr_warmup_iterations: int = _opt(0, "iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr *"
+                                        " sign(g))", "PPO update")
+    ppo_epochs: int = _opt(1, "passes over an iteration's steps", "PPO update")
+    num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
+    micro_batch_size: int = _opt(4, "steps per forward/backward pass (score mode: x candidates sequences)",
+                                    "PPO update")
+    recompute_old_logprobs: bool = _opt(False, "True: old log-probs from a training-side forward, not the sampler "
+                                               "(always with backend vllm)", "PPO update")
+    skip_zero_advantage: bool = _opt(True, "drop steps with A == 0 from the update (no gradient) when kl/entropy are "
+                                           "off", "PPO update")
+    lora: bool = _opt(False, "LoRA adapters (peft): faster update, MB-sized checkpoints", "PPO update")
+    lora_r: int = _opt(16, "LoRA rank", "PPO update")
+    lora_alpha: int = _opt(32, "LoRA alpha", "PPO update")
+    bf16: bool = _opt(True, "GPU only: bf16 autocast compute, fp32 master weights and optimizer state", "PPO update")
+    device: str = _opt("auto", "auto | cpu | cuda", "PPO update")
+    torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
     # outputs
-    output_dir: str = "runs/progpo"
-    eval_every: int = 0  # iterations between evals on eval_split (0: only at iteration 0 and at the end)
-    eval_episodes: int = 144  # per evaluation, spread evenly over the split's tasks (0 disables evaluation)
-    eval_extra_split: str = "auto"  # a second held-out split evaluated at the start and the end (auto: alfworld valid; "none")
-    eval_extra_episodes: int = 36
-    baseline_random: bool = True  # evaluate a uniformly random policy on eval_split once, for scale
-    save_every: int = 1  # iterations between checkpoints (the last one always saved); 0: no checkpoint at all (speed measurements)
-    tensorboard: bool = True
-    progress: bool = True
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes saved with the run
+    output_dir: str = _opt("runs/progpo", "run directory: metrics.jsonl, summary.md, curves.png, checkpoints, "
+                                          "TensorBoard logs", "outputs")
+    eval_every: int = _opt(0, "iterations between evals on eval_split (0: only at iteration 0 and at the end)",
+                              "outputs")
+    eval_episodes: int = _opt(144, "per evaluation, spread evenly over the split's tasks (0 disables evaluation)",
+                                   "outputs")
+    eval_extra_split: str = _opt("auto", "a second held-out split evaluated at the start and the end (auto: alfworld "
+                                         "valid; \"none\")", "outputs")
+    eval_extra_episodes: int = _opt(36, "episodes of the second held-out evaluation", "outputs")
+    baseline_random: bool = _opt(True, "evaluate a uniformly random policy on eval_split once, for scale", "outputs")
+    save_every: int = _opt(1, "iterations between checkpoints (the last one always saved); 0: no checkpoint at all "
+                              "(speed measurements)", "outputs")
+    tensorboard: bool = _opt(True, "write TensorBoard logs", "outputs")
+    progress: bool = _opt(True, "show progress bars", "outputs")
+    extra: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
+                                                                  "group": "outputs"})
 
     def __post_init__(self) -> None:
         self.validate()
@@ -336,22 +372,22 @@ def build_parser() -> argparse.ArgumentParser:
                     help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)")
+    sections: dict[str, argparse._ArgumentGroup] = {}
     for f in fields(TrainConfig):
         if f.name == "extra":
             continue
+        group = f.metadata["group"]
+        if group not in sections:
+            sections[group] = ap.add_argument_group(group)
         default = f.default
+        text = f"{f.metadata['help']} (default: {default!r})"
         if isinstance(default, bool):
-            ap.add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                            help=f"(default: {default})")
+            sections[group].add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
+                                         help=text)
         else:
-            kind = type(default)
-            choices = None
-            if f.name == "estimator":
-                choices = ESTIMATORS
-            elif f.name == "env":
-                choices = ENVS
-            ap.add_argument(_flag(f.name), dest=f.name, type=kind, default=None, choices=choices,
-                            help=f"(default: {default})")
+            choices = {"estimator": ESTIMATORS, "env": ENVS}.get(f.name)
+            sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None, choices=choices,
+                                         help=text)
     return ap
 
 

@@ -39,3 +39,19 @@ def test_webshop_demo_clones_the_shopper_with_the_notes_prompt():
 @pytest.mark.parametrize("name", sorted(p.name for p in CONFIGS.glob("*.yaml")))
 def test_every_shipped_config_validates(name):
     _cfg(name)
+
+
+def test_every_config_field_documents_itself_in_help() -> None:
+    """TRL-style: each field carries one line of help and a --help section, and --help prints both."""
+    import dataclasses
+
+    from trainers.config import TrainConfig, build_parser
+
+    text = " ".join(build_parser().format_help().split())
+    for f in dataclasses.fields(TrainConfig):
+        assert f.metadata.get("help") and f.metadata.get("group"), f.name
+        if f.name != "extra":
+            assert " ".join(f.metadata["help"].split()) in text, f.name
+    sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
+    assert sections == ["what to train", "policy", "warm start", "estimator", "budget", "PPO update", "outputs"]
+    assert all(f"{s}:" in build_parser().format_help() for s in sections)
