@@ -1,4 +1,4 @@
-"""Scale-out figures (issue 12): Ray env workers vs local processes, and 1 vs 2 gloo training ranks.
+"""Scale-out figures: Ray env workers vs local processes, and 1 vs 2 gloo training ranks.
 
 Prints three tables (median of ``--repeats`` runs each):
 

@@ -6,7 +6,7 @@ Usage::
     python benchmarks/webshop_speed.py --full     # also the 1M-product index build (~3 min)
     python benchmarks/webshop_speed.py --no-browser --repeats 5
 
-Goals (issue 5): text step p50 <= 1 ms on 1k products, search p50 <= 5 ms on 100k, index
+Goals: text step p50 <= 1 ms on 1k products, search p50 <= 5 ms on 100k, index
 build for 1M products <= 60 s and <= 4 GB.
 
 Baselines measured in the same run:

@@ -11,7 +11,7 @@ def test_env_ids_registered():
     assert spec.entry_point == "progpo_envs.webshop.env:WebShopEnv"
 
 
-# ----------------------------------------------------------------- import-name guard (issue 15)
+# ----------------------------------------------------------------- import-name guard
 import ast  # noqa: E402
 import os  # noqa: E402
 import subprocess  # noqa: E402
@@ -77,7 +77,7 @@ def test_guard_is_silent_on_the_real_install() -> None:
         assert "__progpo_package__ = True" in (REPO / name / "__init__.py").read_text()
 
 
-# ----------------------------------------------------------------- no import cycles (issue 15)
+# ----------------------------------------------------------------- no import cycles
 def test_no_import_cycles_between_modules() -> None:
     """Module-level and function-local imports alike: the import graph of the four packages has no
     cycle (a package importing its own submodules excepted)."""

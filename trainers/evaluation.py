@@ -20,6 +20,8 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from trainers import seeds
+
 __all__ = ["EvalPlan", "RandomPolicy", "episode_records", "paired_bootstrap_ci", "run_eval"]
 
 #: commands a random baseline leaves out: they never change an ALFWorld state
@@ -89,8 +91,8 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
                 envs.close()
                 envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed,
                               step_timeout=step_timeout)
-            seeds = [plan.seed * 100_003 + start + j for j in range(len(chunk))]
-            ro = collect_rollout(envs, policy, seeds, seed=plan.seed * 7_919 + start,
+            task_seeds = [seeds.eval_task(plan.seed, start + j) for j in range(len(chunk))]
+            ro = collect_rollout(envs, policy, task_seeds, seed=seeds.eval_sampling(plan.seed, start),
                                  options=[{"task_id": t} if t else None for t in chunk], on_step=on_step)
             offset = len(total.trajectories)
             for s in ro.steps:

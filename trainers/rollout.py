@@ -33,6 +33,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from trainers import seeds
 from trainers.advantages import factorize
 
 __all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info", "step_seed"]
@@ -134,13 +135,12 @@ def _state_of(info: Mapping[str, Any], obs: str) -> str:
 
 
 def step_seed(seed: int, k: int) -> int:
-    """The policy's sampling seed at vector step ``k``; below 2**63 for any ``seed`` (issue 11:
-    ``seed * 1_000_003`` alone overflowed ``torch.Generator.manual_seed`` above ~1.8e8 * 1e5).
+    """The policy's sampling seed at vector step ``k``: :func:`trainers.seeds.step`.
 
     >>> step_seed(3, 2), step_seed(2**62, 0) < 2**63
     (3000011, True)
     """
-    return (int(seed) * 1_000_003 + int(k)) % (2**63 - 1)
+    return seeds.step(seed, k)
 
 
 def collect_rollout(

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from trainers import distributed
+from trainers import distributed, seeds
 from trainers.advantages import AdvantageConfig, step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                  restore_rng, save_checkpoint)
@@ -44,6 +44,7 @@ from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 from trainers.run_dir import RunDirLock, claim_run_dir
+from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts, rollout_summary
 
 __all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
@@ -55,16 +56,6 @@ RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eva
 
 #: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
 _WEIGHTED = ("pg_loss", "kl")
-
-
-def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> list[int]:
-    """Task seed of each group at ``iteration`` (``stream`` 0: training, 1: evaluation).
-
-    >>> task_seeds(0, 1, 2) == task_seeds(0, 1, 2), task_seeds(0, 1, 2) != task_seeds(0, 2, 2)
-    (True, True)
-    """
-    seq = np.random.SeedSequence(seed, spawn_key=(stream, iteration))
-    return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
 
 
 def warmup_factor(iteration: int, warmup_iterations: int) -> float:
@@ -284,7 +275,7 @@ class Trainer:
         tok_w = [1.0 / (float(traj_len[steps[i].traj]) * max(n, 1)) if cfg.loss_agg == "traj-mean" else 1.0
                  for i, n in zip(idx, n_tok)]
         self.model.train()
-        gen = torch.Generator().manual_seed((cfg.seed * 1_000_003 + iteration) % (2**63 - 1))
+        gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
         tok_total, w_total, grad_norms = 0, 0.0, []
         n_mb = min(cfg.num_minibatches, n_global)
@@ -377,14 +368,14 @@ class Trainer:
         shard = self.shard if shard is None else shard
         shard_index = self.dist.rank if shard_index is None else shard_index
         self.envs = self.envs or self._make_envs()
-        seeds = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
+        tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
         self.model.eval()
         bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress and self.dist.is_main)
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
             with torch.no_grad(), self.autocast(), distributed.full_weights(self.model, self.dist):
-                return collect_rollout(self.envs, self.policy, seeds,
-                                       seed=distributed.shard_seed(cfg.seed * 100_003 + iteration, shard_index),
+                return collect_rollout(self.envs, self.policy, tasks,
+                                       seed=distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index),
                                        history_k=cfg.history_k, on_step=bar.update)
         finally:
             bar.close()
@@ -397,7 +388,7 @@ class Trainer:
         cfg = self.cfg
         split = split or cfg.splits[1]
         n = cfg.eval_episodes if episodes is None else episodes
-        return EvalPlan.for_env(self._split_env_fn(split), split, n, seed=cfg.seed + 7_919)
+        return EvalPlan.for_env(self._split_env_fn(split), split, n, seed=seeds.eval_plan(cfg.seed))
 
     def _split_env_fn(self, split: str) -> Callable[[], Any]:
         """Member env factory of ``split`` (the eval split's own factory when it is that split)."""
@@ -544,7 +535,7 @@ class Trainer:
             "model": self._trainable_state(),
             "optimizer": self.optimizer.state_dict(),
             "rng": capture_rng(),
-            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": self.cfg.seed + 7_919},
+            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": seeds.eval_plan(self.cfg.seed)},
             "history": self.history,
             **extra,
         })
@@ -587,7 +578,7 @@ class Trainer:
         t0 = time.perf_counter()
         ro = self.rollout(iteration)
         arrays = ro.advantage_inputs()
-        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=cfg.seed * 1_000_003 + iteration)
+        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(cfg.seed, iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
         penalty = np.array([float(getattr(s.output, "penalty", 0.0) or 0.0) for s in ro.steps])
         step_adv = adv.steps - penalty

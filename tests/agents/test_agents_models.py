@@ -123,7 +123,7 @@ def test_materialize_tiny_is_loadable_and_identical(tmp_path, monkeypatch, tiny)
 
 
 # ------------------------------------------------------------------------------------------
-# one cache variable; model names (issue 11)
+# one cache variable; model names
 # ------------------------------------------------------------------------------------------
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -230,7 +230,7 @@ def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_
 
 
 def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tmp_path, tiny):
-    """Issue 14 item 10: with no reachable hub (here: an endpoint that accepts connections and never
+    """With no reachable hub (here: an endpoint that accepts connections and never
     answers) a missing model failed only after the hub client's retries (22 attempts, 46 s); now the
     local cache is read first and one probe decides. Counted in connections, not seconds: the missing
     model may open at most one, the cached one none."""

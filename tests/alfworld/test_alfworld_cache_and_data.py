@@ -1,4 +1,4 @@
-"""Issue 14 items 5 and 6: a damaged translation cache entry is recomputed (never reaches
+"""A damaged translation cache entry is recomputed (never reaches
 fast-downward, never blames the game file), and broken ALFWorld data gives ALFWorldDataError
 or a logged skip instead of a raw AttributeError / a silent skip."""
 from __future__ import annotations
@@ -23,7 +23,7 @@ from progpo_envs.alfworld.games import ALFWorldDataError, discover_games, resolv
 REPO = Path(__file__).resolve().parents[2]
 
 
-# ------------------------------------------------------------------ item 6: data errors (no engine)
+# ------------------------------------------------------------------ data errors (no engine)
 def _game(root: Path, folder: str, trial: str, game: object = None, traj: object = None) -> Path:
     d = root / "json_2.1.1" / "train" / folder / trial
     d.mkdir(parents=True)
@@ -87,7 +87,7 @@ def test_special_and_oversized_game_files_are_skipped_unread(tmp_path: Path, cap
     assert f"over the {MAX_GAME_FILE_BYTES // 2**20} MiB limit" in reasons["D"]
 
 
-# ------------------------------------------------------------------ item 5: translation cache
+# ------------------------------------------------------------------ translation cache
 @pytest.fixture()
 def sas_cache(alfworld_engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     """(translation module, game data, the one cache entry written for it) in a fresh cache dir."""

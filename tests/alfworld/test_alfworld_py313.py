@@ -1,4 +1,4 @@
-"""Issue 15 point 5: the stock engine on Python 3.13 (textworld's EvalSymbol.derive relied on the
+"""The stock engine on Python 3.13 (textworld's EvalSymbol.derive relied on the
 pre-3.13 ``locals()``). The replacement must give the stock transcripts on every Python."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Multi-process training (issue 12): 2 gloo ranks under torchrun vs 1 process on the same global batch.
+"""Multi-process training: 2 gloo ranks under torchrun vs 1 process on the same global batch.
 
 The reference is one process that collects the same two group shards one after the other
 (shard k sampled with ``shard_seed(..., k)``, exactly what rank k does) and updates on their

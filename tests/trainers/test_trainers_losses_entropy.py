@@ -1,4 +1,4 @@
-"""The entropy bonus needs exact entropies (issue 11): the sampled-token estimate has zero
+"""The entropy bonus needs exact entropies: the sampled-token estimate has zero
 expected gradient on-policy, so ppo_clip_loss refuses it instead of silently using it."""
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def test_without_the_bonus_the_entropy_is_a_detached_diagnostic():
 
 
 def test_rollout_step_seeds_fit_torch_generators_for_any_run_seed():
-    """Trainer seeds above ~1.8e8 used to overflow torch.Generator.manual_seed (issue 11)."""
+    """Trainer seeds above ~1.8e8 used to overflow torch.Generator.manual_seed."""
     for run_seed in (0, 7, 2 * 10**8, 2**40, 2**64 + 5):
         s = step_seed(run_seed * 100_003 + 3, 12)
         assert 0 <= s < 2**63

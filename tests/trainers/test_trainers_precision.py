@@ -1,4 +1,4 @@
-"""Issue 11: bf16 keeps fp32 master weights (a 1e-6 step survives), lr sanity warnings, log-prob mismatch."""
+"""Bf16 keeps fp32 master weights (a 1e-6 step survives), lr sanity warnings, log-prob mismatch."""
 from __future__ import annotations
 
 import dataclasses

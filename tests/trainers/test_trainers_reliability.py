@@ -1,4 +1,4 @@
-"""Issue 14: verified checkpoints, strict state-dict loading, config validation, env step timeouts
+"""Verified checkpoints, strict state-dict loading, config validation, env step timeouts
 and worker-restart metrics in the trainer. Every failure ends in one ``error:`` line, exit 2."""
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def _flip_tensor_bytes(path: Path, n: int = 512) -> None:
     path.write_bytes(bytes(raw))
 
 
-# ----------------------------------------------------------------------------- item 4: checkpoints
+# ----------------------------------------------------------------------------- checkpoints
 def test_flipped_tensor_bytes_are_caught_by_checksum_and_by_zip_crc(tmp_path):
     ckpt = save_checkpoint(tmp_path, 1, {"model": {"w": torch.arange(4096, dtype=torch.float32)}})
     assert checksum_path(ckpt).is_file()
@@ -140,7 +140,7 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
     assert load_checkpoint(run / "checkpoints" / "iter_000002.pt")["iteration"] == 2
 
 
-# ----------------------------------------------------------------------------- item 7: config
+# ----------------------------------------------------------------------------- config
 @pytest.mark.parametrize("text, match", [
     ("1: 2\n", "keys must be field names, got 1"),
     ("~: 2\n", "keys must be field names, got None"),
@@ -171,7 +171,7 @@ def test_nan_from_the_cli_is_rejected_and_notes_in_extra_still_work(tmp_path, ca
     assert TrainConfig().resolved_step_timeout == "auto"
 
 
-# ----------------------------------------------------------------------------- item 3: timeouts + restarts
+# ----------------------------------------------------------------------------- timeouts + restarts
 def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
     cfg = config_for_tests(output_dir=str(tmp_path), env_backend="async", num_groups=1, group_size=2, max_steps=3,
                            step_timeout=45.0)

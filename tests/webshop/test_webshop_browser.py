@@ -155,7 +155,7 @@ def test_odd_queries_agree(envs):
 
 
 def test_query_too_long_for_a_url_is_invalid_in_both_modes(envs):
-    """Issue 14 item 8: 7,300 CJK characters fit the action limit but their URL is over 65,536
+    """7,300 CJK characters fit the action limit but their URL is over 65,536
     bytes (the server answered 414 and browser mode showed the error page as a valid step)."""
     browser, text = envs
     bo, bi = browser.reset(seed=5)

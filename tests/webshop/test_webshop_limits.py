@@ -1,5 +1,5 @@
-"""Issue 14: WebShop honours max_episode_steps from gym.make / the trainer (item 9) and rejects a
-search whose URL would be too long in both modes alike (item 8, text side; the browser side is in
+"""WebShop honours max_episode_steps from gym.make / the trainer and rejects a
+search whose URL would be too long in both modes alike (the text side; the browser side is in
 test_webshop_browser.py)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""GroupVectorEnv failure contract (issue 14, items 1-3): members never fall out of step, a member
+"""GroupVectorEnv failure contract: members never fall out of step, a member
 exception truncates only that member, hung steps time out with a default that fits the env."""
 from __future__ import annotations
 

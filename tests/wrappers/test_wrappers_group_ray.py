@@ -1,4 +1,4 @@
-"""GroupVectorEnv(backend="ray") (issue 12): same rollouts as sync/async, fault handling, 2 nodes.
+"""GroupVectorEnv(backend="ray"): same rollouts as sync/async, fault handling, 2 nodes.
 
 Every test here shares one 2-node Ray cluster on loopback (:class:`wrappers.ray_cluster.
 LoopbackRayCluster`: two ``ray start --block`` nodes of 1 CPU on 127.0.0.2, each in its own
