@@ -49,6 +49,8 @@ from typing import Literal, Sequence
 
 import numpy as np
 
+from wrappers.signals import all_failed_groups, coverage_rate
+
 __all__ = [
     "ESTIMATORS",
     "AdvantageConfig",
@@ -127,9 +129,7 @@ def _progress_flat(p: np.ndarray, gid: np.ndarray, n: int, lam: float, tau_p: fl
 
 
 def _all_failed_flat(r: np.ndarray, gid: np.ndarray, n: int, tau_r: float) -> np.ndarray:
-    best = np.full(n, -np.inf)
-    np.maximum.at(best, gid, r)
-    return best < tau_r  # max_i R_i < tau_R
+    return all_failed_groups(r, gid, n, tau_r)  # max_i R_i < tau_R
 
 
 def _episode_flat(
@@ -550,7 +550,7 @@ def step_advantages(
             fv_b = group_scope_first_visit(fv_b, traj, t, gid, np.asarray(state_ids), np.asarray(next_ids))
         fv = fv_b.astype(np.float64)
         found = np.bincount(traj, weights=fv, minlength=n_traj)  # D_i - 1
-        coverage = found if cfg.coverage == "count" else found / np.maximum(length, 1.0)  # P_i
+        coverage = found if cfg.coverage == "count" else coverage_rate(found, length)  # P_i
 
     # Episode level A^E_i (base estimator; ProGPO: progress A^E_i in all-failed groups).
     p_used = None

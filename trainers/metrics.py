@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from trainers.rollout import Rollout
+from wrappers.signals import all_failed, coverage_rate
 
 __all__ = ["MetricsFileError", "MetricsLogger", "rollout_metrics", "read_metrics"]
 
@@ -72,12 +73,12 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     for t in trajs:
         groups[t.group].append(t.outcome)
     # outcome-based on purpose (the estimator's all-failed test), see the docstring
-    m[prefix + "all_failed_frac"] = float(np.mean([max(v) < tau_r for v in groups.values()]))
+    m[prefix + "all_failed_frac"] = float(np.mean([all_failed(v, tau_r) for v in groups.values()]))
     m[prefix + "episode_length"] = float(np.mean([t.length for t in trajs]))
     fv = defaultdict(int)
     for s in ro.steps:
         fv[s.traj] += int(s.first_visit)
-    m[prefix + "coverage_rate"] = float(np.mean([fv[i] / max(t.length, 1) for i, t in enumerate(trajs)]))
+    m[prefix + "coverage_rate"] = float(np.mean([coverage_rate(fv[i], t.length) for i, t in enumerate(trajs)]))
     m[prefix + "coverage"] = float(np.mean([fv[i] for i in range(len(trajs))]))
     if ro.steps:
         seen: set[tuple[int, str, str]] = set()

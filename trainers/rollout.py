@@ -85,7 +85,6 @@ class Trajectory:
     outcome: float = 0.0  # final score / outcome reward R_i (WebShop: the purchase score in [0, 1])
     length: int = 0
     won: bool = False  # the env's info["won"] at the episode's end (WebShop: score == 1); see collect_rollout
-    coverage_rate: float = 0.0  # from the FirstVisitCoverage wrapper at the final step
 
 
 @dataclass
@@ -224,7 +223,6 @@ def collect_rollout(
                     tr.won = bool(step_info["won"])
                 else:
                     won_unknown.add(traj_of[i])
-                tr.coverage_rate = float(step_info.get("coverage_rate", 0.0))
         if "group_outcomes" in infos:
             mask = infos.get("_group_outcomes", np.ones(n, bool))
             for i in np.flatnonzero(mask):

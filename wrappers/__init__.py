@@ -28,6 +28,7 @@ from wrappers.canonicalize import (
 from wrappers.coverage import FirstVisitBonus, FirstVisitCoverage
 from wrappers.group import GroupSeedSchedule, GroupVectorEnv
 from wrappers.sb3 import AdmissibleActionsToDiscrete, hashed_bag_of_words
+from wrappers.signals import all_failed, coverage_rate
 
 __all__ = [
     "AdmissibleActionsToDiscrete",
@@ -37,6 +38,8 @@ __all__ = [
     "FirstVisitCoverage",
     "GroupSeedSchedule",
     "GroupVectorEnv",
+    "all_failed",
+    "coverage_rate",
     "default_canonicalizer",
     "encode_observation",
     "hashed_bag_of_words",

@@ -50,6 +50,7 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 
 from wrappers.canonicalize import default_canonicalizer, is_rejected
+from wrappers.signals import coverage_rate
 
 __all__ = ["FirstVisitBonus", "FirstVisitCoverage"]
 
@@ -123,7 +124,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info = dict(info)
         info["first_visit"] = first_visit
         info["coverage"] = self.coverage
-        info["coverage_rate"] = self.coverage / self._steps if self._steps else 0.0
+        info["coverage_rate"] = coverage_rate(self.coverage, self._steps)
         return info
 
     def _enter(self, key: Hashable, info: Mapping[str, Any]) -> None:

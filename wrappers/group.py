@@ -96,6 +96,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from wrappers.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, _describe,
                                   check_timeout)
+from wrappers.signals import all_failed as outcomes_all_failed
 
 if TYPE_CHECKING:
     from wrappers.ray_pool import RayMemberPool
@@ -559,7 +560,7 @@ class GroupVectorEnv(VectorEnv):
             group_flags = {}
             for g in completed:
                 outcomes = self._outcomes[self._members(g)].copy()
-                group_flags[g] = (outcomes, bool(outcomes.max() < self.tau_r))
+                group_flags[g] = (outcomes, outcomes_all_failed(outcomes, self.tau_r))
             resets = self._autoreset(completed) if self.autoreset else {}
             for g in completed:
                 outcomes, all_failed = group_flags[g]

@@ -21,7 +21,8 @@ def test_import_wrappers_does_not_import_heavy_packages():
 
 
 @pytest.mark.parametrize(
-    "module", ["wrappers", "wrappers.canonicalize", "wrappers.coverage", "wrappers.group", "wrappers.sb3", "wrappers.toy_envs"]
+    "module", ["wrappers", "wrappers.canonicalize", "wrappers.coverage", "wrappers.group", "wrappers.sb3", "wrappers.signals",
+               "wrappers.toy_envs"]
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
