@@ -18,15 +18,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${BUNDLE_DIR:-.device-bundle}"
 MAX_MIB="${MAX_MIB:-48}"
-find_py312() {
-  local c
-  for c in "${PY312:-}" python3.12 "$(pyenv root 2>/dev/null)"/versions/3.12*/bin/python3.12; do
-    [ -n "$c" ] || continue
-    if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 12)' >/dev/null 2>&1; then echo "$c"; return 0; fi
-  done
-  return 1
-}
-PY="$(find_py312)" || { echo "build_device_bundle: no Python 3.12 found (PY312=...)" >&2; exit 3; }
+source scripts/venv_common.sh  # find_python
+PY="$(find_python 3.12 "${PY312:-}")" || { echo "build_device_bundle: no Python 3.12 found (PY312=...)" >&2; exit 3; }
 # what the image lacks, pinned to the versions the check was run with
 PACKAGES=(
   gymnasium==1.4.0 cloudpickle==2.1.0 farama-notifications==0.0.6

@@ -11,21 +11,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${PY313_VENV:-$HOME/.cache/progpo/venv-py313}"
 STAMP="$VENV/.progpo-py313-ok"
-find_py313() {
-  local c
-  for c in "${PY313:-}" python3.13 "$(pyenv root 2>/dev/null)"/versions/3.13*/bin/python3.13; do
-    [ -n "$c" ] || continue
-    if "$c" -c 'import sys; assert sys.version_info[:2] == (3, 13)' >/dev/null 2>&1; then
-      echo "$c"; return 0
-    fi
-  done
-  return 1
-}
-if ! PY="$(find_py313)"; then
+source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done, install_deps, link_checkout, find_python
+if ! PY="$(find_python 3.13 "${PY313:-}")"; then
   echo "setup_py313: no Python 3.13 found (python3.13 on PATH or pyenv 3.13.x); skipped" >&2
   exit 3
 fi
-source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done, install_deps, link_checkout
 # dependencies are re-installed only when the recipe (this script or pyproject.toml) changed
 if recipe_changed "import torch, textworld"; then
   install_deps "$PY" "all"
