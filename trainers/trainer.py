@@ -39,7 +39,7 @@ from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng,
 from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
-from trainers.losses import ppo_clip_loss
+from trainers.losses import penalized_advantages, ppo_clip_loss, token_weights
 from trainers.metrics import MetricsLogger, rollout_metrics
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
@@ -269,11 +269,7 @@ class Trainer:
                            for lp in self._logprobs([outputs[j] for j in c])]
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
         n_tok = [int(o.numel()) for o in old]
-        # per-token weights of the loss: token-mean (1) or traj-mean (each trajectory weighs the
-        # same whatever its length: 1 / (steps in its trajectory x tokens in the step))
-        traj_len = np.bincount([s.traj for s in steps]) if steps else np.zeros(0)
-        tok_w = [1.0 / (float(traj_len[steps[i].traj]) * max(n, 1)) if cfg.loss_agg == "traj-mean" else 1.0
-                 for i, n in zip(idx, n_tok)]
+        tok_w = token_weights([s.traj for s in steps], idx, n_tok, cfg.loss_agg)
         self.model.train()
         gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
         sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
@@ -580,8 +576,7 @@ class Trainer:
         arrays = ro.advantage_inputs()
         adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(cfg.seed, iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
-        penalty = np.array([float(getattr(s.output, "penalty", 0.0) or 0.0) for s in ro.steps])
-        step_adv = adv.steps - penalty
+        step_adv = penalized_advantages(adv.steps, [s.output for s in ro.steps])
         t1 = time.perf_counter()
         stats = self.update(ro.steps, step_adv, iteration)
         t2 = time.perf_counter()

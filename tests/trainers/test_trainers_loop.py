@@ -206,3 +206,12 @@ def test_seed_streams_doctests() -> None:
     import trainers.seeds
 
     assert doctest.testmod(trainers.seeds).failed == 0
+
+
+def test_losses_doctests() -> None:
+    """The invalid-action penalty and the loss's token weights, next to the loss."""
+    import doctest
+
+    import trainers.losses
+
+    assert doctest.testmod(trainers.losses).failed == 0
