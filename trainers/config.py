@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from trainers.advantages import ESTIMATORS
+from trainers.advantages import ESTIMATORS, AdvantageConfig
 from trainers.envs import STATE_KEYS
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
@@ -176,7 +176,6 @@ class TrainConfig:
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
 
-        one_of("estimator", ESTIMATORS)
         one_of("env", ENVS)
         one_of("backend", ("transformers", "vllm"))
         one_of("policy_mode", ("score", "generate"))
@@ -193,10 +192,7 @@ class TrainConfig:
         if self.resolved_init == "bc" and self.env == "webshop" and self.bc_episodes < 1:
             raise ConfigError("init bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
                               "e.g. --bc-episodes 300)")
-        one_of("norm", ("mean_std", "mean"))
-        one_of("coverage", ("rate", "count"))
         one_of("state_key", STATE_KEYS)
-        one_of("scope", ("episode", "group"))
         one_of("env_backend", ("sync", "async", "ray"))
         one_of("dist_strategy", ("ddp", "fsdp2"))
         one_of("device", ("auto", "cpu", "cuda"))
@@ -231,10 +227,19 @@ class TrainConfig:
                                   "(its weights are loaded, not drawn): leave it at 0")
         if self.min_new_tokens > self.max_new_tokens:
             raise ConfigError(f"min_new_tokens ({self.min_new_tokens}) must be <= max_new_tokens ({self.max_new_tokens})")
-        if not 0.0 <= self.gamma <= 1.0:
-            raise ConfigError(f"gamma must be in [0, 1], got {self.gamma}")
+        try:  # the estimator's options are validated where they are defined
+            self.advantage_config()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    def advantage_config(self) -> AdvantageConfig:
+        """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
+        return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.lam,
+                               norm=self.norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
+                               tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
+                               shuffle_coverage=self.shuffle_coverage)
 
     @property
     def resolved_step_timeout(self) -> float | str:

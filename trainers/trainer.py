@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from trainers import distributed, seeds
-from trainers.advantages import AdvantageConfig, step_advantages
+from trainers.advantages import step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                  restore_rng, save_checkpoint)
 from trainers.config import TrainConfig, lr_warning
@@ -163,10 +163,7 @@ class Trainer:
         train_split, eval_split = cfg.splits
         self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key)
         self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key)
-        self.adv_cfg = AdvantageConfig(estimator=cfg.estimator, gamma=cfg.gamma, omega=cfg.omega, lam=cfg.lam,
-                                       norm=cfg.norm, coverage=cfg.coverage, scope=cfg.scope, tau_r=cfg.tau_r,
-                                       tau_p=cfg.tau_p, gate=cfg.progress_gate,  # type: ignore[arg-type]
-                                       shuffle_coverage=cfg.shuffle_coverage)
+        self.adv_cfg = cfg.advantage_config()
         #: bf16 autocast compute over fp32 master weights and fp32 AdamW state: an
         #: update of 1e-6 is kept in the fp32 weights instead of rounding away in bf16
         self.amp_dtype: torch.dtype | None = torch.bfloat16 if (cfg.bf16 and self.device.type == "cuda") else None
