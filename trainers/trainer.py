@@ -39,8 +39,9 @@ from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng,
 from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
-from trainers.losses import penalized_advantages, ppo_clip_loss, token_weights
+from trainers.losses import penalized_advantages, token_weights
 from trainers.metrics import MetricsLogger, rollout_metrics
+from trainers.ppo import UpdateBatch, comm_for, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 from trainers.run_dir import RunDirLock, claim_run_dir
@@ -52,10 +53,6 @@ __all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
                      "step_timeout", "env_backend", "ray_num_cpus")
-
-
-#: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
-_WEIGHTED = ("pg_loss", "kl")
 
 
 def warmup_factor(iteration: int, warmup_iterations: int) -> float:
@@ -242,8 +239,8 @@ class Trainer:
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
             idx = [i for i in idx if advantages[i] != 0.0]
-        dist_on = self.dist.enabled
-        n_global = int(distributed.all_reduce_sum([len(idx)])[0]) if dist_on else len(idx)
+        comm = comm_for(self.dist)
+        n_global = int(comm.sum([len(idx)])[0])
         stats: dict[str, float] = {"update/steps": float(n_global), "update/optimizer_steps": 0.0}
         if not n_global:
             return stats
@@ -266,79 +263,29 @@ class Trainer:
                            for lp in self._logprobs([outputs[j] for j in c])]
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
         n_tok = [int(o.numel()) for o in old]
-        tok_w = token_weights([s.traj for s in steps], idx, n_tok, cfg.loss_agg)
-        self.model.train()
-        gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
-        sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
-        tok_total, w_total, grad_norms = 0, 0.0, []
-        n_mb = min(cfg.num_minibatches, n_global)
-        # several ranks: weights use the global token count of each mini-batch and the summed
-        # gradients equal the single-process ones (FSDP2 averages over ranks: scale back up)
-        scale = float(self.dist.world_size) if (dist_on and self.dist.strategy == "fsdp2") else 1.0
+        batch = UpdateBatch(outputs, old, ref, adv, n_tok, token_weights([s.traj for s in steps], idx, n_tok, cfg.loss_agg))
         lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_now
         stats["update/lr"] = lr_now
-        bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / mb), f"update {iteration}", cfg.progress)
-        for _ in range(cfg.ppo_epochs):
-            perm = torch.randperm(len(idx), generator=gen).tolist()
-            for part in np.array_split(np.array(perm), n_mb):
-                part = part.tolist()
-                mb_tokens = sum(n_tok[j] for j in part)
-                mb_weight = sum(tok_w[j] * n_tok[j] for j in part)
-                if dist_on:  # one collective for both mini-batch totals
-                    tokens_all, mb_weight = distributed.all_reduce_sum([mb_tokens, mb_weight])
-                    mb_tokens = int(tokens_all)
-                if mb_tokens == 0:
-                    continue
-                self.optimizer.zero_grad(set_to_none=True)
-                micros: list[list[int] | None] = list(_chunks(part, mb))
-                if dist_on and self.dist.strategy == "fsdp2":  # sharded forwards must stay in lockstep
-                    micros += [None] * (int(distributed.all_reduce_max([len(micros)])[0]) - len(micros))
-                for micro in micros:
-                    if micro is None:  # padding: a zero-weight pass over any step
-                        with self.autocast():
-                            pad = self._logprobs([outputs[0] if outputs else steps[0].output])
-                        (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
-                        continue
-                    with self.autocast():
-                        new, ents = self._logprobs_entropy([outputs[j] for j in micro])
-                    lp = torch.cat([x.float().reshape(-1) for x in new])
-                    dev = lp.device
-                    ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
-                    old_t = torch.cat([old[j] for j in micro]).to(dev)
-                    adv_t = torch.cat([adv[j].expand(n_tok[j]) for j in micro]).to(dev)
-                    ref_t = torch.cat([ref[j] for j in micro]).to(dev) if ref is not None else None
-                    w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
-                    k = int(lp.numel())
-                    if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
-                        ent_t = None
-                    w_sum = float(w_t.sum())
-                    out = ppo_clip_loss(lp, old_t, adv_t, cfg.clip_eps, ref_t, cfg.kl_coef, cfg.entropy_coef,
-                                        weight=scale * w_sum / mb_weight, entropies=ent_t, token_weights=w_t)
-                    out.loss.backward()
-                    # pg_loss and kl are means under token_weights, the others token means
-                    for key in sums:
-                        sums[key] += float(getattr(out, key)) * (w_sum if key in _WEIGHTED else k)
-                    tok_total += k
-                    w_total += w_sum
-                    bar.update(1)
-                if dist_on and self.dist.strategy == "ddp":
-                    distributed.all_reduce_grads(self.params)
-                norm = torch.nn.utils.clip_grad_norm_(self.params, cfg.max_grad_norm)
-                grad_norms.append(float(norm))
-                self.optimizer.step()
-                stats["update/optimizer_steps"] += 1
-        bar.close()
-        self.optimizer.zero_grad(set_to_none=True)
-        if dist_on:  # loss statistics over every rank's steps
-            totals = distributed.all_reduce_sum([*sums.values(), tok_total, w_total])
-            sums, tok_total, w_total = dict(zip(sums, totals[:-2])), int(totals[-2]), float(totals[-1])
-        for key, value in sums.items():
-            denom = w_total if key in _WEIGHTED else tok_total
-            stats[key if key in ("kl", "clip_fraction") else f"update/{key}"] = value / denom if denom > 0 else 0.0
-        stats["update/tokens"] = float(tok_total)
-        stats["update/grad_norm"] = float(np.mean(grad_norms)) if grad_norms else 0.0
+        self.model.train()
+        gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
+        pad_step = outputs[0] if outputs else steps[0].output
+
+        def forward(micro: list[Any]) -> tuple[list[torch.Tensor], Any]:
+            with self.autocast():
+                return self._logprobs_entropy(micro)
+
+        def pad_forward() -> list[torch.Tensor]:
+            with self.autocast():
+                return self._logprobs([pad_step])
+
+        bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / cfg.micro_batch_size), f"update {iteration}", cfg.progress)
+        try:
+            stats.update(ppo_update(batch, n_global, forward, pad_forward, self.optimizer, self.params, cfg, comm, gen,
+                                    on_micro_batch=lambda: bar.update(1)))
+        finally:
+            bar.close()
         sync = getattr(getattr(self.policy, "backend", None), "sync_weights", None)
         if callable(sync):
             sync(self.model)

@@ -24,7 +24,7 @@ ours times sqrt((G-1)/G)); eps 1e-6 outside the std.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping
 
 import numpy as np
 import torch
