@@ -147,3 +147,14 @@ def test_manager_on_the_real_alfworld_engine(alfworld_engine_available: None) ->
     assert [r["progpo_step"] for r in mgr.progpo_signals()[0]] == [0, 1, 2, -1]
     assert mgr.progpo_signals()[0][0]["progpo_first_visit"]  # arriving somewhere new
     mgr.close()
+
+
+def test_docstring_examples() -> None:
+    import doctest
+
+    import trainers.integrations.verl as verl_mod
+    import trainers.integrations.verl_agent as agent_mod
+
+    for module in (verl_mod, agent_mod):
+        result = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
+        assert result.attempted > 0 and result.failed == 0, module.__name__
