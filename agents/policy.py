@@ -44,7 +44,7 @@ from agents.prompting import goal_text as _goal_text
 
 __all__ = ["LLMPolicy", "SamplingConfig", "StepOutput", "repeated_commands"]
 
-@dataclass
+@dataclass(kw_only=True)
 class StepOutput:
     """Everything one decision produced (one env step = one prompt/response pair).
 
@@ -304,8 +304,10 @@ class LLMPolicy:
         outs: list[StepOutput] = []
         for prompt, cs, ns, ids, mine in zip(prompts, cands, notes, cand_ids, per_env):
             if not cs:
-                outs.append(StepOutput(prompt, [], [], "", self.noop_action, False, self.invalid_penalty,
-                                       "no admissible commands to score", "score", [], [], None, None))
+                outs.append(StepOutput(prompt_ids=prompt, response_ids=[], old_logprobs=[], text="",
+                                       action=self.noop_action, valid=False, penalty=self.invalid_penalty,
+                                       reason="no admissible commands to score", finish_reason="score",
+                                       candidates=[], candidate_ids=[], chosen_index=None, old_action_logprob=None))
                 continue
             totals = self._command_scores(mine).float()
             log_pi = torch.log_softmax(totals, dim=-1)
