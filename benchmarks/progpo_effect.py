@@ -116,7 +116,9 @@ def run_record(method: str, seed: int, state_key: str, records: list[dict], conf
     evals = [{"iteration": r["iteration"], "eval/success": r.get("eval/success"), "eval/episodes": r.get("eval/episodes"),
               "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")}}
              for r in records if r.get("kind") == "eval"]
-    return {"method": method, "seed": seed, "state_key": state_key, "config": config, "train": train, "eval": evals}
+    core_s = sum(float(r.get("time/iteration_s", 0.0)) + float(r.get("time/init_s", 0.0)) for r in records)
+    return {"method": method, "seed": seed, "state_key": state_key, "config": config, "train": train, "eval": evals,
+            "train_core_s": core_s}
 
 
 def _series(runs: list[dict], part: str, key: str) -> np.ndarray:
@@ -159,6 +161,13 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     for m in methods:
         cells = episodes_to_reach(_series(by[m], "train", "train/success"), args.levels, per_iter)
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
+    if types:
+        lines += ["", "## Final held-out success by task type (mean over seeds)", "",
+                  "| method | " + " | ".join(types) + " |", "|---" * (len(types) + 1) + "|"]
+        for m in methods:
+            cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
+            lines.append(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     lines += ["", "## Final held-out success, paired by seed", ""]
     for a, b in PAIRS:
         if a in by and b in by:
@@ -171,7 +180,10 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
             if args.pilot and d.size > 1:
                 line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
             lines.append(line)
-    lines += ["", f"Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."]
+    hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
+    lines += ["", f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
+              "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
+              f"time. Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."]
     return "\n".join(lines) + "\n"
 
 
