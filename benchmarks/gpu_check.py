@@ -220,26 +220,21 @@ def report(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/gpu_check.py", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("preflight")
-    p.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    p.add_argument("--json")
-    p = sub.add_parser("iteration")
-    p.add_argument("run_dir")
-    p.add_argument("--json")
-    p = sub.add_parser("fsdp")
-    p.add_argument("plain")
-    p.add_argument("fsdp")
-    p.add_argument("--model", required=True)
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--tol", type=float, default=1e-3, help="grad-norm relative difference / 1 - cosine allowed")
-    p.add_argument("--json")
-    p = sub.add_parser("short")
-    p.add_argument("run_dir")
-    p.add_argument("--json")
-    p = sub.add_parser("report")
-    p.add_argument("out")
+    commands = {"preflight": preflight, "iteration": iteration, "fsdp": fsdp, "short": short, "report": report}
+    parsers = {name: sub.add_parser(name) for name in commands}
+    for name in ("iteration", "short"):
+        parsers[name].add_argument("run_dir")
+    for name in ("preflight", "iteration", "fsdp", "short"):
+        parsers[name].add_argument("--json")
+    parsers["preflight"].add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parsers["fsdp"].add_argument("plain")
+    parsers["fsdp"].add_argument("fsdp")
+    parsers["fsdp"].add_argument("--model", required=True)
+    parsers["fsdp"].add_argument("--device", default="cpu")
+    parsers["fsdp"].add_argument("--tol", type=float, default=1e-3, help="grad-norm relative difference / 1 - cosine allowed")
+    parsers["report"].add_argument("out")
     args = ap.parse_args(argv)
-    return {"preflight": preflight, "iteration": iteration, "fsdp": fsdp, "short": short, "report": report}[args.cmd](args)
+    return commands[args.cmd](args)
 
 
 if __name__ == "__main__":
