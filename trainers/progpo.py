@@ -2,13 +2,14 @@
 
 With no arguments: the CPU learning demo (see ``TrainConfig``): a tiny model behaviour-cloned
 from the searching expert on the embedded ``easy-train`` ALFWorld games, evaluated on the held-out
-``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again; about 10 minutes on 2 cores. It
+``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again (its figures and wall time:
+``benchmarks/README.md``, "Learning on CPU"). It
 prints the held-out success before and after RL with a 95% bootstrap interval and writes a
 report (curves + summary markdown) under ``runs/progpo``. Examples::
 
     python -m trainers.progpo                                  # the CPU demo
     python -m trainers.progpo --model smollm2 --lora           # the same with the bundled SmolLM2-135M
-    python -m trainers.progpo --config configs/webshop_cpu_demo.yaml   # WebShop on CPU (~6.5 min)
+    python -m trainers.progpo --config configs/webshop_cpu_demo.yaml   # WebShop on CPU
     python -m trainers.progpo --config configs/alfworld_gpu_paper.yaml --estimator progpo-gigpo
     python -m trainers.progpo --output-dir runs/progpo --iterations 6 --resume
     torchrun --nproc-per-node 2 -m trainers.progpo --num-groups 8   # 2 processes, 4 groups each (gloo on CPU)
