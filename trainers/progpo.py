@@ -2,10 +2,10 @@
 
 With no arguments: the CPU learning demo (see ``TrainConfig``): a tiny model behaviour-cloned
 from the searching expert on the embedded ``easy-train`` ALFWorld games, evaluated on the held-out
-``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again (its figures and wall time:
-``benchmarks/README.md``, "Learning on CPU"). It
-prints the held-out success before and after RL with a 95% bootstrap interval and writes a
-report (curves + summary markdown) under ``runs/progpo``. Examples::
+``easy-valid`` games, improved by ProGPO(GiGPO), evaluated again. It prints the held-out success
+before and after RL with a 95% bootstrap interval and writes a report (curves + summary markdown)
+under ``runs/progpo``; its figures and wall time are in ``benchmarks/README.md``, "Learning on
+CPU". Examples::
 
     python -m trainers.progpo                                  # the CPU demo
     python -m trainers.progpo --model smollm2 --lora           # the same with the bundled SmolLM2-135M
