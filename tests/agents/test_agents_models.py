@@ -294,3 +294,20 @@ def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tm
     err_lines = [ln for ln in stderr.splitlines() if ln.startswith("error:")]
     assert len(err_lines) == 1 and "not-cached" in err_lines[0] and "cannot be reached" in err_lines[0]
     assert "retry" not in stderr.lower()
+
+
+def test_random_architecture_presets_keep_a_real_output_layer() -> None:
+    """random-qwen2.5-*: a real model's vocabulary (151,936 rows) over the tiny tokenizer; ids past
+    the tokenizer decode to nothing, so fixed-length speed runs never crash on decoding."""
+    from agents.models import RANDOM_ARCHS, make_tiny_model, random_spec
+
+    assert set(RANDOM_ARCHS) == {"random-qwen2.5-0.5b", "random-qwen2.5-1.5b"}
+    spec = random_spec("random-qwen2.5-1.5b")
+    assert (spec["hidden"], spec["layers"], spec["heads"], spec["kv_heads"], spec["intermediate"],
+            spec["model_vocab"]) == (1536, 28, 12, 2, 8960, 151936)
+    small = {**spec, "hidden": 64, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate": 128, "init_on_device": False}
+    model, tok = make_tiny_model(**small)
+    assert model.config.vocab_size == 151936 > len(tok) and model.config.tie_word_embeddings
+    assert isinstance(tok.decode([5, 150000]), str)
+    with pytest.raises(ValueError, match="model_vocab"):
+        make_tiny_model(model_vocab=10)
