@@ -189,6 +189,20 @@ class GroupSeedSchedule:
         return int(seq.generate_state(1, np.uint32)[0])
 
 
+#: the backends each backend-specific argument of GroupVectorEnv applies to
+_BACKEND_OPTIONS = {"context": ("async",), "reset_timeout": ("async", "ray"), "num_cpus": ("ray",),
+                    "resources": ("ray",), "members_per_actor": ("ray",), "ray_init": ("ray",)}
+
+
+def _check_backend_options(backend: str, **given: Any) -> None:
+    """One error naming every argument that was set but does not apply to ``backend``."""
+    wrong = [name for name, value in given.items() if value is not None and backend not in _BACKEND_OPTIONS[name]]
+    if wrong:
+        where = sorted({b for name in wrong for b in _BACKEND_OPTIONS[name]})
+        raise ValueError(f"{', '.join(wrong)}: apply to backend={' or '.join(repr(b) for b in where)} only, "
+                         f"not {backend!r}")
+
+
 def _resolve_env_fns(
     env_fns_or_id: str | Callable[..., gym.Env] | Sequence[Callable[..., gym.Env]],
     num_envs: int,
@@ -299,9 +313,8 @@ class GroupVectorEnv(VectorEnv):
         self.group_size = _check_int("group_size", group_size, 1)
         if backend not in ("sync", "async", "ray"):
             raise ValueError(f"backend must be 'sync', 'async' or 'ray', got {backend!r}")
-        ray_args = {"num_cpus": num_cpus, "resources": resources, "members_per_actor": members_per_actor, "ray_init": ray_init}
-        if backend != "ray" and any(v is not None for v in ray_args.values()):
-            raise ValueError(f"{', '.join(k for k, v in ray_args.items() if v is not None)}: apply to backend='ray' only")
+        _check_backend_options(backend, context=context, reset_timeout=reset_timeout, num_cpus=num_cpus,
+                               resources=resources, members_per_actor=members_per_actor, ray_init=ray_init)
         if not isinstance(tau_r, numbers.Real) or not math.isfinite(tau_r):
             raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
         if seed is not None:
@@ -318,12 +331,8 @@ class GroupVectorEnv(VectorEnv):
         explicit_timeout = None if auto_timeout else check_timeout("step_timeout", step_timeout)
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
         if backend == "sync":
-            if context is not None or reset_timeout is not None:
-                raise ValueError("context and reset_timeout apply to backend='async' only")
             self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
         elif backend == "ray":
-            if context is not None:
-                raise ValueError("context applies to backend='async' only")
             from wrappers.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
 
             self.pool = RayMemberPool(env_fns, num_cpus=1.0 if num_cpus is None else num_cpus, resources=resources,
