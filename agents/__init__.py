@@ -6,7 +6,8 @@ Modules (import what you need; nothing heavy is imported here):
 * :mod:`agents.prompting` -- ``build_messages`` / ``render_prompt`` over ``agents/templates/*.yaml``.
 * :mod:`agents.parsing` -- ``parse_action(text, fmt)``.
 * :mod:`agents.backends` -- ``SamplingConfig``, ``TransformersBackend``, ``VLLMBackend``, ``make_backend``.
-* :mod:`agents.policy` -- ``LLMPolicy`` (generate / score modes), ``StepOutput``.
+* :mod:`agents.policy` -- ``make_policy``, ``ScorePolicy`` / ``GeneratePolicy`` (one class per mode),
+  ``PolicyOptions``, ``StepOutput``.
 * :mod:`agents.baselines` -- ``RandomAgent``, ``ALFWorldExpertAgent``, ``WebShopOracleAgent``.
 """
 

@@ -6,7 +6,7 @@
   buys it -- the upper bound a policy can reach on a WebShop goal.
 
 They also accept (and ignore) the ``histories`` argument and ``seed`` keyword of
-:meth:`agents.policy.LLMPolicy.act`, so a trainer or evaluation loop can swap them in.
+:meth:`agents.policy_base.LLMPolicy.act`, so a trainer or evaluation loop can swap them in.
 
 Example:
     >>> agent = RandomAgent(seed=0)

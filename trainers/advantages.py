@@ -179,7 +179,7 @@ def episode_advantages(
     array([ 1., -1., -1.,  1.])
     """
     if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown estimator {estimator!r}; choose one of {ESTIMATORS}")
+        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
     _check_norm(norm)
     r = _as_float(outcomes, "outcomes").reshape(-1)
     gid, n = _dense(group_ids)
@@ -464,7 +464,7 @@ class AdvantageConfig:
         if self.gate not in ("all_failed", "always"):
             raise ValueError(f"gate must be 'all_failed' or 'always', got {self.gate!r}")
         if self.estimator not in ESTIMATORS:
-            raise ValueError(f"unknown estimator {self.estimator!r}; choose one of {ESTIMATORS}")
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
         _check_norm(self.norm)
         if self.coverage not in ("rate", "count"):
             raise ValueError(f"coverage must be 'rate' or 'count', got {self.coverage!r}")

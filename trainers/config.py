@@ -19,12 +19,15 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from agents.backends.base import SamplingConfig
+from agents.policy_base import PolicyOptions
 from trainers.advantages import ESTIMATORS, AdvantageConfig
 from trainers.envs import STATE_KEYS
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
 ENVS = ("alfworld", "webshop", "rooms")
+_POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
 
 class ConfigError(ValueError):
@@ -60,14 +63,13 @@ class TrainConfig:
     # policy (agents/: prompt, answer format, sampling)
     backend: str = _opt("transformers", "transformers | vllm", "policy")
     policy_mode: str = _opt("score", "score: rank admissible actions; generate: free text", "policy")
-    fmt: str = _opt("action", "action | think_action (generate mode)", "policy")
+    fmt: str = _opt(_POLICY.fmt, "generate mode's answer format: action | think_action | raw", "policy")
     template: str = _opt("auto", "prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), "
                                  "a name, or a YAML path", "policy")
-    score_norm: str = _opt("sum", "score mode: rank commands by sum (agents default) or mean token log-prob",
-                                  "policy")
-    avoid_repeats: bool = _opt(True, "score mode: drop commands already taken from the same observation "
-                                     "(agents.policy)", "policy")
-    history_k: int = _opt(1, "(observation, action) pairs in the prompt (paper: 2)", "policy")
+    score_norm: str = _opt(_POLICY.score_norm, "score mode: rank commands by the sum or the mean of their token log probabilities", "policy")
+    avoid_repeats: bool = _opt(_POLICY.avoid_repeats, "score mode: drop commands already taken from the same "
+                                                      "observation (agents.policy_base.PolicyOptions)", "policy")
+    history_k: int = _opt(_POLICY.history_k, "(observation, action) pairs in the prompt (paper: 2)", "policy")
     temperature: float = _opt(1.0, "sampling temperature of generate mode and of score mode's softmax over commands",
                                    "policy")
     top_p: float = _opt(1.0, "nucleus sampling mass in (0, 1] (1: off)", "policy")
@@ -76,7 +78,7 @@ class TrainConfig:
                                    "whole iteration's 128+)", "policy")
     min_new_tokens: int = _opt(0, "generate mode: EOS / stop strings end an answer only from this length on (= "
                                   "max_new_tokens: fixed-length answers, for speed measurements)", "policy")
-    invalid_penalty: float = _opt(0.1, "subtracted from the advantage of a step whose answer did not parse into a "
+    invalid_penalty: float = _opt(_POLICY.invalid_penalty, "subtracted from the advantage of a step whose answer did not parse into a "
                                        "command", "policy")
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
     init: str = _opt("auto", "auto: bc for ALFWorld in score mode, else none | bc | none", "warm start")
@@ -179,8 +181,6 @@ class TrainConfig:
         one_of("env", ENVS)
         one_of("backend", ("transformers", "vllm"))
         one_of("policy_mode", ("score", "generate"))
-        one_of("fmt", ("action", "think_action"))
-        one_of("score_norm", ("sum", "mean"))
         one_of("loss_agg", ("token-mean", "traj-mean"))
         one_of("init", ("auto", "bc", "none"))
         one_of("bc_lr_schedule", ("constant", "cosine"))
@@ -200,7 +200,7 @@ class TrainConfig:
                      "micro_batch_size", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
-        for name in ("eval_every", "eval_episodes", "history_k", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
+        for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
                      "eval_extra_episodes", "save_every", "min_new_tokens"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
@@ -227,12 +227,16 @@ class TrainConfig:
                                   "(its weights are loaded, not drawn): leave it at 0")
         if self.min_new_tokens > self.max_new_tokens:
             raise ConfigError(f"min_new_tokens ({self.min_new_tokens}) must be <= max_new_tokens ({self.max_new_tokens})")
-        try:  # the estimator's options are validated where they are defined
-            self.advantage_config()
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+        if self.backend == "vllm" and self.policy_mode != "generate":
+            raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
+                              "ranks the commands with the training model itself)")
         if not 0.0 < self.top_p <= 1.0:
             raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        try:  # the estimator's and the policy's options are validated where they are defined
+            self.advantage_config()
+            self.policy_options()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
@@ -240,6 +244,14 @@ class TrainConfig:
                                norm=self.norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
                                tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
                                shuffle_coverage=self.shuffle_coverage)
+
+    def policy_options(self) -> PolicyOptions:
+        """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""
+        sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
+                                  min_new_tokens=self.min_new_tokens)
+        return PolicyOptions(fmt=self.fmt, history_k=self.history_k, sampling=sampling,
+                             invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
+                             avoid_repeats=self.avoid_repeats)
 
     @property
     def resolved_step_timeout(self) -> float | str:

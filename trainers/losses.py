@@ -63,7 +63,7 @@ def ppo_clip_loss(
     tokens). ``weight`` rescales the returned loss (gradient accumulation over micro-batches:
     ``tokens in micro-batch / tokens in mini-batch``) without changing the diagnostics.
     ``entropies``: exact per-token entropies of the sampling distribution, WITH grad
-    (``LLMPolicy.compute_logprobs_and_entropy``). The entropy bonus (``entropy_coef > 0``)
+    (the policy's ``compute_logprobs_and_entropy``). The entropy bonus (``entropy_coef > 0``)
     needs them: the sampled-token estimate ``-mean(log pi(a_t))`` has zero expected gradient
     on-policy (``E_pi[grad log pi] = 0``), so it would add noise, not entropy; without
     ``entropies`` the bonus raises ``ValueError``. With ``entropy_coef == 0`` the reported

@@ -1,6 +1,6 @@
 """Rollout: play one episode per member of a :class:`~wrappers.GroupVectorEnv` with a policy.
 
-The policy contract (``agents.policy.LLMPolicy`` meets it; see :class:`Policy`) is
+The policy contract (``agents.policy``'s policies meet it; see :class:`Policy`) is
 ``act(observations, infos, histories, seed=...) -> list[step output]`` where each step output
 has at least ``action`` (str or None), ``valid`` (bool) and ``penalty`` (float), plus whatever
 its ``compute_logprobs`` needs later (prompt / response token ids, old log-probs).
@@ -44,7 +44,7 @@ WON_OUTCOME = 1.0 - 1e-9
 
 
 class Policy(Protocol):
-    """What the rollout needs from a policy (``agents.policy.LLMPolicy`` satisfies it)."""
+    """What the rollout needs from a policy (``agents.policy``'s policies satisfy it)."""
 
     def act(self, observations: list[str], infos: list[dict[str, Any]], histories: list[list[tuple[str, str]]],
             seed: int | None = None) -> list[Any]: ...
@@ -142,6 +142,22 @@ def step_seed(seed: int, k: int) -> int:
     return seeds.step(seed, k)
 
 
+def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, ro: Rollout,
+                           g_size: int) -> None:
+    """Record the outcomes of each group whose members have all finished (the vector env reports
+    ``group_outcomes`` when a group's last member ends) and mark the group done."""
+    if "group_outcomes" not in infos:
+        return
+    mask = infos.get("_group_outcomes", np.ones(len(active), bool))
+    for i in np.flatnonzero(mask):
+        g = i // g_size
+        if not group_done[g] and not active[list(range(g * g_size, (g + 1) * g_size))].any():
+            outcomes = np.asarray(infos["group_outcomes"][i], dtype=np.float64)
+            for m in range(g_size):
+                ro.trajectories[g * g_size + m].outcome = float(outcomes[m])
+            group_done[g] = True
+
+
 def collect_rollout(
     envs: Any,
     policy: Policy,
@@ -223,15 +239,7 @@ def collect_rollout(
                     tr.won = bool(step_info["won"])
                 else:
                     won_unknown.add(traj_of[i])
-        if "group_outcomes" in infos:
-            mask = infos.get("_group_outcomes", np.ones(n, bool))
-            for i in np.flatnonzero(mask):
-                g = i // g_size
-                if not group_done[g] and not active[list(range(g * g_size, (g + 1) * g_size))].any():
-                    outcomes = np.asarray(infos["group_outcomes"][i], dtype=np.float64)
-                    for m in range(g_size):
-                        ro.trajectories[g * g_size + m].outcome = float(outcomes[m])
-                    group_done[g] = True
+        _close_finished_groups(infos, active, group_done, ro, g_size)
         obs = next_obs
         minfo = [member_info(infos, i) for i in range(n)]
         k += 1

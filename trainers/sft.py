@@ -82,7 +82,7 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
 def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_size: int = 16, lr: float = 1e-3,
                     seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None,
                     lr_schedule: str = "constant") -> dict[str, float]:
-    """Fit ``policy`` (an ``LLMPolicy`` in score mode) to the demos: ``steps`` AdamW steps of
+    """Fit ``policy`` (an :class:`agents.score_policy.ScorePolicy`) to the demos: ``steps`` AdamW steps of
     mean -log pi(expert command). ``lr_schedule``: ``"constant"`` or ``"cosine"`` (lr decays to 0
     over the steps, so the clone ends at a settled point rather than wherever the last noisy step
     left it). Returns ``bc/*`` metrics (loss, held-out step accuracy)."""
@@ -134,6 +134,5 @@ def step_accuracy(policy: Any, outs: Sequence[Any]) -> float:
     hits = 0
     with torch.no_grad():
         for o in outs:
-            totals = policy._command_scores(policy._score(o.prompt_ids, o.candidate_ids))
-            hits += int(torch.argmax(totals)) == o.chosen_index
+            hits += int(torch.argmax(policy.command_scores(o))) == o.chosen_index
     return hits / max(len(outs), 1)

@@ -13,8 +13,9 @@ One iteration:
    over micro-batches, grad clipping), optional low-variance KL to the frozen initial policy;
 4. log metrics (JSONL + TensorBoard), evaluate every ``eval_every`` iterations, checkpoint.
 
-The policy is anything with ``act`` (see :class:`trainers.rollout.Policy`), ``compute_logprobs``
-and a ``model`` attribute (``agents.policy.LLMPolicy``); tests inject small fakes.
+The policy is any :class:`agents.policy_base.TrainablePolicy` (``act``, ``compute_logprobs_and_entropy``,
+``behaviour_logprobs``, ``sync``, ``model``): :func:`build_policy` makes the LLM one of the configured
+mode; tests inject small fakes.
 """
 from __future__ import annotations
 
@@ -79,10 +80,10 @@ def resolve_device(name: str) -> torch.device:
 
 
 def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
-    """``agents`` LLM policy for ``cfg``: load the model (+ LoRA), make the backend and policy."""
+    """The LLM policy of ``cfg``: load the model (+ LoRA), make the backend (generate mode) and the policy."""
     from agents.backends import make_backend
     from agents.models import load_model
-    from agents.policy import LLMPolicy, SamplingConfig
+    from agents.policy import make_policy
 
     model, tokenizer = load_model(cfg.model, init_std=cfg.init_std or None, device=device)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Trainer.autocast), never a cast of the weights
@@ -91,17 +92,15 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
 
         model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
                                                  lora_dropout=0.0, task_type="CAUSAL_LM"))
-    backend_kw: dict[str, Any] = {}
-    if cfg.backend == "transformers":
-        backend_kw["max_batch_size"] = cfg.gen_batch_size
-    if cfg.backend == "vllm" and device.type == "cuda" and cfg.bf16:
-        backend_kw["dtype"] = "bfloat16"  # match the trainer's bf16 autocast compute
-    backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
-    sampling = SamplingConfig(temperature=cfg.temperature, top_p=cfg.top_p, max_new_tokens=cfg.max_new_tokens,
-                              min_new_tokens=cfg.min_new_tokens)
-    return LLMPolicy(model, tokenizer, backend, cfg.resolved_template, mode=cfg.policy_mode, fmt=cfg.fmt, history_k=cfg.history_k,
-                     sampling=sampling, invalid_penalty=cfg.invalid_penalty, score_norm=cfg.score_norm,
-                     avoid_repeats=cfg.avoid_repeats)
+    backend = None
+    if cfg.policy_mode == "generate":  # score mode ranks commands with the model itself
+        backend_kw: dict[str, Any] = {}
+        if cfg.backend == "transformers":
+            backend_kw["max_batch_size"] = cfg.gen_batch_size
+        if cfg.backend == "vllm" and device.type == "cuda" and cfg.bf16:
+            backend_kw["dtype"] = "bfloat16"  # match the trainer's bf16 autocast compute
+        backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
+    return make_policy(cfg.policy_mode, model, tokenizer, backend, cfg.resolved_template, cfg.policy_options())
 
 
 def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:
@@ -134,7 +133,7 @@ class Trainer:
 
     Args:
         cfg: the run configuration.
-        policy: an already built policy (tests); ``None`` builds ``agents.policy.LLMPolicy``.
+        policy: an already built :class:`~agents.policy_base.TrainablePolicy`; ``None``: :func:`build_policy`.
         env_fn / eval_env_fn: member env factories (``None``: :func:`trainers.envs.make_env_fn`).
     """
 
@@ -199,13 +198,12 @@ class Trainer:
 
     # ------------------------------------------------------------------ log-prob adapters
     def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
-        return list(self.policy.compute_logprobs(list(outputs)))
+        return list(self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=False)[0])
 
     def _logprobs_entropy(self, outputs: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """New log-probs, plus exact entropies when the bonus is on and the policy offers them."""
-        both = getattr(self.policy, "compute_logprobs_and_entropy", None)
-        if self.cfg.entropy_coef > 0 and callable(both):
-            lps, ents = both(list(outputs), with_entropy=True)
+        """New log-probs, plus exact entropies when the bonus is on."""
+        if self.cfg.entropy_coef > 0:
+            lps, ents = self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=True)
             return list(lps), list(ents)
         return self._logprobs(outputs), None
 
@@ -223,13 +221,6 @@ class Trainer:
             yield
         finally:
             self.policy.model = live
-
-    def _old_logprobs(self, out: Any) -> torch.Tensor:
-        if self.cfg.policy_mode == "score" and getattr(out, "old_action_logprob", None) is not None:
-            value = out.old_action_logprob
-        else:
-            value = out.old_logprobs
-        return torch.as_tensor(value, dtype=torch.float32).reshape(-1)
 
     # ------------------------------------------------------------------ update
     def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int) -> dict[str, float]:
@@ -253,9 +244,9 @@ class Trainer:
                 self.model.eval()
                 old = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
                        for lp in self._logprobs([outputs[j] for j in c])]
-                stats.update(rollout_mismatch([self._old_logprobs(o) for o in outputs], old))
+                stats.update(rollout_mismatch([self.policy.behaviour_logprobs(o) for o in outputs], old))
             else:
-                old = [self._old_logprobs(o) for o in outputs]
+                old = [self.policy.behaviour_logprobs(o) for o in outputs]
             ref: list[torch.Tensor] | None = None
             if cfg.kl_coef > 0:
                 with self._reference():
@@ -286,9 +277,7 @@ class Trainer:
                                     on_micro_batch=lambda: bar.update(1)))
         finally:
             bar.close()
-        sync = getattr(getattr(self.policy, "backend", None), "sync_weights", None)
-        if callable(sync):
-            sync(self.model)
+        self.policy.sync()
         return stats
 
     # ------------------------------------------------------------------ rollout + eval

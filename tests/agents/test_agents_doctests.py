@@ -7,7 +7,8 @@ import importlib
 import pytest
 
 MODULES = ["agents.parsing", "agents.prompting", "agents.logprobs", "agents.backends.base", "agents.backends",
-           "agents.backends.hf", "agents.backends.vllm_backend", "agents.baselines", "agents.policy", "agents.models", "agents.memory"]
+           "agents.backends.hf", "agents.backends.vllm_backend", "agents.baselines", "agents.policy", "agents.policy_base", "agents.score_policy",
+           "agents.generate_policy", "agents.models", "agents.memory"]
 
 
 @pytest.mark.parametrize("name", MODULES)

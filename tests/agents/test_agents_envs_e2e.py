@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from agents.backends import SamplingConfig, TransformersBackend
-from agents.policy import LLMPolicy
+from agents.policy import GeneratePolicy, ScorePolicy
 
 pytestmark = pytest.mark.slow
 
@@ -66,8 +66,8 @@ def _episode(env, policy, seed):
 def test_smollm2_policy_plays_an_episode(env_name, smollm2, request):
     model, tok = smollm2
     env = request.getfixturevalue("alfworld") if env_name == "alfworld" else _webshop_env(max_episode_steps=2)
-    policy = LLMPolicy(model, tok, TransformersBackend(model, tok), env_name, fmt="think_action",
-                       sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=32))
+    policy = GeneratePolicy(model, tok, TransformersBackend(model, tok), env_name, fmt="think_action", history_k=2,
+                            sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=32))
     outs = _episode(env, policy, seed=0)
     if env_name == "webshop":
         env.close()
@@ -84,7 +84,7 @@ def test_smollm2_policy_plays_an_episode(env_name, smollm2, request):
 def test_smollm2_score_mode_step_on_alfworld(smollm2, alfworld):
     model, tok = smollm2
     env = alfworld
-    policy = LLMPolicy(model, tok, None, "alfworld", mode="score", sampling=SamplingConfig(temperature=1.0))
+    policy = ScorePolicy(model, tok, None, "alfworld", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False)
     obs, info = env.reset(seed=1)
     [out] = policy.act([obs], [info], [[]], seed=0)
     assert out.valid and out.action in info["admissible_commands"]

@@ -1,11 +1,13 @@
-"""agents.policy: generate and score modes on a small text env; PPO ratios start at exactly 1."""
+"""agents.policy: the score and generate policies on a small text env; PPO ratios start at exactly 1."""
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
 
 from agents.backends import Generation, SamplingConfig, TransformersBackend
-from agents.policy import LLMPolicy, StepOutput
+from agents.policy import GeneratePolicy, PolicyOptions, ScorePolicy, StepOutput, make_policy
 
 
 class ScriptedBackend:
@@ -22,13 +24,16 @@ class ScriptedBackend:
         return out
 
     def sync_weights(self, model):
-        pass
+        self.synced = model
 
 
-def _policy(tiny, **kw):
+def _policy(tiny, mode="generate", **kw):
     model, tok = tiny
     kw.setdefault("sampling", SamplingConfig(temperature=1.0, max_new_tokens=12))
-    return LLMPolicy(model, tok, TransformersBackend(model, tok), "alfworld", **kw)
+    kw.setdefault("fmt", "think_action")
+    kw.setdefault("history_k", 2)
+    kw.setdefault("avoid_repeats", False)
+    return make_policy(mode, model, tok, TransformersBackend(model, tok), "alfworld", **kw)
 
 
 def _play(policy, env, seed=0):
@@ -81,17 +86,17 @@ def test_invalid_answers_send_or_noop(tiny, corridor):
     model, tok = tiny
     obs, info = corridor().reset()
     answers = ["<think>east</think><action>go east</action>", "I will go east", "<think>x</think><action>go ea"]
-    send = LLMPolicy(model, tok, ScriptedBackend(tok, answers), "alfworld")
+    send = GeneratePolicy(model, tok, ScriptedBackend(tok, answers), "alfworld", fmt="think_action")
     outs = send.act([obs] * 3, [info] * 3, [[]] * 3)
     assert [o.valid for o in outs] == [True, False, False]
     assert [o.penalty for o in outs] == [0.0, 0.1, 0.1]
     assert [o.action for o in outs] == ["go east", "I will go east", "go ea"]
     assert outs[1].reason == "missing <think> tag" and outs[2].reason == "unclosed <action> tag"
-    noop = LLMPolicy(model, tok, ScriptedBackend(tok, answers), "alfworld", invalid_handling="noop",
-                     invalid_penalty=0.5)
+    noop = GeneratePolicy(model, tok, ScriptedBackend(tok, answers), "alfworld", fmt="think_action",
+                          invalid_handling="noop", invalid_penalty=0.5)
     outs = noop.act([obs] * 3, [info] * 3, [[]] * 3)
     assert [o.action for o in outs] == ["go east", "look", "look"] and outs[1].penalty == 0.5
-    ws = LLMPolicy(model, tok, ScriptedBackend(tok, answers), "webshop", invalid_handling="noop")
+    ws = GeneratePolicy(model, tok, ScriptedBackend(tok, answers), "webshop", fmt="think_action", invalid_handling="noop")
     assert ws.act([obs] * 3, [info] * 3, [[]] * 3)[1].action == ""
 
 
@@ -165,8 +170,10 @@ def test_mixed_steps_rejected(tiny, corridor):
     obs, info = corridor().reset()
     gen = _policy(tiny).act([obs], [info], [[]], seed=0)
     score = _policy(tiny, mode="score").act([obs], [info], [[]], seed=0)
-    with pytest.raises(ValueError, match="mix"):
+    with pytest.raises(ValueError, match="score-mode step"):
         _policy(tiny).compute_logprobs(gen + score)
+    with pytest.raises(ValueError, match="generate-mode step"):
+        _policy(tiny, mode="score").compute_logprobs(score + gen)
 
 
 def test_entropy_of_generated_tokens(tiny, corridor):
@@ -225,7 +232,7 @@ def test_score_mode_avoid_repeats_drops_commands_taken_from_the_same_observation
 
 def test_score_mode_notes_template_writes_each_commands_note_before_it(tiny):
     model, tok = tiny
-    policy = LLMPolicy(model, tok, None, "alfworld-notes", mode="score", sampling=SamplingConfig(temperature=1.0))
+    policy = ScorePolicy(model, tok, None, "alfworld-notes", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False)
     info = {"goal": "put a clean mug in coffeemachine.",
             "admissible_commands": ["go to drawer 1", "go to shelf 1", "take mug 1 from drawer 1", "look"]}
     obs = "You arrive at drawer 1. The drawer 1 is open. In it, you see a mug 1."
@@ -240,7 +247,41 @@ def test_score_mode_notes_template_writes_each_commands_note_before_it(tiny):
     forced = policy.forced_step(obs, info, history, "take mug 1 from drawer 1")
     assert forced.candidate_ids == out.candidate_ids and forced.text == texts[2]
     # alfworld-memory scores the bare command after the same prompt
-    plain = LLMPolicy(model, tok, None, "alfworld-memory", mode="score", sampling=SamplingConfig(temperature=1.0))
+    plain = ScorePolicy(model, tok, None, "alfworld-memory", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False)
     [p] = plain.act([obs], [info], [history], seed=0)
     assert tok.decode(p.candidate_ids[0]) == "go to drawer 1<|im_end|>"
     assert p.prompt_ids == out.prompt_ids  # same prompt: the notes are on the commands only
+
+
+def test_behaviour_logprobs_match_the_live_ones_in_both_modes(tiny, corridor):
+    """The trainer's old log-probs come from the policy, shaped like its live log-probs, in either mode."""
+    obs, info = corridor().reset()
+    for mode in ("generate", "score"):
+        policy = _policy(tiny, mode=mode)
+        outs = policy.act([obs, obs], [info, info], [[], []], seed=4)
+        for live, out in zip(policy.compute_logprobs(outs), outs):
+            old = policy.behaviour_logprobs(out)
+            assert old.dtype == torch.float32 and old.shape == live.shape
+            assert (old - live.detach()).abs().max() < 1e-4
+
+
+def test_sync_pushes_weights_to_the_sampler_only_in_generate_mode(tiny, corridor):
+    model, tok = tiny
+    backend = ScriptedBackend(tok, ["<action>go east</action>"])
+    GeneratePolicy(model, tok, backend, "alfworld", fmt="action").sync()
+    assert backend.synced is model
+    ScorePolicy(model, tok, None, "alfworld").sync()  # acting runs the live model: nothing to push
+    with pytest.raises(ValueError, match="needs a backend"):
+        GeneratePolicy(model, tok, None, "alfworld")
+
+
+def test_policy_defaults_are_the_trainers_defaults(tiny):
+    """One place for the defaults: a policy built without options acts as the trainer's default config."""
+    from trainers.config import TrainConfig
+
+    model, tok = tiny
+    policy = ScorePolicy(model, tok)
+    cfg = TrainConfig()
+    assert policy.options == PolicyOptions() == dataclasses.replace(cfg.policy_options(), sampling=SamplingConfig())
+    assert (policy.options.fmt, policy.history_k, policy.options.avoid_repeats) == (cfg.fmt, cfg.history_k,
+                                                                                     cfg.avoid_repeats)

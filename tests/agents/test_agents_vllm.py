@@ -75,10 +75,10 @@ def engines():
 
 
 def _policy(model, tok, backend, temperature, top_p, max_new_tokens=24):
-    from agents.policy import LLMPolicy
+    from agents.policy import GeneratePolicy
 
-    return LLMPolicy(model, tok, backend, "alfworld", mode="generate", fmt="think_action",
-                     sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens))
+    return GeneratePolicy(model, tok, backend, "alfworld", fmt="think_action", history_k=2,
+                          sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens))
 
 
 def _infos(n):
@@ -145,7 +145,7 @@ def test_seeded_batch_larger_than_one_engine_step(engines):
 
 @pytest.mark.parametrize("temperature,top_p", [(0.7, 0.9), (1.0, 0.9), (1.0, 1.0)])
 def test_processed_logprobs_match_the_hf_recompute(engines, corridor, temperature, top_p):
-    """PPO's old log-probs from vLLM == the trainer's recompute (LLMPolicy.compute_logprobs)."""
+    """PPO's old log-probs from vLLM == the trainer's recompute (GeneratePolicy.compute_logprobs)."""
     from agents.logprobs import logprob_mismatch
 
     model, tok, backend = engines.get(TINY)

@@ -35,7 +35,8 @@ class FakeStep:
 
 
 class FakeScoringPolicy:
-    """``act``/``compute_logprobs``/``model``, like ``agents.policy.LLMPolicy`` in score mode."""
+    """The trainer's policy contract (:class:`agents.policy_base.TrainablePolicy`), like
+    ``agents.score_policy.ScorePolicy``."""
 
     def __init__(self, seed: int = 0, invalid_every: int = 0) -> None:
         torch.manual_seed(seed)
@@ -66,3 +67,19 @@ class FakeScoringPolicy:
 
     def compute_logprobs(self, steps):
         return [torch.log_softmax(self._logits(s.obs, s.candidates), -1)[s.chosen_index].reshape(1) for s in steps]
+
+    def compute_logprobs_and_entropy(self, steps, batch_size=None, with_entropy=True):
+        lps = self.compute_logprobs(steps)
+        if not with_entropy:
+            return lps, []
+        ents = []
+        for s in steps:
+            logp = torch.log_softmax(self._logits(s.obs, s.candidates), -1)
+            ents.append(-(logp.exp() * logp).sum().reshape(1))
+        return lps, ents
+
+    def behaviour_logprobs(self, step):
+        return torch.as_tensor(step.old_action_logprob, dtype=torch.float32).reshape(-1)
+
+    def sync(self):
+        """Acting runs the live model: nothing to push."""

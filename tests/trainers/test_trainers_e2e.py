@@ -120,7 +120,7 @@ def test_length_normalized_scoring_flattens_tiny_policy():
     obs = "You are in the kitchen. Exits: hall, cellar."
     summed = build_policy(cfg, torch.device("cpu"))
     mean = build_policy(dataclasses.replace(cfg, score_norm="mean"), torch.device("cpu"))
-    assert (summed.score_norm, mean.score_norm) == ("sum", "mean")
+    assert (summed.options.score_norm, mean.options.score_norm) == ("sum", "mean")
     [s_out] = summed.act([obs], [info], [[]], seed=0)
     [m_out] = mean.act([obs], [info], [[]], seed=0)
     s_lp = summed.compute_logprobs([s_out])[0]

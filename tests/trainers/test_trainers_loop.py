@@ -198,20 +198,3 @@ def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
                      "--no-progress", "--no-tensorboard"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err and ("does not exist" in err or "no checkpoint" in err)
-
-
-def test_seed_streams_doctests() -> None:
-    import doctest
-
-    import trainers.seeds
-
-    assert doctest.testmod(trainers.seeds).failed == 0
-
-
-def test_losses_doctests() -> None:
-    """The invalid-action penalty and the loss's token weights, next to the loss."""
-    import doctest
-
-    import trainers.losses
-
-    assert doctest.testmod(trainers.losses).failed == 0

@@ -1,0 +1,250 @@
+"""What every LLM policy shares: its options, its step record, its contract with the trainer, its prompt.
+
+:class:`PolicyOptions` holds the defaults of both modes, in one place (the trainer's config takes
+its defaults from it). :class:`TrainablePolicy` is the whole contract a trainer relies on:
+
+* ``act`` -- one decision per observation, recorded as a :class:`StepOutput`;
+* ``compute_logprobs_and_entropy`` -- the log-probs (with grad) of recorded steps under the live
+  model, the PPO ratio's numerator;
+* ``behaviour_logprobs`` -- the log-probs recorded at acting time, shaped like the above;
+* ``sync`` -- make the sampler act with the trained weights after an update;
+* ``model`` -- the ``torch.nn.Module`` being trained.
+
+:class:`LLMPolicy` is the base of the two modes (:class:`agents.score_policy.ScorePolicy`,
+:class:`agents.generate_policy.GeneratePolicy`): model, tokenizer, template and prompt.
+"""
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+
+from agents.backends.base import GenerationBackend, SamplingConfig
+from agents.parsing import FORMATS, sanitize_text
+from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
+from agents.prompting import goal_text as _goal_text
+
+__all__ = ["LLMPolicy", "PolicyOptions", "StepOutput", "TrainablePolicy", "admissible_for_prompt"]
+
+
+@dataclass(kw_only=True)
+class StepOutput:
+    """Everything one decision produced (one env step = one prompt/response pair).
+
+    Attributes:
+        prompt_ids: prompt token ids.
+        response_ids: response token ids (score mode: the chosen command's ``<action>..</action>``).
+        old_logprobs: log-prob of each response token under the distribution sampled from.
+        text: the decoded response.
+        action: the string to send to the env.
+        valid: whether the answer parsed (score mode: always, unless there was no candidate).
+        penalty: ``invalid_penalty`` for an invalid answer, else 0.
+        reason: the parser's reason (``"ok"`` ...).
+        finish_reason: ``"stop"`` / ``"length"`` (generate mode), ``"score"`` (score mode).
+        candidates / candidate_ids / chosen_index / old_action_logprob: score mode only --
+            the commands scored, their response token ids, the index drawn, and the log-prob
+            of the drawn command under the candidate softmax.
+    """
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    old_logprobs: list[float]
+    text: str
+    action: str
+    valid: bool
+    penalty: float
+    reason: str
+    finish_reason: str = ""
+    candidates: list[str] | None = None
+    candidate_ids: list[list[int]] | None = None
+    chosen_index: int | None = None
+    old_action_logprob: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicyOptions:
+    """How a policy prompts, answers and is penalised; the defaults of both modes and of the trainer.
+
+    Attributes:
+        fmt: generate mode's answer format (:data:`agents.parsing.FORMATS`); score mode always
+            scores ``<action>c</action>`` after a prompt asking for the ``action`` format.
+        history_k: (observation, action) pairs shown in the prompt.
+        sampling: sampling parameters (``n`` must be 1: one answer per observation); score
+            mode uses ``temperature`` (0: argmax) for its softmax over commands.
+        invalid_penalty: penalty recorded for an unparseable answer.
+        invalid_handling: ``"send"`` the parser's best-effort text, or the template's ``"noop"``.
+        noop_action: overrides the template's no-op command.
+        score_batch_size: candidates per forward pass when scoring.
+        score_norm: score mode's command score: ``"sum"`` of its token log-probs or their
+            ``"mean"``. With the sum an untrained model prefers the shortest commands (every extra
+            token costs ~log|V| nats), so the G members of a group act alike; the mean gives every
+            command a fair start. Used both when acting and when re-scoring, so PPO ratios still
+            start at 1.
+        avoid_repeats: score mode: leave out of the candidates every command already taken in
+            this episode from the same observation text
+            (:func:`agents.score_policy.repeated_commands`; "action elimination": a command tried
+            here before that left the agent seeing the same thing again is a loop). When that
+            would leave nothing, all commands stay. The candidates are stored with each step, so
+            re-scoring sees the same reduced set.
+
+    >>> PolicyOptions(history_k=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: history_k must be an integer >= 0, got -1
+    """
+
+    fmt: str = "action"
+    history_k: int = 1
+    sampling: SamplingConfig = field(default_factory=SamplingConfig)
+    invalid_penalty: float = 0.1
+    invalid_handling: str = "send"
+    noop_action: str | None = None
+    score_batch_size: int = 64
+    score_norm: str = "sum"
+    avoid_repeats: bool = True
+
+    def __post_init__(self) -> None:
+        for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean"))):
+            if getattr(self, name) not in choices:
+                raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
+        if isinstance(self.history_k, bool) or not isinstance(self.history_k, int) or self.history_k < 0:
+            raise ValueError(f"history_k must be an integer >= 0, got {self.history_k!r}")
+        if int(self.score_batch_size) < 1:
+            raise ValueError(f"score_batch_size must be >= 1, got {self.score_batch_size!r}")
+        if self.sampling.n != 1:
+            raise ValueError("a policy takes one answer per observation: use SamplingConfig(n=1) "
+                             "(groups come from G env copies)")
+
+    def replace(self, **changes: Any) -> "PolicyOptions":
+        """A copy with ``changes`` applied (and validated)."""
+        return dataclasses.replace(self, **changes)
+
+
+class TrainablePolicy(Protocol):
+    """What the trainer needs from a policy (both LLM modes and the tests' small fakes meet it)."""
+
+    model: Any
+
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
+            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[Any]:
+        """One recorded decision per observation."""
+        ...
+
+    def compute_logprobs_and_entropy(self, steps: Sequence[Any], batch_size: int | None = None,
+                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Log-probs with grad of recorded steps under the live model (entropies when asked)."""
+        ...
+
+    def behaviour_logprobs(self, step: Any) -> torch.Tensor:
+        """The log-probs recorded when ``step`` was taken, shaped like the live ones."""
+        ...
+
+    def sync(self) -> None:
+        """Act with the trained weights from now on."""
+        ...
+
+
+def admissible_for_prompt(info: dict[str, Any]) -> list[str]:
+    """The admissible commands of ``info`` as the prompt (and its memory) shows them."""
+    return [sanitize_text(c, 1000) for c in admissible_commands(info)]
+
+
+class LLMPolicy(abc.ABC):
+    """A language-model agent for the ProGPO envs: the part both modes share.
+
+    Args:
+        model: the causal LM being trained (``compute_logprobs`` runs it with grad).
+        tokenizer: its tokenizer.
+        backend: a :class:`~agents.backends.base.GenerationBackend` (generate mode; score mode
+            scores with ``model`` itself and takes ``None``).
+        env_name: prompt template: ``"alfworld"``, ``"alfworld-memory"``, ``"alfworld-notes"`` (score
+            mode: a note from the transcript before each command), ``"webshop"``, a gym id or a
+            YAML path.
+        options: :class:`PolicyOptions` (``None``: the defaults).
+        **overrides: fields of :class:`PolicyOptions` to change, e.g. ``history_k=2``.
+    """
+
+    #: ``"score"`` or ``"generate"``
+    mode: str = ""
+
+    def __init__(self, model: Any, tokenizer: Any, backend: GenerationBackend | None = None,
+                 env_name: str = "alfworld", options: PolicyOptions | None = None, **overrides: Any) -> None:
+        options = (options or PolicyOptions()).replace(**overrides) if overrides else (options or PolicyOptions())
+        self.model = model
+        self.tokenizer = tokenizer
+        self.backend = backend
+        self.env_name = env_name
+        self.template = load_template(env_name)
+        self.options = options
+        self.noop_action = self.template.noop_action if options.noop_action is None else options.noop_action
+        pad = getattr(tokenizer, "pad_token_id", None)
+        self.pad_token_id = int(pad if pad is not None else tokenizer.eos_token_id)
+
+    @property
+    def sampling(self) -> SamplingConfig:
+        return self.options.sampling
+
+    @property
+    def history_k(self) -> int:
+        return self.options.history_k
+
+    @property
+    def prompt_format(self) -> str:
+        """The answer format the prompt asks for."""
+        return self.options.fmt
+
+    def prompt_ids(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]]) -> list[int]:
+        """Token ids of the prompt for one observation."""
+        step = info.get("step")
+        step = int(step) if step is not None else len(history)
+        messages = build_messages(
+            self.env_name, goal=_goal_text(info.get("goal", "")), observation=observation,
+            admissible=admissible_for_prompt(info), history=list(history), step=step, k=self.history_k,
+            fmt=self.prompt_format,
+        )
+        return render_prompt(self.tokenizer, messages)
+
+    def _prompts(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
+                 histories: Sequence[Sequence[tuple[str, str]]] | None) -> tuple[list[list[int]], list[Any]]:
+        """Check the batch's lengths and render its prompts: (prompts, histories)."""
+        n = len(observations)
+        hs = list(histories) if histories is not None else [[] for _ in range(n)]
+        if len(infos) != n or len(hs) != n:
+            raise ValueError(f"{n} observations, {len(infos)} infos and {len(hs)} histories")
+        return [self.prompt_ids(o, dict(i), h) for o, i, h in zip(observations, infos, hs)], hs
+
+    @abc.abstractmethod
+    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
+            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[StepOutput]:
+        """One decision per observation (batched). ``histories[i]``: env i's earlier pairs."""
+
+    @abc.abstractmethod
+    def compute_logprobs_and_entropy(self, steps: Sequence[StepOutput], batch_size: int | None = None,
+                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Log-probs WITH grad under the current ``self.model``, and entropies (an empty list unless
+        ``with_entropy``), in one forward pass."""
+
+    def compute_logprobs(self, steps: Sequence[StepOutput], batch_size: int | None = None) -> list[torch.Tensor]:
+        """Log-probs WITH grad under the current ``self.model`` (PPO's new log-probs); a fresh
+        forward pass reproduces :meth:`behaviour_logprobs` to < 1e-4 in fp32."""
+        return self.compute_logprobs_and_entropy(steps, batch_size=batch_size, with_entropy=False)[0]
+
+    def compute_entropy(self, steps: Sequence[StepOutput], batch_size: int | None = None) -> list[torch.Tensor]:
+        """Per-token entropies of the sampling distribution (score mode: of the candidate softmax)."""
+        return self.compute_logprobs_and_entropy(steps, batch_size=batch_size, with_entropy=True)[1]
+
+    def behaviour_logprobs(self, step: StepOutput) -> torch.Tensor:
+        """The log-probs recorded when ``step`` was taken (float32, 1-D)."""
+        return torch.as_tensor(step.old_logprobs, dtype=torch.float32).reshape(-1)
+
+    def sync(self) -> None:
+        """Act with the trained weights from now on (nothing to do when acting runs ``model``)."""
+
+    def __repr__(self) -> str:
+        name = getattr(getattr(self.model, "config", None), "name_or_path", type(self.model).__name__)
+        return (f"{type(self).__name__}(model={name!r}, env={self.template.name!r}, fmt={self.prompt_format!r}, "
+                f"history_k={self.history_k}, sampling={self.sampling})")
