@@ -148,7 +148,7 @@ def main() -> None:
     its = list(range(1, n + 1))
     eval_its = sorted({r["iteration"] for r in recs[jobs[0]] if r.get("kind") == "eval"})
     per_iter = args.num_groups * args.group_size
-    lines = [f"# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid", "",
+    lines = ["# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid", "",
              f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, `{args.template}` prompt), shared weak "
              f"warm start ({args.bc_steps} bc steps), {n} iterations x {args.num_groups} tasks x {args.group_size} "
              f"trajectories ({per_iter} episodes, same schedule for every method of a seed), max {args.max_steps} steps, "

@@ -29,7 +29,8 @@ import numpy as np
 import torch
 
 __all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checksum_path", "latest_checkpoint",
-           "load_checkpoint", "restore_rng", "save_checkpoint", "verify_file"]
+           "load_checkpoint", "load_trainable_state", "load_weights", "restore_rng", "save_checkpoint", "save_weights",
+           "trainable_state", "verify_file"]
 
 FORMAT = "progpo-checkpoint-v1"
 
@@ -174,3 +175,62 @@ def load_checkpoint(path: str | Path, require: Sequence[str] = ()) -> dict[str, 
     if "history" in require and not all(isinstance(r, dict) for r in data["history"]):
         raise CheckpointError(f"checkpoint {p}: 'history' must be a list of records (dicts)")
     return data
+
+
+# ---------------------------------------------------------------------------- weights
+def trainable_state(model: torch.nn.Module, lora: bool) -> dict[str, torch.Tensor]:
+    """What a checkpoint keeps of ``model``: its LoRA adapter (``lora``) or its whole ``state_dict``, on CPU."""
+    if lora:
+        from peft import get_peft_model_state_dict
+
+        return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
+    return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+
+def load_trainable_state(model: torch.nn.Module, state: Mapping[str, Any], lora: bool) -> None:
+    """Load :func:`trainable_state`'s output strictly: a missing or unexpected key, or a shape that
+    differs, raises ``ValueError``.
+
+    >>> m = torch.nn.Linear(2, 1)
+    >>> load_trainable_state(m, {"weight": torch.zeros(1, 3), "bias": torch.zeros(1)}, lora=False)
+    Traceback (most recent call last):
+    ...
+    ValueError: weight: expected shape (1, 2), got (1, 3)
+    """
+    expected = trainable_state(model, lora)
+    missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{len(missing)} missing key(s) {missing[:3]}, {len(unexpected)} unexpected key(s) "
+                         f"{unexpected[:3]}")
+    for key, value in state.items():
+        if not isinstance(value, torch.Tensor) or value.shape != expected[key].shape:
+            got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"{key}: expected shape {tuple(expected[key].shape)}, got {got}")
+    if lora:
+        from peft import set_peft_model_state_dict
+
+        set_peft_model_state_dict(model, dict(state))
+    else:
+        model.load_state_dict(state, strict=True)
+
+
+def save_weights(model: torch.nn.Module, path: str | Path) -> Path:
+    """Write ``model``'s ``state_dict`` to ``path`` (e.g. a warm start shared by several runs)."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
+    return p
+
+
+def load_weights(model: torch.nn.Module, path: str | Path, model_name: str = "") -> None:
+    """Load a :func:`save_weights` file into ``model``; a missing, corrupt or mismatched file raises
+    :class:`CheckpointError` in one line."""
+    p = Path(path)
+    if not p.is_file():
+        raise CheckpointError(f"init_weights {p} does not exist")
+    try:
+        state = torch.load(p, map_location="cpu", weights_only=True)
+        model.load_state_dict(state)
+    except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
+        raise CheckpointError(f"init_weights {p} cannot be loaded into model {model_name!r} "
+                              f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err

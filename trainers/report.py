@@ -57,7 +57,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     """Write ``curves.png`` and ``summary.md`` into ``run_dir``; returns the summary path."""
     run = Path(run_dir)
     run.mkdir(parents=True, exist_ok=True)
-    png = plot_curves(records, run / "curves.png", title=f"{config.get('estimator', '')} on {config.get('env', '')}")
+    plot_curves(records, run / "curves.png", title=f"{config.get('estimator', '')} on {config.get('env', '')}")
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}", ""]

@@ -36,7 +36,8 @@ import torch
 from trainers import distributed, seeds
 from trainers.advantages import step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
-                                 restore_rng, save_checkpoint)
+                                 load_trainable_state, load_weights, restore_rng, save_checkpoint, save_weights,
+                                 trainable_state)
 from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
@@ -389,22 +390,11 @@ class Trainer:
 
     def load_weights(self, path: str | Path) -> None:
         """Load a ``state_dict`` file (as :meth:`save_weights` writes) into the model; clear errors."""
-        p = Path(path)
-        if not p.is_file():
-            raise CheckpointError(f"init_weights {p} does not exist")
-        try:
-            state = torch.load(p, map_location="cpu", weights_only=True)
-            self.model.load_state_dict(state)
-        except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
-            raise CheckpointError(f"init_weights {p} cannot be loaded into model {self.cfg.model!r} "
-                                  f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
+        load_weights(self.model, path, self.cfg.model)
 
     def save_weights(self, path: str | Path) -> Path:
         """Write the model's ``state_dict`` (e.g. a warm start shared by several runs)."""
-        p = Path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({k: v.detach().cpu() for k, v in self.model.state_dict().items()}, p)
-        return p
+        return save_weights(self.model, path)
 
     def start_records(self) -> Iterator[dict[str, Any]]:
         """Iteration 0, one record at a time: warm start, random baseline, evaluations of the policy
@@ -422,31 +412,6 @@ class Trainer:
                 yield self.evaluate(0, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra")
 
     # ------------------------------------------------------------------ checkpoints
-    def _trainable_state(self) -> dict[str, torch.Tensor]:
-        if self.cfg.lora:
-            from peft import get_peft_model_state_dict
-
-            return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(self.model).items()}
-        return {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
-
-    def _load_trainable_state(self, state: dict[str, torch.Tensor]) -> None:
-        """Load weights strictly: a missing or unexpected key, or a shape that differs, raises ``ValueError``."""
-        expected = self._trainable_state()
-        missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
-        if missing or unexpected:
-            raise ValueError(f"{len(missing)} missing key(s) {missing[:3]}, {len(unexpected)} unexpected key(s) "
-                           f"{unexpected[:3]}")
-        for key, value in state.items():
-            if not isinstance(value, torch.Tensor) or value.shape != expected[key].shape:
-                got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
-                raise ValueError(f"{key}: expected shape {tuple(expected[key].shape)}, got {got}")
-        if self.cfg.lora:
-            from peft import set_peft_model_state_dict
-
-            set_peft_model_state_dict(self.model, state)
-        else:
-            self.model.load_state_dict(state, strict=True)
-
     def save(self, iteration: int) -> Path | None:
         """Write a checkpoint (rank 0; with several processes every rank's RNG state goes in it,
         and the others return ``None`` once it is written)."""
@@ -461,7 +426,7 @@ class Trainer:
             extra["distributed"] = {"world_size": self.dist.world_size, "rng": rngs}
         path = save_checkpoint(self.run_dir, iteration, {
             "config": self.cfg.to_dict(),
-            "model": self._trainable_state(),
+            "model": trainable_state(self.model, self.cfg.lora),
             "optimizer": self.optimizer.state_dict(),
             "rng": capture_rng(),
             "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": seeds.eval_plan(self.cfg.seed)},
@@ -485,7 +450,7 @@ class Trainer:
             raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
                                   "resume with the same settings or start a new --output-dir")
         try:
-            self._load_trainable_state(data["model"])
+            load_trainable_state(self.model, data["model"], self.cfg.lora)
             self.optimizer.load_state_dict(data["optimizer"])
             restore_rng(data["rng"])
             saved_world = int((data.get("distributed") or {}).get("world_size", 1))

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import functools
 import os
-import time
 import traceback
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence

@@ -12,15 +12,12 @@ parameter within 2e-6 of the reference (lr 1e-3: 0.2% of one step's size), and u
 """
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
-import torch
 
 from trainers.checkpoint import load_checkpoint
 from trainers.config import parse_args

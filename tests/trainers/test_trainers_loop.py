@@ -1,7 +1,6 @@
 """Trainer: losses, rollout records, config / CLI errors, checkpoints and bit-for-bit resume."""
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
