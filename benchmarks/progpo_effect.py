@@ -3,6 +3,7 @@
     python benchmarks/progpo_effect.py --pilot                    # 2 seeds x the main pair: the MDE
     python benchmarks/progpo_effect.py                            # the comparison (resumes where it stopped)
     python benchmarks/progpo_effect.py --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
+    python benchmarks/progpo_effect.py --report                   # the table of the runs finished so far
 
 Setting: ``--config`` (default ``configs/alfworld_trap.yaml``: no repeat masking, no exploration
 hints in the prompt, a weak warm start, so most groups fail completely). Every method of a seed
@@ -261,6 +262,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3])
     ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
     ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
+    ap.add_argument("--report", action="store_true",
+                    help="write the table, plot and JSON from the finished runs alone (start nothing)")
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "progpo_effect")
     ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
@@ -278,6 +281,10 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     jobs = [(m, s) for s in args.seeds for m in args.methods]
+    if args.report:  # the comparison so far: finished runs only
+        jobs = [(m, s) for m, s in jobs if (args.runs / run_name(m, s, args.state_key) / "summary.md").exists()]
+        if not jobs:
+            raise SystemExit(f"error: no finished run of {', '.join(args.methods)} under {args.runs}")
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
     import yaml

@@ -66,3 +66,11 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     before = (out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl").read_bytes()
     assert progpo_effect.main([*common, "--methods", "grpo", "--seeds", "0"]) == 0
     assert (out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl").read_bytes() == before
+
+    # --report tables the finished runs alone: the unfinished seed 1 is left out, not started
+    assert progpo_effect.main([*common, "--report", "--methods", "grpo", "progpo-grpo", "--seeds", "0", "1"]) == 0
+    assert not (out / "runs" / "grpo_canonical_seed1").exists() and not list(work.rglob("grpo_canonical_seed1*"))
+    assert sorted(r["seed"] for r in json.loads((out / "progpo_effect.json").read_text())["runs"]) == [0, 0]
+    with pytest.raises(SystemExit, match="no finished run"):
+        progpo_effect.main([*common, "--report", "--methods", "always", "--seeds", "0"])
+
