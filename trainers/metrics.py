@@ -21,7 +21,7 @@ import numpy as np
 from trainers.rollout import Rollout
 from wrappers.signals import all_failed, coverage_rate
 
-__all__ = ["MetricsFileError", "MetricsLogger", "rollout_metrics", "read_metrics"]
+__all__ = ["MetricsFileError", "MetricsLogger", "advantage_metrics", "rollout_metrics", "read_metrics"]
 
 
 class MetricsFileError(ValueError):
@@ -127,6 +127,31 @@ class MetricsLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+
+
+def advantage_metrics(step_adv: np.ndarray, all_failed: np.ndarray, step_failed: np.ndarray, progpo: bool,
+                      gate: str) -> dict[str, float]:
+    """How the advantages of an iteration came out, and where ProGPO's progress term replaced the
+    base estimator's: in the all-failed groups (in every group with ``gate="always"``; nowhere for
+    a base estimator), as a count, a share of groups and a share of steps.
+
+    >>> m = advantage_metrics(np.array([0.5, 0.0, -0.5, 1.0]), np.array([True, False]),
+    ...                       np.array([True, True, False, False]), progpo=True, gate="all_failed")
+    >>> m["adv/nonzero_frac"], m["adv/progress_groups"], m["adv/progress_step_frac"]
+    (0.75, 1.0, 0.5)
+    """
+    def acting(failed: np.ndarray) -> np.ndarray:
+        if not progpo:
+            return np.zeros_like(failed)
+        return np.ones_like(failed) if gate == "always" else failed
+
+    acted, acted_steps = acting(all_failed), acting(step_failed)
+    return {"adv/nonzero_frac": float(np.mean(step_adv != 0)) if step_adv.size else 0.0,
+            "adv/abs_mean": float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0,
+            "adv/groups": float(acted.size),
+            "adv/progress_groups": float(np.sum(acted)),
+            "adv/progress_group_frac": float(np.mean(acted)) if acted.size else 0.0,
+            "adv/progress_step_frac": float(np.mean(acted_steps)) if acted_steps.size else 0.0}
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:

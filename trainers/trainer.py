@@ -1,17 +1,19 @@
 """The training loop: group rollouts -> advantages -> PPO-clip update, with logs, evals, checkpoints.
 
-One iteration:
+One iteration (:meth:`Trainer.train_iteration`) reads top to bottom in five files:
 
-1. reset the B groups of a :class:`~wrappers.GroupVectorEnv` to this iteration's tasks (task
-   seeds are a pure function of ``(seed, iteration)``, so a resumed run replays the schedule)
-   and play one episode per member (:func:`trainers.rollout.collect_rollout`);
-2. compute per-step advantages with the configured estimator
-   (:func:`trainers.advantages.step_advantages`) and subtract the invalid-action penalty from
-   the advantage of each step whose answer could not be parsed (``penalty`` of the policy's
-   step output, 0.1 by default);
-3. PPO-clip update over the response tokens (token-mean, mini-batches, gradient accumulation
-   over micro-batches, grad clipping), optional low-variance KL to the frozen initial policy;
-4. log metrics (JSONL + TensorBoard), evaluate every ``eval_every`` iterations, checkpoint.
+1. ``trainer.py`` -- the spine, and :meth:`Trainer.rollout`: the B groups of a
+   :class:`~wrappers.GroupVectorEnv` are reset to this iteration's tasks (task seeds are a pure
+   function of ``(seed, iteration)``, so a resumed run replays the schedule);
+2. ``rollout.py`` -- :func:`~trainers.rollout.collect_rollout` plays one episode per member;
+3. ``advantages.py`` -- :func:`~trainers.advantages.step_advantages`, the configured estimator;
+4. ``losses.py`` -- the invalid-action penalty (:func:`~trainers.losses.penalized_advantages`),
+   the token weights and the PPO-clip loss with its optional k3 KL and entropy terms;
+5. ``ppo.py`` -- :func:`~trainers.ppo.ppo_update`: epochs, mini-batches, micro-batch gradient
+   accumulation, clipping, and the collectives of several processes behind a small ``Comm``.
+
+Metrics go to JSONL + TensorBoard (``metrics.py``); evaluations run every ``eval_every``
+iterations (``evaluation.py``); checkpoints are written every ``save_every`` (``checkpoint.py``).
 
 The policy is any :class:`agents.policy_base.TrainablePolicy` (``act``, ``compute_logprobs_and_entropy``,
 ``behaviour_logprobs``, ``sync``, ``model``): :func:`build_policy` makes the LLM one of the configured
@@ -42,7 +44,7 @@ from trainers.config import TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import penalized_advantages, token_weights
-from trainers.metrics import MetricsLogger, rollout_metrics
+from trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
 from trainers.ppo import UpdateBatch, comm_for, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
@@ -468,36 +470,35 @@ class Trainer:
 
     # ------------------------------------------------------------------ main loop
     def train_iteration(self, iteration: int) -> dict[str, Any]:
-        cfg = self.cfg
+        """One iteration: play B groups x G members, compute the advantages, update, record."""
         t0 = time.perf_counter()
-        ro = self.rollout(iteration)
+        ro = self.rollout(iteration)                                     # 1. rollout.py
+        step_adv, all_failed, step_failed = self.advantages(ro, iteration)  # 2. advantages.py, losses.py
+        t1 = time.perf_counter()
+        stats = self.update(ro.steps, step_adv, iteration)               # 3. ppo.py, losses.py
+        t2 = time.perf_counter()
+        return self.train_record(iteration, ro, step_adv, all_failed, step_failed, stats, (t0, t1, t2))
+
+    def advantages(self, ro: Rollout, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-step advantages of ``ro`` (the configured estimator, less the invalid-action
+        penalty), each group's all-failed flag, and that flag per step."""
         arrays = ro.advantage_inputs()
-        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(cfg.seed, iteration))
+        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(self.cfg.seed, iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
         step_adv = penalized_advantages(adv.steps, [s.output for s in ro.steps])
-        t1 = time.perf_counter()
-        stats = self.update(ro.steps, step_adv, iteration)
-        t2 = time.perf_counter()
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
         step_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
-        ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, adv.all_failed, step_failed)
-        rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
-        rec.update(rollout_metrics(ro, cfg.tau_r))
-        rec.update(self.env_failures)
-        rec["adv/nonzero_frac"] = float(np.mean(step_adv != 0)) if step_adv.size else 0.0
-        rec["adv/abs_mean"] = float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0
-        # where ProGPO's progress term replaced the base: the all-failed groups (every group with
-        # gate "always"), as a count, a share of groups and a share of steps
-        def acting(failed: np.ndarray) -> np.ndarray:
-            if not self.adv_cfg.progpo:
-                return np.zeros_like(failed)
-            return np.ones_like(failed) if self.adv_cfg.gate == "always" else failed
+        return step_adv, adv.all_failed, step_failed
 
-        acted, acted_steps = acting(all_failed), acting(step_failed)
-        rec["adv/groups"] = float(acted.size)
-        rec["adv/progress_groups"] = float(np.sum(acted))
-        rec["adv/progress_group_frac"] = float(np.mean(acted)) if acted.size else 0.0
-        rec["adv/progress_step_frac"] = float(np.mean(acted_steps)) if acted_steps.size else 0.0
+    def train_record(self, iteration: int, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
+                     step_failed: np.ndarray, stats: dict[str, float], times: tuple[float, float, float]) -> dict[str, Any]:
+        """The iteration's metrics record (over every rank's groups)."""
+        t0, t1, t2 = times
+        ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, all_failed, step_failed)
+        rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
+        rec.update(rollout_metrics(ro, self.cfg.tau_r))
+        rec.update(self.env_failures)
+        rec.update(advantage_metrics(step_adv, all_failed, step_failed, self.adv_cfg.progpo, self.adv_cfg.gate))
         rec.setdefault("kl", 0.0)
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
