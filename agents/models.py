@@ -463,7 +463,7 @@ def tiny_spec(name: str) -> dict[str, Any] | None:
 
 
 #: public architectures drawn at random (no weights needed): speed and memory at paper scale
-#: where no checkpoint can be reached (the lent GPU machine has no network). Shapes from the
+#: where no checkpoint can be reached (a GPU machine without network access). Shapes from the
 #: models' public config.json; the tokenizer is the tiny one (ids past it decode to nothing).
 RANDOM_ARCHS: dict[str, dict[str, Any]] = {
     "random-qwen2.5-0.5b": {"hidden": 896, "layers": 24, "heads": 14, "kv_heads": 2, "intermediate": 4864},

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# vLLM smoke test, for a GPU machine that has vLLM (the lent H200's image has none: use
+# vLLM smoke test, for a GPU machine that has vLLM (a bare torch + transformers image has none: use
 # benchmarks/gpu_check.sh there). Needs: a CUDA GPU, vLLM (pip install 'progpo[vllm]', which pins
 # torch 2.14.0), the [train] and [alfworld] extras; no network. At most ~8 min on one H200:
 #   1. checks what is installed (preflight);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The wheels the lent GPU machine's image lacks for benchmarks/gpu_check.sh, for Python 3.12
+# The wheels a bare GPU image (torch + transformers, no network) lacks for benchmarks/gpu_check.sh, for Python 3.12
 # (manylinux x86_64), in one ignored folder that the device tool carries beside the tree.
 #
 # The image has Python 3.12, torch 2.11 (CUDA 13), transformers 5.17, peft, accelerate,

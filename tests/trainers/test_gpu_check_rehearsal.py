@@ -1,5 +1,5 @@
 """`benchmarks/gpu_check.sh` scaled down on the CPU (DEVICE=cpu): every step of the GPU check runs
-here first, so the lent GPU's few minutes are not spent on a typo."""
+here first, so a short GPU lease is not spent on a typo."""
 from __future__ import annotations
 
 import json
