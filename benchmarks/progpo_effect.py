@@ -253,19 +253,25 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml")
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS))
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
-    ap.add_argument("--iterations", type=int, default=20)
-    ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"))
-    ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3])
+    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml",
+                    help="the trainer config every run starts from (default: the credit-trap preset)")
+    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
+                    help="estimators and controls to run (default: all)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)),
+                    help="seeds: each gives every method the same warm start and task schedule (default 0-7)")
+    ap.add_argument("--iterations", type=int, default=20, help="RL iterations per run (default 20)")
+    ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
+                    help="state identity of first-visit coverage (trainer's --state-key)")
+    ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
+    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3],
+                    help="train-success levels for the episodes-to-reach table")
     ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
     ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
     ap.add_argument("--report", action="store_true",
                     help="write the table, plot and JSON from the finished runs alone (start nothing)")
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "progpo_effect")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "progpo_effect",
+                    help="table.md, curves.png, progpo_effect.json and the finished runs (runs/)")
     ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
     args = ap.parse_args(argv)
     args.config = args.config.resolve()
