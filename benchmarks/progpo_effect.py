@@ -64,7 +64,16 @@ METHODS = {
     "always": ["--estimator", "progpo-gigpo", "--progress-gate", "always"],
     "shuffled": ["--estimator", "progpo-gigpo", "--shuffle-coverage"],
 }
-PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo"), ("shuffled", "gigpo"))
+#: paired differences reported: each ProGPO against its base; each control against the base and
+#: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
+#: coverage matter, or only the extra variance?)
+PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo"), ("shuffled", "gigpo"),
+         ("always", "progpo-gigpo"), ("shuffled", "progpo-gigpo"))
+
+
+def _cell(mean: float, half: float, n: int) -> str:
+    """``mean +- half`` of a 95% interval over ``n`` seeds (no interval from one seed)."""
+    return f"{mean:.3f} +- {half:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
 #: per-iteration train metrics recorded and compared by --rerun
 TRAIN_KEYS = {"train/success": "success", "all_failed_fraction": "all_failed_frac", "coverage_rate": "coverage_rate",
               "repeat_rate": "repeated_action_rate", "score_mean": "score_mean", "adv/abs_mean": "adv/abs_mean",
@@ -143,17 +152,18 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
              f"`python benchmarks/progpo_effect.py{' --pilot' if args.pilot else ''}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
-             "| method | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
-             "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 6) + "|"]
+             "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
+             "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
     for m in methods:
+        n = len(by[m])
         ev = _series(by[m], "eval", "eval/success")
-        cells = [f"{a:.3f} +- {h:.3f}" for a, h in zip(*mean_ci(ev))]
+        cells = [str(n)] + [_cell(a, h, n) for a, h in zip(*mean_ci(ev))]
         for key, cols in (("train/success", slice(-5, None)), ("all_failed_fraction", slice(0, 1)),
                           ("all_failed_fraction", slice(-5, None)), ("coverage_rate", slice(-5, None)),
                           ("repeat_rate", slice(-5, None))):
             x = np.nanmean(_series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
             a, h = mean_ci(x)
-            cells.append(f"{a[0]:.3f} +- {h[0]:.3f}")
+            cells.append(_cell(a[0], h[0], n))
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
     lines += ["", "## Episodes to reach a train success level", "",
               "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
@@ -177,7 +187,10 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
             fb = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[b]}
             d = np.array([fa[s] - fb[s] for s in seeds])
             mm, hh = mean_ci(d[:, None])
-            line = f"- {a} - {b}: {mm[0]:+.3f} +- {hh[0]:.3f} over {len(seeds)} seeds (" + ", ".join(f"{x:+.3f}" for x in d) + ")"
+            if not seeds:
+                continue
+            spread = f"+- {hh[0]:.3f} over {len(seeds)} seeds" if len(seeds) > 1 else "over 1 seed (no interval)"
+            line = f"- {a} - {b}: {mm[0]:+.3f} {spread} (" + ", ".join(f"{x:+.3f}" for x in d) + ")"
             if args.pilot and d.size > 1:
                 line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
             lines.append(line)

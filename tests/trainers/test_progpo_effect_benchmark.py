@@ -52,7 +52,8 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     assert [e["iteration"] for e in run["eval"]] == [0, 1, 2] and all(e["eval/episodes"] == 4 for e in run["eval"])
     assert set(run["train"][0]) >= {"train/success", "all_failed_fraction", "coverage_rate", "repeat_rate"}
     table = (out / "table.md").read_text()
-    assert "| progpo-grpo |" in table and "progpo-grpo - grpo:" in table and (out / "curves.png").exists()
+    assert "| progpo-grpo | 1 |" in table and "progpo-grpo - grpo:" in table and (out / "curves.png").exists()
+    assert "(1 seed)" in table and "over 1 seed (no interval)" in table  # one seed gives no interval, not +- 0
 
     capsys.readouterr()
     assert progpo_effect.main([*common, "--rerun", "0", "progpo-grpo"]) == 0
