@@ -197,7 +197,8 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
     lines += ["", f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
               "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
-              f"time. Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."]
+              "time." + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} "
+                                                 "worker(s).")]
     return "\n".join(lines) + "\n"
 
 
