@@ -173,7 +173,9 @@ class LLMPolicy(abc.ABC):
 
     def __init__(self, model: Any, tokenizer: Any, backend: GenerationBackend | None = None,
                  env_name: str = "alfworld", options: PolicyOptions | None = None, **overrides: Any) -> None:
-        options = (options or PolicyOptions()).replace(**overrides) if overrides else (options or PolicyOptions())
+        options = options or PolicyOptions()
+        if overrides:
+            options = options.replace(**overrides)
         self.model = model
         self.tokenizer = tokenizer
         self.backend = backend

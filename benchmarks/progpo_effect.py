@@ -74,6 +74,8 @@ PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo")
 def _cell(mean: float, half: float, n: int) -> str:
     """``mean +- half`` of a 95% interval over ``n`` seeds (no interval from one seed)."""
     return f"{mean:.3f} +- {half:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
+
+
 #: per-iteration train metrics recorded and compared by --rerun
 TRAIN_KEYS = {"train/success": "success", "all_failed_fraction": "all_failed_frac", "coverage_rate": "coverage_rate",
               "repeat_rate": "repeated_action_rate", "score_mean": "score_mean", "adv/abs_mean": "adv/abs_mean",
@@ -183,12 +185,12 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     for a, b in PAIRS:
         if a in by and b in by:
             seeds = sorted({e["seed"] for e in by[a]} & {e["seed"] for e in by[b]})
+            if not seeds:
+                continue
             fa = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[a]}
             fb = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[b]}
             d = np.array([fa[s] - fb[s] for s in seeds])
             mm, hh = mean_ci(d[:, None])
-            if not seeds:
-                continue
             spread = f"+- {hh[0]:.3f} over {len(seeds)} seeds" if len(seeds) > 1 else "over 1 seed (no interval)"
             line = f"- {a} - {b}: {mm[0]:+.3f} {spread} (" + ", ".join(f"{x:+.3f}" for x in d) + ")"
             if args.pilot and d.size > 1:

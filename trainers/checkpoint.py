@@ -218,7 +218,7 @@ def save_weights(model: torch.nn.Module, path: str | Path) -> Path:
     """Write ``model``'s ``state_dict`` to ``path`` (e.g. a warm start shared by several runs)."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, p)
+    torch.save(trainable_state(model, lora=False), p)
     return p
 
 

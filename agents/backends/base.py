@@ -57,7 +57,8 @@ class SamplingConfig:
         if int(self.max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
         if not 0 <= int(self.min_new_tokens) <= int(self.max_new_tokens):
-            raise ValueError(f"min_new_tokens must be in [0, max_new_tokens], got {self.min_new_tokens!r}")
+            raise ValueError(f"min_new_tokens must be in [0, max_new_tokens={self.max_new_tokens}], "
+                             f"got {self.min_new_tokens!r}")
         if int(self.n) < 1:
             raise ValueError(f"n must be >= 1, got {self.n!r}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
