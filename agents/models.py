@@ -42,6 +42,8 @@ from typing import Any
 
 import torch
 
+from wrappers.errors import UserError
+
 __all__ = [
     "CHATML_TEMPLATE",
     "ModelLoadError",
@@ -73,7 +75,7 @@ _TINY_TOKENIZER_VERSION = 1
 _SMOLLM2_CACHE_VERSION = 1
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(UserError, RuntimeError):
     """A model could not be loaded; the message says how to fix it."""
 
 
@@ -524,8 +526,8 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     cached nor reachable.
     """
     try:
-        from huggingface_hub import snapshot_download
         from huggingface_hub import constants as hub_constants
+        from huggingface_hub import snapshot_download
     except ImportError as exc:  # pragma: no cover - transformers depends on it
         raise ModelLoadError(f"loading hub model {name!r} needs huggingface_hub: pip install 'progpo[train]'") from exc
     offline = bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))

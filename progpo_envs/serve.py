@@ -55,6 +55,7 @@ from typing import Any, ClassVar, Sequence
 import gymnasium as gym
 from pydantic import Field
 
+from wrappers.errors import UserError
 from wrappers.member_pools import _describe  # the one-line "Type: message" of an exception
 
 try:  # openenv-core is the optional extra [openenv]; fail with the install command
@@ -110,7 +111,7 @@ def _observation(text: Any, info: dict[str, Any], reward: float, done: bool, **e
     )
 
 
-class BadTaskError(ValueError):
+class BadTaskError(UserError, ValueError):
     """A reset asked for a task id that is not one of the env's (answered 400, one line)."""
 
 

@@ -20,6 +20,7 @@ import hashlib
 import os
 import pickle
 import random
+import re
 import zipfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,7 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checksum_path", "latest_checkpoint",
+from wrappers.errors import UserError
+
+__all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checkpoint_files", "checksum_path", "latest_checkpoint",
            "load_checkpoint", "load_trainable_state", "load_weights", "restore_rng", "save_checkpoint", "save_weights",
            "trainable_state", "verify_file"]
 
@@ -38,7 +41,7 @@ FORMAT = "progpo-checkpoint-v1"
 TRAINING_ENTRIES: Mapping[str, type] = {"model": dict, "optimizer": dict, "rng": dict, "history": list}
 
 
-class CheckpointError(RuntimeError):
+class CheckpointError(UserError, RuntimeError):
     """A checkpoint is missing, corrupt or incompatible; the message says which file and what to do."""
 
 
@@ -102,26 +105,42 @@ def verify_file(path: str | Path) -> None:
         raise CheckpointError(f"checkpoint {p} is corrupt (CRC check failed for record {bad}); {hint}")
 
 
+def checkpoint_files(run_dir: str | Path, iteration: int) -> tuple[Path, Path, Path]:
+    """The files :func:`save_checkpoint` writes for ``iteration``: the checkpoint, its checksum, ``latest``."""
+    path = Path(run_dir) / "checkpoints" / f"iter_{iteration:06d}.pt"
+    return path, checksum_path(path), path.parent / "latest"
+
+
 def save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any], keep_last: int = 1) -> Path:
-    """Write ``payload`` (+ format tag, iteration) and its checksum, point ``latest`` at it; prune old ones."""
-    ckpt_dir = Path(run_dir) / "checkpoints"
+    """Write ``payload`` (+ format tag, iteration) and its checksum, point ``latest`` at it; prune old ones.
+
+    A write that fails (a full disk) leaves no partial file behind and the previous checkpoint in
+    place, and raises :class:`CheckpointError` in one line.
+    """
+    path = checkpoint_files(run_dir, iteration)[0]
+    ckpt_dir = path.parent
     ckpt_dir.mkdir(parents=True, exist_ok=True)
-    path = ckpt_dir / f"iter_{iteration:06d}.pt"
     tmp = path.with_suffix(".pt.tmp")
-    torch.save({"format": FORMAT, "iteration": iteration, **payload}, tmp)
-    digest = _sha256(tmp)
     sums = checksum_path(path)
+    sums_tmp, pointer_tmp = sums.with_name(sums.name + ".tmp"), ckpt_dir / "latest.tmp"
+    try:
+        torch.save({"format": FORMAT, "iteration": iteration, **payload}, tmp)
+        digest = _sha256(tmp)
+        sums_tmp.write_text(f"{digest}  {path.name}\n")  # written before anything is replaced
+        pointer_tmp.write_text(path.name + "\n")
+    except (OSError, RuntimeError) as err:  # torch's zip writer reports a full disk as a RuntimeError
+        for partial in (tmp, sums_tmp, pointer_tmp):
+            partial.unlink(missing_ok=True)
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:120]
+        raise CheckpointError(f"cannot write checkpoint {path} ({reason}; is the disk full?); the partial file "
+                              "was removed and the previous checkpoint is kept") from None
     sums.unlink(missing_ok=True)  # a crash before the new one lands leaves the zip CRCs to check
     os.replace(tmp, path)
-    sums_tmp = sums.with_name(sums.name + ".tmp")
-    sums_tmp.write_text(f"{digest}  {path.name}\n")
     os.replace(sums_tmp, sums)
-    pointer_tmp = ckpt_dir / "latest.tmp"
-    pointer_tmp.write_text(path.name + "\n")
     os.replace(pointer_tmp, ckpt_dir / "latest")
     # Keep the file just written and the newest others (by iteration number) up to keep_last;
     # the one just written is never pruned, even when an older run left a higher number behind.
-    others = sorted(p for p in ckpt_dir.glob("iter_*.pt") if p != path)
+    others = sorted(p for p in ckpt_dir.glob("iter_*.pt") if p != path and re.fullmatch(r"iter_\d{6}\.pt", p.name))
     for old in others[: max(len(others) - (keep_last - 1), 0)] if keep_last > 0 else []:
         old.unlink(missing_ok=True)
         checksum_path(old).unlink(missing_ok=True)
@@ -133,7 +152,8 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     ckpt_dir = Path(run_dir) / "checkpoints"
     pointer = ckpt_dir / "latest"
     if not pointer.is_file():
-        raise CheckpointError(f"no checkpoint to resume in {ckpt_dir} (no 'latest' file); start without --resume")
+        raise CheckpointError(f"no checkpoint to resume in {ckpt_dir} (no 'latest' file); start without --resume "
+                              "(plus --overwrite where the dir holds an earlier run's files)")
     name = pointer.read_text(errors="replace").strip()
     path = ckpt_dir / name
     if not name or "/" in name or not path.is_file():

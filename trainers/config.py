@@ -23,6 +23,7 @@ from agents.backends.base import SamplingConfig
 from agents.policy_base import PolicyOptions
 from trainers.advantages import ESTIMATORS, AdvantageConfig
 from trainers.envs import STATE_KEYS
+from wrappers.errors import UserError
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
@@ -30,7 +31,7 @@ ENVS = ("alfworld", "webshop", "rooms")
 _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
 
-class ConfigError(ValueError):
+class ConfigError(UserError, ValueError):
     """A configuration value or file is invalid; the message says which and why."""
 
 

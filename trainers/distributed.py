@@ -114,7 +114,9 @@ def shard_groups(num_groups: int, world_size: int, rank: int) -> range:
     [[0, 1], [2, 3], [4, 5]]
     """
     if num_groups % world_size:
-        raise ValueError(f"num_groups ({num_groups}) must be a multiple of the number of processes ({world_size}): "
+        from trainers.config import ConfigError  # a flag of the user's, said in one line
+
+        raise ConfigError(f"num_groups ({num_groups}) must be a multiple of the number of processes ({world_size}): "
                          "groups never straddle ranks")
     per = num_groups // world_size
     return range(rank * per, (rank + 1) * per)

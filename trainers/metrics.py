@@ -19,12 +19,13 @@ from typing import Any
 import numpy as np
 
 from trainers.rollout import Rollout
+from wrappers.errors import UserError
 from wrappers.signals import all_failed, coverage_rate
 
 __all__ = ["MetricsFileError", "MetricsLogger", "advantage_metrics", "rollout_metrics", "read_metrics"]
 
 
-class MetricsFileError(ValueError):
+class MetricsFileError(UserError, ValueError):
     """``metrics.jsonl`` holds a line that is JSON but not a record (an object); the message says where."""
 
 #: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
@@ -106,11 +107,16 @@ class MetricsLogger:
         elif resume_after is None and self.path.exists():
             self.path.unlink()
         self.writer = None
+        #: the files this logger writes (its event file found by listing: TensorBoard names it)
+        self.files: list[Path] = [self.path]
         if tensorboard:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                self.writer = SummaryWriter(str(Path(run_dir) / "tensorboard"))
+                tb_dir = Path(run_dir) / "tensorboard"
+                before = set(tb_dir.iterdir()) if tb_dir.is_dir() else set()
+                self.writer = SummaryWriter(str(tb_dir))
+                self.files += sorted(set(tb_dir.iterdir()) - before)
             except ImportError:  # tensorboard not installed: JSONL only
                 self.writer = None
 

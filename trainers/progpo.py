@@ -23,6 +23,7 @@ traceback. SIGTERM stops the run and says how to resume it.
 """
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import sys
@@ -32,8 +33,8 @@ from pathlib import Path
 
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
-from trainers.metrics import MetricsFileError
-from trainers.run_dir import RunDirError, claim_run_dir
+from trainers.run_dir import claim_run_dir
+from wrappers.errors import UserError
 
 __all__ = ["main"]
 
@@ -46,11 +47,35 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated()
 
 
+#: ``OSError`` numbers that are the machine's state, not a bug: said in one line
+_SETUP_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err)
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _is_setup_problem(err: BaseException) -> bool:
+    """A missing optional extra (``ImportError``) or a full / read-only disk: the user's to fix."""
+    return isinstance(err, ImportError) or (isinstance(err, OSError) and err.errno in _SETUP_ERRNOS)
+
+
+def _resume_advice(output_dir: str, what: str) -> str:
+    """What to run next after a stop: ``--resume`` where a checkpoint exists, else a rerun."""
+    try:
+        latest_checkpoint(output_dir)
+    except CheckpointError:
+        return (f"{what} before the first checkpoint; nothing to resume: start again with the same command plus "
+                "--overwrite")
+    return f"{what}; checkpoints are in {output_dir}/checkpoints: resume with the same command plus --resume"
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         cfg, ns = parse_args(argv)
-    except ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+    except UserError as err:
+        print(f"error: {_first_line(err)}", file=sys.stderr)
         return 2
     lock = None
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
@@ -70,25 +95,20 @@ def main(argv: list[str] | None = None) -> int:
         report = trainer.train(resume=ns.resume, run_lock=lock)
         if not trainer.dist.is_main:  # rank 0 prints the summary
             return 0
-    except (ConfigError, CheckpointError, MetricsFileError, RunDirError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    except UserError as err:
+        print(f"error: {_first_line(err)}", file=sys.stderr)
         return 2
     except Terminated:
-        print(f"terminated (SIGTERM); checkpoints are in {cfg.output_dir}/checkpoints: resume with the same command "
-              "plus --resume", file=sys.stderr)
+        print(_resume_advice(cfg.output_dir, "terminated (SIGTERM)"), file=sys.stderr)
         return 143
     except KeyboardInterrupt:
-        print("interrupted; resume with the same command plus --resume", file=sys.stderr)
+        print(_resume_advice(cfg.output_dir, "interrupted"), file=sys.stderr)
         return 130
-    except Exception as err:  # noqa: BLE001 - model / env loading errors carry their own fix
-        name = type(err).__name__
-        if os.environ.get("PROGPO_DEBUG"):
+    except Exception as err:  # noqa: BLE001 - a missing extra or a full disk is the user's, anything else a bug
+        if os.environ.get("PROGPO_DEBUG") or not _is_setup_problem(err):
             raise
-        if name in ("ModelLoadError", "ModelMismatchError", "FileNotFoundError", "ImportError", "ModuleNotFoundError",
-                    "ValueError", "MemberError"):
-            print(f"error: {name}: {str(err).splitlines()[0] if str(err) else ''}", file=sys.stderr)
-            return 2
-        raise
+        print(f"error: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
+        return 2
     finally:
         from trainers.distributed import teardown
 

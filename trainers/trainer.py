@@ -38,17 +38,17 @@ import torch
 from trainers import distributed, seeds
 from trainers.advantages import step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
-                                 load_trainable_state, load_weights, restore_rng, save_checkpoint, save_weights,
-                                 trainable_state)
-from trainers.config import TrainConfig, lr_warning
+                                 checkpoint_files, load_trainable_state, load_weights, restore_rng, save_checkpoint,
+                                 save_weights, trainable_state)
+from trainers.config import ConfigError, TrainConfig, lr_warning
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import penalized_advantages, token_weights
-from trainers.metrics import MetricsLogger, advantage_metrics, rollout_metrics
+from trainers.metrics import MetricsLogger, advantage_metrics, read_metrics, rollout_metrics
 from trainers.ppo import UpdateBatch, comm_for, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
-from trainers.run_dir import RunDirLock, claim_run_dir
+from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts, rollout_summary
 
@@ -78,7 +78,7 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device cuda requested but no CUDA GPU is visible; use --device cpu")
+        raise ConfigError("device cuda requested but no CUDA GPU is visible; use --device cpu")
     return torch.device(name)
 
 
@@ -176,12 +176,12 @@ class Trainer:
             distributed.broadcast_parameters(self.model)  # every rank starts from rank 0's weights
             if self.dist.strategy == "fsdp2":
                 if cfg.kl_coef > 0 and not cfg.lora:
-                    raise ValueError("dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
+                    raise ConfigError("dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
                                      "(the frozen reference copy is not sharded); use --lora or --dist-strategy ddp")
                 distributed.apply_fsdp2(self.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
-            raise ValueError("the policy model has no trainable parameters")
+            raise ConfigError("the policy model has no trainable parameters")
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay)
         self.ref_model: torch.nn.Module | None = None
         if cfg.kl_coef > 0 and not cfg.lora:
@@ -192,6 +192,9 @@ class Trainer:
         self.env_failures: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
+        #: the run's identity and files (rank 0, set when training starts)
+        self.manifest: RunManifest | None = None
+        self._resumed_run_id: str | None = None
 
     def autocast(self) -> Any:
         """bf16 autocast for forward passes when ``amp_dtype`` is set (weights stay fp32)."""
@@ -426,7 +429,10 @@ class Trainer:
                 distributed.barrier()
                 return None
             extra["distributed"] = {"world_size": self.dist.world_size, "rng": rngs}
+        if self.manifest is not None:  # recorded first: a crash mid-write leaves no file the run disowns
+            self.manifest.record(*checkpoint_files(self.run_dir, iteration))
         path = save_checkpoint(self.run_dir, iteration, {
+            "run_id": self.manifest.run_id if self.manifest is not None else None,
             "config": self.cfg.to_dict(),
             "model": trainable_state(self.model, self.cfg.lora),
             "optimizer": self.optimizer.state_dict(),
@@ -451,6 +457,7 @@ class Trainer:
         if diff:
             raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
                                   "resume with the same settings or start a new --output-dir")
+        self._check_owner(path, data)
         try:
             load_trainable_state(self.model, data["model"], self.cfg.lora)
             self.optimizer.load_state_dict(data["optimizer"])
@@ -467,6 +474,45 @@ class Trainer:
         self.history = list(data["history"])
         self.start_iteration = int(data["iteration"]) + 1
         return self.start_iteration
+
+    def _check_owner(self, path: Path, data: dict[str, Any]) -> None:
+        """Refuse a checkpoint of another run than the one in the output dir, before anything is written.
+
+        The run ids decide where both have one; else (a run written before run ids) the dir's
+        ``config.yaml`` must be the checkpoint's config and its ``metrics.jsonl`` must start with
+        the checkpoint's history. An output dir that holds no run takes any checkpoint.
+        """
+        ckpt_id = data.get("run_id") if isinstance(data.get("run_id"), str) else None
+        self._resumed_run_id = ckpt_id
+        if not self.dist.is_main:
+            return
+        where = f"checkpoint {path} belongs to another run than the one in {self.run_dir}"
+        advice = "resume it with its own --output-dir, or with an empty one to continue it there"
+        manifest = RunManifest.load(self.run_dir)
+        if manifest is not None and ckpt_id is not None:
+            if ckpt_id != manifest.run_id:
+                raise CheckpointError(f"{where} (run id {ckpt_id[:8]} vs {manifest.run_id[:8]}); {advice}")
+            return
+        ours, _ = earlier_run_files(self.run_dir)
+        if not any(p.parent == self.run_dir for p in ours):
+            return  # no config / metrics / report of a run here: the run continues into this dir
+        config_file = self.run_dir / "config.yaml"
+        if config_file.is_file():
+            import yaml
+
+            try:
+                there = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
+            except (OSError, UnicodeDecodeError, yaml.YAMLError):
+                there = {}
+            saved = data.get("config") or {}
+            if not isinstance(there, dict) or any(there.get(k) != saved.get(k) for k in saved if k not in RESUME_COMPATIBLE):
+                raise CheckpointError(f"{where} (its config differs from {config_file.name}); {advice}")
+        metrics_file = self.run_dir / "metrics.jsonl"
+        if metrics_file.is_file():
+            there_records = [json.dumps(r, sort_keys=True) for r in read_metrics(metrics_file)]
+            mine = [json.dumps(r, sort_keys=True) for r in data["history"]]
+            if there_records[: len(mine)] != mine:
+                raise CheckpointError(f"{where} (its history differs from {metrics_file.name}); {advice}")
 
     # ------------------------------------------------------------------ main loop
     def train_iteration(self, iteration: int) -> dict[str, Any]:
@@ -557,9 +603,12 @@ class Trainer:
             metrics_path.write_text("".join(json.dumps(r) + "\n" for r in self.history))
             warnings.warn(f"{metrics_path} was missing; rebuilt it from the checkpoint's history "
                           f"({len(self.history)} records)", UserWarning, stacklevel=2)
+        if main:
+            self.manifest = self._open_manifest()
         logger: Any = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _NoLog()
         if main:
+            self.manifest.record(*logger.files, self.run_dir / "config.yaml")
             (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
         bar = _progress(cfg.iterations, "iterations", cfg.progress and main, leave=True)
         bar.update(self.start_iteration - 1)
@@ -594,7 +643,17 @@ class Trainer:
             self.close()
         if not main:
             return self.run_dir / "summary.md"
+        self.manifest.record(self.run_dir / "summary.md", self.run_dir / "curves.png")
         return write_report(self.run_dir, self.history, cfg.to_dict())
+
+    def _open_manifest(self) -> RunManifest:
+        """The run dir's manifest; a resumed run without one (a run from before manifests, or a
+        checkpoint continued in a new dir) starts it, taking the earlier run's files as its own."""
+        manifest = RunManifest.load(self.run_dir)
+        if manifest is None:
+            manifest = RunManifest.create(self.run_dir, self._resumed_run_id)
+            manifest.record(*earlier_run_files(self.run_dir)[0])
+        return manifest
 
     def close(self) -> None:
         if self.envs is not None:

@@ -49,6 +49,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector.utils import CloudpickleWrapper
 
+from wrappers.errors import UserError
+
 __all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout"]
 
 EnvFn = Callable[[], gym.Env]
@@ -64,7 +66,7 @@ class Crashed:
     restarted: bool = True
 
 
-class MemberError(RuntimeError):
+class MemberError(UserError, RuntimeError):
     """An exception raised inside a member env (message carries the remote traceback)."""
 
 

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from agents.backends.base import Generation, SamplingConfig
+from wrappers.errors import UserError
 
 __all__ = [
     "CHECK_TEXT",
@@ -83,7 +84,7 @@ CHECK_TEXT = ("You are in the middle of a room. Looking quickly around you, you 
               "coffeemachine. <think>The mug may be in the cabinet.</think><action>go to cabinet 1</action>")
 
 
-class ModelMismatchError(RuntimeError):
+class ModelMismatchError(UserError, RuntimeError):
     """The vLLM engine does not run the model being trained (architecture or weights differ)."""
 
 

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from progpo_envs.alfworld.tasks import TASK_TYPES, task_type_of_folder
+from wrappers.errors import UserError
 
 
-class ALFWorldDataError(ValueError):
+class ALFWorldDataError(UserError, ValueError):
     """Bad game-source configuration: missing data dir, empty split, unknown task id."""
 
 

@@ -16,6 +16,8 @@ import os
 import sys
 from typing import Any
 
+from wrappers.errors import UserError
+
 __all__ = ["ENGINE_MISSING_HINT", "EngineUnavailableError", "RestoreArgv", "alfworld_logic_files",
            "engine_available", "import_alfworld", "require_engine"]
 
@@ -26,7 +28,7 @@ ENGINE_MISSING_HINT = (
 )
 
 
-class EngineUnavailableError(ImportError):
+class EngineUnavailableError(UserError, ImportError):
     """Raised when ``textworld[pddl]`` or ``alfworld`` cannot be imported."""
 
 

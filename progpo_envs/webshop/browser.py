@@ -23,6 +23,8 @@ import tempfile
 import time
 from typing import Any
 
+from wrappers.errors import UserError
+
 CHROMIUM_BINARY = os.environ.get("PROGPO_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER_BINARY = os.environ.get("PROGPO_CHROMEDRIVER", "/usr/bin/chromedriver")
 CHROMIUM_FLAGS = (
@@ -63,7 +65,7 @@ return (nav && nav.responseStatus) ? nav.responseStatus : null;
 _NEW_DOC_JS = "return window.__progpoOld === undefined && document.readyState === 'complete';"
 
 
-class BrowserError(RuntimeError):
+class BrowserError(UserError, RuntimeError):
     """The browser or its driver failed (crashed, hung, or could not start)."""
 
 

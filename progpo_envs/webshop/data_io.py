@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from wrappers.errors import UserError
+
 __all__ = ["FIX_HINT", "WebShopDataError", "read_json"]
 
 FIX_HINT = (
@@ -22,7 +24,7 @@ FIX_HINT = (
 )
 
 
-class WebShopDataError(RuntimeError):
+class WebShopDataError(UserError, RuntimeError):
     """A WebShop data folder or file is missing, unreadable or malformed (message says the fix)."""
 
 

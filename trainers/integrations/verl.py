@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from trainers.advantages import AdvantageConfig, factorize, step_advantages
+from wrappers.errors import UserError
 
 __all__ = [
     "COLUMN_ESTIMATORS",
@@ -88,7 +89,7 @@ _HOW_TO_PROVIDE = (
 )
 
 
-class MissingColumnsError(ValueError):
+class MissingColumnsError(UserError, ValueError):
     """A ``progpo_*`` estimator was called without the per-row columns it needs (never GRPO instead)."""
 
 
