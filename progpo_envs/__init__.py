@@ -22,20 +22,26 @@ WEBSHOP_ID = "ProGPO-WebShop-v0"
 
 
 def register_envs() -> None:
-    """Register the ProGPO env ids with Gymnasium (idempotent)."""
+    """Register the ProGPO env ids with Gymnasium (idempotent).
+
+    Without Gymnasium's passive env checker: after a first ``reset`` that raises (a bad
+    ``task_id``), the checker keeps a half-set state and fails every later ``step`` with
+    ``cannot unpack non-iterable NoneType object``, so a good reset would never give a working
+    episode. Both envs pass ``gymnasium.utils.env_checker.check_env`` in the tests instead.
+    """
     if ALFWORLD_ID not in registry:
         register(
             id=ALFWORLD_ID,
             entry_point="progpo_envs.alfworld.env:ALFWorldEnv",
             max_episode_steps=50,  # ALFWorld's standard limit; gym.make(..., max_episode_steps=N) overrides it
-            disable_env_checker=False,
+            disable_env_checker=True,
         )
     if WEBSHOP_ID not in registry:
         register(
             id=WEBSHOP_ID,
             entry_point="progpo_envs.webshop.env:WebShopEnv",
             max_episode_steps=15,  # GRPO/GiGPO's limit; gym.make(..., max_episode_steps=N) overrides it
-            disable_env_checker=False,
+            disable_env_checker=True,
         )
 
 

@@ -14,7 +14,9 @@ lives in a ``/ws`` session, one env per session, up to ``--max-sessions`` at onc
 :class:`ProGPOEnvClient` (an OpenEnv ``EnvClient``) uses.
 
 Limits. A session that sends no message for ``--idle-timeout`` seconds (default 600; pings do not
-count) is closed by OpenEnv's reaper and its slot reused, so idle clients cannot lock others out.
+count) is closed by OpenEnv's reaper and its slot reused, so idle clients cannot lock others out;
+every later message on the reaped session's socket is refused with "session expired", so at most
+``--max-sessions`` sessions ever play.
 An HTTP body over ``--max-body-bytes`` (default 4 MiB, the WebSocket frame cap) gets 413 and is
 never held whole; a reset with a bad ``task_id`` gets 400 with one line.
 
@@ -73,6 +75,7 @@ __all__ = [
     "EpisodeState",
     "ProGPOEnvClient",
     "ProGPOEnvironment",
+    "SessionExpiredError",
     "TextObservation",
     "WebShopEnvironment",
     "build_app",
@@ -113,6 +116,10 @@ def _observation(text: Any, info: dict[str, Any], reward: float, done: bool, **e
 
 class BadTaskError(UserError, ValueError):
     """A reset asked for a task id that is not one of the env's (answered 400, one line)."""
+
+
+class SessionExpiredError(UserError, RuntimeError):
+    """A message on a /ws session the server has closed (idle past ``--idle-timeout``): refused."""
 
 
 class EpisodeState(State):
@@ -163,6 +170,14 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         self._env: gym.Env | None = None  # built on first reset (get_metadata/state stay cheap)
         self._state = EpisodeState()
         self._done = False
+        #: set by close(): OpenEnv's idle reaper closes a session's env but not its socket, so every
+        #: later message on it is refused (else a reset would revive a session the cap no longer counts)
+        self._closed = False
+
+    def _refuse_if_closed(self) -> None:
+        if self._closed:
+            raise SessionExpiredError("session expired: it was idle past the server's --idle-timeout and its slot "
+                                      "was freed; open a new connection")
 
     def _make(self) -> gym.Env:
         import progpo_envs  # noqa: F401  (registers the ids)
@@ -183,6 +198,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
               **kwargs: Any) -> TextObservation:
         if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, (str, int))):
             raise BadTaskError(f"task_id must be a string or an integer, got {type(task_id).__name__}")
+        self._refuse_if_closed()
         if self._env is None:
             self._env = self._make()
         options = {"task_id": task_id} if task_id is not None else None
@@ -199,6 +215,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         return _observation(obs, info, 0.0, False, terminated=False, truncated=False)
 
     def step(self, action: CommandAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+        self._refuse_if_closed()
         if self._env is None or self._done:
             why = "No episode: call reset first." if self._env is None else "Episode is over: call reset."
             return _observation(why, {"error": why, "valid_action": False}, 0.0, True)
@@ -213,6 +230,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         return self._state
 
     def close(self) -> None:
+        self._closed = True
         if self._env is not None:
             self._env.close()
             self._env = None

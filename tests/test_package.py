@@ -11,6 +11,27 @@ def test_env_ids_registered():
     assert spec.entry_point == "progpo_envs.webshop.env:WebShopEnv"
 
 
+def test_a_good_reset_after_a_refused_first_reset_gives_a_working_episode(request):
+    """A first reset that raises (a bad task id) must not break the env for the next episode."""
+    import progpo_envs
+
+    for env_id in (progpo_envs.WEBSHOP_ID, progpo_envs.ALFWORLD_ID):
+        if env_id == progpo_envs.ALFWORLD_ID:
+            request.getfixturevalue("alfworld_engine_available")
+        env = gym.make(env_id)
+        try:
+            env.reset(seed=0, options={"task_id": "no-such-task"})
+        except ValueError:
+            pass
+        else:
+            raise AssertionError("an unknown task id should be refused")
+        obs, info = env.reset(seed=0)
+        command = info["admissible_commands"][0].replace("<query>", "shoes")
+        obs, reward, terminated, truncated, info = env.step(command)
+        assert info["valid_action"] is True and not truncated
+        env.close()
+
+
 # ----------------------------------------------------------------- import-name guard
 import ast  # noqa: E402
 import os  # noqa: E402

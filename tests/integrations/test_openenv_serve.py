@@ -184,3 +184,49 @@ def test_serve_cli_rejects_bad_numbers_in_one_line(flags: list[str], match: str)
     proc = subprocess.run([sys.executable, "-m", "progpo_envs.serve", "--env", "webshop", *flags],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_reaped_session_stays_expired_so_the_cap_holds() -> None:
+    """With --max-sessions 1: a session reaped while its socket stays open cannot be revived by a
+    reset (nor stepped); it is told the session expired, and one new client plays at a time."""
+    import asyncio
+
+    import websockets
+    from openenv_server import _try
+
+    async def send(ws: Any, kind: str, data: dict) -> dict:
+        await ws.send(json.dumps({"type": kind, "data": data}))
+        return json.loads(await ws.recv())
+
+    async def run(url: str) -> None:
+        ws_url = url.replace("http://", "ws://") + "/ws"
+        stale = [await websockets.connect(ws_url, ping_interval=0.5)]
+        assert (await send(stale[0], "reset", {"seed": 1}))["type"] == "observation"
+        for _ in range(2):  # reaped, then its slot taken by the next session, which idles in turn
+            await asyncio.sleep(9.0)  # > the 2 s idle timeout plus one 5 s reaper pass
+            nxt = await websockets.connect(ws_url, ping_interval=0.5)
+            assert (await send(nxt, "reset", {"seed": 2}))["type"] == "observation"
+            stale.append(nxt)
+        player = stale.pop()  # the one live session; the others were reaped
+        for ws in stale:
+            for kind, data in (("reset", {"seed": 3}), ("step", {"command": "search[shoes]"})):
+                answer = await send(ws, kind, data)
+                assert answer["type"] == "error" and "session expired" in answer["data"]["message"], answer
+        assert (await send(player, "step", {"command": "search[red shoes]"}))["type"] == "observation"
+        # the cap: the live session holds the only slot
+        assert await _try(ws_url, lambda ws: send(ws, "reset", {"seed": 4})) is None
+        for ws in [*stale, player]:
+            await ws.close()
+
+    with running_server("webshop", "--max-sessions", "1", "--idle-timeout", "2") as url:
+        asyncio.run(run(url))
+
+
+def test_a_session_whose_first_reset_was_refused_then_plays(webshop_url: str) -> None:
+    """A bad task id on the first reset, then a good reset: the episode steps normally."""
+    with ProGPOEnvClient(base_url=webshop_url).sync() as env:
+        with pytest.raises(Exception, match="cannot be played|task_id"):
+            env.reset(task_id="no-such-goal")
+        r = env.reset(seed=3)
+        r = env.step(CommandAction(command=r.observation.admissible_commands[0].replace("<query>", "shoes")))
+        assert r.observation.metadata["valid_action"] is True and not r.done
