@@ -12,7 +12,6 @@ JSON; ``report`` merges them and prints one table. Nothing here needs a network.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import platform
 import sys
@@ -126,10 +125,11 @@ def _yaml(path: Path) -> dict[str, Any]:
 
 
 def _weights(run_dir: str) -> dict[str, Any]:
-    import torch
+    """The latest checkpoint's weights, loaded as the trainer loads them: verified against its
+    checksum and unpickled with ``weights_only`` (a crafted run dir cannot run code)."""
+    from trainers.checkpoint import latest_checkpoint, load_checkpoint
 
-    path = sorted(glob.glob(str(Path(run_dir) / "checkpoints" / "iter_*.pt")))[-1]
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return load_checkpoint(latest_checkpoint(run_dir), require=("model",))["model"]
 
 
 def fsdp(args: argparse.Namespace) -> int:

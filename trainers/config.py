@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -202,6 +203,12 @@ class TrainConfig:
                      "micro_batch_size", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
+        if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
+            raise ConfigError(f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1), got {self.seed}")
+        if isinstance(self.group_size, int) and self.group_size == 1:
+            raise ConfigError(f"group_size 1: {self.estimator} compares each trajectory with the others of its group, "
+                              "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
+                              "or more")
         for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
                      "eval_extra_episodes", "save_every", "min_new_tokens"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
@@ -324,6 +331,9 @@ def lr_warning(cfg: TrainConfig) -> str | None:
     return None
 
 
+_YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
     """Check a YAML value against the field's default type (ints are accepted for floats)."""
     if default is None:
@@ -337,6 +347,8 @@ def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
             raise ConfigError(f"{source}: {name} must be an integer, got {value!r}")
         return value
     if isinstance(default, float):
+        if isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
+            value = float(value)  # YAML 1.1 reads `1e-6` (no dot) as a string; YAML 1.2 and users read a number
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: {name} must be a number, got {value!r}")
         return float(value)
@@ -346,13 +358,25 @@ def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
     return value
 
 
+#: the largest ``--config`` file read
+MAX_CONFIG_BYTES = 2**20
+#: seeds numpy, torch and the env schedule all take (numpy's legacy seeding stops at 2**32)
+MAX_SEED = 2**32 - 1
+
+
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; any problem becomes a one-line :class:`ConfigError`."""
     import yaml
 
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        if not p.is_file():  # a FIFO would block the read forever, /dev/zero fill memory
+            what = "does not exist" if not p.exists() else "is not a regular file"
+            raise ConfigError(f"config {p} {what}; pass a YAML file")
+        if p.stat().st_size > MAX_CONFIG_BYTES:
+            raise ConfigError(f"config {p} is over {MAX_CONFIG_BYTES // 2**20} MiB; a config is a short YAML mapping")
+        with p.open("rb") as fh:
+            text = fh.read(MAX_CONFIG_BYTES + 1).decode("utf-8")
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config {p}: {err.__class__.__name__}: {err}") from err
     try:

@@ -1,6 +1,8 @@
 """Trainer: losses, rollout records, config / CLI errors, checkpoints and bit-for-bit resume."""
 from __future__ import annotations
 
+import os
+
 import sys
 from pathlib import Path
 
@@ -135,6 +137,8 @@ def test_yaml_then_cli_precedence(tmp_path):
     ("bogus_field: 1\n", "unknown field"),
     ("lr: fast\n", "lr must be a number"),
     ("group_size: 0\n", "group_size must be an integer >= 1"),
+    ("group_size: 1\nestimator: grpo\n", "group_size 1: grpo compares each trajectory"),
+    ("seed: 100000000000000000000000\n", "seed must be an integer in 0..4294967295"),
 ])
 def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
     p = tmp_path / "bad.yaml"
@@ -142,6 +146,25 @@ def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
     assert main(["--config", str(p)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and match in err and "\n" not in err
+
+
+@pytest.mark.parametrize("text, value", [("lr: 1e-6\n", 1e-6), ("lr: 3E+2\n", 300.0), ("lr: 1.0e-6\n", 1e-6),
+                                         ("lr: .5e-3\n", 5e-4)])
+def test_yaml11_exponent_floats_are_numbers(tmp_path, text, value):
+    p = tmp_path / "run.yaml"
+    p.write_text(text)
+    assert parse_args(["--config", str(p)])[0].lr == value
+
+
+def test_config_that_is_not_a_regular_file_is_refused_unread(tmp_path, capsys):
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # opening it for reading would block until a writer comes: forever
+    big = tmp_path / "big.yaml"
+    big.write_text("# " + "x" * 2**20 + "\n")
+    for path, match in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file"), (big, "over 1 MiB")):
+        assert main(["--config", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and match in err and "\n" not in err
 
 
 def test_missing_config_and_binary_config(tmp_path, capsys):

@@ -195,3 +195,37 @@ def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
         envs.close()
     finally:
         auto.close()
+
+
+class _RunsCode:
+    """Unpickling this runs ``open(marker, "w")``: what a crafted run dir would do."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+@pytest.mark.parametrize("with_checksum", [True, False])
+def test_gpu_check_loads_run_weights_without_running_pickled_code(tmp_path, with_checksum):
+    """``benchmarks/gpu_check.py fsdp`` reads two run dirs' weights: a crafted checkpoint is refused, unexecuted."""
+    import importlib.util
+    import hashlib
+
+    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).parents[2] / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    marker = tmp_path / "code-ran"
+    ckpt_dir = tmp_path / "run" / "checkpoints"
+    ckpt_dir.mkdir(parents=True)
+    ckpt = ckpt_dir / "iter_000001.pt"
+    torch.save({"format": "progpo-checkpoint-v1", "iteration": 1, "model": {"w": _RunsCode(str(marker))}}, ckpt)
+    (ckpt_dir / "latest").write_text(ckpt.name + "\n")
+    if with_checksum:  # a matching checksum does not make it safe either
+        checksum_path(ckpt).write_text(hashlib.sha256(ckpt.read_bytes()).hexdigest() + "  " + ckpt.name + "\n")
+    with pytest.raises(CheckpointError):
+        gpu_check._weights(str(tmp_path / "run"))
+    assert not marker.exists()
+    good = save_checkpoint(tmp_path / "good", 1, {"model": {"w": torch.ones(2)}})
+    assert torch.equal(gpu_check._weights(str(good.parents[1]))["w"], torch.ones(2))
