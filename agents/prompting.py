@@ -27,8 +27,9 @@ import yaml
 
 from agents.memory import MEMORY_KINDS, alfworld_memory
 from agents.parsing import FORMATS, sanitize_text
+from wrappers.errors import UserError
 
-__all__ = ["PromptTemplate", "admissible_commands", "build_messages", "fill_placeholders", "goal_text", "load_template",
+__all__ = ["PromptTemplate", "TemplateError", "admissible_commands", "build_messages", "fill_placeholders", "goal_text", "load_template",
            "render_prompt", "template_name"]
 
 _ALIASES = {
@@ -49,10 +50,16 @@ _TEMPLATES = Path(__file__).resolve().parent / "templates"
 _BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory",
             "alfworld-notes": "alfworld_notes", "alfworld-task-notes": "alfworld_task_notes",
             "webshop-notes": "webshop_notes"}
+#: the largest template file read
+_MAX_TEMPLATE_BYTES = 2**20
 _FALLBACK_CHATML = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
+
+
+class TemplateError(UserError, ValueError):
+    """A prompt template that cannot be loaded; the message names the file and the problem."""
 
 
 @dataclass(frozen=True)
@@ -78,10 +85,21 @@ class PromptTemplate:
         required = ("name", "system", "user_first", "user", "history_item", "format_instructions")
         missing = [k for k in required if k not in data]
         if missing:
-            raise ValueError(f"prompt template {source} lacks the field(s) {missing}")
+            raise TemplateError(f"prompt template {source} lacks the field(s) {missing}")
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
         kwargs = {k: v for k, v in data.items() if k in known}
         kwargs["noop_action"] = kwargs.get("noop_action") or ""
+        for key, value in kwargs.items():
+            if key in ("max_observation_chars", "max_admissible"):
+                ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
+                kind = "an integer > 0"
+            elif key == "format_instructions":
+                ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+                kind = "a mapping of format name: text"
+            else:
+                ok, kind = isinstance(value, str), "a string"
+            if not ok:
+                raise TemplateError(f"prompt template {source}: {key} must be {kind}, got {type(value).__name__}")
         return cls(**kwargs, extra={k: v for k, v in data.items() if k not in known})
 
 
@@ -128,35 +146,57 @@ def load_template(env_name: str) -> PromptTemplate:
 
     A template file may start from another one: ``extends: <template>`` takes that template's
     fields, then its own override them (``alfworld-task-notes`` is ``alfworld-notes`` with another
-    ``memory``).
+    ``memory``). Chains may be of any depth; a relative parent path is read from the folder of the
+    file that names it; a cycle is refused. Any problem raises :class:`TemplateError` in one line.
     """
-    data, source = _template_data(env_name)
-    if "extends" in data:
-        base, _ = _template_data(str(data.pop("extends")))
-        base.pop("extends", None)
-        data = {**base, **data}
+    data, source = _resolved(env_name, None, ())
     return PromptTemplate.from_dict(data, source)
 
 
-def _template_data(env_name: str) -> tuple[dict[str, Any], str]:
+def _resolved(name: str, folder: Path | None, chain: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    """The fields of template ``name`` with its ``extends`` chain applied (``folder``: where a
+    relative ``name`` is read from; ``chain``: the templates that extend it, for the cycle check)."""
+    data, source, own_folder = _template_data(name, folder)
+    if source in chain:
+        raise TemplateError(f"prompt template {chain[0]}: 'extends' forms a cycle ({' -> '.join([*chain, source])})")
+    if "extends" not in data:
+        return data, source
+    parent = data.pop("extends")
+    if not isinstance(parent, str) or not parent.strip():
+        raise TemplateError(f"prompt template {source}: 'extends' must name a template or a YAML file, got {parent!r}")
+    base, _ = _resolved(parent.strip(), own_folder, (*chain, source))
+    return {**base, **data}, source
+
+
+def _template_data(env_name: str, folder: Path | None = None) -> tuple[dict[str, Any], str, Path]:
+    """(fields, source, the folder its relative parents are read from) of one template file."""
     name = template_name(env_name)
     if name in _BUILTIN:
         # next to this file (not importlib.resources: a tests/agents/ folder on sys.path can
         # turn "agents" into a namespace package whose first portion is not this one)
-        text = (_TEMPLATES / f"{_BUILTIN[name]}.yaml").read_text("utf-8")
-        source = f"agents/templates/{_BUILTIN[name]}.yaml"
+        path, source = _TEMPLATES / f"{_BUILTIN[name]}.yaml", f"agents/templates/{_BUILTIN[name]}.yaml"
     else:
         path = Path(name).expanduser()
+        if folder is not None and not path.is_absolute():
+            path = folder / path
+        source = str(path)
         if not path.is_file():
-            raise ValueError(
-                f"no prompt template for {env_name!r}: use 'alfworld', 'alfworld-memory', 'webshop' or a path to a "
-                "YAML file with the fields of agents/templates/alfworld.yaml"
-            )
-        text, source = path.read_text("utf-8"), str(path)
-    data = yaml.safe_load(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"prompt template {source} is not a YAML mapping")
-    return data, source
+            what = "is not a regular file" if path.exists() else "does not exist"
+            raise TemplateError(
+                f"no prompt template {env_name!r} ({source} {what}): use 'alfworld', 'alfworld-memory', 'webshop' or "
+                "a path to a YAML file with the fields of agents/templates/alfworld.yaml")
+        if path.stat().st_size > _MAX_TEMPLATE_BYTES:
+            raise TemplateError(f"prompt template {source} is over {_MAX_TEMPLATE_BYTES // 2**20} MiB")
+    try:
+        data = yaml.safe_load(path.read_text("utf-8"))
+    except yaml.YAMLError as err:  # python tags (!!python/object) included: safe_load constructs none
+        first = str(err).splitlines()[0] if str(err) else type(err).__name__
+        raise TemplateError(f"prompt template {source} is not valid YAML for a template ({first})") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise TemplateError(f"cannot read prompt template {source}: {type(err).__name__}: {err}") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) for k in data):
+        raise TemplateError(f"prompt template {source} is not a YAML mapping of field: value")
+    return data, source, path.resolve().parent
 
 
 def _cut(text: Any, limit: int) -> str:

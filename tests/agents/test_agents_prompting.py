@@ -94,3 +94,45 @@ def test_render_prompt_uses_chat_template(tiny):
     text = tok.decode(ids)
     assert text.startswith("<|im_start|>system\n") and text.endswith("<|im_start|>assistant\n")
     assert text.count("<|im_end|>") == 2
+
+
+_FIELDS = ("system: SYS\nuser_first: 'FIRST {goal} {admissible}'\nuser: 'LATER {history}'\n"
+           "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n")
+
+
+def test_extends_chains_of_any_depth_with_parents_next_to_the_file(tmp_path, monkeypatch):
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "base.yaml").write_text("name: base\n" + _FIELDS)
+    (tmp_path / "t" / "mid.yaml").write_text("extends: base.yaml\nname: mid\nsystem: MID\n")
+    (tmp_path / "t" / "top.yaml").write_text("extends: mid.yaml\nname: top\n")
+    (tmp_path / "t" / "notes.yaml").write_text("extends: alfworld-task-notes\nname: notes\n")  # itself an extension
+    monkeypatch.chdir(tmp_path)  # not the templates' folder: relative parents are not read from here
+    top = load_template(str(tmp_path / "t" / "top.yaml"))
+    assert (top.name, top.system, top.user) == ("top", "MID", "LATER {history}")
+    notes, task_notes = load_template(str(tmp_path / "t" / "notes.yaml")), load_template("alfworld-task-notes")
+    assert notes.name == "notes" and notes.extra == task_notes.extra and notes.system == task_notes.system
+
+
+@pytest.mark.parametrize("files, match", [
+    ({"a.yaml": "extends: b.yaml\nname: a\n", "b.yaml": "extends: a.yaml\nname: b\n"}, "forms a cycle"),
+    ({"a.yaml": "extends: a.yaml\nname: a\n"}, "forms a cycle"),
+    ({"a.yaml": "extends: missing.yaml\nname: a\n"}, "does not exist"),
+    ({"a.yaml": "name: [unclosed\n"}, "not valid YAML"),
+    ({"a.yaml": "!!python/object/apply:os.system ['echo pwned']\n"}, "not valid YAML"),
+    ({"a.yaml": "name: a\n" + _FIELDS.replace("system: SYS", "system: 3")}, "system must be a string"),
+    ({"a.yaml": "name: a\n" + _FIELDS + "max_admissible: many\n"}, "max_admissible must be an integer"),
+    ({"a.yaml": "extends: 7\nname: a\n"}, "'extends' must name a template"),
+])
+def test_bad_template_is_one_cli_line(tmp_path, capsys, files, match):
+    from trainers.progpo import main
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    out = tmp_path / "run"
+    argv = ["--env", "rooms", "--model", "tiny", "--init", "none", "--iterations", "1", "--num-groups", "1",
+            "--group-size", "2", "--no-progress", "--no-tensorboard", "--output-dir", str(out),
+            "--template", str(tmp_path / "a.yaml")]
+    assert main(argv) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert len(err) == 1 and err[0].startswith("error:") and match in err[0], err
+    assert not (out / "config.yaml").exists()
