@@ -6,8 +6,9 @@
     FirstVisitCoverage(CanonicalizeObservation(gym.make(<id>, split=..., max_episode_steps=...), canon))
 
 ``name``: ``alfworld`` (``ProGPO-ALFWorld-v0``), ``webshop`` (``ProGPO-WebShop-v0``) or
-``rooms`` (the toy :class:`wrappers.toy_envs.TextRoomsEnv`, for tests and quick checks;
-``split`` only changes nothing but is accepted).
+``rooms`` (the toy :class:`wrappers.toy_envs.TextRoomsEnv`, for tests and quick checks; its
+``train`` and ``valid`` splits are the same rooms, and any other split is refused).
+:func:`check_split` says in one line, before a run writes anything, that a split does not exist.
 
 >>> env = make_env_fn("rooms", "train", max_steps=5)()
 >>> _, info = env.reset(seed=0)
@@ -21,12 +22,37 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "STATE_KEYS", "make_env", "make_env_fn", "canonicalizer_for"]
+__all__ = ["ENV_IDS", "ROOMS_SPLITS", "STATE_KEYS", "check_split", "make_env", "make_env_fn", "canonicalizer_for"]
 
 ENV_IDS = {"alfworld": "ProGPO-ALFWorld-v0", "webshop": "ProGPO-WebShop-v0"}
 
 
 STATE_KEYS = ("canonical", "exact")
+#: the toy env's splits (one set of rooms; the trainer's train and eval seeds differ)
+ROOMS_SPLITS = ("train", "valid")
+#: WebShop's goal splits (test = goals 0-499, train = 500 on)
+WEBSHOP_SPLITS = ("train", "test", "all")
+
+
+def check_split(name: str, split: str) -> None:
+    """Raise a one-line error (a :class:`~wrappers.errors.UserError`) unless env ``name`` has ``split``.
+
+    >>> check_split("rooms", "valid")
+    >>> check_split("rooms", "hard")
+    Traceback (most recent call last):
+    ...
+    trainers.config.ConfigError: env rooms has no split 'hard' (splits: train, valid)
+    """
+    if name == "alfworld":
+        from progpo_envs.alfworld.games import check_split as check_alfworld_split
+
+        check_alfworld_split(split)
+        return
+    splits = ROOMS_SPLITS if name == "rooms" else WEBSHOP_SPLITS
+    if split not in splits:
+        from trainers.config import ConfigError  # lazily: trainers.config imports this module
+
+        raise ConfigError(f"env {name} has no split {split!r} (splits: {', '.join(splits)})")
 
 
 def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any, Any], str]:

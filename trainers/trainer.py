@@ -41,7 +41,7 @@ from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng,
                                  checkpoint_files, load_trainable_state, load_weights, restore_rng, save_checkpoint,
                                  save_weights, trainable_state)
 from trainers.config import ConfigError, TrainConfig, lr_warning
-from trainers.envs import make_env_fn
+from trainers.envs import check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import penalized_advantages, token_weights
 from trainers.metrics import MetricsLogger, advantage_metrics, read_metrics, rollout_metrics
@@ -144,6 +144,9 @@ class Trainer:
                  env_fn: Callable[[], Any] | None = None, eval_env_fn: Callable[[], Any] | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
+        if env_fn is None or eval_env_fn is None:  # a missing split fails here, before anything is written
+            for split in {*cfg.splits, *([cfg.extra_eval_split] if cfg.extra_eval_split else [])}:
+                check_split(cfg.env, split)
         self.device = resolve_device(cfg.device)
         #: rank / world size under torchrun or accelerate launch (world size 1 otherwise)
         self.dist = distributed.setup(self.device.type, cfg.dist_strategy)

@@ -55,9 +55,9 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS, embedded_root
+from progpo_envs.alfworld.embedded import embedded_root
 from progpo_envs.alfworld.engine import StockEngine
-from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, discover_games, resolve_data_dir
+from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, check_split, discover_games, resolve_data_dir
 from progpo_envs.alfworld.install import require_engine
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
@@ -119,10 +119,7 @@ class ALFWorldEnv(gym.Env[str, str]):
             elif difficulty == "easy":
                 split = split if split.startswith("easy-") else f"easy-{'valid' if split == 'valid' else 'train'}"
         if json_dir is None:
-            if split not in EMBEDDED_SPLITS:
-                raise ALFWorldDataError(
-                    f"split {split!r} is not in the embedded ALFWorld set (splits: {list(EMBEDDED_SPLITS)}); "
-                    "for the original splits pass data_dir=<folder with json_2.1.1> or set ALFWORLD_DATA")
+            check_split(split)
             json_dir = embedded_root() / "json_2.1.1"
         games = discover_games(json_dir, split)
         if task_types is not None:

@@ -126,6 +126,31 @@ def _task_type(trial_dir: Path) -> str | None:
     return tt if tt in TASK_TYPES else None
 
 
+def check_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> None:
+    """Raise :class:`ALFWorldDataError` in one line unless ``split`` exists: in the embedded set
+    (no ``data_dir`` / ``$ALFWORLD_DATA``) or as a folder of the original layout. Reads no game.
+
+    >>> check_split("easy-valid")
+    >>> check_split("valid_unseen")
+    Traceback (most recent call last):
+    ...
+    progpo_envs.alfworld.games.ALFWorldDataError: split 'valid_unseen' is not in the embedded ALFWorld set ...
+    """
+    from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS
+
+    json_dir = resolve_data_dir(data_dir)
+    if json_dir is None:
+        if split not in EMBEDDED_SPLITS:
+            raise ALFWorldDataError(
+                f"split {split!r} is not in the embedded ALFWorld set (splits: {list(EMBEDDED_SPLITS)}); "
+                "for the original splits pass data_dir=<folder with json_2.1.1> or set ALFWORLD_DATA")
+        return
+    if not (Path(json_dir) / split).is_dir():
+        available = sorted(p.name for p in Path(json_dir).iterdir() if p.is_dir())
+        raise ALFWorldDataError(f"ALFWorld split {split!r} not found: no folder {Path(json_dir) / split}. Available "
+                                f"splits there: {available or 'none'}; pass split=<one of them>.")
+
+
 def discover_games(json_dir: Path, split: str) -> list[GameRecord]:
     """Solvable games of ``split`` under ``json_dir`` (= .../json_2.1.1), sorted by task id."""
     split_dir = Path(json_dir) / split

@@ -198,3 +198,18 @@ def test_sigterm_before_the_first_checkpoint_gives_advice_that_works(tmp_path):
     assert "before the first checkpoint" in err and "--overwrite" in err and "--resume" not in err
     advised = [a if a != "2000" else "2" for a in slow_start] + ["--overwrite"]
     assert main(advised) == 0
+
+
+@pytest.mark.parametrize("env, flag, split", [("alfworld", "--train-split", "valid_unseen"),
+                                              ("alfworld", "--eval-extra-split", "nope"),
+                                              ("rooms", "--eval-split", "hard"),
+                                              ("webshop", "--eval-split", "dev")])
+def test_unknown_split_is_one_line_before_the_run_writes_anything(tmp_path, capsys, env, flag, split):
+    run = tmp_path / "run"
+    argv = [*FLAGS[FLAGS.index("--model"):], "--env", env, "--iterations", "1", flag, split, "--output-dir", str(run)]
+    assert main(argv) == 2
+    line = _error_line(capsys)
+    assert repr(split) in line and "split" in line
+    assert RunManifest.load(run).files == set()  # nothing of a run: a corrected rerun needs no --overwrite
+    assert main([*argv[:argv.index(flag)], *argv[argv.index(flag) + 2:]]) in (0, 2)  # not refused for the dir
+    assert "already holds a run" not in capsys.readouterr().err
