@@ -11,7 +11,7 @@ Importing this package registers the environment ids::
 """
 from __future__ import annotations
 
-from gymnasium.envs.registration import register, registry
+from gymnasium.envs.registration import WrapperSpec, register, registry
 
 from progpo_envs.guard import check_import_names
 
@@ -42,6 +42,8 @@ def register_envs() -> None:
             entry_point="progpo_envs.webshop.env:WebShopEnv",
             max_episode_steps=15,  # GRPO/GiGPO's limit; gym.make(..., max_episode_steps=N) overrides it
             disable_env_checker=True,
+            # outside the TimeLimit: a truncated episode stays over until reset
+            additional_wrappers=(WrapperSpec("EpisodeOver", "progpo_envs.webshop.env:EpisodeOver", {}),),
         )
 
 

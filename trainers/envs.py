@@ -22,12 +22,19 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
-__all__ = ["ENV_IDS", "ROOMS_SPLITS", "STATE_KEYS", "check_split", "make_env", "make_env_fn", "canonicalizer_for"]
+from wrappers.errors import UserError
+
+__all__ = ["ENV_IDS", "ROOMS_SPLITS", "STATE_KEYS", "UnknownSplitError", "check_split", "make_env", "make_env_fn", "canonicalizer_for"]
 
 ENV_IDS = {"alfworld": "ProGPO-ALFWorld-v0", "webshop": "ProGPO-WebShop-v0"}
 
 
 STATE_KEYS = ("canonical", "exact")
+
+
+class UnknownSplitError(UserError, ValueError):
+    """A split the env does not have (said in one line before a run writes anything)."""
+
 #: the toy env's splits (one set of rooms; the trainer's train and eval seeds differ)
 ROOMS_SPLITS = ("train", "valid")
 #: WebShop's goal splits (test = goals 0-499, train = 500 on)
@@ -41,7 +48,7 @@ def check_split(name: str, split: str) -> None:
     >>> check_split("rooms", "hard")
     Traceback (most recent call last):
     ...
-    trainers.config.ConfigError: env rooms has no split 'hard' (splits: train, valid)
+    trainers.envs.UnknownSplitError: env rooms has no split 'hard' (splits: train, valid)
     """
     if name == "alfworld":
         from progpo_envs.alfworld.games import check_split as check_alfworld_split
@@ -50,9 +57,7 @@ def check_split(name: str, split: str) -> None:
         return
     splits = ROOMS_SPLITS if name == "rooms" else WEBSHOP_SPLITS
     if split not in splits:
-        from trainers.config import ConfigError  # lazily: trainers.config imports this module
-
-        raise ConfigError(f"env {name} has no split {split!r} (splits: {', '.join(splits)})")
+        raise UnknownSplitError(f"env {name} has no split {split!r} (splits: {', '.join(splits)})")
 
 
 def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any, Any], str]:

@@ -51,6 +51,7 @@ import string
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
+import numpy as np
 from gymnasium import spaces
 
 from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, get_shop
@@ -148,6 +149,7 @@ class WebShopEnv(gym.Env[str, str]):
         self._steps = 0
         self._obs = ""
         self._done = False
+        self._truncated = False
         self._score: float | None = None
         self._breakdown: dict[str, Any] | None = None
         self._browser_backend: Any = None
@@ -160,16 +162,17 @@ class WebShopEnv(gym.Env[str, str]):
 
     @property
     def max_episode_steps(self) -> int | None:
-        """The env's own truncation limit (``None`` under ``gym.make``: its ``TimeLimit`` truncates)."""
+        """The env's own truncation limit (``None`` under ``gym.make``: its ``TimeLimit`` truncates,
+        and :class:`EpisodeOver` keeps the truncated episode over)."""
         if self._max_steps_arg is not None:
             return self._max_steps_arg
         return None if self.spec is not None else DEFAULT_MAX_EPISODE_STEPS
 
     def _check_goal_index(self, index: Any) -> int:
-        try:
-            i = int(index)
-        except (TypeError, ValueError):
-            raise ValueError(f"goal_index must be an int, got {index!r}") from None
+        # an integer only: int() would play goal 3 for 3.7, goal 1 for True and goal 5 for "5"
+        if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
+            raise ValueError(f"goal_index must be an integer, got {index!r} ({type(index).__name__})")
+        i = int(index)
         if not 0 <= i < len(self.shop.goals):
             raise ValueError(f"goal_index {i} out of range: this catalog has {len(self.shop.goals)} goals")
         return i
@@ -224,6 +227,7 @@ class WebShopEnv(gym.Env[str, str]):
             self._goal_index = int(self.split_goals[int(self.np_random.integers(len(self.split_goals)))])
         self._steps = 0
         self._done = False
+        self._truncated = False
         self._score = None
         self._breakdown = None
         goal = self.shop.goals[self._goal_index]
@@ -240,9 +244,9 @@ class WebShopEnv(gym.Env[str, str]):
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._goal_index < 0:
             raise gym.error.ResetNeeded("call reset() before step()")
-        if self._done:
+        if self._done:  # over (a purchase or the step limit): nothing is played, nothing is paid
             info = self._info(False)
-            return self._obs, 0.0, True, False, info
+            return self._obs, 0.0, not self._truncated, self._truncated, info
         self._steps += 1
         extra: dict[str, Any] = {}
         if self._browser_backend is not None:
@@ -258,6 +262,8 @@ class WebShopEnv(gym.Env[str, str]):
             self._breakdown = dict(result.breakdown or {})
         limit = self.max_episode_steps
         truncated = (not terminated) and ((limit is not None and self._steps >= limit) or bool(extra.get("browser_error")))
+        if truncated:
+            self._done, self._truncated = True, True
         info = self._info(result.valid)
         info.update(extra)
         return self._obs, reward, terminated, truncated, info
@@ -273,4 +279,31 @@ class WebShopEnv(gym.Env[str, str]):
         super().close()
 
 
-__all__ = ["WebShopEnv", "UnicodeText", "SEARCH_PLACEHOLDER", "GOAL_KEYS"]
+class EpisodeOver(gym.Wrapper, gym.utils.RecordConstructorArgs):
+    """Once a step ends the episode (terminated, or truncated by an outer ``TimeLimit``), later
+    steps until ``reset`` play nothing and pay nothing: they repeat the last observation with
+    reward 0, the same end flags and ``valid_action=False``. ``gym.make("ProGPO-WebShop-v0")``
+    applies it outside its ``TimeLimit``, which truncates without telling the env (so a purchase
+    one step late would otherwise still be paid).
+    """
+
+    def __init__(self, env: gym.Env) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self)
+        gym.Wrapper.__init__(self, env)
+        self._last: tuple[Any, bool, bool, dict[str, Any]] | None = None
+
+    def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        self._last = None
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        if self._last is not None:
+            obs, terminated, truncated, info = self._last
+            return obs, 0.0, terminated, truncated, {**copy.deepcopy(info), "valid_action": False}
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        if terminated or truncated:
+            self._last = (obs, bool(terminated), bool(truncated), copy.deepcopy(info))
+        return obs, reward, terminated, truncated, info
+
+
+__all__ = ["EpisodeOver", "WebShopEnv", "UnicodeText", "SEARCH_PLACEHOLDER", "GOAL_KEYS"]

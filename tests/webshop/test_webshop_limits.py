@@ -56,3 +56,39 @@ def test_search_query_is_capped_by_encoded_url_length(ws_env):
     assert info2["valid_action"] is False and obs2 == obs and info2["page"] == "search" and reward == 0.0
     _, _, _, _, info3 = ws_env.step("search[" + "茶" * 3300 + "]")
     assert info3["valid_action"] is True and info3["page"] == "results"
+
+
+@pytest.mark.parametrize("make", ["gym.make", "direct"])
+def test_nothing_is_played_or_paid_after_truncation(ws_shop, make):
+    """The oracle's purchase, one step too late: the truncated episode stays over."""
+    from agents.baselines import WebShopOracleAgent
+
+    env = gym.make(progpo_envs.WEBSHOP_ID, shop=ws_shop, max_episode_steps=2) if make == "gym.make" \
+        else WebShopEnv(shop=ws_shop, max_episode_steps=2)
+    agent = WebShopOracleAgent()
+    obs, info = env.reset(seed=3)
+    truncated = False
+    for _ in range(2):
+        obs, reward, terminated, truncated, info = env.step(agent.act([obs], [info])[0])
+    assert truncated and not terminated
+    frozen = obs
+    for _ in range(6):  # what the oracle would go on to do (its purchase included)
+        cmd = agent.act([obs], [info])[0]
+        obs, reward, terminated, truncated, info = env.step(cmd)
+        assert (reward, terminated, truncated, obs, info["valid_action"]) == (0.0, False, True, frozen, False)
+    env.close()
+
+
+@pytest.mark.parametrize("index", [3.7, True, "5", float("inf"), None.__class__, [1]])
+def test_goal_index_must_be_an_integer(ws_env, index):
+    with pytest.raises(ValueError, match="goal_index must be an integer"):
+        ws_env.reset(options={"goal_index": index})
+    with pytest.raises(ValueError, match="goal_index must be an integer"):
+        WebShopEnv(shop=ws_env.shop, split="all", goal_index=index)
+
+
+def test_integer_goal_indices_play_that_goal(ws_env):
+    import numpy as np
+
+    for index in (5, np.int64(5)):
+        assert ws_env.reset(options={"goal_index": index})[1]["task_id"] == 5
