@@ -15,7 +15,7 @@ from gymnasium.envs.registration import WrapperSpec, register, registry
 
 from progpo_envs.guard import check_import_names
 
-check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's
+check_import_names(("wrappers",))  # one-line error if wrappers (which the envs use) is another distribution's
 
 ALFWORLD_ID = "ProGPO-ALFWorld-v0"
 WEBSHOP_ID = "ProGPO-WebShop-v0"

@@ -51,8 +51,9 @@ def _import_in(cwd: Path, module: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize("shadowed, imported", [("agents", "trainers"), ("wrappers", "progpo_envs"),
-                                                ("trainers", "agents")])
+@pytest.mark.parametrize("shadowed, imported", [("agents", "trainers.config"), ("agents", "trainers.progpo"),
+                                                ("wrappers", "progpo_envs"), ("trainers", "agents"),
+                                                ("wrappers", "trainers")])
 def test_guard_names_a_shadowing_package(tmp_path: Path, shadowed: str, imported: str) -> None:
     (tmp_path / shadowed).mkdir()
     (tmp_path / shadowed / "__init__.py").write_text("VERSION = 'someone else'\n")
@@ -71,7 +72,7 @@ def test_guard_names_the_distribution(tmp_path: Path) -> None:
     info.mkdir()
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: agents\nVersion: 0.0.9\n")
     (info / "top_level.txt").write_text("agents\n")
-    out = _import_in(tmp_path, "trainers")
+    out = _import_in(tmp_path, "trainers.config")
     last = out.stderr.strip().splitlines()[-1]
     assert "from distribution agents, not to progpo's" in last and "`pip uninstall agents`" in last, last
 

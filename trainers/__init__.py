@@ -18,4 +18,7 @@ __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level
 
 from progpo_envs.guard import check_import_names  # noqa: E402
 
-check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's
+# One-line error if wrappers / trainers is another distribution's. `agents` is checked where it is
+# imported (trainers.config, the verl-agent adapter): the verl plugin needs only this package and
+# trainers.integrations, so a foreign `agents` in the working directory must not keep it out of verl.
+check_import_names(("wrappers", "trainers"))

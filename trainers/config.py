@@ -20,11 +20,16 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from agents.backends.base import SamplingConfig
-from agents.policy_base import PolicyOptions
+from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, AdvantageConfig
 from trainers.envs import STATE_KEYS
 from wrappers.errors import UserError
+
+try:
+    from agents.backends.base import SamplingConfig
+    from agents.policy_base import PolicyOptions
+finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
+    check_import_names(("agents",))  # a shadowing `agents` package, named in one line
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 

@@ -52,6 +52,20 @@ def test_plugin_reaches_a_process_that_imports_only_verl() -> None:
                   VERL_USE_EXTERNAL_MODULES="trainers.integrations.verl_plugin") == "progpo_grpo,progpo_gigpo,progpo_shaped_grpo True"
 
 
+def test_a_failing_patch_leaves_verl_importable() -> None:
+    """A patch that raises inside the import hook warns; verl's module imports and works as verl wrote it."""
+    code = ("import trainers.integrations.verl_plugin as p\n"
+            "def boom(module):\n    raise RuntimeError('boom')\n"
+            "p._PATCHES[p._LEGACY] = boom\n"
+            "from verl.trainer.ppo import ray_trainer\n"
+            "print(callable(ray_trainer.compute_advantage), getattr(ray_trainer.compute_advantage, '_progpo', False))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/",
+                         env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "True False"
+    assert "could not patch verl.trainer.ppo.ray_trainer (RuntimeError: boom)" in out.stderr
+
+
 def _episode_batch(n_groups: int = 3, g: int = 4, length: int = 5):
     rng = np.random.default_rng(0)
     outcome = np.zeros(n_groups * g)

@@ -45,8 +45,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from agents.parsing import parse_action
-from agents.prompting import admissible_commands, build_messages, goal_text
+from progpo_envs.guard import check_import_names
+
+try:
+    from agents.parsing import parse_action
+    from agents.prompting import admissible_commands, build_messages, goal_text
+finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
+    check_import_names(("agents",))  # a shadowing `agents` package, named in one line
 
 __all__ = [
     "ProGPOEnvironmentManager",

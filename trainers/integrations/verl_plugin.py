@@ -9,7 +9,9 @@ same. Nothing else is needed: set ``algorithm.adv_estimator=progpo_grpo`` (or ``
 :data:`trainers.integrations.verl.REQUIRED_COLUMNS` per response.
 
 What it does, once per process, when the verl module in question is first imported (an import
-hook, so loading this plugin costs nothing and imports nothing of verl's trainer):
+hook, so loading this plugin costs nothing and imports nothing of verl's trainer; a patch that
+fails warns with a ``RuntimeWarning`` and leaves that module as verl wrote it, so ``import verl``
+never fails because of the plugin; it needs only ``trainers.integrations``, not ``agents``):
 
 * ``verl.trainer.ppo.core_algos``: registers :data:`trainers.integrations.verl.ESTIMATORS`.
 * ``verl.trainer.ppo.ray_trainer.compute_advantage`` (legacy trainer; v1 delegates non-GRPO
@@ -34,6 +36,7 @@ import functools
 import importlib.abc
 import importlib.util
 import sys
+import warnings
 from typing import Any, Callable
 
 import numpy as np
@@ -176,14 +179,29 @@ class _PatchingLoader(importlib.abc.Loader):
 
     def exec_module(self, module: Any) -> None:
         self.loader.exec_module(module)
-        self.patch(module)
+        _apply(self.patch, module)
+
+
+def _apply(patch: Callable[[Any], None], module: Any) -> None:
+    """Run ``patch`` on ``module``; a failure warns and leaves verl's module as verl wrote it.
+
+    The patches run inside ``import verl...``: an exception here would surface as verl's own
+    ``ImportError`` and take verl down with the plugin.
+    """
+    try:
+        patch(module)
+    except Exception as err:  # noqa: BLE001 - any failure of the plugin must leave verl usable
+        detail = str(err).splitlines()[0][:200] if str(err) else ""
+        warnings.warn(f"progpo's verl plugin could not patch {module.__name__} ({type(err).__name__}: {detail}); "
+                      "verl works without it, but the progpo_* estimators may be missing or compute without "
+                      "ProGPO's columns", RuntimeWarning, stacklevel=2)
 
 
 def install() -> None:
     """Patch the verl modules already imported, and the others as they get imported (idempotent)."""
     for name in (_CORE, _LEGACY, _V1_UTILS, _V1_BASE):
         if name in sys.modules:
-            _PATCHES[name](sys.modules[name])
+            _apply(_PATCHES[name], sys.modules[name])
     if not any(isinstance(f, _PostImportFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _PostImportFinder())
 
