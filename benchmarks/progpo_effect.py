@@ -234,25 +234,62 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
     plt.close(fig)
 
 
+def _record_problem(recorded: dict) -> str | None:
+    """What makes a recorded run unusable for --rerun (``None``: nothing)."""
+    if not isinstance(recorded.get("config"), dict):
+        return "its 'config' is not a mapping"
+    train = recorded.get("train")
+    if not isinstance(train, list) or not train:
+        return "its 'train' is not a non-empty list of iterations"
+    for row in train:
+        if not isinstance(row, dict) or not isinstance(row.get("iteration"), int):
+            return f"a 'train' row is not an iteration record: {str(row)[:80]}"
+        missing = [k for k in TRAIN_KEYS if k not in row]
+        if missing:
+            return f"iteration {row['iteration']} lacks {', '.join(missing)}"
+    return None
+
+
 def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     """Re-run the first ``--iterations`` iterations of a recorded run; 1 when a train metric differs."""
     runs = []  # the comparison's records, then the pilot's
     for folder in (args.out, args.out.with_name(args.out.name + "_pilot")):
-        if (folder / "progpo_effect.json").exists():
-            runs += json.loads((folder / "progpo_effect.json").read_text())["runs"]
-    recorded = next((r for r in runs if r["seed"] == seed and r["method"] == method
-                     and r["state_key"] == args.state_key), None)
+        path = folder / "progpo_effect.json"
+        if path.exists():
+            try:
+                data = json.loads(path.read_text())
+                if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+                    raise TypeError("no list of 'runs'")
+                runs += [dict(r, _source=str(path)) for r in data["runs"] if isinstance(r, dict)]
+            except (ValueError, TypeError) as err:
+                print(f"error: {path} is not a progpo_effect record ({type(err).__name__}: {err})", file=sys.stderr)
+                return 2
+    recorded = next((r for r in runs if r.get("seed") == seed and r.get("method") == method
+                     and r.get("state_key") == args.state_key), None)
     if recorded is None:
         print(f"error: no recorded run {method} seed {seed} (state key {args.state_key}) in {args.out}", file=sys.stderr)
         return 2
+    problem = _record_problem(recorded)
+    if problem:
+        print(f"error: the recorded run {method} seed {seed} in {recorded['_source']} is malformed: {problem}",
+              file=sys.stderr)
+        return 2
     import yaml
 
+    log = args.work / f"rerun_{run_name(method, seed, args.state_key)}.log"  # outlives the run's temp dir
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "recorded.yaml"
         config.write_text(yaml.safe_dump({**recorded["config"], "output_dir": str(Path(tmp) / "run")}))
         cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress", "--no-tensorboard",
                "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
-        _run(cmd, Path(tmp) / "rerun.log")
+        try:
+            _run(cmd, log)
+        except RuntimeError:
+            last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
+            print(f"error: the rerun of {method} seed {seed} failed: {last[0][:200]}; its log: {log}", file=sys.stderr)
+            return 2
         records = read_metrics(Path(tmp) / "run" / "metrics.jsonl")
     fresh = {r["iteration"]: r for r in records if r.get("kind") == "train"}
     differ = 0

@@ -75,3 +75,41 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     with pytest.raises(SystemExit, match="no finished run"):
         progpo_effect.main([*common, "--report", "--methods", "always", "--seeds", "0"])
 
+
+
+def _record(config: dict, train: list) -> dict:
+    return {"runs": [{"method": "grpo", "seed": 0, "state_key": "canonical", "config": config, "train": train,
+                      "eval": []}]}
+
+
+ROW = {"iteration": 1, **{k: 0.0 for k in progpo_effect.TRAIN_KEYS}}
+
+
+@pytest.mark.parametrize("entry, match", [
+    (_record("not a mapping", [ROW]), "'config' is not a mapping"),
+    (_record({}, []), "'train' is not a non-empty list"),
+    (_record({}, [{"iteration": "one"}]), "is not an iteration record"),
+    (_record({}, [{"iteration": 1, "train/success": 0.1}]), "iteration 1 lacks"),
+    ({"runs": "nope"}, "is not a progpo_effect record"),
+])
+def test_rerun_of_a_malformed_record_is_one_line(tmp_path, capsys, entry, match):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "progpo_effect.json").write_text(json.dumps(entry))
+    assert progpo_effect.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and match in err and "\n" not in err, err
+
+
+def test_a_failed_rerun_says_why_and_keeps_its_log(tmp_path, capsys):
+    import yaml
+
+    out = tmp_path / "out"
+    out.mkdir()
+    config = {**yaml.safe_load(TOY), "seed": 10**23}  # well-formed record, a config the trainer refuses
+    (out / "progpo_effect.json").write_text(json.dumps(_record(config, [ROW])))
+    assert progpo_effect.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "seed must be an integer" in err and "\n" not in err, err
+    log = Path(err.rsplit("its log: ", 1)[1])
+    assert log.is_file() and "seed must be an integer" in log.read_text()
