@@ -22,7 +22,7 @@ source scripts/venv_common.sh  # pip_q, recipe_changed, recipe_done
 # also runs their .pth files (an editable install of this package is one)
 parent_sites=$("$PYTHON" -c "import site, sysconfig; print(repr(list(dict.fromkeys([*site.getsitepackages(), sysconfig.get_path('purelib'), sysconfig.get_path('platlib')]))))")
 new_site=$("$VENV/bin/python" -c "import sysconfig; print(sysconfig.get_path('purelib'))")
-echo "import site; [site.addsitedir(d) for d in $parent_sites]" > "$new_site/_progpo_main_install.pth"
+echo "import site; list(map(site.addsitedir, $parent_sites))" > "$new_site/_progpo_main_install.pth"
 if recipe_changed "import tensordict, codetiming, omegaconf, transformers, trainers.integrations.verl_agent"; then
   pip_q install -q "transformers==4.51.1" "datasets<4" "tensordict==0.10.0" codetiming omegaconf hydra-core \
     "torchdata==0.11.0" pylatexenc

@@ -88,3 +88,51 @@ def test_fast_equals_stock_more_games(alfworld_engine, real_alfworld: Path) -> N
     # two more real task types (the fast test covers another) and two hard generated games
     picked = [by_type["look_at_obj_in_light"], by_type["pick_heat_then_place_in_recep"]]
     _check([g.path for g in picked] + [hard[0].path, hard[-1].path])
+
+
+def test_fast_equals_stock_when_the_memento_cache_is_emptied_at_every_game(alfworld_engine, real_alfworld: Path,
+                                                                            monkeypatch) -> None:
+    """Bounding textworld's global memo cache changes nothing a player sees (objects compare by value)."""
+    from progpo_envs.alfworld.embedded import embedded_root
+    from progpo_envs.alfworld.fast import memo
+
+    monkeypatch.setattr(memo, "MEMENTO_LIMIT", 0)  # emptied at every load of the fast engine
+    real = discover_games(resolve_data_dir(real_alfworld), "valid_unseen")
+    gen = discover_games(embedded_root() / "json_2.1.1", "valid")
+    _check([real[7].path, gen[0].path, real[7].path], steps=30)
+
+
+@pytest.mark.slow
+def test_memory_stays_flat_over_many_distinct_games(alfworld_engine, monkeypatch) -> None:
+    """A process cycling distinct games: the memo cache stays under its bound and the traced
+    memory stops growing once the (LRU-bounded) per-game caches are full."""
+    import gc
+    import tracemalloc
+
+    import gymnasium as gym
+    from mementos import core
+
+    import progpo_envs  # noqa: F401
+    from progpo_envs.alfworld.fast import grammar, memo, translation
+
+    monkeypatch.setattr(memo, "MEMENTO_LIMIT", 5_000)
+    for table in (grammar._LOGIC, translation._TASKS):  # small LRUs: full after a few games
+        monkeypatch.setattr(table, "size", 4)
+    memo.clear_caches()
+    env = gym.make("ProGPO-ALFWorld-v0", split="train")
+    ids = env.unwrapped.task_ids[:48]
+    tracemalloc.start()
+    traced = []
+    try:
+        for k, tid in enumerate(ids):
+            _, info = env.reset(options={"task_id": tid})
+            env.step(info["admissible_commands"][0])
+            assert len(core._memento_cache) < memo.MEMENTO_LIMIT + 5_000  # one game adds ~450
+            if k in (15, 47):
+                gc.collect()
+                traced.append(tracemalloc.get_traced_memory()[0])
+    finally:
+        tracemalloc.stop()
+        env.close()
+        memo.clear_caches()
+    assert traced[1] - traced[0] < 8 * 2**20, [t / 2**20 for t in traced]  # 32 more distinct games

@@ -27,6 +27,7 @@ from textworld.envs import PddlEnv
 
 from progpo_envs.alfworld.engine import StockEngine
 from progpo_envs.alfworld.fast.grammar import game_logic, template_is_static
+from progpo_envs.alfworld.fast.memo import bound_memento_cache
 from progpo_envs.alfworld.fast.state import FastPddlState
 from progpo_envs.alfworld.fast.translation import translation
 from progpo_envs.alfworld.install import require_engine
@@ -102,6 +103,7 @@ class FastPddlEnv(PddlEnv):
 
     def load(self, filename_or_data: Any) -> None:
         # textworld 1.7.0 PddlEnv.load, with the cached logic and translation
+        bound_memento_cache()  # between games: memory stays flat however many games a process plays
         if isinstance(filename_or_data, Mapping):
             data, self._game_file = filename_or_data, None
         else:

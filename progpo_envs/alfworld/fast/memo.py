@@ -14,7 +14,12 @@ import threading
 from collections import OrderedDict
 from typing import Any, Callable
 
-__all__ = ["LRU", "clear_caches", "sha"]
+__all__ = ["LRU", "MEMENTO_LIMIT", "bound_memento_cache", "clear_caches", "sha"]
+
+#: entries textworld's global ``mementos`` cache may hold before it is emptied at the next game
+#: load (~1 KiB each; a game adds ~450): it memoizes every Proposition / Variable / Signature ever
+#: built and is never emptied, so a process cycling thousands of games would grow without end
+MEMENTO_LIMIT = 50_000
 
 _TABLES: list["LRU"] = []
 
@@ -49,6 +54,20 @@ def clear_caches() -> None:
     """Drop every cached parse and translation of this process."""
     for table in _TABLES:
         table.clear()
+
+
+def bound_memento_cache(limit: int | None = None) -> bool:
+    """Empty textworld's ``mementos`` cache when it holds more than ``limit`` (default
+    :data:`MEMENTO_LIMIT`) entries; True when it did. Called between games: the memoized
+    objects compare and hash by value, so the next game builds equal ones afresh."""
+    try:
+        from mementos import core
+    except ImportError:  # no textworld here: nothing to bound
+        return False
+    if len(core._memento_cache) <= (MEMENTO_LIMIT if limit is None else limit):
+        return False
+    core._memento_cache.clear()
+    return True
 
 
 def sha(*parts: str) -> str:
