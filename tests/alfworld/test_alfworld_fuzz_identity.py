@@ -90,6 +90,7 @@ def test_fast_equals_stock_more_games(alfworld_engine, real_alfworld: Path) -> N
     _check([g.path for g in picked] + [hard[0].path, hard[-1].path])
 
 
+@pytest.mark.slow
 def test_fast_equals_stock_when_the_memento_cache_is_emptied_at_every_game(alfworld_engine, real_alfworld: Path,
                                                                             monkeypatch) -> None:
     """Bounding textworld's global memo cache changes nothing a player sees (objects compare by value)."""
