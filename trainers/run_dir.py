@@ -37,11 +37,11 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
-import shutil
 import sys
 import uuid
 from dataclasses import dataclass, field
@@ -184,6 +184,12 @@ def _inside(rel: str) -> bool:
 
 
 # ----------------------------------------------------------------- what an earlier run wrote
+def _head(path: Path, size: int) -> bytes:
+    """The first ``size`` bytes of ``path`` (a report or a plot is recognized by its start)."""
+    with path.open("rb") as fh:
+        return fh.read(size)
+
+
 def _first_json_record(path: Path) -> bool:
     try:
         with path.open("rb") as fh:
@@ -219,8 +225,8 @@ def _legacy_run_files(run_dir: Path) -> list[Path]:
     checks: dict[str, Callable[[Path], bool]] = {
         "metrics.jsonl": _first_json_record,
         "config.yaml": _config_written_by_a_run,
-        "summary.md": lambda p: p.read_bytes()[:64].startswith(b"# ProGPO run report"),
-        "curves.png": lambda p: p.read_bytes()[:200].startswith(b"\x89PNG") and b"Matplotlib" in p.read_bytes()[:200],
+        "summary.md": lambda p: _head(p, 64).startswith(b"# ProGPO run report"),
+        "curves.png": lambda p: _head(p, 200).startswith(b"\x89PNG") and b"Matplotlib" in _head(p, 200),
     }
     for name, is_ours in checks.items():
         p = run_dir / name
@@ -276,21 +282,11 @@ def _remove(run_dir: Path, ours: list[Path]) -> None:
         d = run_dir / folder
         if d.is_dir() and not d.is_symlink():
             for sub in sorted((q for q in d.rglob("*") if q.is_dir()), key=lambda q: len(q.parts), reverse=True):
-                with _quiet():
+                with contextlib.suppress(OSError):  # a folder that still holds others' files stays
                     sub.rmdir()
-            with _quiet():
+            with contextlib.suppress(OSError):
                 d.rmdir()
     (run_dir / MANIFEST_NAME).unlink(missing_ok=True)
-
-
-class _quiet:
-    """Ignore an ``OSError`` (a folder that still holds files is kept)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: type | None, *rest: object) -> bool:
-        return kind is not None and issubclass(kind, OSError)
 
 
 def _say(line: str) -> None:

@@ -145,20 +145,23 @@ def check_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> N
                 f"split {split!r} is not in the embedded ALFWorld set (splits: {list(EMBEDDED_SPLITS)}); "
                 "for the original splits pass data_dir=<folder with json_2.1.1> or set ALFWORLD_DATA")
         return
-    if not (Path(json_dir) / split).is_dir():
-        available = sorted(p.name for p in Path(json_dir).iterdir() if p.is_dir())
-        raise ALFWorldDataError(f"ALFWorld split {split!r} not found: no folder {Path(json_dir) / split}. Available "
-                                f"splits there: {available or 'none'}; pass split=<one of them>.")
+    _require_split_dir(Path(json_dir), split)
+
+
+def _require_split_dir(json_dir: Path, split: str) -> Path:
+    """``json_dir / split``, or :class:`ALFWorldDataError` naming the splits that are there."""
+    split_dir = json_dir / split
+    if not split_dir.is_dir():
+        available = sorted(p.name for p in json_dir.iterdir() if p.is_dir()) if json_dir.is_dir() else []
+        raise ALFWorldDataError(
+            f"ALFWorld split {split!r} not found: no folder {split_dir}. Available splits there: "
+            f"{available or 'none'}; pass split=<one of them>.")
+    return split_dir
 
 
 def discover_games(json_dir: Path, split: str) -> list[GameRecord]:
     """Solvable games of ``split`` under ``json_dir`` (= .../json_2.1.1), sorted by task id."""
-    split_dir = Path(json_dir) / split
-    if not split_dir.is_dir():
-        available = sorted(p.name for p in Path(json_dir).iterdir() if p.is_dir()) if Path(json_dir).is_dir() else []
-        raise ALFWorldDataError(
-            f"ALFWorld split {split!r} not found: no folder {split_dir}. Available splits there: "
-            f"{available or 'none'}; pass split=<one of them>.")
+    split_dir = _require_split_dir(Path(json_dir), split)
     games = []
     for game_file in sorted(split_dir.glob("*/*/game.tw-pddl")):
         trial_dir = game_file.parent
