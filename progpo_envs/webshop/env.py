@@ -27,6 +27,8 @@ truncated after ``max_episode_steps`` steps (15 by default, as GRPO/GiGPO train)
 ``reset(seed=s)`` draws the goal uniformly from the split with the env's seeded RNG (the same
 seed always gives the same goal); ``reset(options={"goal_index": i})`` (or ``"task_id"``)
 picks goal ``i`` of the catalog's goal list (test split = goals 0-499, train = 500 on).
+``goal_index`` takes an integer only; ``task_id`` also takes its decimal string (``"2226"``),
+the form in which cross-env records and dataset columns keep task ids.
 
 ``info`` keys (every step):
 
@@ -47,6 +49,7 @@ picks goal ``i`` of the catalog's goal list (test split = goals 0-499, train = 5
 from __future__ import annotations
 
 import copy
+import re
 import string
 from typing import Any, SupportsFloat
 
@@ -168,10 +171,13 @@ class WebShopEnv(gym.Env[str, str]):
             return self._max_steps_arg
         return None if self.spec is not None else DEFAULT_MAX_EPISODE_STEPS
 
-    def _check_goal_index(self, index: Any) -> int:
-        # an integer only: int() would play goal 3 for 3.7, goal 1 for True and goal 5 for "5"
+    def _check_goal_index(self, index: Any, key: str = "goal_index") -> int:
+        # an integer only: int() would play goal 3 for 3.7, goal 1 for True and goal 5 for " 5"
+        if key == "task_id" and isinstance(index, str) and re.fullmatch(r"0|[1-9][0-9]*", index):
+            index = int(index)  # the exact string of an id: str(info["task_id"])
         if isinstance(index, (bool, np.bool_)) or not isinstance(index, (int, np.integer)):
-            raise ValueError(f"goal_index must be an integer, got {index!r} ({type(index).__name__})")
+            what = "an integer or its decimal string" if key == "task_id" else "an integer"
+            raise ValueError(f"{key} must be {what}, got {index!r} ({type(index).__name__})")
         i = int(index)
         if not 0 <= i < len(self.shop.goals):
             raise ValueError(f"goal_index {i} out of range: this catalog has {len(self.shop.goals)} goals")
@@ -218,9 +224,10 @@ class WebShopEnv(gym.Env[str, str]):
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         super().reset(seed=seed)
         options = options or {}
-        index = options.get("goal_index", options.get("task_id"))
+        key = "goal_index" if options.get("goal_index") is not None else "task_id"
+        index = options.get(key)
         if index is not None:
-            self._goal_index = self._check_goal_index(index)
+            self._goal_index = self._check_goal_index(index, key)
         elif self.fixed_goal_index is not None:
             self._goal_index = self.fixed_goal_index
         else:

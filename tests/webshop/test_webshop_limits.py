@@ -92,3 +92,17 @@ def test_integer_goal_indices_play_that_goal(ws_env):
 
     for index in (5, np.int64(5)):
         assert ws_env.reset(options={"goal_index": index})[1]["task_id"] == 5
+
+
+def test_a_task_id_replays_from_its_string_form(ws_env):
+    """Cross-env records (the TRL rollout's, dataset columns) keep task ids as strings: the exact
+    string of an id plays that goal; anything looser is refused."""
+    _, info = ws_env.reset(seed=3)
+    again = ws_env.reset(options={"task_id": str(info["task_id"])})[1]
+    assert again["task_id"] == info["task_id"] and again["instruction"] == info["instruction"]
+    assert ws_env.reset(options={"task_id": 7})[1]["task_id"] == 7
+    for bad in ("5.0", " 5", "05", "+5", "five", 3.7, True):
+        with pytest.raises(ValueError, match="task_id must be an integer or its decimal string"):
+            ws_env.reset(options={"task_id": bad})
+    with pytest.raises(ValueError, match="goal_index must be an integer, got '5'"):
+        ws_env.reset(options={"goal_index": "5"})
