@@ -17,7 +17,10 @@ from typing import Any, Sequence
 
 import torch
 
-__all__ = ["candidate_logprobs", "logprob_mismatch", "processed_log_softmax", "sequence_logprobs"]
+from agents.batching import decision_tokens, token_chunks
+
+__all__ = ["candidate_logprobs", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
+           "sequence_logprobs"]
 
 
 def processed_log_softmax(
@@ -173,6 +176,176 @@ def candidate_logprobs(
             results.append(logp[idx, tgt])
     return results
 
+
+def packed_candidate_logprobs(
+    model: Any,
+    decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    pad_token_id: int,
+    temperature: float = 1.0,
+    max_tokens: int = 8192,
+    row_tokens: int = 512,
+) -> list[list[torch.Tensor]]:
+    """:func:`candidate_logprobs` of many decisions in few forward passes, sharing prompt prefixes.
+
+    ``decisions``: ``(prompt, candidates)`` pairs. Decisions are sorted by prompt and packed into
+    rows of about ``row_tokens`` token positions: a row holds the prefix tree (trie) of its
+    prompts (a prefix two prompts share is encoded once: the G members of a group, the steps of
+    one episode), then, per decision, its last prompt token followed by its candidates. Every
+    token attends to its ancestors in that tree and sits at its depth as position id, so each
+    candidate token sees exactly its own prompt and its own earlier tokens, as in
+    :func:`candidate_logprobs`. Rows are left-padded to one width (padding attends to itself
+    only) and grouped so that rows x width stays within ``max_tokens``. Runs under the caller's
+    grad mode. Equal to :func:`candidate_logprobs` decision by decision up to float rounding
+    (~1e-6). Flash-attention models (no 4-D masks) score one decision at a time.
+
+    Returns: per decision, the per-token log-prob tensor of each candidate.
+    """
+    for prompt, cands in decisions:
+        if len(prompt) == 0:
+            raise ValueError("the prompt needs at least one token")
+        if any(len(c) == 0 for c in cands):
+            raise ValueError("every candidate needs at least one token")
+    out: list[list[torch.Tensor]] = [[] for _ in decisions]
+    todo = [i for i, (_, cands) in enumerate(decisions) if len(cands)]
+    impl = str(getattr(getattr(model, "config", None), "_attn_implementation", "") or "")
+    if "flash" in impl:
+        for i in todo:
+            out[i] = candidate_logprobs(model, decisions[i][0], decisions[i][1], pad_token_id=pad_token_id,
+                                        temperature=temperature)
+        return out
+    rows = _pack_rows(decisions, sorted(todo, key=lambda i: tuple(decisions[i][0])), max(1, int(row_tokens)))
+    rows.sort(key=lambda r: r.size)
+    for chunk in token_chunks([r.size for r in rows], max(1, int(max_tokens))):
+        for row, lps in zip([rows[j] for j in chunk], _tree_pass(model, [rows[j] for j in chunk], pad_token_id,
+                                                                 temperature)):
+            for i, mine in zip(row.decisions, lps):
+                out[i] = mine
+    return out
+
+
+class _TreeRow:
+    """One packed row: a prompt trie, then each decision's last prompt token and candidates.
+
+    Prompts arrive sorted, so the longest prefix a prompt shares with any earlier prompt of the row
+    is the one it shares with the previous prompt: the trie grows by ``prompt[lcp:-1]`` only."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+        self.parents: list[int] = []  # token row of each token's parent, -1 for none
+        self.depth: list[int] = []
+        #: per decision: (token row of its head's parent, -1 for none; its last prompt token; its candidates)
+        self.tails: list[tuple[int, int, list[list[int]]]] = []
+        self.decisions: list[int] = []
+        self.tail_tokens = 0
+        self._last: list[int] = []  # previous prompt (less its last token)
+        self._path: list[int] = []  # its token rows
+
+    def shared(self, prompt: Sequence[int]) -> int:
+        """Tokens of ``prompt[:-1]`` already in the trie."""
+        head, last = list(prompt[:-1]), self._last
+        n = min(len(head), len(last))
+        k = 0
+        while k < n and head[k] == last[k]:
+            k += 1
+        return k
+
+    def new_nodes(self, prompt: Sequence[int]) -> int:
+        """Trie nodes that adding ``prompt[:-1]`` would create."""
+        return len(prompt) - 1 - self.shared(prompt)
+
+    def add(self, index: int, prompt: Sequence[int], cands: Sequence[Sequence[int]]) -> None:
+        """Add decision ``index``: ``prompt[:-1]`` into the trie, the rest as its tail."""
+        k = self.shared(prompt)
+        path = self._path[:k]
+        base = len(self.tokens)
+        new = [int(t) for t in prompt[k:-1]]
+        self.tokens += new
+        self.parents += [path[-1] if path else -1] + list(range(base, base + len(new) - 1)) if new else []
+        self.depth += list(range(k, k + len(new)))
+        path += range(base, base + len(new))
+        self._last, self._path = list(prompt[:-1]), path
+        self.tails.append((path[-1] if path else -1, int(prompt[-1]), [[int(x) for x in c] for c in cands]))
+        self.decisions.append(index)
+        self.tail_tokens += 1 + sum(len(c) for c in cands)
+
+    @property
+    def size(self) -> int:
+        return len(self.tokens) + self.tail_tokens
+
+
+def _pack_rows(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int],
+               row_tokens: int) -> list[_TreeRow]:
+    rows: list[_TreeRow] = []
+    row = _TreeRow()
+    for i in order:
+        prompt, cands = decisions[i]
+        extra = row.new_nodes(prompt) + 1 + sum(len(c) for c in cands)
+        if row.decisions and row.size + extra > row_tokens:
+            rows.append(row)
+            row = _TreeRow()
+        row.add(i, prompt, cands)
+    if row.decisions:
+        rows.append(row)
+    return rows
+
+
+def _tree_pass(model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperature: float) -> list[list[list[torch.Tensor]]]:
+    """One forward pass over left-padded tree rows; per row, per decision, per candidate log-probs."""
+    import numpy as np
+
+    device = next(model.parameters()).device
+    width = max(r.size for r in rows)
+    keep = max(r.tail_tokens for r in rows)
+    ids = np.full((len(rows), width), pad_token_id, dtype=np.int64)
+    pos = np.zeros((len(rows), width), dtype=np.int64)
+    allowed = np.zeros((len(rows), width, width), dtype=bool)
+    gathers: list[list[list[tuple[np.ndarray, np.ndarray]]]] = []  # per row/decision/candidate: (kept rows, targets)
+    for r, row in enumerate(rows):
+        start = width - row.size
+        tokens, parents, depth = list(row.tokens), list(row.parents), list(row.depth)
+        mine: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for head_parent, head_token, cands in row.tails:
+            head = len(tokens)
+            tokens.append(head_token)
+            parents.append(head_parent)
+            depth.append(depth[head_parent] + 1 if head_parent >= 0 else 0)
+            per_cand = []
+            for c in cands:
+                prev = head
+                logit_rows = []
+                for t in c:
+                    logit_rows.append(prev)
+                    tokens.append(t)
+                    parents.append(prev)
+                    depth.append(depth[prev] + 1)
+                    prev = len(tokens) - 1
+                per_cand.append((np.array(logit_rows) + start - (width - keep), np.array(c)))
+            mine.append(per_cand)
+        gathers.append(mine)
+        ids[r, start:] = tokens
+        pos[r, start:] = depth
+        anc = allowed[r]
+        for j, p in enumerate(parents):
+            if p >= 0:
+                anc[start + j, start: start + j] = anc[start + p, start: start + j]
+            anc[start + j, start + j] = True
+        for j in range(start):  # padding: itself only
+            anc[j, j] = True
+    logits = _forward(model, torch.from_numpy(ids).to(device), torch.from_numpy(allowed)[:, None].to(device),
+                      torch.from_numpy(pos).to(device), keep)[:, -keep:]
+    logp = processed_log_softmax(logits, temperature, 1.0)
+    # one gather for every candidate token of the pass (an index op per candidate would give each
+    # its own full-size gradient buffer), then split per candidate
+    flat = [(r, rows_, tgt) for r, mine in enumerate(gathers) for per_cand in mine for rows_, tgt in per_cand]
+    r_idx = torch.from_numpy(np.concatenate([np.full(len(t), r) for r, _, t in flat])).to(device)
+    p_idx = torch.from_numpy(np.concatenate([p for _, p, _ in flat])).to(device)
+    t_idx = torch.from_numpy(np.concatenate([t for _, _, t in flat])).to(device)
+    values = iter(logp[r_idx, p_idx, t_idx].split([len(t) for _, _, t in flat]))
+    out: list[list[list[torch.Tensor]]] = []
+    for mine in gathers:
+        out.append([[next(values) for _ in per_cand] for per_cand in mine])
+    return out
 
 def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, keep: int) -> torch.Tensor:
     try:

@@ -90,6 +90,11 @@ class PolicyOptions:
             here before that left the agent seeing the same thing again is a loop). When that
             would leave nothing, all commands stay. The candidates are stored with each step, so
             re-scoring sees the same reduced set.
+        batch_decisions: score mode: score the decisions of a whole batch (every env of a vector
+            step, every step of an update micro-batch) in packed forward passes
+            (:func:`agents.logprobs.packed_candidate_logprobs`); ``False``: one forward pass per
+            decision (the reference path; equal up to float rounding, ~1e-6).
+        batch_tokens: padded token positions per packed forward pass (rows x longest row).
 
     >>> PolicyOptions(history_k=-1)
     Traceback (most recent call last):
@@ -106,6 +111,8 @@ class PolicyOptions:
     score_batch_size: int = 64
     score_norm: str = "sum"
     avoid_repeats: bool = True
+    batch_decisions: bool = True
+    batch_tokens: int = 8192
 
     def __post_init__(self) -> None:
         for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean"))):
@@ -113,8 +120,9 @@ class PolicyOptions:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if isinstance(self.history_k, bool) or not isinstance(self.history_k, int) or self.history_k < 0:
             raise ValueError(f"history_k must be an integer >= 0, got {self.history_k!r}")
-        if int(self.score_batch_size) < 1:
-            raise ValueError(f"score_batch_size must be >= 1, got {self.score_batch_size!r}")
+        for name in ("score_batch_size", "batch_tokens"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
         if self.sampling.n != 1:
             raise ValueError("a policy takes one answer per observation: use SamplingConfig(n=1) "
                              "(groups come from G env copies)")

@@ -25,13 +25,16 @@ from typing import Any, Sequence
 
 import torch
 
-from agents.logprobs import candidate_logprobs
+from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
 from agents.memory import MEMORY_KINDS, command_notes
 from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
 from agents.prompting import admissible_commands, fill_placeholders
 from agents.prompting import goal_text as _goal_text
 
 __all__ = ["ScorePolicy", "repeated_commands"]
+
+#: scored responses whose token ids a policy keeps (cleared when full)
+RESPONSE_CACHE = 50_000
 
 
 def repeated_commands(observation: str, history: Sequence[tuple[str, str]]) -> frozenset[str]:
@@ -73,7 +76,15 @@ class ScorePolicy(LLMPolicy):
         return fmt.replace("{note}", note).replace("{command}", command)
 
     def _candidate_ids(self, command: str, note: str = "") -> list[int]:
-        return list(self.tokenizer(self._response_text(command, note), add_special_tokens=False)["input_ids"])
+        # the same few hundred commands come back at every step of every member: tokenize each once
+        text = self._response_text(command, note)
+        cache = self.__dict__.setdefault("_response_ids", {})
+        ids = cache.get(text)
+        if ids is None:
+            if len(cache) >= RESPONSE_CACHE:
+                cache.clear()
+            ids = cache[text] = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return list(ids)
 
     def command_notes(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
                       commands: Sequence[str]) -> list[str]:
@@ -110,6 +121,22 @@ class ScorePolicy(LLMPolicy):
             memo[key] = out
         return out
 
+    def _score_all(self, decisions: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[torch.Tensor]]:
+        """Per-token log-probs of every decision's candidates: packed passes (``batch_decisions``)
+        or one pass per decision; identical decisions are scored once either way."""
+        memo: dict[Any, list[torch.Tensor]] = {}
+        if not self.options.batch_decisions:
+            return [self._score(p, ids, memo) for p, ids in decisions]
+        keys = [(tuple(p), tuple(tuple(c) for c in ids)) for p, ids in decisions]
+        first = {}
+        for i, key in enumerate(keys):
+            first.setdefault(key, i)
+        unique = list(first.values())
+        scored = packed_candidate_logprobs(self.model, [decisions[i] for i in unique], pad_token_id=self.pad_token_id,
+                                           temperature=self.sampling.temperature, max_tokens=self.options.batch_tokens)
+        by_key = {keys[i]: lps for i, lps in zip(unique, scored)}
+        return [by_key[key] for key in keys]
+
     def _command_scores(self, per_token: Sequence[torch.Tensor]) -> torch.Tensor:
         """One score per candidate from its per-token log-probs (``score_norm``: sum or mean)."""
         if self.options.score_norm == "mean":
@@ -131,8 +158,7 @@ class ScorePolicy(LLMPolicy):
         notes = [self.command_notes(o, dict(i), h, cs) for o, h, i, cs in zip(observations, hs, infos, cands)]
         cand_ids = [[self._candidate_ids(c, n) for c, n in zip(cs, ns)] for cs, ns in zip(cands, notes)]
         with torch.no_grad():
-            memo: dict[Any, list[torch.Tensor]] = {}
-            per_env = [self._score(p, ids, memo) for p, ids in zip(prompts, cand_ids)]
+            per_env = self._score_all(list(zip(prompts, cand_ids)))
         gen = torch.Generator()
         if seed is None:
             gen.seed()
@@ -191,13 +217,14 @@ class ScorePolicy(LLMPolicy):
         device = next(self.model.parameters()).device
         out_lp: list[torch.Tensor] = []
         out_ent: list[torch.Tensor] = []
-        memo: dict[Any, list[torch.Tensor]] = {}  # identical decisions share one graph
+        scored = [s for s in steps if s.candidate_ids and s.chosen_index is not None]
+        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]
         for s in steps:
             if not s.candidate_ids or s.chosen_index is None:
                 out_lp.append(torch.zeros(1, device=device))
                 out_ent.append(torch.zeros(1, device=device))
                 continue
-            log_pi = torch.log_softmax(self._command_scores(self._score(s.prompt_ids, s.candidate_ids, memo)), dim=-1)
+            log_pi = torch.log_softmax(self._command_scores(next(per_token)), dim=-1)
             out_lp.append(log_pi[s.chosen_index].reshape(1))
             if with_entropy:
                 out_ent.append(-(log_pi.exp() * log_pi).sum().reshape(1))

@@ -54,6 +54,7 @@ for path in (ROOT, ROOT / "benchmarks"):  # the package, and bench_stats when th
         sys.path.insert(0, str(path))
 
 from bench_stats import T975, episodes_to_reach, mean_ci  # noqa: E402
+from trainers.config import EARLIER_VALUES  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {
@@ -281,7 +282,8 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     log.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "recorded.yaml"
-        config.write_text(yaml.safe_dump({**recorded["config"], "output_dir": str(Path(tmp) / "run")}))
+        # a record from before a config field existed re-runs with that field's earlier meaning
+        config.write_text(yaml.safe_dump({**EARLIER_VALUES, **recorded["config"], "output_dir": str(Path(tmp) / "run")}))
         cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress", "--no-tensorboard",
                "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
         try:

@@ -46,6 +46,11 @@ def _opt(default: Any, help: str, group: str) -> Any:  # noqa: A002 - argparse's
     return field(default=default, metadata={"help": help, "group": group})
 
 
+#: fields added after runs were recorded, with the value a config written before them meant
+#: (a checkpoint or a recorded config without ``batch_decisions`` ran one pass per decision)
+EARLIER_VALUES: dict[str, Any] = {"batch_decisions": "off"}
+
+
 @dataclass
 class TrainConfig:
     """Everything a run needs; each field is a CLI flag (``--max-steps``) and a YAML key (``max_steps``).
@@ -148,6 +153,11 @@ class TrainConfig:
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
     micro_batch_size: int = _opt(4, "steps per forward/backward pass (score mode: x candidates sequences)",
                                     "PPO update")
+    batch_decisions: str = _opt("on", "on: one packed forward pass scores every env of a vector step, and update "
+                                      "micro-batches are sized by micro_batch_tokens | off: one pass per decision, "
+                                      "micro_batch_size decisions per update pass (the reference path)", "PPO update")
+    micro_batch_tokens: int = _opt(8192, "batch_decisions on: padded token positions per forward/backward pass "
+                                         "(acting, evaluation, old / reference log-probs, update)", "PPO update")
     recompute_old_logprobs: bool = _opt(False, "True: old log-probs from a training-side forward, not the sampler "
                                                "(always with backend vllm)", "PPO update")
     skip_zero_advantage: bool = _opt(True, "drop steps with A == 0 from the update (no gradient) when kl/entropy are "
@@ -193,6 +203,7 @@ class TrainConfig:
         one_of("init", ("auto", "bc", "none"))
         one_of("bc_lr_schedule", ("constant", "cosine"))
         one_of("progress_gate", ("all_failed", "always"))
+        one_of("batch_decisions", ("on", "off"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
             raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
@@ -205,7 +216,7 @@ class TrainConfig:
         one_of("dist_strategy", ("ddp", "fsdp2"))
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
-                     "micro_batch_size", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
+                     "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
@@ -261,7 +272,8 @@ class TrainConfig:
                                   min_new_tokens=self.min_new_tokens)
         return PolicyOptions(fmt=self.fmt, history_k=self.history_k, sampling=sampling,
                              invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
-                             avoid_repeats=self.avoid_repeats)
+                             avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions == "on",
+                             batch_tokens=self.micro_batch_tokens)
 
     @property
     def resolved_step_timeout(self) -> float | str:

@@ -7,30 +7,73 @@ Everything that several processes change (sums over ranks, the gradient all-redu
 weights, the lockstep padding of sharded ones) sits behind a :class:`Comm`
 (:func:`comm_for`): with one process every call is the identity.
 
-What feeds it (``Trainer.update``): the chosen steps' policy outputs, their old and reference
-log-probs, advantages and token weights (:func:`trainers.losses.token_weights`).
+What feeds it (``Trainer.update``): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
+their old and reference log-probs, advantages (the invalid-action penalty already paid, see
+:func:`trainers.losses.penalized_advantages`), token weights (:func:`trainers.losses.token_weights`)
+and token costs -- a :class:`PPOConfig` and a :class:`Learner` (forward passes and the optimizer).
+Micro-batches hold ``micro_batch_size`` decisions, or, with ``micro_batch_tokens``, as many as fit
+in that many padded token positions (:func:`micro_batches`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 
+from agents.batching import chunks, step_key, step_tokens
 from trainers import distributed
-from trainers.losses import ppo_clip_loss
+from trainers.losses import ppo_clip_loss, token_weights
 
-__all__ = ["Comm", "UpdateBatch", "comm_for", "ppo_update"]
+__all__ = ["Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update"]
 
 #: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
 WEIGHTED = ("pg_loss", "kl")
 
 
+@dataclass(frozen=True)
+class PPOConfig:
+    """The PPO-clip update's settings (the PPO fields of :class:`trainers.config.TrainConfig`).
+
+    >>> PPOConfig(micro_batch_tokens=4096).clip_eps
+    0.2
+    """
+
+    clip_eps: float = 0.2  # PPO clip range
+    kl_coef: float = 0.0  # weight of the k3 KL to the reference policy
+    entropy_coef: float = 0.0  # entropy bonus weight
+    max_grad_norm: float = 1.0  # gradient clipping norm
+    ppo_epochs: int = 1  # passes over the batch
+    num_minibatches: int = 4  # optimizer steps per epoch
+    micro_batch_size: int = 4  # decisions per forward/backward pass (when micro_batch_tokens is 0)
+    micro_batch_tokens: int = 0  # > 0: a pass holds as many decisions as fit in this many padded positions
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "PPOConfig":
+        """The PPO fields of a :class:`~trainers.config.TrainConfig` (token micro-batches when
+        ``batch_decisions`` is on)."""
+        tokens = int(cfg.micro_batch_tokens) if getattr(cfg, "batch_decisions", "off") == "on" else 0
+        return cls(clip_eps=float(cfg.clip_eps), kl_coef=float(cfg.kl_coef), entropy_coef=float(cfg.entropy_coef),
+                   max_grad_norm=float(cfg.max_grad_norm), ppo_epochs=int(cfg.ppo_epochs),
+                   num_minibatches=int(cfg.num_minibatches), micro_batch_size=int(cfg.micro_batch_size),
+                   micro_batch_tokens=tokens)
+
+
 @dataclass
 class UpdateBatch:
-    """The steps of one update: policy outputs, per-step old / reference log-probs (CPU float32),
-    advantages, token counts and per-token loss weights."""
+    """What the loss needs of the steps of one update.
+
+    Attributes:
+        outputs: each step's policy output (what ``Learner.forward`` re-scores).
+        old / ref: per step, the old (behaviour) and reference log-probs, CPU float32.
+        adv: per step, its advantage (invalid-action penalty included).
+        n_tok: per step, log-prob elements (tokens; score mode: 1).
+        tok_w: per step, the loss weight of each of its tokens.
+        cost: per step, the token positions its forward pass takes (micro-batch sizing).
+        keys: per step, :func:`agents.batching.step_key` (steps with one key share a computation).
+        n_global: steps over all ranks.
+    """
 
     outputs: list[Any]
     old: list[torch.Tensor]
@@ -38,6 +81,65 @@ class UpdateBatch:
     adv: torch.Tensor
     n_tok: list[int]
     tok_w: list[float]
+    cost: list[int] = field(default_factory=list)
+    keys: list[tuple] = field(default_factory=list)
+    n_global: int = 0
+
+    @classmethod
+    def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
+              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, n_global: int) -> "UpdateBatch":
+        """The batch of the ``chosen`` steps (indices into ``step_traj``, every step's trajectory):
+        token counts from ``old``, token weights by ``loss_agg``, costs and keys from ``outputs``."""
+        n_tok = [int(o.numel()) for o in old]
+        return cls(outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg),
+                   [step_tokens(o) for o in outputs], [step_key(o) for o in outputs], n_global)
+
+
+@dataclass
+class Learner:
+    """The trainable side of an update: ``forward(outputs)`` gives new log-probs and entropies (or
+    ``None``) of some steps, ``pad_forward()`` the log-probs of any one step (a sharded rank's
+    padding pass), both under autocast; the optimizer and the parameters it steps."""
+
+    forward: Callable[[list[Any]], tuple[list[torch.Tensor], Any]]
+    pad_forward: Callable[[], list[torch.Tensor]]
+    optimizer: torch.optim.Optimizer
+    params: Sequence[torch.nn.Parameter]
+
+
+def micro_batches(part: Sequence[int], cost: Sequence[int], cfg: PPOConfig,
+                  keys: Sequence[Any] | None = None) -> list[list[int]]:
+    """``part`` (step indices) split into forward/backward passes: ``micro_batch_size`` steps each,
+    or, with ``micro_batch_tokens``, as many as fit in that many token positions. Token passes take
+    the steps in ``keys`` order: steps of one key (one decision, drawn by several members) land in
+    one pass and are computed once (they cost nothing after the first), and prompts that share a
+    prefix sit side by side. Gradients are summed over a mini-batch's passes, so the grouping
+    changes float rounding only.
+
+    >>> micro_batches([0, 1, 2], [5, 5, 9], PPOConfig(micro_batch_size=2))
+    [[0, 1], [2]]
+    >>> micro_batches([2, 0, 1], [5, 9, 9], PPOConfig(micro_batch_tokens=9), keys=["b", "a", "a"])
+    [[2, 1], [0]]
+    """
+    part = list(part)
+    if cfg.micro_batch_tokens <= 0:
+        return chunks(part, cfg.micro_batch_size)
+    if keys is not None:
+        part.sort(key=lambda j: keys[j])
+    out: list[list[int]] = []
+    current: list[int] = []
+    used = 0
+    for j in part:
+        new = not current or keys is None or keys[j] != keys[current[-1]]
+        c = int(cost[j]) if new else 0
+        if current and new and used + c > cfg.micro_batch_tokens:
+            out.append(current)
+            current, used = [], 0
+        current.append(j)
+        used += c
+    if current:
+        out.append(current)
+    return out
 
 
 class Comm:
@@ -86,13 +188,11 @@ def comm_for(info: distributed.DistInfo) -> Comm:
     return ShardedComm(info.world_size) if info.strategy == "fsdp2" else ReplicatedComm()
 
 
-def ppo_update(batch: UpdateBatch, n_global: int, forward: Callable[[list[Any]], tuple[list[torch.Tensor], Any]],
-               pad_forward: Callable[[], list[torch.Tensor]], optimizer: torch.optim.Optimizer,
-               params: Sequence[torch.nn.Parameter], cfg: Any, comm: Comm, gen: torch.Generator,
+def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm, gen: torch.Generator,
                on_micro_batch: Callable[[], Any] = lambda: None) -> dict[str, float]:
-    """PPO-clip epochs over ``batch`` (``n_global`` steps over all ranks); ``forward(outputs)``
-    gives new log-probs and entropies (or ``None``) and ``pad_forward()`` the log-probs of any one
-    step (a sharded rank's padding pass), both under autocast; returns the update's statistics."""
+    """PPO-clip epochs over ``batch``; ``gen`` draws the mini-batch order; returns the update's
+    statistics."""
+    n_global, optimizer, params = batch.n_global, learner.optimizer, learner.params
     sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
     tok_total, w_total, grad_norms, optimizer_steps = 0, 0.0, [], 0
     n_tok, tok_w = batch.n_tok, batch.tok_w
@@ -105,12 +205,12 @@ def ppo_update(batch: UpdateBatch, n_global: int, forward: Callable[[list[Any]],
             if mb_tokens == 0:
                 continue
             optimizer.zero_grad(set_to_none=True)
-            for micro in comm.pad_micro_batches(list(_chunks(part, cfg.micro_batch_size))):
+            for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)):
                 if micro is None:  # padding: a zero-weight pass over any step
-                    pad = pad_forward()
+                    pad = learner.pad_forward()
                     (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
                     continue
-                new, ents = forward([batch.outputs[j] for j in micro])
+                new, ents = learner.forward([batch.outputs[j] for j in micro])
                 lp = torch.cat([x.float().reshape(-1) for x in new])
                 dev, k = lp.device, int(lp.numel())
                 ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
@@ -142,7 +242,3 @@ def ppo_update(batch: UpdateBatch, n_global: int, forward: Callable[[list[Any]],
                   "update/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0})
     return stats
 
-
-def _chunks(items: Sequence[int], size: int) -> Any:
-    for start in range(0, len(items), size):
-        yield list(items[start:start + size])

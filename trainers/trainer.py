@@ -35,17 +35,18 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from agents.batching import step_key, step_tokens
 from trainers import distributed, seeds
 from trainers.advantages import step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
                                  checkpoint_files, load_trainable_state, load_weights, restore_rng, save_checkpoint,
                                  save_weights, trainable_state)
-from trainers.config import ConfigError, TrainConfig, lr_warning
+from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
 from trainers.envs import check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
-from trainers.losses import penalized_advantages, token_weights
+from trainers.losses import penalized_advantages
 from trainers.metrics import MetricsLogger, advantage_metrics, read_metrics, rollout_metrics
-from trainers.ppo import UpdateBatch, comm_for, ppo_update
+from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
@@ -118,11 +119,6 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
     m = logprob_mismatch(list(sampler), list(trainer))
     return {"rollout/logprob_mismatch_max": m["logprob_mismatch_max"],
             "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"]}
-
-
-def _chunks(seq: Sequence[int], size: int) -> Iterator[list[int]]:
-    for i in range(0, len(seq), size):
-        yield list(seq[i:i + size])
 
 
 def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) -> Any:
@@ -207,14 +203,21 @@ class Trainer:
 
     # ------------------------------------------------------------------ log-prob adapters
     def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
-        return list(self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=False)[0])
+        return list(self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=False,
+                                                             **self._pass_size(outputs))[0])
 
     def _logprobs_entropy(self, outputs: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """New log-probs, plus exact entropies when the bonus is on."""
         if self.cfg.entropy_coef > 0:
-            lps, ents = self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=True)
+            lps, ents = self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=True,
+                                                                 **self._pass_size(outputs))
             return list(lps), list(ents)
         return self._logprobs(outputs), None
+
+    def _pass_size(self, outputs: Sequence[Any]) -> dict[str, int]:
+        """With token micro-batches a micro-batch is one forward pass (generate mode's sequence
+        batch included); the per-decision path keeps the policy's own batch size."""
+        return {"batch_size": max(1, len(outputs))} if self.cfg.batch_decisions == "on" else {}
 
     @contextlib.contextmanager
     def _reference(self) -> Iterator[None]:
@@ -236,6 +239,7 @@ class Trainer:
         """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
         ``loss_agg: traj-mean``)."""
         cfg = self.cfg
+        ppo_cfg = PPOConfig.from_config(cfg)
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
             idx = [i for i in idx if advantages[i] != 0.0]
@@ -245,25 +249,23 @@ class Trainer:
         if not n_global:
             return stats
         outputs = [steps[i].output for i in idx]
-        adv = torch.as_tensor(advantages[idx], dtype=torch.float32)
-        mb = cfg.micro_batch_size
+        cost, keys = [step_tokens(o) for o in outputs], [step_key(o) for o in outputs]
         t_old = time.perf_counter()
         with torch.no_grad(), self.autocast():
             if self.recompute_old:
                 self.model.eval()
-                old = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
-                       for lp in self._logprobs([outputs[j] for j in c])]
+                old = self._detached_logprobs(outputs, cost, keys, ppo_cfg)
                 stats.update(rollout_mismatch([self.policy.behaviour_logprobs(o) for o in outputs], old))
             else:
                 old = [self.policy.behaviour_logprobs(o) for o in outputs]
             ref: list[torch.Tensor] | None = None
             if cfg.kl_coef > 0:
                 with self._reference():
-                    ref = [lp.detach().float().cpu() for c in _chunks(range(len(idx)), mb)
-                           for lp in self._logprobs([outputs[j] for j in c])]
+                    ref = self._detached_logprobs(outputs, cost, keys, ppo_cfg)
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
-        n_tok = [int(o.numel()) for o in old]
-        batch = UpdateBatch(outputs, old, ref, adv, n_tok, token_weights([s.traj for s in steps], idx, n_tok, cfg.loss_agg))
+        stats["update/input_tokens"] = float(sum(cost))  # prompt + candidate (or response) tokens per epoch
+        batch = UpdateBatch.build(outputs, old, ref, torch.as_tensor(advantages[idx], dtype=torch.float32),
+                                  [s.traj for s in steps], idx, cfg.loss_agg, n_global)
         lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_now
@@ -280,14 +282,25 @@ class Trainer:
             with self.autocast():
                 return self._logprobs([pad_step])
 
-        bar = _progress(cfg.ppo_epochs * math.ceil(len(idx) / cfg.micro_batch_size), f"update {iteration}", cfg.progress)
+        passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
+        bar = _progress(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress)
         try:
-            stats.update(ppo_update(batch, n_global, forward, pad_forward, self.optimizer, self.params, cfg, comm, gen,
-                                    on_micro_batch=lambda: bar.update(1)))
+            stats.update(ppo_update(batch, ppo_cfg, Learner(forward, pad_forward, self.optimizer, self.params), comm,
+                                    gen, on_micro_batch=lambda: bar.update(1)))
         finally:
             bar.close()
         self.policy.sync()
         return stats
+
+    def _detached_logprobs(self, outputs: Sequence[Any], cost: Sequence[int], keys: Sequence[Any],
+                           ppo_cfg: PPOConfig) -> list[torch.Tensor]:
+        """Log-probs of ``outputs`` under the live policy (or the reference, inside
+        :meth:`_reference`), in the update's micro-batches, detached on the CPU, in step order."""
+        out: list[torch.Tensor | None] = [None] * len(outputs)
+        for c in micro_batches(range(len(outputs)), cost, ppo_cfg, keys):
+            for j, lp in zip(c, self._logprobs([outputs[j] for j in c])):
+                out[j] = lp.detach().float().cpu()
+        return out  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ rollout + eval
     def _make_envs(self) -> Any:
@@ -455,7 +468,8 @@ class Trainer:
         if not isinstance(saved, dict):
             raise CheckpointError(f"checkpoint {path}: 'config' must be a mapping, got {type(saved).__name__}")
         now = self.cfg.to_dict()
-        defaults = TrainConfig().to_dict()  # a field added since the checkpoint was written had its default
+        # a field added since the checkpoint was written had its earlier meaning, else its default
+        defaults = {**TrainConfig().to_dict(), **EARLIER_VALUES}
         diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k, defaults.get(k)) != now[k])
         if diff:
             raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "

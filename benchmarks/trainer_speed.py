@@ -1,0 +1,121 @@
+"""Trainer iteration time: packed (batched) decisions vs one forward pass per decision.
+
+Runs the credit-trap preset (``configs/alfworld_trap.yaml``: 8 x 8 episodes of at most 20 steps,
+``tiny-128x2``, score mode, its 20-step warm start) once per path, each in a fresh process, and
+prints per path the median over iterations 2..N of each phase (rollout, old log-probs, update),
+the median of ``--eval-repeats`` evaluations of ``--eval-episodes`` held-out episodes, decisions/s,
+update tokens/s, the process's peak RSS, and the ratio against the per-decision path:
+
+* ``per-decision``: ``--batch-decisions off`` (the reference path; recorded runs re-run with it);
+* ``batched``: ``--batch-decisions on`` (packed prompt tries, token micro-batches), one thread;
+* ``batched-2t``: the same with ``--torch-threads 2`` (a run that has the 2-core machine to itself).
+
+    python benchmarks/trainer_speed.py                       # 4 iterations per path (~15 min)
+    python benchmarks/trainer_speed.py --iterations 6 --paths per-decision batched-2t
+    python benchmarks/trainer_speed.py --quick               # a smoke run (~1 min)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+PATHS = {
+    "per-decision": ["--batch-decisions", "off", "--torch-threads", "1"],
+    "batched": ["--batch-decisions", "on", "--torch-threads", "1"],
+    "batched-2t": ["--batch-decisions", "on", "--torch-threads", "2"],
+}
+BASELINE = "per-decision"
+QUICK = ["--num-groups", "2", "--group-size", "4", "--max-steps", "4", "--bc-steps", "2"]
+
+
+def child(args: argparse.Namespace) -> None:
+    """One path in this process: the warm start, ``--iterations`` iterations, then the evaluations."""
+    from trainers.config import parse_args
+    from trainers.trainer import Trainer
+
+    with tempfile.TemporaryDirectory() as tmp:
+        argv = ["--config", args.config, "--output-dir", tmp, "--no-progress", "--no-tensorboard", "--save-every", "0",
+                *(QUICK if args.quick else []), *PATHS[args.child]]
+        cfg, _ = parse_args(argv)
+        trainer = Trainer(cfg)
+        trainer.warm_start()
+        rows = [trainer.train_iteration(i) for i in range(1, args.iterations + 1)]
+        evals = []
+        for _ in range(args.eval_repeats):
+            t0 = time.perf_counter()
+            trainer.evaluate(args.iterations, episodes=args.eval_episodes)
+            evals.append(time.perf_counter() - t0)
+        trainer.close()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    print(json.dumps({"rows": rows, "eval_s": evals, "peak_mib": peak}, default=float))
+
+
+def summarize(name: str, out: dict) -> dict[str, float]:
+    later = out["rows"][1:] or out["rows"]  # the first iteration also builds the envs
+    med = {k: statistics.median(float(r.get(k, 0.0)) for r in later) for k in
+           ("time/rollout_s", "time/old_logprob_s", "time/update_s", "time/iteration_s")}
+    decisions = statistics.median(len_ for len_ in (float(r.get("update/steps", 0.0)) for r in later))
+    steps = statistics.median(float(r["env_steps_per_s"]) * float(r["time/rollout_s"]) for r in later)
+    tokens = statistics.median(float(r.get("update/input_tokens", 0.0)) for r in later)
+    return {"path": name, "rollout_s": med["time/rollout_s"], "old_s": med["time/old_logprob_s"],
+            "update_s": med["time/update_s"], "iteration_s": med["time/iteration_s"],
+            "eval_s": statistics.median(out["eval_s"]), "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
+            "update_steps_per_s": decisions / max(med["time/update_s"], 1e-9),
+            "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9), "peak_mib": out["peak_mib"]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--config", default=str(ROOT / "configs" / "alfworld_trap.yaml"), help="the preset timed")
+    ap.add_argument("--iterations", type=int, default=4, help="iterations per path (the median skips the first)")
+    ap.add_argument("--eval-episodes", type=int, default=48, help="held-out episodes per timed evaluation")
+    ap.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per path (median)")
+    ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="paths timed")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: 2 x 4 episodes of 4 steps, 2 iterations")
+    ap.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.iterations, args.eval_episodes, args.eval_repeats = min(args.iterations, 2), 4, 1
+    if args.child:
+        child(args)
+        return 0
+    if args.iterations < 2:
+        ap.error("--iterations must be >= 2 (the first one is not timed)")
+    results = []
+    for name in args.paths:
+        cmd = [sys.executable, __file__, "--child", name, "--config", args.config, "--iterations", str(args.iterations),
+               "--eval-episodes", str(args.eval_episodes), "--eval-repeats", str(args.eval_repeats),
+               *(["--quick"] if args.quick else [])]
+        print(f"timing {name} ...", file=sys.stderr, flush=True)
+        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"error: path {name} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
+            return 1
+        results.append(summarize(name, json.loads(proc.stdout.strip().splitlines()[-1])))
+    base = next((r for r in results if r["path"] == BASELINE), results[0])
+    print(f"\n{Path(args.config).name}{' (quick)' if args.quick else ''}: median of iterations 2..{args.iterations}, "
+          f"eval: median of {args.eval_repeats} x {args.eval_episodes} episodes; ratio = {base['path']} / path\n")
+    print("| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
+          "| peak RSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
+    print("|---|" + "---:|" * 13)
+    for r in results:
+        print(f"| {r['path']} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
+              f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
+              f"| {base['iteration_s'] / r['iteration_s']:.2f}x | {base['update_s'] / r['update_s']:.2f}x "
+              f"| {base['eval_s'] / r['eval_s']:.2f}x | {r['peak_mib'] / base['peak_mib']:.2f}x |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
