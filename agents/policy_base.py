@@ -1,7 +1,8 @@
 """What every LLM policy shares: its options, its step record, its contract with the trainer, its prompt.
 
 :class:`PolicyOptions` holds the defaults of both modes, in one place (the trainer's config takes
-its defaults from it). :class:`TrainablePolicy` is the whole contract a trainer relies on:
+its defaults from it). :class:`~agents.contract.TrainablePolicy` (in :mod:`agents.contract`, with
+:class:`~agents.contract.StepOutput`) is the whole contract a trainer relies on:
 
 * ``act`` -- one decision per observation, recorded as a :class:`StepOutput`;
 * ``compute_logprobs_and_entropy`` -- the log-probs (with grad) of recorded steps under the live
@@ -18,51 +19,17 @@ from __future__ import annotations
 import abc
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Sequence
 
 import torch
 
 from agents.backends.base import GenerationBackend, SamplingConfig
+from agents.contract import Policy, StepOutput, TrainablePolicy
 from agents.parsing import FORMATS, sanitize_text
 from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
 from agents.prompting import goal_text as _goal_text
 
-__all__ = ["LLMPolicy", "PolicyOptions", "StepOutput", "TrainablePolicy", "admissible_for_prompt"]
-
-
-@dataclass(kw_only=True)
-class StepOutput:
-    """Everything one decision produced (one env step = one prompt/response pair).
-
-    Attributes:
-        prompt_ids: prompt token ids.
-        response_ids: response token ids (score mode: the chosen command's ``<action>..</action>``).
-        old_logprobs: log-prob of each response token under the distribution sampled from.
-        text: the decoded response.
-        action: the string to send to the env.
-        valid: whether the answer parsed (score mode: always, unless there was no candidate).
-        penalty: ``invalid_penalty`` for an invalid answer, else 0.
-        reason: the parser's reason (``"ok"`` ...).
-        finish_reason: ``"stop"`` / ``"length"`` (generate mode), ``"score"`` (score mode).
-        candidates / candidate_ids / chosen_index / old_action_logprob: score mode only --
-            the commands scored, their response token ids, the index drawn, and the log-prob
-            of the drawn command under the candidate softmax.
-    """
-
-    prompt_ids: list[int]
-    response_ids: list[int]
-    old_logprobs: list[float]
-    text: str
-    action: str
-    valid: bool
-    penalty: float
-    reason: str
-    finish_reason: str = ""
-    candidates: list[str] | None = None
-    candidate_ids: list[list[int]] | None = None
-    chosen_index: int | None = None
-    old_action_logprob: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+__all__ = ["LLMPolicy", "Policy", "PolicyOptions", "StepOutput", "TrainablePolicy", "admissible_for_prompt"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,30 +97,6 @@ class PolicyOptions:
     def replace(self, **changes: Any) -> "PolicyOptions":
         """A copy with ``changes`` applied (and validated)."""
         return dataclasses.replace(self, **changes)
-
-
-class TrainablePolicy(Protocol):
-    """What the trainer needs from a policy (both LLM modes and the tests' small fakes meet it)."""
-
-    model: Any
-
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[Any]:
-        """One recorded decision per observation."""
-        ...
-
-    def compute_logprobs_and_entropy(self, steps: Sequence[Any], batch_size: int | None = None,
-                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Log-probs with grad of recorded steps under the live model (entropies when asked)."""
-        ...
-
-    def behaviour_logprobs(self, step: Any) -> torch.Tensor:
-        """The log-probs recorded when ``step`` was taken, shaped like the live ones."""
-        ...
-
-    def sync(self) -> None:
-        """Act with the trained weights from now on."""
-        ...
 
 
 def admissible_for_prompt(info: dict[str, Any]) -> list[str]:

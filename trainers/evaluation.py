@@ -141,7 +141,7 @@ class RandomPolicy:
 
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]], histories: Any = None,
             seed: int | None = None) -> list[Any]:
-        from trainers.rollout import ScriptedOutput
+        from agents.contract import StepOutput
 
         if seed is not None:
             self.rng = np.random.default_rng(seed)
@@ -149,5 +149,5 @@ class RandomPolicy:
         for info in infos:
             cmds = [str(c) for c in (info.get("admissible_commands") or [])]
             active = [c for c in cmds if not c.startswith(PASSIVE)] or cmds
-            out.append(ScriptedOutput(str(active[int(self.rng.integers(len(active)))]) if active else ""))
+            out.append(StepOutput(action=str(active[int(self.rng.integers(len(active)))]) if active else ""))
         return out

@@ -1,9 +1,9 @@
 """Rollout: play one episode per member of a :class:`~wrappers.GroupVectorEnv` with a policy.
 
-The policy contract (``agents.policy``'s policies meet it; see :class:`Policy`) is
-``act(observations, infos, histories, seed=...) -> list[step output]`` where each step output
-has at least ``action`` (str or None), ``valid`` (bool) and ``penalty`` (float), plus whatever
-its ``compute_logprobs`` needs later (prompt / response token ids, old log-probs).
+The policy contract is :class:`agents.contract.Policy`: ``act(observations, infos, histories,
+seed=...) -> list[StepOutput]``; the rollout reads each output's ``action`` (str or None),
+``valid`` and ``penalty`` and keeps the whole output for the update (prompt / response token
+ids, old log-probs).
 
 Every environment step of a member becomes a :class:`StepRecord` holding the policy's output,
 the canonical state before (``o_t``) and after (``o_{t+1}``) the action, ``first_visit``,
@@ -17,7 +17,7 @@ Example (a scripted policy on the toy text env):
     >>> from trainers.envs import make_env_fn
     >>> class Walker:
     ...     def act(self, observations, infos, histories, seed=None):
-    ...         return [ScriptedOutput(i["admissible_commands"][-1]) for i in infos]
+    ...         return [StepOutput(action=i["admissible_commands"][-1]) for i in infos]
     >>> envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=3), num_groups=2, group_size=2)
     >>> ro = collect_rollout(envs, Walker(), task_seeds=[1, 2], seed=0)
     >>> len(ro.trajectories), all(t.length <= 3 for t in ro.trajectories)
@@ -29,34 +29,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
+from agents.contract import Policy, StepOutput
 from trainers import seeds
 from trainers.advantages import factorize
 
-__all__ = ["Policy", "ScriptedOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info", "step_seed"]
+__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info", "step_seed"]
 
 
 #: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
 WON_OUTCOME = 1.0 - 1e-9
-
-
-class Policy(Protocol):
-    """What the rollout needs from a policy (``agents.policy``'s policies satisfy it)."""
-
-    def act(self, observations: list[str], infos: list[dict[str, Any]], histories: list[list[tuple[str, str]]],
-            seed: int | None = None) -> list[Any]: ...
-
-
-@dataclass
-class ScriptedOutput:
-    """Minimal step output for scripted / test policies (no tokens)."""
-
-    action: str | None
-    valid: bool = True
-    penalty: float = 0.0
 
 
 @dataclass

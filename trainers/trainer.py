@@ -36,6 +36,7 @@ import numpy as np
 import torch
 
 from agents.batching import step_key, step_tokens
+from agents.policy_base import TrainablePolicy
 from trainers import distributed, seeds
 from trainers.advantages import step_advantages
 from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
@@ -83,7 +84,7 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def build_policy(cfg: TrainConfig, device: torch.device) -> Any:
+def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     """The LLM policy of ``cfg``: load the model (+ LoRA), make the backend (generate mode) and the policy."""
     from agents.backends import make_backend
     from agents.models import load_model
@@ -136,7 +137,7 @@ class Trainer:
         env_fn / eval_env_fn: member env factories (``None``: :func:`trainers.envs.make_env_fn`).
     """
 
-    def __init__(self, cfg: TrainConfig, policy: Any | None = None,
+    def __init__(self, cfg: TrainConfig, policy: TrainablePolicy | None = None,
                  env_fn: Callable[[], Any] | None = None, eval_env_fn: Callable[[], Any] | None = None) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
@@ -154,7 +155,7 @@ class Trainer:
             torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
         np.random.seed(cfg.seed % 2**32)
-        self.policy = policy if policy is not None else build_policy(cfg, self.device)
+        self.policy: TrainablePolicy = policy if policy is not None else build_policy(cfg, self.device)
         self.model: torch.nn.Module = self.policy.model
         if cfg.init_weights:
             self.load_weights(cfg.init_weights)

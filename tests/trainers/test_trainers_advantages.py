@@ -304,7 +304,7 @@ class _RolePolicy:
         self.t = [0] * len(roles)
 
     def act(self, observations, infos, histories, seed=None):
-        from trainers.rollout import ScriptedOutput
+        from agents.contract import StepOutput
 
         assert len(infos) == len(self.roles)  # every member plays until the step limit
         out = []
@@ -318,7 +318,7 @@ class _RolePolicy:
             else:
                 cmd = fresh[0]
             self.used[m].add(cmd)
-            out.append(ScriptedOutput(cmd))
+            out.append(StepOutput(action=cmd))
         return out
 
 
@@ -386,7 +386,8 @@ def test_success_counts_wins_not_partial_scores():
 def test_rollout_fills_won_from_info_or_from_the_outcome():
     import gymnasium as gym
 
-    from trainers.rollout import ScriptedOutput, collect_rollout
+    from agents.contract import StepOutput
+    from trainers.rollout import collect_rollout
     from wrappers import GroupVectorEnv
 
     class Score(gym.Env):
@@ -411,7 +412,7 @@ def test_rollout_fills_won_from_info_or_from_the_outcome():
 
     class Fixed:
         def act(self, observations, infos, histories, seed=None):
-            return [ScriptedOutput(a) for a in ("0.5", "1.0", "0.999")[: len(observations)]]
+            return [StepOutput(action=a) for a in ("0.5", "1.0", "0.999")[: len(observations)]]
 
     for report_won in (True, False):
         envs = GroupVectorEnv(lambda: Score(report_won), num_groups=1, group_size=3)

@@ -8,7 +8,10 @@ all-reduce adds the two partial gradients): a relative difference of ~1e-7 in th
 AdamW's first step moves each weight by ``lr * g / (|g| + eps)``, so a gradient entry that is
 itself at rounding level could move by up to ``2 * lr`` in the worst case; we measured every
 parameter within 2e-6 of the reference (lr 1e-3: 0.2% of one step's size), and use ``atol=1e-5``
-(1% of one step): far below a step, far above the measured rounding.
+(1% of one step): far below a step, far above the measured rounding. Both sides score one
+decision per forward pass (``--batch-decisions off``): packed passes group a rank's steps
+differently from the single process's, which changes the rounding of every logit, not just the
+order of the gradient sums this test bounds.
 """
 from __future__ import annotations
 
@@ -30,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "4", "--group-size", "2",
         "--max-steps", "4", "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--device", "cpu",
         "--no-lora", "--history-k", "2", "--lr", "1e-3", "--env-backend", "sync", "--no-baseline-random",
-        "--num-minibatches", "1", "--micro-batch-size", "2", "--init", "none", "--seed", "3", "--score-norm", "mean"]
+        "--num-minibatches", "1", "--micro-batch-size", "2", "--init", "none", "--seed", "3", "--score-norm", "mean",
+        "--batch-decisions", "off"]
 
 
 class ShardedReference(Trainer):

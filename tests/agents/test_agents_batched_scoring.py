@@ -1,0 +1,112 @@
+"""Packed (batched) decisions give the per-decision log-probs, on real ALFWorld prompts.
+
+The decisions come from members playing embedded ALFWorld games with the credit-trap template:
+prompts of 100-300 tokens whose prefixes are shared within a group, ~10 candidates each.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
+from agents.policy import make_policy
+
+TOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def model_tok():
+    from agents.models import load_model
+
+    torch.manual_seed(0)
+    model, tok = load_model("tiny-128x2", init_std=0.08)  # the trap preset's model at a scale that ranks
+    return model.eval(), tok
+
+
+@pytest.fixture(scope="module")
+def alfworld_steps(model_tok):
+    """Step outputs of 2 groups x 3 members over 5 vector steps of real ALFWorld games."""
+    from trainers.envs import make_env_fn
+    from trainers.rollout import collect_rollout
+    from wrappers import GroupVectorEnv
+
+    model, tok = model_tok
+    policy = make_policy("score", model, tok, env_name="alfworld-task-notes", history_k=2, avoid_repeats=False,
+                         batch_decisions=False)
+    envs = GroupVectorEnv(make_env_fn("alfworld", "easy-train", 5, "canonical"), num_groups=2, group_size=3, seed=0)
+    try:
+        ro = collect_rollout(envs, policy, task_seeds=[1, 2], seed=0)
+    finally:
+        envs.close()
+    return [s.output for s in ro.steps]
+
+
+def _worst(a, b) -> float:
+    return max(float((x - y).abs().max()) for da, db in zip(a, b) for x, y in zip(da, db))
+
+
+def test_real_prompts_share_prefixes_and_differ_in_length(alfworld_steps):
+    lengths = [len(s.prompt_ids) for s in alfworld_steps]
+    assert len(alfworld_steps) >= 20 and max(lengths) > 1.3 * min(lengths)
+    assert len({tuple(s.prompt_ids) for s in alfworld_steps}) < len(alfworld_steps)  # members share decisions
+
+
+@pytest.mark.parametrize("row_tokens,max_tokens", [(512, 8192), (64, 256), (10**6, 10**6)])
+def test_packed_equals_per_decision_without_grad(model_tok, alfworld_steps, row_tokens, max_tokens):
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps]
+    with torch.no_grad():
+        ref = [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+        got = packed_candidate_logprobs(model, decisions, pad_token_id=0, row_tokens=row_tokens, max_tokens=max_tokens)
+    assert [len(g) for g in got] == [len(c) for _, c in decisions]
+    assert [[x.shape for x in g] for g in got] == [[x.shape for x in r] for r in ref]
+    assert _worst(ref, got) < TOL
+
+
+def test_packed_equals_per_decision_with_grad(model_tok, alfworld_steps):
+    """Values and gradients: rows of very different lengths (a short synthetic prompt beside the
+    real ones) and a row holding one decision."""
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
+    params = [p for p in model.parameters()]
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        out = fn()
+        torch.cat([x.reshape(-1) for d in out for x in d]).sum().backward()
+        return [x.detach() for d in out for x in d], [p.grad.detach().clone() for p in params]
+
+    ref_v, ref_g = grads(lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions])
+    got_v, got_g = grads(lambda: packed_candidate_logprobs(model, decisions, pad_token_id=0, row_tokens=300))
+    model.zero_grad(set_to_none=True)
+    assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
+    rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
+    assert rel < 1e-4, rel
+
+
+def test_a_single_decision_and_an_empty_batch(model_tok, alfworld_steps):
+    model, _ = model_tok
+    s = alfworld_steps[0]
+    with torch.no_grad():
+        ref = candidate_logprobs(model, s.prompt_ids, s.candidate_ids, pad_token_id=0)
+        [got] = packed_candidate_logprobs(model, [(s.prompt_ids, s.candidate_ids)], pad_token_id=0)
+    assert _worst([ref], [got]) < TOL
+    assert packed_candidate_logprobs(model, [], pad_token_id=0) == []
+    assert packed_candidate_logprobs(model, [(s.prompt_ids, [])], pad_token_id=0) == [[]]
+    with pytest.raises(ValueError, match="at least one token"):
+        packed_candidate_logprobs(model, [([], [[1]])], pad_token_id=0)
+
+
+def test_score_policy_paths_choose_alike_and_rescore_alike(model_tok, alfworld_steps):
+    """The same observations through both paths: the same commands drawn (same seed), the same
+    recorded log-probs, and the same differentiable re-scores and entropies."""
+    model, tok = model_tok
+    kw = dict(env_name="alfworld-task-notes", history_k=2, avoid_repeats=False)
+    on = make_policy("score", model, tok, batch_decisions=True, **kw)
+    off = make_policy("score", model, tok, batch_decisions=False, **kw)
+    lp_on, ent_on = on.compute_logprobs_and_entropy(alfworld_steps)
+    lp_off, ent_off = off.compute_logprobs_and_entropy(alfworld_steps)
+    assert max(float((a - b).detach().abs().max()) for a, b in zip(lp_on, lp_off)) < TOL
+    assert max(float((a - b).detach().abs().max()) for a, b in zip(ent_on, ent_off)) < TOL
+    recorded = torch.tensor([s.old_action_logprob for s in alfworld_steps])
+    assert float((torch.cat(lp_on).detach() - recorded).abs().max()) < TOL
