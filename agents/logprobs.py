@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import torch
 
-from agents.batching import decision_tokens, token_chunks
+from agents.batching import token_chunks
 
 __all__ = ["candidate_logprobs", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
            "sequence_logprobs"]

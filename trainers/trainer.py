@@ -15,7 +15,7 @@ One iteration (:meth:`Trainer.train_iteration`) reads top to bottom in five file
 Metrics go to JSONL + TensorBoard (``metrics.py``); evaluations run every ``eval_every``
 iterations (``evaluation.py``); checkpoints are written every ``save_every`` (``checkpoint.py``).
 
-The policy is any :class:`agents.policy_base.TrainablePolicy` (``act``, ``compute_logprobs_and_entropy``,
+The policy is any :class:`agents.contract.TrainablePolicy` (``act``, ``compute_logprobs_and_entropy``,
 ``behaviour_logprobs``, ``sync``, ``model``): :func:`build_policy` makes the LLM one of the configured
 mode; tests inject small fakes.
 """
@@ -25,7 +25,6 @@ import contextlib
 import copy
 import dataclasses
 import json
-import math
 import sys
 import time
 import warnings
@@ -36,12 +35,23 @@ import numpy as np
 import torch
 
 from agents.batching import step_key, step_tokens
-from agents.policy_base import TrainablePolicy
+from agents.contract import TrainablePolicy
 from trainers import distributed, seeds
 from trainers.advantages import step_advantages
-from trainers.checkpoint import (TRAINING_ENTRIES, CheckpointError, capture_rng, latest_checkpoint, load_checkpoint,
-                                 checkpoint_files, load_trainable_state, load_weights, restore_rng, save_checkpoint,
-                                 save_weights, trainable_state)
+from trainers.checkpoint import (
+    TRAINING_ENTRIES,
+    CheckpointError,
+    capture_rng,
+    checkpoint_files,
+    latest_checkpoint,
+    load_checkpoint,
+    load_trainable_state,
+    load_weights,
+    restore_rng,
+    save_checkpoint,
+    save_weights,
+    trainable_state,
+)
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
 from trainers.envs import check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
@@ -133,7 +143,7 @@ class Trainer:
 
     Args:
         cfg: the run configuration.
-        policy: an already built :class:`~agents.policy_base.TrainablePolicy`; ``None``: :func:`build_policy`.
+        policy: an already built :class:`~agents.contract.TrainablePolicy`; ``None``: :func:`build_policy`.
         env_fn / eval_env_fn: member env factories (``None``: :func:`trainers.envs.make_env_fn`).
     """
 

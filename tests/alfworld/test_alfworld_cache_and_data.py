@@ -200,3 +200,24 @@ def test_garbled_sas_entry_never_reaches_fast_downward(sas_cache, tmp_path: Path
     out = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "survived" in out.stdout and "is corrupt" in out.stderr and "the game file is fine" in out.stderr
+
+
+def test_a_rescan_sees_games_added_changed_or_removed(tmp_path: Path) -> None:
+    """An unchanged split folder reuses its last scan; any game or traj_data.json that is added,
+    rewritten or removed is seen by the next scan."""
+    import os
+
+    _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_A")
+    root = resolve_data_dir(tmp_path)
+    first = discover_games(root, "train")
+    assert [g.task_id for g in first] == ["pick_and_place_simple-Mug-None-Desk-1/trial_A"]
+    assert discover_games(root, "train") == first
+    b = _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_B")
+    assert len(discover_games(root, "train")) == 2
+    game = b / "game.tw-pddl"
+    game.write_text(json.dumps({"pddl_domain": "", "grammar": "", "pddl_problem": "", "solvable": False}))
+    os.utime(game, ns=(1, 1))  # an edit in the same clock tick still changes the size or the time
+    assert [g.task_id for g in discover_games(root, "train")] == ["pick_and_place_simple-Mug-None-Desk-1/trial_A"]
+    (b / "traj_data.json").unlink()
+    game.write_text(json.dumps({"pddl_domain": "", "grammar": "", "pddl_problem": "", "solvable": True}))
+    assert len(discover_games(root, "train")) == 1  # no traj_data.json: still skipped
