@@ -274,7 +274,8 @@ class Trainer:
                 with self._reference():
                     ref = self._detached_logprobs(outputs, cost, keys, ppo_cfg)
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
-        stats["update/input_tokens"] = float(sum(cost))  # prompt + candidate (or response) tokens per epoch
+        # prompt + candidate (or response) tokens of the update's steps, over every rank
+        stats["update/input_tokens"] = float(comm.sum([float(sum(cost))])[0])
         batch = UpdateBatch.build(outputs, old, ref, torch.as_tensor(advantages[idx], dtype=torch.float32),
                                   [s.traj for s in steps], idx, cfg.loss_agg, n_global)
         lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
