@@ -151,8 +151,8 @@ class TrainConfig:
                                         " sign(g))", "PPO update")
     ppo_epochs: int = _opt(1, "passes over an iteration's steps", "PPO update")
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
-    micro_batch_size: int = _opt(4, "steps per forward/backward pass (score mode: x candidates sequences)",
-                                    "PPO update")
+    micro_batch_size: int = _opt(4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates "
+                                    "sequences)", "PPO update")
     batch_decisions: str = _opt("on", "on: one packed forward pass scores every env of a vector step, and update "
                                       "micro-batches are sized by micro_batch_tokens | off: one pass per decision, "
                                       "micro_batch_size decisions per update pass (the reference path)", "PPO update")
