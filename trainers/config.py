@@ -153,9 +153,10 @@ class TrainConfig:
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
     micro_batch_size: int = _opt(4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates "
                                     "sequences)", "PPO update")
-    batch_decisions: str = _opt("on", "on: one packed forward pass scores every env of a vector step, and update "
-                                      "micro-batches are sized by micro_batch_tokens | off: one pass per decision, "
-                                      "micro_batch_size decisions per update pass (the reference path)", "PPO update")
+    batch_decisions: str = _opt("on", "on: packed forward passes score the envs of a vector step together (a prompt "
+                                      "prefix several decisions share is encoded once) and update micro-batches are "
+                                      "sized by micro_batch_tokens | off: one pass per decision, micro_batch_size "
+                                      "decisions per update pass (the reference path)", "PPO update")
     micro_batch_tokens: int = _opt(8192, "batch_decisions on: padded token positions per forward/backward pass "
                                          "(acting, evaluation, old / reference log-probs, update)", "PPO update")
     recompute_old_logprobs: bool = _opt(False, "True: old log-probs from a training-side forward, not the sampler "
