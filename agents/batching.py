@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-__all__ = ["chunks", "decision_tokens", "step_key", "step_tokens", "token_chunks"]
+__all__ = ["chunks", "decision_key", "decision_tokens", "step_key", "step_tokens", "token_chunks"]
 
 
 def chunks(items: Iterable[int], size: int) -> list[list[int]]:
@@ -33,6 +33,15 @@ def decision_tokens(prompt: Sequence[int], continuations: Sequence[Sequence[int]
     return len(prompt) + sum(len(c) for c in continuations)
 
 
+def _parts(step: Any) -> tuple[Sequence[int], Sequence[Sequence[int]]]:
+    """A recorded step's prompt and what follows it in its forward pass: its candidates, or its
+    response when it has none (a scripted step has neither)."""
+    continuations = getattr(step, "candidate_ids", None)
+    if continuations is None:
+        continuations = [getattr(step, "response_ids", None) or ()]
+    return getattr(step, "prompt_ids", None) or (), continuations
+
+
 def step_tokens(step: Any) -> int:
     """:func:`decision_tokens` of a recorded step (a ``StepOutput``): its prompt and its candidates,
     or its response when it has no candidates; at least 1 (a scripted step has no tokens).
@@ -41,11 +50,7 @@ def step_tokens(step: Any) -> int:
     >>> step_tokens(S(prompt_ids=[1, 2], candidate_ids=[[3], [4, 5]])), step_tokens(S(action="look"))
     (5, 1)
     """
-    prompt = getattr(step, "prompt_ids", None) or []
-    continuations = getattr(step, "candidate_ids", None)
-    if continuations is None:
-        continuations = [getattr(step, "response_ids", None) or []]
-    return max(1, decision_tokens(prompt, continuations))
+    return max(1, decision_tokens(*_parts(step)))
 
 
 def step_key(step: Any) -> tuple:
@@ -56,11 +61,16 @@ def step_key(step: Any) -> tuple:
     >>> step_key(S(prompt_ids=[1, 2], candidate_ids=[[3], [4]])), step_key(S(action="look"))
     (((1, 2), ((3,), (4,))), ((), ((),)))
     """
-    prompt = tuple(getattr(step, "prompt_ids", None) or ())
-    continuations = getattr(step, "candidate_ids", None)
-    if continuations is None:
-        continuations = [getattr(step, "response_ids", None) or ()]
-    return prompt, tuple(tuple(c) for c in continuations)
+    return decision_key(*_parts(step))
+
+
+def decision_key(prompt: Sequence[int], continuations: Sequence[Sequence[int]]) -> tuple:
+    """The hashable identity of one (prompt, continuations) pair.
+
+    >>> decision_key([1, 2], [[3]])
+    ((1, 2), ((3,),))
+    """
+    return tuple(prompt), tuple(tuple(c) for c in continuations)
 
 
 def token_chunks(sizes: Sequence[int], max_tokens: int) -> list[list[int]]:

@@ -250,13 +250,9 @@ class _TreeRow:
             k += 1
         return k
 
-    def new_nodes(self, prompt: Sequence[int]) -> int:
-        """Trie nodes that adding ``prompt[:-1]`` would create."""
-        return len(prompt) - 1 - self.shared(prompt)
-
-    def add(self, index: int, prompt: Sequence[int], cands: Sequence[Sequence[int]]) -> None:
-        """Add decision ``index``: ``prompt[:-1]`` into the trie, the rest as its tail."""
-        k = self.shared(prompt)
+    def add(self, index: int, prompt: Sequence[int], cands: Sequence[Sequence[int]], k: int) -> None:
+        """Add decision ``index``: ``prompt[:-1]`` into the trie (its first ``k`` tokens, :meth:`shared`,
+        are there already), the rest as its tail."""
         path = self._path[:k]
         base = len(self.tokens)
         new = [int(t) for t in prompt[k:-1]]
@@ -280,11 +276,11 @@ def _pack_rows(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]
     row = _TreeRow()
     for i in order:
         prompt, cands = decisions[i]
-        extra = row.new_nodes(prompt) + 1 + sum(len(c) for c in cands)
-        if row.decisions and row.size + extra > row_tokens:
+        k = row.shared(prompt)
+        if row.decisions and row.size + (len(prompt) - 1 - k) + 1 + sum(len(c) for c in cands) > row_tokens:
             rows.append(row)
-            row = _TreeRow()
-        row.add(i, prompt, cands)
+            row, k = _TreeRow(), 0
+        row.add(i, prompt, cands, k)
     if row.decisions:
         rows.append(row)
     return rows

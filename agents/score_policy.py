@@ -25,6 +25,7 @@ from typing import Any, Sequence
 
 import torch
 
+from agents.batching import decision_key
 from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
 from agents.memory import MEMORY_KINDS, command_notes
 from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
@@ -112,7 +113,7 @@ class ScorePolicy(LLMPolicy):
         ``memo`` reuses the result for an identical (prompt, candidates) pair within one call:
         the G members of a group share their first prompt, and often later ones.
         """
-        key = (tuple(prompt), tuple(tuple(c) for c in candidate_ids))
+        key = decision_key(prompt, candidate_ids)
         if memo is not None and key in memo:
             return memo[key]
         out = candidate_logprobs(self.model, prompt, candidate_ids, pad_token_id=self.pad_token_id,
@@ -124,11 +125,11 @@ class ScorePolicy(LLMPolicy):
     def _score_all(self, decisions: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[torch.Tensor]]:
         """Per-token log-probs of every decision's candidates: packed passes (``batch_decisions``)
         or one pass per decision; identical decisions are scored once either way."""
-        memo: dict[Any, list[torch.Tensor]] = {}
         if not self.options.batch_decisions:
+            memo: dict[Any, list[torch.Tensor]] = {}
             return [self._score(p, ids, memo) for p, ids in decisions]
-        keys = [(tuple(p), tuple(tuple(c) for c in ids)) for p, ids in decisions]
-        first = {}
+        keys = [decision_key(p, ids) for p, ids in decisions]
+        first: dict[tuple, int] = {}
         for i, key in enumerate(keys):
             first.setdefault(key, i)
         unique = list(first.values())

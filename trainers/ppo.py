@@ -17,14 +17,17 @@ in that many padded token positions (:func:`micro_batches`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import torch
 
-from agents.batching import chunks, step_key, step_tokens
+from agents.batching import chunks
 from trainers import distributed
 from trainers.losses import ppo_clip_loss, token_weights
+
+if TYPE_CHECKING:
+    from trainers.config import TrainConfig
 
 __all__ = ["Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update"]
 
@@ -50,10 +53,10 @@ class PPOConfig:
     micro_batch_tokens: int = 0  # > 0: a pass holds as many decisions as fit in this many padded positions
 
     @classmethod
-    def from_config(cls, cfg: Any) -> "PPOConfig":
+    def from_config(cls, cfg: TrainConfig) -> "PPOConfig":
         """The PPO fields of a :class:`~trainers.config.TrainConfig` (token micro-batches when
         ``batch_decisions`` is on)."""
-        tokens = int(cfg.micro_batch_tokens) if getattr(cfg, "batch_decisions", "off") == "on" else 0
+        tokens = int(cfg.micro_batch_tokens) if cfg.batch_decisions == "on" else 0
         return cls(clip_eps=float(cfg.clip_eps), kl_coef=float(cfg.kl_coef), entropy_coef=float(cfg.entropy_coef),
                    max_grad_norm=float(cfg.max_grad_norm), ppo_epochs=int(cfg.ppo_epochs),
                    num_minibatches=int(cfg.num_minibatches), micro_batch_size=int(cfg.micro_batch_size),
@@ -87,12 +90,14 @@ class UpdateBatch:
 
     @classmethod
     def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
-              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, n_global: int) -> "UpdateBatch":
+              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, cost: list[int], keys: list[tuple],
+              n_global: int) -> "UpdateBatch":
         """The batch of the ``chosen`` steps (indices into ``step_traj``, every step's trajectory):
-        token counts from ``old``, token weights by ``loss_agg``, costs and keys from ``outputs``."""
+        token counts from ``old``, token weights by ``loss_agg``; ``cost`` / ``keys``:
+        :func:`agents.batching.step_tokens` / :func:`~agents.batching.step_key` of each output."""
         n_tok = [int(o.numel()) for o in old]
-        return cls(outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg),
-                   [step_tokens(o) for o in outputs], [step_key(o) for o in outputs], n_global)
+        return cls(outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg), cost, keys,
+                   n_global)
 
 
 @dataclass

@@ -277,7 +277,7 @@ class Trainer:
         # prompt + candidate (or response) tokens of the update's steps, over every rank
         stats["update/input_tokens"] = float(comm.sum([float(sum(cost))])[0])
         batch = UpdateBatch.build(outputs, old, ref, torch.as_tensor(advantages[idx], dtype=torch.float32),
-                                  [s.traj for s in steps], idx, cfg.loss_agg, n_global)
+                                  [s.traj for s in steps], idx, cfg.loss_agg, cost, keys, n_global)
         lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_now

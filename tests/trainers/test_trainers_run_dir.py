@@ -3,11 +3,8 @@ pruning never deletes the checkpoint just written, and lost metrics are rebuilt 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -92,18 +89,11 @@ def test_resume_with_metrics_deleted_rebuilds_them_from_the_checkpoint(tmp_path)
 
 @pytest.mark.slow
 def test_sigterm_stops_the_run_and_says_how_to_resume(tmp_path):
+    from sigterm_run import sigterm_when
+
     out = tmp_path / "run"
-    proc = subprocess.Popen([sys.executable, "-m", "trainers.progpo", *FLAGS, "--iterations", "200",
-                             "--output-dir", str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    try:
-        deadline = time.monotonic() + 120
-        while not (out / "checkpoints" / "latest").exists():  # iteration 0's checkpoint: the loop runs
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143, err
+    # iteration 0's checkpoint: the loop runs
+    returncode, err = sigterm_when([*FLAGS, "--iterations", "200", "--output-dir", str(out)],
+                                   out / "checkpoints" / "latest", poll=0.2)
+    assert returncode == 143, err
     assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err

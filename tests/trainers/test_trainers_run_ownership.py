@@ -4,11 +4,7 @@ end in one ``error:`` line, and the advice after a stop works."""
 from __future__ import annotations
 
 import hashlib
-import os
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -183,18 +179,11 @@ def test_sigterm_before_the_first_checkpoint_gives_advice_that_works(tmp_path):
     run = tmp_path / "run"
     slow_start = [*FLAGS[:FLAGS.index("--eval-episodes")], *FLAGS[FLAGS.index("--eval-episodes") + 2:],
                   "--eval-episodes", "2000", "--iterations", "1", "--output-dir", str(run)]
-    proc = subprocess.Popen([sys.executable, "-m", "trainers.progpo", *slow_start], cwd=ROOT, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
-    try:
-        deadline = time.monotonic() + 120
-        while not (run / "config.yaml").exists():  # the run started; its first evaluation is long
-            assert proc.poll() is None and time.monotonic() < deadline
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 143 and not (run / "checkpoints" / "latest").exists(), err
+    from sigterm_run import sigterm_when
+
+    # the run started; its first evaluation is long
+    returncode, err = sigterm_when(slow_start, run / "config.yaml", poll=0.1)
+    assert returncode == 143 and not (run / "checkpoints" / "latest").exists(), err
     assert "before the first checkpoint" in err and "--overwrite" in err and "--resume" not in err
     advised = [a if a != "2000" else "2" for a in slow_start] + ["--overwrite"]
     assert main(advised) == 0
