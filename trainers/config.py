@@ -8,7 +8,7 @@ Precedence: dataclass defaults < ``--config run.yaml`` < explicit CLI flags.
 >>> TrainConfig(estimator="ppo")
 Traceback (most recent call last):
 ...
-trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, progpo-grpo, progpo-rloo, progpo-gigpo, got 'ppo'
+trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, planpo, hgpo, progpo-grpo, progpo-rloo, progpo-gigpo, progpo-planpo, progpo-hgpo, got 'ppo'
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from progpo_envs.guard import check_import_names
-from trainers.advantages import ESTIMATORS, AdvantageConfig
+from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
 from trainers.envs import STATE_KEYS
 from wrappers.errors import UserError
 
@@ -103,11 +103,15 @@ class TrainConfig:
     bc_episodes: int = _opt(0, "expert episodes on train_split to clone (0: each task once)", "warm start")
     init_weights: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
                                  "anything else", "warm start")
-    # estimator (trainers/advantages.py)
-    estimator: str = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | progpo-grpo | progpo-rloo | "
-                                          "progpo-gigpo", "estimator")
-    gamma: float = _opt(0.95, "discount of GiGPO's step returns (and of ProGPO's first-visit returns)", "estimator")
-    omega: float = _opt(1.0, "weight of the step-level term: A = A^E + omega * A^S", "estimator")
+    # estimator (trainers/advantages/)
+    estimator: str = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | planpo (shorter successes "
+                                          "rank higher) | hgpo (step returns compared over matching histories) | "
+                                          "progpo-<any of them> (all-failed groups: ProGPO's progress term)",
+                                          "estimator")
+    gamma: float = _opt(0.95, "discount of the step returns of GiGPO and HGPO (and of ProGPO's first-visit returns)",
+                              "estimator")
+    omega: float = _opt(1.0, "weight of the step-level term (GiGPO's anchor term, HGPO's history term): A = A^E + "
+                             "omega * A^S", "estimator")
     lam: float = _opt(1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups", "estimator")
     norm: str = _opt("mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)",
                                  "estimator")
@@ -122,6 +126,20 @@ class TrainConfig:
     progress_gate: str = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
                                             "group)", "estimator")
     shuffle_coverage: bool = _opt(False, "control: permute coverage within each all-failed group", "estimator")
+    success_threshold: float = _opt(1.0, "PlanPO: an outcome at or above it is a success (a partial WebShop score "
+                                         "below it is not)", "estimator")
+    planpo_alpha_start: float = _opt(0.1, "PlanPO: weight of the turn term (shorter answers among successes) at the "
+                                          "first iteration, decaying linearly to planpo_alpha_end; generate mode only "
+                                          "(score mode: 0, it would reward short command names)", "estimator")
+    planpo_alpha_end: float = _opt(0.05, "PlanPO: weight of the turn term at the last iteration", "estimator")
+    hgpo_depth: int = _opt(2, "HGPO: the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is "
+                              "GiGPO's anchor grouping)", "estimator")
+    hgpo_alpha: float = _opt(1.0, "HGPO: depth weights (k + 1)^alpha of the power fusion", "estimator")
+    hgpo_fusion: str = _opt("power", "HGPO: fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
+                                     "inverse-variance (of each cluster's mean return)", "estimator")
+    potential_credit: bool = _opt(False, "HGPO: add the transition credit gamma * Phi(s') - Phi(s) from depth-fused "
+                                         "state potentials (a reconstruction of arXiv 2607.04242, whose text is not "
+                                         "public)", "estimator")
     # budget
     iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
     num_groups: int = _opt(8, "B tasks per iteration", "budget")
@@ -204,6 +222,7 @@ class TrainConfig:
         one_of("init", ("auto", "bc", "none"))
         one_of("bc_lr_schedule", ("constant", "cosine"))
         one_of("progress_gate", ("all_failed", "always"))
+        one_of("hgpo_fusion", FUSIONS)
         one_of("batch_decisions", ("on", "off"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
             raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
@@ -227,12 +246,12 @@ class TrainConfig:
                               "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
                               "or more")
         for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
-                     "eval_extra_episodes", "save_every", "min_new_tokens"):
+                     "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
                      "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
-                     "init_std"):
+                     "init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -265,7 +284,10 @@ class TrainConfig:
         return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.lam,
                                norm=self.norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
                                tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
-                               shuffle_coverage=self.shuffle_coverage)
+                               shuffle_coverage=self.shuffle_coverage, success_threshold=self.success_threshold,
+                               planpo_alpha=self.planpo_alpha_start, hgpo_depth=self.hgpo_depth,
+                               hgpo_alpha=self.hgpo_alpha, hgpo_fusion=self.hgpo_fusion,  # type: ignore[arg-type]
+                               potential_credit=self.potential_credit)
 
     def policy_options(self) -> PolicyOptions:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""
@@ -442,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
             sections[group].add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                          help=text)
         else:
-            choices = {"estimator": ESTIMATORS, "env": ENVS}.get(f.name)
+            choices = {"estimator": ESTIMATORS, "env": ENVS, "hgpo_fusion": FUSIONS}.get(f.name)
             sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None, choices=choices,
                                          help=text)
     return ap

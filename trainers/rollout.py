@@ -94,6 +94,8 @@ class Rollout:
             next_ids=ids[n:],
             first_visit=np.array([s.first_visit for s in self.steps], dtype=bool),
             step_rewards=np.array([s.reward for s in self.steps], dtype=np.float64),
+            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in self.steps],
+                                      dtype=np.float64),
         )
 
 

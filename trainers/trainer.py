@@ -37,7 +37,7 @@ import torch
 from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy
 from trainers import distributed, seeds
-from trainers.advantages import step_advantages
+from trainers.advantages import planpo_alpha, step_advantages
 from trainers.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,
@@ -56,7 +56,7 @@ from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
 from trainers.envs import check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.losses import penalized_advantages
-from trainers.metrics import MetricsLogger, advantage_metrics, read_metrics, rollout_metrics
+from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
@@ -201,6 +201,7 @@ class Trainer:
         self.envs: Any = None
         self.env_failures: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
+        self.acted: dict[str, float] = {}  # where the base estimator's own terms acted (StepAdvantages.acted)
         self.start_iteration = 1
         #: the run's identity and files (rank 0, set when training starts)
         self.manifest: RunManifest | None = None
@@ -558,12 +559,23 @@ class Trainer:
         """Per-step advantages of ``ro`` (the configured estimator, less the invalid-action
         penalty), each group's all-failed flag, and that flag per step."""
         arrays = ro.advantage_inputs()
-        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(self.cfg.seed, iteration))
+        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(self.cfg.seed, iteration),
+                                      planpo_alpha=self.planpo_turn_weight(iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
+        self.acted = adv.acted
         step_adv = penalized_advantages(adv.steps, [s.output for s in ro.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
         step_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
         return step_adv, adv.all_failed, step_failed
+
+    def planpo_turn_weight(self, iteration: int) -> float:
+        """PlanPO's turn-term weight at ``iteration``: the linear schedule in generate mode, 0 in
+        score mode (there a response is a command's name, and the term would reward short names)."""
+        cfg = self.cfg
+        if self.adv_cfg.base != "planpo" or cfg.policy_mode != "generate":
+            return 0.0
+        return planpo_alpha(min(max(iteration, 1), cfg.iterations), cfg.iterations, cfg.planpo_alpha_start,
+                            cfg.planpo_alpha_end)
 
     def train_record(self, iteration: int, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
                      step_failed: np.ndarray, stats: dict[str, float], times: tuple[float, float, float]) -> dict[str, Any]:
@@ -574,6 +586,7 @@ class Trainer:
         rec.update(rollout_metrics(ro, self.cfg.tau_r))
         rec.update(self.env_failures)
         rec.update(advantage_metrics(step_adv, all_failed, step_failed, self.adv_cfg.progpo, self.adv_cfg.gate))
+        rec.update(acted_metrics(self.acted, all_failed.size, step_adv.size))
         rec.setdefault("kl", 0.0)
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
@@ -597,7 +610,7 @@ class Trainer:
         if not self.dist.enabled:
             return ro, step_adv, all_failed, step_failed
         parts = distributed.gather_objects((rollout_summary(ro), step_adv, np.asarray(all_failed), self.env_failures,
-                                            np.asarray(step_failed)), self.dist.world_size)
+                                            np.asarray(step_failed), self.acted), self.dist.world_size)
         if parts is None:
             return ro, step_adv, all_failed, step_failed
         failures: dict[str, float] = {}
@@ -605,6 +618,8 @@ class Trainer:
             for key, value in part[3].items():
                 failures[key] = failures.get(key, 0.0) + value
         self.env_failures = failures
+        self.acted = {key: (value if key.endswith("_alpha") else sum(p[5].get(key, 0.0) for p in parts))
+                      for key, value in parts[0][5].items()}  # counts add up over ranks; a weight is shared
         return (merge_rollouts([p[0] for p in parts]), np.concatenate([p[1] for p in parts]),
                 np.concatenate([p[2] for p in parts]), np.concatenate([p[4] for p in parts]))
 

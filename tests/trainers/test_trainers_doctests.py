@@ -7,7 +7,8 @@ import importlib
 
 import pytest
 
-MODULES = ["trainers.advantages", "trainers.checkpoint", "trainers.config", "trainers.distributed", "trainers.envs",
+MODULES = ["trainers.advantages", "trainers.advantages.hgpo", "trainers.advantages.planpo", "trainers.advantages.segments",
+           "trainers.checkpoint", "trainers.config", "trainers.distributed", "trainers.envs",
            "trainers.evaluation", "trainers.losses", "trainers.metrics", "trainers.progress_auc", "trainers.report",
            "trainers.rollout", "trainers.run_dir", "trainers.seeds", "trainers.sharding", "trainers.trainer"]
 

@@ -1,0 +1,191 @@
+"""HGPO (arXiv 2602.22817): step returns compared among steps that share a history, at several depths.
+
+For each depth ``k = 0..K``, the steps of one group whose current state ``o_t`` and last ``k``
+states ``o_{t-k}..o_{t-1}`` all match form a cluster (depth 0 is GiGPO's anchor group). Each
+step's discounted return is z-scored inside its cluster (population std); a cluster of one gives
+nothing. A step at time ``t`` has a history of ``t`` states, so it takes part in depths
+``0..min(K, t)`` only. A step's history term fuses its clusters' z-scores:
+
+- ``fusion="power"`` (the public recipe's): weights ``(k + 1)^alpha``, ``alpha = 1``, over the
+  depths where the step's cluster has at least two steps;
+- ``fusion="inverse-variance"``: weights ``n_k / (s_k^2 + eps)``, the inverse variance of the
+  depth-``k`` cluster's mean return (``n_k`` steps, return std ``s_k``): a cluster whose peers
+  agree on the return weighs most.
+
+Where no depth has a peer the term is 0. The trainer adds it as GiGPO does its step term:
+``A = A^E + omega * A^H``, with ``A^E`` GRPO's episode term (ProGPO's progress term in
+all-failed groups under ``progpo-hgpo``, where the step rewards are first visits).
+
+Differences from the public recipe (``recipe/hgpo/core_hgpo.py`` in verl-agent forks), each a
+choice: it counts matched observations from 1 (its weights are ``(k + 2)^alpha`` in this
+numbering, its optional trajectory term weight 1); it also drops a cluster whose z-score is
+exactly 0, where this module keeps it (a return equal to its peers' mean is a real comparison);
+this module always adds GRPO's episode term, as GiGPO does.
+
+Potential credit (``potential_credit=True``) is a **reconstruction** of arXiv 2607.04242
+("Progress- and Reliability-Oriented GPO", ProGPO-FL), whose text is not public beyond its
+abstract: state potentials ``Phi_k(s)`` = the mean return of the depth-``k`` cluster of ``s``,
+variance ``v_k = (s_k^2 + eps) / n_k``, fused across depths by inverse variance, ``Phi(s) =
+sum_k Phi_k / v_k / sum_k 1 / v_k`` (over clusters of two or more; a step without peers keeps its
+own return as its potential, so it gets no credit); the transition credit of step ``t`` is
+``r_t + gamma * Phi(s_{t+1}) - Phi(s_t)``, with ``Phi = 0`` after the last step. Before the last
+step ``r_t = 0`` under outcome rewards, so the credit is ``gamma * Phi(s') - Phi(s)`` there; at
+the last step the outcome stands in for the terminal state's potential. It is added to the
+history term: ``A = A^E + omega * (A^H + credit)``.
+
+>>> s = np.array([0, 1, 0, 1])            # two trajectories with the same history
+>>> ret = np.array([0.9, 1.0, 0.0, 0.0])  # the first succeeded
+>>> hgpo_history_advantages(ret, np.array([0, 0, 0, 0]), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
+...                         s, depth=1).round(4)
+array([ 1.,  1., -1., -1.])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
+
+__all__ = ["Fusion", "HistoryClusters", "FUSIONS", "history_clusters", "hgpo_history_advantages",
+           "potential_credit", "fuse"]
+
+Fusion = Literal["power", "inverse-variance"]
+FUSIONS: tuple[str, ...] = ("power", "inverse-variance")
+
+
+@dataclass(frozen=True)
+class HistoryClusters:
+    """The clusters of every step at every depth: ``ids[k, j]`` is step ``j``'s cluster at depth
+    ``k`` (dense per depth; -1 where the step's history is shorter than ``k``), ``count[k, j]``
+    that cluster's size (0 where -1)."""
+
+    ids: np.ndarray  # (K + 1, S) int64
+    count: np.ndarray  # (K + 1, S) float64
+
+
+def history_clusters(group_of_step: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
+                     state_ids: np.ndarray, depth: int) -> HistoryClusters:
+    """Cluster ids of each step at depths ``0..depth``: same group, same ``o_t``, same last ``k``
+    states.
+
+    >>> c = history_clusters(np.zeros(4, int), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
+    ...                      np.array([5, 6, 7, 6]), depth=1)
+    >>> c.ids.tolist(), c.count.tolist()
+    ([[0, 1, 2, 1], [-1, 0, -1, 1]], [[1.0, 2.0, 1.0, 2.0], [0.0, 1.0, 0.0, 1.0]])
+    """
+    if depth < 0:
+        raise ValueError(f"depth must be >= 0, got {depth}")
+    grp = np.asarray(group_of_step, dtype=np.int64).reshape(-1)
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
+    _, s = np.unique(np.asarray(state_ids).reshape(-1), return_inverse=True)
+    s = s.reshape(-1).astype(np.int64)
+    n = traj.size
+    ids = np.full((depth + 1, n), -1, dtype=np.int64)
+    count = np.zeros((depth + 1, n))
+    if n == 0:
+        return HistoryClusters(ids, count)
+    n_traj, t_max = int(traj.max()) + 1, int(t.max()) + 1
+    grid = np.full((n_traj, t_max), -1, dtype=np.int64)  # state id of (trajectory, time); -1: no step
+    grid[traj, t] = s
+    n_states = int(s.max()) + 2
+    key = grp * n_states + s  # depth 0: (group, o_t)
+    valid = np.ones(n, dtype=bool)
+    for k in range(depth + 1):
+        if k:
+            back = t - k
+            prev = np.where(back >= 0, grid[traj, np.maximum(back, 0)], -1)
+            valid &= prev >= 0
+            key = key * n_states + (prev + 1)  # key stays dense below (re-indexed each depth)
+        dense = np.full(n, -1, dtype=np.int64)
+        if valid.any():
+            _, inv = np.unique(key[valid], return_inverse=True)
+            dense[valid] = inv.reshape(-1)
+            count[k, valid] = np.bincount(dense[valid])[dense[valid]]
+        ids[k] = dense
+        key = np.where(valid, dense, 0)  # keep the product small: the next depth multiplies it again
+    return HistoryClusters(ids, count)
+
+
+def _depth_stats(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per step: its cluster's (count, mean, std) of ``values`` (zeros where ``ids`` is -1)."""
+    ok = ids >= 0
+    count = np.zeros(values.size)
+    mean = np.zeros(values.size)
+    std = np.zeros(values.size)
+    if ok.any():
+        n_seg = int(ids[ok].max()) + 1
+        c, m, sd = segment_stats(values[ok], ids[ok], n_seg)
+        count[ok], mean[ok], std[ok] = c[ids[ok]], m[ids[ok]], sd[ids[ok]]
+    return count, mean, std
+
+
+def fuse(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``sum_k w_k v_k / sum_k w_k`` per column, 0 where every weight is 0.
+
+    >>> fuse(np.array([[1.0, 2.0], [4.0, 0.0]]), np.array([[1.0, 0.0], [2.0, 0.0]]))
+    array([3., 0.])
+    """
+    return safe_divide((weights * values).sum(axis=0), weights.sum(axis=0))
+
+
+def hgpo_history_advantages(returns: np.ndarray, group_of_step: np.ndarray, step_traj: np.ndarray,
+                            step_index: np.ndarray, state_ids: np.ndarray, *, depth: int = 2, alpha: float = 1.0,
+                            fusion: Fusion = "power", eps: float = 1e-6, norm: Norm = "mean_std",
+                            clusters: HistoryClusters | None = None) -> np.ndarray:
+    """HGPO's history term ``A^H`` of every step (module docstring): per depth, ``returns``
+    z-scored in the step's history cluster, fused across the depths with peers."""
+    check_norm(norm)
+    if fusion not in FUSIONS:
+        raise ValueError(f"fusion must be one of {', '.join(FUSIONS)}, got {fusion!r}")
+    ret = as_float(returns, "returns").reshape(-1)
+    if clusters is None:
+        clusters = history_clusters(group_of_step, step_traj, step_index, state_ids, depth)
+    k_levels = clusters.ids.shape[0]
+    adv = np.zeros((k_levels, ret.size))
+    weight = np.zeros((k_levels, ret.size))
+    for k in range(k_levels):
+        count, mean, std = _depth_stats(ret, clusters.ids[k])
+        peers = count > 1
+        centered = ret - mean
+        adv[k] = np.where(peers, safe_divide(centered, std + eps) if norm == "mean_std" else centered, 0.0)
+        if fusion == "power":
+            weight[k] = np.where(peers, float(k + 1) ** alpha, 0.0)
+        else:
+            weight[k] = np.where(peers, safe_divide(count, std * std + eps), 0.0)
+    return fuse(adv, weight)
+
+
+def potential_credit(returns: np.ndarray, step_rewards: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
+                     clusters: HistoryClusters, *, gamma: float = 0.95, eps: float = 1e-6) -> np.ndarray:
+    """The reconstructed transition credit ``r_t + gamma * Phi(s_{t+1}) - Phi(s_t)`` of every step
+    (module docstring), from depth-fused, inverse-variance-weighted potentials.
+
+    >>> c = history_clusters(np.zeros(4, int), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
+    ...                      np.array([0, 1, 0, 2]), depth=1)
+    >>> potential_credit(np.array([.95, 1., 0., 0.]), np.array([0., 1., 0., 0.]), np.array([0, 0, 1, 1]),
+    ...                  np.array([0, 1, 0, 1]), c).round(4)
+    array([ 0.475,  0.   , -0.475,  0.   ])
+    """
+    ret = as_float(returns, "returns").reshape(-1)
+    rew = as_float(step_rewards, "step_rewards").reshape(-1)
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
+    if ret.size == 0:
+        return ret.copy()
+    k_levels = clusters.ids.shape[0]
+    phi_k = np.zeros((k_levels, ret.size))
+    inv_var = np.zeros((k_levels, ret.size))
+    for k in range(k_levels):
+        count, mean, std = _depth_stats(ret, clusters.ids[k])
+        peers = count > 1
+        phi_k[k] = mean
+        inv_var[k] = np.where(peers, safe_divide(count, std * std + eps), 0.0)
+    has_peers = inv_var.sum(axis=0) > 0
+    phi = np.where(has_peers, fuse(phi_k, inv_var), ret)  # no peer: its own return, no credit
+    n_traj, t_max = int(traj.max()) + 1, int(t.max()) + 2
+    grid = np.zeros((n_traj, t_max))  # Phi of (trajectory, time); 0 after the last step
+    grid[traj, t] = phi
+    return rew + gamma * grid[traj, t + 1] - phi

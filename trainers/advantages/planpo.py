@@ -1,0 +1,131 @@
+"""PlanPO (arXiv 2608.17289): among a group's successes, the shorter ones rank higher.
+
+PlanPO acts only in groups with a success; ProGPO acts only in all-failed groups, so the two
+cover disjoint groups and stack (``progpo-planpo``). Notation of ``../METHODS``-style texts:
+``R_i`` the outcome of trajectory ``i``, ``success_i = R_i >= success_threshold``, ``T_i`` its
+number of turns, ``z(x) = (x - mean x) / (std x + eps)`` with the population std, in the group.
+
+- Trajectory term: ``R^E_i = 1[success_i] * R_i / T_i``; ``A^E_i = z(R^E)_i``, broadcast to
+  every turn of ``i``. A group without a success gets 0, and so does a group whose ``R^E`` is
+  constant (every success as long as the others, or a single member).
+- Turn term (only meaningful when the model writes its own answer): ``R^S_{i,t} = 1[success_i]
+  * R_i / L_{i,t}`` with ``L_{i,t}`` the answer's token count at turn ``t``. The paper's
+  equation and its prose disagree on the turn group; this package takes the equation's reading:
+  the turn-``t`` answers of every trajectory of the group, failures included at 0, form one
+  group (:func:`planpo_turn_advantages`). A turn index that only one trajectory reached gets 0.
+- ``A = A^E + alpha(k) * A^S``, ``alpha`` decaying linearly over the run from 0.1 to 0.05
+  (:func:`planpo_alpha`). In score mode ``L`` would be the length of a command's name, so the
+  trainer sets ``alpha = 0`` there and its report says so.
+
+``T_i`` counts every turn the agent played, a rejected command included: a wasted turn makes a
+success longer.
+
+>>> planpo_episode_advantages(np.array([1.0, 1.0, 0.0]), np.array([2, 4, 3])).round(4)
+array([ 1.2247,  0.    , -1.2247])
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
+
+__all__ = ["planpo_alpha", "planpo_episode_advantages", "planpo_episode_flat", "planpo_turn_advantages"]
+
+
+def _constant_segments(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:
+    """Per segment: whether all its values are equal (exactly: a z-score of equal values must be 0,
+    not a rounding residue divided by eps)."""
+    hi = np.full(n_seg, -np.inf)
+    lo = np.full(n_seg, np.inf)
+    np.maximum.at(hi, seg, x)
+    np.minimum.at(lo, seg, x)
+    return hi == lo
+
+
+def _z(x: np.ndarray, seg: np.ndarray, n_seg: int, eps: float, norm: str) -> np.ndarray:
+    """``x`` z-scored (or only centred, ``norm="mean"``) in its segment; 0 in a constant segment."""
+    _, mean, std = segment_stats(x, seg, n_seg)
+    centered = x - mean[seg]
+    out = safe_divide(centered, std[seg] + eps) if norm == "mean_std" else centered
+    return np.where(_constant_segments(x, seg, n_seg)[seg], 0.0, out)
+
+
+def planpo_episode_flat(outcomes: np.ndarray, turns: np.ndarray, gid: np.ndarray, n: int, *,
+                        success_threshold: float = 1.0, eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
+    """PlanPO's trajectory term ``A^E`` over flat arrays (dense group ids ``gid``, ragged groups).
+
+    >>> planpo_episode_flat(np.array([1., 1., 0., 0.]), np.array([2, 4, 5, 5]), np.array([0, 0, 1, 1]), 2).round(4)
+    array([ 1., -1.,  0.,  0.])
+    """
+    r = as_float(outcomes, "outcomes")
+    t = as_float(turns, "turns")
+    success = r >= success_threshold
+    if np.any(success & (t < 1)):
+        raise ValueError("turns: a successful trajectory needs at least one turn")
+    r_e = np.where(success, r / np.maximum(t, 1.0), 0.0)  # R^E_i = 1[success_i] R_i / T_i
+    adv = _z(r_e, gid, n, eps, norm)
+    any_success = np.bincount(gid, weights=success.astype(np.float64), minlength=n) > 0
+    return np.where(any_success[gid], adv, 0.0)
+
+
+def planpo_episode_advantages(outcomes: np.ndarray, turns: np.ndarray, *, success_threshold: float = 1.0,
+                              eps: float = 1e-6) -> np.ndarray:
+    """PlanPO's trajectory term ``A^E`` of ONE group (1-D arrays of length G).
+
+    ``R^E_i = R_i / T_i`` for members with ``R_i >= success_threshold``, else 0; population
+    z-score in the group; zeros where no member succeeded or where ``R^E`` is constant.
+
+    >>> planpo_episode_advantages(np.array([0.5, 0.0]), np.array([3, 3]))  # a partial score is no success
+    array([0., 0.])
+    >>> planpo_episode_advantages(np.array([0.5, 0.0]), np.array([3, 3]), success_threshold=0.5).round(4)
+    array([ 1., -1.])
+    """
+    r = as_float(outcomes, "outcomes")
+    t = as_float(turns, "turns")
+    if r.ndim != 1 or t.shape != r.shape:
+        raise ValueError(f"expected two 1-D arrays of one length, got {r.shape} and {t.shape}")
+    return planpo_episode_flat(r, t, np.zeros(r.size, dtype=np.int64), 1 if r.size else 0,
+                               success_threshold=success_threshold, eps=eps)
+
+
+def planpo_turn_advantages(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray,
+                           step_index: np.ndarray, response_lengths: np.ndarray, *, success_threshold: float = 1.0,
+                           eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
+    """PlanPO's turn term ``A^S`` of every step: ``R^S_{i,t} = 1[success_i] R_i / L_{i,t}``
+    z-scored among the steps of one group with the same turn index ``t`` (failures at 0).
+
+    ``traj_group`` holds dense group ids per trajectory; the step arrays are as in
+    :func:`trainers.advantages.step_advantages`.
+
+    >>> planpo_turn_advantages(np.array([1., 1., 0.]), np.array([0, 0, 0]), np.array([0, 1, 2, 0]),
+    ...     np.array([0, 0, 0, 1]), np.array([10, 40, 5, 4])).round(4)
+    array([ 1.3728, -0.3922, -0.9806,  0.    ])
+    """
+    check_norm(norm)
+    r = as_float(outcomes, "outcomes")
+    traj = np.asarray(step_traj, dtype=np.int64)
+    t = np.asarray(step_index, dtype=np.int64)
+    length = as_float(response_lengths, "response_lengths")
+    if length.shape != traj.shape or t.shape != traj.shape:
+        raise ValueError(f"response_lengths and step_index need one entry per step ({traj.size})")
+    if traj.size == 0:
+        return np.zeros(0)
+    success = r[traj] >= success_threshold
+    r_s = np.where(success, r[traj] / np.maximum(length, 1.0), 0.0)  # R^S_{i,t}
+    grp = np.asarray(traj_group, dtype=np.int64)[traj]
+    _, seg = np.unique(grp * (int(t.max()) + 1) + t, return_inverse=True)  # (group, turn index)
+    seg = seg.reshape(-1)
+    return _z(r_s, seg, int(seg.max()) + 1, eps, norm)
+
+
+def planpo_alpha(iteration: int, iterations: int, start: float = 0.1, end: float = 0.05) -> float:
+    """The turn term's weight at ``iteration`` (1-based) of ``iterations``: linear from ``start``
+    at the first iteration to ``end`` at the last.
+
+    >>> [round(planpo_alpha(k, 5), 6) for k in (1, 3, 5)], planpo_alpha(1, 1)
+    ([0.1, 0.075, 0.05], 0.1)
+    """
+    if iterations < 1 or not 1 <= iteration <= iterations:
+        raise ValueError(f"iteration must be in 1..{iterations}, got {iteration}")
+    frac = (iteration - 1) / (iterations - 1) if iterations > 1 else 0.0
+    return start + (end - start) * frac
