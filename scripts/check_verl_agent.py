@@ -122,8 +122,13 @@ def record_steps(manager):  # noqa: ANN001, ANN201
     return log
 
 
-def reference(log, group_size: int, estimator: str, gamma: float):  # noqa: ANN001, ANN201
-    """Per (env, t): ProGPO's advantage from trainers.advantages on the logged trajectories."""
+#: the estimators the check runs through verl-agent's compute_advantage (every name of the branch)
+BRANCH_ESTIMATORS = ("progpo_gigpo", "progpo_grpo", "planpo", "progpo_planpo", "hgpo", "progpo_hgpo")
+
+
+def reference(log, group_size: int, estimator: str, gamma: float, lengths: dict):  # noqa: ANN001, ANN201
+    """Per (env, t): the estimator's advantage from trainers.advantages on the logged trajectories
+    (``lengths[(env, t)]``: the response tokens of that step, PlanPO's turn lengths)."""
     from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 
     outcomes = np.array([max((s["reward"] for s in steps), default=0.0) for steps in log])
@@ -136,8 +141,10 @@ def reference(log, group_size: int, estimator: str, gamma: float):  # noqa: ANN0
     step_t = np.array([t for steps in log for t in range(len(steps))])
     anchors = [s["anchor"] for steps in log for s in steps]
     first = np.array([s["first_visit"] for steps in log for s in steps])
+    resp = np.array([lengths[(int(i), int(t))] for i, t in zip(step_traj, step_t)], dtype=float)
     out = step_advantages(outcomes, groups, step_traj, step_t, state_ids=factorize(anchors), first_visit=first,
-                          config=AdvantageConfig(estimator="progpo-gigpo", gamma=gamma))
+                          config=AdvantageConfig(estimator=estimator.replace("_", "-"), gamma=gamma),
+                          response_lengths=resp)
     return {(int(i), int(t)): a for i, t, a in zip(step_traj, step_t, out.steps)}
 
 
@@ -191,7 +198,8 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     check(f"{env}: obs['text'] is the whole user turn",
           all(k in prompt for k in ("Your task is to", "admissible actions", "<action>")),
           "task, history, observation, admissible actions, format instruction")
-    cols = ("progpo_outcome", "progpo_first_visit", "progpo_coverage_rate", "progpo_step", "anchor_obs", "traj_uid")
+    cols = ("progpo_outcome", "progpo_first_visit", "progpo_coverage_rate", "progpo_turns", "progpo_step",
+            "anchor_obs", "traj_uid")
     check(f"{env}: ProGPO's per-step columns reach non_tensor_batch", all(c in batch.non_tensor_batch for c in cols),
           ", ".join(c for c in cols if c in batch.non_tensor_batch))
     seeds_per_env = [{s["task_seed"] for s in steps if s["task_seed"] is not None} for steps in log]
@@ -205,10 +213,13 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     check(f"{env}: anchors are the raw observation text", first_anchor.strip()[:200] in first_prompt,
           repr(first_anchor[:60]) + "...")
     batch.batch["token_level_rewards"] = torch.zeros_like(batch.batch["responses"], dtype=torch.float32)
-    for estimator in ("progpo_gigpo", "progpo_grpo"):
+    traj_env = {u: i for i, u in enumerate(dict.fromkeys(batch.non_tensor_batch["traj_uid"]))}
+    row_len = batch.batch["response_mask"].sum(dim=-1).tolist()
+    lengths = {(traj_env[u], int(t)): row_len[r]
+               for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))}
+    for estimator in BRANCH_ESTIMATORS:
         out = ray_trainer.compute_advantage(batch, adv_estimator=estimator, gamma=0.95, step_advantage_w=1.0)
-        traj_env = {u: i for i, u in enumerate(dict.fromkeys(batch.non_tensor_batch["traj_uid"]))}
-        want = reference(log, args.group_size, estimator, 0.95)
+        want = reference(log, args.group_size, estimator, 0.95, lengths)
         got = out.batch["advantages"][:, 0].numpy()
         diffs = [abs(float(got[r]) - float(want[(traj_env[u], int(t))]))
                  for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))]
@@ -272,6 +283,9 @@ def main(argv: list[str] | None = None) -> int:
     after = trainer_accepts(path, "progpo_gigpo")
     check("RayPPOTrainer takes algorithm.adv_estimator=progpo_gigpo after install()",
           before.startswith("rejected") and after.startswith("accepted"), f"before: {before}; after: {after}")
+    others = {name: trainer_accepts(path, name) for name in BRANCH_ESTIMATORS if name != "progpo_gigpo"}
+    check("RayPPOTrainer takes the other branch estimators after install()",
+          all(v.startswith("accepted") for v in others.values()), "; ".join(f"{k}: {v}" for k, v in others.items()))
     print("stubs: none (the fake generator replaces verl-agent's vLLM actor workers, which need a GPU)")
     from transformers import AutoTokenizer
 

@@ -7,9 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from trainers.advantages import progpo_episode_advantages
+from trainers.advantages import episode_advantages, progpo_episode_advantages
 from trainers.integrations.trl import (
+    make_planpo_reward,
     make_progress_conditioned_reward,
+    planpo_values,
     progpo_advantage_reward,
     progress_conditioned_reward,
     progress_conditioned_values,
@@ -60,6 +62,25 @@ def test_advantage_reward_with_scale_none_is_exact_for_any_lambda() -> None:
     adv_none = r - np.repeat(r.reshape(-1, 4).mean(axis=1), 4)  # scale_rewards="none": r - mean
     want = np.concatenate([progpo_episode_advantages(out[gid == k], cov[gid == k], lam=0.3) for k in range(8)])
     np.testing.assert_allclose(adv_none, want, atol=1e-9)
+
+
+@pytest.mark.parametrize("g", [2, 4, 8])
+def test_trl_normalisation_of_planpo_reward_equals_planpo_advantages(g: int) -> None:
+    pytest.importorskip("trl")
+    out, cov, gid = _episodes(np.random.default_rng(10 + g), 12, g)
+    steps = np.random.default_rng(g).integers(1, 9, out.size)
+    for progress, estimator in ((False, "planpo"), (True, "progpo-planpo")):
+        want = episode_advantages(out, gid, cov, estimator=estimator, turns=steps)
+        reward = make_planpo_reward(g, progress=progress)
+        rewards = reward([], [], outcome=out, num_steps=steps, coverage_rate=cov, group_id=gid)
+        np.testing.assert_allclose(trl_to_progpo_scale(g) * _trl_group_advantages(np.array(rewards), g), want,
+                                   atol=1e-6, rtol=0)
+        assert np.abs(want).max() > 0.5
+    with pytest.raises(ValueError, match="coverage_rate"):
+        make_planpo_reward(g, progress=True)([], [], outcome=out, num_steps=steps, group_id=gid)
+    # partial scores below the threshold are no success: R^E = 0 there
+    assert planpo_values([0.9, 0.4], [3, 2], [0, 0]).tolist() == [0.0, 0.0]
+    assert planpo_values([0.9, 0.4], [3, 2], [0, 0], success_threshold=0.4).tolist() == [0.3, 0.2]
 
 
 def test_progress_conditioned_values_gate_and_groups_in_any_order() -> None:

@@ -11,7 +11,10 @@ import torch
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 from trainers.integrations.verl import (
     ESTIMATOR_NAMES,
+    ESTIMATORS,
+    REQUIRED_COLUMNS,
     MissingColumnsError,
+    advantage_per_row,
     compute_progpo_gigpo_advantage,
     compute_progpo_grpo_advantage,
     compute_progpo_shaped_grpo_advantage,
@@ -34,7 +37,7 @@ def _batch(rng: np.random.Generator, groups: int = 6, g: int = 4, length: int = 
 
 
 def test_estimator_signatures_accept_what_verl_passes() -> None:
-    for fn in (compute_progpo_grpo_advantage, compute_progpo_gigpo_advantage):
+    for fn in (ESTIMATORS[name] for name in REQUIRED_COLUMNS):
         params = inspect.signature(fn).parameters
         assert all(k in params for k in VERL_ESTIMATOR_KWARGS)
         assert "non_tensor_batch" in params
@@ -93,6 +96,63 @@ def test_progpo_gigpo_estimator_equals_step_advantages() -> None:
         compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj])
 
 
+def _step_batch(seed: int):
+    """verl-agent's layout: one row per step of 8 trajectories in 2 groups, a success in each group."""
+    rng = np.random.default_rng(seed)
+    n_traj, groups = 8, 2
+    lengths = rng.integers(2, 6, n_traj)
+    step_traj = np.repeat(np.arange(n_traj), lengths)
+    step_t = np.concatenate([np.arange(k) for k in lengths])
+    anchors = np.array([f"s{v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
+    first_visit = rng.uniform(size=step_traj.size) < 0.5
+    outcome = np.array([1, 0, 1, 0, 0, 0, 0, 0], dtype=float)  # group 0 mixed, group 1 all failed
+    cover = np.bincount(step_traj, weights=first_visit) / lengths  # the episode's coverage rate, as the env reports it
+    traj_group = np.repeat(np.arange(groups), n_traj // groups)
+    resp = rng.integers(3, 9, step_traj.size)  # response tokens of each step row
+    mask = (torch.arange(10)[None, :] < torch.as_tensor(resp)[:, None]).float()
+    ntb = {"traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
+           "progpo_first_visit": first_visit, "progpo_step": step_t, "progpo_outcome": outcome[step_traj],
+           "progpo_coverage_rate": cover[step_traj], "progpo_turns": lengths[step_traj]}
+    trainer = dict(outcomes=outcome, traj_group=traj_group, step_traj=step_traj, step_index=step_t,
+                   state_ids=factorize(list(anchors)), first_visit=first_visit, response_lengths=resp.astype(float))
+    return ntb, mask, traj_group[step_traj].astype(str), trainer
+
+
+@pytest.mark.parametrize("name", ["planpo", "progpo_planpo", "hgpo", "progpo_hgpo"])
+def test_new_estimators_equal_step_advantages_on_step_rows(name: str) -> None:
+    ntb, mask, index, trainer = _step_batch(4)
+    config = {"planpo_alpha": 0.07, "hgpo_depth": 3, "hgpo_fusion": "inverse-variance",
+              "hgpo_potential_credit": name.endswith("hgpo")}
+    adv, ret = ESTIMATORS[name](torch.zeros_like(mask), mask, index, config=config, non_tensor_batch=ntb)
+    cfg = AdvantageConfig(estimator=name.replace("_", "-"), planpo_alpha=0.07, hgpo_depth=3,
+                          hgpo_fusion="inverse-variance", potential_credit=name.endswith("hgpo"))
+    want = step_advantages(**trainer, config=cfg).steps
+    assert torch.equal(adv, ret) and torch.all(adv[mask == 0] == 0)
+    np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
+    assert np.abs(want).max() > 0.1
+    # the row scalar that verl-agent's branch calls is the same
+    np.testing.assert_allclose(advantage_per_row(name, index, ntb, config=config, response_lengths=mask.sum(-1).numpy()),
+                               want, atol=1e-12)
+    # Without the columns: one clear line naming them.
+    missing = {k: v for k, v in ntb.items() if k != REQUIRED_COLUMNS[name][-1]}
+    with pytest.raises(MissingColumnsError, match=f"{name}: non_tensor_batch lacks {REQUIRED_COLUMNS[name][-1]}"):
+        ESTIMATORS[name](torch.zeros_like(mask), mask, index, non_tensor_batch=missing)
+
+
+def test_planpo_on_trajectory_rows_is_the_trajectory_term() -> None:
+    """verl 0.9's layout: one row per episode; the turn term needs step rows, so it is absent."""
+    outcome = np.array([1.0, 1.0, 0.0, 0.0, 0.0, 0.0])
+    turns = np.array([3, 6, 9, 4, 5, 6])
+    cover = np.array([0.1, 0.2, 0.3, 0.5, 0.2, 0.2])
+    index = np.array(["a", "a", "a", "b", "b", "b"], dtype=object)
+    ntb = {"progpo_outcome": outcome, "progpo_turns": turns, "progpo_coverage_rate": cover}
+    for name in ("planpo", "progpo_planpo"):
+        adv, _ = ESTIMATORS[name](torch.zeros(6, 4), torch.ones(6, 4), index, non_tensor_batch=ntb)
+        want = episode_advantages(outcome, index, cover, estimator=name.replace("_", "-"), turns=turns)
+        np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
+    assert adv[3:, 0].abs().max() > 0.5  # progpo_planpo: the all-failed group gets the progress term
+
+
 @pytest.mark.verl
 def test_register_with_real_verl() -> None:
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos", reason="verl not installed (extra [verl], own venv)")
@@ -102,7 +162,7 @@ def test_register_with_real_verl() -> None:
     register()  # idempotent
     for name in ESTIMATOR_NAMES:
         fn = core_algos.get_adv_estimator_fn(name)
-        assert fn.__name__.startswith("compute_progpo_")
+        assert fn is ESTIMATORS[name] and fn.__name__ == f"compute_{name}_advantage"
     rewards, mask, index, outcome, cover = _batch(np.random.default_rng(2))
     # Called as verl's compute_advantage calls a registered estimator (verl 0.9.1 ray_trainer.py):
     adv, _ = core_algos.get_adv_estimator_fn("progpo_shaped_grpo")(token_level_rewards=rewards, response_mask=mask,

@@ -103,7 +103,7 @@ def _verl_agent_batch(rng: np.random.Generator, duplicate: int = 3):
     ntb = {"uid": np.array([f"g{k}" for k in group[traj]], dtype=object)[rows],
            "traj_uid": np.array([f"t{k}" for k in traj], dtype=object)[rows], "anchor_obs": anchors[rows],
            "progpo_first_visit": first[rows], "progpo_step": t[rows], "progpo_outcome": outcome[traj][rows],
-           "progpo_coverage_rate": cover[traj][rows]}
+           "progpo_coverage_rate": cover[traj][rows], "progpo_turns": lengths[traj][rows]}
     mask = torch.ones(rows.size, 3)
     data = SimpleNamespace(batch={"response_mask": mask, "token_level_rewards": torch.zeros(rows.size, 3)},
                            non_tensor_batch=ntb)
@@ -132,6 +132,27 @@ def test_estimator_branch_equals_trainers_advantages_and_dedupes_copies() -> Non
     data.non_tensor_batch.pop("progpo_step")
     with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks progpo_step"):
         branch(data, "progpo_gigpo")
+
+
+@pytest.mark.parametrize("name", ["planpo", "progpo_planpo", "hgpo", "progpo_hgpo"])
+def test_estimator_branch_runs_planpo_and_hgpo_as_trainers_advantages(name: str) -> None:
+    branch = compute_advantage_branch(lambda data, *a, **k: data, {"planpo_alpha": 0.05, "hgpo_depth": 1})
+    data, (traj, t, anchors, first, outcome, cover, group, rows) = _verl_agent_batch(np.random.default_rng(1))
+    outcome = outcome.copy()
+    outcome[4] = 1.0  # two successes of different lengths in group 1 (rows carry the old outcome: rebuild them)
+    data.non_tensor_batch["progpo_outcome"] = outcome[traj][rows]
+    cover = np.bincount(traj, weights=first) / np.bincount(traj)  # the env's coverage rate of each episode
+    data.non_tensor_batch["progpo_coverage_rate"] = cover[traj][rows]
+    resp = (np.arange(rows.size) % 3) + 1  # response tokens of each row (PlanPO's turn lengths)
+    data.batch["response_mask"] = (torch.arange(3)[None, :] < torch.as_tensor(resp)[:, None]).float()
+    out = branch(data, name, gamma=0.95, step_advantage_w=1.0)
+    n = traj.size
+    cfg = AdvantageConfig(estimator=name.replace("_", "-"), gamma=0.95, planpo_alpha=0.05, hgpo_depth=1)
+    want = step_advantages(outcome, group, traj, t, state_ids=factorize(list(anchors)), first_visit=first, config=cfg,
+                           response_lengths=resp[:n].astype(float)).steps
+    got = out.batch["advantages"]
+    np.testing.assert_allclose(got[:, 0].numpy(), want[rows], atol=1e-6)
+    assert torch.all(got[data.batch["response_mask"] == 0] == 0) and np.abs(want).max() > 0.1
 
 
 @pytest.mark.slow

@@ -31,8 +31,11 @@ from trainers.advantages import AdvantageConfig, episode_advantages, factorize, 
 from trainers.integrations.verl import MissingColumnsError  # noqa: E402
 
 PROBE = ("import sys, verl; from verl.trainer.ppo import core_algos, ray_trainer; "
-         "names = [n for n in ('progpo_grpo', 'progpo_gigpo', 'progpo_shaped_grpo') if n in core_algos.ADV_ESTIMATOR_REGISTRY]; "
+         "names = [n for n in ('progpo_grpo', 'progpo_gigpo', 'progpo_shaped_grpo', 'planpo', 'progpo_planpo', 'hgpo', 'progpo_hgpo') if n in core_algos.ADV_ESTIMATOR_REGISTRY]; "
          "print(','.join(names), getattr(ray_trainer.compute_advantage, '_progpo', False))")
+
+
+ALL_NAMES = "progpo_grpo,progpo_gigpo,progpo_shaped_grpo,planpo,progpo_planpo,hgpo,progpo_hgpo"
 
 
 def _probe(**env: str) -> str:
@@ -44,12 +47,12 @@ def _probe(**env: str) -> str:
 
 
 def test_plugin_reaches_a_process_that_imports_only_verl() -> None:
-    assert _probe() == "progpo_grpo,progpo_gigpo,progpo_shaped_grpo True"
+    assert _probe() == ALL_NAMES + " True"
     # it is the entry point that loads it: with plugins off nothing is registered ...
     assert _probe(VERL_USE_EXTERNAL_PLUGINS="none") == "False"
     # ... and verl's other hook loads the same module
     assert _probe(VERL_USE_EXTERNAL_PLUGINS="none",
-                  VERL_USE_EXTERNAL_MODULES="trainers.integrations.verl_plugin") == "progpo_grpo,progpo_gigpo,progpo_shaped_grpo True"
+                  VERL_USE_EXTERNAL_MODULES="trainers.integrations.verl_plugin") == ALL_NAMES + " True"
 
 
 def test_a_failing_patch_leaves_verl_importable() -> None:
@@ -121,6 +124,37 @@ def test_legacy_progpo_gigpo_on_step_rows_equals_step_advantages() -> None:
     ntb.pop("progpo_first_visit")
     with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks progpo_first_visit"):
         _legacy("progpo_gigpo", ntb, mask, torch.zeros(rows, 3))
+
+
+def test_legacy_planpo_on_episode_rows_and_hgpo_on_step_rows() -> None:
+    outcome, cover, uid, mask, scores = _episode_batch()
+    turns = np.arange(outcome.size) % 5 + 2
+    outcome[-3] = 1.0  # two successes of different lengths in the last group
+    ntb = {"uid": uid, "progpo_outcome": outcome, "progpo_coverage_rate": cover, "progpo_turns": turns}
+    for name in ("planpo", "progpo_planpo"):
+        adv = _legacy(name, ntb, mask, scores)
+        want = episode_advantages(outcome, uid, cover, estimator=name.replace("_", "-"), turns=turns)
+        np.testing.assert_allclose(adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(),
+                                   atol=1e-6)
+    with pytest.raises(MissingColumnsError, match="planpo: non_tensor_batch lacks progpo_turns"):
+        _legacy("planpo", {"uid": uid, "progpo_outcome": outcome}, mask, scores)
+    rng = np.random.default_rng(5)
+    lengths = rng.integers(2, 6, 8)
+    step_traj = np.repeat(np.arange(8), lengths)
+    step_t = np.concatenate([np.arange(k) for k in lengths])
+    anchors = np.array([f"room {v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
+    first = rng.uniform(size=step_traj.size) < 0.5
+    outcome = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])
+    traj_group = np.repeat(np.arange(2), 4)
+    rows = step_traj.size
+    ntb = {"uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
+           "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
+           "progpo_first_visit": first, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
+    for name in ("hgpo", "progpo_hgpo"):
+        adv = _legacy(name, ntb, torch.ones(rows, 3, dtype=torch.long), torch.zeros(rows, 3))
+        want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)),
+                               first_visit=first, config=AdvantageConfig(estimator=name.replace("_", "-"))).steps
+        np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
 
 
 class _Store:

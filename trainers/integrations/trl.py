@@ -78,6 +78,10 @@ __all__ = [
     "trl_to_progpo_scale",
     "expert_warm_start",
     "generation_hook",
+    "make_planpo_reward",
+    "planpo_reward",
+    "planpo_values",
+    "progress_planpo_reward",
 ]
 
 TRL_STD_EPS = 1e-4  # the epsilon GRPOTrainer adds to the group std (trl/trainer/grpo_trainer.py)
@@ -189,6 +193,90 @@ def progpo_advantage_reward(
     for ix in _groups(group_id):
         out[ix] = progpo_episode_advantages(r[ix], p[ix], base=base, lam=lam)
     return out.tolist()
+
+
+def planpo_values(
+    outcome: Sequence[float], num_steps: Sequence[int], group_id: Sequence[Any], *, success_threshold: float = 1.0,
+    coverage_rate: Sequence[float] | None = None, tau_r: float = 1e-3, tau_p: float = 1e-4,
+) -> np.ndarray:
+    """Per completion: PlanPO's ``R^E = R / T`` for a success (``R >= success_threshold``), else 0.
+
+    TRL's group normalisation of these values gives PlanPO's trajectory term (shorter successes
+    rank higher; a group with no success, or with successes of one length, gets 0). With
+    ``coverage_rate`` (ProGPO over PlanPO) an all-failed group (``max R < tau_r``) gets its
+    coverage rates instead, gated as in :func:`progress_conditioned_values`. PlanPO's turn term
+    needs each turn's answer length and stays with the trainer (``--estimator planpo``).
+
+    >>> planpo_values([1, 1, 0, 0, 0], [2, 4, 3, 5, 5], [0, 0, 0, 1, 1]).tolist()
+    [0.5, 0.25, 0.0, 0.0, 0.0]
+    >>> planpo_values([1, 1, 0, 0, 0], [2, 4, 3, 5, 5], [0, 0, 0, 1, 1], coverage_rate=[0, 0, 0, .2, .4]).tolist()
+    [0.5, 0.25, 0.0, 0.2, 0.4]
+    """
+    r = np.asarray(outcome, dtype=np.float64)
+    t = np.asarray(num_steps, dtype=np.float64)
+    if r.shape != t.shape or r.shape != (len(group_id),):
+        raise ValueError(f"outcome, num_steps and group_id need one length, got {r.shape}, {t.shape}, {len(group_id)}")
+    success = r >= success_threshold
+    if np.any(success & (t < 1)):
+        raise ValueError("num_steps: a successful episode needs at least one step")
+    out = np.where(success, r / np.maximum(t, 1.0), 0.0)
+    if coverage_rate is None:
+        return out
+    p = np.asarray(coverage_rate, dtype=np.float64)
+    if p.shape != r.shape:
+        raise ValueError(f"coverage_rate needs one value per completion, got {p.shape} for {r.shape}")
+    for ix in _groups(group_id):
+        if r[ix].max() < tau_r:  # all failed: ProGPO's progress values
+            out[ix] = p[ix] if p[ix].std() >= tau_p else 0.0
+    return out
+
+
+def planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
+                  num_steps: Sequence[int], group_id: Sequence[Any], success_threshold: float = 1.0,
+                  **kwargs: Any) -> list[float]:
+    """TRL reward function: :func:`planpo_values` of the rollout's columns (PlanPO's trajectory term
+    after TRL's group normalisation, up to TRL's std convention: :func:`make_planpo_reward`).
+
+    >>> planpo_reward([], [], outcome=[1., 1.], num_steps=[2, 4], group_id=[0, 0])
+    [0.5, 0.25]
+    """
+    return planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold).tolist()
+
+
+def progress_planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
+                           num_steps: Sequence[int], coverage_rate: Sequence[float], group_id: Sequence[Any],
+                           success_threshold: float = 1.0, tau_r: float = 1e-3, tau_p: float = 1e-4,
+                           **kwargs: Any) -> list[float]:
+    """TRL reward function for ProGPO(PlanPO): all-failed groups their coverage rates, the others
+    PlanPO's ``R / T`` among the successes (:func:`planpo_values`)."""
+    return planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold,
+                         coverage_rate=coverage_rate, tau_r=tau_r, tau_p=tau_p).tolist()
+
+
+def make_planpo_reward(
+    num_generations: int, *, progress: bool = False, success_threshold: float = 1.0, eps: float = 1e-6,
+    tau_r: float = 1e-3, tau_p: float = 1e-4, trl_eps: float = TRL_STD_EPS,
+) -> Callable[..., list[float]]:
+    """:func:`planpo_reward` (``progress=True``: :func:`progress_planpo_reward`) scaled as in
+    :func:`make_progress_conditioned_reward`, so that ``sqrt(G / (G - 1))`` times TRL's advantage
+    is ``trainers.advantages``' ``planpo`` (``progpo-planpo``) episode advantage.
+
+    >>> f = make_planpo_reward(2)
+    >>> [round(v, 3) for v in f([], [], outcome=[1., 1.], num_steps=[1, 2], group_id=[0, 0])]
+    [70.711, 35.355]
+    """
+    c = trl_eps / (eps * trl_to_progpo_scale(num_generations))
+
+    def planpo_reward_exact(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
+                            num_steps: Sequence[int], group_id: Sequence[Any],
+                            coverage_rate: Sequence[float] | None = None, **kwargs: Any) -> list[float]:
+        if progress and coverage_rate is None:
+            raise ValueError("make_planpo_reward(progress=True) needs the rollout's coverage_rate column")
+        values = planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold,
+                               coverage_rate=coverage_rate if progress else None, tau_r=tau_r, tau_p=tau_p)
+        return (c * values).tolist()
+
+    return planpo_reward_exact
 
 
 def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float], **kwargs: Any) -> list[float]:

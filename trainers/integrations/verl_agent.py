@@ -11,7 +11,8 @@ checkout on ``PYTHONPATH`` next to this package and change one line of its
 then pick the env and the estimator in its Hydra config::
 
     env.env_name=progpo/alfworld            # or progpo/webshop
-    algorithm.adv_estimator=progpo_gigpo    # or progpo_grpo; gigpo / grpo / ... stay verl-agent's
+    algorithm.adv_estimator=progpo_gigpo    # or progpo_grpo, planpo, progpo_planpo, hgpo, progpo_hgpo;
+                                            # gigpo / grpo / ... stay verl-agent's
     +env.progpo.anchor=raw                  # GiGPO's step groups: raw observation text (default) or canonical
 
 :func:`make_envs` runs inside verl-agent's ``TaskRunner`` actor, before the trainer is built, so
@@ -26,12 +27,13 @@ what it installs reaches the process that collects rollouts and computes advanta
    ``<think>``/``<action>`` format instruction; this package's prompt templates).
 2. :class:`ProGPOTrajectoryCollector`, a subclass of verl-agent's ``TrajectoryCollector`` that
    adds, to every step row, ``progpo_outcome`` (the env's outcome, not verl-agent's penalised
-   reward), ``progpo_first_visit``, ``progpo_coverage_rate`` and ``progpo_step``: they land in
+   reward), ``progpo_first_visit``, ``progpo_coverage_rate``, ``progpo_turns`` and ``progpo_step``: they land in
    ``non_tensor_batch``. It replaces ``agent_system.multi_turn_rollout.TrajectoryCollector``, which
    ``main_ppo`` imports after ``make_envs``.
-3. A ``progpo_grpo`` / ``progpo_gigpo`` branch in verl-agent's ``ray_trainer.compute_advantage``
-   (:func:`compute_advantage_branch`); other estimators go to verl-agent's own code unchanged.
-   ``RayPPOTrainer`` accepts the two names (no critic).
+3. A branch in verl-agent's ``ray_trainer.compute_advantage`` for the names of
+   :data:`PROGPO_ESTIMATORS` (``progpo_grpo``, ``progpo_gigpo``, ``planpo``, ``progpo_planpo``,
+   ``hgpo``, ``progpo_hgpo``; :func:`compute_advantage_branch`); other estimators go to
+   verl-agent's own code unchanged. ``RayPPOTrainer`` accepts those names (no critic).
 
 A ``progpo_*`` estimator whose batch lacks the columns raises (never GRPO instead).
 ``python scripts/check_verl_agent.py PATH_TO_VERL_AGENT`` drives all of it through verl-agent's
@@ -65,7 +67,8 @@ __all__ = [
 ]
 
 #: estimator name -> the base whose trainer set-up it shares in verl-agent (no critic)
-PROGPO_ESTIMATORS = {"progpo_grpo": "grpo", "progpo_gigpo": "gigpo"}
+PROGPO_ESTIMATORS = {"progpo_grpo": "grpo", "progpo_gigpo": "gigpo", "planpo": "grpo", "progpo_planpo": "grpo",
+                     "hgpo": "gigpo", "progpo_hgpo": "gigpo"}
 ANCHORS = ("raw", "canonical")
 
 
@@ -245,8 +248,10 @@ class ProGPOEnvironmentManager:
     def progpo_signals(self) -> list[list[dict[str, Any]]]:
         """Per env, one dict per ``step`` call since ``reset``: ``progpo_step`` (t; -1 once
         finished), ``progpo_first_visit``, and the episode's ``progpo_outcome`` /
-        ``progpo_coverage_rate`` (an episode cut short by the collector: outcome 0, coverage so far)."""
-        return [[{**row, "progpo_outcome": float(self._outcome[i]), "progpo_coverage_rate": float(self._coverage_rate[i])}
+        ``progpo_coverage_rate`` / ``progpo_turns`` (its number of turns, PlanPO's T; an episode cut
+        short by the collector: outcome 0, coverage and turns so far)."""
+        return [[{**row, "progpo_outcome": float(self._outcome[i]), "progpo_coverage_rate": float(self._coverage_rate[i]),
+                  "progpo_turns": len(self._history[i])}
                  for row in rows] for i, rows in enumerate(self._signals)]
 
     def _observations(self) -> dict[str, Any]:
@@ -362,13 +367,16 @@ def collector_class(base: type) -> type:
 
 # -- the estimator branch --------------------------------------------------------------------------
 def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
-    """verl-agent's ``compute_advantage`` with a ``progpo_grpo`` / ``progpo_gigpo`` branch.
+    """verl-agent's ``compute_advantage`` with a branch for each name of :data:`PROGPO_ESTIMATORS`.
 
     Rows are steps (``traj_uid``, ``uid`` = group). Rows that ``adjust_batch`` duplicated (same
-    trajectory and step) are computed once and share the result. ``options``: ``lam``, ``tau_r``,
-    ``tau_p`` (ProGPO), besides verl-agent's ``gamma`` and ``step_advantage_w`` arguments.
+    trajectory and step) are computed once and share the result. ``options`` (the config's
+    ``algorithm.progpo``): ``lam``, ``tau_r``, ``tau_p`` (ProGPO), ``planpo_alpha``,
+    ``success_threshold`` (PlanPO), ``hgpo_depth``, ``hgpo_alpha``, ``hgpo_fusion``,
+    ``potential_credit`` (HGPO), besides verl-agent's ``gamma`` and ``step_advantage_w``
+    arguments. PlanPO's turn lengths are the rows' response token counts.
     """
-    from trainers.integrations.verl import ESTIMATORS, require_columns
+    from trainers.integrations.verl import advantage_per_row, require_columns
 
     opts = dict(options or {})
 
@@ -386,12 +394,16 @@ def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str,
         sub = {k: np.asarray(v)[first] for k, v in ntb.items() if k.startswith("progpo_") or k in ("traj_uid", "anchor_obs")}
         config = {"progpo_lam": opts.get("lam", 1.0), "progpo_tau_r": opts.get("tau_r", 1e-3),
                   "progpo_tau_p": opts.get("tau_p", 1e-4), "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
-                  "gigpo_gamma": gamma}
+                  "gigpo_gamma": gamma, "planpo_alpha": opts.get("planpo_alpha", 0.1),
+                  "planpo_success_threshold": opts.get("success_threshold", 1.0),
+                  "hgpo_depth": opts.get("hgpo_depth", 2), "hgpo_alpha": opts.get("hgpo_alpha", 1.0),
+                  "hgpo_fusion": opts.get("hgpo_fusion", "power"),
+                  "hgpo_potential_credit": opts.get("potential_credit", False)}
         mask = data.batch["response_mask"]
-        adv, _ = ESTIMATORS[name](token_level_rewards=torch.zeros(len(first), 1), response_mask=torch.ones(len(first), 1),
-                                  index=np.asarray(data.non_tensor_batch["uid"])[first], config=config,
-                                  non_tensor_batch=sub)
-        per_row = adv[:, 0][torch.as_tensor(inverse.reshape(-1))].to(mask.device)
+        lengths = mask.sum(dim=-1).detach().cpu().double().numpy()[first]
+        adv = advantage_per_row(name, np.asarray(data.non_tensor_batch["uid"])[first], sub, config=config,
+                                response_lengths=lengths)
+        per_row = torch.as_tensor(adv, dtype=torch.float32)[torch.as_tensor(inverse.reshape(-1))].to(mask.device)
         data.batch["advantages"] = per_row[:, None] * mask
         data.batch["returns"] = data.batch["advantages"].clone()
         return data
@@ -442,5 +454,5 @@ def install(config: Any = None) -> dict[str, str]:
 
         __init__._progpo = True  # type: ignore[attr-defined]
         trainer_cls.__init__ = __init__
-    done["trainer"] = "verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__ accepts progpo_grpo, progpo_gigpo"
+    done["trainer"] = "verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__ accepts " + ", ".join(PROGPO_ESTIMATORS)
     return done

@@ -5,8 +5,8 @@ Ray actor, the workers), through this package's ``verl.plugins`` entry point (``
 verl 0.9 loads every entry point of that group unless ``VERL_USE_EXTERNAL_PLUGINS=none``). Where
 entry points are off, ``VERL_USE_EXTERNAL_MODULES=trainers.integrations.verl_plugin`` does the
 same. Nothing else is needed: set ``algorithm.adv_estimator=progpo_grpo`` (or ``progpo_gigpo``,
-``progpo_shaped_grpo``) and return the columns of
-:data:`trainers.integrations.verl.REQUIRED_COLUMNS` per response.
+``progpo_shaped_grpo``, ``planpo``, ``progpo_planpo``, ``hgpo``, ``progpo_hgpo``) and return the
+columns of :data:`trainers.integrations.verl.REQUIRED_COLUMNS` per response.
 
 What it does, once per process, when the verl module in question is first imported (an import
 hook, so loading this plugin costs nothing and imports nothing of verl's trainer; a patch that
@@ -26,8 +26,9 @@ never fails because of the plugin; it needs only ``trainers.integrations``, not 
 
 Where the columns come from, per response: ``progpo_outcome`` (the env's outcome: 1.0 won /
 0.0, or the WebShop score; not a penalised reward) and ``progpo_coverage_rate`` (the episode's
-``info["coverage_rate"]`` from :class:`wrappers.FirstVisitCoverage`); ``progpo_gigpo`` adds
-``anchor_obs``, ``progpo_first_visit``, ``progpo_step`` per step row.
+``info["coverage_rate"]`` from :class:`wrappers.FirstVisitCoverage`); ``planpo`` reads
+``progpo_turns`` (the episode's number of turns); ``progpo_gigpo``, ``hgpo`` and ``progpo_hgpo``
+add ``anchor_obs``, ``progpo_first_visit``, ``progpo_step`` per step row.
 """
 from __future__ import annotations
 
