@@ -23,6 +23,7 @@ from typing import Any
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
 from trainers.envs import STATE_KEYS
+from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
 
 try:
@@ -34,6 +35,7 @@ finally:  # trainers itself does not check `agents` (the verl plugin loads besid
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
 ENVS = ("alfworld", "webshop", "rooms")
+ROLLOUTS = ("flat", "tree")
 _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
 
@@ -140,6 +142,22 @@ class TrainConfig:
     potential_credit: bool = _opt(False, "HGPO: add the transition credit gamma * Phi(s') - Phi(s) from depth-fused "
                                          "state potentials (a reconstruction of arXiv 2607.04242, whose text is not "
                                          "public)", "estimator")
+    # rollout (trainers/rollout.py, trainers/tree_rollout.py)
+    rollout: str = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
+                                "branching from the partial trajectories the tree scorer ranks highest (forks by "
+                                "replay; the leaves are the group)", "rollout")
+    tree_branches: int = _opt(4, "tree: branches started per task (B0 <= group_size)", "rollout")
+    tree_interval: int = _opt(4, "tree: decisions of every branch between scoring rounds (K)", "rollout")
+    tree_children: int = _opt(2, "tree: children that replace an expanded branch (M)", "rollout")
+    tree_top_k: int = _opt(2, "tree: best-scored branches expanded per round", "rollout")
+    tree_prune_margin: float = _opt(0.5, "tree: a branch scoring below the round's median minus this is pruned (kept "
+                                         "as a failed leaf)", "rollout")
+    tree_repeat_limit: int = _opt(6, "tree: a branch that took one action this many times is pruned", "rollout")
+    tree_budget: int = _opt(0, "tree: policy decisions per tree at most (0: group_size x max_steps, the flat "
+                               "rollout's cap)", "rollout")
+    tree_scorer: str = _opt("coverage", "tree: coverage (the partial first-visit coverage rate minus a loop penalty) |"
+                                        " random (the control)", "rollout")
+    tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
     # budget
     iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
     num_groups: int = _opt(8, "B tasks per iteration", "budget")
@@ -223,6 +241,8 @@ class TrainConfig:
         one_of("bc_lr_schedule", ("constant", "cosine"))
         one_of("progress_gate", ("all_failed", "always"))
         one_of("hgpo_fusion", FUSIONS)
+        one_of("rollout", ROLLOUTS)
+        one_of("tree_scorer", SCORERS)
         one_of("batch_decisions", ("on", "off"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
             raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
@@ -236,22 +256,27 @@ class TrainConfig:
         one_of("dist_strategy", ("ddp", "fsdp2"))
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
-                     "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size"):
+                     "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
+                     "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
             raise ConfigError(f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1), got {self.seed}")
+        if self.rollout == "tree" and isinstance(self.tree_branches, int) and self.tree_branches > self.group_size:
+            raise ConfigError(f"tree_branches {self.tree_branches} > group_size {self.group_size}: each branch of a "
+                              "tree plays in one of its group's member slots")
         if isinstance(self.group_size, int) and self.group_size == 1:
             raise ConfigError(f"group_size 1: {self.estimator} compares each trajectory with the others of its group, "
                               "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
                               "or more")
         for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
-                     "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth"):
+                     "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth", "tree_budget"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
                      "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
-                     "init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha"):
+                     "init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
+                     "tree_prune_margin", "tree_loop_penalty"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -276,6 +301,7 @@ class TrainConfig:
         try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
             self.advantage_config()
             self.policy_options()
+            self.tree_config()
         except ValueError as err:
             raise ConfigError(str(err)) from None
 
@@ -288,6 +314,13 @@ class TrainConfig:
                                planpo_alpha=self.planpo_alpha_start, hgpo_depth=self.hgpo_depth,
                                hgpo_alpha=self.hgpo_alpha, hgpo_fusion=self.hgpo_fusion,  # type: ignore[arg-type]
                                potential_credit=self.potential_credit)
+
+    def tree_config(self, seed: int = 0) -> TreeConfig:
+        """The tree rollout's options (:class:`trainers.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
+        return TreeConfig(branches=self.tree_branches, interval=self.tree_interval, children=self.tree_children,
+                          top_k=self.tree_top_k, prune_margin=self.tree_prune_margin,
+                          repeat_limit=self.tree_repeat_limit, budget=self.tree_budget,
+                          scorer=self.tree_scorer, loop_penalty=self.tree_loop_penalty, seed=seed)  # type: ignore[arg-type]
 
     def policy_options(self) -> PolicyOptions:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""
@@ -464,7 +497,8 @@ def build_parser() -> argparse.ArgumentParser:
             sections[group].add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                          help=text)
         else:
-            choices = {"estimator": ESTIMATORS, "env": ENVS, "hgpo_fusion": FUSIONS}.get(f.name)
+            choices = {"estimator": ESTIMATORS, "env": ENVS, "hgpo_fusion": FUSIONS, "rollout": ROLLOUTS,
+                       "tree_scorer": SCORERS}.get(f.name)
             sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None, choices=choices,
                                          help=text)
     return ap

@@ -80,9 +80,40 @@ class Rollout:
     response_tokens: int = 0
     policy_seconds: float = 0.0  # inside policy.act (generation / scoring)
     env_seconds: float = 0.0  # inside envs.step
+    #: tree rollouts: each leaf's steps in time order (indices into ``steps``; leaves share their
+    #: prefixes); None for a flat rollout, where each step belongs to its one trajectory
+    leaf_paths: list[list[int]] | None = None
+    tree_stats: dict[str, float] = field(default_factory=dict)  # tree rollouts: rollout/decisions, ...
+
+    def paths(self) -> list[list[int]]:
+        """Each trajectory's steps (indices into ``steps``) in time order."""
+        if self.leaf_paths is not None:
+            return self.leaf_paths
+        out: list[list[int]] = [[] for _ in self.trajectories]
+        for i, s in enumerate(self.steps):
+            out[s.traj].append(i)
+        return out
+
+    def row_steps(self) -> np.ndarray:
+        """The step behind each row of :meth:`advantage_inputs` (a tree's shared step has one row per leaf)."""
+        if self.leaf_paths is None:
+            return np.arange(len(self.steps))
+        return np.array([i for path in self.leaf_paths for i in path], dtype=np.int64)
+
+    def merge_rows(self, values: np.ndarray) -> np.ndarray:
+        """Per step, the mean of ``values`` over its rows: a step that several leaves share gets the
+        mean of the advantages the estimator gives it in each of them (flat rollout: ``values``)."""
+        if self.leaf_paths is None:
+            return values
+        rows = self.row_steps()
+        count = np.bincount(rows, minlength=len(self.steps))
+        return np.bincount(rows, weights=np.asarray(values, dtype=np.float64), minlength=len(self.steps)) / np.maximum(count, 1)
 
     def advantage_inputs(self) -> dict[str, np.ndarray]:
-        """Flat arrays for :func:`trainers.advantages.step_advantages`."""
+        """Flat arrays for :func:`trainers.advantages.step_advantages` (a tree: one row per step of
+        each leaf, :meth:`row_steps`; :meth:`merge_rows` folds the rows back onto the steps)."""
+        if self.leaf_paths is not None:
+            return self._leaf_inputs()
         n = len(self.steps)
         ids = factorize([s.state for s in self.steps] + [s.next_state for s in self.steps])
         return dict(
@@ -96,6 +127,25 @@ class Rollout:
             step_rewards=np.array([s.reward for s in self.steps], dtype=np.float64),
             response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in self.steps],
                                       dtype=np.float64),
+        )
+
+
+    def _leaf_inputs(self) -> dict[str, np.ndarray]:
+        assert self.leaf_paths is not None
+        rows = self.row_steps()
+        steps = [self.steps[i] for i in rows]
+        n = len(steps)
+        ids = factorize([s.state for s in steps] + [s.next_state for s in steps])
+        return dict(
+            outcomes=np.array([t.outcome for t in self.trajectories], dtype=np.float64),
+            traj_group=np.array([t.group for t in self.trajectories], dtype=np.int64),
+            step_traj=np.repeat(np.arange(len(self.leaf_paths)), [len(p) for p in self.leaf_paths]).astype(np.int64),
+            step_index=np.array([s.t for s in steps], dtype=np.int64),
+            state_ids=ids[:n],
+            next_ids=ids[n:],
+            first_visit=np.array([s.first_visit for s in steps], dtype=bool),
+            step_rewards=np.array([s.reward for s in steps], dtype=np.float64),
+            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in steps], dtype=np.float64),
         )
 
 

@@ -60,6 +60,7 @@ from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, re
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
+from trainers.tree_rollout import collect_tree_rollout
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts, rollout_summary
@@ -337,10 +338,13 @@ class Trainer:
         bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress and self.dist.is_main)
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
+            seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
             with torch.no_grad(), self.autocast(), distributed.full_weights(self.model, self.dist):
-                return collect_rollout(self.envs, self.policy, tasks,
-                                       seed=distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index),
-                                       history_k=cfg.history_k, on_step=bar.update)
+                if cfg.rollout == "tree":
+                    return collect_tree_rollout(self.envs, self.policy, tasks, seed=seed, cfg=cfg.tree_config(seed),
+                                                max_steps=cfg.max_steps, on_step=bar.update)
+                return collect_rollout(self.envs, self.policy, tasks, seed=seed, history_k=cfg.history_k,
+                                       on_step=bar.update)
         finally:
             bar.close()
             # crashed / hung / raising members of this rollout (their episodes were truncated)
@@ -563,9 +567,11 @@ class Trainer:
                                       planpo_alpha=self.planpo_turn_weight(iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
         self.acted = adv.acted
-        step_adv = penalized_advantages(adv.steps, [s.output for s in ro.steps])
+        # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
+        step_adv = penalized_advantages(ro.merge_rows(adv.steps), [s.output for s in ro.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
-        step_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
+        row_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
+        step_failed = ro.merge_rows(row_failed) > 0.5 if ro.leaf_paths is not None else row_failed
         return step_adv, adv.all_failed, step_failed
 
     def planpo_turn_weight(self, iteration: int) -> float:
@@ -581,8 +587,10 @@ class Trainer:
                      step_failed: np.ndarray, stats: dict[str, float], times: tuple[float, float, float]) -> dict[str, Any]:
         """The iteration's metrics record (over every rank's groups)."""
         t0, t1, t2 = times
+        tree_stats = dict(ro.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
         ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, all_failed, step_failed)
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
+        rec.update(tree_stats)
         rec.update(rollout_metrics(ro, self.cfg.tau_r))
         rec.update(self.env_failures)
         rec.update(advantage_metrics(step_adv, all_failed, step_failed, self.adv_cfg.progpo, self.adv_cfg.gate))

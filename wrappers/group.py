@@ -500,6 +500,11 @@ class GroupVectorEnv(VectorEnv):
         self._interrupted = False
         return self._batch_obs(), self._collect_infos(per_member)
 
+    def require_reset(self) -> None:
+        """Refuse ``step()`` until the next ``reset()``: for a caller that drove members directly
+        through :attr:`pool` (a tree rollout's forks), after which this env's view of them is stale."""
+        self._needs_reset = True
+
     def _check_open(self) -> None:
         if self.closed:
             raise RuntimeError("GroupVectorEnv is closed: its workers are gone; create a new GroupVectorEnv")

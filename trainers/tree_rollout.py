@@ -1,0 +1,408 @@
+"""Tree rollouts: spend a group's decisions where progress is, by branching from promising partial trajectories.
+
+A flat rollout plays G independent episodes of a task. A tree rollout (after PATR, arXiv
+2607.15610) grows the task's group as a tree instead:
+
+1. start ``branches`` (B0) branches on the task;
+2. advance every active branch ``interval`` (K) decisions;
+3. score each active partial trajectory (:class:`Scorer`); prune the degenerate ones (score below
+   the median minus ``prune_margin``, or one action taken ``repeat_limit`` times) and keep them
+   as leaves; replace each of the ``top_k`` best by ``children`` (M) children that share its
+   prefix and sample their own continuations;
+4. repeat until every branch has ended or the tree's decision budget is spent.
+
+The leaves (ended, pruned or cut by the budget) are the task's group for any estimator; a step
+shared by several leaves is one step of the batch (:meth:`trainers.rollout.Rollout.merge_rows`).
+
+**Forking by replay.** The package's envs are deterministic given the reset seed and the action
+prefix, so a child in a free member slot is a reset plus a replay of the parent's actions; each
+replayed step must reproduce the recorded observation, else :class:`NondeterministicEnvError`
+(an env that is not deterministic cannot be branched). Replay steps are counted apart from
+policy decisions (``rollout/replay_steps``). The first child keeps the parent's slot and env: no
+replay. A fork runs through the vector env's member pool (``reset`` / ``step`` of given
+members): the sync and the multiprocess pools, and the Ray pool, which has the same calls.
+
+**Budget.** Each tree may take at most ``budget`` policy decisions (default ``group_size x
+max_steps``, the flat rollout's cap for one group): before a vector step, a tree whose active
+branches would pass it ends its lowest-scored ones (leaves, cut), and a fork is made only when
+its decisions still fit. ``B0 <= group_size`` and at most ``group_size`` branches are active at
+a time (one per member slot).
+
+**Outcome of a leaf.** A branch that ended in the env keeps its outcome; a pruned or cut branch
+has outcome 0 and counts as a failure: pruned branches stay in the batch as negatives.
+
+>>> cfg = TreeConfig(branches=2, interval=2, children=2, top_k=1)
+>>> scores = CoverageScorer(loop_penalty=0.5).score([_Partial([True, True], ["a", "b"]), _Partial([True, False], ["a", "a"])])
+>>> scores.round(3).tolist()
+[1.0, 0.25]
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from agents.contract import Policy
+from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, _state_of, step_seed
+from wrappers.errors import UserError
+
+__all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
+           "collect_tree_rollout", "make_scorer"]
+
+SCORERS: tuple[str, ...] = ("coverage", "random")
+
+
+class NondeterministicEnvError(UserError, RuntimeError):
+    """A replayed action prefix did not reproduce the recorded observations: the env cannot be branched."""
+
+
+@dataclass(frozen=True)
+class TreeConfig:
+    """The knobs of a tree rollout (the trainer's ``tree_*`` fields; defaults after PATR).
+
+    branches: B0, branches started per task. interval: K, decisions between scoring rounds.
+    children: M, children replacing an expanded branch. top_k: branches expanded per round.
+    prune_margin: a branch scoring below the median minus this is pruned. repeat_limit: a
+    branch that took one action this many times is pruned. budget: policy decisions per tree
+    (0: group_size x max_steps). scorer: ``coverage`` | ``random``. loop_penalty: the coverage
+    scorer's weight on the repeated-action rate. seed: the random scorer's seed.
+    """
+
+    branches: int = 4
+    interval: int = 4
+    children: int = 2
+    top_k: int = 2
+    prune_margin: float = 0.5
+    repeat_limit: int = 6
+    budget: int = 0
+    scorer: Literal["coverage", "random"] = "coverage"
+    loop_penalty: float = 0.5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("branches", "interval", "children", "top_k", "repeat_limit"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"tree_{name} must be an integer >= 1, got {value!r}")
+        if self.budget < 0:
+            raise ValueError(f"tree_budget must be >= 0 (0: group_size x max_steps), got {self.budget}")
+        if self.scorer not in SCORERS:
+            raise ValueError(f"tree_scorer must be one of {', '.join(SCORERS)}, got {self.scorer!r}")
+
+
+class PartialTrajectory(Protocol):
+    """What a scorer reads of a branch: its first-visit flags and actions so far."""
+
+    first_visits: list[bool]
+    actions: list[str]
+
+
+class Scorer(Protocol):
+    """Scores the active partial trajectories of one tree (higher: more promising)."""
+
+    def score(self, branches: Sequence[PartialTrajectory]) -> np.ndarray: ...
+
+
+@dataclass
+class _Partial:
+    first_visits: list[bool]
+    actions: list[str]
+
+
+def _repeat_rate(actions: Sequence[str]) -> float:
+    """Share of the actions that the branch had already taken."""
+    seen: set[str] = set()
+    repeats = 0
+    for a in actions:
+        repeats += a in seen
+        seen.add(a)
+    return repeats / max(len(actions), 1)
+
+
+@dataclass(frozen=True)
+class CoverageScorer:
+    """ProGPO's own signal as a process score: the partial first-visit coverage rate (new states
+    per decision) minus ``loop_penalty`` times the share of decisions that repeated an action."""
+
+    loop_penalty: float = 0.5
+
+    def score(self, branches: Sequence[PartialTrajectory]) -> np.ndarray:
+        return np.array([sum(b.first_visits) / max(len(b.first_visits), 1) - self.loop_penalty * _repeat_rate(b.actions)
+                         for b in branches], dtype=np.float64)
+
+
+class RandomScorer:
+    """The control: uniform random scores (branching, but not where progress is)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def score(self, branches: Sequence[PartialTrajectory]) -> np.ndarray:
+        return self.rng.random(len(branches))
+
+
+def make_scorer(cfg: TreeConfig) -> Scorer:
+    """The scorer ``cfg.scorer`` names."""
+    return CoverageScorer(cfg.loop_penalty) if cfg.scorer == "coverage" else RandomScorer(cfg.seed)
+
+
+@dataclass
+class _Branch:
+    """One branch: the env slot it plays in and its path (indices into ``Rollout.steps``)."""
+
+    tree: int
+    slot: int
+    path: list[int] = field(default_factory=list)
+    actions: list[str] = field(default_factory=list)
+    first_visits: list[bool] = field(default_factory=list)
+    observations: list[str] = field(default_factory=list)  # after each step (the replay check)
+    history: list[tuple[str, str]] = field(default_factory=list)
+    obs: str = ""
+    info: dict[str, Any] = field(default_factory=dict)
+    state: str = ""
+    status: str = "active"  # active | ended | pruned | cut | expanded
+    outcome: float = 0.0
+    won: bool | None = None
+
+    def child(self, slot: int) -> "_Branch":
+        return _Branch(self.tree, slot, list(self.path), list(self.actions), list(self.first_visits),
+                       list(self.observations), list(self.history), self.obs, dict(self.info), self.state)
+
+
+@dataclass
+class _Tree:
+    group: int
+    task_seed: int
+    options: Mapping[str, Any] | None
+    reset_obs: str
+    task_id: str = ""
+    task_type: str = "unknown"
+    branches: list[_Branch] = field(default_factory=list)
+    decisions: int = 0
+
+    def active(self) -> list[_Branch]:
+        return [b for b in self.branches if b.status == "active"]
+
+    def free_slots(self, slots: Sequence[int]) -> list[int]:
+        used = {b.slot for b in self.active()}
+        return [s for s in slots if s not in used]
+
+
+@dataclass
+class _Counts:
+    replay_steps: int = 0
+    branches: int = 0
+    pruned: int = 0
+    cut: int = 0
+    forks: int = 0
+
+
+class _TreeCollector:
+    """The state of one tree rollout over the vector env's member pool (see the module docs)."""
+
+    def __init__(self, envs: Any, policy: Policy, cfg: TreeConfig, max_steps: int, scorer: Scorer) -> None:
+        self.pool, self.policy, self.cfg, self.scorer = envs.pool, policy, cfg, scorer
+        self.g_size = envs.group_size
+        if cfg.branches > self.g_size:
+            raise ValueError(f"tree_branches {cfg.branches} > group_size {self.g_size}: each branch needs a member slot")
+        self.budget = cfg.budget or self.g_size * max_steps
+        self.ro = Rollout()
+        self.trees: list[_Tree] = []
+        self.counts = _Counts()
+
+    def slots(self, tree: _Tree) -> range:
+        return range(tree.group * self.g_size, (tree.group + 1) * self.g_size)
+
+    # -- start and fork ----------------------------------------------------------------------
+    def start(self, task_seeds: Sequence[int], options: Sequence[Mapping[str, Any] | None] | None) -> None:
+        for g, task in enumerate(task_seeds):
+            opt = options[g] if options is not None else None
+            slots = list(range(g * self.g_size, g * self.g_size + self.cfg.branches))
+            results = self.pool.reset(slots, [int(task)] * len(slots), [opt] * len(slots))
+            (obs0, info0), _ = results[0]
+            tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
+                         str(info0.get("task_type", "unknown")))
+            for slot, ((obs, info), _) in zip(slots, results):
+                info = dict(info)
+                tree.branches.append(_Branch(g, slot, obs=str(obs), info=info, state=_state_of(info, str(obs))))
+                self.counts.branches += 1
+            self.trees.append(tree)
+
+    def fork(self, tree: _Tree, parent: _Branch, slot: int) -> _Branch | None:
+        """A child of ``parent`` in ``slot``: reset to the task, replay the parent's actions, check
+        every observation. A crash while replaying abandons the fork (None)."""
+        ((obs, info), _), = self.pool.reset([slot], [tree.task_seed], [tree.options])
+        if str(obs) != tree.reset_obs:
+            raise NondeterministicEnvError(f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
+                                           "than before; this env cannot be branched (use --rollout flat)")
+        for t, (action, recorded) in enumerate(zip(parent.actions, parent.observations)):
+            result = self.pool.step([slot], [action])[0]
+            self.counts.replay_steps += 1
+            if not isinstance(result, tuple):
+                return None
+            obs, info = result[0], result[4]
+            if str(obs) != recorded:
+                raise NondeterministicEnvError(f"tree rollout: replaying step {t} ({action!r}) of task seed "
+                                               f"{tree.task_seed} gave another observation than recorded; this env "
+                                               "cannot be branched (use --rollout flat)")
+        child = parent.child(slot)
+        child.info = dict(info)
+        self.counts.forks += 1
+        return child
+
+    # -- one vector step ---------------------------------------------------------------------
+    def enforce_budget(self) -> None:
+        """End the lowest-scored branches of a tree whose next step would pass its budget."""
+        for tree in self.trees:
+            active = tree.active()
+            over = tree.decisions + len(active) - self.budget
+            if over > 0:
+                order = np.argsort(self.scorer.score(active), kind="stable")
+                for j in order[:over]:
+                    active[j].status = "cut"
+                    self.counts.cut += 1
+
+    def step(self, k: int, seed: int) -> int:
+        branches = [b for tree in self.trees for b in tree.active()]
+        if not branches:
+            return 0
+        t_act = time.perf_counter()
+        outputs = self.policy.act([b.obs for b in branches], [b.info for b in branches],
+                                  [list(b.history) for b in branches], seed=step_seed(seed, k))
+        t_env = time.perf_counter()
+        self.ro.policy_seconds += t_env - t_act
+        if len(outputs) != len(branches):
+            raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(branches)} observations")
+        actions = [out.action if out.action is not None else "" for out in outputs]
+        results = self.pool.step([b.slot for b in branches], actions)
+        self.ro.env_seconds += time.perf_counter() - t_env
+        for b, out, action, result in zip(branches, outputs, actions, results):
+            self.record(b, out, str(action), result)
+            self.trees[b.tree].decisions += 1
+        return len(branches)
+
+    def record(self, b: _Branch, out: Any, action: str, result: Any) -> None:
+        if isinstance(result, tuple):
+            obs, reward, term, trunc, info = result
+            info = dict(info)
+        else:  # the member crashed: its branch ends, truncated, as a flat rollout's episode would
+            obs, reward, term, trunc, info = b.obs, 0.0, False, True, {"worker_error": getattr(result, "reason", "")}
+        nxt = _state_of(info, str(obs))
+        self.ro.steps.append(StepRecord(
+            traj=-1, t=len(b.path), output=out, state=b.state, next_state=nxt,
+            first_visit=bool(info.get("first_visit", nxt != b.state)), reward=float(reward),
+            valid=bool(out.valid) and bool(info.get("valid_action", True)), action=action))
+        self.ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
+        b.path.append(len(self.ro.steps) - 1)
+        b.actions.append(action)
+        b.first_visits.append(self.ro.steps[-1].first_visit)
+        b.observations.append(str(obs))
+        b.history.append((b.obs, action))
+        b.obs, b.info, b.state = str(obs), info, nxt
+        if term or trunc:
+            b.status = "ended"
+            b.outcome = float(info["outcome"]) if "outcome" in info else float(reward)
+            b.won = bool(info["won"]) if "won" in info else None
+
+    # -- scoring rounds ----------------------------------------------------------------------
+    def round(self, tree: _Tree) -> None:
+        """Prune the degenerate branches, then replace the best ones by their children."""
+        cfg = self.cfg
+        active = tree.active()
+        if not active:
+            return
+        scores = self.scorer.score(active)
+        median = float(np.median(scores))
+        keep: list[tuple[float, _Branch]] = []
+        for b, s in zip(active, scores):
+            looping = max((b.actions.count(a) for a in set(b.actions)), default=0) >= cfg.repeat_limit
+            if s < median - cfg.prune_margin or looping:
+                b.status = "pruned"
+                self.counts.pruned += 1
+            else:
+                keep.append((float(s), b))
+        keep.sort(key=lambda pair: -pair[0])  # stable: ties keep the branches' order
+        for _, parent in keep[: cfg.top_k]:
+            self.expand(tree, parent)
+
+    def expand(self, tree: _Tree, parent: _Branch) -> None:
+        """Replace ``parent`` by up to M children (the first keeps its slot and env), as far as free
+        slots and the budget allow; with no room for a second child it goes on unchanged."""
+        free = tree.free_slots(self.slots(tree))
+        room = self.budget - tree.decisions - len(tree.active())  # decisions left after one more step of each
+        extra = min(self.cfg.children - 1, len(free), max(room, 0))
+        if extra < 1:
+            return
+        children = [parent.child(parent.slot)]
+        for slot in free[:extra]:
+            child = self.fork(tree, parent, slot)
+            if child is not None:
+                children.append(child)
+        if len(children) < 2:
+            return
+        parent.status = "expanded"
+        tree.branches.extend(children)
+        self.counts.branches += len(children)
+
+    # -- the result --------------------------------------------------------------------------
+    def finish(self) -> Rollout:
+        ro = self.ro
+        leaves = [b for tree in self.trees for b in tree.branches if b.status in ("ended", "pruned", "cut")]
+        owner = np.full(len(ro.steps), -1, dtype=np.int64)
+        for j, b in enumerate(leaves):
+            won = b.won if b.won is not None else b.outcome >= WON_OUTCOME
+            tree = self.trees[b.tree]
+            ended = b.status == "ended"
+            ro.trajectories.append(Trajectory(group=b.tree, member=b.slot, task_id=tree.task_id, task_type=tree.task_type,
+                                              outcome=b.outcome if ended else 0.0, length=len(b.path),
+                                              won=bool(won) if ended else False))
+            for s in b.path:
+                if owner[s] < 0:
+                    owner[s] = j
+        for s, j in zip(ro.steps, owner):
+            s.traj = int(j)
+        ro.leaf_paths = [list(b.path) for b in leaves]
+        ro.tree_stats = {"rollout/decisions": float(len(ro.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
+                         "rollout/leaves": float(len(leaves)), "rollout/branches": float(self.counts.branches),
+                         "rollout/pruned": float(self.counts.pruned), "rollout/budget_cut": float(self.counts.cut),
+                         "rollout/forks": float(self.counts.forks)}
+        return ro
+
+
+def collect_tree_rollout(
+    envs: Any,
+    policy: Policy,
+    task_seeds: Sequence[int],
+    seed: int,
+    cfg: TreeConfig,
+    max_steps: int,
+    on_step: Callable[[int], None] | None = None,
+    options: Sequence[Mapping[str, Any] | None] | None = None,
+    scorer: Scorer | None = None,
+) -> Rollout:
+    """One tree per task of ``task_seeds`` over the members of ``envs`` (a
+    :class:`wrappers.GroupVectorEnv`; group g's G members are tree g's slots). ``seed`` seeds
+    the policy's sampling as :func:`trainers.rollout.collect_rollout` does; ``scorer`` defaults to
+    :func:`make_scorer` ``(cfg)``. Returns a :class:`~trainers.rollout.Rollout` whose trajectories
+    are the leaves, with ``leaf_paths`` and ``tree_stats`` set."""
+    t0 = time.perf_counter()
+    if len(task_seeds) != envs.num_groups:
+        raise ValueError(f"task_seeds: one per group ({envs.num_groups}), got {len(task_seeds)}")
+    col = _TreeCollector(envs, policy, cfg, max_steps, scorer or make_scorer(cfg))
+    col.start(task_seeds, options)
+    k = 0
+    while any(tree.active() for tree in col.trees):
+        col.enforce_budget()
+        n = col.step(k, seed)
+        k += 1
+        if on_step is not None:
+            on_step(n)
+        if k % cfg.interval == 0:
+            for tree in col.trees:
+                col.round(tree)
+    ro = col.finish()
+    ro.seconds = time.perf_counter() - t0
+    envs.require_reset()  # its members were driven one by one: the vector env's own view of them is stale
+    return ro
