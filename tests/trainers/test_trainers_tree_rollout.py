@@ -191,3 +191,18 @@ def test_two_tree_iterations_from_the_cli(tmp_path, env, extra, request):
     train = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
     assert len(train) == 2 and all(r["rollout/replay_steps"] > 0 for r in train)
+
+
+def test_the_multiprocess_pool_grows_the_same_tree():
+    """The async member pool (one process per member) forks the same way as the sync one."""
+    trees = []
+    for backend in ("sync", "async"):
+        envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=8), num_groups=2, group_size=4, seed=0,
+                              backend=backend)
+        try:
+            ro = collect_tree_rollout(envs, RandomAdmissible(), [4, 9], seed=2,
+                                      cfg=TreeConfig(branches=2, interval=2), max_steps=8)
+        finally:
+            envs.close()
+        trees.append(([(s.t, s.state, s.action, s.next_state) for s in ro.steps], ro.leaf_paths, ro.tree_stats))
+    assert trees[0] == trees[1] and trees[0][2]["rollout/forks"] > 0
