@@ -28,7 +28,7 @@ from typing import Any, Sequence
 import torch
 
 from agents.backends.base import Generation, GenerationBackend
-from agents.logprobs import sequence_logprobs
+from agents.logprobs import sequence_distributions, sequence_logprobs
 from agents.parsing import parse_action
 from agents.policy_base import LLMPolicy, PolicyOptions, StepOutput
 
@@ -81,6 +81,17 @@ class GeneratePolicy(LLMPolicy):
             with_entropy=with_entropy, batch_size=batch_size or 8,
         )
         return lps, (ents or [])
+
+    def distributions(self, steps: Sequence[StepOutput]) -> list[torch.Tensor]:
+        """Per step the next-token log-distribution at each response token, ``[n, V]``, under the
+        live model and the sampling temperature (the caller's grad mode): what a token-level
+        distillation loss compares (``trainers.teachers``)."""
+        steps = list(steps)
+        if not steps:
+            return []
+        return sequence_distributions(self.model, [s.prompt_ids for s in steps], [s.response_ids for s in steps],
+                                      pad_token_id=self.pad_token_id, temperature=self.sampling.temperature,
+                                      batch_size=8)
 
     def sync(self) -> None:
         """Sample from the trained weights from now on (the vLLM backend copies them over)."""

@@ -20,7 +20,7 @@ import torch
 from agents.batching import token_chunks
 
 __all__ = ["candidate_logprobs", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
-           "sequence_logprobs"]
+           "sequence_distributions", "sequence_logprobs"]
 
 
 def processed_log_softmax(
@@ -117,6 +117,54 @@ def sequence_logprobs(
             if ent is not None:
                 out_ent.append(ent[i, r_max - n:])
     return out_lp, (out_ent if with_entropy else None)
+
+
+def sequence_distributions(
+    model: Any,
+    prompts: Sequence[Sequence[int]],
+    responses: Sequence[Sequence[int]],
+    *,
+    pad_token_id: int,
+    temperature: float = 1.0,
+    batch_size: int = 16,
+) -> list[torch.Tensor]:
+    """The whole next-token log-distribution at each response position: one ``[len(response), V]``
+    tensor per sequence (what a token-level distillation loss compares), under the caller's grad
+    mode; left-padded like :func:`sequence_logprobs`.
+
+    >>> import torch
+    >>> class Uniform(torch.nn.Module):
+    ...     def __init__(self):
+    ...         super().__init__(); self.w = torch.nn.Parameter(torch.zeros(4))
+    ...     def forward(self, input_ids, attention_mask=None, position_ids=None, logits_to_keep=0, **kw):
+    ...         return type("Out", (), {"logits": self.w.expand(*input_ids.shape, 4)[:, -logits_to_keep:]})()
+    >>> [d.shape for d in sequence_distributions(Uniform(), [[1, 2], [3]], [[0, 1], [2]], pad_token_id=0)]
+    [torch.Size([2, 4]), torch.Size([1, 4])]
+    """
+    if len(prompts) != len(responses):
+        raise ValueError(f"{len(prompts)} prompts but {len(responses)} responses")
+    device = next(model.parameters()).device
+    out: list[torch.Tensor] = []
+    for start in range(0, len(prompts), max(1, batch_size)):
+        chunk_p = prompts[start: start + batch_size]
+        chunk_r = responses[start: start + batch_size]
+        if any(len(p) == 0 for p in chunk_p):
+            raise ValueError("every prompt needs at least one token")
+        seqs = [list(p) + list(r) for p, r in zip(chunk_p, chunk_r)]
+        width, r_max = max(len(s) for s in seqs), max(len(r) for r in chunk_r)
+        if r_max == 0:
+            out += [torch.zeros(0, 0, device=device) for _ in seqs]
+            continue
+        ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s):] = 1
+        ids, mask = ids.to(device), mask.to(device)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        logp = processed_log_softmax(_forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :], temperature)
+        out += [logp[i, r_max - len(r):] for i, r in enumerate(chunk_r)]
+    return out
 
 
 def candidate_logprobs(

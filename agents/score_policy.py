@@ -231,6 +231,17 @@ class ScorePolicy(LLMPolicy):
                 out_ent.append(-(log_pi.exp() * log_pi).sum().reshape(1))
         return out_lp, out_ent
 
+    def distributions(self, steps: Sequence[StepOutput]) -> list[torch.Tensor]:
+        """Per step the candidate-softmax log-distribution ``[K]`` under the live model (the
+        caller's grad mode); an empty tensor for a step without candidates. What a
+        distillation loss compares (``trainers.teachers``)."""
+        steps = list(steps)
+        scored = [s for s in steps if s.candidate_ids]
+        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]
+        device = next(self.model.parameters()).device
+        return [torch.log_softmax(self._command_scores(next(per_token)).float(), dim=-1) if s.candidate_ids
+                else torch.zeros(0, device=device) for s in steps]
+
     def behaviour_logprobs(self, step: StepOutput) -> torch.Tensor:
         """The candidate-softmax log-prob of the command drawn (1 element; the per-token
         log-probs when the step has none, as a step without candidates)."""

@@ -23,6 +23,7 @@ from typing import Any
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
 from trainers.envs import STATE_KEYS
+from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
 
@@ -158,6 +159,19 @@ class TrainConfig:
     tree_scorer: str = _opt("coverage", "tree: coverage (the partial first-visit coverage rate minus a loop penalty) |"
                                         " random (the control)", "rollout")
     tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
+    # teacher (trainers/teachers.py): a distillation loss beside the RL loss
+    distill: str = _opt("none", "none | privileged (I-SDPO: all-failed groups are distilled from an EMA teacher that "
+                                "reads the env's privileged text -- the expert plan / the target product: NOT pure RL) "
+                                "| hindsight (SEED: a gated pull toward the choices the policy makes with a hindsight "
+                                "skill of its own trajectory in context, every group)", "teacher")
+    skill_writer: str = _opt("template", "hindsight: who writes the skills: template (sentences from the trajectory "
+                                         "alone, no ground truth) | policy (generate mode: the policy writes them)",
+                                         "teacher")
+    distill_tau: float = _opt(0.05, "privileged: EMA rate of the teacher after each optimizer step", "teacher")
+    distill_lambda: float = _opt(0.01, "hindsight: weight of the gated distillation term beside the RL loss", "teacher")
+    distill_gate_beta: float = _opt(5.0, "hindsight: gate g = sigmoid(beta * (l_skill - l_theta))", "teacher")
+    distill_top_k: int = _opt(20, "privileged, generate mode: the teacher's top-k tokens compared per position",
+                                  "teacher")
     # budget
     iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
     num_groups: int = _opt(8, "B tasks per iteration", "budget")
@@ -242,6 +256,11 @@ class TrainConfig:
         one_of("progress_gate", ("all_failed", "always"))
         one_of("hgpo_fusion", FUSIONS)
         one_of("rollout", ROLLOUTS)
+        one_of("distill", DISTILL_MODES)
+        one_of("skill_writer", SKILL_WRITERS)
+        if self.distill == "hindsight" and self.skill_writer == "policy" and self.policy_mode != "generate":
+            raise ConfigError("skill_writer policy needs --policy-mode generate (the policy writes the skills); score "
+                              "mode uses the template writer")
         one_of("tree_scorer", SCORERS)
         one_of("batch_decisions", ("on", "off"))
         if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
@@ -257,7 +276,8 @@ class TrainConfig:
         one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
                      "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
-                     "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit"):
+                     "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit",
+                     "distill_top_k"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
@@ -276,7 +296,7 @@ class TrainConfig:
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
                      "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
                      "init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
-                     "tree_prune_margin", "tree_loop_penalty"):
+                     "tree_prune_margin", "tree_loop_penalty", "distill_tau", "distill_lambda", "distill_gate_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -330,6 +350,11 @@ class TrainConfig:
                              invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
                              avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions == "on",
                              batch_tokens=self.micro_batch_tokens)
+
+    @property
+    def distill_label(self) -> str | None:
+        """The teacher's label (``"privileged (not pure RL)"``, ``"hindsight (no ground truth)"``), None without one."""
+        return distill_label(self.distill, self.skill_writer)
 
     @property
     def resolved_step_timeout(self) -> float | str:
@@ -498,7 +523,7 @@ def build_parser() -> argparse.ArgumentParser:
                                          help=text)
         else:
             choices = {"estimator": ESTIMATORS, "env": ENVS, "hgpo_fusion": FUSIONS, "rollout": ROLLOUTS,
-                       "tree_scorer": SCORERS}.get(f.name)
+                       "tree_scorer": SCORERS, "distill": DISTILL_MODES, "skill_writer": SKILL_WRITERS}.get(f.name)
             sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None, choices=choices,
                                          help=text)
     return ap

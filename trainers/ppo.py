@@ -25,6 +25,7 @@ import torch
 from agents.batching import chunks
 from trainers import distributed
 from trainers.losses import ppo_clip_loss, token_weights
+from trainers.teachers import DistillTargets, gated_distill, symmetric_kl, topk_symmetric_kl
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
@@ -76,6 +77,7 @@ class UpdateBatch:
         cost: per step, the token positions its forward pass takes (micro-batch sizing).
         keys: per step, :func:`agents.batching.step_key` (steps with one key share a computation).
         n_global: steps over all ranks.
+        distill: the teacher's targets (:mod:`trainers.teachers`), or None (RL only).
     """
 
     outputs: list[Any]
@@ -87,6 +89,7 @@ class UpdateBatch:
     cost: list[int] = field(default_factory=list)
     keys: list[tuple] = field(default_factory=list)
     n_global: int = 0
+    distill: DistillTargets | None = None
 
     @classmethod
     def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
@@ -110,6 +113,10 @@ class Learner:
     pad_forward: Callable[[], list[torch.Tensor]]
     optimizer: torch.optim.Optimizer
     params: Sequence[torch.nn.Parameter]
+    #: the student's whole log-distributions of some steps (a privileged teacher's loss compares them)
+    distributions: Callable[[list[Any]], list[torch.Tensor]] | None = None
+    #: called after every optimizer step (an EMA teacher follows the student)
+    after_step: Callable[[], None] | None = None
 
 
 def micro_batches(part: Sequence[int], cost: Sequence[int], cfg: PPOConfig,
@@ -201,16 +208,25 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
     sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
     tok_total, w_total, grad_norms, optimizer_steps = 0, 0.0, [], 0
     n_tok, tok_w = batch.n_tok, batch.tok_w
+    teacher = batch.distill
+    routed = teacher.routed if teacher is not None and teacher.mode == "privileged" else None
+    dsum = {"kl": 0.0, "kl_weight": 0.0, "gate": 0.0, "gate_tokens": 0.0}
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(batch.outputs), generator=gen).tolist()
         for part in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
             part = part.tolist()
+            kd_part = [j for j in part if routed[j]] if routed is not None else []
+            if kd_part:  # a privileged teacher's steps take the distillation loss, not the RL loss
+                part = [j for j in part if not routed[j]]  # type: ignore[index]
             mb_tokens, mb_weight = comm.sum([sum(n_tok[j] for j in part), sum(tok_w[j] * n_tok[j] for j in part)])
             mb_tokens = int(mb_tokens)
-            if mb_tokens == 0:
+            if mb_tokens == 0 and not kd_part:
                 continue
             optimizer.zero_grad(set_to_none=True)
-            for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)):
+            share = len(part) / (len(part) + len(kd_part))  # each step counts once, in one of the two losses
+            if kd_part:
+                _distill_pass(kd_part, batch, cfg, learner, comm, 1.0 - share, dsum)
+            for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []:
                 if micro is None:  # padding: a zero-weight pass over any step
                     pad = learner.pad_forward()
                     (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
@@ -223,12 +239,16 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                     ent_t = None
                 w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
                 w_sum = float(w_t.sum())
+                scale = comm.loss_scale * w_sum / mb_weight
                 out = ppo_clip_loss(lp, torch.cat([batch.old[j] for j in micro]).to(dev),
                                     torch.cat([batch.adv[j].expand(n_tok[j]) for j in micro]).to(dev), cfg.clip_eps,
                                     torch.cat([batch.ref[j] for j in micro]).to(dev) if batch.ref is not None else None,
-                                    cfg.kl_coef, cfg.entropy_coef, weight=comm.loss_scale * w_sum / mb_weight,
+                                    cfg.kl_coef, cfg.entropy_coef, weight=scale * share if kd_part else scale,
                                     entropies=ent_t, token_weights=w_t)
-                out.loss.backward()
+                loss = out.loss
+                if teacher is not None and teacher.mode == "hindsight":
+                    loss = loss + _hindsight_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale, dsum)
+                loss.backward()
                 for key in sums:  # pg_loss and kl are means under the token weights, the others token means
                     sums[key] += float(getattr(out, key)) * (w_sum if key in WEIGHTED else k)
                 tok_total += k
@@ -238,6 +258,8 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
             optimizer.step()
             optimizer_steps += 1
+            if learner.after_step is not None:
+                learner.after_step()
     optimizer.zero_grad(set_to_none=True)
     totals = comm.sum([*sums.values(), tok_total, w_total])
     sums, tok_total, w_total = dict(zip(sums, totals[:-2])), int(totals[-2]), float(totals[-1])
@@ -245,5 +267,61 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
              if (w_total if key in WEIGHTED else tok_total) > 0 else 0.0 for key, value in sums.items()}
     stats.update({"update/tokens": float(tok_total), "update/optimizer_steps": float(optimizer_steps),
                   "update/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0})
+    if teacher is not None:
+        kl, kl_w, gate, gate_n = comm.sum(list(dsum.values()))
+        if teacher.mode == "privileged":  # the mean symmetric KL under the entropy weights
+            stats["distill/kl"] = kl / kl_w if kl_w > 0 else 0.0
+        else:  # the mean gate of the hindsight term
+            stats["distill/gate"] = gate / gate_n if gate_n > 0 else 0.0
     return stats
+
+
+def _hindsight_term(micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: UpdateBatch,
+                    mb_weight: float, loss_scale: float, dsum: dict[str, float]) -> torch.Tensor:
+    """SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] - l_theta)) /
+    mb_weight`` (the RL loss's token weights and normaliser), over the steps that have a skill."""
+    teacher = batch.distill
+    assert teacher is not None
+    offsets = np.cumsum([0] + [batch.n_tok[j] for j in micro])
+    terms, gates, weights = [], [], []
+    for i, j in enumerate(micro):
+        skill = teacher.skill[j]
+        if skill is None:
+            continue
+        mine = lp[offsets[i]: offsets[i + 1]]
+        term, gate = gated_distill(mine, skill.to(lp.device).reshape(mine.shape), teacher.beta)
+        terms.append(term)
+        gates.append(gate)
+        weights.append(w_t[offsets[i]: offsets[i + 1]])
+    if not terms:
+        return lp.sum() * 0.0
+    gate = torch.cat(gates)
+    dsum["gate"] += float(gate.sum())
+    dsum["gate_tokens"] += float(gate.numel())
+    return teacher.coef * loss_scale * (torch.cat(weights) * torch.cat(terms)).sum() / mb_weight
+
+
+def _distill_pass(kd_part: Sequence[int], batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
+                  share: float, dsum: dict[str, float]) -> None:
+    """The privileged teacher's loss on a mini-batch's routed steps: the weighted mean of the
+    symmetric KL between teacher and student over their decisions (score mode) or response
+    tokens (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
+    teacher = batch.distill
+    assert teacher is not None
+    if learner.distributions is None:
+        raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
+    total_w = float(comm.sum([sum(float(teacher.weight[j].sum()) for j in kd_part)])[0])  # type: ignore[union-attr]
+    if total_w <= 0:
+        return
+    for micro in micro_batches(kd_part, batch.cost, cfg, batch.keys or None):
+        dists = learner.distributions([batch.outputs[j] for j in micro])
+        losses = []
+        for j, d in zip(micro, dists):
+            t, w = teacher.teacher[j].to(d.device), teacher.weight[j].to(d.device)  # type: ignore[union-attr]
+            idx = teacher.index[j]
+            kl = topk_symmetric_kl(t, idx.to(d.device), d) if idx is not None else symmetric_kl(t, d.float()).reshape(1)
+            losses.append((w.reshape(-1) * kl.reshape(-1)).sum())
+            dsum["kl"] += float((w.reshape(-1) * kl.detach().reshape(-1)).sum())
+            dsum["kl_weight"] += float(w.sum())
+        (comm.loss_scale * share * torch.stack(losses).sum() / total_w).backward()
 

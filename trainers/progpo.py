@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         teardown()
     from trainers.report import rl_gain
 
+    if trainer.cfg.distill_label:
+        print(f"teacher: {trainer.cfg.distill_label}")
     for kind in ("eval", "eval_extra"):
         g = rl_gain(trainer.history, kind)
         if g is not None:

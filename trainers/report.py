@@ -19,6 +19,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from trainers.teacher_labels import distill_label
+
 __all__ = ["write_report", "plot_curves", "rl_gain"]
 
 CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fraction"),
@@ -60,7 +62,11 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     plot_curves(records, run / "curves.png", title=f"{config.get('estimator', '')} on {config.get('env', '')}")
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}", ""]
+    label = distill_label(str(config.get("distill", "none")), str(config.get("skill_writer", "template")))
+    lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}"
+             + (f", distill {label}" if label else ""), ""]
+    if label:
+        lines += [_distill_paragraph(str(config.get("distill")), label, train), ""]
     lines += [f"Model `{config.get('model')}`, {config.get('num_groups')} groups x {config.get('group_size')} members, "
               f"max {config.get('max_steps')} steps, {len(train)} iterations, policy mode `{config.get('policy_mode')}`.", ""]
     lines += _headline(records)
@@ -146,6 +152,21 @@ def _progress_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -
     if acted / max(groups, 1) < 0.1:
         lines.append(f"With so few all-failed groups, what this run changed is essentially {base}'s doing.")
     return lines + [""]
+
+
+def _distill_paragraph(mode: str, label: str, train: Sequence[dict[str, Any]]) -> str:
+    """What the teacher did, and what information it used."""
+    share = np.mean([float(r.get("distill/group_frac", 0.0)) for r in train]) if train else 0.0
+    kl = np.mean([float(r.get("distill/kl", 0.0)) for r in train]) if train else 0.0
+    gate = np.mean([float(r.get("distill/gate", 0.0)) for r in train]) if train else 0.0
+    if mode == "privileged":
+        return (f"**Teacher: {label}.** The all-failed groups ({share:.1%} of the groups on average) were trained by "
+                f"self-distillation from an EMA teacher that read the env's privileged text (the expert's plan / the "
+                f"target product), mean symmetric KL {kl:.4f}: in those groups this run imitates, it does not learn "
+                "from reward alone. Samples of what the teacher read: distill_samples.jsonl.")
+    return (f"**Teacher: {label}.** Every group got SEED's gated distillation term toward the choices made with a "
+            f"hindsight skill of its own trajectory in context (mean gate {gate:.3f}). Samples of the skills: "
+            "distill_samples.jsonl.")
 
 
 def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:

@@ -57,6 +57,8 @@ class StepRecord:
     reward: float
     valid: bool  # parsed by the policy AND accepted by the env
     action: str
+    obs: str = ""  # the observation the decision was made on (what a hindsight skill may read)
+    next_obs: str = ""  # the observation the action led to
 
 
 @dataclass
@@ -70,6 +72,8 @@ class Trajectory:
     outcome: float = 0.0  # final score / outcome reward R_i (WebShop: the purchase score in [0, 1])
     length: int = 0
     won: bool = False  # the env's info["won"] at the episode's end (WebShop: score == 1); see collect_rollout
+    goal: str = ""  # the instruction the agent was shown (what a hindsight skill writer may read)
+    privileged: str = ""  # the env's info["privileged_text"] at reset, when it offers one (never shown to the agent)
 
 
 @dataclass
@@ -165,6 +169,19 @@ def member_info(infos: Mapping[str, Any], i: int) -> dict[str, Any]:
     return out
 
 
+def instruction_of(info: Mapping[str, Any]) -> str:
+    """The instruction the agent is shown: ``info["instruction"]``, else the goal's text (a dict
+    goal: its ``instruction_text``; never its answer fields).
+
+    >>> instruction_of({"goal": {"instruction_text": "red shoes", "asin": "B0"}}), instruction_of({"goal": "heat a mug"})
+    ('red shoes', 'heat a mug')
+    """
+    goal = info.get("instruction") or info.get("goal", "")
+    if isinstance(goal, Mapping):
+        return str(goal.get("instruction_text") or goal.get("instruction") or "")
+    return "" if goal is None else str(goal)
+
+
 def _state_of(info: Mapping[str, Any], obs: str) -> str:
     canon = info.get("canonical_obs")
     return str(canon) if canon is not None else str(obs)
@@ -226,7 +243,9 @@ def collect_rollout(
     traj_of = []
     for i in range(n):
         ro.trajectories.append(Trajectory(group=i // g_size, member=i, task_id=str(minfo[i].get("task_id", "")),
-                                          task_type=str(minfo[i].get("task_type", "unknown"))))
+                                          task_type=str(minfo[i].get("task_type", "unknown")),
+                                          goal=instruction_of(minfo[i]),
+                                          privileged=str(minfo[i].get("privileged_text", ""))))
         traj_of.append(i)
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     state = [_state_of(minfo[i], obs[i]) for i in range(n)]
@@ -263,7 +282,8 @@ def collect_rollout(
             ro.steps.append(StepRecord(
                 traj=traj_of[i], t=t[i], output=out, state=state[i], next_state=nxt,
                 first_visit=bool(step_info.get("first_visit", nxt != state[i])), reward=float(rewards[i]),
-                valid=bool(out.valid) and env_valid, action=str(actions[i])))
+                valid=bool(out.valid) and env_valid, action=str(actions[i]), obs=str(obs[i]),
+                next_obs=str(next_obs[i] if "final_obs" not in info else info["final_obs"])))
             ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
             histories[i].append((obs[i], str(actions[i])))
             tr = ro.trajectories[traj_of[i]]

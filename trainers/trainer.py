@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
+from dataclasses import dataclass
 import json
 import sys
 import time
@@ -60,6 +61,7 @@ from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, re
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
+from trainers.teachers import PRIVILEGED_KEY, PolicySkillWriter, Teacher, TemplateSkillWriter, transcripts_of
 from trainers.tree_rollout import collect_tree_rollout
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
 from trainers.seeds import task_seeds
@@ -139,6 +141,17 @@ def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) 
     return tqdm(total=total, desc=desc, disable=not enabled, leave=leave, dynamic_ncols=True, file=sys.stderr)
 
 
+@dataclass
+class TeacherInputs:
+    """What the teacher needs of an iteration beside the steps: per step its context text and
+    whether it takes the distillation loss (privileged: its group failed completely), and the
+    share of groups that got the teacher's loss."""
+
+    texts: list[str]
+    routed: list[bool]
+    metrics: dict[str, float]
+
+
 class Trainer:
     """Runs :class:`~trainers.config.TrainConfig` end to end.
 
@@ -171,7 +184,9 @@ class Trainer:
         if cfg.init_weights:
             self.load_weights(cfg.init_weights)
         train_split, eval_split = cfg.splits
-        self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key)
+        # a privileged teacher reads the env's privileged text (the agent never does: train envs only, not in prompts)
+        privileged = {"privileged_info": True} if cfg.distill == "privileged" and cfg.env in ("alfworld", "webshop") else {}
+        self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged)
         self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key)
         self.adv_cfg = cfg.advantage_config()
         #: bf16 autocast compute over fp32 master weights and fp32 AdamW state: an
@@ -199,6 +214,18 @@ class Trainer:
             self.ref_model = copy.deepcopy(self.model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
+        self.teacher: Teacher | None = None
+        if cfg.distill != "none":
+            if self.dist.enabled:
+                raise ConfigError(f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
+                                  "torchrun / accelerate launch or use --distill none")
+            if not hasattr(self.policy, "distributions"):
+                raise ConfigError(f"distill {cfg.distill}: the policy {type(self.policy).__name__} has no distributions() "
+                                  "to distill into (the LLM policies of agents.policy have)")
+            writer = (PolicySkillWriter(self.policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()) \
+                if cfg.distill == "hindsight" else None
+            self.teacher = Teacher(cfg.distill, self.policy, self.model, writer, tau=cfg.distill_tau,
+                                   coef=cfg.distill_lambda, beta=cfg.distill_gate_beta, top_k=cfg.distill_top_k)
         self.envs: Any = None
         self.env_failures: dict[str, float] = {}
         self.history: list[dict[str, Any]] = []
@@ -248,14 +275,18 @@ class Trainer:
             self.policy.model = live
 
     # ------------------------------------------------------------------ update
-    def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int) -> dict[str, float]:
+    def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int,
+               teach: TeacherInputs | None = None) -> dict[str, float]:
         """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
-        ``loss_agg: traj-mean``)."""
+        ``loss_agg: traj-mean``), with the teacher's term when ``teach`` is given."""
         cfg = self.cfg
         ppo_cfg = PPOConfig.from_config(cfg)
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
-            idx = [i for i in idx if advantages[i] != 0.0]
+            # a teacher's steps stay: routed ones take its loss, and hindsight's term acts on every step
+            keep = (lambda i: True) if teach is not None and self.teacher is not None and self.teacher.mode == "hindsight" \
+                else (lambda i: teach is not None and teach.routed[i])
+            idx = [i for i in idx if advantages[i] != 0.0 or keep(i)]
         comm = comm_for(self.dist)
         n_global = int(comm.sum([len(idx)])[0])
         stats: dict[str, float] = {"update/steps": float(n_global), "update/optimizer_steps": 0.0}
@@ -280,6 +311,13 @@ class Trainer:
         stats["update/input_tokens"] = float(comm.sum([float(sum(cost))])[0])
         batch = UpdateBatch.build(outputs, old, ref, torch.as_tensor(advantages[idx], dtype=torch.float32),
                                   [s.traj for s in steps], idx, cfg.loss_agg, cost, keys, n_global)
+        if teach is not None and self.teacher is not None:
+            t_teach = time.perf_counter()
+            with self.autocast():
+                batch.distill, teacher_stats = self.teacher.targets(steps, idx, teach.texts, teach.routed, iteration)
+            stats.update(teacher_stats)
+            stats.update(teach.metrics)
+            stats["time/teacher_s"] = time.perf_counter() - t_teach
         lr_now = cfg.lr * warmup_factor(iteration, cfg.lr_warmup_iterations)
         for group in self.optimizer.param_groups:
             group["lr"] = lr_now
@@ -299,8 +337,14 @@ class Trainer:
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
         bar = _progress(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress)
         try:
-            stats.update(ppo_update(batch, ppo_cfg, Learner(forward, pad_forward, self.optimizer, self.params), comm,
-                                    gen, on_micro_batch=lambda: bar.update(1)))
+            learner = Learner(forward, pad_forward, self.optimizer, self.params)
+            if self.teacher is not None:
+                def distributions(micro: list[Any]) -> list[torch.Tensor]:
+                    with self.autocast():
+                        return self.policy.distributions(micro)  # type: ignore[attr-defined]
+
+                learner.distributions, learner.after_step = distributions, self.teacher.after_step
+            stats.update(ppo_update(batch, ppo_cfg, learner, comm, gen, on_micro_batch=lambda: bar.update(1)))
         finally:
             bar.close()
         self.policy.sync()
@@ -472,6 +516,8 @@ class Trainer:
             "rng": capture_rng(),
             "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": seeds.eval_plan(self.cfg.seed)},
             "history": self.history,
+            **({"teacher_ema": self.teacher.ema.state_dict()} if self.teacher is not None and self.teacher.ema is not None
+               else {}),
             **extra,
         })
         distributed.barrier()
@@ -494,6 +540,8 @@ class Trainer:
         self._check_owner(path, data)
         try:
             load_trainable_state(self.model, data["model"], self.cfg.lora)
+            if self.teacher is not None and data.get("teacher_ema") is not None:
+                self.teacher.ensure_ema().load_state_dict(data["teacher_ema"])
             self.optimizer.load_state_dict(data["optimizer"])
             restore_rng(data["rng"])
             saved_world = int((data.get("distributed") or {}).get("world_size", 1))
@@ -554,10 +602,46 @@ class Trainer:
         t0 = time.perf_counter()
         ro = self.rollout(iteration)                                     # 1. rollout.py
         step_adv, all_failed, step_failed = self.advantages(ro, iteration)  # 2. advantages.py, losses.py
+        teach = self.teacher_inputs(ro, step_failed) if self.teacher is not None else None  # teachers.py
         t1 = time.perf_counter()
-        stats = self.update(ro.steps, step_adv, iteration)               # 3. ppo.py, losses.py
+        stats = self.update(ro.steps, step_adv, iteration, teach)        # 3. ppo.py, losses.py
         t2 = time.perf_counter()
         return self.train_record(iteration, ro, step_adv, all_failed, step_failed, stats, (t0, t1, t2))
+
+    def write_distill_samples(self) -> None:
+        """Append the teacher's samples of the last iteration (contexts it read, with the decision they
+        re-scored) to ``distill_samples.jsonl``, so that a user can read what the teacher saw."""
+        if self.teacher is None or not self.teacher.samples or not self.dist.is_main:
+            self.teacher.samples.clear() if self.teacher is not None else None
+            return
+        path = self.run_dir / "distill_samples.jsonl"
+        if self.manifest is not None:
+            self.manifest.record(path)
+        with path.open("a") as fh:
+            fh.writelines(json.dumps(sample) + "\n" for sample in self.teacher.samples)
+        self.teacher.samples.clear()
+
+    def teacher_inputs(self, ro: Rollout, step_failed: np.ndarray) -> TeacherInputs:
+        """Per step, the teacher's context text (the privileged text of its trajectory, or the
+        hindsight skill written for it) and whether its group takes the distillation loss."""
+        assert self.teacher is not None
+        if self.teacher.mode == "privileged":
+            texts = [ro.trajectories[s.traj].privileged for s in ro.steps]
+            if ro.steps and not any(texts):
+                raise ConfigError(f"distill privileged: the {self.cfg.env} env gave no info['{PRIVILEGED_KEY}'] at "
+                                  "reset; only an env that offers privileged text can be distilled from it (ALFWorld, "
+                                  "WebShop)")
+            routed = [bool(f) for f in step_failed]
+            groups = {t.group for t in ro.trajectories}
+            failed_groups = {ro.trajectories[s.traj].group for s, f in zip(ro.steps, routed) if f}
+            share = len(failed_groups) / max(len(groups), 1)
+        else:
+            assert self.teacher.writer is not None
+            skills = self.teacher.writer.write(transcripts_of(ro, [t.goal for t in ro.trajectories]))
+            texts = [skills[s.traj] for s in ro.steps]
+            routed = [False] * len(ro.steps)
+            share = 1.0 if ro.steps else 0.0
+        return TeacherInputs(texts, routed, {"distill/group_frac": share})
 
     def advantages(self, ro: Rollout, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-step advantages of ``ro`` (the configured estimator, less the invalid-action
@@ -590,6 +674,8 @@ class Trainer:
         tree_stats = dict(ro.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
         ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, all_failed, step_failed)
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
+        if self.cfg.distill_label:
+            rec["distill"] = self.cfg.distill_label  # a run with a teacher says so in every record
         rec.update(tree_stats)
         rec.update(rollout_metrics(ro, self.cfg.tau_r))
         rec.update(self.env_failures)
@@ -677,6 +763,7 @@ class Trainer:
                 rec = self.train_iteration(it)
                 self.history.append(rec)
                 logger.log(rec)
+                self.write_distill_samples()
                 last = it == cfg.iterations
                 if cfg.eval_episodes and ((cfg.eval_every and it % cfg.eval_every == 0) or last):
                     evs = [self.evaluate(it)]

@@ -45,7 +45,7 @@ from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 import numpy as np
 
 from agents.contract import Policy
-from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, _state_of, step_seed
+from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, _state_of, instruction_of, step_seed
 from wrappers.errors import UserError
 
 __all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
@@ -179,6 +179,8 @@ class _Tree:
     reset_obs: str
     task_id: str = ""
     task_type: str = "unknown"
+    goal: str = ""
+    privileged: str = ""
     branches: list[_Branch] = field(default_factory=list)
     decisions: int = 0
 
@@ -223,7 +225,8 @@ class _TreeCollector:
             results = self.pool.reset(slots, [int(task)] * len(slots), [opt] * len(slots))
             (obs0, info0), _ = results[0]
             tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
-                         str(info0.get("task_type", "unknown")))
+                         str(info0.get("task_type", "unknown")), instruction_of(info0),
+                         str(info0.get("privileged_text", "")))
             for slot, ((obs, info), _) in zip(slots, results):
                 info = dict(info)
                 tree.branches.append(_Branch(g, slot, obs=str(obs), info=info, state=_state_of(info, str(obs))))
@@ -293,7 +296,8 @@ class _TreeCollector:
         self.ro.steps.append(StepRecord(
             traj=-1, t=len(b.path), output=out, state=b.state, next_state=nxt,
             first_visit=bool(info.get("first_visit", nxt != b.state)), reward=float(reward),
-            valid=bool(out.valid) and bool(info.get("valid_action", True)), action=action))
+            valid=bool(out.valid) and bool(info.get("valid_action", True)), action=action, obs=b.obs,
+            next_obs=str(obs)))
         self.ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
         b.path.append(len(self.ro.steps) - 1)
         b.actions.append(action)
@@ -357,7 +361,8 @@ class _TreeCollector:
             ended = b.status == "ended"
             ro.trajectories.append(Trajectory(group=b.tree, member=b.slot, task_id=tree.task_id, task_type=tree.task_type,
                                               outcome=b.outcome if ended else 0.0, length=len(b.path),
-                                              won=bool(won) if ended else False))
+                                              won=bool(won) if ended else False, goal=tree.goal,
+                                              privileged=tree.privileged))
             for s in b.path:
                 if owner[s] < 0:
                     owner[s] = j

@@ -89,7 +89,12 @@ def _as_text(action: Any) -> str:
 
 
 class ALFWorldEnv(gym.Env[str, str]):
-    """ALFWorld over the real TextWorld PDDL engine (see the module docstring)."""
+    """ALFWorld over the real TextWorld PDDL engine (see the module docstring).
+
+    ``privileged_info=True`` adds ``info["privileged_text"]`` to every reset: the expert's plan of
+    the game (its stored walkthrough, else the handcoded expert's), for a teacher that may read
+    what the agent cannot (``--distill privileged``). Off by default: an agent must never see it.
+    """
 
     metadata = {"render_modes": ["ansi", "human"], "render_fps": 4, "step_timeout": 120.0}  # stock planner steps: up to ~93 s
 
@@ -103,7 +108,9 @@ class ALFWorldEnv(gym.Env[str, str]):
         difficulty: str | None = None,
         task_types: list[str] | tuple[str, ...] | None = None,
         render_mode: str | None = None,
+        privileged_info: bool = False,
     ) -> None:
+        self.privileged_info = bool(privileged_info)
         if max_episode_steps < 1:
             raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
@@ -190,7 +197,11 @@ class ALFWorldEnv(gym.Env[str, str]):
         self._won = bool(self._engine.won)
         self._history = []
         self._expert = None
-        return self._obs, self._info(valid=True)
+        info = self._info(valid=True)
+        if self.privileged_info:
+            plan = self.expert_plan()
+            info["privileged_text"] = ("Expert plan: " + "; ".join(plan) + ".") if plan else ""
+        return self._obs, info
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._game is None:

@@ -51,7 +51,7 @@ from __future__ import annotations
 import copy
 import re
 import string
-from typing import Any, SupportsFloat
+from typing import Any, Mapping, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -104,6 +104,9 @@ class WebShopEnv(gym.Env[str, str]):
         shop: use this :class:`~progpo_envs.webshop.shop.Shop` (catalog + index); by default
             envs with the same loader arguments share one (:func:`~progpo_envs.webshop.shop.get_shop`).
         render_mode: ``"ansi"`` returns the observation from :meth:`render`.
+        privileged_info: add ``info["privileged_text"]`` to every reset (the target product's
+            title and options), for a teacher that may read the answer (``--distill
+            privileged``). Off by default: an agent must never see it.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 4, "step_timeout": 60.0}  # GroupVectorEnv step_timeout="auto"
@@ -121,6 +124,7 @@ class WebShopEnv(gym.Env[str, str]):
         index_cache_dir: str | None = None,
         shop: Shop | None = None,
         render_mode: str | None = None,
+        privileged_info: bool = False,
     ):
         if mode not in ("text", "browser"):
             raise ValueError(f"mode must be 'text' or 'browser', got {mode!r}")
@@ -144,6 +148,7 @@ class WebShopEnv(gym.Env[str, str]):
         self._max_steps_arg = None if max_episode_steps is None else int(max_episode_steps)
         self.fixed_goal_index = None if goal_index is None else self._check_goal_index(goal_index)
         self.render_mode = render_mode
+        self.privileged_info = bool(privileged_info)
         self.observation_space = UnicodeText(MAX_OBSERVATION_CHARS)
         self.action_space = UnicodeText(MAX_ACTION_CHARS)
 
@@ -246,7 +251,17 @@ class WebShopEnv(gym.Env[str, str]):
             self._obs = self._session.view().observation()
         info = self._info(True)
         info.update(extra)
+        if self.privileged_info:
+            info["privileged_text"] = self._privileged_text(goal)
         return self._obs, info
+
+    def _privileged_text(self, goal: Mapping[str, Any]) -> str:
+        """The answer a teacher may read (``privileged_info=True``): the target product's title and options."""
+        product = self.shop.by_asin.get(str(goal.get("asin", "")), {})
+        options = goal.get("goal_options") or []
+        opts = ", ".join(f"{k}: {v}" for k, v in options.items()) if isinstance(options, Mapping) else \
+            ", ".join(str(o) for o in options)
+        return f"Target product: {product.get('Title', '')}. Options: {opts or 'none'}."
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:
         if self._goal_index < 0:

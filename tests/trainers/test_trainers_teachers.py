@@ -1,0 +1,253 @@
+"""Teachers (--distill): the losses on hand-made distributions, routing by group, the EMA teacher,
+the skill writer's inputs, and 2-iteration runs of each mode on ALFWorld and WebShop."""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from trainers.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
+from trainers.teachers import (
+    DistillTargets,
+    TemplateSkillWriter,
+    Transcript,
+    ema_update,
+    entropy_weights,
+    gated_distill,
+    symmetric_kl,
+    topk_symmetric_kl,
+    transcripts_of,
+)
+
+
+# ----------------------------------------------------------------------------- losses, exact values
+def test_symmetric_kl_hand_computed():
+    t = torch.log(torch.tensor([0.5, 0.5]))
+    s = torch.log(torch.tensor([0.9, 0.1]))
+    kl_ts = 0.5 * math.log(0.5 / 0.9) + 0.5 * math.log(0.5 / 0.1)
+    kl_st = 0.9 * math.log(0.9 / 0.5) + 0.1 * math.log(0.1 / 0.5)
+    assert float(symmetric_kl(t, s)) == pytest.approx(0.5 * kl_ts + 0.5 * kl_st, abs=1e-6)
+    assert float(symmetric_kl(t, t)) == 0.0
+
+
+def test_topk_kl_renormalises_on_the_teachers_tokens():
+    teacher = torch.log(torch.tensor([[0.6, 0.3, 0.1]]))
+    student = torch.log(torch.tensor([[0.2, 0.2, 0.6]]))
+    top, idx = teacher.topk(2, dim=-1)  # tokens 0 and 1: teacher 2/3, 1/3; student 1/2, 1/2
+    want = symmetric_kl(torch.log(torch.tensor([2 / 3, 1 / 3])), torch.log(torch.tensor([0.5, 0.5])))
+    assert float(topk_symmetric_kl(top, idx, student)) == pytest.approx(float(want), abs=1e-6)
+
+
+def test_entropy_weights_normalised_and_clipped():
+    logp = torch.log(torch.tensor([[1.0, 1e-12], [0.5, 0.5]]))  # H = 0 and ln 2
+    np.testing.assert_allclose(entropy_weights(logp).numpy(), [1 / 0.75, 0.5 / 0.75], rtol=1e-5)
+    sure = [[1.0, 1e-12]]
+    flat = [[0.5, 0.5]]
+    logp = torch.log(torch.tensor(sure + flat * 6))  # w = 1, then 6 x 0.5: mean 4 / 7
+    w = entropy_weights(logp)
+    assert float(w[0]) == pytest.approx(1.75, rel=1e-5)  # 1 / (4 / 7): under the clip
+    assert float(w[1]) == pytest.approx(0.5 / (4 / 7), rel=1e-5)
+
+
+def test_entropy_weights_clip():
+    logp = torch.log(torch.tensor([[1.0, 1e-12]] + [[0.5, 0.5]] * 6))
+    w = entropy_weights(logp, beta=3.0)  # exp(-3 ln 2) = 1/8: mean (1 + 6/8) / 7 = 0.25 -> 4, clipped
+    assert float(w[0]) == 2.0 and float(w[1]) == pytest.approx((1 / 8) / 0.25, rel=1e-5)
+
+
+def test_gate_hand_computed():
+    l_theta = torch.tensor([-2.0, -1.0], requires_grad=True)
+    l_skill = torch.tensor([-1.0, -3.0])
+    term, gate = gated_distill(l_theta, l_skill)
+    g = [1 / (1 + math.exp(-5.0)), 1 / (1 + math.exp(10.0))]
+    np.testing.assert_allclose(gate.detach().numpy(), g, rtol=1e-6)
+    np.testing.assert_allclose(term.detach().numpy(), [g[0] * 1.0, g[1] * -2.0], rtol=1e-6)
+    term.sum().backward()  # the skill side and the gate carry no gradient: d/d l_theta = -g
+    np.testing.assert_allclose(l_theta.grad.numpy(), [-g[0], -g[1]], rtol=1e-6)
+
+
+def test_ema_exact_after_two_steps():
+    torch.manual_seed(0)
+    student = torch.nn.Linear(3, 2)
+    teacher = torch.nn.Linear(3, 2)
+    a = teacher.weight.detach().clone()
+    b1 = torch.randn(2, 3)
+    b2 = torch.randn(2, 3)
+    with torch.no_grad():
+        student.weight.copy_(b1)
+    ema_update(teacher, student, 0.05)
+    with torch.no_grad():
+        student.weight.copy_(b2)
+    ema_update(teacher, student, 0.05)
+    want = 0.95 * (0.95 * a + 0.05 * b1) + 0.05 * b2
+    torch.testing.assert_close(teacher.weight.detach(), want, rtol=0, atol=1e-7)
+
+
+# ----------------------------------------------------------------------------- routing in the update
+@dataclass
+class Pick:
+    state: int
+    chosen: int
+
+
+def _toy_update(routed: list[bool], mode: str = "privileged") -> tuple[torch.Tensor, torch.Tensor]:
+    """One SGD step (lr 1) over two steps, A (state 0, advantage +5) and B (state 1, advantage +1);
+    returns the change of the logits of each state."""
+    theta = torch.nn.Parameter(torch.zeros(2, 3))
+    steps = [Pick(0, 0), Pick(1, 2)]
+
+    def forward(outputs):  # noqa: ANN001, ANN202
+        return [torch.log_softmax(theta[o.state], -1)[o.chosen].reshape(1) for o in outputs], None
+
+    def distributions(outputs):  # noqa: ANN001, ANN202
+        return [torch.log_softmax(theta[o.state], -1) for o in outputs]
+
+    teacher = torch.log(torch.tensor([0.1, 0.1, 0.8]))
+    old = [torch.log(torch.tensor([1 / 3])), torch.log(torch.tensor([1 / 3]))]
+    batch = UpdateBatch(steps, old, None, torch.tensor([5.0, 1.0]), [1, 1], [1.0, 1.0], [1, 1], [(0,), (1,)], 2)
+    if mode == "privileged":
+        batch.distill = DistillTargets("privileged", routed=routed, teacher=[teacher if r else None for r in routed],
+                                       index=[None, None], weight=[torch.ones(1) if r else None for r in routed],
+                                       skill=[None, None])
+    opt = torch.optim.SGD([theta], lr=1.0)
+    ppo_update(batch, PPOConfig(num_minibatches=1, max_grad_norm=1e9), Learner(forward, lambda: [], opt, [theta],
+               distributions=distributions), Comm(), torch.Generator().manual_seed(0))
+    return theta.detach()[0].clone(), theta.detach()[1].clone()
+
+
+def test_a_routed_step_gets_the_distillation_loss_only_and_the_others_the_rl_loss_only():
+    d0, d1 = _toy_update([True, False])
+    # state 1 (step B, RL only): -grad of 0.5 * (-ratio * A) at ratio 1 = 0.5 * A * d log pi / d theta
+    p = torch.full((3,), 1 / 3)
+    want_b = 0.5 * 1.0 * (torch.eye(3)[2] - p)
+    torch.testing.assert_close(d1, want_b, rtol=1e-5, atol=1e-6)
+    # state 0 (step A, distillation only): its +5 advantage plays no part; the teacher favours token 2
+    theta = torch.zeros(3, requires_grad=True)
+    kl = symmetric_kl(torch.log(torch.tensor([0.1, 0.1, 0.8])), torch.log_softmax(theta, -1))
+    (0.5 * kl).backward()
+    torch.testing.assert_close(d0, -theta.grad, rtol=1e-5, atol=1e-6)
+    assert int(torch.argmax(d0)) == 2
+    # no routing: both steps take the RL loss (A's +5 pushes token 0 of state 0)
+    d0_rl, d1_rl = _toy_update([False, False])
+    assert int(torch.argmax(d0_rl)) == 0
+    torch.testing.assert_close(d1_rl, want_b, rtol=1e-5, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------- skills
+def test_template_skill_of_a_hand_made_transcript():
+    t = Transcript("put a clean mug in the cabinet", (
+        ("You are in the middle of a room.", "go to countertop 1"),
+        ("On the countertop 1, you see a knife 1.", "go to shelf 1"),
+        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+        ("On the shelf 1, you see a mug 1.", "go to countertop 1")), "On the countertop 1, you see a knife 1.")
+    skill = TemplateSkillWriter().write([t])[0]
+    assert skill == ('Hindsight from an earlier attempt at this task: "mug" appeared after "go to shelf 1". Going back '
+                     'to countertop 1 brought nothing new. "examine shelf 1" was repeated 3 times: try something else.')
+
+
+def test_the_skill_writer_never_sees_the_answer():
+    """A WebShop rollout with privileged info on: the transcripts a writer gets hold the
+    instruction and the pages the agent saw, never the target product, its options or its asin."""
+    from agents.contract import StepOutput
+    from trainers.envs import make_env_fn
+    from trainers.rollout import collect_rollout
+    from wrappers import GroupVectorEnv
+
+    class FirstCommand:
+        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+            return [StepOutput(action=sorted(i["admissible_commands"])[-1]) for i in infos]
+
+    envs = GroupVectorEnv(make_env_fn("webshop", "train", max_steps=4, privileged_info=True), num_groups=2,
+                          group_size=2, seed=0)
+    try:
+        ro = collect_rollout(envs, FirstCommand(), [3, 4], seed=0)
+    finally:
+        envs.close()
+    assert all(t.privileged.startswith("Target product: ") for t in ro.trajectories)
+    seen: list[Transcript] = []
+
+    class Spy(TemplateSkillWriter):
+        def write(self, transcripts):  # noqa: ANN001, ANN201
+            seen.extend(transcripts)
+            return super().write(transcripts)
+
+    Spy().write(transcripts_of(ro, [t.goal for t in ro.trajectories]))
+    assert len(seen) == 4 and all(t.goal.startswith("Find me") or t.goal for t in seen)
+    for traj, t in zip(ro.trajectories, seen):
+        text = json.dumps([t.goal, t.steps, t.final_observation])
+        title = traj.privileged.removeprefix("Target product: ").split(". Options:")[0]
+        assert "Target product" not in text and "Expert plan" not in text
+        assert title not in text or title in "".join(o for o, _ in t.steps)  # only if the agent saw that page
+        assert t.goal == traj.goal and "asin" not in text
+
+
+# ----------------------------------------------------------------------------- runs
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("env,mode", [("alfworld", "privileged"), ("alfworld", "hindsight"),
+                                      ("webshop", "privileged"), ("webshop", "hindsight")])
+def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
+    if env == "alfworld":
+        request.getfixturevalue("alfworld_engine_available")
+    from trainers.progpo import main
+
+    args = ["--config", "configs/webshop_cpu_demo.yaml", "--bc-episodes", "20"] if env == "webshop" else \
+        ["--env", "alfworld", "--max-steps", "8", "--eval-extra-split", "none"]
+    run = tmp_path / "run"
+    assert main([*args, "--distill", mode, "--iterations", "2", "--num-groups", "2", "--group-size", "4",
+                 "--bc-steps", "5", "--eval-episodes", "4", "--output-dir", str(run), "--no-progress",
+                 "--no-tensorboard", "--no-baseline-random"]) == 0
+    label = "privileged (not pure RL)" if mode == "privileged" else "hindsight (no ground truth)"
+    train = [r for r in _records(run) if r.get("kind") == "train"]
+    assert len(train) == 2 and all(r["distill"] == label for r in train)
+    summary = (run / "summary.md").read_text()
+    assert label in summary.splitlines()[0] and f"**Teacher: {label}.**" in summary
+    samples = [json.loads(line) for line in (run / "distill_samples.jsonl").read_text().splitlines()]
+    assert samples and all(s["mode"] == mode for s in samples)
+    if mode == "privileged":
+        assert all(s["context"].startswith(("Expert plan:", "Target product:")) for s in samples)
+        assert all("distill/kl" in r for r in train if r["distill/steps"] > 0)
+    else:
+        assert all(s["context"].startswith("Hindsight from an earlier attempt") for s in samples)
+        assert all(0.0 < r["distill/gate"] < 1.0 for r in train)
+
+
+@pytest.mark.slow
+def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_available):
+    """The EMA teacher is in the checkpoint: 1 + 1 iterations (resumed) = 2 iterations."""
+    from trainers.metrics import TIMING_KEYS
+    from trainers.progpo import main
+
+    args = ["--env", "alfworld", "--max-steps", "6", "--eval-extra-split", "none", "--distill", "privileged",
+            "--num-groups", "2", "--group-size", "4", "--bc-steps", "5", "--eval-episodes", "0", "--no-progress",
+            "--no-tensorboard", "--no-baseline-random"]
+    assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "a")]) == 0
+    assert main([*args, "--iterations", "1", "--output-dir", str(tmp_path / "b")]) == 0
+    assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "b"), "--resume"]) == 0
+
+    def comparable(run: Path) -> list[dict]:
+        return [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+                for r in _records(run)]
+
+    assert comparable(tmp_path / "a") == comparable(tmp_path / "b")
+
+
+def test_distill_config_errors():
+    from trainers.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match="distill must be one of none, privileged, hindsight"):
+        TrainConfig(distill="teacher")
+    with pytest.raises(ConfigError, match="skill_writer policy needs --policy-mode generate"):
+        TrainConfig(distill="hindsight", skill_writer="policy")
+    assert TrainConfig(distill="privileged").distill_label == "privileged (not pure RL)"
+    assert TrainConfig().distill_label is None

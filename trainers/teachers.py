@@ -1,0 +1,337 @@
+"""Teachers: a distillation loss beside the RL loss, for the groups RL alone leaves without a signal.
+
+``--distill`` is an axis of its own, independent of ``--estimator``:
+
+* ``none``: RL only.
+* ``privileged`` (I-SDPO, arXiv 2608.12957): per group, any success -> the RL loss; all failed ->
+  a self-distillation loss on the whole group, in which the teacher, an EMA of the student
+  (``tau`` 0.05, updated after every optimizer step), reads the privileged text (the env's
+  ``info["privileged_text"]`` at reset: ALFWorld, the expert's plan; WebShop, the target
+  product's title and options) before the prompt and re-scores the student's own decisions.
+  Loss per decision (score mode) or response token (generate mode): ``0.5 KL(T || S) + 0.5
+  KL(S || T)``, weighted by ``exp(-beta * H_T)`` normalised to mean 1 and clipped at 2.0, beta 1.
+  Score mode compares the candidate-command distributions; generate mode the teacher's top-k
+  tokens (renormalised on both sides). **It uses privileged information: in all-failed groups
+  it is imitation, not RL**, and every output says "privileged (not pure RL)".
+* ``hindsight`` (SEED, arXiv 2607.14777): after the rollout a skill is written for every
+  finished trajectory (:class:`SkillWriter`); the student re-scores its own sampled actions
+  with the skill before the prompt (``l_skill``, no gradient) and without it (``l_theta``), and
+  ``L = L_RL + lambda * mean(g * (l_skill - l_theta))``, ``g = sigmoid(beta * (l_skill -
+  l_theta))``, beta 5, lambda 0.01, on every group. With the template writer (the CPU default)
+  the skill reads only the trajectory: "hindsight (no ground truth)".
+
+The losses are pure torch functions here; :func:`trainers.ppo.ppo_update` applies them to the
+batch's :class:`DistillTargets`, and :class:`Teacher` builds those targets (no gradient).
+
+>>> import torch
+>>> p = torch.log(torch.tensor([[0.5, 0.5]])); q = torch.log(torch.tensor([[0.9, 0.1]]))
+>>> round(float(symmetric_kl(p, q)), 4)  # 0.5 * (0.5108 + 0.3681)
+0.4394
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Protocol, Sequence
+
+import torch
+
+from trainers.teacher_labels import DISTILL_MODES, PRIVILEGED_KEY, SKILL_WRITERS, distill_label
+
+__all__ = ["DISTILL_MODES", "PRIVILEGED_KEY", "SKILL_WRITERS", "DistillTargets", "PolicySkillWriter", "SkillWriter",
+           "Teacher", "TemplateSkillWriter", "Transcript", "distill_label", "ema_update", "entropies", "entropy_weights",
+           "gated_distill", "symmetric_kl", "topk_symmetric_kl", "transcripts_of"]
+
+# ----------------------------------------------------------------------------------------------
+# Losses: pure torch.
+# ----------------------------------------------------------------------------------------------
+def symmetric_kl(teacher_logp: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
+    """``0.5 KL(T || S) + 0.5 KL(S || T)`` over the last axis (log-distributions in, one value per row)."""
+    kl_ts = (teacher_logp.exp() * (teacher_logp - student_logp)).sum(-1)
+    kl_st = (student_logp.exp() * (student_logp - teacher_logp)).sum(-1)
+    return 0.5 * kl_ts + 0.5 * kl_st
+
+
+def topk_symmetric_kl(teacher_top: torch.Tensor, top_index: torch.Tensor, student_logp: torch.Tensor) -> torch.Tensor:
+    """:func:`symmetric_kl` on the teacher's top-k tokens, both sides renormalised there.
+
+    ``teacher_top``: ``[n, k]`` teacher log-probs of its top-k tokens; ``top_index``: ``[n, k]``
+    their ids; ``student_logp``: ``[n, V]``.
+    """
+    s = torch.log_softmax(student_logp.gather(-1, top_index), dim=-1)
+    return symmetric_kl(torch.log_softmax(teacher_top, dim=-1), s)
+
+
+def entropies(logp: torch.Tensor) -> torch.Tensor:
+    """The entropy of each row of a log-distribution."""
+    p = logp.exp()
+    return -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(-1)
+
+
+def entropy_weights(teacher_logp: torch.Tensor, beta: float = 1.0, clip: float = 2.0) -> torch.Tensor:
+    """Per row: ``exp(-beta * H_T)``, normalised to mean 1 over the rows, clipped at ``clip`` (a
+    confident teacher weighs more, no row more than ``clip`` times the mean).
+
+    >>> w = entropy_weights(torch.log(torch.tensor([[1.0, 1e-9], [0.5, 0.5]])))
+    >>> [round(v, 4) for v in w.tolist()]  # exp(0) and exp(-ln 2), over their mean 0.75
+    [1.3333, 0.6667]
+    """
+    w = torch.exp(-beta * entropies(teacher_logp))
+    return (w / w.mean().clamp_min(1e-12)).clamp(max=clip)
+
+
+def gated_distill(l_theta: torch.Tensor, l_skill: torch.Tensor, beta: float = 5.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """SEED's gated on-policy distillation term per token and its gate:
+    ``g * (sg[l_skill] - l_theta)`` with ``g = sigmoid(beta * sg[l_skill - l_theta])``.
+
+    >>> t, g = gated_distill(torch.tensor([-2.0]), torch.tensor([-1.0]))
+    >>> round(float(g), 4), round(float(t), 4)
+    (0.9933, 0.9933)
+    """
+    gate = torch.sigmoid(beta * (l_skill - l_theta).detach())
+    return gate * (l_skill.detach() - l_theta), gate
+
+
+@torch.no_grad()
+def ema_update(teacher: torch.nn.Module, student: torch.nn.Module, tau: float) -> None:
+    """``theta_T <- (1 - tau) theta_T + tau theta_S`` for every parameter (buffers copied)."""
+    for pt, ps in zip(teacher.parameters(), student.parameters()):
+        pt.mul_(1.0 - tau).add_(ps.detach().to(pt.dtype), alpha=tau)
+    for bt, bs in zip(teacher.buffers(), student.buffers()):
+        bt.copy_(bs)
+
+
+@dataclass
+class DistillTargets:
+    """What :func:`trainers.ppo.ppo_update` needs for the teacher's term, per step of the batch.
+
+    routed: privileged: the step takes the distillation loss instead of the RL loss.
+    teacher: privileged: the teacher's log-distribution of a routed step (score mode ``[K]``;
+        generate mode ``[n, k]``, its top-k tokens), else None.
+    index: generate mode: the top-k token ids ``[n, k]``; else None.
+    weight: privileged: each routed step's per-row weights (:func:`entropy_weights`).
+    skill: hindsight: ``l_skill``, the log-probs of the step's own tokens with the skill in context.
+    coef, beta: hindsight's lambda and gate beta.
+    """
+
+    mode: str
+    routed: list[bool] = field(default_factory=list)
+    teacher: list[torch.Tensor | None] = field(default_factory=list)
+    index: list[torch.Tensor | None] = field(default_factory=list)
+    weight: list[torch.Tensor | None] = field(default_factory=list)
+    skill: list[torch.Tensor | None] = field(default_factory=list)
+    coef: float = 0.01
+    beta: float = 5.0
+
+
+# ----------------------------------------------------------------------------------------------
+# Hindsight skills.
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Transcript:
+    """What a skill writer may read: the instruction the agent was shown, and its own
+    (observation, action) pairs and final observation. Nothing the agent did not observe."""
+
+    goal: str
+    steps: tuple[tuple[str, str], ...]
+    final_observation: str = ""
+
+
+class SkillWriter(Protocol):
+    """Writes a short hindsight skill for one finished trajectory."""
+
+    def write(self, transcripts: Sequence[Transcript]) -> list[str]: ...
+
+
+_STOP = frozenset("a an the and or of to in on at for with from your you is are it its this that some put place "
+                  "find take then them two task look".split())
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z]+", text.lower()) if len(w) > 2 and w not in _STOP]
+
+
+class TemplateSkillWriter:
+    """A few sentences built from the transcript alone (the CPU default: no model, no ground truth):
+
+    1. where a word of the instruction first appeared: ``"X" appeared after "ACTION".``;
+    2. the places gone to more than once: ``Going back to P brought nothing new.`` (``go to``
+       and ``click`` targets);
+    3. the actions taken three times or more: ``"A" was repeated N times: try something else.``
+
+    >>> t = Transcript("put a mug in the sink", (("You are in a room.", "go to desk 1"),
+    ...     ("On the desk 1, you see a pen 1.", "go to shelf 1"), ("On the shelf 1, you see a mug 1.", "go to desk 1"),
+    ...     ("On the desk 1, you see a pen 1.", "go to desk 1")), "On the desk 1, you see a pen 1.")
+    >>> print(TemplateSkillWriter().write([t])[0])
+    Hindsight from an earlier attempt at this task: "mug" appeared after "go to shelf 1". Going back to desk 1 brought nothing new.
+    """
+
+    def write(self, transcripts: Sequence[Transcript]) -> list[str]:
+        return [self.write_one(t) for t in transcripts]
+
+    def write_one(self, t: Transcript) -> str:
+        goal = list(dict.fromkeys(_words(t.goal)))
+        after = [obs for obs, _ in t.steps[1:]] + [t.final_observation]
+        sentences: list[str] = []
+        seen: set[str] = set(w for w in _words(t.steps[0][0]) if w in goal) if t.steps else set()
+        for (_, action), obs in zip(t.steps, after):
+            new = [w for w in goal if w not in seen and w in set(_words(obs))]
+            if new:
+                sentences.append(f'"{new[0]}" appeared after "{action}".')
+                seen.update(new)
+        places = Counter(m.group(2) for _, a in t.steps for m in [re.match(r"(go to|click\[)\s*([^\]]+)", a)] if m)
+        again = [p for p, n in places.items() if n > 1]
+        if again:
+            sentences.append(f"Going back to {', '.join(again[:3])} brought nothing new.")
+        repeats = [(a, n) for a, n in Counter(a for _, a in t.steps).items() if n >= 3
+                   and not a.startswith(("go to", "click["))]
+        for a, n in repeats[:2]:
+            sentences.append(f'"{a}" was repeated {n} times: try something else.')
+        body = " ".join(sentences) if sentences else "nothing in it is worth repeating; explore other places."
+        return f"Hindsight from an earlier attempt at this task: {body}"
+
+
+class PolicySkillWriter:
+    """The policy writes the skill itself from a hindsight prompt (generate mode: its backend)."""
+
+    PROMPT = ("Here is an earlier attempt at a task.\nTask: {goal}\n{steps}\nWrite one or two short sentences: what "
+              "to do, or what to avoid, next time.\nLesson:")
+
+    def __init__(self, policy: Any, max_new_tokens: int = 48) -> None:
+        if getattr(policy, "backend", None) is None:
+            raise ValueError("skill_writer policy needs a generating policy (--policy-mode generate)")
+        self.policy, self.max_new_tokens = policy, max_new_tokens
+
+    def write(self, transcripts: Sequence[Transcript]) -> list[str]:
+        tok = self.policy.tokenizer
+        prompts = []
+        for t in transcripts:
+            steps = "\n".join(f"> {a}\n{o[:200]}" for o, a in t.steps[-8:])
+            prompts.append(tok.encode(self.PROMPT.format(goal=t.goal, steps=steps), add_special_tokens=False))
+        cfg = self.policy.sampling.with_(max_new_tokens=self.max_new_tokens, min_new_tokens=0, n=1)
+        gens = self.policy.backend.generate(prompts, cfg, seed=0)
+        return [f"Hindsight from an earlier attempt at this task: {g.text.strip()[:400]}" for g in gens]
+
+
+# ----------------------------------------------------------------------------------------------
+# The teacher the trainer holds.
+# ----------------------------------------------------------------------------------------------
+def _with_context(step: Any, prefix: list[int]) -> Any:
+    """``step`` with ``prefix`` (the privileged text or the skill) before its prompt."""
+    return dataclasses.replace(step, prompt_ids=list(prefix) + list(step.prompt_ids))
+
+
+class Teacher:
+    """Builds the batch's :class:`DistillTargets` (no gradient) and keeps the EMA teacher.
+
+    Args:
+        mode: ``privileged`` | ``hindsight``.
+        policy: the student (its ``distributions``, ``compute_logprobs_and_entropy``, ``tokenizer``).
+        model: the student's module (the EMA teacher starts as its copy).
+        writer: hindsight's :class:`SkillWriter`. tau: EMA rate. coef, beta: hindsight's lambda
+        and gate beta. top_k: generate mode, privileged: tokens compared per position.
+    """
+
+    def __init__(self, mode: str, policy: Any, model: torch.nn.Module, writer: SkillWriter | None = None, *,
+                 tau: float = 0.05, coef: float = 0.01, beta: float = 5.0, top_k: int = 20,
+                 samples_per_iteration: int = 4) -> None:
+        if mode not in ("privileged", "hindsight"):
+            raise ValueError(f"mode must be privileged or hindsight, got {mode!r}")
+        if not hasattr(policy, "distributions"):
+            raise ValueError(f"distill {mode}: {type(policy).__name__} has no distributions() (an LLM policy does)")
+        self.mode, self.policy, self.model, self.writer = mode, policy, model, writer
+        self.tau, self.coef, self.beta, self.top_k = tau, coef, beta, top_k
+        self.samples_per_iteration = samples_per_iteration
+        #: privileged: the EMA teacher, a copy of the student made at the first update (after any
+        #: warm start), or restored from a checkpoint
+        self.ema: torch.nn.Module | None = None
+        self.samples: list[dict[str, Any]] = []
+
+    def ensure_ema(self) -> torch.nn.Module:
+        """The EMA teacher, first copied from the student's current weights."""
+        if self.ema is None:
+            self.ema = copy.deepcopy(self.model).eval()
+            for p in self.ema.parameters():
+                p.requires_grad_(False)
+        return self.ema
+
+    def after_step(self) -> None:
+        """After each optimizer step: the EMA teacher follows the student."""
+        if self.ema is not None:
+            ema_update(self.ema, self.model, self.tau)
+
+    def _encode(self, text: str) -> list[int]:
+        return list(self.policy.tokenizer.encode(text.strip() + "\n\n", add_special_tokens=False))
+
+    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
+                routed: Sequence[bool], iteration: int) -> tuple[DistillTargets, dict[str, float]]:
+        """Targets of the ``chosen`` steps (indices into ``steps``); ``texts[i]``: the context text
+        of step i (the privileged text, or its trajectory's skill); ``routed[i]``: privileged,
+        step i's group failed completely."""
+        out = DistillTargets(self.mode, coef=self.coef, beta=self.beta)
+        n = len(chosen)
+        out.routed = [bool(routed[i]) for i in chosen] if self.mode == "privileged" else [False] * n
+        out.teacher, out.index, out.weight, out.skill = [None] * n, [None] * n, [None] * n, [None] * n
+        work = [j for j in range(n) if (out.routed[j] if self.mode == "privileged" else texts[chosen[j]])]
+        if not work:
+            return out, {"distill/steps": 0.0}
+        ctx = [_with_context(steps[chosen[j]].output, self._encode(texts[chosen[j]] or "")) for j in work]
+        with torch.no_grad():
+            if self.mode == "privileged":
+                student = self.policy.model
+                self.policy.model = self.ensure_ema()
+                try:
+                    dists = self.policy.distributions(ctx)
+                finally:
+                    self.policy.model = student
+                h_rows = []
+                for j, d in zip(work, dists):
+                    d = d.detach().float().cpu()
+                    if d.dim() == 2:  # generate mode: the teacher's top-k tokens per position
+                        top, idx = d.topk(min(self.top_k, d.shape[-1]), dim=-1)
+                        out.teacher[j], out.index[j] = top, idx
+                    else:
+                        out.teacher[j], d = d, d[None]
+                    h_rows.append(entropies(d))
+                # exp(-beta H_T) normalised over every routed row of the batch, clipped at 2.0
+                w = torch.exp(-torch.cat(h_rows))
+                w = (w / w.mean().clamp_min(1e-12)).clamp(max=2.0)
+                at = 0
+                for j, h in zip(work, h_rows):
+                    out.weight[j] = w[at: at + h.numel()]
+                    at += h.numel()
+            else:
+                lps, _ = self.policy.compute_logprobs_and_entropy(ctx, with_entropy=False)
+                for j, lp in zip(work, lps):
+                    out.skill[j] = lp.detach().float().cpu()
+        self._sample(steps, chosen, texts, work, iteration)
+        return out, {"distill/steps": float(len(work))}
+
+    def _sample(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None], work: Sequence[int],
+                iteration: int) -> None:
+        seen: set[str] = set()
+        for j in work:
+            text = texts[chosen[j]] or ""
+            if text in seen:
+                continue
+            seen.add(text)
+            step = steps[chosen[j]]
+            self.samples.append({"iteration": iteration, "mode": self.mode, "context": text, "observation": step.obs[:300],
+                                 "action": step.action})
+            if len(seen) >= self.samples_per_iteration:
+                break
+
+
+def transcripts_of(ro: Any, goals: Sequence[str]) -> list[Transcript]:
+    """One :class:`Transcript` per trajectory of a rollout: its instruction (``goals[i]``) and its
+    own observations and actions (a tree's leaf: its whole path)."""
+    out = []
+    for i, path in enumerate(ro.paths()):
+        steps = tuple((ro.steps[k].obs, ro.steps[k].action) for k in path)
+        final = ro.steps[path[-1]].next_obs if path else ""
+        out.append(Transcript(goals[i], steps, final))
+    return out
+
