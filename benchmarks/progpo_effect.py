@@ -14,6 +14,11 @@ schedule and the same number of episodes per iteration. Methods (``--methods``):
 * ``grpo`` / ``progpo-grpo``: the episode-level pair;
 * ``always`` (the progress term in every group) and ``shuffled`` (coverage permuted within each
   all-failed group): the controls of ProGPO(GiGPO).
+* the other remedies, each named by its estimator, collector and teacher: ``planpo``,
+  ``progpo-planpo``, ``hgpo``, ``progpo-hgpo``, ``gigpo+tree``, ``progpo-gigpo+tree``,
+  ``gigpo+tree-random`` (the tree's control), and the labelled tracks ``gigpo+hindsight`` and
+  ``gigpo+privileged`` (privileged information: not pure RL, never ranked with the others).
+  They run when named in ``--methods``.
 
 Each run is ``python -m trainers.progpo`` in a subprocess (``--workers`` at a time, one torch
 thread each) with ``--save-every 1``: a run stopped part-way resumes from its last iteration.
@@ -64,7 +69,30 @@ METHODS = {
     "progpo-grpo": ["--estimator", "progpo-grpo"],
     "always": ["--estimator", "progpo-gigpo", "--progress-gate", "always"],
     "shuffled": ["--estimator", "progpo-gigpo", "--shuffle-coverage"],
+    # the other remedies, named by their three axes (estimator+collector+teacher)
+    "planpo": ["--estimator", "planpo"],
+    "progpo-planpo": ["--estimator", "progpo-planpo"],
+    "hgpo": ["--estimator", "hgpo"],
+    "progpo-hgpo": ["--estimator", "progpo-hgpo"],
+    "gigpo+tree": ["--estimator", "gigpo", "--rollout", "tree"],
+    "progpo-gigpo+tree": ["--estimator", "progpo-gigpo", "--rollout", "tree"],
+    "gigpo+tree-random": ["--estimator", "gigpo", "--rollout", "tree", "--tree-scorer", "random"],
+    "gigpo+hindsight": ["--estimator", "gigpo", "--distill", "hindsight"],
+    "gigpo+privileged": ["--estimator", "gigpo", "--distill", "privileged"],
 }
+#: the comparison's methods when --methods is not given (the recorded comparison's six)
+DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "shuffled")
+#: methods that use privileged information: labelled wherever they appear, never ranked with pure RL
+LABELS = {"gigpo+privileged": "privileged (not pure RL)", "gigpo+hindsight": "hindsight (no ground truth)"}
+
+
+def labelled(method: str) -> str:
+    """A method's name as tables print it, with its teacher's label.
+
+    >>> labelled("gigpo+privileged"), labelled("gigpo")
+    ('gigpo+privileged [privileged (not pure RL)]', 'gigpo')
+    """
+    return f"{method} [{LABELS[method]}]" if method in LABELS else method
 #: paired differences reported: each ProGPO against its base; each control against the base and
 #: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
 #: coverage matter, or only the extra variance?)
@@ -167,21 +195,21 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
             x = np.nanmean(_series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
             a, h = mean_ci(x)
             cells.append(_cell(a[0], h[0], n))
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     lines += ["", "## Episodes to reach a train success level", "",
               "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
               f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.", "",
               "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |", "|---" * (len(args.levels) + 1) + "|"]
     for m in methods:
         cells = episodes_to_reach(_series(by[m], "train", "train/success"), args.levels, per_iter)
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+        lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
     if types:
         lines += ["", "## Final held-out success by task type (mean over seeds)", "",
                   "| method | " + " | ".join(types) + " |", "|---" * (len(types) + 1) + "|"]
         for m in methods:
             cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
-            lines.append(f"| {m} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+            lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
     lines += ["", "## Final held-out success, paired by seed", ""]
     for a, b in PAIRS:
         if a in by and b in by:
@@ -310,8 +338,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml",
                     help="the trainer config every run starts from (default: the credit-trap preset)")
-    ap.add_argument("--methods", nargs="+", default=list(METHODS), choices=list(METHODS),
-                    help="estimators and controls to run (default: all)")
+    ap.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=list(METHODS),
+                    help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
+                         "always, shuffled); the other remedies: planpo, progpo-planpo, hgpo, progpo-hgpo, gigpo+tree, "
+                         "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)),
                     help="seeds: each gives every method the same warm start and task schedule (default 0-7)")
     ap.add_argument("--iterations", type=int, default=20, help="RL iterations per run (default 20)")

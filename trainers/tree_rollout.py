@@ -31,9 +31,9 @@ a time (one per member slot).
 **Outcome of a leaf.** A branch that ended in the env keeps its outcome; a pruned or cut branch
 has outcome 0 and counts as a failure: pruned branches stay in the batch as negatives.
 
->>> cfg = TreeConfig(branches=2, interval=2, children=2, top_k=1)
->>> scores = CoverageScorer(loop_penalty=0.5).score([_Partial([True, True], ["a", "b"]), _Partial([True, False], ["a", "a"])])
->>> scores.round(3).tolist()
+>>> from types import SimpleNamespace as Partial
+>>> branches = [Partial(first_visits=[True, True], actions=["a", "b"]), Partial(first_visits=[True, False], actions=["a", "a"])]
+>>> CoverageScorer(loop_penalty=0.5).score(branches).round(3).tolist()  # 2/2 - 0; 1/2 - 0.5 * 1/2
 [1.0, 0.25]
 """
 from __future__ import annotations
@@ -103,12 +103,6 @@ class Scorer(Protocol):
     """Scores the active partial trajectories of one tree (higher: more promising)."""
 
     def score(self, branches: Sequence[PartialTrajectory]) -> np.ndarray: ...
-
-
-@dataclass
-class _Partial:
-    first_visits: list[bool]
-    actions: list[str]
 
 
 def _repeat_rate(actions: Sequence[str]) -> float:

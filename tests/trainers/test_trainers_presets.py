@@ -53,5 +53,6 @@ def test_every_config_field_documents_itself_in_help() -> None:
         if f.name != "extra":
             assert " ".join(f.metadata["help"].split()) in text, f.name
     sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
-    assert sections == ["what to train", "policy", "warm start", "estimator", "budget", "PPO update", "outputs"]
+    assert sections == ["what to train", "policy", "warm start", "estimator", "rollout", "teacher", "budget", "PPO update",
+                        "outputs"]
     assert all(f"{s}:" in build_parser().format_help() for s in sections)

@@ -251,3 +251,19 @@ def test_distill_config_errors():
         TrainConfig(distill="hindsight", skill_writer="policy")
     assert TrainConfig(distill="privileged").distill_label == "privileged (not pure RL)"
     assert TrainConfig().distill_label is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode,extra", [("privileged", []), ("hindsight", ["--skill-writer", "policy"])])
+def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available):
+    """Generate mode: the privileged teacher compares its top-k tokens; the policy writes the skills."""
+    from trainers.progpo import main
+
+    run = tmp_path / "run"
+    assert main(["--env", "alfworld", "--policy-mode", "generate", "--init", "none", "--max-new-tokens", "8",
+                 "--distill", mode, *extra, "--iterations", "1", "--num-groups", "1", "--group-size", "4",
+                 "--max-steps", "4", "--eval-episodes", "0", "--eval-extra-split", "none", "--output-dir", str(run),
+                 "--no-progress", "--no-tensorboard", "--no-baseline-random"]) == 0
+    [rec] = [r for r in _records(run) if r.get("kind") == "train"]
+    assert rec["distill/steps"] > 0
+    assert (rec["distill/kl"] > 0) if mode == "privileged" else (0 < rec["distill/gate"] < 1)

@@ -149,10 +149,10 @@ def test_a_shared_step_gets_the_mean_of_its_leaves_advantages():
 
 
 def test_scorers():
-    from trainers.tree_rollout import _Partial
+    from types import SimpleNamespace as Partial  # what a scorer reads: first-visit flags and actions
 
-    looping = _Partial([True, False, False, False], ["a", "b", "a", "b"])
-    exploring = _Partial([True, True, True, False], ["a", "b", "c", "d"])
+    looping = Partial(first_visits=[True, False, False, False], actions=["a", "b", "a", "b"])
+    exploring = Partial(first_visits=[True, True, True, False], actions=["a", "b", "c", "d"])
     s = CoverageScorer(loop_penalty=0.5).score([looping, exploring])
     assert s.tolist() == pytest.approx([0.25 - 0.5 * 0.5, 0.75])
     r1, r2 = RandomScorer(3).score([looping, exploring]), RandomScorer(3).score([looping, exploring])
