@@ -55,6 +55,17 @@ def processed_log_softmax(
     return torch.log_softmax(x, dim=-1)
 
 
+def _left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
+                 device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and attention mask of ``seqs`` left-padded to ``width``, on ``device``."""
+    ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s):] = 1
+    return ids.to(device), mask.to(device)
+
+
 def _entropy(logp: torch.Tensor) -> torch.Tensor:
     p = logp.exp()
     return -torch.where(p > 0, p * logp, torch.zeros_like(logp)).sum(-1)
@@ -95,12 +106,7 @@ def sequence_logprobs(
             raise ValueError("every prompt needs at least one token")
         width = max(len(s) for s in seqs)
         r_max = max(len(r) for r in chunk_r)
-        ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s):] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask = _left_padded(seqs, width, pad_token_id, device)
         if r_max == 0:
             out_lp += [torch.zeros(0, device=device) for _ in seqs]
             out_ent += [torch.zeros(0, device=device) for _ in seqs]
@@ -155,12 +161,7 @@ def sequence_distributions(
         if r_max == 0:
             out += [torch.zeros(0, 0, device=device) for _ in seqs]
             continue
-        ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
-        mask = torch.zeros((len(seqs), width), dtype=torch.long)
-        for i, s in enumerate(seqs):
-            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s):] = 1
-        ids, mask = ids.to(device), mask.to(device)
+        ids, mask = _left_padded(seqs, width, pad_token_id, device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         logp = processed_log_softmax(_forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :], temperature)
         out += [logp[i, r_max - len(r):] for i, r in enumerate(chunk_r)]

@@ -109,6 +109,11 @@ def history_clusters(group_of_step: np.ndarray, step_traj: np.ndarray, step_inde
     return HistoryClusters(ids, count)
 
 
+def _inverse_variance(count: np.ndarray, std: np.ndarray, eps: float) -> np.ndarray:
+    """``n / (s^2 + eps)``, the inverse variance of a cluster's mean; 0 for a cluster of one."""
+    return np.where(count > 1, safe_divide(count, std * std + eps), 0.0)
+
+
 def _depth_stats(values: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per step: its cluster's (count, mean, std) of ``values`` (zeros where ``ids`` is -1)."""
     ok = ids >= 0
@@ -151,10 +156,8 @@ def hgpo_history_advantages(returns: np.ndarray, group_of_step: np.ndarray, step
         peers = count > 1
         centered = ret - mean
         adv[k] = np.where(peers, safe_divide(centered, std + eps) if norm == "mean_std" else centered, 0.0)
-        if fusion == "power":
-            weight[k] = np.where(peers, float(k + 1) ** alpha, 0.0)
-        else:
-            weight[k] = np.where(peers, safe_divide(count, std * std + eps), 0.0)
+        weight[k] = np.where(peers, float(k + 1) ** alpha, 0.0) if fusion == "power" else \
+            _inverse_variance(count, std, eps)
     return fuse(adv, weight)
 
 
@@ -179,10 +182,8 @@ def potential_credit(returns: np.ndarray, step_rewards: np.ndarray, step_traj: n
     phi_k = np.zeros((k_levels, ret.size))
     inv_var = np.zeros((k_levels, ret.size))
     for k in range(k_levels):
-        count, mean, std = _depth_stats(ret, clusters.ids[k])
-        peers = count > 1
-        phi_k[k] = mean
-        inv_var[k] = np.where(peers, safe_divide(count, std * std + eps), 0.0)
+        count, phi_k[k], std = _depth_stats(ret, clusters.ids[k])
+        inv_var[k] = _inverse_variance(count, std, eps)
     has_peers = inv_var.sum(axis=0) > 0
     phi = np.where(has_peers, fuse(phi_k, inv_var), ret)  # no peer: its own return, no credit
     n_traj, t_max = int(traj.max()) + 1, int(t.max()) + 2
