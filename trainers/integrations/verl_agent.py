@@ -409,6 +409,7 @@ def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str,
         return data
 
     compute_advantage._progpo = True  # type: ignore[attr-defined]
+    compute_advantage._progpo_options = opts  # type: ignore[attr-defined]  # a later install() updates them
     return compute_advantage
 
 
@@ -430,9 +431,11 @@ def install(config: Any = None) -> dict[str, str]:
     done["collector"] = "agent_system.multi_turn_rollout.TrajectoryCollector"
     from verl.trainer.ppo import ray_trainer
 
+    options = dict(_get(config, "algorithm.progpo", {}) or {})
     if not getattr(ray_trainer.compute_advantage, "_progpo", False):
-        options = dict(_get(config, "algorithm.progpo", {}) or {})
         ray_trainer.compute_advantage = compute_advantage_branch(ray_trainer.compute_advantage, options)
+    else:  # installed before (e.g. without a config): this config's options apply from now on
+        ray_trainer.compute_advantage._progpo_options.update(options)
     done["estimator"] = "verl.trainer.ppo.ray_trainer.compute_advantage"
     trainer_cls = ray_trainer.RayPPOTrainer
     if not getattr(trainer_cls.__init__, "_progpo", False):
