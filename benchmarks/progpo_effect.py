@@ -97,7 +97,8 @@ def labelled(method: str) -> str:
 #: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
 #: coverage matter, or only the extra variance?)
 PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo"), ("shuffled", "gigpo"),
-         ("always", "progpo-gigpo"), ("shuffled", "progpo-gigpo"))
+         ("always", "progpo-gigpo"), ("shuffled", "progpo-gigpo"),
+         ("gigpo", "grpo"))  # the lab's validity pair: GiGPO must beat GRPO for the lab to discriminate
 
 
 def _cell(mean: float, half: float, n: int) -> str:

@@ -2,10 +2,12 @@
 
 Modules:
 
-* :mod:`trainers.advantages` -- GRPO, RLOO, GiGPO and ProGPO (pure numpy; single group,
-  batched and step level).
+* :mod:`trainers.advantages` -- GRPO, RLOO, GiGPO, PlanPO, HGPO and ProGPO over each (pure
+  numpy; single group, batched and step level).
 * :mod:`trainers.losses` -- PPO-clip token-mean loss, low-variance KL, entropy.
 * :mod:`trainers.rollout` -- one episode per member of a ``GroupVectorEnv`` -> step records.
+* :mod:`trainers.tree_rollout` -- ``--rollout tree``: a task's group grown as a tree (forks by replay).
+* :mod:`trainers.teachers` -- ``--distill``: the privileged (I-SDPO) and hindsight (SEED) teachers' losses.
 * :mod:`trainers.trainer` -- the loop (:class:`~trainers.trainer.Trainer`), checkpoints, evals.
 * :mod:`trainers.config` -- :class:`~trainers.config.TrainConfig` (YAML + CLI flags).
 * :mod:`trainers.progpo` -- ``python -m trainers.progpo``.
