@@ -15,13 +15,14 @@ Example (a scripted policy):
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Policy", "StepOutput", "TrainablePolicy"]
+__all__ = ["Policy", "StepOutput", "TrainablePolicy", "scoring_with"]
 
 
 @dataclass(kw_only=True)
@@ -88,3 +89,15 @@ class TrainablePolicy(Policy, Protocol):
     def sync(self) -> None:
         """Act with the trained weights from now on."""
         ...
+
+
+@contextlib.contextmanager
+def scoring_with(policy: TrainablePolicy, model: Any) -> Iterator[None]:
+    """Within the block ``policy`` scores with ``model`` (a frozen reference, an EMA teacher), then
+    with its own model again."""
+    live = policy.model
+    policy.model = model
+    try:
+        yield
+    finally:
+        policy.model = live

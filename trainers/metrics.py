@@ -76,33 +76,17 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     # outcome-based on purpose (the estimator's all-failed test), see the docstring
     m[prefix + "all_failed_frac"] = float(np.mean([all_failed(v, tau_r) for v in groups.values()]))
     m[prefix + "episode_length"] = float(np.mean([t.length for t in trajs]))
-    if ro.leaf_paths is not None:  # a tree: each leaf over its whole path, shared prefix included
-        m.update(_leaf_metrics(ro, prefix))
-        m[prefix + "env_steps"] = float(len(ro.steps))
-        return m
-    fv = defaultdict(int)
-    for s in ro.steps:
-        fv[s.traj] += int(s.first_visit)
-    m[prefix + "coverage_rate"] = float(np.mean([coverage_rate(fv[i], t.length) for i, t in enumerate(trajs)]))
-    m[prefix + "coverage"] = float(np.mean([fv[i] for i in range(len(trajs))]))
-    if ro.steps:
-        seen: set[tuple[int, str, str]] = set()
-        repeats = 0
-        for s in ro.steps:
-            key = (s.traj, s.state, s.action)
-            repeats += key in seen
-            seen.add(key)
-        m[prefix + "repeated_action_rate"] = repeats / len(ro.steps)
-        m[prefix + "invalid_action_rate"] = float(np.mean([not s.valid for s in ro.steps]))
+    m.update(_path_metrics(ro, prefix))
     m[prefix + "env_steps"] = float(len(ro.steps))
     return m
 
 
-def _leaf_metrics(ro: Rollout, prefix: str) -> dict[str, float]:
-    """Coverage, repeat and invalid rates of a tree rollout's leaves, each over its whole path."""
+def _path_metrics(ro: Rollout, prefix: str) -> dict[str, float]:
+    """Coverage, repeat and invalid rates of each trajectory over its steps (:meth:`Rollout.paths`:
+    a tree's leaf over its whole path, the prefix it shares included)."""
     paths = ro.paths()
     found = [sum(ro.steps[i].first_visit for i in path) for path in paths]
-    m = {prefix + "coverage_rate": float(np.mean([coverage_rate(f, len(p)) for f, p in zip(found, paths)])),
+    m = {prefix + "coverage_rate": float(np.mean([coverage_rate(f, t.length) for f, t in zip(found, ro.trajectories)])),
          prefix + "coverage": float(np.mean(found))}
     rows = sum(len(p) for p in paths)
     if rows:

@@ -37,7 +37,7 @@ from agents.contract import Policy, StepOutput
 from trainers import seeds
 from trainers.advantages import factorize
 
-__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "member_info", "step_seed"]
+__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "instruction_of", "member_info", "state_of", "step_seed"]
 
 
 #: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
@@ -116,40 +116,25 @@ class Rollout:
     def advantage_inputs(self) -> dict[str, np.ndarray]:
         """Flat arrays for :func:`trainers.advantages.step_advantages` (a tree: one row per step of
         each leaf, :meth:`row_steps`; :meth:`merge_rows` folds the rows back onto the steps)."""
-        if self.leaf_paths is not None:
-            return self._leaf_inputs()
-        n = len(self.steps)
-        ids = factorize([s.state for s in self.steps] + [s.next_state for s in self.steps])
-        return dict(
-            outcomes=np.array([t.outcome for t in self.trajectories], dtype=np.float64),
-            traj_group=np.array([t.group for t in self.trajectories], dtype=np.int64),
-            step_traj=np.array([s.traj for s in self.steps], dtype=np.int64),
-            step_index=np.array([s.t for s in self.steps], dtype=np.int64),
-            state_ids=ids[:n],
-            next_ids=ids[n:],
-            first_visit=np.array([s.first_visit for s in self.steps], dtype=bool),
-            step_rewards=np.array([s.reward for s in self.steps], dtype=np.float64),
-            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in self.steps],
-                                      dtype=np.float64),
-        )
-
-
-    def _leaf_inputs(self) -> dict[str, np.ndarray]:
-        assert self.leaf_paths is not None
-        rows = self.row_steps()
-        steps = [self.steps[i] for i in rows]
+        if self.leaf_paths is None:
+            steps = self.steps
+            step_traj = [s.traj for s in steps]
+        else:
+            steps = [self.steps[i] for i in self.row_steps()]
+            step_traj = [leaf for leaf, path in enumerate(self.leaf_paths) for _ in path]
         n = len(steps)
         ids = factorize([s.state for s in steps] + [s.next_state for s in steps])
         return dict(
             outcomes=np.array([t.outcome for t in self.trajectories], dtype=np.float64),
             traj_group=np.array([t.group for t in self.trajectories], dtype=np.int64),
-            step_traj=np.repeat(np.arange(len(self.leaf_paths)), [len(p) for p in self.leaf_paths]).astype(np.int64),
+            step_traj=np.array(step_traj, dtype=np.int64),
             step_index=np.array([s.t for s in steps], dtype=np.int64),
             state_ids=ids[:n],
             next_ids=ids[n:],
             first_visit=np.array([s.first_visit for s in steps], dtype=bool),
             step_rewards=np.array([s.reward for s in steps], dtype=np.float64),
-            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in steps], dtype=np.float64),
+            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in steps],
+                                      dtype=np.float64),
         )
 
 
@@ -182,7 +167,7 @@ def instruction_of(info: Mapping[str, Any]) -> str:
     return "" if goal is None else str(goal)
 
 
-def _state_of(info: Mapping[str, Any], obs: str) -> str:
+def state_of(info: Mapping[str, Any], obs: str) -> str:
     canon = info.get("canonical_obs")
     return str(canon) if canon is not None else str(obs)
 
@@ -248,7 +233,7 @@ def collect_rollout(
                                           privileged=str(minfo[i].get("privileged_text", ""))))
         traj_of.append(i)
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
-    state = [_state_of(minfo[i], obs[i]) for i in range(n)]
+    state = [state_of(minfo[i], obs[i]) for i in range(n)]
     t = [0] * n
     won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome
     active = np.ones(n, dtype=bool)  # playing its first episode
@@ -277,7 +262,7 @@ def collect_rollout(
         for i, out in zip(idx, outputs):
             info = member_info(infos, i)
             step_info = info.get("final_info", info) if (terms[i] or truncs[i]) else info
-            nxt = _state_of(step_info, next_obs[i] if "final_obs" not in info else info["final_obs"])
+            nxt = state_of(step_info, next_obs[i] if "final_obs" not in info else info["final_obs"])
             env_valid = bool(step_info.get("valid_action", True))
             ro.steps.append(StepRecord(
                 traj=traj_of[i], t=t[i], output=out, state=state[i], next_state=nxt,

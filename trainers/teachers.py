@@ -39,10 +39,12 @@ from typing import Any, Protocol, Sequence
 
 import torch
 
+from agents.contract import scoring_with
 from trainers.teacher_labels import DISTILL_MODES, PRIVILEGED_KEY, SKILL_WRITERS, distill_label
+from wrappers.errors import UserError
 
 __all__ = ["DISTILL_MODES", "PRIVILEGED_KEY", "SKILL_WRITERS", "DistillTargets", "PolicySkillWriter", "SkillWriter",
-           "Teacher", "TemplateSkillWriter", "Transcript", "distill_label", "ema_update", "entropies", "entropy_weights",
+           "Teacher", "TemplateSkillWriter", "Transcript", "distill_label", "ema_update", "entropies", "entropy_weights", "normalised_weights",
            "gated_distill", "symmetric_kl", "topk_symmetric_kl", "transcripts_of"]
 
 # ----------------------------------------------------------------------------------------------
@@ -79,7 +81,13 @@ def entropy_weights(teacher_logp: torch.Tensor, beta: float = 1.0, clip: float =
     >>> [round(v, 4) for v in w.tolist()]  # exp(0) and exp(-ln 2), over their mean 0.75
     [1.3333, 0.6667]
     """
-    w = torch.exp(-beta * entropies(teacher_logp))
+    return normalised_weights(entropies(teacher_logp), beta, clip)
+
+
+def normalised_weights(h: torch.Tensor, beta: float = 1.0, clip: float = 2.0) -> torch.Tensor:
+    """``exp(-beta * h)`` normalised to mean 1, clipped at ``clip`` (rows of any lengths, their
+    entropies ``h`` concatenated)."""
+    w = torch.exp(-beta * h)
     return (w / w.mean().clamp_min(1e-12)).clamp(max=clip)
 
 
@@ -241,7 +249,8 @@ class Teacher:
         if mode not in ("privileged", "hindsight"):
             raise ValueError(f"mode must be privileged or hindsight, got {mode!r}")
         if not hasattr(policy, "distributions"):
-            raise ValueError(f"distill {mode}: {type(policy).__name__} has no distributions() (an LLM policy does)")
+            raise UserError(f"distill {mode}: the policy {type(policy).__name__} has no distributions() to distill "
+                            "into (the LLM policies of agents.policy have)")
         self.mode, self.policy, self.model, self.writer = mode, policy, model, writer
         self.tau, self.coef, self.beta, self.top_k = tau, coef, beta, top_k
         self.samples_per_iteration = samples_per_iteration
@@ -278,15 +287,12 @@ class Teacher:
         work = [j for j in range(n) if (out.routed[j] if self.mode == "privileged" else texts[chosen[j]])]
         if not work:
             return out, {"distill/steps": 0.0}
-        ctx = [_with_context(steps[chosen[j]].output, self._encode(texts[chosen[j]] or "")) for j in work]
+        prefix = {text: self._encode(text) for text in {texts[chosen[j]] or "" for j in work}}  # once per text
+        ctx = [_with_context(steps[chosen[j]].output, prefix[texts[chosen[j]] or ""]) for j in work]
         with torch.no_grad():
             if self.mode == "privileged":
-                student = self.policy.model
-                self.policy.model = self.ensure_ema()
-                try:
+                with scoring_with(self.policy, self.ensure_ema()):
                     dists = self.policy.distributions(ctx)
-                finally:
-                    self.policy.model = student
                 h_rows = []
                 for j, d in zip(work, dists):
                     d = d.detach().float().cpu()
@@ -296,9 +302,7 @@ class Teacher:
                     else:
                         out.teacher[j], d = d, d[None]
                     h_rows.append(entropies(d))
-                # exp(-beta H_T) normalised over every routed row of the batch, clipped at 2.0
-                w = torch.exp(-torch.cat(h_rows))
-                w = (w / w.mean().clamp_min(1e-12)).clamp(max=2.0)
+                w = normalised_weights(torch.cat(h_rows))  # over every routed row of the batch
                 at = 0
                 for j, h in zip(work, h_rows):
                     out.weight[j] = w[at: at + h.numel()]
@@ -325,13 +329,13 @@ class Teacher:
                 break
 
 
-def transcripts_of(ro: Any, goals: Sequence[str]) -> list[Transcript]:
-    """One :class:`Transcript` per trajectory of a rollout: its instruction (``goals[i]``) and its
+def transcripts_of(ro: Any) -> list[Transcript]:
+    """One :class:`Transcript` per trajectory of a rollout: the instruction it was shown and its
     own observations and actions (a tree's leaf: its whole path)."""
     out = []
-    for i, path in enumerate(ro.paths()):
+    for traj, path in zip(ro.trajectories, ro.paths()):
         steps = tuple((ro.steps[k].obs, ro.steps[k].action) for k in path)
         final = ro.steps[path[-1]].next_obs if path else ""
-        out.append(Transcript(goals[i], steps, final))
+        out.append(Transcript(traj.goal, steps, final))
     return out
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import dataclasses
-from dataclasses import dataclass
 import json
 import sys
 import time
@@ -36,7 +35,7 @@ import numpy as np
 import torch
 
 from agents.batching import step_key, step_tokens
-from agents.contract import TrainablePolicy
+from agents.contract import TrainablePolicy, scoring_with
 from trainers import distributed, seeds
 from trainers.advantages import planpo_alpha, step_advantages
 from trainers.checkpoint import (
@@ -141,7 +140,7 @@ def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) 
     return tqdm(total=total, desc=desc, disable=not enabled, leave=leave, dynamic_ncols=True, file=sys.stderr)
 
 
-@dataclass
+@dataclasses.dataclass
 class TeacherInputs:
     """What the teacher needs of an iteration beside the steps: per step its context text and
     whether it takes the distillation loss (privileged: its group failed completely), and the
@@ -219,9 +218,6 @@ class Trainer:
             if self.dist.enabled:
                 raise ConfigError(f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
                                   "torchrun / accelerate launch or use --distill none")
-            if not hasattr(self.policy, "distributions"):
-                raise ConfigError(f"distill {cfg.distill}: the policy {type(self.policy).__name__} has no distributions() "
-                                  "to distill into (the LLM policies of agents.policy have)")
             writer = (PolicySkillWriter(self.policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()) \
                 if cfg.distill == "hindsight" else None
             self.teacher = Teacher(cfg.distill, self.policy, self.model, writer, tau=cfg.distill_tau,
@@ -267,12 +263,8 @@ class Trainer:
                 yield
             return
         assert self.ref_model is not None
-        live = self.policy.model
-        self.policy.model = self.ref_model
-        try:
+        with scoring_with(self.policy, self.ref_model):
             yield
-        finally:
-            self.policy.model = live
 
     # ------------------------------------------------------------------ update
     def update(self, steps: Sequence[StepRecord], advantages: np.ndarray, iteration: int,
@@ -284,9 +276,8 @@ class Trainer:
         idx = list(range(len(steps)))
         if cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0:
             # a teacher's steps stay: routed ones take its loss, and hindsight's term acts on every step
-            keep = (lambda i: True) if teach is not None and self.teacher is not None and self.teacher.mode == "hindsight" \
-                else (lambda i: teach is not None and teach.routed[i])
-            idx = [i for i in idx if advantages[i] != 0.0 or keep(i)]
+            keep_all = teach is not None and self.teacher is not None and self.teacher.mode == "hindsight"
+            idx = [i for i in idx if advantages[i] != 0.0 or keep_all or (teach is not None and teach.routed[i])]
         comm = comm_for(self.dist)
         n_global = int(comm.sum([len(idx)])[0])
         stats: dict[str, float] = {"update/steps": float(n_global), "update/optimizer_steps": 0.0}
@@ -611,14 +602,14 @@ class Trainer:
     def write_distill_samples(self) -> None:
         """Append the teacher's samples of the last iteration (contexts it read, with the decision they
         re-scored) to ``distill_samples.jsonl``, so that a user can read what the teacher saw."""
-        if self.teacher is None or not self.teacher.samples or not self.dist.is_main:
-            self.teacher.samples.clear() if self.teacher is not None else None
+        if self.teacher is None:
             return
-        path = self.run_dir / "distill_samples.jsonl"
-        if self.manifest is not None:
-            self.manifest.record(path)
-        with path.open("a") as fh:
-            fh.writelines(json.dumps(sample) + "\n" for sample in self.teacher.samples)
+        if self.teacher.samples and self.dist.is_main:
+            path = self.run_dir / "distill_samples.jsonl"
+            if self.manifest is not None:
+                self.manifest.record(path)
+            with path.open("a") as fh:
+                fh.writelines(json.dumps(sample) + "\n" for sample in self.teacher.samples)
         self.teacher.samples.clear()
 
     def teacher_inputs(self, ro: Rollout, step_failed: np.ndarray) -> TeacherInputs:
@@ -637,7 +628,7 @@ class Trainer:
             share = len(failed_groups) / max(len(groups), 1)
         else:
             assert self.teacher.writer is not None
-            skills = self.teacher.writer.write(transcripts_of(ro, [t.goal for t in ro.trajectories]))
+            skills = self.teacher.writer.write(transcripts_of(ro))
             texts = [skills[s.traj] for s in ro.steps]
             routed = [False] * len(ro.steps)
             share = 1.0 if ro.steps else 0.0
@@ -655,7 +646,7 @@ class Trainer:
         step_adv = penalized_advantages(ro.merge_rows(adv.steps), [s.output for s in ro.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
         row_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
-        step_failed = ro.merge_rows(row_failed) > 0.5 if ro.leaf_paths is not None else row_failed
+        step_failed = ro.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
         return step_adv, adv.all_failed, step_failed
 
     def planpo_turn_weight(self, iteration: int) -> float:

@@ -39,13 +39,14 @@ has outcome 0 and counts as a failure: pruned branches stay in the batch as nega
 from __future__ import annotations
 
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 
 import numpy as np
 
 from agents.contract import Policy
-from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, _state_of, instruction_of, step_seed
+from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, state_of, instruction_of, step_seed
 from wrappers.errors import UserError
 
 __all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
@@ -144,15 +145,13 @@ def make_scorer(cfg: TreeConfig) -> Scorer:
 
 @dataclass
 class _Branch:
-    """One branch: the env slot it plays in and its path (indices into ``Rollout.steps``)."""
+    """One branch: the env slot it plays in and its path (indices into ``steps``, the rollout's
+    step records, from which its actions, first visits and observations are read)."""
 
     tree: int
     slot: int
+    steps: list[StepRecord]
     path: list[int] = field(default_factory=list)
-    actions: list[str] = field(default_factory=list)
-    first_visits: list[bool] = field(default_factory=list)
-    observations: list[str] = field(default_factory=list)  # after each step (the replay check)
-    history: list[tuple[str, str]] = field(default_factory=list)
     obs: str = ""
     info: dict[str, Any] = field(default_factory=dict)
     state: str = ""
@@ -160,9 +159,21 @@ class _Branch:
     outcome: float = 0.0
     won: bool | None = None
 
+    @property
+    def actions(self) -> list[str]:
+        return [self.steps[i].action for i in self.path]
+
+    @property
+    def first_visits(self) -> list[bool]:
+        return [self.steps[i].first_visit for i in self.path]
+
+    @property
+    def history(self) -> list[tuple[str, str]]:
+        """(observation, action) pairs so far: what the policy reads."""
+        return [(self.steps[i].obs, self.steps[i].action) for i in self.path]
+
     def child(self, slot: int) -> "_Branch":
-        return _Branch(self.tree, slot, list(self.path), list(self.actions), list(self.first_visits),
-                       list(self.observations), list(self.history), self.obs, dict(self.info), self.state)
+        return _Branch(self.tree, slot, self.steps, list(self.path), self.obs, dict(self.info), self.state)
 
 
 @dataclass
@@ -208,14 +219,15 @@ class _TreeCollector:
         self.trees: list[_Tree] = []
         self.counts = _Counts()
 
-    def slots(self, tree: _Tree) -> range:
-        return range(tree.group * self.g_size, (tree.group + 1) * self.g_size)
+    def slots(self, group: int) -> range:
+        """The member slots of ``group``'s tree."""
+        return range(group * self.g_size, (group + 1) * self.g_size)
 
     # -- start and fork ----------------------------------------------------------------------
     def start(self, task_seeds: Sequence[int], options: Sequence[Mapping[str, Any] | None] | None) -> None:
         for g, task in enumerate(task_seeds):
             opt = options[g] if options is not None else None
-            slots = list(range(g * self.g_size, g * self.g_size + self.cfg.branches))
+            slots = list(self.slots(g))[: self.cfg.branches]
             results = self.pool.reset(slots, [int(task)] * len(slots), [opt] * len(slots))
             (obs0, info0), _ = results[0]
             tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
@@ -223,7 +235,8 @@ class _TreeCollector:
                          str(info0.get("privileged_text", "")))
             for slot, ((obs, info), _) in zip(slots, results):
                 info = dict(info)
-                tree.branches.append(_Branch(g, slot, obs=str(obs), info=info, state=_state_of(info, str(obs))))
+                tree.branches.append(_Branch(g, slot, self.ro.steps, obs=str(obs), info=info,
+                                             state=state_of(info, str(obs))))
                 self.counts.branches += 1
             self.trees.append(tree)
 
@@ -234,7 +247,8 @@ class _TreeCollector:
         if str(obs) != tree.reset_obs:
             raise NondeterministicEnvError(f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
                                            "than before; this env cannot be branched (use --rollout flat)")
-        for t, (action, recorded) in enumerate(zip(parent.actions, parent.observations)):
+        for t, i in enumerate(parent.path):
+            action, recorded = self.ro.steps[i].action, self.ro.steps[i].next_obs
             result = self.pool.step([slot], [action])[0]
             self.counts.replay_steps += 1
             if not isinstance(result, tuple):
@@ -267,7 +281,7 @@ class _TreeCollector:
             return 0
         t_act = time.perf_counter()
         outputs = self.policy.act([b.obs for b in branches], [b.info for b in branches],
-                                  [list(b.history) for b in branches], seed=step_seed(seed, k))
+                                  [b.history for b in branches], seed=step_seed(seed, k))
         t_env = time.perf_counter()
         self.ro.policy_seconds += t_env - t_act
         if len(outputs) != len(branches):
@@ -286,7 +300,7 @@ class _TreeCollector:
             info = dict(info)
         else:  # the member crashed: its branch ends, truncated, as a flat rollout's episode would
             obs, reward, term, trunc, info = b.obs, 0.0, False, True, {"worker_error": getattr(result, "reason", "")}
-        nxt = _state_of(info, str(obs))
+        nxt = state_of(info, str(obs))
         self.ro.steps.append(StepRecord(
             traj=-1, t=len(b.path), output=out, state=b.state, next_state=nxt,
             first_visit=bool(info.get("first_visit", nxt != b.state)), reward=float(reward),
@@ -294,10 +308,6 @@ class _TreeCollector:
             next_obs=str(obs)))
         self.ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
         b.path.append(len(self.ro.steps) - 1)
-        b.actions.append(action)
-        b.first_visits.append(self.ro.steps[-1].first_visit)
-        b.observations.append(str(obs))
-        b.history.append((b.obs, action))
         b.obs, b.info, b.state = str(obs), info, nxt
         if term or trunc:
             b.status = "ended"
@@ -315,7 +325,7 @@ class _TreeCollector:
         median = float(np.median(scores))
         keep: list[tuple[float, _Branch]] = []
         for b, s in zip(active, scores):
-            looping = max((b.actions.count(a) for a in set(b.actions)), default=0) >= cfg.repeat_limit
+            looping = max(Counter(b.actions).values(), default=0) >= cfg.repeat_limit
             if s < median - cfg.prune_margin or looping:
                 b.status = "pruned"
                 self.counts.pruned += 1
@@ -328,7 +338,7 @@ class _TreeCollector:
     def expand(self, tree: _Tree, parent: _Branch) -> None:
         """Replace ``parent`` by up to M children (the first keeps its slot and env), as far as free
         slots and the budget allow; with no room for a second child it goes on unchanged."""
-        free = tree.free_slots(self.slots(tree))
+        free = tree.free_slots(self.slots(tree.group))
         room = self.budget - tree.decisions - len(tree.active())  # decisions left after one more step of each
         extra = min(self.cfg.children - 1, len(free), max(room, 0))
         if extra < 1:

@@ -178,7 +178,7 @@ def test_the_skill_writer_never_sees_the_answer():
             seen.extend(transcripts)
             return super().write(transcripts)
 
-    Spy().write(transcripts_of(ro, [t.goal for t in ro.trajectories]))
+    Spy().write(transcripts_of(ro))
     assert len(seen) == 4 and all(t.goal.startswith("Find me") or t.goal for t in seen)
     for traj, t in zip(ro.trajectories, seen):
         text = json.dumps([t.goal, t.steps, t.final_observation])

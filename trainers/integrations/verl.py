@@ -151,7 +151,7 @@ def _per_trajectory(rows: Any, traj: np.ndarray, n_traj: int, dtype: Any = np.fl
     return out
 
 
-def _episode_rows(name: str, index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig) -> np.ndarray:
+def _episode_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig) -> np.ndarray:
     """An episode-level estimator's advantage of each row (rows of one ``traj_uid`` count once)."""
     traj, n_traj = _trajectories(len(index), ntb)
     cover = _per_trajectory(ntb["progpo_coverage_rate"], traj, n_traj) if cfg.progpo else None
@@ -186,7 +186,7 @@ def _planpo_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig
                  response_lengths: np.ndarray | None) -> np.ndarray:
     """PlanPO: the trajectory term from the columns; on step rows, plus ``planpo_alpha`` times the
     turn term over the rows' response lengths."""
-    adv = _episode_rows(cfg.estimator, index, ntb, cfg)
+    adv = _episode_rows(index, ntb, cfg)
     if "traj_uid" not in ntb or "progpo_step" not in ntb or response_lengths is None or not cfg.planpo_alpha:
         return adv
     from trainers.advantages import planpo_turn_advantages
@@ -223,7 +223,7 @@ def advantage_per_row(name: str, index: np.ndarray, non_tensor_batch: Mapping[st
         return _planpo_rows(np.asarray(index), ntb, cfg, response_lengths)
     if cfg.base in ("gigpo", "hgpo"):
         return _step_rows(np.asarray(index), ntb, cfg, response_lengths)
-    return _episode_rows(name, np.asarray(index), ntb, cfg)
+    return _episode_rows(np.asarray(index), ntb, cfg)
 
 
 def _row_lengths(response_mask: torch.Tensor) -> np.ndarray:
