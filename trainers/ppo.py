@@ -23,7 +23,7 @@ import numpy as np
 import torch
 
 from agents.batching import chunks
-from trainers import distributed
+from trainers import distributed, stop_request
 from trainers.losses import ppo_clip_loss, token_weights
 from trainers.teachers import DistillTargets, gated_distill, symmetric_kl, topk_symmetric_kl
 
@@ -231,6 +231,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                     pad = learner.pad_forward()
                     (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
                     continue
+                stop_request.raise_if_requested()
                 new, ents = learner.forward([batch.outputs[j] for j in micro])
                 lp = torch.cat([x.float().reshape(-1) for x in new])
                 dev, k = lp.device, int(lp.numel())

@@ -33,18 +33,16 @@ from pathlib import Path
 
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
+from trainers import stop_request
 from trainers.run_dir import claim_run_dir
+from trainers.stop_request import Terminated
 from wrappers.errors import UserError
 
 __all__ = ["main"]
 
 
-class Terminated(KeyboardInterrupt):
-    """SIGTERM, turned into an exception so that the run closes its envs and files on the way out."""
-
-
 def _on_sigterm(signum: int, frame: object) -> None:
-    raise Terminated()
+    stop_request.request(Terminated)
 
 
 #: ``OSError`` numbers that are the machine's state, not a bug: said in one line
@@ -116,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             lock.release()
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+        stop_request.clear()
         teardown()
     from trainers.report import rl_gain
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from agents.contract import Policy, StepOutput
-from trainers import seeds
+from trainers import seeds, stop_request
 from trainers.advantages import factorize
 
 __all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "instruction_of", "member_info", "state_of", "step_seed"]
@@ -240,6 +240,7 @@ def collect_rollout(
     group_done = np.zeros(envs.num_groups, dtype=bool)
     k = 0
     while not group_done.all():
+        stop_request.raise_if_requested()
         if k >= max_env_steps:
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]

@@ -36,7 +36,7 @@ import torch
 
 from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy, scoring_with
-from trainers import distributed, seeds
+from trainers import distributed, seeds, stop_request
 from trainers.advantages import planpo_alpha, step_advantages
 from trainers.checkpoint import (
     TRAINING_ENTRIES,
@@ -751,6 +751,7 @@ class Trainer:
                     distributed.broadcast_parameters(self.model)
                 self.save(0)
             for it in range(self.start_iteration, cfg.iterations + 1):
+                stop_request.raise_if_requested()
                 rec = self.train_iteration(it)
                 self.history.append(rec)
                 logger.log(rec)

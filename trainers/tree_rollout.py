@@ -46,6 +46,7 @@ from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 import numpy as np
 
 from agents.contract import Policy
+from trainers import stop_request
 from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, state_of, instruction_of, step_seed
 from wrappers.errors import UserError
 
@@ -403,6 +404,7 @@ def collect_tree_rollout(
     col.start(task_seeds, options)
     k = 0
     while any(tree.active() for tree in col.trees):
+        stop_request.raise_if_requested()
         col.enforce_budget()
         n = col.step(k, seed)
         k += 1

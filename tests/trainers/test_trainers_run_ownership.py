@@ -202,3 +202,31 @@ def test_unknown_split_is_one_line_before_the_run_writes_anything(tmp_path, caps
     assert RunManifest.load(run).files == set()  # nothing of a run: a corrected rerun needs no --overwrite
     assert main([*argv[:argv.index(flag)], *argv[argv.index(flag) + 2:]]) in (0, 2)  # not refused for the dir
     assert "already holds a run" not in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+def test_a_sigterm_swallowed_by_a_finalizer_still_stops_the_run(tmp_path, monkeypatch, capsys):
+    """A handler's exception raised inside ``__del__`` is printed and dropped by the interpreter;
+    the run must stop anyway, at its next loop step, with the usual advice."""
+    from trainers import stop_request
+    from trainers.trainer import Trainer
+
+    class Finalizer:
+        def __del__(self):
+            stop_request.request(stop_request.Terminated)  # what the SIGTERM handler does
+
+    played: list[int] = []
+    original = Trainer.train_iteration
+
+    def iteration_then_signal(self, it):
+        rec = original(self, it)
+        played.append(it)
+        Finalizer()  # collected at once: "Exception ignored in ..."
+        return rec
+
+    monkeypatch.setattr(Trainer, "train_iteration", iteration_then_signal)
+    run = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run)]) == 143
+    err = capsys.readouterr().err
+    assert played == [1] and "terminated (SIGTERM)" in err and "--resume" in err, err
+    stop_request.raise_if_requested()  # main forgot the stop: the next run in this process is not stopped
