@@ -1,9 +1,20 @@
-"""ProGPO against its base estimator in the credit trap, seed by seed, resumable, re-runnable.
+"""The credit-trap lab: remedies side by side in the credit trap, seed by seed, resumable, re-runnable.
 
+    python benchmarks/progpo_effect.py --lab alfworld             # every remedy on the pre-registered setting
+    python benchmarks/progpo_effect.py --lab webshop              # the WebShop block
     python benchmarks/progpo_effect.py --pilot                    # 2 seeds x the main pair: the MDE
-    python benchmarks/progpo_effect.py                            # the comparison (resumes where it stopped)
+    python benchmarks/progpo_effect.py                            # ProGPO vs its base (resumes where it stopped)
     python benchmarks/progpo_effect.py --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
     python benchmarks/progpo_effect.py --report                   # the table of the runs finished so far
+
+``--lab`` is the lab (``configs/credit_lab.yaml``: its setting, primary and secondary metrics and
+validity criteria were fixed before its comparison ran). Its report opens with the validity verdict
+(can it tell GiGPO from GRPO?), then every method against ``gigpo`` and ``progpo-gigpo``, paired by
+seed, on the final held-out success (primary) and the area under the held-out success curve
+(secondary), the labelled tracks apart from pure RL, and where each remedy's term acted; it
+writes ``credit_lab.json`` (every run, the verdict, and ``pilot.json``'s settings tried before the
+pre-registration). Without ``--lab`` the tool runs the earlier comparison, ProGPO against its base
+on the trap preset.
 
 Setting: ``--config`` (default ``configs/alfworld_trap.yaml``: no repeat masking, no exploration
 hints in the prompt, a weak warm start, so most groups fail completely). Every method of a seed
@@ -48,6 +59,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -93,6 +105,26 @@ def labelled(method: str) -> str:
     ('gigpo+privileged [privileged (not pure RL)]', 'gigpo')
     """
     return f"{method} [{LABELS[method]}]" if method in LABELS else method
+#: the lab's pure-RL methods, then its labelled tracks (ranked apart)
+LAB_METHODS = ("grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "hgpo", "progpo-hgpo", "gigpo+tree",
+               "progpo-gigpo+tree", "gigpo+tree-random", "gigpo+hindsight", "gigpo+privileged")
+#: ``--lab NAME``: the credit-trap lab's blocks (each fills --config, --methods, --iterations and --out
+#: where they are not given). ``alfworld`` is the pre-registered setting; ``webshop`` the CPU demo's.
+LAB_PRESETS = {
+    "alfworld": {"config": "configs/credit_lab.yaml", "iterations": 30, "methods": LAB_METHODS,
+                 "out": "benchmarks/results/credit_lab"},
+    "webshop": {"config": "configs/webshop_cpu_demo.yaml", "iterations": 40,
+                "methods": ("gigpo", "progpo-gigpo", "planpo"), "out": "benchmarks/results/credit_lab/webshop"},
+}
+#: the lab's baselines: every method's paired difference is reported against each
+LAB_BASES = ("gigpo", "progpo-gigpo")
+#: where each remedy acted: per-iteration train metrics, averaged over a run's iterations
+ACTED_KEYS = {"ProGPO groups": "adv/progress_group_frac", "PlanPO groups": "adv/planpo_group_frac",
+              "HGPO peer steps": "adv/hgpo_peer_step_frac", "HGPO deep steps": "adv/hgpo_deep_step_frac",
+              "tree forks": "rollout/forks", "tree pruned": "rollout/pruned", "teacher groups": "distill/group_frac"}
+#: the part of a method's name that says it has the remedy (a metric is logged for methods without it too)
+ACTED_BY = {"ProGPO groups": "progpo-", "PlanPO groups": "planpo", "HGPO peer steps": "hgpo",
+            "HGPO deep steps": "hgpo", "tree forks": "+tree", "tree pruned": "+tree", "teacher groups": "gigpo+"}
 #: paired differences reported: each ProGPO against its base; each control against the base and
 #: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
 #: coverage matter, or only the extra variance?)
@@ -159,8 +191,10 @@ def run_record(method: str, seed: int, state_key: str, records: list[dict], conf
               "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")}}
              for r in records if r.get("kind") == "eval"]
     core_s = sum(float(r.get("time/iteration_s", 0.0)) + float(r.get("time/init_s", 0.0)) for r in records)
+    acted = [{"iteration": r["iteration"], **{k: r[src] for k, src in ACTED_KEYS.items() if src in r}}
+             for r in records if r.get("kind") == "train"]
     return {"method": method, "seed": seed, "state_key": state_key, "config": config, "train": train, "eval": evals,
-            "train_core_s": core_s}
+            "acted": acted, "train_core_s": core_s}
 
 
 def _series(runs: list[dict], part: str, key: str) -> np.ndarray:
@@ -180,8 +214,10 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     first = by[methods[0]][0]
     eval_its = [e["iteration"] for e in first["eval"]]
     per_iter = first["config"].get("num_groups", 0) * first["config"].get("group_size", 0)
-    lines = [f"# ProGPO vs its base in the credit trap (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
-             f"`python benchmarks/progpo_effect.py{' --pilot' if args.pilot else ''}`: seeds {args.seeds}, "
+    title = f"The credit-trap lab, {args.lab} block" if args.lab else "ProGPO vs its base in the credit trap"
+    command = f" --lab {args.lab}" if args.lab else " --pilot" if args.pilot else ""
+    lines = [f"# {title} (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
+             f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
              "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
@@ -211,8 +247,11 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
         for m in methods:
             cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
             lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
-    lines += ["", "## Final held-out success, paired by seed", ""]
-    for a, b in PAIRS:
+    if args.lab:
+        lines += lab_report(args, by, validity(by))
+    else:
+        lines += ["", "## Final held-out success, paired by seed", ""]
+    for a, b in () if args.lab else PAIRS:
         if a in by and b in by:
             seeds = sorted({e["seed"] for e in by[a]} & {e["seed"] for e in by[b]})
             if not seeds:
@@ -232,6 +271,115 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
               "time." + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} "
                                                  "worker(s).")]
     return "\n".join(lines) + "\n"
+
+
+def auc(run: dict) -> float:
+    """Area under a run's held-out success curve over its evaluations, divided by their span: the
+    mean success over the run (trapezoids between the evaluations)."""
+    its = np.array([e["iteration"] for e in run["eval"]], dtype=float)
+    ys = np.array([e["eval/success"] for e in run["eval"]], dtype=float)
+    return float(np.sum((ys[1:] + ys[:-1]) / 2 * np.diff(its)) / (its[-1] - its[0])) if its.size > 1 else float(ys[0])
+
+
+def _final(run: dict) -> float:
+    return float(run["eval"][-1]["eval/success"])
+
+
+def paired(by: dict[str, list[dict]], a: str, b: str, metric: Callable[[dict], float]) -> dict | None:
+    """``metric(a) - metric(b)`` over the seeds both ran: mean, 95% t interval, per-seed values."""
+    fa, fb = ({e["seed"]: metric(e) for e in by.get(m, [])} for m in (a, b))
+    seeds = sorted(set(fa) & set(fb))
+    if not seeds:
+        return None
+    d = np.array([fa[s] - fb[s] for s in seeds])
+    m, h = mean_ci(d[:, None])
+    return {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
+            "seeds": seeds, "per_seed": [float(x) for x in d]}
+
+
+def _diff_cell(p: dict | None) -> str:
+    if p is None:
+        return "-"
+    if len(p["seeds"]) < 2:
+        return f"{p['mean']:+.3f} (1 seed)"
+    return f"{p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}]"
+
+
+#: the lab's validity criteria (pre-registered in configs/credit_lab.yaml)
+TRAP_MIN, ROOM_MIN, VALIDITY_SEEDS = 0.60, 0.20, 8
+
+
+def validity(by: dict[str, list[dict]]) -> dict | None:
+    """Whether the lab can tell GiGPO from GRPO: the trap at iteration 1, GiGPO's room to move and
+    the paired final difference (interval over >= 8 seeds excluding 0). ``None`` without both."""
+    if "gigpo" not in by or "grpo" not in by:
+        return None
+    runs = by["gigpo"]
+    trap = float(np.mean([r["train"][0]["all_failed_fraction"] for r in runs]))
+    rise = np.array([[_final(r) - float(r["eval"][0]["eval/success"])] for r in runs])
+    rm, rh = mean_ci(rise)
+    diff = paired(by, "gigpo", "grpo", _final)
+    n = len(diff["seeds"]) if diff else 0
+    checks = {"trap": trap >= TRAP_MIN, "room": float(rm[0]) >= ROOM_MIN,
+              "discrimination": bool(diff and n >= VALIDITY_SEEDS and diff["lo"] > 0)}
+    return {"all_failed_it1": trap, "gigpo_rise": float(rm[0]), "gigpo_rise_half": float(rh[0]),
+            "gigpo_minus_grpo": diff, "seeds": n, "checks": checks,
+            "verdict": ("not decided: fewer than 8 paired seeds" if n < VALIDITY_SEEDS else
+                        "discriminates" if all(checks.values()) else "cannot discriminate")}
+
+
+def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
+    """The lab's sections: validity, every method against the baselines (final success and AUC,
+    pure RL and labelled tracks apart), and where each remedy acted."""
+    lines = ["", "## Validity: can this lab tell GiGPO from GRPO?", ""]
+    if valid is None:
+        lines.append("Not measured: the lab needs gigpo and grpo runs.")
+    else:
+        d = valid["gigpo_minus_grpo"]
+        lines += [f"- the trap: all-failed fraction at iteration 1 {valid['all_failed_it1']:.3f} "
+                  f"(needs >= {TRAP_MIN:.2f}): {'met' if valid['checks']['trap'] else 'NOT met'}",
+                  f"- room to move: GiGPO's held-out success {valid['gigpo_rise']:+.3f} +- {valid['gigpo_rise_half']:.3f} "
+                  f"from start to end (needs >= {ROOM_MIN:+.2f}): {'met' if valid['checks']['room'] else 'NOT met'}",
+                  f"- discrimination: GiGPO - GRPO final {_diff_cell(d)} over {valid['seeds']} seeds (needs the 95% "
+                  f"interval above 0 at >= {VALIDITY_SEEDS} seeds): {'met' if valid['checks']['discrimination'] else 'NOT met'}",
+                  "", f"**Verdict: {valid['verdict']}.**"
+                  + (" Every comparison below is read as: this lab cannot discriminate." if valid["verdict"] ==
+                     "cannot discriminate" else "")]
+    pure = [m for m in by if m not in LABELS]
+    tracks = [m for m in by if m in LABELS]
+    head = ("| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |")
+    for title, methods in (("Pure RL", pure), ("Labelled tracks (not ranked with pure RL)", tracks)):
+        if not methods:
+            continue
+        lines += ["", f"## {title}: final held-out success and AUC, paired by seed (95% t intervals)", "", head,
+                  "|---" * (4 + 2 * len(LAB_BASES)) + "|"]
+        for m in methods:
+            fin, fh = mean_ci(np.array([[_final(e)] for e in by[m]]))
+            au, ah = mean_ci(np.array([[auc(e)] for e in by[m]]))
+            n = len(by[m])
+            cells = [str(n), _cell(fin[0], fh[0], n), _cell(au[0], ah[0], n)]
+            for b in LAB_BASES:
+                cells += ["" if m == b else _diff_cell(paired(by, m, b, _final)),
+                          "" if m == b else _diff_cell(paired(by, m, b, auc))]
+            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
+                                         for row in e.get("acted", []))]
+    if keys:
+        lines += ["", "## Where each remedy acted (mean over iterations and seeds)", "",
+                  "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
+                  "iteration; blank: the method has no such term.", "",
+                  "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for m in by:
+            cells = []
+            for k in keys:
+                if ACTED_BY[k] not in m:
+                    cells.append("")
+                    continue
+                vals = [np.mean([row[k] for row in e.get("acted", []) if k in row]) for e in by[m]
+                        if any(k in row for row in e.get("acted", []))]
+                cells.append(f"{np.mean(vals):.3f}" if vals else "")
+            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
@@ -284,7 +432,7 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     """Re-run the first ``--iterations`` iterations of a recorded run; 1 when a train metric differs."""
     runs = []  # the comparison's records, then the pilot's
     for folder in (args.out, args.out.with_name(args.out.name + "_pilot")):
-        path = folder / "progpo_effect.json"
+        path = folder / args.json_name
         if path.exists():
             try:
                 data = json.loads(path.read_text())
@@ -337,15 +485,20 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml",
-                    help="the trainer config every run starts from (default: the credit-trap preset)")
-    ap.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS), choices=list(METHODS),
+    ap.add_argument("--lab", choices=list(LAB_PRESETS), default=None,
+                    help="the credit-trap lab: 'alfworld' (configs/credit_lab.yaml, every remedy, 30 iterations, "
+                         "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
+                         "progpo-gigpo, planpo, 40 iterations); adds the validity verdict, every method against gigpo "
+                         "and progpo-gigpo, AUC and where each remedy acted; writes credit_lab.json")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
+    ap.add_argument("--methods", nargs="+", default=None, choices=list(METHODS),
                     help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
                          "always, shuffled); the other remedies: planpo, progpo-planpo, hgpo, progpo-hgpo, gigpo+tree, "
                          "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)),
                     help="seeds: each gives every method the same warm start and task schedule (default 0-7)")
-    ap.add_argument("--iterations", type=int, default=20, help="RL iterations per run (default 20)")
+    ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
     ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
                     help="state identity of first-visit coverage (trainer's --state-key)")
     ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
@@ -356,10 +509,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", action="store_true",
                     help="write the table, plot and JSON from the finished runs alone (start nothing)")
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "progpo_effect",
-                    help="table.md, curves.png, progpo_effect.json and the finished runs (runs/)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
+                         "default benchmarks/results/progpo_effect, or the --lab's")
     ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
     args = ap.parse_args(argv)
+    preset = LAB_PRESETS.get(args.lab, {})
+    args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
+    args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
+    args.iterations = args.iterations or preset.get("iterations", 20)
+    args.out = args.out or ROOT / preset.get("out", "benchmarks/results/progpo_effect")
+    args.json_name = "credit_lab.json" if args.lab else "progpo_effect.json"
     args.config = args.config.resolve()
     args.out = args.out.resolve()
     args.work = (args.work or Path.home() / ".cache" / "progpo" / "progpo_effect").resolve() / args.out.name
@@ -388,11 +548,16 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args, entries, time.perf_counter() - t0)
     print(text)
     (args.out / "table.md").write_text(text)
-    (args.out / "progpo_effect.json").write_text(json.dumps({"config": str(args.config.relative_to(ROOT))
-                                                             if args.config.is_relative_to(ROOT) else str(args.config),
-                                                             "runs": entries}, indent=1))
+    record = {"config": str(args.config.relative_to(ROOT)) if args.config.is_relative_to(ROOT) else str(args.config),
+              "runs": entries}
+    if args.lab:
+        by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in args.methods}
+        record["validity"] = validity({m: r for m, r in by.items() if r})
+        pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
+        record["pilot"] = json.loads(pilot.read_text()) if pilot.exists() else None
+    (args.out / args.json_name).write_text(json.dumps(record, indent=1))
     plot(args, entries, args.out / "curves.png")
-    print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / 'progpo_effect.json'}")
+    print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / args.json_name}")
     return 0
 
 

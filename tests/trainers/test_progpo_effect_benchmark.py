@@ -113,3 +113,69 @@ def test_a_failed_rerun_says_why_and_keeps_its_log(tmp_path, capsys):
     assert err.startswith("error:") and "seed must be an integer" in err and "\n" not in err, err
     log = Path(err.rsplit("its log: ", 1)[1])
     assert log.is_file() and "seed must be an integer" in log.read_text()
+
+
+def _run(method: str, seed: int, evals: list[tuple[int, float]], all_failed_it1: float = 0.9) -> dict:
+    return {"method": method, "seed": seed, "train": [{"iteration": 1, "all_failed_fraction": all_failed_it1}],
+            "eval": [{"iteration": i, "eval/success": y} for i, y in evals]}
+
+
+def test_auc_is_the_mean_success_under_the_trapezoids():
+    # evaluations at 0, 15, 30: (0.1 + 0.3) / 2 * 15 + (0.3 + 0.5) / 2 * 15 = 9.0 over a span of 30
+    assert progpo_effect.auc(_run("gigpo", 0, [(0, 0.1), (15, 0.3), (30, 0.5)])) == pytest.approx(0.3)
+    assert progpo_effect.auc(_run("gigpo", 0, [(0, 0.25)])) == 0.25
+
+
+def _lab(gigpo_final: list[float], grpo_final: list[float], trap: float = 0.9) -> dict:
+    return {"gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(gigpo_final)],
+            "grpo": [_run("grpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(grpo_final)]}
+
+
+def test_validity_needs_the_trap_the_room_and_an_interval_above_zero_at_8_seeds():
+    separated = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34])
+    v = progpo_effect.validity(separated)
+    assert v["verdict"] == "discriminates" and all(v["checks"].values())
+    assert v["gigpo_minus_grpo"]["mean"] == pytest.approx(0.1175) and v["gigpo_minus_grpo"]["lo"] > 0
+    assert v["gigpo_rise"] == pytest.approx(np.mean([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47]) - 0.05)
+
+    mixed = _lab([0.40, 0.20, 0.50, 0.30, 0.48, 0.19, 0.44, 0.27], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34])
+    v = progpo_effect.validity(mixed)
+    assert v["verdict"] == "cannot discriminate" and v["checks"]["trap"] and not v["checks"]["discrimination"]
+    assert v["gigpo_minus_grpo"]["lo"] < 0 < v["gigpo_minus_grpo"]["hi"]
+
+    no_trap = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34],
+                   trap=0.3)
+    assert progpo_effect.validity(no_trap)["verdict"] == "cannot discriminate"
+    assert progpo_effect.validity(_lab([0.4, 0.5], [0.1, 0.2]))["verdict"].startswith("not decided")
+    assert progpo_effect.validity({"gigpo": separated["gigpo"]}) is None
+
+
+def test_paired_differences_use_the_seeds_both_methods_ran():
+    by = {"a": [_run("a", s, [(0, y)]) for s, y in ((0, 0.5), (1, 0.7), (2, 0.2))],
+          "b": [_run("b", s, [(0, y)]) for s, y in ((1, 0.4), (2, 0.3), (3, 0.9))]}
+    p = progpo_effect.paired(by, "a", "b", progpo_effect.auc)
+    assert p["seeds"] == [1, 2] and p["per_seed"] == pytest.approx([0.3, -0.1]) and p["mean"] == pytest.approx(0.1)
+    assert progpo_effect.paired(by, "a", "missing", progpo_effect.auc) is None
+
+
+@pytest.mark.slow
+def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp_path, capsys):
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY)
+    out = tmp_path / "lab"
+    common = ["--lab", "alfworld", "--config", str(config), "--out", str(out), "--work", str(tmp_path / "work"),
+              "--iterations", "2", "--workers", "2"]
+    assert progpo_effect.main([*common, "--methods", "grpo", "gigpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
+    data = json.loads((out / "credit_lab.json").read_text())
+    assert data["validity"]["verdict"].startswith("not decided") and data["validity"]["seeds"] == 1
+    planpo = next(r for r in data["runs"] if r["method"] == "planpo")
+    assert [row["iteration"] for row in planpo["acted"]] == [1, 2] and "PlanPO groups" in planpo["acted"][0]
+    table = (out / "table.md").read_text()
+    assert "The credit-trap lab, alfworld block" in table and "**Verdict: not decided" in table
+    assert "| planpo | 1 |" in table and "Labelled tracks" in table and "gigpo+hindsight [hindsight" in table
+    pure, tracks = table.split("Labelled tracks")[:2]
+    assert "gigpo+hindsight" not in pure.split("## Pure RL")[1] and "| planpo" not in tracks.split("## Where")[0]
+    assert "| method | PlanPO groups | teacher groups |" in table  # only the remedies these methods have
+    capsys.readouterr()
+    assert progpo_effect.main([*common, "--rerun", "0", "planpo"]) == 0  # reads credit_lab.json
+    assert "every metric reproduced" in capsys.readouterr().out
