@@ -53,7 +53,7 @@ def _import_in(cwd: Path, module: str) -> subprocess.CompletedProcess:
 
 @pytest.mark.parametrize("shadowed, imported", [("agents", "trainers.config"), ("agents", "trainers.progpo"),
                                                 ("wrappers", "progpo_envs"), ("trainers", "agents"),
-                                                ("wrappers", "trainers")])
+                                                ("wrappers", "trainers.config")])
 def test_guard_names_a_shadowing_package(tmp_path: Path, shadowed: str, imported: str) -> None:
     (tmp_path / shadowed).mkdir()
     (tmp_path / shadowed / "__init__.py").write_text("VERSION = 'someone else'\n")
@@ -134,3 +134,30 @@ def test_no_import_cycles_between_modules() -> None:
 
     cycles = sorted((a, b) for a in edges for b in edges[a] if reaches(b, a))
     assert not cycles, f"import cycles through: {cycles}"
+
+
+# ----------------------------------------------------------------- imports cost what they say
+#: pure modules -> the package modules (beyond their own package's ``__init__``) they may load
+PURE_MODULES = {
+    "trainers.advantages": {"trainers.advantages.segments", "trainers.advantages.planpo",
+                            "trainers.advantages.hgpo", "wrappers", "wrappers.signals"},
+    "trainers.losses": set(),
+    "trainers.seeds": set(),
+    "trainers.teacher_labels": set(),
+    "wrappers.signals": set(),
+    "wrappers.canonicalize": set(),
+    "wrappers.coverage": {"wrappers.canonicalize", "wrappers.signals"},
+}
+
+
+@pytest.mark.parametrize("module", sorted(PURE_MODULES))
+def test_a_pure_module_imports_only_what_it_needs(module: str) -> None:
+    """In a fresh interpreter: no env, vector env, worker pool, policy or trainer module, and no
+    env registration, comes with a pure module."""
+    code = ("import sys; before = set(sys.modules); import " + module + "; "
+            "print(' '.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ours = {m for m in out.stdout.split() if m.split(".")[0] in ("progpo_envs", "wrappers", "agents", "trainers")}
+    allowed = PURE_MODULES[module] | {module, module.split(".")[0]}
+    assert ours <= allowed, f"{module} also imports {sorted(ours - allowed)}"

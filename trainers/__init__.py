@@ -2,25 +2,36 @@
 
 Modules:
 
+* :mod:`trainers.progpo` -- ``python -m trainers.progpo``; :mod:`trainers.config` -- its
+  :class:`~trainers.config.TrainConfig` (YAML + CLI flags).
+* :mod:`trainers.trainer` -- the loop (:class:`~trainers.trainer.Trainer`): rollout, advantages,
+  update, evaluation, checkpoints.
+* :mod:`trainers.envs` -- the env factories (env + canonicalizer + first-visit coverage).
+* :mod:`trainers.rollout` -- one episode per member of a ``GroupVectorEnv`` -> step records;
+  :mod:`trainers.tree_rollout` -- ``--rollout tree``: a task's group grown as a tree (forks by replay).
 * :mod:`trainers.advantages` -- GRPO, RLOO, GiGPO, PlanPO, HGPO and ProGPO over each (pure
   numpy; single group, batched and step level).
-* :mod:`trainers.losses` -- PPO-clip token-mean loss, low-variance KL, entropy.
-* :mod:`trainers.rollout` -- one episode per member of a ``GroupVectorEnv`` -> step records.
-* :mod:`trainers.tree_rollout` -- ``--rollout tree``: a task's group grown as a tree (forks by replay).
-* :mod:`trainers.teachers` -- ``--distill``: the privileged (I-SDPO) and hindsight (SEED) teachers' losses.
-* :mod:`trainers.trainer` -- the loop (:class:`~trainers.trainer.Trainer`), checkpoints, evals.
-* :mod:`trainers.config` -- :class:`~trainers.config.TrainConfig` (YAML + CLI flags).
-* :mod:`trainers.progpo` -- ``python -m trainers.progpo``.
+* :mod:`trainers.ppo` -- the PPO-clip update; :mod:`trainers.losses` -- its loss, KL and entropy.
+* :mod:`trainers.teachers` -- ``--distill``: the privileged (I-SDPO) and hindsight (SEED) teachers'
+  losses; :mod:`trainers.teacher_labels` -- their names and labels (standard library only).
+* :mod:`trainers.sft` -- the behaviour-cloning warm start.
+* :mod:`trainers.evaluation` -- held-out evaluation plans and the paired bootstrap;
+  :mod:`trainers.progress_auc` -- does coverage rank success (within-group AUC); :mod:`trainers.report` -- ``summary.md`` and curves;
+  :mod:`trainers.metrics` -- JSONL and TensorBoard logging.
+* :mod:`trainers.checkpoint`, :mod:`trainers.run_dir`, :mod:`trainers.stop_request` -- checkpoints,
+  the run directory's lock and manifest, a stop asked for by a signal.
+* :mod:`trainers.distributed`, :mod:`trainers.sharding` -- several processes (torchrun, FSDP2), and
+  the group shards they play.
+* :mod:`trainers.seeds` -- the named seed streams.
+* :mod:`trainers.integrations` -- TRL, verl and verl-agent.
 
-Importing :mod:`trainers.advantages` needs numpy (and gymnasium, for the name guard of
-:mod:`progpo_envs.guard`) only; the loop needs the ``train`` extra.
+Importing :mod:`trainers.advantages` or :mod:`trainers.losses` loads numpy and
+:mod:`wrappers.signals` (and torch, for the losses) only; the loop needs the ``train`` extra.
+Another distribution's ``wrappers`` or ``agents`` earlier on ``sys.path`` is named in one line
+(:mod:`progpo_envs.guard`) where the name is first used: :mod:`trainers.advantages` checks
+``wrappers`` when its import fails, :mod:`trainers.config` checks ``agents`` and ``wrappers``. The verl plugin needs only
+this package and :mod:`trainers.integrations`, so a foreign ``agents`` in the working directory
+does not keep it out of verl.
 """
 
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
-
-from progpo_envs.guard import check_import_names  # noqa: E402
-
-# One-line error if wrappers / trainers is another distribution's. `agents` is checked where it is
-# imported (trainers.config, the verl-agent adapter): the verl plugin needs only this package and
-# trainers.integrations, so a foreign `agents` in the working directory must not keep it out of verl.
-check_import_names(("wrappers", "trainers"))

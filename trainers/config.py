@@ -31,7 +31,7 @@ try:
     from agents.backends.base import SamplingConfig
     from agents.policy_base import PolicyOptions
 finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
-    check_import_names(("agents",))  # a shadowing `agents` package, named in one line
+    check_import_names(("agents", "wrappers"))  # a shadowing package, named in one line
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 

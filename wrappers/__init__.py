@@ -18,30 +18,46 @@ Example:
 """
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
 
-from wrappers.canonicalize import (
-    Canonicalizer,
-    CanonicalizeObservation,
-    default_canonicalizer,
-    encode_observation,
-    identity_canonicalizer,
-)
-from wrappers.coverage import FirstVisitBonus, FirstVisitCoverage
-from wrappers.group import GroupSeedSchedule, GroupVectorEnv
-from wrappers.sb3 import AdmissibleActionsToDiscrete, hashed_bag_of_words
-from wrappers.signals import all_failed, coverage_rate
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AdmissibleActionsToDiscrete",
-    "CanonicalizeObservation",
-    "Canonicalizer",
-    "FirstVisitBonus",
-    "FirstVisitCoverage",
-    "GroupSeedSchedule",
-    "GroupVectorEnv",
-    "all_failed",
-    "coverage_rate",
-    "default_canonicalizer",
-    "encode_observation",
-    "hashed_bag_of_words",
-    "identity_canonicalizer",
-]
+#: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
+#: one wrapper does not import the group vector env's worker pools (multiprocessing) or the SB3 adapter
+_SOURCES = {
+    "Canonicalizer": "canonicalize", "CanonicalizeObservation": "canonicalize",
+    "default_canonicalizer": "canonicalize", "encode_observation": "canonicalize",
+    "identity_canonicalizer": "canonicalize",
+    "FirstVisitBonus": "coverage", "FirstVisitCoverage": "coverage",
+    "GroupSeedSchedule": "group", "GroupVectorEnv": "group",
+    "AdmissibleActionsToDiscrete": "sb3", "hashed_bag_of_words": "sb3",
+    "all_failed": "signals", "coverage_rate": "signals",
+}
+
+if TYPE_CHECKING:
+    from wrappers.canonicalize import (
+        Canonicalizer,
+        CanonicalizeObservation,
+        default_canonicalizer,
+        encode_observation,
+        identity_canonicalizer,
+    )
+    from wrappers.coverage import FirstVisitBonus, FirstVisitCoverage
+    from wrappers.group import GroupSeedSchedule, GroupVectorEnv
+    from wrappers.sb3 import AdmissibleActionsToDiscrete, hashed_bag_of_words
+    from wrappers.signals import all_failed, coverage_rate
+
+
+def __getattr__(name: str):
+    if name in _SOURCES:
+        import importlib
+
+        value = getattr(importlib.import_module(f"wrappers.{_SOURCES[name]}"), name)
+        globals()[name] = value  # later lookups skip this function
+        return value
+    raise AttributeError(f"module 'wrappers' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_SOURCES))
+
+
+__all__ = sorted(_SOURCES)

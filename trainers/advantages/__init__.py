@@ -90,7 +90,14 @@ from trainers.advantages.planpo import (
     planpo_episode_flat,
     planpo_turn_advantages,
 )
-from wrappers.signals import all_failed_groups, coverage_rate
+
+try:
+    from wrappers.signals import all_failed_groups, coverage_rate
+except ImportError:  # another distribution's `wrappers` first on sys.path: one line that says so
+    from progpo_envs.guard import check_import_names
+
+    check_import_names(("wrappers",))
+    raise
 
 __all__ = [
     "BASES",
