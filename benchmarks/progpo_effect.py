@@ -345,6 +345,9 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "", f"**Verdict: {valid['verdict']}.**"
                   + (" Every comparison below is read as: this lab cannot discriminate." if valid["verdict"] ==
                      "cannot discriminate" else "")]
+    missing = [labelled(m) for m in args.methods if m not in by]
+    if missing:
+        lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
     pure = [m for m in by if m not in LABELS]
     tracks = [m for m in by if m in LABELS]
     head = ("| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |")
