@@ -345,7 +345,7 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "", f"**Verdict: {valid['verdict']}.**"
                   + (" Every comparison below is read as: this lab cannot discriminate." if valid["verdict"] ==
                      "cannot discriminate" else "")]
-    missing = [labelled(m) for m in args.methods if m not in by]
+    missing = [labelled(m) for m in dict.fromkeys([*LAB_PRESETS[args.lab]["methods"], *args.methods]) if m not in by]
     if missing:
         lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
     pure = [m for m in by if m not in LABELS]
