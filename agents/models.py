@@ -19,7 +19,7 @@ Three kinds of names are understood by :func:`load_model`:
   :class:`ModelLoadError`. Nothing is ever substituted.
 
 The cache root is ``$PROGPO_CACHE_DIR`` when set, else ``~/.cache/progpo``
-(:func:`progpo_envs.cache.cache_root`; the old ``$PROGPO_CACHE`` is still read, deprecated).
+(:func:`progpo_envs.cache.cache_root`).
 
 Example:
     >>> from agents.models import load_model

@@ -2,8 +2,6 @@
 translations, the SmolLM2 fp32 copy, tiny tokenizers/models).
 
 ``$PROGPO_CACHE_DIR`` when set, else ``$XDG_CACHE_HOME/progpo``, else ``~/.cache/progpo``.
-``$PROGPO_CACHE`` (the name ``agents.models`` used before 0.2) is still read, with a
-``DeprecationWarning``, when ``PROGPO_CACHE_DIR`` is not set; it goes away in the next release.
 
 Example: ``PROGPO_CACHE_DIR=/scratch/progpo python -m trainers.progpo`` keeps the SmolLM2 fp32
 copy, the tiny tokenizers and the materialized ALFWorld games under ``/scratch/progpo``.
@@ -11,14 +9,12 @@ copy, the tiny tokenizers and the materialized ALFWorld games under ``/scratch/p
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 __all__ = ["CACHE_ENV", "cache_root"]
 
 #: the environment variable that moves every cache of the package
 CACHE_ENV = "PROGPO_CACHE_DIR"
-_LEGACY_ENV = "PROGPO_CACHE"
 
 
 def cache_root() -> Path:
@@ -26,10 +22,5 @@ def cache_root() -> Path:
     env = os.environ.get(CACHE_ENV)
     if env:
         return Path(env).expanduser()
-    legacy = os.environ.get(_LEGACY_ENV)
-    if legacy:
-        warnings.warn(f"${_LEGACY_ENV} is deprecated: set ${CACHE_ENV} instead (same meaning)",
-                      DeprecationWarning, stacklevel=2)
-        return Path(legacy).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "progpo"

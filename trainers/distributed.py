@@ -133,10 +133,6 @@ def shard_seed(seed: int, shard: int) -> int:
     return int(np.random.SeedSequence([int(seed), int(shard)]).generate_state(1, np.uint64)[0] >> 2)
 
 
-def _device_of(tensors: Sequence[torch.Tensor]) -> torch.device:
-    return tensors[0].device if tensors else torch.device("cpu")
-
-
 def all_reduce_sum(values: Sequence[float], device: torch.device | None = None) -> list[float]:
     """Sum of ``values`` over ranks (float64; unchanged for one process)."""
     if not dist.is_initialized():

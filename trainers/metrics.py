@@ -38,8 +38,7 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
 
     ``success`` (and ``success_by_type/*``): fraction of episodes *won* (:attr:`Trajectory.won`:
     the env's ``info["won"]``; WebShop: score == 1, ALFWorld: goal reached). A partial WebShop
-    score is not a success. ``score_mean``: mean final score / outcome (WebShop's average score);
-    ``outcome_mean`` is the same number under its older name.
+    score is not a success. ``score_mean``: mean final score / outcome (WebShop's average score).
 
     ``all_failed_frac``: fraction of groups whose best outcome is below ``tau_r`` -- the groups
     where ProGPO replaces the outcome advantage by the progress one. It uses the outcome
@@ -64,7 +63,6 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     m[prefix + "success"] = float(success.mean())
     score = float(np.mean([t.outcome for t in trajs]))
     m[prefix + "score_mean"] = score
-    m[prefix + "outcome_mean"] = score
     by_type: dict[str, list[float]] = defaultdict(list)
     for t, s in zip(trajs, success):
         by_type[t.task_type].append(s)

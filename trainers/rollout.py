@@ -37,7 +37,7 @@ from agents.contract import Policy, StepOutput
 from trainers import seeds, stop_request
 from trainers.advantages import factorize
 
-__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "instruction_of", "member_info", "state_of", "step_seed"]
+__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "instruction_of", "member_info", "state_of"]
 
 
 #: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
@@ -172,15 +172,6 @@ def state_of(info: Mapping[str, Any], obs: str) -> str:
     return str(canon) if canon is not None else str(obs)
 
 
-def step_seed(seed: int, k: int) -> int:
-    """The policy's sampling seed at vector step ``k``: :func:`trainers.seeds.step`.
-
-    >>> step_seed(3, 2), step_seed(2**62, 0) < 2**63
-    (3000011, True)
-    """
-    return seeds.step(seed, k)
-
-
 def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, ro: Rollout,
                            g_size: int) -> None:
     """Record the outcomes of each group whose members have all finished (the vector env reports
@@ -212,7 +203,7 @@ def collect_rollout(
     Members of a group that already finished keep being stepped with a no-op ``""`` (the
     vector env auto-resets a finished group); those transitions are not recorded.
     ``seed`` makes the policy's sampling deterministic: step k of the rollout uses
-    ``(seed * 1_000_003 + k) mod (2**63 - 1)`` (:func:`step_seed`: any seed fits
+    ``(seed * 1_000_003 + k) mod (2**63 - 1)`` (:func:`trainers.seeds.step`: any seed fits
     ``torch.Generator.manual_seed`` and vLLM; the fold is the identity below ~9e12).
     ``options``: one reset-options dict per group (e.g. a ``{"task_id": ...}``) for this reset.
     The policy gets each member's whole episode so far as its history (it shows the last
@@ -247,7 +238,7 @@ def collect_rollout(
         t_act = time.perf_counter()
         outputs = policy.act([obs[i] for i in idx], [minfo[i] for i in idx],
                              [list(histories[i]) for i in idx],
-                             seed=step_seed(seed, k)) if idx else []
+                             seed=seeds.step(seed, k)) if idx else []
         t_env = time.perf_counter()
         ro.policy_seconds += t_env - t_act
         if len(outputs) != len(idx):

@@ -38,7 +38,11 @@ def rollout(seed: int, iteration: int) -> int:
 
 def step(seed: int, k: int) -> int:
     """The policy's sampling seed at vector step ``k`` of a rollout seeded ``seed``; below 2**63 for
-    any ``seed`` (``seed * 1_000_003`` alone overflows ``torch.Generator.manual_seed`` above ~9e12)."""
+    any ``seed`` (``seed * 1_000_003`` alone overflows ``torch.Generator.manual_seed`` above ~9e12).
+
+    >>> step(3, 2), step(2**62, 0) < 2**63
+    (3000011, True)
+    """
     return (int(seed) * _ITERATION + int(k)) % MAX_SEED
 
 

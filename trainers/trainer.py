@@ -66,7 +66,7 @@ from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts, rollout_summary
 
-__all__ = ["Trainer", "task_seeds", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
+__all__ = ["Trainer", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
@@ -806,12 +806,3 @@ def _to_yaml(data: dict[str, Any]) -> str:
     import yaml
 
     return yaml.safe_dump(data, sort_keys=False)
-
-
-def config_for_tests(**overrides: Any) -> TrainConfig:
-    """A tiny CPU config (no progress bars, no TensorBoard) for tests and doc examples."""
-    base = dict(env="rooms", model="tiny", iterations=2, num_groups=2, group_size=2, max_steps=4, eval_episodes=2,
-                progress=False, tensorboard=False, device="cpu", lora=False, history_k=2, lr=1e-3, env_backend="sync",
-                baseline_random=False, bc_steps=5)
-    base.update(overrides)
-    return dataclasses.replace(TrainConfig(), **base)

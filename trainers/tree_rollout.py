@@ -46,8 +46,8 @@ from typing import Any, Callable, Literal, Mapping, Protocol, Sequence
 import numpy as np
 
 from agents.contract import Policy
-from trainers import stop_request
-from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, state_of, instruction_of, step_seed
+from trainers import seeds, stop_request
+from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, state_of, instruction_of
 from wrappers.errors import UserError
 
 __all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
@@ -282,7 +282,7 @@ class _TreeCollector:
             return 0
         t_act = time.perf_counter()
         outputs = self.policy.act([b.obs for b in branches], [b.info for b in branches],
-                                  [b.history for b in branches], seed=step_seed(seed, k))
+                                  [b.history for b in branches], seed=seeds.step(seed, k))
         t_env = time.perf_counter()
         self.ro.policy_seconds += t_env - t_act
         if len(outputs) != len(branches):

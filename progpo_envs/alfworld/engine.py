@@ -152,10 +152,6 @@ class StockEngine:
             out.append(GroundAction(action.name.lower(), args, command))
         return out
 
-    def entity_names(self) -> dict[str, str]:
-        """Map of PDDL id -> displayed name ("cabinet 3")."""
-        return {k: v.name for k, v in self._env._entity_infos.items()}
-
     def close(self) -> None:
         self._state = None
 

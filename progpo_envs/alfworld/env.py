@@ -290,8 +290,3 @@ class ALFWorldEnv(gym.Env[str, str]):
                 self._engine.step(cmd)
         plan = self._plans[key]
         return list(plan) if plan else None
-
-
-def default_data_dir() -> Path | None:
-    """The json_2.1.1 folder ``ALFWorldEnv(data_dir=None)`` would read (None = embedded set)."""
-    return resolve_data_dir(None)

@@ -128,13 +128,9 @@ def test_materialize_tiny_is_loadable_and_identical(tmp_path, monkeypatch, tiny)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_legacy_cache_variable_still_read_with_a_warning(tmp_path, monkeypatch):
+def test_one_cache_variable_moves_models_and_games(tmp_path, monkeypatch):
     from progpo_envs.alfworld.embedded import cache_root as env_cache_root
 
-    monkeypatch.delenv("PROGPO_CACHE_DIR", raising=False)
-    monkeypatch.setenv("PROGPO_CACHE", str(tmp_path / "old"))
-    with pytest.warns(DeprecationWarning, match="PROGPO_CACHE_DIR"):
-        assert models.cache_root() == tmp_path / "old"
     monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path / "new"))
     assert models.cache_root() == env_cache_root() == tmp_path / "new"  # one root for models and games
 

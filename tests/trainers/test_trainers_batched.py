@@ -76,7 +76,7 @@ def test_a_checkpoint_from_before_batching_resumes_only_on_the_per_decision_path
     """A checkpoint whose config lacks ``batch_decisions`` ran one pass per decision: resuming it
     with the new default is refused in one line, with ``--batch-decisions off`` it continues."""
     from trainers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
-    from trainers.trainer import config_for_tests
+    from tiny_config import config_for_tests
 
     cfg = config_for_tests(output_dir=str(tmp_path / "run"), iterations=1, eval_episodes=0, batch_decisions="off")
     trainer = Trainer(cfg)

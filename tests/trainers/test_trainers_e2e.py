@@ -9,7 +9,8 @@ import torch
 
 from trainers.metrics import TIMING_KEYS, read_metrics
 from trainers.progpo import main
-from trainers.trainer import Trainer, config_for_tests
+from trainers.trainer import Trainer
+from tiny_config import config_for_tests
 
 pytest.importorskip("transformers")
 

@@ -19,7 +19,8 @@ from trainers.losses import low_var_kl, ppo_clip_loss  # noqa: E402
 from trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from trainers.progpo import main  # noqa: E402
 from trainers.rollout import collect_rollout  # noqa: E402
-from trainers.trainer import Trainer, config_for_tests  # noqa: E402
+from trainers.trainer import Trainer  # noqa: E402
+from tiny_config import config_for_tests  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- losses

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from trainers.losses import ppo_clip_loss
-from trainers.rollout import step_seed
+from trainers.seeds import step as step_seed
 
 
 def _policy(seed: int = 0):

@@ -18,7 +18,8 @@ from fake_policy import FakeScoringPolicy  # noqa: E402
 from trainers.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
 from trainers.config import TrainConfig, parse_args  # noqa: E402
 from trainers.progpo import main  # noqa: E402
-from trainers.trainer import Trainer, config_for_tests  # noqa: E402
+from trainers.trainer import Trainer  # noqa: E402
+from tiny_config import config_for_tests  # noqa: E402
 
 RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
              "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1"]
