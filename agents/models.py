@@ -359,8 +359,6 @@ def make_tiny_model(
         >>> bool(all((a == b).all() for a, b in zip(m1.parameters(), m2.parameters())))
         True
     """
-    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
-
     if arch not in ("qwen2", "llama"):
         raise ValueError(f"arch must be 'qwen2' or 'llama', got {arch!r}")
     if hidden % heads or heads % kv_heads:
@@ -368,32 +366,42 @@ def make_tiny_model(
     tok = make_tiny_tokenizer(vocab)
     if model_vocab is not None and model_vocab < len(tok):
         raise ValueError(f"model_vocab ({model_vocab}) must be >= the tokenizer's size ({len(tok)})")
-    common = dict(
-        vocab_size=model_vocab or len(tok), hidden_size=hidden, num_hidden_layers=layers,
-        num_attention_heads=heads, num_key_value_heads=kv_heads,
-        intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions,
-        tie_word_embeddings=True, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
-        bos_token_id=None, initializer_range=float(init_std),
-    )
-    if rope_theta is not None:
-        common["rope_theta"] = float(rope_theta)
-    config = Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
-    cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
-    if init_on_device:
-        dev = torch.device(device)
-        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dev:
-            torch.manual_seed(seed)
-            model = cls(config)
-    else:
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            model = cls(config)
+    shape = dict(vocab_size=model_vocab or len(tok), hidden_size=hidden, num_hidden_layers=layers,
+                 num_attention_heads=heads, num_key_value_heads=kv_heads,
+                 intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions)
+    model = _draw_tiny(arch, _tiny_config(arch, shape, tok, init_std, rope_theta), seed, device, init_on_device)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
     model.config.name_or_path = _tiny_name(arch, hidden, layers, heads, kv_heads, intermediate, vocab, max_positions)
     if model_vocab is not None:
         model.config.name_or_path += f"-v{model_vocab}"
     return model.to(device=device, dtype=dtype).eval(), tok
+
+
+def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, rope_theta: float | None) -> Any:
+    """The transformers config of a tiny model: ``shape``, tied embeddings, the tokenizer's special ids."""
+    from transformers import LlamaConfig, Qwen2Config
+
+    common: dict[str, Any] = dict(**shape, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
+                                  pad_token_id=tok.pad_token_id, bos_token_id=None, initializer_range=float(init_std))
+    if rope_theta is not None:
+        common["rope_theta"] = float(rope_theta)
+    return Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
+
+
+def _draw_tiny(arch: str, config: Any, seed: int, device: str | torch.device, init_on_device: bool) -> Any:
+    """The model's random weights, drawn from ``seed`` on the CPU (or on ``device``), the global RNG untouched."""
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
+
+    cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
+    if init_on_device:
+        dev = torch.device(device)
+        with torch.random.fork_rng(devices=[dev] if dev.type == "cuda" else []), dev:
+            torch.manual_seed(seed)
+            return cls(config)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return cls(config)
 
 
 def _tiny_name(arch: str, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int | None,

@@ -214,18 +214,10 @@ def collect_rollout(
     n, g_size = envs.num_envs, envs.group_size
     obs, infos = envs.reset(seed=list(task_seeds), options=list(options) if options is not None else None)
     obs = list(obs)
-    minfo = [member_info(infos, i) for i in range(n)]
-    ro = Rollout()
-    traj_of = []
-    for i in range(n):
-        ro.trajectories.append(Trajectory(group=i // g_size, member=i, task_id=str(minfo[i].get("task_id", "")),
-                                          task_type=str(minfo[i].get("task_type", "unknown")),
-                                          goal=instruction_of(minfo[i]),
-                                          privileged=str(minfo[i].get("privileged_text", ""))))
-        traj_of.append(i)
+    member_infos = [member_info(infos, i) for i in range(n)]
+    ro = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)])
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
-    state = [state_of(minfo[i], obs[i]) for i in range(n)]
-    t = [0] * n
+    state = [state_of(member_infos[i], obs[i]) for i in range(n)]
     won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome
     active = np.ones(n, dtype=bool)  # playing its first episode
     group_done = np.zeros(envs.num_groups, dtype=bool)
@@ -236,7 +228,7 @@ def collect_rollout(
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]
         t_act = time.perf_counter()
-        outputs = policy.act([obs[i] for i in idx], [minfo[i] for i in idx],
+        outputs = policy.act([obs[i] for i in idx], [member_infos[i] for i in idx],
                              [list(histories[i]) for i in idx],
                              seed=seeds.step(seed, k)) if idx else []
         t_env = time.perf_counter()
@@ -252,30 +244,19 @@ def collect_rollout(
         ro.env_seconds += time.perf_counter() - t_env
         next_obs = list(next_obs)
         for i, out in zip(idx, outputs):
-            info = member_info(infos, i)
-            step_info = info.get("final_info", info) if (terms[i] or truncs[i]) else info
-            nxt = state_of(step_info, next_obs[i] if "final_obs" not in info else info["final_obs"])
-            env_valid = bool(step_info.get("valid_action", True))
-            ro.steps.append(StepRecord(
-                traj=traj_of[i], t=t[i], output=out, state=state[i], next_state=nxt,
-                first_visit=bool(step_info.get("first_visit", nxt != state[i])), reward=float(rewards[i]),
-                valid=bool(out.valid) and env_valid, action=str(actions[i]), obs=str(obs[i]),
-                next_obs=str(next_obs[i] if "final_obs" not in info else info["final_obs"])))
-            ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
+            ended = bool(terms[i] or truncs[i])
+            state[i], step_info = _record_step(ro, i, out, str(actions[i]), obs[i], next_obs[i], member_info(infos, i),
+                                               ended, float(rewards[i]), state[i])
             histories[i].append((obs[i], str(actions[i])))
-            tr = ro.trajectories[traj_of[i]]
-            tr.length = t[i] + 1
-            t[i] += 1
-            state[i] = nxt
-            if terms[i] or truncs[i]:
+            if ended:
                 active[i] = False
                 if "won" in step_info:
-                    tr.won = bool(step_info["won"])
+                    ro.trajectories[i].won = bool(step_info["won"])
                 else:
-                    won_unknown.add(traj_of[i])
+                    won_unknown.add(i)
         _close_finished_groups(infos, active, group_done, ro, g_size)
         obs = next_obs
-        minfo = [member_info(infos, i) for i in range(n)]
+        member_infos = [member_info(infos, i) for i in range(n)]
         k += 1
         if on_step is not None:
             on_step(len(idx))
@@ -283,3 +264,29 @@ def collect_rollout(
         ro.trajectories[j].won = ro.trajectories[j].outcome >= WON_OUTCOME
     ro.seconds = time.perf_counter() - t0
     return ro
+
+
+def _new_trajectory(info: Mapping[str, Any], member: int, group_size: int) -> Trajectory:
+    """Member ``member``'s trajectory, from its reset info."""
+    return Trajectory(group=member // group_size, member=member, task_id=str(info.get("task_id", "")),
+                      task_type=str(info.get("task_type", "unknown")), goal=instruction_of(info),
+                      privileged=str(info.get("privileged_text", "")))
+
+
+def _record_step(ro: Rollout, i: int, out: Any, action: str, obs: str, next_obs: str, info: Mapping[str, Any],
+                 ended: bool, reward: float, state: str) -> tuple[str, Mapping[str, Any]]:
+    """Append member ``i``'s step to ``ro`` (trajectory ``i``: a flat rollout's members are its
+    trajectories) and return its next canonical state and the step's own info (an episode's last
+    step: the ``final_info`` the vector env kept before its auto-reset)."""
+    step_info = info.get("final_info", info) if ended else info
+    shown = next_obs if "final_obs" not in info else info["final_obs"]
+    nxt = state_of(step_info, shown)
+    tr = ro.trajectories[i]
+    ro.steps.append(StepRecord(
+        traj=i, t=tr.length, output=out, state=state, next_state=nxt,
+        first_visit=bool(step_info.get("first_visit", nxt != state)), reward=reward,
+        valid=bool(out.valid) and bool(step_info.get("valid_action", True)), action=action, obs=str(obs),
+        next_obs=str(shown)))
+    ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
+    tr.length += 1
+    return nxt, step_info
