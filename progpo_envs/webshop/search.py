@@ -201,6 +201,110 @@ def bm25s_idf_lucene(df: np.ndarray, n_docs: int) -> np.ndarray:
     return np.log1p((n_docs - df + 0.5) / (df + 0.5))
 
 
+class _Postings:
+    """Documents analyzed into flat (document, term id, term frequency) arrays, batch by batch.
+
+    Tokens never span whitespace, so a document is analyzed as its whitespace-separated chunks;
+    each distinct chunk ("dress,", "6.5") is analyzed once and remembered as a slice of
+    ``flat_terms``. A document then costs one C-level dict lookup per chunk.
+    """
+
+    BATCH = 8192
+
+    def __init__(self, analyzer: LuceneEnglishAnalyzer) -> None:
+        self.analyzer = analyzer
+        self.vocab: dict[str, int] = {}
+        self.chunk_ids: dict[str, int] = {}
+        self.chunk_off: list[int] = [0]
+        self.flat_terms: list[int] = []
+        self.parts: tuple[list[np.ndarray], ...] = ([], [], [], [])  # documents, terms, tf, lengths
+        self.sep_id = self._add_chunk(_DOC_SEP)  # analyzes to no terms: marks document boundaries
+        self.n_docs = 0
+
+    def _add_chunk(self, chunk: str) -> int:
+        get_id, vocab = self.vocab.setdefault, self.vocab
+        self.flat_terms.extend([get_id(t, len(vocab)) for t in self.analyzer.terms(chunk)])
+        self.chunk_off.append(len(self.flat_terms))
+        self.chunk_ids[chunk] = cid = len(self.chunk_off) - 2
+        return cid
+
+    def _add_batch(self, batch: list[str]) -> None:
+        # One C-level split + dict lookup pass over a whole batch of documents.
+        if any(_DOC_SEP in d for d in batch):
+            batch = [d.replace(_DOC_SEP, " ") for d in batch]
+        chunks = f" {_DOC_SEP} ".join(batch).split()
+        cids_list = list(map(self.chunk_ids.get, chunks))
+        if None in cids_list:
+            cids_list = [c if c is not None else (self.chunk_ids[ch] if ch in self.chunk_ids else self._add_chunk(ch))
+                         for c, ch in zip(cids_list, chunks)]
+        cids = np.asarray(cids_list, dtype=np.int64)
+        off = np.asarray(self.chunk_off, dtype=np.int64)
+        flat = np.asarray(self.flat_terms, dtype=np.int64)
+        doc_of_chunk = np.cumsum(cids == self.sep_id)
+        lens = off[cids + 1] - off[cids]
+        cs = np.zeros(len(lens) + 1, dtype=np.int64)
+        np.cumsum(lens, out=cs[1:])
+        pos = np.arange(int(cs[-1]), dtype=np.int64) + np.repeat(off[cids] - cs[:-1], lens)
+        ids = flat[pos]
+        docs = np.repeat(doc_of_chunk, lens)
+        width = len(self.vocab) + 1
+        uniq, tf = np.unique((docs + self.n_docs) * width + ids, return_counts=True)
+        for part, values in zip(self.parts, ((uniq // width).astype(np.int32), (uniq % width).astype(np.int32),
+                                             tf.astype(np.int32), np.bincount(docs, minlength=len(batch)))):
+            part.append(values)
+        self.n_docs += len(batch)
+
+    def add_all(self, documents: Iterable[str]) -> int:
+        """Analyze every document; returns how many there were."""
+        batch: list[str] = []
+        for text in documents:
+            batch.append(text)
+            if len(batch) == self.BATCH:
+                self._add_batch(batch)
+                batch = []
+        if batch:
+            self._add_batch(batch)
+        return self.n_docs
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(documents, terms, term frequencies, document lengths); frees the build buffers."""
+        empty = (np.int32, np.int32, np.int32, np.int64)
+        out = tuple(np.concatenate(part) if part else np.zeros(0, dtype) for part, dtype in zip(self.parts, empty))
+        for buffer in (*self.parts, self.chunk_ids, self.flat_terms, self.chunk_off):
+            buffer.clear()
+        return out  # type: ignore[return-value]
+
+
+def _bm25_csc(postings: _Postings, n_vocab: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Lucene's BM25 score of every posting, as a CSC matrix (data, indices, indptr) grouped by term.
+
+    Lucene's idf and tf component (bm25s' "lucene" variant), computed in place in float32 (as
+    Lucene does) to keep the peak memory of a 1M-product build low: the posting arrays are
+    released as soon as they are used (they are referenced here only).
+    """
+    n_docs = postings.n_docs
+    docs, terms, tf, lengths = postings.arrays()
+    avgdl = float(lengths.sum()) / max(n_docs, 1) or 1.0
+    df = np.bincount(terms, minlength=n_vocab)
+    idf = bm25s_idf_lucene(df, n_docs).astype(np.float32)
+    norm = (k1 * (1 - b + b * _quantize_lengths(lengths) / avgdl)).astype(np.float32)
+    scores = tf.astype(np.float32)
+    del tf
+    denom = norm[docs]
+    denom += scores
+    scores /= denom
+    del denom
+    scores *= idf[terms]
+    order = np.argsort(terms, kind="stable")  # CSC: grouped by term, docs ascending
+    data = scores[order]
+    del scores
+    indices = docs[order]
+    del docs, order
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return data, indices, indptr
+
+
 class SearchIndex:
     """A Lucene-compatible BM25 index over product documents.
 
@@ -239,108 +343,24 @@ class SearchIndex:
         """Analyze ``documents`` (already lower-cased text) and build the BM25 matrix.
 
         Memory stays near the size of the posting arrays: documents are analyzed one at a
-        time into flat int32 arrays of term ids.
+        time into flat int32 arrays of term ids (:class:`_Postings`).
+
+        The scores are computed here and handed to a ``bm25s.BM25`` as its score matrix, not
+        through ``BM25.index``: that public path tokenizes with bm25s' own tokenizer and uses exact
+        document lengths, while WebShop's search (pyserini / Lucene) ranks with the Lucene English
+        analyzer and one-byte quantized lengths (:func:`lucene_quantized_length`); its peak
+        memory at 1M products is also several times the postings'. Querying goes through bm25s'
+        matrix layout (CSC: grouped by term, documents ascending), which the assignment below fills.
         """
         import bm25s
 
         analyzer = analyzer or LuceneEnglishAnalyzer()
-        vocab: dict[str, int] = {}
-        get_id = vocab.setdefault
-        # Tokens never span whitespace, so a document is analyzed as its whitespace-separated
-        # chunks; each distinct chunk ("dress,", "6.5") is analyzed once and remembered as a
-        # slice of ``flat_terms``. A document then costs one C-level dict lookup per chunk.
-        chunk_ids: dict[str, int] = {}
-        chunk_get = chunk_ids.get
-        chunk_off: list[int] = [0]
-        flat_terms: list[int] = []
-
-        def add_chunk(chunk: str) -> int:
-            flat_terms.extend([get_id(t, len(vocab)) for t in analyzer.terms(chunk)])
-            chunk_off.append(len(flat_terms))
-            chunk_ids[chunk] = cid = len(chunk_off) - 2
-            return cid
-
-        parts_docs: list[np.ndarray] = []
-        parts_terms: list[np.ndarray] = []
-        parts_tf: list[np.ndarray] = []
-        lengths_parts: list[np.ndarray] = []
-        sep_id = add_chunk(_DOC_SEP)  # analyzes to no terms: marks document boundaries
-        n_docs = 0
-
-        def add_batch(batch: list[str]) -> None:
-            # One C-level split + dict lookup pass over a whole batch of documents.
-            if any(_DOC_SEP in d for d in batch):
-                batch = [d.replace(_DOC_SEP, " ") for d in batch]
-            chunks = f" {_DOC_SEP} ".join(batch).split()
-            cids_list = list(map(chunk_get, chunks))
-            if None in cids_list:
-                cids_list = [
-                    c if c is not None else (chunk_ids[ch] if ch in chunk_ids else add_chunk(ch))
-                    for c, ch in zip(cids_list, chunks)
-                ]
-            cids = np.asarray(cids_list, dtype=np.int64)
-            off = np.asarray(chunk_off, dtype=np.int64)
-            flat = np.asarray(flat_terms, dtype=np.int64)
-            doc_of_chunk = np.cumsum(cids == sep_id)
-            lens = off[cids + 1] - off[cids]
-            cs = np.zeros(len(lens) + 1, dtype=np.int64)
-            np.cumsum(lens, out=cs[1:])
-            total = int(cs[-1])
-            pos = np.arange(total, dtype=np.int64) + np.repeat(off[cids] - cs[:-1], lens)
-            ids = flat[pos]
-            docs = np.repeat(doc_of_chunk, lens)
-            doc_len = np.bincount(docs, minlength=len(batch))
-            width = len(vocab) + 1
-            uniq, tf = np.unique((docs + n_docs) * width + ids, return_counts=True)
-            parts_docs.append((uniq // width).astype(np.int32))
-            parts_terms.append((uniq % width).astype(np.int32))
-            parts_tf.append(tf.astype(np.int32))
-            lengths_parts.append(doc_len)
-
-        batch: list[str] = []
-        for text in documents:
-            batch.append(text)
-            if len(batch) == 8192:
-                add_batch(batch)
-                n_docs += len(batch)
-                batch = []
-        if batch:
-            add_batch(batch)
-            n_docs += len(batch)
+        postings = _Postings(analyzer)
+        n_docs = postings.add_all(documents)
         if n_docs != len(asins):
             raise ValueError(f"got {n_docs} documents for {len(asins)} asins")
-
-        docs = np.concatenate(parts_docs) if parts_docs else np.zeros(0, np.int32)
-        terms = np.concatenate(parts_terms) if parts_terms else np.zeros(0, np.int32)
-        tf = np.concatenate(parts_tf) if parts_tf else np.zeros(0, np.int32)
-        lengths_arr = np.concatenate(lengths_parts) if lengths_parts else np.zeros(0, np.int64)
-        for buffer in (parts_docs, parts_terms, parts_tf, chunk_ids, flat_terms, chunk_off, batch):
-            buffer.clear()  # free the build buffers before the score arrays are made
-
-        n_vocab = max(len(vocab), 1)
-        avgdl = float(lengths_arr.sum()) / max(n_docs, 1) or 1.0
-        df = np.bincount(terms, minlength=n_vocab)
-        # Lucene's idf and tf component (bm25s' "lucene" variant), computed in place in
-        # float32 (as Lucene does) to keep the peak memory of a 1M-product build low.
-        idf = bm25s_idf_lucene(df, n_docs).astype(np.float32)
-        norm = (k1 * (1 - b + b * _quantize_lengths(lengths_arr) / avgdl)).astype(np.float32)
-        scores = tf.astype(np.float32)
-        del tf
-        denom = norm[docs]
-        denom += scores
-        scores /= denom
-        del denom
-        scores *= idf[terms]
-
-        order = np.argsort(terms, kind="stable")  # CSC: grouped by term, docs ascending
-        data = scores[order]
-        del scores
-        indices = docs[order]
-        del docs, order
-        indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-        np.cumsum(df, out=indptr[1:])
-        del terms
-
+        vocab = postings.vocab
+        data, indices, indptr = _bm25_csc(postings, max(len(vocab), 1), k1, b)
         bm25 = bm25s.BM25(k1=k1, b=b, method="lucene")
         bm25.scores = {"data": data, "indices": indices, "indptr": indptr, "num_docs": n_docs}
         bm25.vocab_dict = vocab
