@@ -180,84 +180,26 @@ def _price(rs: _Stream, low: float, high: float) -> float:
 
 
 def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Product ``index`` and its goal material, drawn from ``rs`` (the helpers below draw in this
+    order, which every generated catalog depends on)."""
     r = rs.rand  # hot path: picks and ranges inlined (same draws as rs.pick / rs.between)
     tables = _TABLES[int(r() * len(_TABLES))]
     ptype = tables.ptype
     asin = asin_for_index(index, seed)
     first, second = BRAND_PARTS
     brand = first[int(r() * len(first))] + second[int(r() * len(second))]
-    nouns = ptype.nouns
-    noun = nouns[int(r() * len(nouns))]
-
+    noun = ptype.nouns[int(r() * len(ptype.nouns))]
     attributes = rs.sample(tables.all_attrs, _n_attributes(r()))
-    kind = tables.kind
-    pre_pool = tables.pre
-
-    # Title: brand, a filler, some attributes, the head noun, then a tail; the other attributes
-    # of the product appear in bullets / description only.
-    in_title = [a for a in attributes if r() < 0.5][:3]
-    parts = [brand]
-    if r() < 0.6:
-        parts.append(tables.fillers[int(r() * len(tables.fillers))])
-    titled = tables.titled
-    parts.extend(titled[a] for a in in_title if kind[a] == "pre")
-    parts.append(noun)
-    with_t = [a for a in in_title if kind[a] == "with"]
-    if with_t:
-        parts.append("with " + " and ".join(titled[a] for a in with_t))
-    for_t = [a for a in in_title if kind[a] == "for"]
-    if for_t:
-        parts.append("for " + titled[for_t[0]])
-    if r() < 0.6:  # marketplace titles repeat the product type with a synonym
-        other = nouns[int(r() * len(nouns))]
-        if other != noun:
-            parts.append("- " + other)
-    name = " ".join(parts)
-
-    lower_noun = noun.lower()
-    rest = [a for a in attributes if a not in in_title]
-    templates = tables.bullets
-    bullet_ids = rs.sample(range(len(templates)), 3 + int(r() * 3))
-    bullets = [
-        templates[b].format(n=lower_noun, a=rest[k] if k < len(rest) else pre_pool[int(r() * len(pre_pool))])
-        for k, b in enumerate(bullet_ids)
-    ]
-
-    a1 = attributes[0] if attributes else pre_pool[int(r() * len(pre_pool))]
-    a2 = attributes[-1] if len(attributes) > 1 else pre_pool[int(r() * len(pre_pool))]
-    sent_ids = sorted(rs.sample(range(len(DESCRIPTION_TEMPLATES)), 2 + int(r() * 3)))
-    description = "".join(
-        DESCRIPTION_TEMPLATES[s].format(brand=brand, n=lower_noun, a1=a1, a2=a2) for s in sent_ids
-    ).strip()
-
-    customization: dict[str, list[dict[str, Any]]] | str = ""
-    if rs.rand() < 0.85:
-        opts: dict[str, list[dict[str, Any]]] = {}
-        for opt_name, pool_name in ptype.options:
-            pool = OPTION_POOLS[pool_name]
-            k = rs.between(1, 5) if opt_name in ("Color", "Flavor Name") else rs.between(2, 6)
-            picked = sorted(rs.sample(range(len(pool)), k))
-            opts[opt_name] = [{"value": pool[j], "image": None} for j in picked]
-        customization = opts or ""
-
-    roll = rs.rand()
-    low, high = ptype.price
-    if roll < 0.6:
-        pricing = f"${_price(rs, low, high):.2f}"
-    elif roll < 0.85:
-        lo = _price(rs, low, high)
-        hi = lo + max(1.0, round(lo * (0.1 + 0.7 * rs.rand())))
-        pricing = f"${lo:.2f}${hi:.2f}"
-    else:
-        pricing = ""
-
+    name, in_title = _title(rs, tables, brand, noun, attributes)
+    bullets, description = _texts(rs, tables, brand, noun.lower(), attributes, in_title)
+    customization = _customization(rs, ptype)
     item: dict[str, Any] = {
         "asin": asin,
         "name": name,
         "category": ptype.category,
         "query": ptype.query,
         "product_category": ptype.product_category,
-        "pricing": pricing,
+        "pricing": _pricing(rs, ptype),
         "list_price": "",
         "small_description": bullets,
         "full_description": description,
@@ -269,9 +211,82 @@ def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], d
         "average_rating": "N.A.",
         "total_reviews": 0,
     }
+    return item, _instruction(rs, tables, attributes)
 
+
+def _title(rs: _Stream, tables: _TypeTables, brand: str, noun: str, attributes: list[str]) -> tuple[str, list[str]]:
+    """The title (brand, a filler, some attributes, the head noun, then a tail) and the attributes
+    it names; the other attributes of the product appear in bullets / description only."""
+    r, kind, titled = rs.rand, tables.kind, tables.titled
+    in_title = [a for a in attributes if r() < 0.5][:3]
+    parts = [brand]
+    if r() < 0.6:
+        parts.append(tables.fillers[int(r() * len(tables.fillers))])
+    parts.extend(titled[a] for a in in_title if kind[a] == "pre")
+    parts.append(noun)
+    with_t = [a for a in in_title if kind[a] == "with"]
+    if with_t:
+        parts.append("with " + " and ".join(titled[a] for a in with_t))
+    for_t = [a for a in in_title if kind[a] == "for"]
+    if for_t:
+        parts.append("for " + titled[for_t[0]])
+    if r() < 0.6:  # marketplace titles repeat the product type with a synonym
+        other = tables.ptype.nouns[int(r() * len(tables.ptype.nouns))]
+        if other != noun:
+            parts.append("- " + other)
+    return " ".join(parts), in_title
+
+
+def _texts(rs: _Stream, tables: _TypeTables, brand: str, lower_noun: str, attributes: list[str],
+           in_title: list[str]) -> tuple[list[str], str]:
+    """Bullets (the attributes the title left out, else a random one) and the description."""
+    r, pre_pool, templates = rs.rand, tables.pre, tables.bullets
+    rest = [a for a in attributes if a not in in_title]
+    bullet_ids = rs.sample(range(len(templates)), 3 + int(r() * 3))
+    bullets = [
+        templates[b].format(n=lower_noun, a=rest[k] if k < len(rest) else pre_pool[int(r() * len(pre_pool))])
+        for k, b in enumerate(bullet_ids)
+    ]
+    a1 = attributes[0] if attributes else pre_pool[int(r() * len(pre_pool))]
+    a2 = attributes[-1] if len(attributes) > 1 else pre_pool[int(r() * len(pre_pool))]
+    sent_ids = sorted(rs.sample(range(len(DESCRIPTION_TEMPLATES)), 2 + int(r() * 3)))
+    description = "".join(
+        DESCRIPTION_TEMPLATES[s].format(brand=brand, n=lower_noun, a1=a1, a2=a2) for s in sent_ids
+    ).strip()
+    return bullets, description
+
+
+def _customization(rs: _Stream, ptype: ProductType) -> dict[str, list[dict[str, Any]]] | str:
+    """The product's options (85% of products have some), or ``""``."""
+    if rs.rand() >= 0.85:
+        return ""
+    opts: dict[str, list[dict[str, Any]]] = {}
+    for opt_name, pool_name in ptype.options:
+        pool = OPTION_POOLS[pool_name]
+        k = rs.between(1, 5) if opt_name in ("Color", "Flavor Name") else rs.between(2, 6)
+        picked = sorted(rs.sample(range(len(pool)), k))
+        opts[opt_name] = [{"value": pool[j], "image": None} for j in picked]
+    return opts or ""
+
+
+def _pricing(rs: _Stream, ptype: ProductType) -> str:
+    """A price (60%), a price range (25%) or none, in the shop's ``$lo$hi`` form."""
+    roll = rs.rand()
+    low, high = ptype.price
+    if roll < 0.6:
+        return f"${_price(rs, low, high):.2f}"
+    if roll < 0.85:
+        lo = _price(rs, low, high)
+        hi = lo + max(1.0, round(lo * (0.1 + 0.7 * rs.rand())))
+        return f"${lo:.2f}${hi:.2f}"
+    return ""
+
+
+def _instruction(rs: _Stream, tables: _TypeTables, attributes: list[str]) -> dict[str, Any]:
+    """The goal material: the attributes and, for some products, an instruction naming a few."""
     ins: dict[str, Any] = {"attributes": attributes}
     if attributes and rs.rand() < INSTRUCTION_RATE:
+        kind = tables.kind
         chosen = rs.sample(attributes, rs.between(1, 4))
         pre = [a for a in chosen if kind[a] == "pre"]
         with_ = [a for a in chosen if kind[a] == "with"]
@@ -279,14 +294,14 @@ def _draw_product(index: int, seed: int, rs: _Stream) -> tuple[dict[str, Any], d
         text = "Find me "
         if pre:
             text += ", ".join(pre) + " "
-        text += ptype.query
+        text += tables.ptype.query
         if with_:
             text += " with " + ", ".join(with_)
         if for_:
             text += " for " + ", ".join(for_)
         ins["instruction"] = text
         ins["instruction_attributes"] = pre + with_ + for_
-    return item, ins
+    return ins
 
 
 def _block(seed: int, block: int, num_products: int) -> list[tuple[dict[str, Any], dict[str, Any]]]:
