@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Sequence
 
-__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "command_notes", "goal_words", "parse_goal",
+__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "command_notes", "goal_words", "object_class", "parse_goal",
            "search_order"]
 
 _NOTHING = "Nothing happens."
@@ -103,7 +103,7 @@ def search_order(places: Sequence[str]) -> list[str]:
     >>> search_order(["cabinet 1", "countertop 1", "drawer 2", "shelf 1"])
     ['countertop 1', 'shelf 1', 'cabinet 1', 'drawer 2']
     """
-    return sorted(places, key=lambda p: _cls(p) in CLOSED_CLASSES)
+    return sorted(places, key=lambda p: object_class(p) in CLOSED_CLASSES)
 
 
 def goal_words(goal: str) -> set[str]:
@@ -111,7 +111,7 @@ def goal_words(goal: str) -> set[str]:
     return set(_WORD.findall(str(goal).lower()))
 
 
-def _cls(name: str) -> str:
+def object_class(name: str) -> str:
     """'cabinet 3' -> 'cabinet'."""
     return name.rsplit(" ", 1)[0] if name[-1:].isdigit() else name
 
@@ -171,7 +171,7 @@ class TranscriptState:
         if st.location and st.location not in places:
             places.append(st.location)
         st.unvisited = search_order([p for p in places if p not in st.visited])
-        st.spec = parse_goal(goal, {_cls(p) for p in places + st.visited})
+        st.spec = parse_goal(goal, {object_class(p) for p in places + st.visited})
         return st
 
     def _see(self, text: str, words: set[str]) -> None:
@@ -180,7 +180,7 @@ class TranscriptState:
             if not where:
                 continue
             for item in _ITEM.findall(m.group(2)):
-                if _cls(item) in words:
+                if object_class(item) in words:
                     self.seen[item] = where
         for item, where in list(self.seen.items()):  # carried objects are not "at" a place
             if item == self.held:
@@ -246,12 +246,12 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
         note = ""
         if (m := _GO.match(a)):
             x = m.group(1)
-            note = ("seen target" if x in seen_at else "task place" if _cls(x) in places
+            note = ("seen target" if x in seen_at else "task place" if object_class(x) in places
                     else "" if not exploration else "visited" if x in st.visited else "new")
         elif (m := _TAKE.match(a)):
-            note = "target" if spec is not None and _cls(m.group(1)) == spec.target else "other"
+            note = "target" if spec is not None and object_class(m.group(1)) == spec.target else "other"
         elif (m := _PUT.match(a)):
             rec = m.group(2) or m.group(4)
-            note = "task place" if spec is not None and spec.place and _cls(rec) == spec.place else ""
+            note = "task place" if spec is not None and spec.place and object_class(rec) == spec.place else ""
         out.append(f"{note}: " if note else "")
     return out

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from typing import Any, Sequence
 
-from agents.memory import TranscriptState, _cls
+from agents.memory import TranscriptState, object_class
 from agents.prompting import admissible_commands
 
 __all__ = ["ALFWorldSearchAgent", "search_action"]
@@ -54,10 +54,10 @@ def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]],
     placed = {d.split(" in ")[0][4:] for d in st.done if d.startswith("put ")}
 
     def is_target(item: str | None) -> bool:
-        return bool(item) and _cls(item) == spec.target and item not in placed  # type: ignore[arg-type]
+        return bool(item) and object_class(item) == spec.target and item not in placed  # type: ignore[arg-type]
 
     def go(place_cls: str | None) -> str | None:
-        ps = [p for p in places if _cls(p) == place_cls]
+        ps = [p for p in places if object_class(p) == place_cls]
         if not ps or st.location in ps:
             return None
         return f"go to {ps[0]}" if f"go to {ps[0]}" in adm else None
@@ -68,7 +68,7 @@ def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]],
             use = _find(adm, r"^use (desklamp|floorlamp) \d+$")
             if use:
                 return use
-            lamp_at = next((w for o, w in st.seen.items() if _cls(o) in _LAMPS), None)
+            lamp_at = next((w for o, w in st.seen.items() if object_class(o) in _LAMPS), None)
             if lamp_at and lamp_at != st.location and f"go to {lamp_at}" in adm:
                 return f"go to {lamp_at}"
         elif spec.transform and f"{spec.transform} {held}" not in st.done:
@@ -82,7 +82,7 @@ def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]],
             cmd = _find(adm, rf"^(put {re.escape(held)} in/on|move {re.escape(held)} to) {spec.place} \d+$")
             if cmd:
                 return cmd
-            if st.location and _cls(st.location) == spec.place and f"open {st.location}" in adm:
+            if st.location and object_class(st.location) == spec.place and f"open {st.location}" in adm:
                 return f"open {st.location}"
             step = go(spec.place)
             if step:

@@ -58,7 +58,7 @@ import gymnasium as gym
 from pydantic import Field
 
 from wrappers.errors import UserError
-from wrappers.member_pools import _describe  # the one-line "Type: message" of an exception
+from wrappers.member_pools import describe_error  # the one-line "Type: message" of an exception
 
 try:  # openenv-core is the optional extra [openenv]; fail with the install command
     from openenv.core.client_types import StepResult
@@ -207,7 +207,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         except Exception as err:  # noqa: BLE001 - a bad task id is the client's error, said in one line
             if task_id is None:
                 raise
-            raise BadTaskError(f"task_id {task_id!r} cannot be played: {_describe(err)}") from None
+            raise BadTaskError(f"task_id {task_id!r} cannot be played: {describe_error(err)}") from None
         self._done = False
         self._state = EpisodeState(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
                                    task_id=None if info.get("task_id") is None else str(info["task_id"]),

@@ -94,7 +94,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, _describe,
+from wrappers.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, describe_error,
                                   check_timeout)
 from wrappers.signals import all_failed as outcomes_all_failed
 
@@ -620,7 +620,7 @@ class GroupVectorEnv(VectorEnv):
             out.update(resets)
             if err is not None:
                 self._episode[g] -= 1  # the retry plays the same scheduled task
-                self._pending_reset[g] = _describe(err)
+                self._pending_reset[g] = describe_error(err)
                 self.member_errors += 1
         return out
 
@@ -632,7 +632,7 @@ class GroupVectorEnv(VectorEnv):
             if err is not None:
                 self._needs_reset = True
                 raise MemberError(f"group {g}: resetting to its next task failed twice (task seed "
-                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): {_describe(err)}; "
+                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): {describe_error(err)}; "
                                   f"first failure: {reason}") from err
             del self._pending_reset[g]
             for i, (_, info) in resets.items():

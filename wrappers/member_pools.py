@@ -51,7 +51,8 @@ from gymnasium.vector.utils import CloudpickleWrapper
 
 from wrappers.errors import UserError
 
-__all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout"]
+__all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout",
+           "check_member_spaces", "describe_error"]
 
 EnvFn = Callable[[], gym.Env]
 
@@ -87,7 +88,8 @@ def check_timeout(name: str, value: Any) -> float | None:
     return float(value)
 
 
-def _describe(err: BaseException) -> str:
+def describe_error(err: BaseException) -> str:
+    """An exception in one line: its class and the first line of its message (at most 300 characters)."""
     text = str(err).strip().splitlines()
     return f"{type(err).__name__}: {text[0][:300]}" if text else type(err).__name__
 
@@ -105,7 +107,7 @@ def step_payloads(indices: Sequence[int], actions: Sequence[Any], target: str) -
             payloads.append(bytes(ForkingPickler.dumps(("step", a))))
         except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
             raise UnsentActionError(
-                f"actions[{i}]: cannot be sent to member {i}'s {target} ({_describe(err)}); actions must be "
+                f"actions[{i}]: cannot be sent to member {i}'s {target} ({describe_error(err)}); actions must be "
                 "picklable. No member was stepped."
             ) from err
     return payloads
@@ -137,7 +139,8 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def _check_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Space, gym.Space]:
+def check_member_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Space, gym.Space]:
+    """The one (observation, action) space pair every member shares; a member with others is refused."""
     obs_space, act_space = spaces[0]
     for i, (o, a) in enumerate(spaces[1:], start=1):
         if o != obs_space or a != act_space:
@@ -161,7 +164,7 @@ class SyncMemberPool:
         self._fns = list(env_fns)
         self.step_timeout = check_timeout("step_timeout", step_timeout)
         self.envs = [fn() for fn in env_fns]
-        self.single_observation_space, self.single_action_space = _check_spaces(
+        self.single_observation_space, self.single_action_space = check_member_spaces(
             [(e.observation_space, e.action_space) for e in self.envs]
         )
         self.metadata: dict[str, Any] = dict(getattr(self.envs[0], "metadata", {}) or {})
@@ -186,7 +189,7 @@ class SyncMemberPool:
                 self._rebuild(i)
                 results.append(Crashed(f"worker did not answer within {self.step_timeout} s (step interrupted, env rebuilt)"))
             except Exception as err:  # noqa: BLE001 - the member's episode is truncated with the message
-                results.append(Crashed(_describe(err), restarted=False))
+                results.append(Crashed(describe_error(err), restarted=False))
         return results
 
     def _rebuild(self, i: int) -> None:
@@ -286,7 +289,7 @@ class AsyncMemberPool:
         except BaseException:
             self.close()
             raise
-        self.single_observation_space, self.single_action_space = _check_spaces([(o, a) for o, a, _ in spaces])
+        self.single_observation_space, self.single_action_space = check_member_spaces([(o, a) for o, a, _ in spaces])
         self.metadata = spaces[0][2]
 
     @property

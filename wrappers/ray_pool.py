@@ -45,7 +45,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from wrappers.member_pools import Crashed, MemberError, _check_spaces, _describe, check_timeout, step_payloads
+from wrappers.member_pools import Crashed, MemberError, check_member_spaces, describe_error, check_timeout, step_payloads
 
 __all__ = ["RayMemberPool", "import_ray"]
 
@@ -157,7 +157,7 @@ class RayMemberPool:
         except BaseException:
             self.close()
             raise
-        self.single_observation_space, self.single_action_space = _check_spaces([sp for d in described for sp in d[2]])
+        self.single_observation_space, self.single_action_space = check_member_spaces([sp for d in described for sp in d[2]])
         self.metadata: dict[str, Any] = described[0][3]
 
     # -- actor management ---------------------------------------------------------------
@@ -234,7 +234,7 @@ class RayMemberPool:
                 try:
                     answers = list(ray.get(refs[a]))
                 except ray.exceptions.RayActorError as err:
-                    crash = Crashed(f"worker exited (Ray actor died: {_describe(err)})")
+                    crash = Crashed(f"worker exited (Ray actor died: {describe_error(err)})")
                     self._restart(a, crash.reason)
                     answers = [crash] * len(positions)
             for p, answer in zip(positions, answers):
