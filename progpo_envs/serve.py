@@ -58,7 +58,7 @@ import gymnasium as gym
 from pydantic import Field
 
 from wrappers.errors import UserError
-from wrappers.member_pools import describe_error  # the one-line "Type: message" of an exception
+from wrappers.group.member_pools import describe_error  # the one-line "Type: message" of an exception
 
 try:  # openenv-core is the optional extra [openenv]; fail with the install command
     from openenv.core.client_types import StepResult

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wrappers import GroupVectorEnv
-from wrappers.member_pools import MemberError
+from wrappers.group.member_pools import MemberError
 from wrappers.toy_envs import SleepEnv, TextRoomsEnv
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from trainers.rollout import member_info
 from wrappers import GroupVectorEnv
-from wrappers.member_pools import MemberError
+from wrappers.group.member_pools import MemberError
 from wrappers.toy_envs import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker processes cannot import this file

@@ -20,7 +20,7 @@ import pytest
 ray = pytest.importorskip("ray")
 
 from wrappers import GroupVectorEnv  # noqa: E402
-from wrappers.member_pools import MemberError, UnsentActionError  # noqa: E402
+from wrappers.group.member_pools import MemberError, UnsentActionError  # noqa: E402
 from wrappers.ray_cluster import LoopbackRayCluster  # noqa: E402
 from wrappers.toy_envs import SleepEnv, TextRoomsEnv  # noqa: E402
 
@@ -166,7 +166,7 @@ def test_alfworld_group_env_runs_on_both_nodes_and_matches_sync(cluster):
 
 def test_wrappers_import_without_ray():
     code = ("import sys; sys.modules['ray'] = None\n"
-            "import wrappers, wrappers.group, wrappers.ray_pool\n"
+            "import wrappers, wrappers.group, wrappers.group.ray_pool\n"
             "from wrappers.toy_envs import TextRoomsEnv\n"
             "try:\n    wrappers.GroupVectorEnv(TextRoomsEnv, 1, 1, backend='ray')\n"
             "except ImportError as e:\n    print('ImportError', e)\n")

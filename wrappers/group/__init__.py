@@ -49,7 +49,7 @@ Failures (the contract, both backends). No member's transition is ever lost:
   and rebuilds the env. The default, ``"auto"``, is the env's ``metadata["step_timeout"]`` when
   it declares one, else :data:`DEFAULT_STEP_TIMEOUT` (600 s); ``None`` waits forever.
 * **Unsendable action** (async, ray): every action is serialized before any is sent; one that
-  cannot be pickled raises :class:`~wrappers.member_pools.UnsentActionError` (a ``TypeError``)
+  cannot be pickled raises :class:`~wrappers.group.member_pools.UnsentActionError` (a ``TypeError``)
   and no member moves: call ``step`` again.
 * **Closed**: after ``close()`` every ``step()`` / ``reset()`` raises ``RuntimeError``; no
   worker is started again.
@@ -94,12 +94,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, describe_error,
+from wrappers.group.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, describe_error,
                                   check_timeout)
 from wrappers.signals import all_failed as outcomes_all_failed
 
 if TYPE_CHECKING:
-    from wrappers.ray_pool import RayMemberPool
+    from wrappers.group.ray_pool import RayMemberPool
 
 __all__ = ["DEFAULT_STEP_TIMEOUT", "GroupSeedSchedule", "GroupVectorEnv"]
 
@@ -263,7 +263,7 @@ class GroupVectorEnv(VectorEnv):
         backend: ``"sync"`` (members stepped in this process), ``"async"`` (one worker process
             per member, restarted when it dies; its episode is then reported truncated with
             ``infos["worker_restarted"]``) or ``"ray"`` (members as Ray actors on any node of a
-            Ray cluster, same semantics as ``"async"``: :mod:`wrappers.ray_pool`).
+            Ray cluster, same semantics as ``"async"``: :mod:`wrappers.group.ray_pool`).
         seed: vector seed of the task schedule (``None``: random, see ``schedule.entropy``);
             ``reset(seed=...)`` replaces it.
         tau_r: success threshold: a group is all-failed when every outcome < ``tau_r``.
@@ -333,7 +333,7 @@ class GroupVectorEnv(VectorEnv):
         if backend == "sync":
             self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
         elif backend == "ray":
-            from wrappers.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
+            from wrappers.group.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
 
             self.pool = RayMemberPool(env_fns, num_cpus=1.0 if num_cpus is None else num_cpus, resources=resources,
                                       members_per_actor=members_per_actor or 1, step_timeout=explicit_timeout,

@@ -1,6 +1,6 @@
 """Members of a :class:`~wrappers.group.GroupVectorEnv` as Ray actors, on any node of a Ray cluster.
 
-:class:`RayMemberPool` answers the same calls as :class:`~wrappers.member_pools.AsyncMemberPool`
+:class:`RayMemberPool` answers the same calls as :class:`~wrappers.group.member_pools.AsyncMemberPool`
 (``reset(indices, seeds, options)``, ``step(indices, actions)``, ``close()``) with the same
 failure contract, so ``GroupVectorEnv(..., backend="ray")`` behaves like ``"async"``:
 
@@ -10,12 +10,12 @@ failure contract, so ``GroupVectorEnv(..., backend="ray")`` behaves like ``"asyn
 * an actor that dies (process killed, node lost, out of memory) or does not answer within the
   timeout is killed and replaced by a fresh one built from the same factories (own respawn:
   ``max_restarts=0``, so an old answer can never be taken for a new one). Each of its members
-  that was playing gives :class:`~wrappers.member_pools.Crashed` on its next step (episode
+  that was playing gives :class:`~wrappers.group.member_pools.Crashed` on its next step (episode
   truncated, ``worker_restarted``); a reset retries once on the fresh actor;
 * an exception inside a member's ``step`` gives ``Crashed(..., restarted=False)`` for that
-  member only; in ``reset`` it raises :class:`~wrappers.member_pools.MemberError`;
+  member only; in ``reset`` it raises :class:`~wrappers.group.member_pools.MemberError`;
 * every action is pickled before any request is sent: one that cannot be raises
-  :class:`~wrappers.member_pools.UnsentActionError` and nobody moves.
+  :class:`~wrappers.group.member_pools.UnsentActionError` and nobody moves.
 
 Cluster. When this process has not called ``ray.init`` yet, the pool calls
 ``ray.init(**ray_init)``: with no arguments Ray joins ``RAY_ADDRESS`` (e.g. ``ray start --head``
@@ -45,7 +45,7 @@ from typing import Any
 
 import gymnasium as gym
 
-from wrappers.member_pools import Crashed, MemberError, check_member_spaces, describe_error, check_timeout, step_payloads
+from wrappers.group.member_pools import Crashed, MemberError, check_member_spaces, describe_error, check_timeout, step_payloads
 
 __all__ = ["RayMemberPool", "import_ray"]
 
