@@ -9,7 +9,7 @@ Prints three tables (median of ``--repeats`` runs each):
 3. seconds per training iteration of the tiny-model trainer (toy rooms env) with 1 process vs
    2 gloo ranks under ``torchrun`` (same global batch of groups).
 
-The loopback clusters are :class:`wrappers.ray_cluster.LoopbackRayCluster` (127.0.0.2, each node
+The loopback clusters are :class:`ray_cluster.LoopbackRayCluster` (benchmarks/ray_cluster.py) (127.0.0.2, each node
 in its own process group, ended by group id). Run::
 
     PYTHONPATH=. python benchmarks/scale_out.py            # ~4 min on 2 cores
@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from wrappers import GroupVectorEnv  # noqa: E402
-from wrappers.ray_cluster import LoopbackRayCluster  # noqa: E402
-from wrappers.toy_envs import SleepEnv  # noqa: E402
+from ray_cluster import LoopbackRayCluster  # noqa: E402
+from progpo_envs.rooms import SleepEnv  # noqa: E402
 
 NODE_ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
 

@@ -29,7 +29,7 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout that is not ins
     sys.path.insert(0, str(ROOT))
 
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
-from wrappers.toy_envs import SleepEnv
+from progpo_envs.rooms import SleepEnv
 
 STEP_20MS_US = 20_000.0
 

@@ -27,7 +27,7 @@ import gymnasium as gym
 import numpy as np
 
 from wrappers import AdmissibleActionsToDiscrete, CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage
-from wrappers.toy_envs import TextRoomsEnv
+from progpo_envs.rooms import TextRoomsEnv
 
 
 def make_env(name: str, bonus: float, map_name: str = "4x4") -> gym.Env:

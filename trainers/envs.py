@@ -6,7 +6,7 @@
     FirstVisitCoverage(CanonicalizeObservation(gym.make(<id>, split=..., max_episode_steps=...), canon))
 
 ``name``: ``alfworld`` (``ProGPO-ALFWorld-v0``), ``webshop`` (``ProGPO-WebShop-v0``) or
-``rooms`` (the toy :class:`wrappers.toy_envs.TextRoomsEnv`, for tests and quick checks; its
+``rooms`` (the toy :class:`progpo_envs.rooms.TextRoomsEnv`, for tests and quick checks; its
 ``train`` and ``valid`` splits are the same rooms, and any other split is refused).
 :func:`check_split` says in one line, before a run writes anything, that a split does not exist.
 
@@ -93,7 +93,7 @@ def make_env(name: str, split: str, max_steps: int, state_key: str = "canonical"
     from wrappers import CanonicalizeObservation, FirstVisitCoverage
 
     if name == "rooms":
-        from wrappers.toy_envs import TextRoomsEnv
+        from progpo_envs.rooms import TextRoomsEnv
 
         base: gym.Env = TextRoomsEnv(max_steps=max_steps)
     elif name in ENV_IDS:

@@ -214,7 +214,7 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
 
         A rejected command keeps the previous canonical observation:
 
-        >>> from wrappers.toy_envs import TextRoomsEnv
+        >>> from progpo_envs.rooms import TextRoomsEnv
         >>> env = CanonicalizeObservation(TextRoomsEnv())
         >>> start = env.reset(seed=0)[1]["canonical_obs"]
         >>> obs, *_, info = env.step("fly away")

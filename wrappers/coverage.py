@@ -33,7 +33,7 @@ Example:
 
 An invalid command on a text env: new feedback text, yet not a new state:
 
-    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> from progpo_envs.rooms import TextRoomsEnv
     >>> env = FirstVisitCoverage(TextRoomsEnv())
     >>> obs, info = env.reset(seed=0)
     >>> obs, _, _, _, info = env.step("dance")

@@ -22,7 +22,7 @@ sends command ``k mod n`` and sets ``info["adapter_invalid_action"]``. With no a
 command at all, slot 0 is unmasked and sends ``fallback_command``.
 
 Example:
-    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> from progpo_envs.rooms import TextRoomsEnv
     >>> env = AdmissibleActionsToDiscrete(TextRoomsEnv(), max_actions=8, obs_dim=64)
     >>> obs, info = env.reset(seed=0)
     >>> obs.shape, env.action_space

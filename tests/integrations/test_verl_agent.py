@@ -19,7 +19,7 @@ from trainers.integrations.verl_agent import (
     webshop_projection,
 )
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
-from wrappers.toy_envs import TextRoomsEnv
+from progpo_envs.rooms import TextRoomsEnv
 
 ANSWER = "<think>go on</think><action>{}</action>"
 

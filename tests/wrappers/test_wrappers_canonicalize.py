@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, default_canonicalizer, identity_canonicalizer
-from wrappers.toy_envs import TextRoomsEnv
+from progpo_envs.rooms import TextRoomsEnv
 
 
 def test_observation_unchanged_and_key_added_on_reset_and_step():

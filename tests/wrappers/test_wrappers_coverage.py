@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wrappers import CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage
-from wrappers.toy_envs import TextRoomsEnv
+from progpo_envs.rooms import TextRoomsEnv
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from wrappers import FirstVisitCoverage, GroupSeedSchedule, GroupVectorEnv
-from wrappers.toy_envs import SleepEnv, TextRoomsEnv
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 
 def sleep_envs(lengths, **kw):

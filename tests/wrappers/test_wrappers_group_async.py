@@ -10,7 +10,7 @@ import pytest
 
 from wrappers import GroupVectorEnv
 from wrappers.group.member_pools import MemberError
-from wrappers.toy_envs import SleepEnv, TextRoomsEnv
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 
 def _run(backend, steps=7):

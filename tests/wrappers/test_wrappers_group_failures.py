@@ -15,7 +15,7 @@ import pytest
 from wrappers import GroupVectorEnv
 from wrappers.group import DEFAULT_STEP_TIMEOUT
 from wrappers.group.member_pools import UnsentActionError
-from wrappers.toy_envs import SleepEnv, TextRoomsEnv
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker processes cannot import this file
 

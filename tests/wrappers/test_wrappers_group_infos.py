@@ -13,7 +13,7 @@ import pytest
 from trainers.rollout import member_info
 from wrappers import GroupVectorEnv
 from wrappers.group.member_pools import MemberError
-from wrappers.toy_envs import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
+from progpo_envs.rooms import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker processes cannot import this file
 
@@ -197,7 +197,7 @@ def test_per_group_seed_beyond_int64_is_refused_before_any_member_moves():
 
 
 def test_bytes_or_str_as_the_whole_action_batch_is_refused():
-    from wrappers.toy_envs import SleepEnv
+    from progpo_envs.rooms import SleepEnv
 
     envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=2, seed=0, env_kwargs={"step_time": 0.0})
     try:

@@ -1,7 +1,7 @@
 """GroupVectorEnv(backend="ray"): same rollouts as sync/async, fault handling, 2 nodes.
 
-Every test here shares one 2-node Ray cluster on loopback (:class:`wrappers.ray_cluster.
-LoopbackRayCluster`: two ``ray start --block`` nodes of 1 CPU on 127.0.0.2, each in its own
+Every test here shares one 2-node Ray cluster on loopback (``LoopbackRayCluster`` of
+``benchmarks/ray_cluster.py``: two ``ray start --block`` nodes of 1 CPU on 127.0.0.2, each in its own
 process group, ended by group id, never ``ray stop``). Starting it costs ~20 s on 2 cores, hence
 ``slow`` and one cluster for the module.
 """
@@ -21,8 +21,9 @@ ray = pytest.importorskip("ray")
 
 from wrappers import GroupVectorEnv  # noqa: E402
 from wrappers.group.member_pools import MemberError, UnsentActionError  # noqa: E402
-from wrappers.ray_cluster import LoopbackRayCluster  # noqa: E402
-from wrappers.toy_envs import SleepEnv, TextRoomsEnv  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the test-cluster launcher
+from ray_cluster import LoopbackRayCluster  # noqa: E402
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -167,7 +168,7 @@ def test_alfworld_group_env_runs_on_both_nodes_and_matches_sync(cluster):
 def test_wrappers_import_without_ray():
     code = ("import sys; sys.modules['ray'] = None\n"
             "import wrappers, wrappers.group, wrappers.group.ray_pool\n"
-            "from wrappers.toy_envs import TextRoomsEnv\n"
+            "from progpo_envs.rooms import TextRoomsEnv\n"
             "try:\n    wrappers.GroupVectorEnv(TextRoomsEnv, 1, 1, backend='ray')\n"
             "except ImportError as e:\n    print('ImportError', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,

@@ -13,7 +13,7 @@ HEAVY = ("torch", "textworld", "flask", "stable_baselines3", "transformers", "se
 
 def test_import_wrappers_does_not_import_heavy_packages():
     code = (
-        "import sys, wrappers, wrappers.sb3, wrappers.toy_envs, wrappers.group.member_pools\n"
+        "import sys, wrappers, wrappers.sb3, wrappers.group, wrappers.group.member_pools, wrappers.group.ray_pool\n"
         f"print(sorted(m for m in {HEAVY!r} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -22,7 +22,7 @@ def test_import_wrappers_does_not_import_heavy_packages():
 
 @pytest.mark.parametrize(
     "module", ["wrappers", "wrappers.canonicalize", "wrappers.coverage", "wrappers.group", "wrappers.sb3", "wrappers.signals",
-               "wrappers.toy_envs"]
+               "progpo_envs.rooms"]
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -122,7 +122,7 @@ class ProGPOEnvironmentManager:
     :class:`ProGPOTrajectoryCollector` puts into the batch.
 
     >>> from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
-    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> from progpo_envs.rooms import TextRoomsEnv
     >>> envs = GroupVectorEnv(lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv())), 1, 2, seed=0,
     ...                       autoreset=False)
     >>> mgr = ProGPOEnvironmentManager(envs, alfworld_projection, None)

@@ -71,7 +71,7 @@ Text observations: the batched observation is a ``tuple`` of ``num_envs`` string
 list/tuple of ``num_envs`` strings. Array observations are stacked into one ``np.ndarray``.
 
 Example:
-    >>> from wrappers.toy_envs import TextRoomsEnv
+    >>> from progpo_envs.rooms import TextRoomsEnv
     >>> envs = GroupVectorEnv(TextRoomsEnv, num_groups=2, group_size=3, seed=7)
     >>> obs, infos = envs.reset()
     >>> len(obs), obs[0] == obs[1] == obs[2]

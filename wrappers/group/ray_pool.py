@@ -27,7 +27,7 @@ only when a pool is created: ``wrappers`` itself needs gymnasium and numpy alone
 Example (a local Ray is started on demand; ``ray.shutdown()`` ends it)::
 
     from wrappers import GroupVectorEnv
-    from wrappers.toy_envs import TextRoomsEnv
+    from progpo_envs.rooms import TextRoomsEnv
 
     envs = GroupVectorEnv(TextRoomsEnv, num_groups=2, group_size=2, backend="ray", num_cpus=0.5, seed=0)
     obs, infos = envs.reset()

@@ -1,5 +1,6 @@
-"""A multi-node Ray cluster on one machine, on loopback only: for tests, benchmarks and trying out
-``GroupVectorEnv(backend="ray")`` across nodes before renting a real cluster.
+"""A multi-node Ray cluster on one machine, on loopback only: for the tests and the scale-out
+benchmark of ``GroupVectorEnv(backend="ray")`` across nodes (run from ``benchmarks/``, or with it
+on ``sys.path``).
 
 Each node is one ``ray start --block`` process started in its own process group (its own
 session), with its own ``--temp-dir`` and its own ports, bound to ``127.0.0.2`` (Ray rewrites
@@ -9,7 +10,7 @@ it never runs ``ray stop``, which would end every Ray process on the machine.
 
 Example (a 2-node cluster, one CPU each; ``connect`` calls ``ray.init`` and waits for the nodes)::
 
-    from wrappers.ray_cluster import LoopbackRayCluster
+    from ray_cluster import LoopbackRayCluster
 
     with LoopbackRayCluster(num_nodes=2, num_cpus=1) as cluster:
         ray = cluster.connect()

@@ -1,4 +1,5 @@
-"""Two tiny environments for documentation examples, tests and benchmarks.
+"""Three tiny environments for documentation examples, tests and benchmarks (``--env rooms`` is
+:class:`TextRoomsEnv`).
 
 * :class:`TextRoomsEnv`: a five-room text game with ``info["admissible_commands"]``, the same
   contract as the package's ALFWorld / WebShop envs (text in, text out, outcome reward).
