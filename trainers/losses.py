@@ -12,12 +12,10 @@ and return token-mean quantities, as in GRPO / GiGPO / DAPO-style trainers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
 
-import numpy as np
 import torch
 
-__all__ = ["PolicyLoss", "low_var_kl", "penalized_advantages", "ppo_clip_loss", "token_weights"]
+__all__ = ["PolicyLoss", "low_var_kl", "ppo_clip_loss"]
 
 
 @dataclass
@@ -113,29 +111,3 @@ def ppo_clip_loss(
         approx_kl_old = ((ratio - 1.0) - log_ratio).mean()
     return PolicyLoss(loss=loss * weight, pg_loss=pg_loss.detach(), kl=kl.detach(), entropy=entropy.detach(),
                       clip_fraction=clip_fraction, approx_kl_old=approx_kl_old)
-
-
-def penalized_advantages(advantages: np.ndarray, outputs: Sequence[Any]) -> np.ndarray:
-    """Each step's advantage minus its policy output's ``penalty`` (an answer that did not parse
-    into a command pays ``invalid_penalty``; a valid one 0).
-
-    >>> from types import SimpleNamespace as N
-    >>> penalized_advantages(np.array([0.5, 0.5]), [N(penalty=0.1), N(penalty=None)]).tolist()
-    [0.4, 0.5]
-    """
-    penalty = np.array([float(getattr(o, "penalty", 0.0) or 0.0) for o in outputs])
-    return advantages - penalty
-
-
-def token_weights(step_traj: Sequence[int], chosen: Sequence[int], n_tokens: Sequence[int], agg: str) -> list[float]:
-    """Per-token loss weight of each chosen step: 1 (``token-mean``), or, ``traj-mean``, 1 / (steps
-    in its trajectory x tokens in the step), so that every trajectory weighs the same whatever its
-    length. ``step_traj``: the trajectory of every step; ``chosen``: the steps in the update;
-    ``n_tokens``: their token counts.
-
-    >>> token_weights([0, 0, 1], [0, 2], [4, 2], "traj-mean"), token_weights([0, 0, 1], [0, 2], [4, 2], "token-mean")
-    ([0.125, 0.5], [1.0, 1.0])
-    """
-    traj_len = np.bincount(list(step_traj)) if len(step_traj) else np.zeros(0)
-    return [1.0 / (float(traj_len[step_traj[i]]) * max(n, 1)) if agg == "traj-mean" else 1.0
-            for i, n in zip(chosen, n_tokens)]

@@ -9,7 +9,7 @@ weights, the lockstep padding of sharded ones) sits behind a :class:`Comm`
 
 What feeds it (``Trainer.update``): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
 their old and reference log-probs, advantages (the invalid-action penalty already paid, see
-:func:`trainers.losses.penalized_advantages`), token weights (:func:`trainers.losses.token_weights`)
+:func:`trainers.advantages.penalized_advantages`), token weights (:func:`token_weights`)
 and token costs -- a :class:`PPOConfig` and a :class:`Learner` (forward passes and the optimizer).
 Micro-batches hold ``micro_batch_size`` decisions, or, with ``micro_batch_tokens``, as many as fit
 in that many padded token positions (:func:`micro_batches`).
@@ -24,16 +24,30 @@ import torch
 
 from agents.batching import chunks
 from trainers import distributed, stop_request
-from trainers.losses import ppo_clip_loss, token_weights
+from trainers.losses import ppo_clip_loss
 from trainers.teachers import DistillTargets, gated_distill, symmetric_kl, topk_symmetric_kl
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
 
-__all__ = ["Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update"]
+__all__ = ["Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update", "token_weights"]
 
 #: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
 WEIGHTED = ("pg_loss", "kl")
+
+
+def token_weights(step_traj: Sequence[int], chosen: Sequence[int], n_tokens: Sequence[int], agg: str) -> list[float]:
+    """Per-token loss weight of each chosen step: 1 (``token-mean``), or, ``traj-mean``, 1 / (steps
+    in its trajectory x tokens in the step), so that every trajectory weighs the same whatever its
+    length. ``step_traj``: the trajectory of every step; ``chosen``: the steps in the update;
+    ``n_tokens``: their token counts.
+
+    >>> token_weights([0, 0, 1], [0, 2], [4, 2], "traj-mean"), token_weights([0, 0, 1], [0, 2], [4, 2], "token-mean")
+    ([0.125, 0.5], [1.0, 1.0])
+    """
+    traj_len = np.bincount(list(step_traj)) if len(step_traj) else np.zeros(0)
+    return [1.0 / (float(traj_len[step_traj[i]]) * max(n, 1)) if agg == "traj-mean" else 1.0
+            for i, n in zip(chosen, n_tokens)]
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ One iteration (:meth:`Trainer.train_iteration`) reads top to bottom in five file
    :class:`~wrappers.GroupVectorEnv` are reset to this iteration's tasks (task seeds are a pure
    function of ``(seed, iteration)``, so a resumed run replays the schedule);
 2. ``rollout.py`` -- :func:`~trainers.rollout.collect_rollout` plays one episode per member;
-3. ``advantages.py`` -- :func:`~trainers.advantages.step_advantages`, the configured estimator;
-4. ``losses.py`` -- the invalid-action penalty (:func:`~trainers.losses.penalized_advantages`),
-   the token weights and the PPO-clip loss with its optional k3 KL and entropy terms;
+3. ``advantages/`` -- :func:`~trainers.advantages.step_advantages`, the configured estimator, and
+   the invalid-action penalty (:func:`~trainers.advantages.penalized_advantages`);
+4. ``losses.py`` -- the PPO-clip loss with its optional k3 KL and entropy terms;
 5. ``ppo.py`` -- :func:`~trainers.ppo.ppo_update`: epochs, mini-batches, micro-batch gradient
    accumulation, clipping, and the collectives of several processes behind a small ``Comm``.
 
@@ -37,7 +37,7 @@ import torch
 from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy, scoring_with
 from trainers import distributed, seeds, stop_request
-from trainers.advantages import planpo_alpha, step_advantages
+from trainers.advantages import penalized_advantages, planpo_alpha, step_advantages
 from trainers.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,
@@ -55,7 +55,6 @@ from trainers.checkpoint import (
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
 from trainers.envs import check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
-from trainers.losses import penalized_advantages
 from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report

@@ -62,7 +62,7 @@ array([ 1., -1.])
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -100,6 +100,7 @@ except ImportError:  # another distribution's `wrappers` first on sys.path: one 
     raise
 
 __all__ = [
+    "penalized_advantages",
     "BASES",
     "ESTIMATORS",
     "FUSIONS",
@@ -532,6 +533,18 @@ def _step_term(cfg: AdvantageConfig, rew: np.ndarray, ret: np.ndarray, traj: np.
     if cfg.potential_credit:
         term = term + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
     return term
+
+
+def penalized_advantages(advantages: np.ndarray, outputs: Sequence[Any]) -> np.ndarray:
+    """Each step's advantage minus its policy output's ``penalty`` (an answer that did not parse
+    into a command pays ``invalid_penalty``; a valid one 0).
+
+    >>> from types import SimpleNamespace as N
+    >>> penalized_advantages(np.array([0.5, 0.5]), [N(penalty=0.1), N(penalty=None)]).tolist()
+    [0.4, 0.5]
+    """
+    penalty = np.array([float(getattr(o, "penalty", 0.0) or 0.0) for o in outputs])
+    return advantages - penalty
 
 
 def step_advantages(
