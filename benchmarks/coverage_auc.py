@@ -9,7 +9,7 @@ are the ones that succeed. This measures that before any RL: the starting policy
 config (its warm start, ``--bc-steps`` to change its length) plays ``--groups`` groups of
 ``group_size`` trajectories on train tasks; in the groups with mixed outcomes (a WebShop partial
 score counts as R > 0), the AUC of the coverage rate P_i = (D_i - 1) / T_i for R_i > 0
-(:mod:`trainers.progress_auc`), with a 95% bootstrap interval over groups, overall and per task
+(:mod:`trainers.statistics`), with a 95% bootstrap interval over groups, overall and per task
 type, for each state key (``canonical``: the env's canonicalizer; ``exact``: distinct raw
 observation strings, the paper's D).
 
@@ -37,7 +37,7 @@ if str(ROOT) not in sys.path:
 
 from trainers.config import TrainConfig, load_yaml  # noqa: E402
 from trainers.envs import STATE_KEYS, make_env_fn  # noqa: E402
-from trainers.progress_auc import auc_with_ci  # noqa: E402
+from trainers.statistics import auc_with_ci  # noqa: E402
 
 
 def carry_free_env(split: str, max_steps: int) -> Any:

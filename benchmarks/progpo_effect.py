@@ -66,11 +66,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "benchmarks"):  # the package, and bench_stats when this file is imported
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(ROOT) not in sys.path:  # the package, when this file is imported rather than run
+    sys.path.insert(0, str(ROOT))
 
-from bench_stats import T975, episodes_to_reach, mean_ci  # noqa: E402
+from trainers.statistics import T975, episodes_to_reach, mean_ci  # noqa: E402
 from trainers.config import EARLIER_VALUES  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 

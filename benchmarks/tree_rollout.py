@@ -31,11 +31,10 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-for path in (ROOT, ROOT / "benchmarks"):
-    if str(path) not in sys.path:
-        sys.path.insert(0, str(path))
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
 
-from bench_stats import mean_ci  # noqa: E402
+from trainers.statistics import mean_ci  # noqa: E402
 
 VARIANTS = {"flat": {"rollout": "flat"},
             "tree (coverage)": {"rollout": "tree", "tree_scorer": "coverage"},

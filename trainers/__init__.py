@@ -15,9 +15,9 @@ Modules:
 * :mod:`trainers.teachers` -- ``--distill``: the privileged (I-SDPO) and hindsight (SEED) teachers'
   losses; :mod:`trainers.teacher_labels` -- their names and labels (standard library only).
 * :mod:`trainers.sft` -- the behaviour-cloning warm start.
-* :mod:`trainers.evaluation` -- held-out evaluation plans and the paired bootstrap;
-  :mod:`trainers.progress_auc` -- does coverage rank success (within-group AUC); :mod:`trainers.report` -- ``summary.md`` and curves;
-  :mod:`trainers.metrics` -- JSONL and TensorBoard logging.
+* :mod:`trainers.evaluation` -- held-out evaluation plans; :mod:`trainers.statistics` -- t
+  intervals, the paired bootstrap, the AUC of coverage for success; :mod:`trainers.report` --
+  ``summary.md`` and curves; :mod:`trainers.metrics` -- JSONL and TensorBoard logging.
 * :mod:`trainers.checkpoint`, :mod:`trainers.run_dir`, :mod:`trainers.stop_request` -- checkpoints,
   the run directory's lock and manifest, a stop asked for by a signal.
 * :mod:`trainers.distributed`, :mod:`trainers.sharding` -- several processes (torchrun, FSDP2), and

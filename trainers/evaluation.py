@@ -1,12 +1,14 @@
-"""Held-out evaluation with a fixed episode list, and a paired bootstrap for "did RL help?".
+"""Held-out evaluation with a fixed episode list.
 
 An evaluation plays every task of a split ``episodes_per_task`` times (task order and sampling
 seeds fixed by ``seed``), so two evaluations of the same :class:`EvalPlan` see the same tasks in
-the same order: their per-episode wins can be compared pairwise. :func:`paired_bootstrap_ci`
-turns two such win vectors into the difference of success rates with a 95% confidence interval.
+the same order: their per-episode wins can be compared pairwise.
+:func:`trainers.statistics.paired_bootstrap_ci` turns two such win vectors into the difference of
+success rates with a 95% confidence interval ("did RL help?").
 
 Example:
     >>> import numpy as np
+    >>> from trainers.statistics import paired_bootstrap_ci
     >>> start = np.array([0, 1, 0, 0, 1, 0, 0, 1] * 18)
     >>> end = np.array([1, 1, 0, 1, 1, 0, 1, 1] * 18)
     >>> diff, lo, hi = paired_bootstrap_ci(start, end, seed=0)
@@ -22,7 +24,7 @@ import numpy as np
 
 from trainers import seeds
 
-__all__ = ["EvalPlan", "RandomPolicy", "episode_records", "paired_bootstrap_ci", "run_eval"]
+__all__ = ["EvalPlan", "RandomPolicy", "episode_records", "run_eval"]
 
 #: commands a random baseline leaves out: they never change an ALFWorld state
 PASSIVE = ("look", "inventory", "examine ", "help")
@@ -112,24 +114,6 @@ def episode_records(ro: Any) -> dict[str, list[Any]]:
     """Per-episode columns of an evaluation (stored in the eval record for later comparison)."""
     return {"task_id": [t.task_id for t in ro.trajectories], "won": [int(bool(t.won)) for t in ro.trajectories],
             "score": [float(t.outcome) for t in ro.trajectories]}
-
-
-def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: int = 10_000, seed: int = 0,
-                        alpha: float = 0.05) -> tuple[float, float, float]:
-    """(mean(end - start), lower, upper): percentile bootstrap over paired episodes.
-
-    ``start[i]`` and ``end[i]`` must be the same episode (task and seed) under two policies.
-    """
-    a = np.asarray(start, dtype=np.float64)
-    b = np.asarray(end, dtype=np.float64)
-    if a.shape != b.shape or a.ndim != 1 or a.size == 0:
-        raise ValueError(f"paired_bootstrap_ci needs two equal-length 1-D win vectors, got {a.shape} and {b.shape}")
-    d = b - a
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, d.size, size=(n_boot, d.size))
-    means = d[idx].mean(axis=1)
-    lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
-    return float(d.mean()), float(lo), float(hi)
 
 
 class RandomPolicy:

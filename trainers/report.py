@@ -113,7 +113,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
 def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, Any] | None:
     """Start (iteration 0) vs last evaluation of ``kind``: success of each, and the paired difference
     with its 95% bootstrap interval (None without two comparable evaluations)."""
-    from trainers.evaluation import paired_bootstrap_ci
+    from trainers.statistics import paired_bootstrap_ci
 
     evals = [r for r in records if r.get("kind") == kind and "eval/success" in r]
     starts = [r for r in evals if r.get("iteration") == 0]

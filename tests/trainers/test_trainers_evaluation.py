@@ -6,7 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from trainers.evaluation import EvalPlan, RandomPolicy, paired_bootstrap_ci, run_eval
+from trainers.evaluation import EvalPlan, RandomPolicy, run_eval
+from trainers.statistics import paired_bootstrap_ci
 from trainers.envs import make_env_fn
 from trainers.report import rl_gain, write_report
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from trainers.progress_auc import auc_with_ci, within_group_auc
+from trainers.statistics import auc_with_ci, within_group_auc
 
 
 def test_hand_computed_auc_pairs_only_inside_groups():
