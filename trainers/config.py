@@ -22,7 +22,7 @@ from typing import Any
 
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
-from trainers.envs import STATE_KEYS
+from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
@@ -35,7 +35,7 @@ finally:  # trainers itself does not check `agents` (the verl plugin loads besid
 
 __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
-ENVS = ("alfworld", "webshop", "rooms")
+ENVS = tuple(ENV_TABLE)
 ROLLOUTS = ("flat", "tree")
 _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
@@ -263,7 +263,7 @@ class TrainConfig:
                               "mode uses the template writer")
         one_of("tree_scorer", SCORERS)
         one_of("batch_decisions", ("on", "off"))
-        if self.resolved_init == "bc" and (self.env not in ("alfworld", "webshop") or self.policy_mode != "score"):
+        if self.resolved_init == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
             raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
                               "or --init none")
@@ -366,31 +366,30 @@ class TrainConfig:
         """``init`` with ``auto`` resolved: bc for ALFWorld in score mode, else none."""
         if self.init != "auto":
             return self.init
-        return "bc" if (self.env == "alfworld" and self.policy_mode == "score") else "none"
+        return "bc" if (ENV_TABLE[self.env].auto_warm_start and self.policy_mode == "score") else "none"
 
     @property
     def resolved_template(self) -> str:
         """``template`` with ``auto`` resolved (alfworld-notes for ALFWorld in score mode, else the env's own)."""
         if self.template != "auto":
             return self.template
-        if self.env in ("alfworld", "rooms"):
-            return "alfworld-notes" if (self.env == "alfworld" and self.policy_mode == "score") else "alfworld"
-        return self.env
+        info = ENV_TABLE[self.env]
+        return info.score_template if self.policy_mode == "score" else info.generate_template
 
     @property
-    def extra_eval_split(self) -> str | None:
-        """The second held-out split (None when there is none)."""
+    def resolved_eval_extra_split(self) -> str | None:
+        """``eval_extra_split`` with ``auto`` resolved: the second held-out split (None when there is none)."""
         if self.eval_extra_split == "auto":
-            return "valid" if self.env == "alfworld" and self.splits[1] != "valid" else None
+            extra = ENV_TABLE[self.env].extra_eval_split
+            return extra if extra is not None and self.splits[1] != extra else None
         return None if self.eval_extra_split in ("", "none") else self.eval_extra_split
 
     @property
     def splits(self) -> tuple[str, str]:
         """(train split, eval split) with ``auto`` resolved for the env."""
-        train = {"alfworld": "easy-train", "webshop": "train", "rooms": "train"}[self.env]
-        ev = {"alfworld": "easy-valid", "webshop": "test", "rooms": "valid"}[self.env]
-        return (train if self.train_split == "auto" else self.train_split,
-                ev if self.eval_split == "auto" else self.eval_split)
+        info = ENV_TABLE[self.env]
+        return (info.train_split if self.train_split == "auto" else self.train_split,
+                info.eval_split if self.eval_split == "auto" else self.eval_split)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -18,15 +18,53 @@
 from __future__ import annotations
 
 import functools
+import importlib
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import gymnasium as gym
 
 from wrappers.errors import UserError
 
-__all__ = ["ENV_IDS", "ROOMS_SPLITS", "STATE_KEYS", "UnknownSplitError", "check_split", "make_env", "make_env_fn", "canonicalizer_for"]
+__all__ = ["ENV_IDS", "ENV_TABLE", "EnvInfo", "STATE_KEYS", "UnknownSplitError", "check_split", "make_env",
+           "make_env_fn", "canonicalizer_for"]
 
-ENV_IDS = {"alfworld": "ProGPO-ALFWorld-v0", "webshop": "ProGPO-WebShop-v0"}
+
+@dataclass(frozen=True)
+class EnvInfo:
+    """What the trainer knows of one env (a row of :data:`ENV_TABLE`)."""
+
+    gym_id: str | None  # its Gymnasium id; None: the toy env, built directly
+    train_split: str  # what ``train_split: auto`` means
+    eval_split: str  # what ``eval_split: auto`` means
+    splits: tuple[str, ...] | None  # the splits it has; None: its own check (ALFWorld's games)
+    extra_eval_split: str | None  # the second held-out split of ``eval_extra_split: auto``
+    score_template: str  # the prompt template of ``template: auto`` in score mode
+    generate_template: str  # ... in generate mode
+    auto_warm_start: bool  # ``init: auto`` clones the expert (score mode)
+    expert: str | None  # ``module:Class`` of the agent ``init: bc`` clones; None: no warm start
+    expert_name: str | None  # how the report names that agent
+    privileged_info: bool  # offers ``info["privileged_text"]`` (``--distill privileged``)
+
+    def make_expert(self) -> Any:
+        """A fresh instance of the agent ``init: bc`` clones."""
+        if self.expert is None:
+            raise ValueError("this env has no expert to clone")
+        module, name = self.expert.split(":")
+        return getattr(importlib.import_module(module), name)()
+
+
+#: every env the trainer plays, and what it knows of each: ids, splits, default templates,
+#: warm-start experts (WebShop's test split = goals 0-499, train = 500 on; the toy env has one set
+#: of rooms: the trainer's train and eval seeds differ)
+ENV_TABLE: dict[str, EnvInfo] = {
+    "alfworld": EnvInfo("ProGPO-ALFWorld-v0", "easy-train", "easy-valid", None, "valid", "alfworld-notes", "alfworld",
+                        True, "agents.search_expert:ALFWorldSearchAgent", "the searching expert", True),
+    "webshop": EnvInfo("ProGPO-WebShop-v0", "train", "test", ("train", "test", "all"), None, "webshop", "webshop",
+                       False, "agents.webshop_expert:WebShopInstructionAgent", "the instruction-following shopper", True),
+    "rooms": EnvInfo(None, "train", "valid", ("train", "valid"), None, "alfworld", "alfworld", False, None, None, False),
+}
+ENV_IDS = {name: info.gym_id for name, info in ENV_TABLE.items() if info.gym_id is not None}
 
 
 STATE_KEYS = ("canonical", "exact")
@@ -34,11 +72,6 @@ STATE_KEYS = ("canonical", "exact")
 
 class UnknownSplitError(UserError, ValueError):
     """A split the env does not have (said in one line before a run writes anything)."""
-
-#: the toy env's splits (one set of rooms; the trainer's train and eval seeds differ)
-ROOMS_SPLITS = ("train", "valid")
-#: WebShop's goal splits (test = goals 0-499, train = 500 on)
-WEBSHOP_SPLITS = ("train", "test", "all")
 
 
 def check_split(name: str, split: str) -> None:
@@ -50,12 +83,12 @@ def check_split(name: str, split: str) -> None:
     ...
     trainers.envs.UnknownSplitError: env rooms has no split 'hard' (splits: train, valid)
     """
-    if name == "alfworld":
+    splits = ENV_TABLE[name].splits
+    if splits is None:
         from progpo_envs.alfworld.games import check_split as check_alfworld_split
 
         check_alfworld_split(split)
         return
-    splits = ROOMS_SPLITS if name == "rooms" else WEBSHOP_SPLITS
     if split not in splits:
         raise UnknownSplitError(f"env {name} has no split {split!r} (splits: {', '.join(splits)})")
 

@@ -75,7 +75,9 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     init = [r for r in records if r.get("kind") == "init"]
     if init:
         r = init[0]
-        expert = "the instruction-following shopper" if config.get("env") == "webshop" else "the searching expert"
+        from trainers.envs import ENV_TABLE
+
+        expert = ENV_TABLE[config.get("env", "alfworld")].expert_name or "the expert"
         lines += ["## Warm start", "",
                   f"Behaviour cloning from {expert} (it reads only what the agent reads): "
                   f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "

@@ -53,7 +53,7 @@ from trainers.checkpoint import (
     trainable_state,
 )
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
-from trainers.envs import check_split, make_env_fn
+from trainers.envs import ENV_TABLE, check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
@@ -164,7 +164,7 @@ class Trainer:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
         if env_fn is None or eval_env_fn is None:  # a missing split fails here, before anything is written
-            for split in {*cfg.splits, *([cfg.extra_eval_split] if cfg.extra_eval_split else [])}:
+            for split in {*cfg.splits, *([cfg.resolved_eval_extra_split] if cfg.resolved_eval_extra_split else [])}:
                 check_split(cfg.env, split)
         self.device = resolve_device(cfg.device)
         #: rank / world size under torchrun or accelerate launch (world size 1 otherwise)
@@ -183,7 +183,7 @@ class Trainer:
             self.load_weights(cfg.init_weights)
         train_split, eval_split = cfg.splits
         # a privileged teacher reads the env's privileged text (the agent never does: train envs only, not in prompts)
-        privileged = {"privileged_info": True} if cfg.distill == "privileged" and cfg.env in ("alfworld", "webshop") else {}
+        privileged = {"privileged_info": True} if cfg.distill == "privileged" and ENV_TABLE[cfg.env].privileged_info else {}
         self.env_fn = env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged)
         self.eval_env_fn = eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key)
         self.adv_cfg = cfg.advantage_config()
@@ -441,11 +441,7 @@ class Trainer:
 
         cfg = self.cfg
         t0 = time.perf_counter()
-        agent = None  # collect_demos' default: agents.search_expert.ALFWorldSearchAgent
-        if cfg.env == "webshop":
-            from agents.webshop_expert import WebShopInstructionAgent
-
-            agent = WebShopInstructionAgent()
+        agent = ENV_TABLE[cfg.env].make_expert()
         demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
         bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress)
         try:
@@ -480,8 +476,8 @@ class Trainer:
                 base["baseline"] = "random admissible command (look, inventory, examine left out)"
                 yield base
             yield self.evaluate(0)
-            if cfg.extra_eval_split and cfg.eval_extra_episodes:
-                yield self.evaluate(0, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra")
+            if cfg.resolved_eval_extra_split and cfg.eval_extra_episodes:
+                yield self.evaluate(0, cfg.resolved_eval_extra_split, cfg.eval_extra_episodes, kind="eval_extra")
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, iteration: int) -> Path | None:
@@ -758,8 +754,8 @@ class Trainer:
                 last = it == cfg.iterations
                 if cfg.eval_episodes and ((cfg.eval_every and it % cfg.eval_every == 0) or last):
                     evs = [self.evaluate(it)]
-                    if last and cfg.extra_eval_split and cfg.eval_extra_episodes:
-                        evs.append(self.evaluate(it, cfg.extra_eval_split, cfg.eval_extra_episodes, kind="eval_extra"))
+                    if last and cfg.resolved_eval_extra_split and cfg.eval_extra_episodes:
+                        evs.append(self.evaluate(it, cfg.resolved_eval_extra_split, cfg.eval_extra_episodes, kind="eval_extra"))
                     for ev in (e for e in evs if e):
                         self.history.append(ev)
                         logger.log(ev)

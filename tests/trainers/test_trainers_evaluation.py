@@ -101,7 +101,7 @@ def test_cpu_demo_yaml_is_the_default():
     assert yaml_cfg.splits == default.splits == ("easy-train", "easy-valid")
     assert yaml_cfg.resolved_init == default.resolved_init == "bc"
     assert yaml_cfg.resolved_template == default.resolved_template == "alfworld-notes"
-    assert yaml_cfg.extra_eval_split == default.extra_eval_split == "valid"
+    assert yaml_cfg.resolved_eval_extra_split == default.resolved_eval_extra_split == "valid"
     auto = {"train_split", "eval_split", "init", "template", "eval_extra_split"}
     differ = {k for k, v in yaml_cfg.to_dict().items() if k not in auto and v != getattr(default, k)}
     assert not differ, differ
