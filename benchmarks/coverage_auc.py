@@ -64,9 +64,9 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
     from trainers.trainer import Trainer
 
     torch.set_num_threads(max(cfg.torch_threads, 1))
-    cfg = dataclasses.replace(cfg, num_groups=groups, progress=False, tensorboard=False)
+    cfg = dataclasses.replace(cfg, num_groups=groups, progress_bars=False, tensorboard=False)
     trainer = Trainer(cfg)
-    if cfg.resolved_init == "bc":
+    if cfg.resolved_warm_start == "bc":
         trainer.warm_start()
     out: dict[str, dict] = {}
     for key in keys_for(cfg.env):
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     text = table(result, raw, tau)
     if mismatch(raw):
         text += "\n\n" + mismatch(raw)
-    print(f"{cfg.env}: warm start {cfg.resolved_init} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
+    print(f"{cfg.env}: warm start {cfg.resolved_warm_start} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
           f"max {cfg.max_steps} steps, R > 0 means outcome >= {tau}, {time.perf_counter() - t0:.0f} s")
     print(text)
     suffix = "" if args.tau_r is None else f"_tau{args.tau_r:g}"

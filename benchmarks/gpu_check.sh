@@ -47,8 +47,8 @@ run_step() {  # run_step NAME TIMEOUT CMD...: runs CMD, records ok / failed (exi
   return $rc
 }
 # the trainer with what every step shares: generate mode, <think>/<action>, no warm start, no eval
-COMMON=(--env alfworld --train-split easy-train --policy-mode generate --fmt think_action --template alfworld
-        --history-k 2 --init none --eval-episodes 0 --no-baseline-random --no-progress --no-tensorboard --overwrite
+COMMON=(--env alfworld --train-split easy-train --policy-mode generate --answer-format think_action --template alfworld
+        --history-k 2 --warm-start none --eval-episodes 0 --no-baseline-random --no-progress-bars --no-tensorboard --overwrite
         --device "$DEVICE" --torch-threads "$TORCHTHREADS")
 TRAIN=("$PY" -m trainers.progpo "${COMMON[@]}" --env-backend "$BACKEND")
 

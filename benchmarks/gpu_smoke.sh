@@ -47,8 +47,8 @@ rc_tp=$?
 step "one full fine-tune ProGPO iteration with vLLM rollouts (4 x 4 groups, 20 steps, env $ENV_NAME)"
 rm -rf "$OUT/train"
 timeout 300 "$PY" -m trainers.progpo --backend vllm --model "$MODEL" --env "$ENV_NAME" --policy-mode generate \
-  --fmt think_action --no-lora --iterations 1 --num-groups 4 --group-size 4 --max-steps 20 --max-new-tokens 64 \
-  --eval-episodes 0 --lr 1e-6 --kl-coef 0.01 --recompute-old-logprobs --env-backend sync --no-progress \
+  --answer-format think_action --no-lora --iterations 1 --num-groups 4 --group-size 4 --max-steps 20 --max-new-tokens 64 \
+  --eval-episodes 0 --lr 1e-6 --kl-coef 0.01 --recompute-old-logprobs --env-backend sync --no-progress-bars \
   --no-tensorboard --device "$([ "$NEED_GPU" = "1" ] && echo cuda || echo auto)" --output-dir "$OUT/train" \
   >"$OUT/train.stdout" 2>"$OUT/train.stderr"
 rc_tr=$?

@@ -42,7 +42,7 @@ def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path
     if metrics.exists() and not fresh and rl_gain(read_metrics(metrics)) is not None:
         return run_dir
     cmd = [sys.executable, "-m", "trainers.progpo", "--seed", str(seed), "--output-dir", str(run_dir),
-           "--no-baseline-random", "--eval-extra-split", "none", "--no-progress", "--no-tensorboard",
+           "--no-baseline-random", "--eval-extra-split", "none", "--no-progress-bars", "--no-tensorboard",
            "--torch-threads", "1", "--overwrite", *trainer_args]  # an unfinished run restarts from scratch
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     run_dir.mkdir(parents=True, exist_ok=True)

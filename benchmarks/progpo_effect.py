@@ -70,7 +70,7 @@ if str(ROOT) not in sys.path:  # the package, when this file is imported rather 
     sys.path.insert(0, str(ROOT))
 
 from trainers.statistics import T975, episodes_to_reach, mean_ci  # noqa: E402
-from trainers.config import EARLIER_VALUES  # noqa: E402
+from trainers.config import EARLIER_VALUES, upgrade_names  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {
@@ -150,7 +150,7 @@ def run_name(method: str, seed: int, state_key: str) -> str:
 def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: int, out_dir: Path) -> list[str]:
     return ["--config", str(args.config), "--seed", str(seed), "--iterations", str(iterations),
             "--state-key", args.state_key, "--eval-every", str(max(iterations // 2, 1)), "--save-every", "1",
-            "--no-progress", "--no-tensorboard", "--output-dir", str(out_dir), *METHODS[method]]
+            "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out_dir), *METHODS[method]]
 
 
 def _run(cmd: list[str], log: Path) -> None:
@@ -462,8 +462,9 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "recorded.yaml"
         # a record from before a config field existed re-runs with that field's earlier meaning
-        config.write_text(yaml.safe_dump({**EARLIER_VALUES, **recorded["config"], "output_dir": str(Path(tmp) / "run")}))
-        cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress", "--no-tensorboard",
+        config.write_text(yaml.safe_dump({**EARLIER_VALUES, **upgrade_names(recorded["config"], warn=False),
+                                          "output_dir": str(Path(tmp) / "run")}))
+        cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress-bars", "--no-tensorboard",
                "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
         try:
             _run(cmd, log)

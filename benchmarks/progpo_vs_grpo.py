@@ -60,9 +60,9 @@ def base_config(args: argparse.Namespace) -> dict:
     return dict(env="alfworld", train_split="easy-train", eval_split="easy-valid", model=args.model,
                 policy_mode="score", template=args.template, history_k=1, max_steps=args.max_steps,
                 iterations=args.iterations, num_groups=args.num_groups, group_size=args.group_size, lr=args.lr,
-                num_minibatches=4, init="none", eval_every=args.eval_every, eval_episodes=args.eval_episodes,
+                num_minibatches=4, warm_start="none", eval_every=args.eval_every, eval_episodes=args.eval_episodes,
                 eval_extra_split="none", baseline_random=False, torch_threads=1, env_backend="sync",
-                progress=False, tensorboard=False, device="cpu", save_every=args.iterations)
+                progress_bars=False, tensorboard=False, device="cpu", save_every=args.iterations)
 
 
 def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
@@ -78,7 +78,7 @@ def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
     from trainers.trainer import Trainer
 
     torch.set_num_threads(1)
-    cfg = dataclasses.replace(TrainConfig(**base_config(args)), init="bc", bc_steps=args.bc_steps,
+    cfg = dataclasses.replace(TrainConfig(**base_config(args)), warm_start="bc", bc_steps=args.bc_steps,
                               output_dir=str(out / "warm_start"))
     t0 = time.perf_counter()
     trainer = Trainer(cfg)

@@ -88,8 +88,8 @@ def ray_figures(steps: int, repeats: int) -> dict[str, float]:
 def trainer_seconds(world: int, iterations: int) -> float:
     run = Path(tempfile.mkdtemp(prefix="scale_out_"))
     args = ["--env", "rooms", "--model", "tiny", "--iterations", str(iterations), "--num-groups", "4", "--group-size", "4",
-            "--max-steps", "6", "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--device", "cpu", "--no-lora",
-            "--init", "none", "--no-baseline-random", "--score-norm", "mean", "--output-dir", str(run)]
+            "--max-steps", "6", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--device", "cpu", "--no-lora",
+            "--warm-start", "none", "--no-baseline-random", "--score-norm", "mean", "--output-dir", str(run)]
     env = dict(NODE_ENV, GLOO_SOCKET_IFNAME="lo")
     launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
                 if world > 1 else [sys.executable])

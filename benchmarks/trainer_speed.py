@@ -45,7 +45,7 @@ def child(args: argparse.Namespace) -> None:
     from trainers.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp:
-        argv = ["--config", args.config, "--output-dir", tmp, "--no-progress", "--no-tensorboard", "--save-every", "0",
+        argv = ["--config", args.config, "--output-dir", tmp, "--no-progress-bars", "--no-tensorboard", "--save-every", "0",
                 *(QUICK if args.quick else []), *PATHS[args.child]]
         cfg, _ = parse_args(argv)
         trainer = Trainer(cfg)

@@ -136,12 +136,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "update_transfer")
     args, trainer_args = p.parse_known_args(argv)  # the rest: `python -m trainers.progpo` options
 
-    extra = ["--init", "none", "--init-weights", args.init_weights] if args.init_weights else []
-    cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress", "--no-tensorboard",
+    extra = ["--warm-start", "none", "--weights-file", args.init_weights] if args.init_weights else []
+    cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress-bars", "--no-tensorboard",
                          *extra, *trainer_args])
     tr = Trainer(cfg)  # sets torch's threads from --torch-threads (default 1)
     t0 = time.perf_counter()
-    if cfg.resolved_init == "bc":
+    if cfg.resolved_warm_start == "bc":
         tr.warm_start()
     theta0 = copy.deepcopy(tr.model.state_dict())
     updates = [tr.rollout(k) for k in range(1, args.batches + 1)]

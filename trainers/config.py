@@ -18,7 +18,8 @@ import math
 import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+import sys
+from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
 
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
@@ -29,6 +30,7 @@ from wrappers.errors import UserError
 
 try:
     from agents.backends.base import SamplingConfig
+    from agents.parsing import FORMATS
     from agents.policy_base import PolicyOptions
 finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
     check_import_names(("agents", "wrappers"))  # a shadowing package, named in one line
@@ -37,6 +39,59 @@ __all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args"
 
 ENVS = tuple(ENV_TABLE)
 ROLLOUTS = ("flat", "tree")
+
+# Closed choices: each field below is typed with one of these, its value is checked against it
+# (TrainConfig.validate) and its flag offers exactly these (build_parser). The tuples defined in
+# other modules stay the source of their choices.
+Env = Literal[ENVS]  # type: ignore[valid-type]
+Estimator = Literal[ESTIMATORS]  # type: ignore[valid-type]
+Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
+StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]
+Scorer = Literal[SCORERS]  # type: ignore[valid-type]
+DistillMode = Literal[DISTILL_MODES]  # type: ignore[valid-type]
+SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]
+AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]
+RolloutKind = Literal["flat", "tree"]
+Backend = Literal["transformers", "vllm"]
+PolicyMode = Literal["score", "generate"]
+ScoreNorm = Literal["sum", "mean"]
+WarmStart = Literal["auto", "bc", "none"]
+LrSchedule = Literal["constant", "cosine"]
+GroupNorm = Literal["mean_std", "mean"]
+Coverage = Literal["rate", "count"]
+Scope = Literal["episode", "group"]
+ProgressGate = Literal["all_failed", "always"]
+EnvBackend = Literal["sync", "async", "ray"]
+DistStrategy = Literal["ddp", "fsdp2"]
+LossAgg = Literal["token-mean", "traj-mean"]
+OnOff = Literal["on", "off"]
+Device = Literal["auto", "cpu", "cuda"]
+
+#: fields renamed for clarity: the old name -> the new one. The old names still work in YAML
+#: files and as CLI flags for one release, each with a one-line deprecation notice.
+RENAMED = {"init": "warm_start", "init_weights": "weights_file", "init_std": "tiny_init_std",
+           "progress": "progress_bars", "extra": "notes", "fmt": "answer_format", "lam": "progress_lambda",
+           "norm": "group_norm"}
+
+
+def upgrade_names(data: dict[str, Any], source: str = "config", warn: bool = True,
+                  spell: Callable[[str], str] = str) -> dict[str, Any]:
+    """``data`` with every renamed field under its new name (``RENAMED``); one deprecation line on
+    stderr per old name when ``warn`` (``spell`` writes a name as the user wrote it: a YAML key, a
+    flag). Both names at once is an error.
+
+    >>> upgrade_names({"init": "bc", "lr": 0.1}, warn=False)
+    {'warm_start': 'bc', 'lr': 0.1}
+    """
+    for old in (k for k in data if k in RENAMED):
+        new = RENAMED[old]
+        if new in data:
+            raise ConfigError(f"{source}: both {spell(old)} and {spell(new)} are set; {spell(old)} is the old name of "
+                              f"{spell(new)}: keep {spell(new)}")
+        if warn:
+            print(f"deprecated: {source}: {spell(old)} is now {spell(new)} (the old name is read for one more release)",
+                  file=sys.stderr)
+    return {RENAMED.get(k, k): v for k, v in data.items()}
 _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
 
@@ -61,27 +116,28 @@ class TrainConfig:
     With no arguments, ``python -m trainers.progpo`` trains a tiny Qwen2-architecture model
     (``tiny-128x2``, built offline) on the embedded ``easy-train`` ALFWorld games and evaluates on
     the held-out ``easy-valid`` games: a behaviour-cloning warm start from the searching expert
-    (``init: bc``), an evaluation at iteration 0, ProGPO(GiGPO) iterations, the final evaluation
+    (``warm_start: bc``), an evaluation at iteration 0, ProGPO(GiGPO) iterations, the final evaluation
     and a report whose headline is the RL gain with a 95% bootstrap interval. What it measures is in
     ``benchmarks/README.md``; paper-scale runs override model / splits / steps / mode (``configs/``).
     ``python -m trainers.progpo --help`` lists the fields by section with their help.
     """
 
     # what to train
-    env: str = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
+    env: Env = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
     train_split: str = _opt("auto", "auto: alfworld easy-train, webshop train", "what to train")
     eval_split: str = _opt("auto", "auto: alfworld easy-valid, webshop test", "what to train")
     max_steps: int = _opt(20, "per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)", "what to train")
     model: str = _opt("tiny-128x2", "tiny-<H>x<L> | tiny | smollm2 | local path | hub name", "what to train")
-    init_std: float = _opt(0.0, "tiny-* models only: std of their random weights (0: transformers' 0.02; "
+    tiny_init_std: float = _opt(0.0, "tiny-* models only: std of their random weights (0: transformers' 0.02; "
                                 "~1/sqrt(hidden) clones faster, benchmarks/README.md)", "what to train")
     # policy (agents/: prompt, answer format, sampling)
-    backend: str = _opt("transformers", "transformers | vllm", "policy")
-    policy_mode: str = _opt("score", "score: rank admissible actions; generate: free text", "policy")
-    fmt: str = _opt(_POLICY.fmt, "generate mode's answer format: action | think_action | raw", "policy")
+    backend: Backend = _opt("transformers", "transformers | vllm", "policy")
+    policy_mode: PolicyMode = _opt("score", "score: rank admissible actions; generate: free text", "policy")
+    answer_format: AnswerFormat = _opt(_POLICY.fmt, "generate mode's answer format: action | think_action | raw",
+                                       "policy")
     template: str = _opt("auto", "prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), "
                                  "a name, or a YAML path", "policy")
-    score_norm: str = _opt(_POLICY.score_norm, "score mode: rank commands by the sum or the mean of their token log "
+    score_norm: ScoreNorm = _opt(_POLICY.score_norm, "score mode: rank commands by the sum or the mean of their token log "
                                                "probabilities", "policy")
     avoid_repeats: bool = _opt(_POLICY.avoid_repeats, "score mode: drop commands already taken from the same "
                                                       "observation (agents.policy_base.PolicyOptions)", "policy")
@@ -97,17 +153,18 @@ class TrainConfig:
     invalid_penalty: float = _opt(_POLICY.invalid_penalty, "subtracted from the advantage of a step whose answer did "
                                                             "not parse into a command", "policy")
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
-    init: str = _opt("auto", "auto: bc for ALFWorld in score mode, else none | bc | none", "warm start")
+    warm_start: WarmStart = _opt("auto", "auto: bc for ALFWorld in score mode, else none | bc (clone the env's expert) "
+                                         "| none", "warm start")
     bc_steps: int = _opt(60, "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
                              " RL little to add on easy, benchmarks/README.md)", "warm start")
     bc_batch_size: int = _opt(16, "decisions per behaviour-cloning step", "warm start")
     bc_lr: float = _opt(2e-3, "AdamW learning rate of behaviour cloning", "warm start")
-    bc_lr_schedule: str = _opt("constant", "constant | cosine (decays to 0 over bc_steps)", "warm start")
+    bc_lr_schedule: LrSchedule = _opt("constant", "constant | cosine (decays to 0 over bc_steps)", "warm start")
     bc_episodes: int = _opt(0, "expert episodes on train_split to clone (0: each task once)", "warm start")
-    init_weights: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
+    weights_file: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
                                  "anything else", "warm start")
     # estimator (trainers/advantages/)
-    estimator: str = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | planpo (shorter successes "
+    estimator: Estimator = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | planpo (shorter successes "
                                           "rank higher) | hgpo (step returns compared over matching histories) | "
                                           "progpo-<any of them> (all-failed groups: ProGPO's progress term)",
                                           "estimator")
@@ -115,18 +172,19 @@ class TrainConfig:
                               "estimator")
     omega: float = _opt(1.0, "weight of the step-level term (GiGPO's anchor term, HGPO's history term): A = A^E + "
                              "omega * A^S", "estimator")
-    lam: float = _opt(1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups", "estimator")
-    norm: str = _opt("mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)",
+    progress_lambda: float = _opt(1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups",
+                                  "estimator")
+    group_norm: GroupNorm = _opt("mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)",
                                  "estimator")
-    coverage: str = _opt("rate", "ProGPO's progress P: rate ((D - 1) / T) | count (D - 1)", "estimator")
-    state_key: str = _opt("canonical", "state identity of first-visit coverage: canonical (the env's canonicalizer) |"
+    coverage: Coverage = _opt("rate", "ProGPO's progress P: rate ((D - 1) / T) | count (D - 1)", "estimator")
+    state_key: StateKey = _opt("canonical", "state identity of first-visit coverage: canonical (the env's canonicalizer) |"
                                        " exact (distinct raw observation strings, the paper's D)", "estimator")
-    scope: str = _opt("episode", "first visit counted per episode | per group (a state counts once in the whole "
+    scope: Scope = _opt("episode", "first visit counted per episode | per group (a state counts once in the whole "
                                  "group)", "estimator")
     tau_r: float = _opt(1e-3, "success threshold: a group is all-failed when every outcome < tau_r", "estimator")
     tau_p: float = _opt(1e-4, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p",
                               "estimator")
-    progress_gate: str = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
+    progress_gate: ProgressGate = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
                                             "group)", "estimator")
     shuffle_coverage: bool = _opt(False, "control: permute coverage within each all-failed group", "estimator")
     success_threshold: float = _opt(1.0, "PlanPO: an outcome at or above it is a success (a partial WebShop score "
@@ -138,13 +196,13 @@ class TrainConfig:
     hgpo_depth: int = _opt(2, "HGPO: the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is "
                               "GiGPO's anchor grouping)", "estimator")
     hgpo_alpha: float = _opt(1.0, "HGPO: depth weights (k + 1)^alpha of the power fusion", "estimator")
-    hgpo_fusion: str = _opt("power", "HGPO: fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
+    hgpo_fusion: Fusion = _opt("power", "HGPO: fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
                                      "inverse-variance (of each cluster's mean return)", "estimator")
     potential_credit: bool = _opt(False, "HGPO: add the transition credit gamma * Phi(s') - Phi(s) from depth-fused "
                                          "state potentials (a reconstruction of arXiv 2607.04242, whose text is not "
                                          "public)", "estimator")
     # rollout (trainers/rollout.py, trainers/tree_rollout.py)
-    rollout: str = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
+    rollout: RolloutKind = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
                                 "branching from the partial trajectories the tree scorer ranks highest (forks by "
                                 "replay; the leaves are the group)", "rollout")
     tree_branches: int = _opt(4, "tree: branches started per task (B0 <= group_size)", "rollout")
@@ -156,15 +214,15 @@ class TrainConfig:
     tree_repeat_limit: int = _opt(6, "tree: a branch that took one action this many times is pruned", "rollout")
     tree_budget: int = _opt(0, "tree: policy decisions per tree at most (0: group_size x max_steps, the flat "
                                "rollout's cap)", "rollout")
-    tree_scorer: str = _opt("coverage", "tree: coverage (the partial first-visit coverage rate minus a loop penalty) |"
+    tree_scorer: Scorer = _opt("coverage", "tree: coverage (the partial first-visit coverage rate minus a loop penalty) |"
                                         " random (the control)", "rollout")
     tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
     # teacher (trainers/teachers.py): a distillation loss beside the RL loss
-    distill: str = _opt("none", "none | privileged (I-SDPO: all-failed groups are distilled from an EMA teacher that "
+    distill: DistillMode = _opt("none", "none | privileged (I-SDPO: all-failed groups are distilled from an EMA teacher that "
                                 "reads the env's privileged text -- the expert plan / the target product: NOT pure RL) "
                                 "| hindsight (SEED: a gated pull toward the choices the policy makes with a hindsight "
                                 "skill of its own trajectory in context, every group)", "teacher")
-    skill_writer: str = _opt("template", "hindsight: who writes the skills: template (sentences from the trajectory "
+    skill_writer: SkillWriter = _opt("template", "hindsight: who writes the skills: template (sentences from the trajectory "
                                          "alone, no ground truth) | policy (generate mode: the policy writes them)",
                                          "teacher")
     distill_tau: float = _opt(0.05, "privileged: EMA rate of the teacher after each optimizer step", "teacher")
@@ -176,12 +234,12 @@ class TrainConfig:
     iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
     num_groups: int = _opt(8, "B tasks per iteration", "budget")
     group_size: int = _opt(8, "G trajectories per task", "budget")
-    env_backend: str = _opt("sync", "sync: members stepped in this process | async: one process per member, a crashed"
+    env_backend: EnvBackend = _opt("sync", "sync: members stepped in this process | async: one process per member, a crashed"
                                     " engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)",
                                     "budget")
     ray_num_cpus: float = _opt(1.0, "env_backend ray: CPUs each member's actor reserves (fractions allowed)",
                                     "budget")
-    dist_strategy: str = _opt("ddp", "under torchrun / accelerate launch: ddp (replicated weights, gradients all-"
+    dist_strategy: DistStrategy = _opt("ddp", "under torchrun / accelerate launch: ddp (replicated weights, gradients all-"
                                      "reduced) | fsdp2 (GPU: weights sharded)", "budget")
     step_timeout: float = _opt(0.0, "seconds one env step may take before it counts as a crash (episode truncated, "
                                     "worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)",
@@ -195,7 +253,7 @@ class TrainConfig:
     kl_coef: float = _opt(0.0, "low-variance (k3) KL to the frozen initial policy; paper: 0.01", "PPO update")
     entropy_coef: float = _opt(0.0, "entropy bonus weight (0: off)", "PPO update")
     max_grad_norm: float = _opt(1.0, "gradient clipping norm", "PPO update")
-    loss_agg: str = _opt("traj-mean", "traj-mean (each trajectory weighs the same, whatever its length) | token-mean",
+    loss_agg: LossAgg = _opt("traj-mean", "traj-mean (each trajectory weighs the same, whatever its length) | token-mean",
                                       "PPO update")
     lr_warmup_iterations: int = _opt(0, "iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr *"
                                         " sign(g))", "PPO update")
@@ -203,7 +261,7 @@ class TrainConfig:
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
     micro_batch_size: int = _opt(4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates "
                                     "sequences)", "PPO update")
-    batch_decisions: str = _opt("on", "on: packed forward passes score the envs of a vector step together (a prompt "
+    batch_decisions: OnOff = _opt("on", "on: packed forward passes score the envs of a vector step together (a prompt "
                                       "prefix several decisions share is encoded once) and update micro-batches are "
                                       "sized by micro_batch_tokens | off: one pass per decision, micro_batch_size "
                                       "decisions per update pass (the reference path)", "PPO update")
@@ -217,7 +275,7 @@ class TrainConfig:
     lora_r: int = _opt(16, "LoRA rank", "PPO update")
     lora_alpha: int = _opt(32, "LoRA alpha", "PPO update")
     bf16: bool = _opt(True, "GPU only: bf16 autocast compute, fp32 master weights and optimizer state", "PPO update")
-    device: str = _opt("auto", "auto | cpu | cuda", "PPO update")
+    device: Device = _opt("auto", "auto | cpu | cuda", "PPO update")
     torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
     # outputs
     output_dir: str = _opt("runs/progpo", "run directory: metrics.jsonl, summary.md, curves.png, checkpoints, "
@@ -233,8 +291,8 @@ class TrainConfig:
     save_every: int = _opt(1, "iterations between checkpoints (the last one always saved); 0: no checkpoint at all "
                               "(speed measurements)", "outputs")
     tensorboard: bool = _opt(True, "write TensorBoard logs", "outputs")
-    progress: bool = _opt(True, "show progress bars", "outputs")
-    extra: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
+    progress_bars: bool = _opt(True, "show progress bars", "outputs")
+    notes: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
                                                                   "group": "outputs"})
 
     def __post_init__(self) -> None:
@@ -243,37 +301,19 @@ class TrainConfig:
     def validate(self) -> None:
         """Raise :class:`ConfigError` on the first invalid value."""
 
-        def one_of(name: str, choices: tuple[str, ...]) -> None:
+        for name, choices in closed_choices().items():
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
-
-        one_of("env", ENVS)
-        one_of("backend", ("transformers", "vllm"))
-        one_of("policy_mode", ("score", "generate"))
-        one_of("loss_agg", ("token-mean", "traj-mean"))
-        one_of("init", ("auto", "bc", "none"))
-        one_of("bc_lr_schedule", ("constant", "cosine"))
-        one_of("progress_gate", ("all_failed", "always"))
-        one_of("hgpo_fusion", FUSIONS)
-        one_of("rollout", ROLLOUTS)
-        one_of("distill", DISTILL_MODES)
-        one_of("skill_writer", SKILL_WRITERS)
         if self.distill == "hindsight" and self.skill_writer == "policy" and self.policy_mode != "generate":
             raise ConfigError("skill_writer policy needs --policy-mode generate (the policy writes the skills); score "
                               "mode uses the template writer")
-        one_of("tree_scorer", SCORERS)
-        one_of("batch_decisions", ("on", "off"))
-        if self.resolved_init == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
-            raise ConfigError("init bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
+        if self.resolved_warm_start == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
+            raise ConfigError("warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
-                              "or --init none")
-        if self.resolved_init == "bc" and self.env == "webshop" and self.bc_episodes < 1:
-            raise ConfigError("init bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
+                              "or --warm-start none")
+        if self.resolved_warm_start == "bc" and self.env == "webshop" and self.bc_episodes < 1:
+            raise ConfigError("warm_start bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
                               "e.g. --bc-episodes 300)")
-        one_of("state_key", STATE_KEYS)
-        one_of("env_backend", ("sync", "async", "ray"))
-        one_of("dist_strategy", ("ddp", "fsdp2"))
-        one_of("device", ("auto", "cpu", "cuda"))
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
                      "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
                      "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit",
@@ -294,8 +334,8 @@ class TrainConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "lam", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
-                     "init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
+                     "tau_p", "progress_lambda", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
+                     "tiny_init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
                      "tree_prune_margin", "tree_loop_penalty", "distill_tau", "distill_lambda", "distill_gate_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
@@ -304,16 +344,16 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
-        if not isinstance(self.extra, dict) or not all(isinstance(k, str) for k in self.extra):
-            raise ConfigError(f"extra must be a mapping of notes (name: value), got {self.extra!r}")
+        if not isinstance(self.notes, dict) or not all(isinstance(k, str) for k in self.notes):
+            raise ConfigError(f"notes must be a mapping (name: value), got {self.notes!r}")
         for f in fields(self):
             if isinstance(f.default, str) and not isinstance(getattr(self, f.name), str):
                 raise ConfigError(f"{f.name} must be a string, got {getattr(self, f.name)!r}")
-        if self.init_std > 0:
+        if self.tiny_init_std > 0:
             from agents.models import tiny_spec
 
             if tiny_spec(self.model) is None:
-                raise ConfigError(f"init_std applies to the random tiny-* models only, not to {self.model!r} "
+                raise ConfigError(f"tiny_init_std applies to the random tiny-* models only, not to {self.model!r} "
                                   "(its weights are loaded, not drawn): leave it at 0")
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
@@ -327,8 +367,8 @@ class TrainConfig:
 
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
-        return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.lam,
-                               norm=self.norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
+        return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.progress_lambda,
+                               norm=self.group_norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
                                tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
                                shuffle_coverage=self.shuffle_coverage, success_threshold=self.success_threshold,
                                planpo_alpha=self.planpo_alpha_start, hgpo_depth=self.hgpo_depth,
@@ -346,7 +386,7 @@ class TrainConfig:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""
         sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
                                   min_new_tokens=self.min_new_tokens)
-        return PolicyOptions(fmt=self.fmt, history_k=self.history_k, sampling=sampling,
+        return PolicyOptions(fmt=self.answer_format, history_k=self.history_k, sampling=sampling,
                              invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
                              avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions == "on",
                              batch_tokens=self.micro_batch_tokens)
@@ -362,10 +402,10 @@ class TrainConfig:
         return float(self.step_timeout) if self.step_timeout > 0 else "auto"
 
     @property
-    def resolved_init(self) -> str:
-        """``init`` with ``auto`` resolved: bc for ALFWorld in score mode, else none."""
-        if self.init != "auto":
-            return self.init
+    def resolved_warm_start(self) -> str:
+        """``warm_start`` with ``auto`` resolved: bc for ALFWorld in score mode, else none."""
+        if self.warm_start != "auto":
+            return self.warm_start
         return "bc" if (ENV_TABLE[self.env].auto_warm_start and self.policy_mode == "score") else "none"
 
     @property
@@ -396,10 +436,12 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
+        """A config from a YAML mapping; a renamed field's old name is read (with a deprecation line)."""
         known = {f.name: f for f in fields(cls)}
         bad = [k for k in data if not isinstance(k, str)]
         if bad:
             raise ConfigError(f"{source}: keys must be field names, got {', '.join(repr(k) for k in bad)}")
+        data = upgrade_names(data, source)
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; run with --help for the list")
@@ -409,12 +451,28 @@ class TrainConfig:
         return cls(**clean)
 
 
+def closed_choices() -> dict[str, tuple[str, ...]]:
+    """Every closed-choice field of :class:`TrainConfig` and its choices, read from its ``Literal`` type.
+
+    >>> closed_choices()["warm_start"]
+    ('auto', 'bc', 'none')
+    """
+    global _CHOICES
+    if _CHOICES is None:
+        hints = get_type_hints(TrainConfig, vars(sys.modules[__name__]))
+        _CHOICES = {f.name: get_args(hints[f.name]) for f in fields(TrainConfig) if get_origin(hints[f.name]) is Literal}
+    return _CHOICES
+
+
+_CHOICES: dict[str, tuple[str, ...]] | None = None
+
+
 def lr_warning(cfg: TrainConfig) -> str | None:
     """A warning when ``lr`` is implausible for the fine-tuning mode of a real (non-tiny) model.
 
-    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=True, lr=1e-6, init="none")) is not None
+    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=True, lr=1e-6, warm_start="none")) is not None
     True
-    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=False, lr=1e-6, init="none")) is None
+    >>> lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=False, lr=1e-6, warm_start="none")) is None
     True
     """
     if str(cfg.model).lower().startswith("tiny"):
@@ -509,8 +567,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--overwrite", action="store_true",
                     help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)")
     sections: dict[str, argparse._ArgumentGroup] = {}
+    choices = closed_choices()
     for f in fields(TrainConfig):
-        if f.name == "extra":
+        if f.name == "notes":
             continue
         group = f.metadata["group"]
         if group not in sections:
@@ -521,10 +580,18 @@ def build_parser() -> argparse.ArgumentParser:
             sections[group].add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
                                          help=text)
         else:
-            choices = {"estimator": ESTIMATORS, "env": ENVS, "hgpo_fusion": FUSIONS, "rollout": ROLLOUTS,
-                       "tree_scorer": SCORERS, "distill": DISTILL_MODES, "skill_writer": SKILL_WRITERS}.get(f.name)
-            sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None, choices=choices,
-                                         help=text)
+            sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None,
+                                         choices=choices.get(f.name), help=text)
+    for old, new in RENAMED.items():  # not listed in --help: read, with a deprecation line
+        if new == "notes":
+            continue
+        default = next(f.default for f in fields(TrainConfig) if f.name == new)
+        if isinstance(default, bool):
+            ap.add_argument(_flag(old), dest=f"renamed_{old}", action=argparse.BooleanOptionalAction,
+                                   default=None, help=argparse.SUPPRESS)
+        else:
+            ap.add_argument(_flag(old), dest=f"renamed_{old}", type=type(default), default=None,
+                                   choices=choices.get(new), help=argparse.SUPPRESS)
     return ap
 
 
@@ -534,7 +601,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     data: dict[str, Any] = load_yaml(ns.config) if ns.config else {}
     source = f"config {ns.config}" if ns.config else "config"
     cfg = TrainConfig.from_dict(data, source)
-    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "extra" and getattr(ns, f.name) is not None}
+    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "notes" and getattr(ns, f.name) is not None}
+    renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
+    if renamed and set(upgrade_names(renamed, warn=False)) & set(overrides):
+        both = sorted(old for old in renamed if RENAMED[old] in overrides)
+        raise ConfigError(f"command line: both {_flag(both[0])} and {_flag(RENAMED[both[0]])} are given: keep "
+                          f"{_flag(RENAMED[both[0]])}")
+    overrides.update(upgrade_names(renamed, source="command line", spell=_flag))
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     return cfg, ns

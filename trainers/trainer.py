@@ -52,7 +52,7 @@ from trainers.checkpoint import (
     save_weights,
     trainable_state,
 )
-from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning
+from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning, upgrade_names
 from trainers.envs import ENV_TABLE, check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
 from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
@@ -68,7 +68,7 @@ from trainers.sharding import merge_rollouts, rollout_summary
 __all__ = ["Trainer", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
-RESUME_COMPATIBLE = ("iterations", "output_dir", "progress", "tensorboard", "eval_every", "save_every", "extra",
+RESUME_COMPATIBLE = ("iterations", "output_dir", "progress_bars", "tensorboard", "eval_every", "save_every", "notes",
                      "step_timeout", "env_backend", "ray_num_cpus")
 
 
@@ -101,7 +101,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     from agents.models import load_model
     from agents.policy import make_policy
 
-    model, tokenizer = load_model(cfg.model, init_std=cfg.init_std or None, device=device)
+    model, tokenizer = load_model(cfg.model, init_std=cfg.tiny_init_std or None, device=device)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Trainer.autocast), never a cast of the weights
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
@@ -179,8 +179,8 @@ class Trainer:
         np.random.seed(cfg.seed % 2**32)
         self.policy: TrainablePolicy = policy if policy is not None else build_policy(cfg, self.device)
         self.model: torch.nn.Module = self.policy.model
-        if cfg.init_weights:
-            self.load_weights(cfg.init_weights)
+        if cfg.weights_file:
+            self.load_weights(cfg.weights_file)
         train_split, eval_split = cfg.splits
         # a privileged teacher reads the env's privileged text (the agent never does: train envs only, not in prompts)
         privileged = {"privileged_info": True} if cfg.distill == "privileged" and ENV_TABLE[cfg.env].privileged_info else {}
@@ -325,7 +325,7 @@ class Trainer:
                 return self._logprobs([pad_step])
 
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
-        bar = _progress(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress)
+        bar = _progress(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
         try:
             learner = Learner(forward, pad_forward, self.optimizer, self.params)
             if self.teacher is not None:
@@ -369,7 +369,7 @@ class Trainer:
         self.envs = self.envs or self._make_envs()
         tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
         self.model.eval()
-        bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress and self.dist.is_main)
+        bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main)
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
             seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
@@ -419,7 +419,7 @@ class Trainer:
         plan = self.eval_plan(split, episodes)
         fn = self._split_env_fn(plan.split)
         self.model.eval()
-        bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress)
+        bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress_bars)
         try:
             with torch.no_grad(), self.autocast():
                 ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout)
@@ -443,7 +443,7 @@ class Trainer:
         t0 = time.perf_counter()
         agent = ENV_TABLE[cfg.env].make_expert()
         demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
-        bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress)
+        bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
         try:
             stats = behaviour_clone(self.policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
                                     seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule)
@@ -468,7 +468,7 @@ class Trainer:
         """Iteration 0, one record at a time: warm start, random baseline, evaluations of the policy
         RL starts from (on the eval split and on the extra held-out split)."""
         cfg = self.cfg
-        if cfg.resolved_init == "bc":
+        if cfg.resolved_warm_start == "bc":
             yield self.warm_start()
         if cfg.eval_episodes:
             if cfg.baseline_random:
@@ -516,6 +516,7 @@ class Trainer:
         saved = data.get("config", {})
         if not isinstance(saved, dict):
             raise CheckpointError(f"checkpoint {path}: 'config' must be a mapping, got {type(saved).__name__}")
+        saved = upgrade_names(saved, warn=False)  # a checkpoint written before a field was renamed
         now = self.cfg.to_dict()
         # a field added since the checkpoint was written had its earlier meaning, else its default
         defaults = {**TrainConfig().to_dict(), **EARLIER_VALUES}
@@ -572,7 +573,8 @@ class Trainer:
                 there = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
             except (OSError, UnicodeDecodeError, yaml.YAMLError):
                 there = {}
-            saved = data.get("config") or {}
+            saved = upgrade_names(data.get("config") or {}, warn=False)
+            there = upgrade_names(there, warn=False) if isinstance(there, dict) else there
             if not isinstance(there, dict) or any(there.get(k) != saved.get(k) for k in saved if k not in RESUME_COMPATIBLE):
                 raise CheckpointError(f"{where} (its config differs from {config_file.name}); {advice}")
         metrics_file = self.run_dir / "metrics.jsonl"
@@ -734,7 +736,7 @@ class Trainer:
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
             (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
-        bar = _progress(cfg.iterations, "iterations", cfg.progress and main, leave=True)
+        bar = _progress(cfg.iterations, "iterations", cfg.progress_bars and main, leave=True)
         bar.update(self.start_iteration - 1)
         try:
             if not resume:

@@ -205,7 +205,7 @@ def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_
                 out.setdefault("errors", []).append(str(exc))
         from trainers.progpo import main
         out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
-                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress"])
+                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress-bars"])
         print("RESULT" + json.dumps(out))
     ''').replace("RUNDIR", str(tmp_path / "run"))
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
@@ -258,7 +258,7 @@ def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tm
         from trainers.progpo import main
         out = {}
         out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
-                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress"])
+                              "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress-bars"])
         print("MISSING_DONE", flush=True)
         sys.stdin.readline()  # the test counts the connections so far
         model, tok = load_model("progpo-test/tiny-hub")  # cached: no network needed

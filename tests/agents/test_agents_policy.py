@@ -283,5 +283,5 @@ def test_policy_defaults_are_the_trainers_defaults(tiny):
     policy = ScorePolicy(model, tok)
     cfg = TrainConfig()
     assert policy.options == PolicyOptions() == dataclasses.replace(cfg.policy_options(), sampling=SamplingConfig())
-    assert (policy.options.fmt, policy.history_k, policy.options.avoid_repeats) == (cfg.fmt, cfg.history_k,
+    assert (policy.options.fmt, policy.history_k, policy.options.avoid_repeats) == (cfg.answer_format, cfg.history_k,
                                                                                      cfg.avoid_repeats)

@@ -129,8 +129,8 @@ def test_bad_template_is_one_cli_line(tmp_path, capsys, files, match):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     out = tmp_path / "run"
-    argv = ["--env", "rooms", "--model", "tiny", "--init", "none", "--iterations", "1", "--num-groups", "1",
-            "--group-size", "2", "--no-progress", "--no-tensorboard", "--output-dir", str(out),
+    argv = ["--env", "rooms", "--model", "tiny", "--warm-start", "none", "--iterations", "1", "--num-groups", "1",
+            "--group-size", "2", "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out),
             "--template", str(tmp_path / "a.yaml")]
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]

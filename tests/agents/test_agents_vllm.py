@@ -212,9 +212,9 @@ def test_trainer_two_iterations_with_vllm_rollouts_from_an_offline_hub_name(tmp_
     (repo / "refs" / "main").write_text(commit)
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "trainers.progpo", "--backend", "vllm", "--model", "progpo-test/tiny-hub",
-           "--env", "rooms", "--policy-mode", "generate", "--fmt", "action", "--iterations", "2", "--num-groups", "2",
+           "--env", "rooms", "--policy-mode", "generate", "--answer-format", "action", "--iterations", "2", "--num-groups", "2",
            "--group-size", "2", "--max-steps", "3", "--max-new-tokens", "12", "--eval-episodes", "1", "--device", "auto",
-           "--no-lora", "--lr", "1e-3", "--env-backend", "sync", "--no-progress", "--no-tensorboard",
+           "--no-lora", "--lr", "1e-3", "--env-backend", "sync", "--no-progress-bars", "--no-tensorboard",
            "--output-dir", str(out)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)

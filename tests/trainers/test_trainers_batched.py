@@ -19,7 +19,7 @@ from trainers.ppo import PPOConfig, micro_batches
 from trainers.trainer import Trainer
 
 TRAP = ["--config", "configs/alfworld_trap.yaml", "--iterations", "3", "--num-groups", "2", "--group-size", "4",
-        "--max-steps", "6", "--bc-steps", "5", "--eval-episodes", "0", "--save-every", "0", "--no-progress",
+        "--max-steps", "6", "--bc-steps", "5", "--eval-episodes", "0", "--save-every", "0", "--no-progress-bars",
         "--no-tensorboard"]
 
 

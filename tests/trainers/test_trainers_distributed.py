@@ -31,9 +31,9 @@ from trainers.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "4", "--group-size", "2",
-        "--max-steps", "4", "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--device", "cpu",
+        "--max-steps", "4", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--device", "cpu",
         "--no-lora", "--history-k", "2", "--lr", "1e-3", "--env-backend", "sync", "--no-baseline-random",
-        "--num-minibatches", "1", "--micro-batch-size", "2", "--init", "none", "--seed", "3", "--score-norm", "mean",
+        "--num-minibatches", "1", "--micro-batch-size", "2", "--warm-start", "none", "--seed", "3", "--score-norm", "mean",
         "--batch-decisions", "off"]
 
 

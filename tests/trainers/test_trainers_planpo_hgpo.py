@@ -251,7 +251,7 @@ def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     from trainers.trainer import Trainer
 
     gen = Trainer.__new__(Trainer)
-    gen.cfg = TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, init="none")
+    gen.cfg = TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none")
     gen.adv_cfg = gen.cfg.advantage_config()
     assert [gen.planpo_turn_weight(i) for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
     score = Trainer.__new__(Trainer)
@@ -275,7 +275,7 @@ def test_two_iterations_on_rooms(tmp_path, estimator, extra):
     out = tmp_path / "run"
     assert main(["--env", "rooms", "--model", "tiny", "--estimator", estimator, "--iterations", "2",
                  "--num-groups", "2", "--group-size", "4", "--max-steps", "8", "--eval-episodes", "4",
-                 "--output-dir", str(out), "--no-progress", "--no-tensorboard", "--no-baseline-random", *extra]) == 0
+                 "--output-dir", str(out), "--no-progress-bars", "--no-tensorboard", "--no-baseline-random", *extra]) == 0
     train = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
     assert [r["iteration"] for r in train] == [1, 2]

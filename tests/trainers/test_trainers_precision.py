@@ -50,13 +50,13 @@ def test_bf16_update_of_1e6_changes_weights_and_outputs(tmp_path):
 
 
 def test_lr_warnings_and_configs():
-    assert "LoRA" in lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=True, lr=1e-6, init="none"))
-    assert "full fine-tune" in lr_warning(TrainConfig(model="smollm2", lora=False, lr=1e-3, init="none"))
+    assert "LoRA" in lr_warning(TrainConfig(model="Qwen/Qwen2.5-1.5B-Instruct", lora=True, lr=1e-6, warm_start="none"))
+    assert "full fine-tune" in lr_warning(TrainConfig(model="smollm2", lora=False, lr=1e-3, warm_start="none"))
     assert lr_warning(TrainConfig()) is None  # the tiny CPU demo
     from trainers.config import load_yaml
 
     paper = TrainConfig.from_dict(load_yaml(ROOT / "configs/alfworld_gpu_paper.yaml"))
-    assert (paper.lora, paper.lr, paper.kl_coef, paper.num_groups, paper.group_size, paper.max_steps, paper.fmt) == \
+    assert (paper.lora, paper.lr, paper.kl_coef, paper.num_groups, paper.group_size, paper.max_steps, paper.answer_format) == \
         (False, 1e-6, 0.01, 16, 8, 50, "think_action")
     assert lr_warning(paper) is None
     webshop = TrainConfig.from_dict(load_yaml(ROOT / "configs/webshop_gpu_lora.yaml"))

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers.config import TrainConfig, load_yaml
+from trainers.config import ConfigError, TrainConfig, load_yaml
 
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 
@@ -18,7 +18,7 @@ def _cfg(name: str) -> TrainConfig:
 
 def test_trap_preset_keeps_the_trap():
     cfg = _cfg("alfworld_trap.yaml")
-    assert (cfg.avoid_repeats, cfg.history_k, cfg.template, cfg.resolved_init) == (False, 2, "alfworld-task-notes", "bc")
+    assert (cfg.avoid_repeats, cfg.history_k, cfg.template, cfg.resolved_warm_start) == (False, 2, "alfworld-task-notes", "bc")
     assert cfg.bc_steps < _cfg("alfworld_cpu_demo.yaml").bc_steps  # a weaker clone than the demo's
 
     from agents.prompting import build_messages
@@ -32,7 +32,7 @@ def test_trap_preset_keeps_the_trap():
 
 def test_webshop_demo_clones_the_shopper_with_the_notes_prompt():
     cfg = _cfg("webshop_cpu_demo.yaml")
-    assert (cfg.env, cfg.template, cfg.resolved_init, cfg.policy_mode) == ("webshop", "webshop-notes", "bc", "score")
+    assert (cfg.env, cfg.template, cfg.resolved_warm_start, cfg.policy_mode) == ("webshop", "webshop-notes", "bc", "score")
     assert cfg.bc_episodes > 0 and cfg.eval_episodes >= 200
 
 
@@ -50,9 +50,54 @@ def test_every_config_field_documents_itself_in_help() -> None:
     text = " ".join(build_parser().format_help().split())
     for f in dataclasses.fields(TrainConfig):
         assert f.metadata.get("help") and f.metadata.get("group"), f.name
-        if f.name != "extra":
+        if f.name != "notes":
             assert " ".join(f.metadata["help"].split()) in text, f.name
     sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
     assert sections == ["what to train", "policy", "warm start", "estimator", "rollout", "teacher", "budget", "PPO update",
                         "outputs"]
     assert all(f"{s}:" in build_parser().format_help() for s in sections)
+
+
+def test_closed_choices_come_from_the_field_types_and_the_flags_offer_exactly_them(capsys) -> None:
+    import typing
+
+    from trainers.config import TrainConfig, build_parser, closed_choices
+
+    choices = closed_choices()
+    hints = typing.get_type_hints(TrainConfig, vars(__import__("trainers.config", fromlist=["x"])))
+    assert set(choices) == {name for name, hint in hints.items() if typing.get_origin(hint) is typing.Literal}
+    assert {"env", "estimator", "warm_start", "group_norm", "answer_format", "loss_agg", "device"} <= set(choices)
+    actions = {a.dest: a for a in build_parser()._actions}
+    for name, values in choices.items():
+        assert tuple(actions[name].choices) == values, name
+        default = getattr(TrainConfig(), name)
+        assert default in values, name
+    with pytest.raises(ConfigError, match=r"group_norm must be one of mean_std, mean, got 'zscore'"):
+        TrainConfig(group_norm="zscore")
+
+
+def test_renamed_fields_still_read_from_yaml_and_flags_with_one_line(tmp_path, capsys) -> None:
+    from trainers.config import RENAMED, parse_args
+
+    old = tmp_path / "old.yaml"
+    old.write_text("init: none\ninit_std: 0.05\nlam: 0.5\nnorm: mean\nextra: {why: test}\n")
+    cfg, _ = parse_args(["--config", str(old), "--no-progress", "--fmt", "raw"])
+    assert (cfg.warm_start, cfg.tiny_init_std, cfg.progress_lambda, cfg.group_norm, cfg.notes, cfg.progress_bars,
+            cfg.answer_format) == ("none", 0.05, 0.5, "mean", {"why": "test"}, False, "raw")
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
+    assert len(err) == 7 and all(ln.startswith("deprecated: ") for ln in err), err
+    assert "init is now warm_start" in err[0] and any("--fmt is now --answer-format" in ln for ln in err)
+    assert set(RENAMED.values()) <= {f.name for f in __import__("dataclasses").fields(cfg)}
+    both = tmp_path / "both.yaml"
+    both.write_text("init: none\nwarm_start: bc\n")
+    with pytest.raises(ConfigError, match="both init and warm_start are set"):
+        parse_args(["--config", str(both)])
+    with pytest.raises(ConfigError, match="both --lam and --progress-lambda"):
+        parse_args(["--lam", "0.5", "--progress-lambda", "0.4"])
+    assert "--init " not in build_help() and "--warm-start" in build_help()  # old flags are not advertised
+
+
+def build_help() -> str:
+    from trainers.config import build_parser
+
+    return build_parser().format_help()

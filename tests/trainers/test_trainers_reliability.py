@@ -22,7 +22,7 @@ from trainers.trainer import Trainer  # noqa: E402
 from tiny_config import config_for_tests  # noqa: E402
 
 RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-             "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1"]
+             "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1"]
 
 
 def _one_line_error(capsys) -> str:
@@ -145,7 +145,7 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
 @pytest.mark.parametrize("text, match", [
     ("1: 2\n", "keys must be field names, got 1"),
     ("~: 2\n", "keys must be field names, got None"),
-    ("extra: 5\n", "extra must be a mapping"),
+    ("notes: 5\n", "notes must be a mapping"),
     ("lr: .nan\n", "lr must be a finite number"),
     ("gamma: .nan\n", "gamma must be a finite number"),
     ("max_grad_norm: .inf\n", "max_grad_norm must be a finite number"),
@@ -168,7 +168,7 @@ def test_nan_from_the_cli_is_rejected_and_notes_in_extra_still_work(tmp_path, ca
     p = tmp_path / "ok.yaml"
     p.write_text("extra: {note: baseline}\nstep_timeout: 30\n")
     cfg, _ = parse_args(["--config", str(p)])
-    assert cfg.extra == {"note": "baseline"} and cfg.resolved_step_timeout == 30.0
+    assert cfg.notes == {"note": "baseline"} and cfg.resolved_step_timeout == 30.0
     assert TrainConfig().resolved_step_timeout == "auto"
 
 

@@ -15,7 +15,7 @@ from trainers.run_dir import RunDirError, claim_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-         "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1",
+         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
          "--no-baseline-random"]
 
 

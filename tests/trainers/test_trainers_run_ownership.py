@@ -15,7 +15,7 @@ from trainers.run_dir import MANIFEST_NAME, RunManifest
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-         "--eval-episodes", "0", "--no-progress", "--no-tensorboard", "--init", "none", "--torch-threads", "1",
+         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
          "--no-baseline-random"]
 
 
@@ -230,3 +230,23 @@ def test_a_sigterm_swallowed_by_a_finalizer_still_stops_the_run(tmp_path, monkey
     err = capsys.readouterr().err
     assert played == [1] and "terminated (SIGTERM)" in err and "--resume" in err, err
     stop_request.raise_if_requested()  # main forgot the stop: the next run in this process is not stopped
+
+
+def test_a_checkpoint_written_before_the_renames_resumes(tmp_path, capsys):
+    """A run checkpointed with the old field names (init, progress, extra, ...) resumes under the new ones."""
+    import yaml
+
+    from trainers.config import RENAMED
+
+    run = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "2", "--save-every", "1", "--output-dir", str(run)]) == 0
+    back = {new: old for old, new in RENAMED.items()}
+    ckpt = latest_checkpoint(run)
+    data = load_checkpoint(ckpt)
+    data["config"] = {back.get(k, k): v for k, v in data["config"].items()}  # as an earlier release wrote it
+    assert save_checkpoint(run, data.pop("iteration"), {k: v for k, v in data.items() if k != "format"}) == ckpt
+    assert "init" in load_checkpoint(ckpt)["config"] and "warm_start" not in load_checkpoint(ckpt)["config"]
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({back.get(k, k): v for k, v in config.items()}, sort_keys=False))
+    capsys.readouterr()
+    assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run), "--resume"]) == 0, capsys.readouterr().err

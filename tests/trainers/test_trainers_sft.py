@@ -67,7 +67,7 @@ def test_a_wider_draw_of_the_tiny_model_clones_faster():
     for std in (0.0, 0.125):  # 0: transformers' 0.02; 0.125 = 1/sqrt(64), the tiny model's width
         torch.manual_seed(0)
         cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False,
-                                  policy_mode="score", init_std=std)
+                                  policy_mode="score", tiny_init_std=std)
         policy = build_policy(cfg, torch.device("cpu"))
         if std:
             assert abs(float(policy.model.model.embed_tokens.weight.std()) - std) < 0.1 * std
@@ -78,7 +78,7 @@ def test_a_wider_draw_of_the_tiny_model_clones_faster():
 
 def test_init_std_is_for_random_tiny_models_only():
     with pytest.raises(ConfigError, match="tiny-\\* models only"):
-        dataclasses.replace(TrainConfig(), model="smollm2", init_std=0.05).validate()
+        dataclasses.replace(TrainConfig(), model="smollm2", tiny_init_std=0.05).validate()
     with pytest.raises(ConfigError, match="init_std"):
-        dataclasses.replace(TrainConfig(), init_std=-0.1).validate()
-    dataclasses.replace(TrainConfig(), init_std=128 ** -0.5).validate()  # the CPU demo's tiny-128x2
+        dataclasses.replace(TrainConfig(), tiny_init_std=-0.1).validate()
+    dataclasses.replace(TrainConfig(), tiny_init_std=128 ** -0.5).validate()  # the CPU demo's tiny-128x2

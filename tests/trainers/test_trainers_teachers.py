@@ -204,7 +204,7 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
         ["--env", "alfworld", "--max-steps", "8", "--eval-extra-split", "none"]
     run = tmp_path / "run"
     assert main([*args, "--distill", mode, "--iterations", "2", "--num-groups", "2", "--group-size", "4",
-                 "--bc-steps", "5", "--eval-episodes", "4", "--output-dir", str(run), "--no-progress",
+                 "--bc-steps", "5", "--eval-episodes", "4", "--output-dir", str(run), "--no-progress-bars",
                  "--no-tensorboard", "--no-baseline-random"]) == 0
     label = "privileged (not pure RL)" if mode == "privileged" else "hindsight (no ground truth)"
     train = [r for r in _records(run) if r.get("kind") == "train"]
@@ -229,7 +229,7 @@ def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_availabl
     from trainers.progpo import main
 
     args = ["--env", "alfworld", "--max-steps", "6", "--eval-extra-split", "none", "--distill", "privileged",
-            "--num-groups", "2", "--group-size", "4", "--bc-steps", "5", "--eval-episodes", "0", "--no-progress",
+            "--num-groups", "2", "--group-size", "4", "--bc-steps", "5", "--eval-episodes", "0", "--no-progress-bars",
             "--no-tensorboard", "--no-baseline-random"]
     assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "a")]) == 0
     assert main([*args, "--iterations", "1", "--output-dir", str(tmp_path / "b")]) == 0
@@ -267,10 +267,10 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
     from trainers.progpo import main
 
     run = tmp_path / "run"
-    assert main(["--env", "alfworld", "--policy-mode", "generate", "--init", "none", "--max-new-tokens", "8",
+    assert main(["--env", "alfworld", "--policy-mode", "generate", "--warm-start", "none", "--max-new-tokens", "8",
                  "--distill", mode, *extra, "--iterations", "1", "--num-groups", "1", "--group-size", "2",
                  "--max-steps", "4", "--eval-episodes", "0", "--eval-extra-split", "none", "--output-dir", str(run),
-                 "--no-progress", "--no-tensorboard", "--no-baseline-random"]) == 0
+                 "--no-progress-bars", "--no-tensorboard", "--no-baseline-random"]) == 0
     [rec] = [r for r in _records(run) if r.get("kind") == "train"]
     assert rec["distill/steps"] > 0
     assert (rec["distill/kl"] > 0) if mode == "privileged" else (0 < rec["distill/gate"] < 1)

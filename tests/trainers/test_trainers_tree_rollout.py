@@ -187,7 +187,7 @@ def test_two_tree_iterations_from_the_cli(tmp_path, env, extra, request):
 
     model = ["--model", "tiny"] if env == "rooms" else []
     assert main(["--env", env, *model, "--rollout", "tree", "--iterations", "2", "--num-groups", "2",
-                 "--eval-episodes", "4", "--output-dir", str(tmp_path / "run"), "--no-progress", "--no-tensorboard",
+                 "--eval-episodes", "4", "--output-dir", str(tmp_path / "run"), "--no-progress-bars", "--no-tensorboard",
                  "--no-baseline-random", "--eval-extra-split", "none", *extra]) == 0
     train = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
