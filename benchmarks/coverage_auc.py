@@ -73,14 +73,14 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
         trainer.close()
         trainer.env_fn = (functools.partial(carry_free_env, cfg.splits[0], cfg.max_steps) if key == "carry-free"
                           else make_env_fn(cfg.env, cfg.splits[0], cfg.max_steps, key))
-        ro = trainer.rollout(iteration)
+        rollout = trainer.rollout(iteration)
         out[key] = {
-            "coverage": np.array([t.coverage_rate for t in ro.trajectories]),
-            "outcome": np.array([t.outcome for t in ro.trajectories]),
-            "group": np.array([t.group for t in ro.trajectories]),
-            "task_type": np.array([t.task_type for t in ro.trajectories]),
-            "first_visit": np.array([s.first_visit for s in ro.steps]),
-            "actions": [s.action for s in ro.steps],
+            "coverage": np.array([t.coverage_rate for t in rollout.trajectories]),
+            "outcome": np.array([t.outcome for t in rollout.trajectories]),
+            "group": np.array([t.group for t in rollout.trajectories]),
+            "task_type": np.array([t.task_type for t in rollout.trajectories]),
+            "first_visit": np.array([s.first_visit for s in rollout.steps]),
+            "actions": [s.action for s in rollout.steps],
         }
     trainer.close()
     ref = out[STATE_KEYS[0]]

@@ -59,20 +59,20 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
     for name, change in VARIANTS.items():
         tr.cfg = dataclasses.replace(base, **change, tree_budget=budget)
         t0 = time.perf_counter()
-        ro = tr.rollout(1)
+        rollout = tr.rollout(1)
         seconds = time.perf_counter() - t0
-        m = rollout_metrics(ro, base.tau_r)
+        m = rollout_metrics(rollout, base.tau_r)
         groups: dict[int, bool] = {}
-        for t in ro.trajectories:
+        for t in rollout.trajectories:
             groups[t.group] = groups.get(t.group, False) or t.won
         row = {"seed": seed, "variant": name, "all_failed_frac": m["all_failed_frac"],
                "groups_with_success": int(sum(groups.values())), "groups": len(groups),
-               "success": m["success"], "decisions": len(ro.steps),
-               "replay_steps": int(ro.tree_stats.get("rollout/replay_steps", 0)),
-               "leaves": len(ro.trajectories), "coverage_rate": m["coverage_rate"], "seconds": seconds}
+               "success": m["success"], "decisions": len(rollout.steps),
+               "replay_steps": int(rollout.tree_stats.get("rollout/replay_steps", 0)),
+               "leaves": len(rollout.trajectories), "coverage_rate": m["coverage_rate"], "seconds": seconds}
         rows.append(row)
         if name == "flat":
-            budget = len(ro.steps) // base.num_groups  # each tree: at most the flat run's decisions per task
+            budget = len(rollout.steps) // base.num_groups  # each tree: at most the flat run's decisions per task
         print(json.dumps(row), flush=True)
     if tr.envs is not None:
         tr.envs.close()

@@ -64,17 +64,17 @@ def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Ro
         envs.close()
 
 
-def step_adv(tr: Trainer, ro: Rollout, estimator: str, **overrides: Any) -> np.ndarray:
-    """Step advantages of ``ro`` under the trainer's advantage options (``--lam``, ``--norm``, ...)
+def step_adv(tr: Trainer, rollout: Rollout, estimator: str, **overrides: Any) -> np.ndarray:
+    """Step advantages of ``rollout`` under the trainer's advantage options (``--progress-lambda``, ``--group-norm``, ...)
     with ``estimator`` instead of the configured one."""
     config = dataclasses.replace(tr.adv_cfg, estimator=estimator, **overrides)
-    return step_advantages(**ro.advantage_inputs(), config=config).steps
+    return step_advantages(**rollout.advantage_inputs(), config=config).steps
 
 
-def logprobs(tr: Trainer, ro: Rollout, batch: int = 8) -> np.ndarray:
-    """log pi(a_t | s_t) of every step of ``ro`` under the current weights."""
+def logprobs(tr: Trainer, rollout: Rollout, batch: int = 8) -> np.ndarray:
+    """log pi(a_t | s_t) of every step of ``rollout`` under the current weights."""
     tr.model.eval()
-    outs = [s.output for s in ro.steps]
+    outs = [s.output for s in rollout.steps]
     lps: list[float] = []
     with torch.no_grad():
         for i in range(0, len(outs), batch):
@@ -82,10 +82,10 @@ def logprobs(tr: Trainer, ro: Rollout, batch: int = 8) -> np.ndarray:
     return np.array(lps)
 
 
-def traj_weights(ro: Rollout) -> np.ndarray:
+def traj_weights(rollout: Rollout) -> np.ndarray:
     """1 / (N T_i) for each step: every trajectory weighs the same."""
-    length = np.bincount([s.traj for s in ro.steps])
-    return np.array([1.0 / (length[s.traj] * len(length)) for s in ro.steps])
+    length = np.bincount([s.traj for s in rollout.steps])
+    return np.array([1.0 / (length[s.traj] * len(length)) for s in rollout.steps])
 
 
 class AnchorKL:
@@ -151,11 +151,11 @@ def main(argv: list[str] | None = None) -> int:
                                     args.seed + 556),
     }
     print(f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
-          + ", ".join(f"{k} {np.mean([t.won for t in ro.trajectories]):.3f}" for k, ro in measure.items()), flush=True)
+          + ", ".join(f"{k} {np.mean([t.won for t in rollout.trajectories]):.3f}" for k, rollout in measure.items()), flush=True)
     # the measure's advantage: plain GRPO on the outcome, whatever the controls of the update
-    base = {k: (step_adv(tr, ro, "grpo", gate="all_failed", shuffle_coverage=False), traj_weights(ro),
-                logprobs(tr, ro)) for k, ro in measure.items()}
-    ref = [logprobs(tr, ro) for ro in updates] if args.anchor_kl > 0 else []
+    base = {k: (step_adv(tr, rollout, "grpo", gate="all_failed", shuffle_coverage=False), traj_weights(rollout),
+                logprobs(tr, rollout)) for k, rollout in measure.items()}
+    ref = [logprobs(tr, rollout) for rollout in updates] if args.anchor_kl > 0 else []
 
     rows = []
     for estimator in args.estimators.split(","):
@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             lr = float(lr_text)
             res: dict[str, list[float]] = {f"{m}/{k}": [] for k in measure for m in ("dJ", "dlogp")}
             res["steps"] = []
-            for k_upd, ro in enumerate(updates):
+            for k_upd, rollout in enumerate(updates):
                 tr.model.load_state_dict(theta0)
                 tr.optimizer = make_optimizer(kind, tr.params, lr)
                 if args.anchor_kl > 0:  # anchors: the next update batch's steps
@@ -172,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                     tr.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
                                             args.anchor_states, args.seed + k_upd).wrap(tr.optimizer)
                 tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
-                adv = step_adv(tr, ro, estimator)
+                adv = step_adv(tr, rollout, estimator)
                 adv = np.where(adv < 0, args.neg_scale * adv, adv)
-                res["steps"].append(tr.update(ro.steps, adv, 1)["update/steps"])
+                res["steps"].append(tr.update(rollout.steps, adv, 1)["update/steps"])
                 for k, ro_b in measure.items():
                     adv_b, w, lp0 = base[k]
                     dlp = logprobs(tr, ro_b) - lp0

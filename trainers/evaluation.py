@@ -94,26 +94,26 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
                 envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed,
                               step_timeout=step_timeout)
             task_seeds = [seeds.eval_task(plan.seed, start + j) for j in range(len(chunk))]
-            ro = collect_rollout(envs, policy, task_seeds, seed=seeds.eval_sampling(plan.seed, start),
+            rollout = collect_rollout(envs, policy, task_seeds, seed=seeds.eval_sampling(plan.seed, start),
                                  options=[{"task_id": t} if t else None for t in chunk], on_step=on_step)
             offset = len(total.trajectories)
-            for s in ro.steps:
+            for s in rollout.steps:
                 s.traj += offset
-            for tr in ro.trajectories:
+            for tr in rollout.trajectories:
                 tr.group += start
-            total.steps += ro.steps
-            total.trajectories += ro.trajectories
-            total.seconds += ro.seconds
-            total.response_tokens += ro.response_tokens
+            total.steps += rollout.steps
+            total.trajectories += rollout.trajectories
+            total.seconds += rollout.seconds
+            total.response_tokens += rollout.response_tokens
     finally:
         envs.close()
     return total
 
 
-def episode_records(ro: Any) -> dict[str, list[Any]]:
+def episode_records(rollout: Any) -> dict[str, list[Any]]:
     """Per-episode columns of an evaluation (stored in the eval record for later comparison)."""
-    return {"task_id": [t.task_id for t in ro.trajectories], "won": [int(bool(t.won)) for t in ro.trajectories],
-            "score": [float(t.outcome) for t in ro.trajectories]}
+    return {"task_id": [t.task_id for t in rollout.trajectories], "won": [int(bool(t.won)) for t in rollout.trajectories],
+            "score": [float(t.outcome) for t in rollout.trajectories]}
 
 
 class RandomPolicy:

@@ -33,7 +33,7 @@ TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/gene
                "time/old_logprob_s", "time/init_s", "tokens_per_s", "env_steps_per_s")
 
 
-def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:
+def rollout_metrics(rollout: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:
     """Success (overall and by task type), all-failed group fraction, coverage, repeat / invalid rates.
 
     ``success`` (and ``success_by_type/*``): fraction of episodes *won* (:attr:`Trajectory.won`:
@@ -49,14 +49,14 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     same episode from the same canonical state (the "look again / reopen the drawer" trap).
 
     >>> from trainers.rollout import Rollout, Trajectory
-    >>> ro = Rollout(trajectories=[Trajectory(0, 0, "t", "x", outcome=0.5, length=1, won=False),
+    >>> rollout = Rollout(trajectories=[Trajectory(0, 0, "t", "x", outcome=0.5, length=1, won=False),
     ...                            Trajectory(0, 1, "t", "x", outcome=1.0, length=1, won=True)])
-    >>> m = rollout_metrics(ro)
+    >>> m = rollout_metrics(rollout)
     >>> m["success"], m["score_mean"], m["all_failed_frac"]
     (0.5, 0.75, 0.0)
     """
     m: dict[str, float] = {}
-    trajs = ro.trajectories
+    trajs = rollout.trajectories
     if not trajs:
         return m
     success = np.array([bool(t.won) for t in trajs], dtype=float)
@@ -74,17 +74,17 @@ def rollout_metrics(ro: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[
     # outcome-based on purpose (the estimator's all-failed test), see the docstring
     m[prefix + "all_failed_frac"] = float(np.mean([all_failed(v, tau_r) for v in groups.values()]))
     m[prefix + "episode_length"] = float(np.mean([t.length for t in trajs]))
-    m.update(_path_metrics(ro, prefix))
-    m[prefix + "env_steps"] = float(len(ro.steps))
+    m.update(_path_metrics(rollout, prefix))
+    m[prefix + "env_steps"] = float(len(rollout.steps))
     return m
 
 
-def _path_metrics(ro: Rollout, prefix: str) -> dict[str, float]:
+def _path_metrics(rollout: Rollout, prefix: str) -> dict[str, float]:
     """Coverage, repeat and invalid rates of each trajectory over its steps (:meth:`Rollout.paths`:
     a tree's leaf over its whole path, the prefix it shares included)."""
-    paths = ro.paths()
-    found = [sum(ro.steps[i].first_visit for i in path) for path in paths]
-    m = {prefix + "coverage_rate": float(np.mean([coverage_rate(f, t.length) for f, t in zip(found, ro.trajectories)])),
+    paths = rollout.paths()
+    found = [sum(rollout.steps[i].first_visit for i in path) for path in paths]
+    m = {prefix + "coverage_rate": float(np.mean([coverage_rate(f, t.length) for f, t in zip(found, rollout.trajectories)])),
          prefix + "coverage": float(np.mean(found))}
     rows = sum(len(p) for p in paths)
     if rows:
@@ -92,11 +92,11 @@ def _path_metrics(ro: Rollout, prefix: str) -> dict[str, float]:
         for path in paths:
             seen: set[tuple[str, str]] = set()
             for i in path:
-                key = (ro.steps[i].state, ro.steps[i].action)
+                key = (rollout.steps[i].state, rollout.steps[i].action)
                 repeats += key in seen
                 seen.add(key)
         m[prefix + "repeated_action_rate"] = repeats / rows
-        m[prefix + "invalid_action_rate"] = float(np.mean([not ro.steps[i].valid for p in paths for i in p]))
+        m[prefix + "invalid_action_rate"] = float(np.mean([not rollout.steps[i].valid for p in paths for i in p]))
     return m
 
 

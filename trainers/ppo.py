@@ -84,10 +84,10 @@ class UpdateBatch:
 
     Attributes:
         outputs: each step's policy output (what ``Learner.forward`` re-scores).
-        old / ref: per step, the old (behaviour) and reference log-probs, CPU float32.
-        adv: per step, its advantage (invalid-action penalty included).
-        n_tok: per step, log-prob elements (tokens; score mode: 1).
-        tok_w: per step, the loss weight of each of its tokens.
+        old_logprobs / ref_logprobs: per step, the old (behaviour) and reference log-probs, CPU float32.
+        advantages: per step, its advantage (invalid-action penalty included).
+        token_counts: per step, log-prob elements (tokens; score mode: 1).
+        token_weights: per step, the loss weight of each of its tokens.
         cost: per step, the token positions its forward pass takes (micro-batch sizing).
         keys: per step, :func:`agents.batching.step_key` (steps with one key share a computation).
         n_global: steps over all ranks.
@@ -95,11 +95,11 @@ class UpdateBatch:
     """
 
     outputs: list[Any]
-    old: list[torch.Tensor]
-    ref: list[torch.Tensor] | None
-    adv: torch.Tensor
-    n_tok: list[int]
-    tok_w: list[float]
+    old_logprobs: list[torch.Tensor]
+    ref_logprobs: list[torch.Tensor] | None
+    advantages: torch.Tensor
+    token_counts: list[int]
+    token_weights: list[float]
     cost: list[int] = field(default_factory=list)
     keys: list[tuple] = field(default_factory=list)
     n_global: int = 0
@@ -221,7 +221,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
     n_global, optimizer, params = batch.n_global, learner.optimizer, learner.params
     sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
     tok_total, w_total, grad_norms, optimizer_steps = 0, 0.0, [], 0
-    n_tok, tok_w = batch.n_tok, batch.tok_w
+    n_tok, tok_w = batch.token_counts, batch.token_weights
     teacher = batch.distill
     routed = teacher.routed if teacher is not None and teacher.mode == "privileged" else None
     dsum = {"kl": 0.0, "kl_weight": 0.0, "gate": 0.0, "gate_tokens": 0.0}
@@ -255,9 +255,9 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                 w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
                 w_sum = float(w_t.sum())
                 scale = comm.loss_scale * w_sum / mb_weight
-                out = ppo_clip_loss(lp, torch.cat([batch.old[j] for j in micro]).to(dev),
-                                    torch.cat([batch.adv[j].expand(n_tok[j]) for j in micro]).to(dev), cfg.clip_eps,
-                                    torch.cat([batch.ref[j] for j in micro]).to(dev) if batch.ref is not None else None,
+                out = ppo_clip_loss(lp, torch.cat([batch.old_logprobs[j] for j in micro]).to(dev),
+                                    torch.cat([batch.advantages[j].expand(n_tok[j]) for j in micro]).to(dev), cfg.clip_eps,
+                                    torch.cat([batch.ref_logprobs[j] for j in micro]).to(dev) if batch.ref_logprobs is not None else None,
                                     cfg.kl_coef, cfg.entropy_coef, weight=scale * share if kd_part else scale,
                                     entropies=ent_t, token_weights=w_t)
                 loss = out.loss
@@ -297,7 +297,7 @@ def _hindsight_term(micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, b
     mb_weight`` (the RL loss's token weights and normaliser), over the steps that have a skill."""
     teacher = batch.distill
     assert teacher is not None
-    offsets = np.cumsum([0] + [batch.n_tok[j] for j in micro])
+    offsets = np.cumsum([0] + [batch.token_counts[j] for j in micro])
     terms, gates, weights = [], [], []
     for i, j in enumerate(micro):
         skill = teacher.skill[j]

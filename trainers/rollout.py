@@ -19,8 +19,8 @@ Example (a scripted policy on the toy text env):
     ...     def act(self, observations, infos, histories, seed=None):
     ...         return [StepOutput(action=i["admissible_commands"][-1]) for i in infos]
     >>> envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=3), num_groups=2, group_size=2)
-    >>> ro = collect_rollout(envs, Walker(), task_seeds=[1, 2], seed=0)
-    >>> len(ro.trajectories), all(t.length <= 3 for t in ro.trajectories)
+    >>> rollout = collect_rollout(envs, Walker(), task_seeds=[1, 2], seed=0)
+    >>> len(rollout.trajectories), all(t.length <= 3 for t in rollout.trajectories)
     (4, True)
     >>> envs.close()
 """
@@ -172,7 +172,7 @@ def state_of(info: Mapping[str, Any], obs: str) -> str:
     return str(canon) if canon is not None else str(obs)
 
 
-def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, ro: Rollout,
+def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, rollout: Rollout,
                            g_size: int) -> None:
     """Record the outcomes of each group whose members have all finished (the vector env reports
     ``group_outcomes`` when a group's last member ends) and mark the group done."""
@@ -184,7 +184,7 @@ def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_d
         if not group_done[g] and not active[list(range(g * g_size, (g + 1) * g_size))].any():
             outcomes = np.asarray(infos["group_outcomes"][i], dtype=np.float64)
             for m in range(g_size):
-                ro.trajectories[g * g_size + m].outcome = float(outcomes[m])
+                rollout.trajectories[g * g_size + m].outcome = float(outcomes[m])
             group_done[g] = True
 
 
@@ -215,7 +215,7 @@ def collect_rollout(
     obs, infos = envs.reset(seed=list(task_seeds), options=list(options) if options is not None else None)
     obs = list(obs)
     member_infos = [member_info(infos, i) for i in range(n)]
-    ro = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)])
+    rollout = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)])
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     state = [state_of(member_infos[i], obs[i]) for i in range(n)]
     won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome
@@ -232,7 +232,7 @@ def collect_rollout(
                              [list(histories[i]) for i in idx],
                              seed=seeds.step(seed, k)) if idx else []
         t_env = time.perf_counter()
-        ro.policy_seconds += t_env - t_act
+        rollout.policy_seconds += t_env - t_act
         if len(outputs) != len(idx):
             raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
         # finished members wait (action ignored); members of finished groups play a discarded
@@ -241,29 +241,29 @@ def collect_rollout(
         for i, out in zip(idx, outputs):
             actions[i] = out.action if out.action is not None else ""
         next_obs, rewards, terms, truncs, infos = envs.step(actions)
-        ro.env_seconds += time.perf_counter() - t_env
+        rollout.env_seconds += time.perf_counter() - t_env
         next_obs = list(next_obs)
         for i, out in zip(idx, outputs):
             ended = bool(terms[i] or truncs[i])
-            state[i], step_info = _record_step(ro, i, out, str(actions[i]), obs[i], next_obs[i], member_info(infos, i),
+            state[i], step_info = _record_step(rollout, i, out, str(actions[i]), obs[i], next_obs[i], member_info(infos, i),
                                                ended, float(rewards[i]), state[i])
             histories[i].append((obs[i], str(actions[i])))
             if ended:
                 active[i] = False
                 if "won" in step_info:
-                    ro.trajectories[i].won = bool(step_info["won"])
+                    rollout.trajectories[i].won = bool(step_info["won"])
                 else:
                     won_unknown.add(i)
-        _close_finished_groups(infos, active, group_done, ro, g_size)
+        _close_finished_groups(infos, active, group_done, rollout, g_size)
         obs = next_obs
         member_infos = [member_info(infos, i) for i in range(n)]
         k += 1
         if on_step is not None:
             on_step(len(idx))
     for j in won_unknown:
-        ro.trajectories[j].won = ro.trajectories[j].outcome >= WON_OUTCOME
-    ro.seconds = time.perf_counter() - t0
-    return ro
+        rollout.trajectories[j].won = rollout.trajectories[j].outcome >= WON_OUTCOME
+    rollout.seconds = time.perf_counter() - t0
+    return rollout
 
 
 def _new_trajectory(info: Mapping[str, Any], member: int, group_size: int) -> Trajectory:
@@ -273,20 +273,20 @@ def _new_trajectory(info: Mapping[str, Any], member: int, group_size: int) -> Tr
                       privileged=str(info.get("privileged_text", "")))
 
 
-def _record_step(ro: Rollout, i: int, out: Any, action: str, obs: str, next_obs: str, info: Mapping[str, Any],
+def _record_step(rollout: Rollout, i: int, out: Any, action: str, obs: str, next_obs: str, info: Mapping[str, Any],
                  ended: bool, reward: float, state: str) -> tuple[str, Mapping[str, Any]]:
-    """Append member ``i``'s step to ``ro`` (trajectory ``i``: a flat rollout's members are its
+    """Append member ``i``'s step to ``rollout`` (trajectory ``i``: a flat rollout's members are its
     trajectories) and return its next canonical state and the step's own info (an episode's last
     step: the ``final_info`` the vector env kept before its auto-reset)."""
     step_info = info.get("final_info", info) if ended else info
     shown = next_obs if "final_obs" not in info else info["final_obs"]
     nxt = state_of(step_info, shown)
-    tr = ro.trajectories[i]
-    ro.steps.append(StepRecord(
+    tr = rollout.trajectories[i]
+    rollout.steps.append(StepRecord(
         traj=i, t=tr.length, output=out, state=state, next_state=nxt,
         first_visit=bool(step_info.get("first_visit", nxt != state)), reward=reward,
         valid=bool(out.valid) and bool(step_info.get("valid_action", True)), action=action, obs=str(obs),
         next_obs=str(shown)))
-    ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
+    rollout.response_tokens += len(getattr(out, "response_ids", ()) or ())
     tr.length += 1
     return nxt, step_info

@@ -10,8 +10,8 @@ keeps).
 >>> def shard(n):
 ...     return Rollout(steps=[StepRecord(0, 0, object(), "a", "b", True, 0.0, True, "go")],
 ...                    trajectories=[Trajectory(0, 0, "t", "x", outcome=n)], seconds=n, response_tokens=2)
->>> ro = merge_rollouts([rollout_summary(shard(1.0)), rollout_summary(shard(2.0))])
->>> [t.group for t in ro.trajectories], [s.traj for s in ro.steps], ro.steps[0].output, ro.seconds, ro.response_tokens
+>>> rollout = merge_rollouts([rollout_summary(shard(1.0)), rollout_summary(shard(2.0))])
+>>> [t.group for t in rollout.trajectories], [s.traj for s in rollout.steps], rollout.steps[0].output, rollout.seconds, rollout.response_tokens
 ([0, 1], [0, 1], None, 2.0, 4)
 """
 from __future__ import annotations
@@ -24,10 +24,10 @@ from trainers.rollout import Rollout
 __all__ = ["merge_rollouts", "rollout_summary"]
 
 
-def rollout_summary(ro: Rollout) -> Rollout:
-    """``ro`` without the policy outputs (token ids, log-probs): what metrics need, cheap to pickle."""
-    return dataclasses.replace(ro, steps=[dataclasses.replace(s, output=None) for s in ro.steps],
-                               trajectories=[dataclasses.replace(t) for t in ro.trajectories])
+def rollout_summary(rollout: Rollout) -> Rollout:
+    """``rollout`` without the policy outputs (token ids, log-probs): what metrics need, cheap to pickle."""
+    return dataclasses.replace(rollout, steps=[dataclasses.replace(s, output=None) for s in rollout.steps],
+                               trajectories=[dataclasses.replace(t) for t in rollout.trajectories])
 
 
 def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:

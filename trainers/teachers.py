@@ -329,13 +329,13 @@ class Teacher:
                 break
 
 
-def transcripts_of(ro: Any) -> list[Transcript]:
+def transcripts_of(rollout: Any) -> list[Transcript]:
     """One :class:`Transcript` per trajectory of a rollout: the instruction it was shown and its
     own observations and actions (a tree's leaf: its whole path)."""
     out = []
-    for traj, path in zip(ro.trajectories, ro.paths()):
-        steps = tuple((ro.steps[k].obs, ro.steps[k].action) for k in path)
-        final = ro.steps[path[-1]].next_obs if path else ""
+    for traj, path in zip(rollout.trajectories, rollout.paths()):
+        steps = tuple((rollout.steps[k].obs, rollout.steps[k].action) for k in path)
+        final = rollout.steps[path[-1]].next_obs if path else ""
         out.append(Transcript(traj.goal, steps, final))
     return out
 

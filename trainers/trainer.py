@@ -422,13 +422,13 @@ class Trainer:
         bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress_bars)
         try:
             with torch.no_grad(), self.autocast():
-                ro = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout)
+                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout)
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
-                               "eval/episodes": len(ro.trajectories)}
-        rec.update(rollout_metrics(ro, cfg.tau_r, prefix="eval/"))
-        episodes = episode_records(ro)
+                               "eval/episodes": len(rollout.trajectories)}
+        rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))
+        episodes = episode_records(rollout)
         rec["eval/won"] = episodes["won"]
         rec["eval/score"] = episodes["score"]  # final score / outcome of each episode (WebShop: partial credit)
         return rec
@@ -485,7 +485,7 @@ class Trainer:
         and the others return ``None`` once it is written)."""
         extra: dict[str, Any] = {}
         if self.dist.enabled:
-            if self.dist.strategy == "fsdp2":  # untested here (no GPU): full state gathered from the shards
+            if self.dist.strategy == "fsdp2":  # the full state gathered from the shards (FSDP2 runs need GPUs; no test runs it)
                 extra["model"], extra["optimizer"] = distributed.full_state_dicts(self.model, self.optimizer)
             rngs = distributed.gather_objects(capture_rng(), self.dist.world_size)
             if not self.dist.is_main:
@@ -588,13 +588,13 @@ class Trainer:
     def train_iteration(self, iteration: int) -> dict[str, Any]:
         """One iteration: play B groups x G members, compute the advantages, update, record."""
         t0 = time.perf_counter()
-        ro = self.rollout(iteration)                                     # 1. rollout.py
-        step_adv, all_failed, step_failed = self.advantages(ro, iteration)  # 2. advantages.py, losses.py
-        teach = self.teacher_inputs(ro, step_failed) if self.teacher is not None else None  # teachers.py
+        rollout = self.rollout(iteration)                                     # 1. rollout.py
+        step_adv, all_failed, step_failed = self.advantages(rollout, iteration)  # 2. advantages.py, losses.py
+        teach = self.teacher_inputs(rollout, step_failed) if self.teacher is not None else None  # teachers.py
         t1 = time.perf_counter()
-        stats = self.update(ro.steps, step_adv, iteration, teach)        # 3. ppo.py, losses.py
+        stats = self.update(rollout.steps, step_adv, iteration, teach)        # 3. ppo.py, losses.py
         t2 = time.perf_counter()
-        return self.train_record(iteration, ro, step_adv, all_failed, step_failed, stats, (t0, t1, t2))
+        return self.train_record(iteration, rollout, step_adv, all_failed, step_failed, stats, (t0, t1, t2))
 
     def write_distill_samples(self) -> None:
         """Append the teacher's samples of the last iteration (contexts it read, with the decision they
@@ -609,41 +609,41 @@ class Trainer:
                 fh.writelines(json.dumps(sample) + "\n" for sample in self.teacher.samples)
         self.teacher.samples.clear()
 
-    def teacher_inputs(self, ro: Rollout, step_failed: np.ndarray) -> TeacherInputs:
+    def teacher_inputs(self, rollout: Rollout, step_failed: np.ndarray) -> TeacherInputs:
         """Per step, the teacher's context text (the privileged text of its trajectory, or the
         hindsight skill written for it) and whether its group takes the distillation loss."""
         assert self.teacher is not None
         if self.teacher.mode == "privileged":
-            texts = [ro.trajectories[s.traj].privileged for s in ro.steps]
-            if ro.steps and not any(texts):
+            texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
+            if rollout.steps and not any(texts):
                 raise ConfigError(f"distill privileged: the {self.cfg.env} env gave no info['{PRIVILEGED_KEY}'] at "
                                   "reset; only an env that offers privileged text can be distilled from it (ALFWorld, "
                                   "WebShop)")
             routed = [bool(f) for f in step_failed]
-            groups = {t.group for t in ro.trajectories}
-            failed_groups = {ro.trajectories[s.traj].group for s, f in zip(ro.steps, routed) if f}
+            groups = {t.group for t in rollout.trajectories}
+            failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}
             share = len(failed_groups) / max(len(groups), 1)
         else:
             assert self.teacher.writer is not None
-            skills = self.teacher.writer.write(transcripts_of(ro))
-            texts = [skills[s.traj] for s in ro.steps]
-            routed = [False] * len(ro.steps)
-            share = 1.0 if ro.steps else 0.0
+            skills = self.teacher.writer.write(transcripts_of(rollout))
+            texts = [skills[s.traj] for s in rollout.steps]
+            routed = [False] * len(rollout.steps)
+            share = 1.0 if rollout.steps else 0.0
         return TeacherInputs(texts, routed, {"distill/group_frac": share})
 
-    def advantages(self, ro: Rollout, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per-step advantages of ``ro`` (the configured estimator, less the invalid-action
+    def advantages(self, rollout: Rollout, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-step advantages of ``rollout`` (the configured estimator, less the invalid-action
         penalty), each group's all-failed flag, and that flag per step."""
-        arrays = ro.advantage_inputs()
+        arrays = rollout.advantage_inputs()
         adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(self.cfg.seed, iteration),
                                       planpo_alpha=self.planpo_turn_weight(iteration))
         adv = step_advantages(**arrays, config=adv_cfg)
         self.acted = adv.acted
         # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
-        step_adv = penalized_advantages(ro.merge_rows(adv.steps), [s.output for s in ro.steps])
+        step_adv = penalized_advantages(rollout.merge_rows(adv.steps), [s.output for s in rollout.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
         row_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
-        step_failed = ro.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
+        step_failed = rollout.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
         return step_adv, adv.all_failed, step_failed
 
     def planpo_turn_weight(self, iteration: int) -> float:
@@ -655,17 +655,17 @@ class Trainer:
         return planpo_alpha(min(max(iteration, 1), cfg.iterations), cfg.iterations, cfg.planpo_alpha_start,
                             cfg.planpo_alpha_end)
 
-    def train_record(self, iteration: int, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
+    def train_record(self, iteration: int, rollout: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
                      step_failed: np.ndarray, stats: dict[str, float], times: tuple[float, float, float]) -> dict[str, Any]:
         """The iteration's metrics record (over every rank's groups)."""
         t0, t1, t2 = times
-        tree_stats = dict(ro.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
-        ro, step_adv, all_failed, step_failed = self._gather_shards(ro, step_adv, all_failed, step_failed)
+        tree_stats = dict(rollout.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
+        rollout, step_adv, all_failed, step_failed = self._gather_shards(rollout, step_adv, all_failed, step_failed)
         rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
         if self.cfg.distill_label:
             rec["distill"] = self.cfg.distill_label  # a run with a teacher says so in every record
         rec.update(tree_stats)
-        rec.update(rollout_metrics(ro, self.cfg.tau_r))
+        rec.update(rollout_metrics(rollout, self.cfg.tau_r))
         rec.update(self.env_failures)
         rec.update(advantage_metrics(step_adv, all_failed, step_failed, self.adv_cfg.progpo, self.adv_cfg.gate))
         rec.update(acted_metrics(self.acted, all_failed.size, step_adv.size))
@@ -673,28 +673,28 @@ class Trainer:
         rec.setdefault("clip_fraction", 0.0)
         rec.update(stats)
         rec["time/rollout_s"] = t1 - t0
-        rec["time/generate_s"] = float(getattr(ro, "policy_seconds", 0.0))
-        rec["time/env_s"] = float(getattr(ro, "env_seconds", 0.0))
+        rec["time/generate_s"] = float(getattr(rollout, "policy_seconds", 0.0))
+        rec["time/env_s"] = float(getattr(rollout, "env_seconds", 0.0))
         rec["time/update_s"] = t2 - t1
         rec["time/iteration_s"] = t2 - t0
-        rec["tokens_per_s"] = ro.response_tokens / max(ro.seconds, 1e-9)
-        rec["rollout/response_tokens"] = float(ro.response_tokens)
+        rec["tokens_per_s"] = rollout.response_tokens / max(rollout.seconds, 1e-9)
+        rec["rollout/response_tokens"] = float(rollout.response_tokens)
         if torch.cuda.is_available() and self.device.type == "cuda":
             rec["gpu/peak_mem_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
-        rec["env_steps_per_s"] = len(ro.steps) / max(ro.seconds, 1e-9)
+        rec["env_steps_per_s"] = len(rollout.steps) / max(rollout.seconds, 1e-9)
         return rec
 
-    def _gather_shards(self, ro: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
+    def _gather_shards(self, rollout: Rollout, step_adv: np.ndarray, all_failed: np.ndarray,
                        step_failed: np.ndarray) -> tuple[Rollout, np.ndarray, np.ndarray, np.ndarray]:
         """Every rank's rollout (summary), step advantages, all-failed flags and env failure counts
         merged on rank 0 in rank order: the metrics then equal a single process's over all groups.
         Other ranks keep their own (their records are not logged). One process: unchanged."""
         if not self.dist.enabled:
-            return ro, step_adv, all_failed, step_failed
-        parts = distributed.gather_objects((rollout_summary(ro), step_adv, np.asarray(all_failed), self.env_failures,
+            return rollout, step_adv, all_failed, step_failed
+        parts = distributed.gather_objects((rollout_summary(rollout), step_adv, np.asarray(all_failed), self.env_failures,
                                             np.asarray(step_failed), self.acted), self.dist.world_size)
         if parts is None:
-            return ro, step_adv, all_failed, step_failed
+            return rollout, step_adv, all_failed, step_failed
         failures: dict[str, float] = {}
         for part in parts:
             for key, value in part[3].items():
@@ -732,7 +732,7 @@ class Trainer:
         if main:
             self.manifest = self._open_manifest()
         logger: Any = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
-                                    resume_after=self.start_iteration - 1 if resume else None) if main else _NoLog()
+                                    resume_after=self.start_iteration - 1 if resume else None) if main else _DiscardingLogger()
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
             (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
@@ -789,7 +789,7 @@ class Trainer:
         self.envs = None
 
 
-class _NoLog:
+class _DiscardingLogger:
     """The metrics logger of ranks other than 0."""
 
     def log(self, record: dict[str, Any]) -> None:

@@ -216,7 +216,7 @@ class _TreeCollector:
         if cfg.branches > self.g_size:
             raise ValueError(f"tree_branches {cfg.branches} > group_size {self.g_size}: each branch needs a member slot")
         self.budget = cfg.budget or self.g_size * max_steps
-        self.ro = Rollout()
+        self.rollout = Rollout()
         self.trees: list[_Tree] = []
         self.counts = _Counts()
 
@@ -236,7 +236,7 @@ class _TreeCollector:
                          str(info0.get("privileged_text", "")))
             for slot, ((obs, info), _) in zip(slots, results):
                 info = dict(info)
-                tree.branches.append(_Branch(g, slot, self.ro.steps, obs=str(obs), info=info,
+                tree.branches.append(_Branch(g, slot, self.rollout.steps, obs=str(obs), info=info,
                                              state=state_of(info, str(obs))))
                 self.counts.branches += 1
             self.trees.append(tree)
@@ -249,7 +249,7 @@ class _TreeCollector:
             raise NondeterministicEnvError(f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
                                            "than before; this env cannot be branched (use --rollout flat)")
         for t, i in enumerate(parent.path):
-            action, recorded = self.ro.steps[i].action, self.ro.steps[i].next_obs
+            action, recorded = self.rollout.steps[i].action, self.rollout.steps[i].next_obs
             result = self.pool.step([slot], [action])[0]
             self.counts.replay_steps += 1
             if not isinstance(result, tuple):
@@ -284,12 +284,12 @@ class _TreeCollector:
         outputs = self.policy.act([b.obs for b in branches], [b.info for b in branches],
                                   [b.history for b in branches], seed=seeds.step(seed, k))
         t_env = time.perf_counter()
-        self.ro.policy_seconds += t_env - t_act
+        self.rollout.policy_seconds += t_env - t_act
         if len(outputs) != len(branches):
             raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(branches)} observations")
         actions = [out.action if out.action is not None else "" for out in outputs]
         results = self.pool.step([b.slot for b in branches], actions)
-        self.ro.env_seconds += time.perf_counter() - t_env
+        self.rollout.env_seconds += time.perf_counter() - t_env
         for b, out, action, result in zip(branches, outputs, actions, results):
             self.record(b, out, str(action), result)
             self.trees[b.tree].decisions += 1
@@ -302,13 +302,13 @@ class _TreeCollector:
         else:  # the member crashed: its branch ends, truncated, as a flat rollout's episode would
             obs, reward, term, trunc, info = b.obs, 0.0, False, True, {"worker_error": getattr(result, "reason", "")}
         nxt = state_of(info, str(obs))
-        self.ro.steps.append(StepRecord(
+        self.rollout.steps.append(StepRecord(
             traj=-1, t=len(b.path), output=out, state=b.state, next_state=nxt,
             first_visit=bool(info.get("first_visit", nxt != b.state)), reward=float(reward),
             valid=bool(out.valid) and bool(info.get("valid_action", True)), action=action, obs=b.obs,
             next_obs=str(obs)))
-        self.ro.response_tokens += len(getattr(out, "response_ids", ()) or ())
-        b.path.append(len(self.ro.steps) - 1)
+        self.rollout.response_tokens += len(getattr(out, "response_ids", ()) or ())
+        b.path.append(len(self.rollout.steps) - 1)
         b.obs, b.info, b.state = str(obs), info, nxt
         if term or trunc:
             b.status = "ended"
@@ -357,28 +357,28 @@ class _TreeCollector:
 
     # -- the result --------------------------------------------------------------------------
     def finish(self) -> Rollout:
-        ro = self.ro
+        rollout = self.rollout
         leaves = [b for tree in self.trees for b in tree.branches if b.status in ("ended", "pruned", "cut")]
-        owner = np.full(len(ro.steps), -1, dtype=np.int64)
+        owner = np.full(len(rollout.steps), -1, dtype=np.int64)
         for j, b in enumerate(leaves):
             won = b.won if b.won is not None else b.outcome >= WON_OUTCOME
             tree = self.trees[b.tree]
             ended = b.status == "ended"
-            ro.trajectories.append(Trajectory(group=b.tree, member=b.slot, task_id=tree.task_id, task_type=tree.task_type,
+            rollout.trajectories.append(Trajectory(group=b.tree, member=b.slot, task_id=tree.task_id, task_type=tree.task_type,
                                               outcome=b.outcome if ended else 0.0, length=len(b.path),
                                               won=bool(won) if ended else False, goal=tree.goal,
                                               privileged=tree.privileged))
             for s in b.path:
                 if owner[s] < 0:
                     owner[s] = j
-        for s, j in zip(ro.steps, owner):
+        for s, j in zip(rollout.steps, owner):
             s.traj = int(j)
-        ro.leaf_paths = [list(b.path) for b in leaves]
-        ro.tree_stats = {"rollout/decisions": float(len(ro.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
+        rollout.leaf_paths = [list(b.path) for b in leaves]
+        rollout.tree_stats = {"rollout/decisions": float(len(rollout.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
                          "rollout/leaves": float(len(leaves)), "rollout/branches": float(self.counts.branches),
                          "rollout/pruned": float(self.counts.pruned), "rollout/budget_cut": float(self.counts.cut),
                          "rollout/forks": float(self.counts.forks)}
-        return ro
+        return rollout
 
 
 def collect_tree_rollout(
@@ -413,7 +413,7 @@ def collect_tree_rollout(
         if k % cfg.interval == 0:
             for tree in col.trees:
                 col.round(tree)
-    ro = col.finish()
-    ro.seconds = time.perf_counter() - t0
+    rollout = col.finish()
+    rollout.seconds = time.perf_counter() - t0
     envs.require_reset()  # its members were driven one by one: the vector env's own view of them is stale
-    return ro
+    return rollout

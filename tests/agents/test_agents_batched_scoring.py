@@ -35,10 +35,10 @@ def alfworld_steps(model_tok):
                          batch_decisions=False)
     envs = GroupVectorEnv(make_env_fn("alfworld", "easy-train", 5, "canonical"), num_groups=2, group_size=3, seed=0)
     try:
-        ro = collect_rollout(envs, policy, task_seeds=[1, 2], seed=0)
+        rollout = collect_rollout(envs, policy, task_seeds=[1, 2], seed=0)
     finally:
         envs.close()
-    return [s.output for s in ro.steps]
+    return [s.output for s in rollout.steps]
 
 
 def _worst(a, b) -> float:

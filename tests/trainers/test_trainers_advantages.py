@@ -346,12 +346,12 @@ def test_invalid_action_spam_earns_less_than_valid_exploration(env_name, estimat
             pytest.skip("the ALFWorld engine is not installed")
     roles = ["spam", "spam+move", "explore", "explore"]
     steps = 6
-    ro = _role_rollout(env_name, roles, steps)
-    assert [t.outcome for t in ro.trajectories] == [0.0] * 4 and not any(t.won for t in ro.trajectories)
-    for s in ro.steps:
+    rollout = _role_rollout(env_name, roles, steps)
+    assert [t.outcome for t in rollout.trajectories] == [0.0] * 4 and not any(t.won for t in rollout.trajectories)
+    for s in rollout.steps:
         if not s.valid:  # a rejected command: same state, never new
             assert s.action.startswith("dance") and not s.first_visit and s.next_state == s.state
-    inputs = ro.advantage_inputs()
+    inputs = rollout.advantage_inputs()
     out = step_advantages(**inputs, config=AdvantageConfig(estimator=estimator))
     assert out.all_failed.tolist() == [True]
     cov = out.coverage
@@ -417,11 +417,11 @@ def test_rollout_fills_won_from_info_or_from_the_outcome():
     for report_won in (True, False):
         envs = GroupVectorEnv(lambda: Score(report_won), num_groups=1, group_size=3)
         try:
-            ro = collect_rollout(envs, Fixed(), task_seeds=[0], seed=0)
+            rollout = collect_rollout(envs, Fixed(), task_seeds=[0], seed=0)
         finally:
             envs.close()
-        assert [t.outcome for t in ro.trajectories] == [0.5, 1.0, 0.999]
-        assert [t.won for t in ro.trajectories] == [False, True, False]
+        assert [t.outcome for t in rollout.trajectories] == [0.5, 1.0, 0.999]
+        assert [t.won for t in rollout.trajectories] == [False, True, False]
 
 
 # ----------------------------------------------------------------------------- benchmark controls

@@ -29,8 +29,8 @@ def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str,
     advantages: list[np.ndarray] = []
     original = trainer.advantages
 
-    def record(ro, iteration):
-        out = original(ro, iteration)
+    def record(rollout, iteration):
+        out = original(rollout, iteration)
         advantages.append(out[0].copy())
         return out
 

@@ -56,21 +56,21 @@ def test_rollout_records_one_episode_per_member():
 
     envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=5), num_groups=3, group_size=2, seed=0)
     try:
-        ro = collect_rollout(envs, FakeScoringPolicy(), task_seeds=[4, 5, 6], seed=1)
+        rollout = collect_rollout(envs, FakeScoringPolicy(), task_seeds=[4, 5, 6], seed=1)
     finally:
         envs.close()
-    assert len(ro.trajectories) == 6
-    for i, tr in enumerate(ro.trajectories):
-        steps = [s for s in ro.steps if s.traj == i]
+    assert len(rollout.trajectories) == 6
+    for i, tr in enumerate(rollout.trajectories):
+        steps = [s for s in rollout.steps if s.traj == i]
         assert [s.t for s in steps] == list(range(tr.length)) and 1 <= tr.length <= 5
         assert tr.outcome == (1.0 if tr.won else 0.0)
         assert steps[-1].reward == tr.outcome
         for a, b in zip(steps, steps[1:]):
             assert a.next_state == b.state  # o_{t+1} of step t is o_t of step t+1
     # members of a group share the task
-    assert ro.trajectories[0].task_id == ro.trajectories[1].task_id
-    arrays = ro.advantage_inputs()
-    assert arrays["step_traj"].size == len(ro.steps) and arrays["outcomes"].size == 6
+    assert rollout.trajectories[0].task_id == rollout.trajectories[1].task_id
+    arrays = rollout.advantage_inputs()
+    assert arrays["step_traj"].size == len(rollout.steps) and arrays["outcomes"].size == 6
 
 
 def _update_after(steps, adv, **cfg_over):
@@ -88,17 +88,17 @@ def test_traj_mean_loss_weighs_each_trajectory_the_same_whatever_its_length():
 
     envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=5), num_groups=2, group_size=2, seed=0)
     try:
-        ro = collect_rollout(envs, FakeScoringPolicy(seed=0), task_seeds=[4, 5], seed=1)
+        rollout = collect_rollout(envs, FakeScoringPolicy(seed=0), task_seeds=[4, 5], seed=1)
     finally:
         envs.close()
-    adv = np.random.default_rng(0).standard_normal(len(ro.steps))
+    adv = np.random.default_rng(0).standard_normal(len(rollout.steps))
     # trajectory 0 played twice as long: every one of its steps repeated (same advantage)
-    longer = list(ro.steps) + [replace(s) for s in ro.steps if s.traj == 0]
-    adv_longer = np.concatenate([adv, adv[[i for i, s in enumerate(ro.steps) if s.traj == 0]]])
-    base, _ = _update_after(ro.steps, adv, loss_agg="traj-mean")
+    longer = list(rollout.steps) + [replace(s) for s in rollout.steps if s.traj == 0]
+    adv_longer = np.concatenate([adv, adv[[i for i, s in enumerate(rollout.steps) if s.traj == 0]]])
+    base, _ = _update_after(rollout.steps, adv, loss_agg="traj-mean")
     same, _ = _update_after(longer, adv_longer, loss_agg="traj-mean")
     assert torch.allclose(base, same, atol=1e-6)  # its weight did not double
-    tok_base, _ = _update_after(ro.steps, adv, loss_agg="token-mean")
+    tok_base, _ = _update_after(rollout.steps, adv, loss_agg="token-mean")
     tok_longer, _ = _update_after(longer, adv_longer, loss_agg="token-mean")
     assert not torch.allclose(tok_base, tok_longer, atol=1e-4)  # under the token mean it did
 
@@ -108,9 +108,9 @@ def test_lr_warmup_scales_the_first_iterations():
 
     cfg = config_for_tests(lr=1e-3, lr_warmup_iterations=3)
     trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
-    ro = trainer.rollout(1)
-    adv = np.ones(len(ro.steps))
-    lrs = [trainer.update(ro.steps, adv, iteration=i)["update/lr"] for i in (1, 2, 3, 4, 9)]
+    rollout = trainer.rollout(1)
+    adv = np.ones(len(rollout.steps))
+    lrs = [trainer.update(rollout.steps, adv, iteration=i)["update/lr"] for i in (1, 2, 3, 4, 9)]
     np.testing.assert_allclose(lrs, [2.5e-4, 5e-4, 7.5e-4, 1e-3, 1e-3])
     assert [warmup_factor(i, 0) for i in (1, 5)] == [1.0, 1.0]
     trainer.close()

@@ -30,10 +30,10 @@ def test_bf16_update_of_1e6_changes_weights_and_outputs(tmp_path):
     assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
     logits = _probe_logits(model)
-    ro = trainer.rollout(1)
-    adv = np.where(np.arange(len(ro.steps)) % 2 == 0, 1.0, -1.0)  # a non-zero signal on every step
+    rollout = trainer.rollout(1)
+    adv = np.where(np.arange(len(rollout.steps)) % 2 == 0, 1.0, -1.0)  # a non-zero signal on every step
     with trainer.autocast():
-        stats = trainer.update(ro.steps, adv, 1)
+        stats = trainer.update(rollout.steps, adv, 1)
     assert stats["update/optimizer_steps"] >= 1
     changed = sum(int((model.state_dict()[k] != v).sum()) for k, v in before.items())
     assert changed > 0.2 * sum(v.numel() for v in before.values())  # the 1e-6 step landed (unused token rows get no grad)

@@ -167,10 +167,10 @@ def test_the_skill_writer_never_sees_the_answer():
     envs = GroupVectorEnv(make_env_fn("webshop", "train", max_steps=4, privileged_info=True), num_groups=2,
                           group_size=2, seed=0)
     try:
-        ro = collect_rollout(envs, FirstCommand(), [3, 4], seed=0)
+        rollout = collect_rollout(envs, FirstCommand(), [3, 4], seed=0)
     finally:
         envs.close()
-    assert all(t.privileged.startswith("Target product: ") for t in ro.trajectories)
+    assert all(t.privileged.startswith("Target product: ") for t in rollout.trajectories)
     seen: list[Transcript] = []
 
     class Spy(TemplateSkillWriter):
@@ -178,9 +178,9 @@ def test_the_skill_writer_never_sees_the_answer():
             seen.extend(transcripts)
             return super().write(transcripts)
 
-    Spy().write(transcripts_of(ro))
+    Spy().write(transcripts_of(rollout))
     assert len(seen) == 4 and all(t.goal.startswith("Find me") or t.goal for t in seen)
-    for traj, t in zip(ro.trajectories, seen):
+    for traj, t in zip(rollout.trajectories, seen):
         text = json.dumps([t.goal, t.steps, t.final_observation])
         title = traj.privileged.removeprefix("Target product: ").split(". Options:")[0]
         assert "Target product" not in text and "Expert plan" not in text

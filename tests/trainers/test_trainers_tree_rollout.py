@@ -53,20 +53,20 @@ def test_forks_replay_the_recorded_observations_on_real_envs(env_name, split, re
     try:
         tasks = [11, 12]
         cfg = TreeConfig(branches=2, interval=2, children=2, top_k=2)
-        ro = collect_tree_rollout(envs, RandomAdmissible(), tasks, seed=3, cfg=cfg, max_steps=8)
-        stats = ro.tree_stats
+        rollout = collect_tree_rollout(envs, RandomAdmissible(), tasks, seed=3, cfg=cfg, max_steps=8)
+        stats = rollout.tree_stats
         assert stats["rollout/forks"] > 0 and stats["rollout/replay_steps"] > 0  # every fork checked its replay
         # forked children share their parent's prefix: some step belongs to two leaves
-        rows = ro.row_steps()
+        rows = rollout.row_steps()
         assert np.bincount(rows).max() >= 2
         # a leaf's path, replayed by hand on a fresh env, gives the recorded observations
         env = envs.pool.envs[0]
-        for j, path in enumerate(ro.leaf_paths[:4]):
-            obs, info = env.reset(seed=tasks[ro.trajectories[j].group])
+        for j, path in enumerate(rollout.leaf_paths[:4]):
+            obs, info = env.reset(seed=tasks[rollout.trajectories[j].group])
             for i in path:
-                assert str(info.get("canonical_obs", obs)) == ro.steps[i].state
-                obs, _, term, trunc, info = env.step(ro.steps[i].action)
-                assert str(info.get("canonical_obs", obs)) == ro.steps[i].next_state
+                assert str(info.get("canonical_obs", obs)) == rollout.steps[i].state
+                obs, _, term, trunc, info = env.step(rollout.steps[i].action)
+                assert str(info.get("canonical_obs", obs)) == rollout.steps[i].next_state
         with pytest.raises(RuntimeError, match="reset"):  # the vector env knows its members moved
             envs.step([""] * envs.num_envs)
     finally:
@@ -110,14 +110,14 @@ def test_decisions_never_exceed_the_budget(budget):
     envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=max_steps), num_groups=3, group_size=g, seed=0)
     try:
         cfg = TreeConfig(branches=3, interval=2, children=3, top_k=2, budget=budget)
-        ro = collect_tree_rollout(envs, RandomAdmissible(), [1, 2, 3], seed=1, cfg=cfg, max_steps=max_steps)
+        rollout = collect_tree_rollout(envs, RandomAdmissible(), [1, 2, 3], seed=1, cfg=cfg, max_steps=max_steps)
         cap = budget or g * max_steps
-        per_tree = np.bincount([ro.trajectories[s.traj].group for s in ro.steps], minlength=3)
+        per_tree = np.bincount([rollout.trajectories[s.traj].group for s in rollout.steps], minlength=3)
         assert per_tree.max() <= cap and per_tree.min() > 0
-        assert ro.tree_stats["rollout/decisions"] == len(ro.steps) == per_tree.sum()
-        assert all(len(p) <= max_steps for p in ro.leaf_paths)
+        assert rollout.tree_stats["rollout/decisions"] == len(rollout.steps) == per_tree.sum()
+        assert all(len(p) <= max_steps for p in rollout.leaf_paths)
         if budget and budget < 3 * max_steps:
-            assert ro.tree_stats["rollout/budget_cut"] > 0
+            assert rollout.tree_stats["rollout/budget_cut"] > 0
     finally:
         envs.close()
 
@@ -131,21 +131,21 @@ def test_a_shared_step_gets_the_mean_of_its_leaves_advantages():
     # one task: steps 0-1 shared; leaf A = 0, 1, 2 (won), leaf B = 0, 1, 3, 4 (lost), leaf C = 0, 5 (lost)
     steps = [_step(0, "s0", "a"), _step(1, "s1", "b"), _step(2, "s2", "c", reward=1.0), _step(2, "s2", "d"),
              _step(3, "s3", "e"), _step(1, "s4", "f")]
-    ro = Rollout(steps=steps, trajectories=[Trajectory(0, 0, "t", "x", outcome=1.0, length=3, won=True),
+    rollout = Rollout(steps=steps, trajectories=[Trajectory(0, 0, "t", "x", outcome=1.0, length=3, won=True),
                                             Trajectory(0, 1, "t", "x", outcome=0.0, length=4),
                                             Trajectory(0, 2, "t", "x", outcome=0.0, length=2)],
                  leaf_paths=[[0, 1, 2], [0, 1, 3, 4], [0, 5]])
-    arrays = ro.advantage_inputs()
+    arrays = rollout.advantage_inputs()
     assert arrays["step_traj"].tolist() == [0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert arrays["step_index"].tolist() == [0, 1, 2, 0, 1, 2, 3, 0, 1]
     rows = step_advantages(**arrays, config=AdvantageConfig(estimator="grpo")).steps
-    merged = ro.merge_rows(rows)
+    merged = rollout.merge_rows(rows)
     a_won, a_lost = rows[0], rows[3]  # GRPO: every row of a leaf carries the leaf's advantage
     assert merged[0] == pytest.approx((a_won + 2 * a_lost) / 3)  # in all three leaves
     assert merged[1] == pytest.approx((a_won + a_lost) / 2)  # in A and B
     assert merged[2] == pytest.approx(a_won) and merged[4] == pytest.approx(a_lost) and merged[5] == pytest.approx(a_lost)
     # GiGPO: the shared prefix fills anchor groups at the fork (s2 reached by A and B)
-    gi = ro.merge_rows(step_advantages(**arrays, config=AdvantageConfig(estimator="gigpo")).steps)
+    gi = rollout.merge_rows(step_advantages(**arrays, config=AdvantageConfig(estimator="gigpo")).steps)
     assert gi[2] > gi[3]
 
 
@@ -201,9 +201,9 @@ def test_the_multiprocess_pool_grows_the_same_tree():
         envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=8), num_groups=2, group_size=4, seed=0,
                               backend=backend)
         try:
-            ro = collect_tree_rollout(envs, RandomAdmissible(), [4, 9], seed=2,
+            rollout = collect_tree_rollout(envs, RandomAdmissible(), [4, 9], seed=2,
                                       cfg=TreeConfig(branches=2, interval=2), max_steps=8)
         finally:
             envs.close()
-        trees.append(([(s.t, s.state, s.action, s.next_state) for s in ro.steps], ro.leaf_paths, ro.tree_stats))
+        trees.append(([(s.t, s.state, s.action, s.next_state) for s in rollout.steps], rollout.leaf_paths, rollout.tree_stats))
     assert trees[0] == trees[1] and trees[0][2]["rollout/forks"] > 0
