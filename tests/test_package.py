@@ -136,6 +136,48 @@ def test_no_import_cycles_between_modules() -> None:
     assert not cycles, f"import cycles through: {cycles}"
 
 
+# ----------------------------------------------------------------- structure
+PACKAGES = ("progpo_envs", "wrappers", "agents", "trainers")
+#: what each package may import of the others (lower layers only)
+LAYERS = {"wrappers": set(), "progpo_envs": {"wrappers"}, "agents": {"wrappers", "progpo_envs"},
+          "trainers": {"wrappers", "progpo_envs", "agents"}}
+
+
+def _imports(f: Path) -> list[tuple[str, list[str]]]:
+    """(module, imported names) of every absolute import of ``f``, module level and function level."""
+    out = []
+    for node in ast.walk(ast.parse(f.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.append((node.module, [a.name for a in node.names]))
+        elif isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+    return out
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    upward = [f"{f.relative_to(REPO)} imports {module}"
+              for pkg, allowed in LAYERS.items() for f in (REPO / pkg).rglob("*.py")
+              for module, _ in _imports(f)
+              if module.split(".")[0] in PACKAGES and module.split(".")[0] not in allowed | {pkg}]
+    assert not upward, upward
+
+
+def test_no_private_name_is_imported_from_another_module() -> None:
+    private = [f"{f.relative_to(REPO)}: {name} from {module}"
+               for pkg in PACKAGES for f in (REPO / pkg).rglob("*.py") for module, names in _imports(f)
+               if module.split(".")[0] in PACKAGES
+               for name in names if name.startswith("_") and not name.startswith("__")]
+    assert not private, private
+
+
+def test_no_function_over_80_lines_in_trainers_and_agents() -> None:
+    long = [f"{f.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+            for pkg in ("trainers", "agents") for f in (REPO / pkg).rglob("*.py")
+            for node in ast.walk(ast.parse(f.read_text()))
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80]
+    assert not long, long
+
+
 # ----------------------------------------------------------------- imports cost what they say
 #: pure modules -> the package modules (beyond their own package's ``__init__``) they may load
 PURE_MODULES = {
@@ -144,6 +186,7 @@ PURE_MODULES = {
     "trainers.losses": set(),
     "trainers.seeds": set(),
     "trainers.teacher_labels": set(),
+    "trainers.statistics": set(),
     "wrappers.signals": set(),
     "wrappers.canonicalize": set(),
     "wrappers.coverage": {"wrappers.canonicalize", "wrappers.signals"},
