@@ -204,3 +204,10 @@ def test_a_pure_module_imports_only_what_it_needs(module: str) -> None:
     ours = {m for m in out.stdout.split() if m.split(".")[0] in ("progpo_envs", "wrappers", "agents", "trainers")}
     allowed = PURE_MODULES[module] | {module, module.split(".")[0]}
     assert ours <= allowed, f"{module} also imports {sorted(ours - allowed)}"
+
+
+def test_the_api_reference_is_current() -> None:
+    """docs/api.md is what scripts/gen_api_docs.py writes from the source today."""
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_api_docs.py"), "--check"], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

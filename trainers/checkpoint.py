@@ -61,6 +61,7 @@ def capture_rng() -> dict[str, Any]:
 
 
 def restore_rng(state: dict[str, Any]) -> None:
+    """Put back the Python, numpy and torch RNG states :func:`capture_rng` took."""
     py, npy = state["python"], state["numpy"]
     random.setstate((py["version"], tuple(int(x) for x in py["internal"].tolist()), py["gauss"]))
     np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["cached"]))

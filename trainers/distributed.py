@@ -103,6 +103,7 @@ def setup(device: str = "cpu", strategy: str = "ddp", timeout_s: float = 1800.0)
 
 
 def teardown() -> None:
+    """Leave the process group, if this process joined one (safe to call in any case)."""
     if dist.is_initialized():
         dist.destroy_process_group()
 
@@ -193,6 +194,7 @@ def gather_objects(obj: Any, world_size: int) -> list[Any] | None:
 
 
 def barrier() -> None:
+    """Wait for every rank (nothing with one process)."""
     if dist.is_initialized():
         dist.barrier()
 

@@ -70,6 +70,8 @@ def _resume_advice(output_dir: str, what: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m trainers.progpo``: parse, train, print the summary; returns the exit status
+    (0 done, 2 a bad setting or input said in one line, 130 / 143 interrupted)."""
     try:
         cfg, ns = parse_args(argv)
     except UserError as err:

@@ -28,6 +28,8 @@ CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fra
 
 
 def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -> Path:
+    """Write ``out`` (``curves.png``): success (train and eval), all-failed group fraction, first-visit
+    coverage rate and repeated-action rate per iteration; returns ``out``."""
     import matplotlib
 
     matplotlib.use("Agg")

@@ -78,6 +78,8 @@ class Trajectory:
 
 @dataclass
 class Rollout:
+    """One iteration's play: every step record and trajectory, with the time spent acting and stepping."""
+
     steps: list[StepRecord] = field(default_factory=list)
     trajectories: list[Trajectory] = field(default_factory=list)
     seconds: float = 0.0
@@ -168,6 +170,7 @@ def instruction_of(info: Mapping[str, Any]) -> str:
 
 
 def state_of(info: Mapping[str, Any], obs: str) -> str:
+    """A step's state identity: the canonicalizer's ``info["canonical_obs"]``, else the raw observation."""
     canon = info.get("canonical_obs")
     return str(canon) if canon is not None else str(obs)
 

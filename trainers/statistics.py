@@ -87,6 +87,8 @@ def episodes_to_reach(train: np.ndarray, levels: Sequence[float], per_iteration:
 
 @dataclass(frozen=True)
 class AUCResult:
+    """A within-group AUC: its value, the pairs and groups behind it, and its 95% interval."""
+
     auc: float  # NaN without a single mixed group
     pairs: int  # (success, failure) pairs compared
     groups: int  # groups with mixed outcomes
