@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU check: one command, HF backend (no vLLM), no network, <= 8 min of wall on one H200.
+# The GPU check: one command, HF backend (no vLLM), no network; each step runs under its own timeout.
 # Writes $OUT/gpu_check.json and prints one table:
 #   1. preflight: GPU, versions, bf16 matmul TFLOP/s;
 #   2. a paper-shaped iteration: a randomly initialised Qwen2.5-1.5B (hidden 1536, 28 layers, 12
