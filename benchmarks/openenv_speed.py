@@ -31,9 +31,9 @@ CYCLES = {
 
 
 def in_process(env_name: str, steps: int, seed: int) -> float:
-    from progpo_envs.serve import CommandAction, _ENV_CLASSES
+    from progpo_envs.serve import CommandAction, ENVIRONMENT_CLASSES
 
-    env = _ENV_CLASSES[env_name](max_episode_steps=10**6)
+    env = ENVIRONMENT_CLASSES[env_name](max_episode_steps=10**6)
     env.reset(seed=seed)
     cycle = CYCLES[env_name]
     t = time.perf_counter()

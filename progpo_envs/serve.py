@@ -72,6 +72,7 @@ __all__ = [
     "BadTaskError",
     "BodyLimit",
     "CommandAction",
+    "ENVIRONMENT_CLASSES",
     "EpisodeState",
     "ProGPOEnvClient",
     "ProGPOEnvironment",
@@ -249,7 +250,8 @@ class WebShopEnvironment(ProGPOEnvironment):
     env_name: ClassVar[str] = "webshop"
 
 
-_ENV_CLASSES: dict[str, type[ProGPOEnvironment]] = {"alfworld": ALFWorldEnvironment, "webshop": WebShopEnvironment}
+#: the OpenEnv environment class of each env name
+ENVIRONMENT_CLASSES: dict[str, type[ProGPOEnvironment]] = {"alfworld": ALFWorldEnvironment, "webshop": WebShopEnvironment}
 
 
 def environment_class(name: str, **env_kwargs: Any) -> type[ProGPOEnvironment]:
@@ -258,9 +260,9 @@ def environment_class(name: str, **env_kwargs: Any) -> type[ProGPOEnvironment]:
     OpenEnv detects ``SUPPORTS_CONCURRENT_SESSIONS`` and ``REQUIRES_SINGLE_THREAD_EXECUTOR``
     on a class factory, so kwargs are bound by subclassing rather than by ``functools.partial``.
     """
-    if name not in _ENV_CLASSES:
+    if name not in ENVIRONMENT_CLASSES:
         raise ValueError(f"unknown env {name!r}; choose one of {ENV_NAMES}")
-    base = _ENV_CLASSES[name]
+    base = ENVIRONMENT_CLASSES[name]
     if not env_kwargs:
         return base
     bound = dict(env_kwargs)
