@@ -113,7 +113,8 @@ LAB_PRESETS = {
     "alfworld": {"config": "configs/credit_lab.yaml", "iterations": 30, "methods": LAB_METHODS,
                  "out": "benchmarks/results/credit_lab"},
     "webshop": {"config": "configs/webshop_cpu_demo.yaml", "iterations": 40,
-                "methods": ("gigpo", "progpo-gigpo", "planpo"), "out": "benchmarks/results/credit_lab/webshop"},
+                "methods": ("gigpo", "progpo-gigpo", "planpo"), "out": "benchmarks/results/credit_lab/webshop",
+                "validity": "the ALFWorld block's (this block runs no grpo)"},
 }
 #: the lab's baselines: every method's paired difference is reported against each
 LAB_BASES = ("gigpo", "progpo-gigpo")
@@ -331,7 +332,9 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
     """The lab's sections: validity, every method against the baselines (final success and AUC,
     pure RL and labelled tracks apart), and where each remedy acted."""
     lines = ["", "## Validity: can this lab tell GiGPO from GRPO?", ""]
-    if valid is None:
+    if "validity" in LAB_PRESETS[args.lab]:
+        lines.append(f"Read from {LAB_PRESETS[args.lab]['validity']}.")
+    elif valid is None:
         lines.append("Not measured: the lab needs gigpo and grpo runs.")
     else:
         d = valid["gigpo_minus_grpo"]
