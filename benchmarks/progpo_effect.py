@@ -404,7 +404,7 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
                 continue
             xs = [row["iteration"] for row in runs[0][part]]
             mean, half = mean_ci(_series(runs, part, key))
-            ax.plot(xs, mean, marker="o", ms=3, label=m)
+            ax.plot(xs, mean, marker="o", ms=3, label=labelled(m))
             ax.fill_between(xs, mean - half, mean + half, alpha=0.15)
         ax.set_title(title)
         ax.set_xlabel("iteration")
