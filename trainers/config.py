@@ -51,7 +51,7 @@ Scorer = Literal[SCORERS]  # type: ignore[valid-type]
 DistillMode = Literal[DISTILL_MODES]  # type: ignore[valid-type]
 SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]
 AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]
-RolloutKind = Literal["flat", "tree"]
+RolloutKind = Literal[ROLLOUTS]  # type: ignore[valid-type]
 Backend = Literal["transformers", "vllm"]
 PolicyMode = Literal["score", "generate"]
 ScoreNorm = Literal["sum", "mean"]
@@ -603,11 +603,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     cfg = TrainConfig.from_dict(data, source)
     overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "notes" and getattr(ns, f.name) is not None}
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
-    if renamed and set(upgrade_names(renamed, warn=False)) & set(overrides):
-        both = sorted(old for old in renamed if RENAMED[old] in overrides)
-        raise ConfigError(f"command line: both {_flag(both[0])} and {_flag(RENAMED[both[0]])} are given: keep "
-                          f"{_flag(RENAMED[both[0]])}")
-    overrides.update(upgrade_names(renamed, source="command line", spell=_flag))
+    overrides = upgrade_names({**overrides, **renamed}, source="command line", spell=_flag)
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     return cfg, ns
