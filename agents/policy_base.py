@@ -61,7 +61,12 @@ class PolicyOptions:
             step, every step of an update micro-batch) in packed forward passes
             (:func:`agents.logprobs.packed_candidate_logprobs`); ``False``: one forward pass per
             decision (the reference path; equal up to float rounding, ~1e-6).
-        batch_tokens: padded token positions per packed forward pass (rows x longest row).
+        packing: how ``batch_decisions`` packs a pass: ``"tree"``, one prompt trie with chunked
+            sparse tree attention (:func:`agents.tree_attention.tree_candidate_logprobs`; models
+            that route attention through transformers' attention interface), or ``"rows"``,
+            rows of ~512 positions with dense tree masks (any model taking 4-D masks).
+        batch_tokens: token positions per packed forward pass (rows: rows x longest row; tree:
+            trie tokens).
 
     >>> PolicyOptions(history_k=-1)
     Traceback (most recent call last):
@@ -79,10 +84,12 @@ class PolicyOptions:
     score_norm: str = "sum"
     avoid_repeats: bool = True
     batch_decisions: bool = True
+    packing: str = "tree"
     batch_tokens: int = 8192
 
     def __post_init__(self) -> None:
-        for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean"))):
+        for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean")),
+                              ("packing", ("rows", "tree"))):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if isinstance(self.history_k, bool) or not isinstance(self.history_k, int) or self.history_k < 0:

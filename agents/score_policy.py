@@ -27,6 +27,7 @@ import torch
 
 from agents.batching import decision_key
 from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
+from agents.tree_attention import tree_attention_error, tree_candidate_logprobs
 from agents.memory import MEMORY_KINDS, command_notes
 from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
 from agents.prompting import admissible_commands, fill_placeholders
@@ -123,8 +124,9 @@ class ScorePolicy(LLMPolicy):
         return out
 
     def _score_all(self, decisions: Sequence[tuple[list[int], list[list[int]]]]) -> list[list[torch.Tensor]]:
-        """Per-token log-probs of every decision's candidates: packed passes (``batch_decisions``)
-        or one pass per decision; identical decisions are scored once either way."""
+        """Per-token log-probs of every decision's candidates: packed passes (``batch_decisions``;
+        prompt tries or rows, ``packing``) or one pass per decision; identical decisions are scored
+        once either way."""
         if not self.options.batch_decisions:
             memo: dict[Any, list[torch.Tensor]] = {}
             return [self._score(p, ids, memo) for p, ids in decisions]
@@ -133,8 +135,15 @@ class ScorePolicy(LLMPolicy):
         for i, key in enumerate(keys):
             first.setdefault(key, i)
         unique = list(first.values())
-        scored = packed_candidate_logprobs(self.model, [decisions[i] for i in unique], pad_token_id=self.pad_token_id,
-                                           temperature=self.sampling.temperature, max_tokens=self.options.batch_tokens)
+        score = packed_candidate_logprobs
+        if self.options.packing == "tree":
+            error = tree_attention_error(self.model)
+            if error:
+                raise ValueError(f"batch_decisions tree cannot score with this model: {error}; "
+                                 "use batch_decisions on (packed rows) or off")
+            score = tree_candidate_logprobs
+        scored = score(self.model, [decisions[i] for i in unique], pad_token_id=self.pad_token_id,
+                       temperature=self.sampling.temperature, max_tokens=self.options.batch_tokens)
         by_key = {keys[i]: lps for i, lps in zip(unique, scored)}
         return [by_key[key] for key in keys]
 

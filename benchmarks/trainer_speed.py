@@ -7,11 +7,13 @@ the median of ``--eval-repeats`` evaluations of ``--eval-episodes`` held-out epi
 update tokens/s, the process's peak RSS, and the ratio against the per-decision path:
 
 * ``per-decision``: ``--batch-decisions off`` (the reference path; recorded runs re-run with it);
-* ``batched``: ``--batch-decisions on`` (packed prompt tries, token micro-batches), one thread;
-* ``batched-2t``: the same with ``--torch-threads 2`` (a run that has the 2-core machine to itself).
+* ``rows``: ``--batch-decisions on`` (packed rows of prompt tries, dense tree masks), one thread;
+* ``tree``: ``--batch-decisions tree`` (one prompt trie a pass, chunked sparse tree attention);
+* ``rows-2t`` / ``tree-2t``: the same with ``--torch-threads 2`` (a run that has the 2-core machine
+  to itself).
 
-    python benchmarks/trainer_speed.py                       # 4 iterations per path (~15 min)
-    python benchmarks/trainer_speed.py --iterations 6 --paths per-decision batched-2t
+    python benchmarks/trainer_speed.py                       # 4 iterations per path (~25 min)
+    python benchmarks/trainer_speed.py --iterations 6 --paths per-decision tree-2t
     python benchmarks/trainer_speed.py --quick               # a smoke run (~1 min)
 """
 from __future__ import annotations
@@ -32,8 +34,10 @@ if str(ROOT) not in sys.path:
 
 PATHS = {
     "per-decision": ["--batch-decisions", "off", "--torch-threads", "1"],
-    "batched": ["--batch-decisions", "on", "--torch-threads", "1"],
-    "batched-2t": ["--batch-decisions", "on", "--torch-threads", "2"],
+    "rows": ["--batch-decisions", "on", "--torch-threads", "1"],
+    "rows-2t": ["--batch-decisions", "on", "--torch-threads", "2"],
+    "tree": ["--batch-decisions", "tree", "--torch-threads", "1"],
+    "tree-2t": ["--batch-decisions", "tree", "--torch-threads", "2"],
 }
 BASELINE = "per-decision"
 QUICK = ["--num-groups", "2", "--group-size", "4", "--max-steps", "4", "--bc-steps", "2"]

@@ -65,6 +65,7 @@ EnvBackend = Literal["sync", "async", "ray"]
 DistStrategy = Literal["ddp", "fsdp2"]
 LossAgg = Literal["token-mean", "traj-mean"]
 OnOff = Literal["on", "off"]
+BatchDecisions = Literal["tree", "on", "off"]
 Device = Literal["auto", "cpu", "cuda"]
 
 #: fields renamed for clarity: the old name -> the new one. The old names still work in YAML
@@ -261,11 +262,14 @@ class TrainConfig:
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
     micro_batch_size: int = _opt(4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates "
                                     "sequences)", "PPO update")
-    batch_decisions: OnOff = _opt("on", "on: packed forward passes score the envs of a vector step together (a prompt "
-                                      "prefix several decisions share is encoded once) and update micro-batches are "
-                                      "sized by micro_batch_tokens | off: one pass per decision, micro_batch_size "
-                                      "decisions per update pass (the reference path)", "PPO update")
-    micro_batch_tokens: int = _opt(8192, "batch_decisions on: padded token positions per forward/backward pass "
+    batch_decisions: BatchDecisions = _opt("tree", "tree: one forward pass scores the decisions of a vector step, or "
+                                                   "of an update micro-batch, as one prompt trie (a prefix any two "
+                                                   "share is encoded once) with chunked sparse tree attention "
+                                                   "(transformers models of the Qwen2 / Llama kind) | on: the same "
+                                                   "in rows of ~512 positions with dense tree masks | off: one pass "
+                                                   "per decision, micro_batch_size decisions per update pass (the "
+                                                   "reference path)", "PPO update")
+    micro_batch_tokens: int = _opt(8192, "batch_decisions tree / on: token positions per forward/backward pass "
                                          "(acting, evaluation, old / reference log-probs, update)", "PPO update")
     recompute_old_logprobs: bool = _opt(False, "True: old log-probs from a training-side forward, not the sampler "
                                                "(always with backend vllm)", "PPO update")
@@ -388,8 +392,8 @@ class TrainConfig:
                                   min_new_tokens=self.min_new_tokens)
         return PolicyOptions(fmt=self.answer_format, history_k=self.history_k, sampling=sampling,
                              invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
-                             avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions == "on",
-                             batch_tokens=self.micro_batch_tokens)
+                             avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions != "off",
+                             packing="tree" if self.batch_decisions == "tree" else "rows", batch_tokens=self.micro_batch_tokens)
 
     @property
     def distill_label(self) -> str | None:

@@ -71,7 +71,7 @@ class PPOConfig:
     def from_config(cls, cfg: TrainConfig) -> "PPOConfig":
         """The PPO fields of a :class:`~trainers.config.TrainConfig` (token micro-batches when
         ``batch_decisions`` is on)."""
-        tokens = int(cfg.micro_batch_tokens) if cfg.batch_decisions == "on" else 0
+        tokens = int(cfg.micro_batch_tokens) if cfg.batch_decisions != "off" else 0
         return cls(clip_eps=float(cfg.clip_eps), kl_coef=float(cfg.kl_coef), entropy_coef=float(cfg.entropy_coef),
                    max_grad_norm=float(cfg.max_grad_norm), ppo_epochs=int(cfg.ppo_epochs),
                    num_minibatches=int(cfg.num_minibatches), micro_batch_size=int(cfg.micro_batch_size),

@@ -252,7 +252,7 @@ class Trainer:
     def _pass_size(self, outputs: Sequence[Any]) -> dict[str, int]:
         """With token micro-batches a micro-batch is one forward pass (generate mode's sequence
         batch included); the per-decision path keeps the policy's own batch size."""
-        return {"batch_size": max(1, len(outputs))} if self.cfg.batch_decisions == "on" else {}
+        return {"batch_size": max(1, len(outputs))} if self.cfg.batch_decisions != "off" else {}
 
     @contextlib.contextmanager
     def _reference(self) -> Iterator[None]:

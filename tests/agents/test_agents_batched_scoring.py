@@ -10,6 +10,7 @@ import torch
 
 from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
 from agents.policy import make_policy
+from agents.tree_attention import TokenTrie, tree_attention_error, tree_candidate_logprobs
 
 TOL = 1e-5
 
@@ -110,3 +111,101 @@ def test_score_policy_paths_choose_alike_and_rescore_alike(model_tok, alfworld_s
     assert max(float((a - b).detach().abs().max()) for a, b in zip(ent_on, ent_off)) < TOL
     recorded = torch.tensor([s.old_action_logprob for s in alfworld_steps])
     assert float((torch.cat(lp_on).detach() - recorded).abs().max()) < TOL
+
+
+# ---------------------------------------------------------------- one prompt trie per pass (tree)
+
+@pytest.mark.parametrize("chunk,max_tokens", [(128, 8192), (4, 300), (1000, 10**6)])
+def test_tree_equals_per_decision_without_grad(model_tok, alfworld_steps, chunk, max_tokens):
+    """Chunks of 4 tokens cut every prompt into many chunks whose keys are their paths; 300 trie
+    tokens a pass cuts the batch into many passes; one chunk holds a whole pass."""
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps]
+    with torch.no_grad():
+        ref = [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+        got = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=chunk, max_tokens=max_tokens)
+    assert [[x.shape for x in g] for g in got] == [[x.shape for x in r] for r in ref]
+    assert _worst(ref, got) < TOL
+
+
+def test_tree_equals_per_decision_with_grad(model_tok, alfworld_steps):
+    """Values and gradients, with a short synthetic prompt beside the real ones."""
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
+    params = list(model.parameters())
+
+    def grads(fn):
+        model.zero_grad(set_to_none=True)
+        out = fn()
+        torch.cat([x.reshape(-1) for d in out for x in d]).sum().backward()
+        return [x.detach() for d in out for x in d], [p.grad.detach().clone() for p in params]
+
+    ref_v, ref_g = grads(lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions])
+    got_v, got_g = grads(lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64))
+    model.zero_grad(set_to_none=True)
+    assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
+    rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
+    assert rel < 1e-4, rel
+
+
+def test_the_trie_encodes_a_shared_prefix_once(alfworld_steps):
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps]
+    trie = TokenTrie.build(decisions)
+    flat = sum(len(p) + sum(len(c) for c in cs) for p, cs in decisions)
+    assert len(trie.tokens) < 0.7 * flat  # group members share prompts; commands share words
+    for (i, j), nodes in trie.predictors.items():  # each predictor's path spells the sequence
+        p, c = decisions[i][0], decisions[i][1][j]
+        path, x = [], nodes[-1]
+        while x >= 0:
+            path.append(trie.tokens[x])
+            x = trie.parents[x]
+        assert path[::-1] + [c[-1]] == list(p) + list(c)
+        assert [trie.depth[n] for n in nodes] == list(range(len(p) - 1, len(p) + len(c) - 1))
+
+
+def test_tree_single_decision_and_empty_batch(model_tok, alfworld_steps):
+    model, _ = model_tok
+    s = alfworld_steps[0]
+    with torch.no_grad():
+        ref = candidate_logprobs(model, s.prompt_ids, s.candidate_ids, pad_token_id=0)
+        [got] = tree_candidate_logprobs(model, [(s.prompt_ids, s.candidate_ids)], pad_token_id=0)
+    assert _worst([ref], [got]) < TOL
+    assert tree_candidate_logprobs(model, [], pad_token_id=0) == []
+    assert tree_candidate_logprobs(model, [(s.prompt_ids, [])], pad_token_id=0) == [[]]
+    with pytest.raises(ValueError, match="at least one token"):
+        tree_candidate_logprobs(model, [([], [[1]])], pad_token_id=0)
+
+
+def test_score_policy_tree_path_chooses_and_rescores_like_the_per_decision_path(model_tok, alfworld_steps):
+    model, tok = model_tok
+    kw = dict(env_name="alfworld-task-notes", history_k=2, avoid_repeats=False)
+    tree = make_policy("score", model, tok, batch_decisions=True, packing="tree", **kw)
+    off = make_policy("score", model, tok, batch_decisions=False, **kw)
+    lp_tree, ent_tree = tree.compute_logprobs_and_entropy(alfworld_steps)
+    lp_off, ent_off = off.compute_logprobs_and_entropy(alfworld_steps)
+    assert max(float((a - b).detach().abs().max()) for a, b in zip(lp_tree, lp_off)) < TOL
+    assert max(float((a - b).detach().abs().max()) for a, b in zip(ent_tree, ent_off)) < TOL
+    recorded = torch.tensor([s.old_action_logprob for s in alfworld_steps])
+    assert float((torch.cat(lp_tree).detach() - recorded).abs().max()) < TOL
+
+
+def test_a_model_outside_transformers_gets_one_line_not_a_wrong_answer(model_tok, alfworld_steps):
+    """A model whose attention does not go through transformers' interface cannot take the tree
+    path: the policy says so and names the other paths."""
+    model, tok = model_tok
+
+    class Plain(torch.nn.Module):  # a causal LM with the same forward, but no transformers config
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, **kw):
+            return self.inner(**kw)
+
+    plain = Plain(model)
+    assert "not a transformers model" in tree_attention_error(plain)
+    assert tree_attention_error(model) is None
+    policy = make_policy("score", plain, tok, batch_decisions=True, packing="tree", env_name="alfworld-task-notes",
+                         history_k=2, avoid_repeats=False)
+    with pytest.raises(ValueError, match=r"batch_decisions tree cannot score with this model: .*use batch_decisions on"):
+        policy.compute_logprobs_and_entropy(alfworld_steps[:2])

@@ -1,0 +1,296 @@
+"""Score many decisions in one forward pass over their prompt trie, with sparse tree attention.
+
+Every ``prompt + candidate`` sequence of a pass goes into one token trie (a prefix that any two
+sequences share is encoded once: the system prompt, a group's task, a member's history, the
+words that commands share, such as "go to"). The trie is laid out in preorder as a single row,
+so each token's ancestors come before it, and every token sits at its depth as position id:
+it sees exactly the tokens of its own sequence before it, as in
+:func:`agents.logprobs.candidate_logprobs`.
+
+Attention over that row is computed in chunks of :data:`CHUNK` consecutive tokens. In preorder
+the ancestors of any token of a chunk ``[a, b)`` are either in the chunk or on the path to
+``a``, so a chunk's keys are that path plus the chunk itself: the cost is linear in the trie's
+size (chunk x (depth + chunk) pairs a chunk), where one dense tree mask over packed rows is
+quadratic in the row. The logits are computed only at the tokens that predict a candidate
+token. On the credit-trap preset's decisions a pass holds about half the token positions of
+the packed rows of :func:`agents.logprobs.packed_candidate_logprobs` (``benchmarks/trainer_speed.py``).
+
+It runs through transformers' attention interface: a function registered as
+:data:`IMPLEMENTATION` takes over while a pass runs and hands every other call to SDPA. Models
+that route their attention through that interface (Qwen2, Llama and their kin) qualify;
+:func:`tree_attention_error` tells, once per model, whether one does.
+
+    >>> from agents.models import load_model
+    >>> model, tok = load_model("tiny", init_std=0.05)
+    >>> prompt = tok("task: find the apple. > ")["input_ids"]
+    >>> cands = [tok(c)["input_ids"] for c in ("go to fridge 1", "go to table 1")]
+    >>> lps = tree_candidate_logprobs(model, [(prompt, cands)], pad_token_id=tok.pad_token_id)
+    >>> [len(lp) for lp in lps[0]] == [len(c) for c in cands]
+    True
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+__all__ = ["CHUNK", "IMPLEMENTATION", "TokenTrie", "tree_attention_error", "tree_candidate_logprobs"]
+
+#: tokens per attention chunk (128 was the fastest of 64 / 128 / 256 on the trap preset's decisions, CPU)
+CHUNK = 128
+#: the name the tree attention is registered under in transformers' AttentionInterface
+IMPLEMENTATION = "progpo_tree"
+
+
+@dataclass
+class TokenTrie:
+    """The trie of a pass's sequences in preorder: ``tokens``, ``parents`` (-1: a root) and ``depth``
+    per node; per (decision, candidate), the nodes whose logits predict its tokens (``predictors``).
+
+    >>> trie = TokenTrie.build([([5, 6], [[7, 8], [7, 9]])])
+    >>> trie.tokens, trie.parents, trie.depth
+    ([5, 6, 7, 8, 9], [-1, 0, 1, 2, 2], [0, 1, 2, 3, 3])
+    >>> trie.predictors
+    {(0, 0): [1, 2], (0, 1): [1, 2]}
+    """
+
+    tokens: list[int]
+    parents: list[int]
+    depth: list[int]
+    predictors: dict[tuple[int, int], list[int]]
+
+    @classmethod
+    def build(cls, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]) -> "TokenTrie":
+        # sequences in sorted order: the nodes a sequence adds are one chain after its longest
+        # common prefix with the previous one, and appending them keeps the node list in preorder
+        # (decisions by prompt, then each one's candidates: a prompt that is a prefix of the next
+        # one can leave a prefix stored twice, never a wrong path)
+        tokens: list[int] = []
+        parents: list[int] = []
+        depth: list[int] = []
+        predictors: dict[tuple[int, int], list[int]] = {}
+        prev: list[int] = []
+        path: list[int] = []
+        prompts = [list(map(int, p)) for p, _ in decisions]
+        for i in sorted(range(len(decisions)), key=prompts.__getitem__):
+            prompt, n_prompt, first = prompts[i], len(prompts[i]), True
+            for j, cand in sorted(enumerate(decisions[i][1]), key=lambda jc: list(jc[1])):
+                seq = prompt + list(map(int, cand))
+                k = 0 if first else n_prompt  # the previous sequence had the same prompt
+                limit = min(len(seq), len(prev))
+                while k < limit and seq[k] == prev[k]:
+                    k += 1
+                start = len(tokens)
+                if len(seq) > k:
+                    tokens += seq[k:]
+                    parents += [path[k - 1] if k else -1] + list(range(start, len(tokens) - 1))
+                    depth += range(k, len(seq))
+                path = path[:k] + list(range(start, len(tokens)))
+                predictors[(i, j)] = path[n_prompt - 1: len(seq) - 1]
+                prev, first = seq, False
+        return cls(tokens, parents, depth, predictors)
+
+
+@dataclass
+class _ChunkLayout:
+    """What the attention of one pass needs: per chunk, the key nodes and the allowed pairs."""
+
+    keys: torch.Tensor  # (chunks, path + CHUNK) node index of each key
+    allowed: torch.Tensor  # (chunks, CHUNK, path + CHUNK) bool
+    n: int
+    chunk: int
+
+    @classmethod
+    def of(cls, trie: TokenTrie, chunk: int, device: Any) -> "_ChunkLayout":
+        parents, depth, n = trie.parents, trie.depth, len(trie.parents)
+        chunks = (n + chunk - 1) // chunk
+        width = max(depth[a] for a in range(0, n, chunk))  # the longest path to a chunk's first token
+        keys = np.zeros((chunks, width + chunk), dtype=np.int64)
+        allowed = np.zeros((chunks, chunk, width + chunk), dtype=bool)
+        for c in range(chunks):
+            a, b = c * chunk, min((c + 1) * chunk, n)
+            path, x = [], parents[a]
+            while x >= 0:
+                path.append(x)
+                x = parents[x]
+            keys[c, :len(path)] = path[::-1]  # the path to a, by depth: key column d holds depth d
+            keys[c, width: width + b - a] = range(a, b)
+            mask = allowed[c]
+            for x in range(a, b):
+                p, row = parents[x], x - a
+                if p >= a:  # its parent is in the chunk: the parent's keys and itself
+                    mask[row] = mask[p - a]
+                elif p >= 0:  # its parent is on the path: the path down to it
+                    mask[row, :depth[p] + 1] = True
+                mask[row, width + row] = True
+            for row in range(b - a, chunk):  # padding rows see themselves only
+                mask[row, width + row] = True
+        return cls(torch.from_numpy(keys).to(device), torch.from_numpy(allowed).to(device), n, chunk)
+
+
+def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any,
+               dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+    """transformers' attention-interface signature: chunked tree attention for a :class:`_ChunkLayout`
+    mask, SDPA for anything else."""
+    if not isinstance(attention_mask, _ChunkLayout):
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                      **kwargs)
+    layout = attention_mask
+    q, k, v = query[0], key[0], value[0]  # (heads, n, head_dim); k, v: (kv_heads, n, head_dim)
+    heads, n, dim = q.shape
+    chunks = layout.keys.shape[0]
+    if chunks * layout.chunk > n:
+        q = F.pad(q, (0, 0, 0, chunks * layout.chunk - n))
+    q = q.reshape(heads, chunks, layout.chunk, dim).transpose(0, 1)
+    k = k[:, layout.keys].transpose(0, 1)
+    v = v[:, layout.keys].transpose(0, 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.allowed[:, None], scale=scaling,
+                                         enable_gqa=k.shape[1] != heads)
+    return out.transpose(1, 2).reshape(chunks * layout.chunk, heads, dim)[:n][None], None
+
+
+_REGISTERED = False
+
+
+def _register() -> None:
+    global _REGISTERED
+    if not _REGISTERED:
+        from transformers import AttentionInterface, AttentionMaskInterface
+        from transformers.masking_utils import sdpa_mask
+
+        AttentionInterface.register(IMPLEMENTATION, _attention)
+        AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+        _REGISTERED = True
+
+
+def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
+               chunk: int) -> list[list[torch.Tensor]]:
+    from agents.logprobs import processed_log_softmax
+
+    device = next(model.parameters()).device
+    trie = TokenTrie.build(decisions)
+    layout = _ChunkLayout.of(trie, chunk, device)
+    order = sorted({p for nodes in trie.predictors.values() for p in nodes})
+    row_of = {p: r for r, p in enumerate(order)}
+    config = model.config
+    before = config._attn_implementation
+    config._attn_implementation = IMPLEMENTATION
+    try:
+        out = model(input_ids=torch.tensor([trie.tokens], device=device), attention_mask={"full_attention": layout},
+                    position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
+                    logits_to_keep=torch.tensor(order, device=device))
+    finally:
+        config._attn_implementation = before
+    logp = processed_log_softmax(out.logits[0], temperature, 1.0)
+    pairs = [(i, j) for i, (_, cands) in enumerate(decisions) for j in range(len(cands))]
+    rows = torch.tensor([row_of[p] for pair in pairs for p in trie.predictors[pair]], dtype=torch.long, device=device)
+    targets = torch.tensor([int(t) for i, j in pairs for t in decisions[i][1][j]], dtype=torch.long, device=device)
+    values = iter(logp[rows, targets].split([len(decisions[i][1][j]) for i, j in pairs]))
+    return [[next(values) for _ in cands] for _, cands in decisions]
+
+
+def _passes(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int],
+            max_tokens: int) -> list[list[int]]:
+    """Split ``order`` (decisions sorted by prompt) into passes of at most ``max_tokens`` new trie
+    tokens each (a prompt's prefix shared with the previous prompt counts once)."""
+    passes: list[list[int]] = []
+    current: list[int] = []
+    used, prev = 0, ()
+    for i in order:
+        prompt, cands = tuple(decisions[i][0]), decisions[i][1]
+        limit, k = min(len(prompt), len(prev)), 0
+        while k < limit and prompt[k] == prev[k]:
+            k += 1
+        cost = len(prompt) - k + sum(len(c) for c in cands)
+        if current and used + cost > max_tokens:
+            passes.append(current)
+            current, used, k = [], 0, 0
+            cost = len(prompt) + sum(len(c) for c in cands)
+        current.append(i)
+        used += cost
+        prev = prompt
+    if current:
+        passes.append(current)
+    return passes
+
+
+def tree_candidate_logprobs(
+    model: Any,
+    decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    *,
+    pad_token_id: int,
+    temperature: float = 1.0,
+    max_tokens: int = 8192,
+    chunk: int = CHUNK,
+) -> list[list[torch.Tensor]]:
+    """:func:`agents.logprobs.candidate_logprobs` of many decisions, each pass one prompt trie.
+
+    ``decisions``: ``(prompt, candidates)`` pairs. They are sorted by prompt and cut into passes
+    of at most ``max_tokens`` trie tokens; each pass runs the model once over its trie with the
+    chunked tree attention (the module docstring). Runs under the caller's grad mode. Equal to
+    :func:`~agents.logprobs.candidate_logprobs` decision by decision up to float rounding (~1e-6).
+    ``pad_token_id`` is unused (nothing is padded) and kept for the signature of the other paths.
+
+    Returns: per decision, the per-token log-prob tensor of each candidate.
+    """
+    del pad_token_id
+    for prompt, cands in decisions:
+        if len(prompt) == 0:
+            raise ValueError("the prompt needs at least one token")
+        if any(len(c) == 0 for c in cands):
+            raise ValueError("every candidate needs at least one token")
+    _register()
+    out: list[list[torch.Tensor]] = [[] for _ in decisions]
+    todo = sorted((i for i, (_, cands) in enumerate(decisions) if len(cands)), key=lambda i: tuple(decisions[i][0]))
+    for batch in _passes(decisions, todo, max(1, int(max_tokens))):
+        for i, lps in zip(batch, _tree_pass(model, [decisions[i] for i in batch], temperature, max(1, int(chunk)))):
+            out[i] = lps
+    return out
+
+
+_CHECKED: "weakref.WeakKeyDictionary[Any, str | None]" = weakref.WeakKeyDictionary()
+
+
+def tree_attention_error(model: Any) -> str | None:
+    """Why ``model`` cannot take the tree path (one line), or None when it can.
+
+    Checked once per model object: a two-decision pass through the tree path must give the
+    log-probs of :func:`agents.logprobs.candidate_logprobs` within 1e-4 (0.1 for 16-bit weights),
+    autocast off. A model that does not
+    route its attention through transformers' attention interface, or that takes no dict of
+    masks or no index tensor as ``logits_to_keep``, fails it.
+    """
+    if model not in _CHECKED:
+        _CHECKED[model] = _check(model)
+    return _CHECKED[model]
+
+
+def _check(model: Any) -> str | None:
+    from agents.logprobs import candidate_logprobs
+
+    config = getattr(model, "config", None)
+    if config is None or not hasattr(config, "_attn_implementation"):
+        return f"{type(model).__name__} is not a transformers model"
+    vocab = int(getattr(config, "vocab_size", 0) or 0)
+    if vocab < 8:
+        return f"{type(model).__name__} has no vocabulary to check with"
+    decisions = [([1, 2, 3, 4], [[5, 6], [5, 7, 3]]), ([1, 2, 6], [[4], [2, 5]])]
+    param = next(model.parameters())
+    try:  # in the model's own precision: autocast would round the two paths differently
+        with torch.no_grad(), torch.autocast(device_type=param.device.type, enabled=False):
+            tree = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4)
+            ref = [candidate_logprobs(model, p, cs, pad_token_id=0) for p, cs in decisions]
+    except Exception as exc:  # noqa: BLE001 -- any failure means the path does not apply; say which
+        return f"{type(model).__name__}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+    gap = max(float((a - b).abs().max()) for xs, ys in zip(tree, ref) for a, b in zip(xs, ys))
+    tolerance = 1e-4 if param.dtype == torch.float32 else 0.1  # a misrouted attention is off by whole nats
+    if not gap <= tolerance:
+        return (f"{type(model).__name__} does not route its attention through transformers' attention interface "
+                f"(tree and per-decision log-probs differ by {gap:.2g})")
+    return None
