@@ -95,12 +95,33 @@ class TokenTrie:
         return cls(tokens, parents, depth, predictors)
 
 
+def _width_groups(widths: Sequence[int], chunk: int, most: int = 3) -> list[list[int]]:
+    """Chunks grouped by the length of their paths, at most ``most`` groups, each padded to its
+    longest path: the split of the sorted widths that computes the fewest key columns."""
+    order = sorted(range(len(widths)), key=lambda c: widths[c])
+    w = [widths[c] for c in order]
+    n = len(w)
+
+    def cost(i: int, j: int) -> int:  # chunks order[i:j] in one group
+        return (j - i) * (w[j - 1] + chunk) if j > i else 0
+
+    best = (cost(0, n), [0, n])
+    for i in range(1, n):
+        best = min(best, (cost(0, i) + cost(i, n), [0, i, n]))
+        if most >= 3:
+            for j in range(i + 1, n):
+                best = min(best, (cost(0, i) + cost(i, j) + cost(j, n), [0, i, j, n]))
+    cuts = best[1]
+    return [order[a:b] for a, b in zip(cuts, cuts[1:])]
+
+
 @dataclass
 class _ChunkLayout:
-    """What the attention of one pass needs: per chunk, the key nodes and the allowed pairs."""
+    """What the attention of one pass needs: chunks in groups of similar path length; per group,
+    its chunks, their key nodes and their allowed pairs."""
 
-    keys: torch.Tensor  # (chunks, path + CHUNK) node index of each key
-    allowed: torch.Tensor  # (chunks, CHUNK, path + CHUNK) bool
+    groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]  # (chunk ids, keys, allowed)
+    order: torch.Tensor  # position of each chunk in the groups' concatenation
     n: int
     chunk: int
 
@@ -108,28 +129,39 @@ class _ChunkLayout:
     def of(cls, trie: TokenTrie, chunk: int, device: Any) -> "_ChunkLayout":
         parents, depth, n = trie.parents, trie.depth, len(trie.parents)
         chunks = (n + chunk - 1) // chunk
-        width = max(depth[a] for a in range(0, n, chunk))  # the longest path to a chunk's first token
-        keys = np.zeros((chunks, width + chunk), dtype=np.int64)
-        allowed = np.zeros((chunks, chunk, width + chunk), dtype=bool)
-        for c in range(chunks):
-            a, b = c * chunk, min((c + 1) * chunk, n)
-            path, x = [], parents[a]
-            while x >= 0:
-                path.append(x)
-                x = parents[x]
-            keys[c, :len(path)] = path[::-1]  # the path to a, by depth: key column d holds depth d
-            keys[c, width: width + b - a] = range(a, b)
-            mask = allowed[c]
-            for x in range(a, b):
-                p, row = parents[x], x - a
-                if p >= a:  # its parent is in the chunk: the parent's keys and itself
-                    mask[row] = mask[p - a]
-                elif p >= 0:  # its parent is on the path: the path down to it
-                    mask[row, :depth[p] + 1] = True
-                mask[row, width + row] = True
-            for row in range(b - a, chunk):  # padding rows see themselves only
-                mask[row, width + row] = True
-        return cls(torch.from_numpy(keys).to(device), torch.from_numpy(allowed).to(device), n, chunk)
+        groups = []
+        for ids in _width_groups([depth[c * chunk] for c in range(chunks)], chunk):
+            width = max(depth[c * chunk] for c in ids)  # the longest path to a first token of the group
+            keys = np.zeros((len(ids), width + chunk), dtype=np.int64)
+            allowed = np.zeros((len(ids), chunk, width + chunk), dtype=bool)
+            for g, c in enumerate(ids):
+                cls._fill(parents, depth, c * chunk, min((c + 1) * chunk, n), width, keys[g], allowed[g])
+            groups.append((torch.tensor(ids, device=device), torch.from_numpy(keys).to(device),
+                           torch.from_numpy(allowed).to(device)))
+        flat = [c for ids, _, _ in groups for c in ids.tolist()]
+        order = np.empty(chunks, dtype=np.int64)
+        order[flat] = np.arange(chunks)
+        return cls(groups, torch.from_numpy(order).to(device), n, chunk)
+
+    @staticmethod
+    def _fill(parents: list[int], depth: list[int], a: int, b: int, width: int, keys: np.ndarray,
+              mask: np.ndarray) -> None:
+        """Keys and allowed pairs of the chunk of tokens ``[a, b)``."""
+        path, x = [], parents[a]
+        while x >= 0:
+            path.append(x)
+            x = parents[x]
+        keys[:len(path)] = path[::-1]  # the path to a, by depth: key column d holds depth d
+        keys[width: width + b - a] = range(a, b)
+        for x in range(a, b):
+            p, row = parents[x], x - a
+            if p >= a:  # its parent is in the chunk: the parent's keys and itself
+                mask[row] = mask[p - a]
+            elif p >= 0:  # its parent is on the path: the path down to it
+                mask[row, :depth[p] + 1] = True
+            mask[row, width + row] = True
+        for row in range(b - a, mask.shape[0]):  # padding rows see themselves only
+            mask[row, width + row] = True
 
 
 def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any,
@@ -144,14 +176,16 @@ def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
     layout = attention_mask
     q, k, v = query[0], key[0], value[0]  # (heads, n, head_dim); k, v: (kv_heads, n, head_dim)
     heads, n, dim = q.shape
-    chunks = layout.keys.shape[0]
+    chunks = layout.order.shape[0]
     if chunks * layout.chunk > n:
         q = F.pad(q, (0, 0, 0, chunks * layout.chunk - n))
-    q = q.reshape(heads, chunks, layout.chunk, dim).transpose(0, 1)
-    k = k[:, layout.keys].transpose(0, 1)
-    v = v[:, layout.keys].transpose(0, 1)
-    out = F.scaled_dot_product_attention(q, k, v, attn_mask=layout.allowed[:, None], scale=scaling,
-                                         enable_gqa=k.shape[1] != heads)
+    q = q.reshape(heads, chunks, layout.chunk, dim).transpose(0, 1)  # (chunks, heads, chunk, head_dim)
+    parts = []
+    for ids, keys, allowed in layout.groups:
+        parts.append(F.scaled_dot_product_attention(q[ids], k[:, keys].transpose(0, 1), v[:, keys].transpose(0, 1),
+                                                    attn_mask=allowed[:, None], scale=scaling,
+                                                    enable_gqa=k.shape[0] != heads))
+    out = torch.cat(parts)[layout.order]
     return out.transpose(1, 2).reshape(chunks * layout.chunk, heads, dim)[:n][None], None
 
 

@@ -1,7 +1,7 @@
 """The batched trainer path against the per-decision one, and the update's micro-batching.
 
 Tolerance: the paths compute the same sums in different groupings (packed rows, token
-micro-batches), so log-probs differ by ~1e-6 and the weights after an update by rounding only. A
+micro-batches; one prompt trie with chunked tree attention), so log-probs differ by ~1e-6 and the weights after an update by rounding only. A
 sampled command would flip only if its draw fell within ~1e-6 of a probability boundary, so
 over 3 short iterations the trajectories, and hence the advantages, are expected to be identical,
 and every train metric equal to 1e-4 (relative) or 1e-6 (absolute).
@@ -41,8 +41,9 @@ def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str,
 
 
 @pytest.mark.slow
-def test_three_trap_iterations_agree_between_the_paths(tmp_path):
-    rows_on, adv_on, w_on = _train(tmp_path, "on")
+@pytest.mark.parametrize("packed", ["on", "tree"])
+def test_three_trap_iterations_agree_between_the_paths(tmp_path, packed):
+    rows_on, adv_on, w_on = _train(tmp_path, packed)
     rows_off, adv_off, w_off = _train(tmp_path, "off")
     assert len(rows_on) == len(rows_off) == 3
     assert any(a.size and np.abs(a).max() > 0 for a in adv_off)  # the updates had something to learn from
