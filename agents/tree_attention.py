@@ -16,7 +16,9 @@ token. On the credit-trap preset's decisions a pass holds about half the token p
 the packed rows of :func:`agents.logprobs.packed_candidate_logprobs` (``benchmarks/trainer_speed.py``).
 
 It runs through transformers' attention interface: a function registered as
-:data:`IMPLEMENTATION` takes over while a pass runs and hands every other call to SDPA. Models
+:data:`IMPLEMENTATION` takes over while a pass runs (the layout rides along as the forward's
+``tree_layout`` keyword, which the models hand down to their attention) and hands every other
+call to SDPA. Models
 that route their attention through that interface (Qwen2, Llama and their kin) qualify;
 :func:`tree_attention_error` tells, once per model, whether one does.
 
@@ -166,14 +168,14 @@ class _ChunkLayout:
 
 def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any,
                dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
-    """transformers' attention-interface signature: chunked tree attention for a :class:`_ChunkLayout`
-    mask, SDPA for anything else."""
-    if not isinstance(attention_mask, _ChunkLayout):
+    """transformers' attention-interface signature: chunked tree attention when the forward pass
+    carries a ``tree_layout`` (:class:`_ChunkLayout`), SDPA for anything else."""
+    layout = kwargs.pop("tree_layout", None)
+    if not isinstance(layout, _ChunkLayout):
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
-    layout = attention_mask
     q, k, v = query[0], key[0], value[0]  # (heads, n, head_dim); k, v: (kv_heads, n, head_dim)
     heads, n, dim = q.shape
     chunks = layout.order.shape[0]
@@ -189,6 +191,12 @@ def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
     return out.transpose(1, 2).reshape(chunks * layout.chunk, heads, dim)[:n][None], None
 
 
+def _no_mask(*args: Any, **kwargs: Any) -> None:
+    """The mask function of :data:`IMPLEMENTATION`: the layout is the mask, so none is built (a
+    causal or packed-sequence mask over a whole trie would be pass-sized squared)."""
+    return None
+
+
 _REGISTERED = False
 
 
@@ -196,10 +204,9 @@ def _register() -> None:
     global _REGISTERED
     if not _REGISTERED:
         from transformers import AttentionInterface, AttentionMaskInterface
-        from transformers.masking_utils import sdpa_mask
 
         AttentionInterface.register(IMPLEMENTATION, _attention)
-        AttentionMaskInterface.register(IMPLEMENTATION, sdpa_mask)
+        AttentionMaskInterface.register(IMPLEMENTATION, _no_mask)
         _REGISTERED = True
 
 
@@ -216,7 +223,7 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     before = config._attn_implementation
     config._attn_implementation = IMPLEMENTATION
     try:
-        out = model(input_ids=torch.tensor([trie.tokens], device=device), attention_mask={"full_attention": layout},
+        out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
                     position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
                     logits_to_keep=torch.tensor(order, device=device))
     finally:
@@ -296,9 +303,9 @@ def tree_attention_error(model: Any) -> str | None:
 
     Checked once per model object: a two-decision pass through the tree path must give the
     log-probs of :func:`agents.logprobs.candidate_logprobs` within 1e-4 (0.1 for 16-bit weights),
-    autocast off. A model that does not
-    route its attention through transformers' attention interface, or that takes no dict of
-    masks or no index tensor as ``logits_to_keep``, fails it.
+    autocast off. A model that does not route its attention through transformers' attention
+    interface, does not hand its forward's keyword arguments (``tree_layout``) down to it, or takes
+    no index tensor as ``logits_to_keep``, fails it.
     """
     if model not in _CHECKED:
         _CHECKED[model] = _check(model)
