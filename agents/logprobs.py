@@ -226,6 +226,15 @@ def candidate_logprobs(
     return results
 
 
+def check_decisions(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]]) -> None:
+    """Raise ValueError for a ``(prompt, candidates)`` pair with an empty prompt or candidate."""
+    for prompt, cands in decisions:
+        if len(prompt) == 0:
+            raise ValueError("the prompt needs at least one token")
+        if any(len(c) == 0 for c in cands):
+            raise ValueError("every candidate needs at least one token")
+
+
 def packed_candidate_logprobs(
     model: Any,
     decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
@@ -250,11 +259,7 @@ def packed_candidate_logprobs(
 
     Returns: per decision, the per-token log-prob tensor of each candidate.
     """
-    for prompt, cands in decisions:
-        if len(prompt) == 0:
-            raise ValueError("the prompt needs at least one token")
-        if any(len(c) == 0 for c in cands):
-            raise ValueError("every candidate needs at least one token")
+    check_decisions(decisions)
     out: list[list[torch.Tensor]] = [[] for _ in decisions]
     todo = [i for i, (_, cands) in enumerate(decisions) if len(cands)]
     impl = str(getattr(getattr(model, "config", None), "_attn_implementation", "") or "")

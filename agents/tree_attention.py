@@ -40,12 +40,22 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from agents.logprobs import candidate_logprobs, check_decisions, processed_log_softmax
+
 __all__ = ["CHUNK", "IMPLEMENTATION", "TokenTrie", "tree_attention_error", "tree_candidate_logprobs"]
 
 #: tokens per attention chunk (128 was the fastest of 64 / 128 / 256 on the trap preset's decisions, CPU)
 CHUNK = 128
 #: the name the tree attention is registered under in transformers' AttentionInterface
 IMPLEMENTATION = "progpo_tree"
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int], start: int = 0) -> int:
+    """Length of the common prefix of ``a`` and ``b``, known to be at least ``start``."""
+    k, limit = start, min(len(a), len(b))
+    while k < limit and a[k] == b[k]:
+        k += 1
+    return k
 
 
 @dataclass
@@ -82,10 +92,7 @@ class TokenTrie:
             prompt, n_prompt, first = prompts[i], len(prompts[i]), True
             for j, cand in sorted(enumerate(decisions[i][1]), key=lambda jc: list(jc[1])):
                 seq = prompt + list(map(int, cand))
-                k = 0 if first else n_prompt  # the previous sequence had the same prompt
-                limit = min(len(seq), len(prev))
-                while k < limit and seq[k] == prev[k]:
-                    k += 1
+                k = _common_prefix(seq, prev, 0 if first else n_prompt)  # not first: prev had this prompt
                 start = len(tokens)
                 if len(seq) > k:
                     tokens += seq[k:]
@@ -212,8 +219,6 @@ def _register() -> None:
 
 def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
                chunk: int) -> list[list[torch.Tensor]]:
-    from agents.logprobs import processed_log_softmax
-
     device = next(model.parameters()).device
     trie = TokenTrie.build(decisions)
     layout = _ChunkLayout.of(trie, chunk, device)
@@ -245,9 +250,7 @@ def _passes(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], 
     used, prev = 0, ()
     for i in order:
         prompt, cands = tuple(decisions[i][0]), decisions[i][1]
-        limit, k = min(len(prompt), len(prev)), 0
-        while k < limit and prompt[k] == prev[k]:
-            k += 1
+        k = _common_prefix(prompt, prev)
         cost = len(prompt) - k + sum(len(c) for c in cands)
         if current and used + cost > max_tokens:
             passes.append(current)
@@ -281,11 +284,7 @@ def tree_candidate_logprobs(
     Returns: per decision, the per-token log-prob tensor of each candidate.
     """
     del pad_token_id
-    for prompt, cands in decisions:
-        if len(prompt) == 0:
-            raise ValueError("the prompt needs at least one token")
-        if any(len(c) == 0 for c in cands):
-            raise ValueError("every candidate needs at least one token")
+    check_decisions(decisions)
     _register()
     out: list[list[torch.Tensor]] = [[] for _ in decisions]
     todo = sorted((i for i, (_, cands) in enumerate(decisions) if len(cands)), key=lambda i: tuple(decisions[i][0]))
@@ -313,8 +312,6 @@ def tree_attention_error(model: Any) -> str | None:
 
 
 def _check(model: Any) -> str | None:
-    from agents.logprobs import candidate_logprobs
-
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return f"{type(model).__name__} is not a transformers model"

@@ -46,6 +46,14 @@ def _worst(a, b) -> float:
     return max(float((x - y).abs().max()) for da, db in zip(a, b) for x, y in zip(da, db))
 
 
+def _values_and_grads(model, fn):
+    """The log-probs ``fn()`` returns, and the gradient of their sum on every parameter."""
+    model.zero_grad(set_to_none=True)
+    out = fn()
+    torch.cat([x.reshape(-1) for d in out for x in d]).sum().backward()
+    return [x.detach() for d in out for x in d], [p.grad.detach().clone() for p in model.parameters()]
+
+
 def test_real_prompts_share_prefixes_and_differ_in_length(alfworld_steps):
     lengths = [len(s.prompt_ids) for s in alfworld_steps]
     assert len(alfworld_steps) >= 20 and max(lengths) > 1.3 * min(lengths)
@@ -69,16 +77,11 @@ def test_packed_equals_per_decision_with_grad(model_tok, alfworld_steps):
     real ones) and a row holding one decision."""
     model, _ = model_tok
     decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
-    params = [p for p in model.parameters()]
 
-    def grads(fn):
-        model.zero_grad(set_to_none=True)
-        out = fn()
-        torch.cat([x.reshape(-1) for d in out for x in d]).sum().backward()
-        return [x.detach() for d in out for x in d], [p.grad.detach().clone() for p in params]
-
-    ref_v, ref_g = grads(lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions])
-    got_v, got_g = grads(lambda: packed_candidate_logprobs(model, decisions, pad_token_id=0, row_tokens=300))
+    ref_v, ref_g = _values_and_grads(model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0)
+                                                     for p, c in decisions])
+    got_v, got_g = _values_and_grads(model, lambda: packed_candidate_logprobs(model, decisions, pad_token_id=0,
+                                                                              row_tokens=300))
     model.zero_grad(set_to_none=True)
     assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
     rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
@@ -132,16 +135,10 @@ def test_tree_equals_per_decision_with_grad(model_tok, alfworld_steps):
     """Values and gradients, with a short synthetic prompt beside the real ones."""
     model, _ = model_tok
     decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
-    params = list(model.parameters())
 
-    def grads(fn):
-        model.zero_grad(set_to_none=True)
-        out = fn()
-        torch.cat([x.reshape(-1) for d in out for x in d]).sum().backward()
-        return [x.detach() for d in out for x in d], [p.grad.detach().clone() for p in params]
-
-    ref_v, ref_g = grads(lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions])
-    got_v, got_g = grads(lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64))
+    ref_v, ref_g = _values_and_grads(model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0)
+                                                     for p, c in decisions])
+    got_v, got_g = _values_and_grads(model, lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64))
     model.zero_grad(set_to_none=True)
     assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
     rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
