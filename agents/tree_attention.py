@@ -12,7 +12,8 @@ the ancestors of any token of a chunk ``[a, b)`` are either in the chunk or on t
 ``a``, so a chunk's keys are that path plus the chunk itself: the cost is linear in the trie's
 size (chunk x (depth + chunk) pairs a chunk), where one dense tree mask over packed rows is
 quadratic in the row. The logits are computed only at the tokens that predict a candidate
-token. On the credit-trap preset's decisions a pass holds about half the token positions of
+token, and so is the last decoder layer past its attention (its output projection and MLP: the
+other rows of that layer feed nothing), where the model's layers have the usual pre-norm shape. On the credit-trap preset's decisions a pass holds about half the token positions of
 the packed rows of :func:`agents.logprobs.packed_candidate_logprobs` (``benchmarks/trainer_speed.py``).
 
 It runs through transformers' attention interface: a function registered as
@@ -217,8 +218,60 @@ def _register() -> None:
         _REGISTERED = True
 
 
+def _decoder_layers(model: Any) -> Any:
+    """The decoder layers of a causal LM (``model.model.layers``; under peft, one level deeper)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    return getattr(getattr(base, "model", None), "layers", None)
+
+
+class _LastLayerRows:
+    """While active, the last decoder layer computes its output rows at ``rows`` only.
+
+    Its attention still reads the keys and values of every token (computed as usual); its output
+    projection (through a forward pre-hook), residual and MLP see the rows in ``rows`` only, so
+    the layer returns ``[1, len(rows), hidden]`` and the model's head reads all of it
+    (``logits_to_keep=0``). A pre-norm layer (``input_layernorm``, ``self_attn.o_proj``,
+    ``post_attention_layernorm``, ``mlp``) is assumed: :func:`tree_attention_error` checks the
+    result once per model against the per-decision path and turns this off where it differs.
+    """
+
+    def __init__(self, model: Any, rows: torch.Tensor | None) -> None:
+        layers = _decoder_layers(model) if rows is not None else None
+        if rows is not None and not layers:
+            raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
+        self.layer = layers[-1] if layers else None
+        self.rows = rows
+        self.hook: Any = None
+        self.saved: Any = None
+
+    def __enter__(self) -> "_LastLayerRows":
+        layer, rows = self.layer, self.rows
+        if layer is None:
+            return self
+        self.hook = layer.self_attn.o_proj.register_forward_pre_hook(lambda _m, args: (args[0][:, rows], *args[1:]))
+
+        def forward(hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            if args:
+                raise TypeError("the decoder layer got positional arguments past its hidden states")
+            out = layer.self_attn(hidden_states=layer.input_layernorm(hidden_states), **kwargs)[0]
+            hidden = hidden_states[:, rows] + out
+            return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+
+        self.saved = layer.__dict__.get("forward")  # an instance's own forward, if it has one
+        layer.forward = forward  # an instance attribute: the class's forward is untouched
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.layer is not None:
+            self.hook.remove()
+            if self.saved is None:
+                del self.layer.forward
+            else:
+                self.layer.forward = self.saved
+
+
 def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
-               chunk: int) -> list[list[torch.Tensor]]:
+               chunk: int, prune: bool) -> list[list[torch.Tensor]]:
     device = next(model.parameters()).device
     trie = TokenTrie.build(decisions)
     layout = _ChunkLayout.of(trie, chunk, device)
@@ -227,10 +280,12 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     config = model.config
     before = config._attn_implementation
     config._attn_implementation = IMPLEMENTATION
+    kept = torch.tensor(order, device=device)
     try:
-        out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
-                    position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
-                    logits_to_keep=torch.tensor(order, device=device))
+        with _LastLayerRows(model, kept if prune else None):
+            out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
+                        position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
+                        logits_to_keep=0 if prune else kept)
     finally:
         config._attn_implementation = before
     logp = processed_log_softmax(out.logits[0], temperature, 1.0)
@@ -272,6 +327,7 @@ def tree_candidate_logprobs(
     temperature: float = 1.0,
     max_tokens: int = 8192,
     chunk: int = CHUNK,
+    last_layer_rows: bool | None = None,
 ) -> list[list[torch.Tensor]]:
     """:func:`agents.logprobs.candidate_logprobs` of many decisions, each pass one prompt trie.
 
@@ -280,21 +336,29 @@ def tree_candidate_logprobs(
     chunked tree attention (the module docstring). Runs under the caller's grad mode. Equal to
     :func:`~agents.logprobs.candidate_logprobs` decision by decision up to float rounding (~1e-6).
     ``pad_token_id`` is unused (nothing is padded) and kept for the signature of the other paths.
+    ``last_layer_rows``: compute the last decoder layer past its attention at the rows that
+    predict a candidate token only (module docstring); ``None``: where :func:`tree_attention_error`
+    found it to give the per-decision log-probs for this model.
 
     Returns: per decision, the per-token log-prob tensor of each candidate.
     """
     del pad_token_id
     check_decisions(decisions)
     _register()
+    if last_layer_rows is None:
+        last_layer_rows = tree_attention_error(model) is None and _LAST_LAYER_ROWS.get(model, False)
     out: list[list[torch.Tensor]] = [[] for _ in decisions]
     todo = sorted((i for i, (_, cands) in enumerate(decisions) if len(cands)), key=lambda i: tuple(decisions[i][0]))
     for batch in _passes(decisions, todo, max(1, int(max_tokens))):
-        for i, lps in zip(batch, _tree_pass(model, [decisions[i] for i in batch], temperature, max(1, int(chunk)))):
+        for i, lps in zip(batch, _tree_pass(model, [decisions[i] for i in batch], temperature, max(1, int(chunk)),
+                                                          bool(last_layer_rows))):
             out[i] = lps
     return out
 
 
 _CHECKED: "weakref.WeakKeyDictionary[Any, str | None]" = weakref.WeakKeyDictionary()
+#: per checked model, whether the last layer's rows can be pruned (``last_layer_rows``)
+_LAST_LAYER_ROWS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
 
 
 def tree_attention_error(model: Any) -> str | None:
@@ -302,16 +366,18 @@ def tree_attention_error(model: Any) -> str | None:
 
     Checked once per model object: a two-decision pass through the tree path must give the
     log-probs of :func:`agents.logprobs.candidate_logprobs` within 1e-4 (0.1 for 16-bit weights),
-    autocast off. A model that does not route its attention through transformers' attention
+    autocast off; first with the last layer computed at the predicting rows only, then, where
+    that differs, in full (the mode later passes take). A model that does not route its attention through transformers' attention
     interface, does not hand its forward's keyword arguments (``tree_layout``) down to it, or takes
     no index tensor as ``logits_to_keep``, fails it.
     """
     if model not in _CHECKED:
-        _CHECKED[model] = _check(model)
+        _LAST_LAYER_ROWS[model] = _check(model, last_layer_rows=True) is None
+        _CHECKED[model] = None if _LAST_LAYER_ROWS[model] else _check(model, last_layer_rows=False)
     return _CHECKED[model]
 
 
-def _check(model: Any) -> str | None:
+def _check(model: Any, last_layer_rows: bool) -> str | None:
     config = getattr(model, "config", None)
     if config is None or not hasattr(config, "_attn_implementation"):
         return f"{type(model).__name__} is not a transformers model"
@@ -322,7 +388,8 @@ def _check(model: Any) -> str | None:
     param = next(model.parameters())
     try:  # in the model's own precision: autocast would round the two paths differently
         with torch.no_grad(), torch.autocast(device_type=param.device.type, enabled=False):
-            tree = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4)
+            tree = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4,
+                                           last_layer_rows=last_layer_rows)
             ref = [candidate_logprobs(model, p, cs, pad_token_id=0) for p, cs in decisions]
     except Exception as exc:  # noqa: BLE001 -- any failure means the path does not apply; say which
         return f"{type(model).__name__}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"

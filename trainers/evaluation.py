@@ -104,6 +104,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
             total.steps += rollout.steps
             total.trajectories += rollout.trajectories
             total.seconds += rollout.seconds
+            total.env_seconds += rollout.env_seconds
             total.response_tokens += rollout.response_tokens
     finally:
         envs.close()

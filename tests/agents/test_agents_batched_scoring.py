@@ -131,14 +131,17 @@ def test_tree_equals_per_decision_without_grad(model_tok, alfworld_steps, chunk,
     assert _worst(ref, got) < TOL
 
 
-def test_tree_equals_per_decision_with_grad(model_tok, alfworld_steps):
-    """Values and gradients, with a short synthetic prompt beside the real ones."""
+@pytest.mark.parametrize("last_layer_rows", [True, False])
+def test_tree_equals_per_decision_with_grad(model_tok, alfworld_steps, last_layer_rows):
+    """Values and gradients, with a short synthetic prompt beside the real ones, with the last
+    layer computed at the predicting rows only and in full."""
     model, _ = model_tok
     decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
 
     ref_v, ref_g = _values_and_grads(model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0)
                                                      for p, c in decisions])
-    got_v, got_g = _values_and_grads(model, lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64))
+    got_v, got_g = _values_and_grads(model, lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64,
+                                                                            last_layer_rows=last_layer_rows))
     model.zero_grad(set_to_none=True)
     assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
     rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
@@ -206,3 +209,31 @@ def test_a_model_outside_transformers_gets_one_line_not_a_wrong_answer(model_tok
                          history_k=2, avoid_repeats=False)
     with pytest.raises(ValueError, match=r"batch_decisions tree cannot score with this model: .*use batch_decisions on"):
         policy.compute_logprobs_and_entropy(alfworld_steps[:2])
+
+
+def test_a_last_layer_of_another_shape_is_computed_in_full():
+    """The tree path computes the last layer at the predicting rows only by the usual pre-norm
+    formula; a layer of another shape (here its attention counts twice) fails the model's check
+    in that mode, and the path computes that layer in full: same log-probs as per decision."""
+    from agents.models import load_model
+    from agents.tree_attention import _LAST_LAYER_ROWS
+
+    torch.manual_seed(0)
+    model, _ = load_model("tiny", init_std=0.05)
+    layer = model.model.layers[-1]
+
+    def doubled(hidden_states, **kw):
+        out = layer.self_attn(hidden_states=layer.input_layernorm(hidden_states), **kw)[0]
+        hidden = hidden_states + 2 * out
+        return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+
+    layer.forward = doubled
+    assert tree_attention_error(model) is None and _LAST_LAYER_ROWS[model] is False
+    decisions = [([1, 2, 3, 4, 5], [[6, 7], [6, 8, 9]]), ([1, 2, 9], [[4], [5, 6]])]
+    with torch.no_grad():
+        ref = [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+        got = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4)
+        pruned = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4, last_layer_rows=True)
+    assert _worst(ref, got) < TOL
+    assert _worst(ref, pruned) > 1e-3  # what the check caught
+    assert layer.forward is doubled  # the layer's own forward is back after each pass
