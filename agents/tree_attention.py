@@ -33,6 +33,7 @@ that route their attention through that interface (Qwen2, Llama and their kin) q
 """
 from __future__ import annotations
 
+import contextlib
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -235,19 +236,16 @@ class _LastLayerRows:
     result once per model against the per-decision path and turns this off where it differs.
     """
 
-    def __init__(self, model: Any, rows: torch.Tensor | None) -> None:
-        layers = _decoder_layers(model) if rows is not None else None
-        if rows is not None and not layers:
+    def __init__(self, model: Any, rows: torch.Tensor) -> None:
+        layers = _decoder_layers(model)
+        if not layers:
             raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
-        self.layer = layers[-1] if layers else None
-        self.rows = rows
+        self.layer, self.rows = layers[-1], rows
         self.hook: Any = None
         self.saved: Any = None
 
     def __enter__(self) -> "_LastLayerRows":
         layer, rows = self.layer, self.rows
-        if layer is None:
-            return self
         self.hook = layer.self_attn.o_proj.register_forward_pre_hook(lambda _m, args: (args[0][:, rows], *args[1:]))
 
         def forward(hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
@@ -262,12 +260,11 @@ class _LastLayerRows:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.layer is not None:
-            self.hook.remove()
-            if self.saved is None:
-                del self.layer.forward
-            else:
-                self.layer.forward = self.saved
+        self.hook.remove()
+        if self.saved is None:
+            del self.layer.forward
+        else:
+            self.layer.forward = self.saved
 
 
 def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
@@ -282,7 +279,7 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     config._attn_implementation = IMPLEMENTATION
     kept = torch.tensor(order, device=device)
     try:
-        with _LastLayerRows(model, kept if prune else None):
+        with _LastLayerRows(model, kept) if prune else contextlib.nullcontext():
             out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
                         position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
                         logits_to_keep=0 if prune else kept)
