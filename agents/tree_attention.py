@@ -19,7 +19,7 @@ the packed rows of :func:`agents.logprobs.packed_candidate_logprobs` (``benchmar
 It runs through transformers' attention interface: a function registered as
 :data:`IMPLEMENTATION` takes over while a pass runs (the layout rides along as the forward's
 ``tree_layout`` keyword, which the models hand down to their attention) and hands every other
-call to SDPA. Models
+call to SDPA. Passes of one model may run in several threads at once (:class:`_TreeMode`). Models
 that route their attention through that interface (Qwen2, Llama and their kin) qualify;
 :func:`tree_attention_error` tells, once per model, whether one does.
 
@@ -34,6 +34,7 @@ that route their attention through that interface (Qwen2, Llama and their kin) q
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence
@@ -135,6 +136,8 @@ class _ChunkLayout:
     order: torch.Tensor  # position of each chunk in the groups' concatenation
     n: int
     chunk: int
+    #: the rows the last decoder layer computes past its attention (None: every row)
+    rows: torch.Tensor | None = None
 
     @classmethod
     def of(cls, trie: TokenTrie, chunk: int, device: Any) -> "_ChunkLayout":
@@ -225,46 +228,104 @@ def _decoder_layers(model: Any) -> Any:
     return getattr(getattr(base, "model", None), "layers", None)
 
 
-class _LastLayerRows:
-    """While active, the last decoder layer computes its output rows at ``rows`` only.
+#: per thread, the rows the last layer's output projection keeps while a pruned pass runs it
+_ROWS = threading.local()
 
-    Its attention still reads the keys and values of every token (computed as usual); its output
-    projection (through a forward pre-hook), residual and MLP see the rows in ``rows`` only, so
-    the layer returns ``[1, len(rows), hidden]`` and the model's head reads all of it
-    (``logits_to_keep=0``). A pre-norm layer (``input_layernorm``, ``self_attn.o_proj``,
-    ``post_attention_layernorm``, ``mlp``) is assumed: :func:`tree_attention_error` checks the
-    result once per model against the per-decision path and turns this off where it differs.
+
+def _cut_to_rows(module: Any, args: tuple) -> tuple | None:
+    """The forward pre-hook of the last layer's output projection: its input at the kept rows
+    during a pruned pass of this thread, untouched otherwise."""
+    rows = getattr(_ROWS, "rows", None)
+    return None if rows is None else (args[0][:, rows], *args[1:])
+
+
+class _TreeMode:
+    """While at least one tree pass of a model runs, in any thread: its attention implementation is
+    :data:`IMPLEMENTATION` and its last decoder layer's forward is wrapped (:meth:`_rows_forward`).
+
+    The per-pass state travels with each forward call (the layout and its kept rows; the output
+    projection's hook reads them from a thread-local), so tree passes of one model may run in
+    several threads at once (each thread's share of a concurrent evaluation, for instance); a
+    forward of that model that is not a tree pass must not run alongside them (it would find no
+    causal mask).
     """
 
-    def __init__(self, model: Any, rows: torch.Tensor) -> None:
-        layers = _decoder_layers(model)
-        if not layers:
-            raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
-        self.layer, self.rows = layers[-1], rows
-        self.hook: Any = None
-        self.saved: Any = None
+    _lock = threading.Lock()
+    _active: "weakref.WeakKeyDictionary[Any, _TreeMode]" = weakref.WeakKeyDictionary()
 
-    def __enter__(self) -> "_LastLayerRows":
-        layer, rows = self.layer, self.rows
-        self.hook = layer.self_attn.o_proj.register_forward_pre_hook(lambda _m, args: (args[0][:, rows], *args[1:]))
+    def __init__(self, model: Any) -> None:
+        self.model, self.users = model, 0
+        self.before = model.config._attn_implementation
+        layers = _decoder_layers(model)
+        last = layers[-1] if layers else None
+        # a layer without the pre-norm parts is never cut (its pruned check fails: computed in full)
+        parts = ("input_layernorm", "post_attention_layernorm", "mlp")
+        self.layer = last if all(hasattr(last, a) for a in parts) and hasattr(getattr(last, "self_attn", None), "o_proj") \
+            else None
+        self.saved: Any = None
+        self.hook: Any = None
+
+    @classmethod
+    @contextlib.contextmanager
+    def of(cls, model: Any) -> Any:
+        with cls._lock:
+            mode = cls._active.get(model)
+            if mode is None:
+                mode = cls._active[model] = cls(model)
+                mode._switch_on()
+            mode.users += 1
+        try:
+            yield mode
+        finally:
+            with cls._lock:
+                mode.users -= 1
+                if not mode.users:
+                    del cls._active[model]
+                    mode._switch_off()
+
+    def _switch_on(self) -> None:
+        self.model.config._attn_implementation = IMPLEMENTATION
+        if self.layer is not None:
+            self.saved = self.layer.__dict__.get("forward")  # an instance's own forward, if it has one
+            self.layer.forward = self._rows_forward(self.layer, self.saved)  # the class's forward is untouched
+            self.hook = self.layer.self_attn.o_proj.register_forward_pre_hook(_cut_to_rows)
+
+    def _switch_off(self) -> None:
+        self.model.config._attn_implementation = self.before
+        if self.layer is not None:
+            self.hook.remove()
+            if self.saved is None:
+                del self.layer.forward
+            else:
+                self.layer.forward = self.saved
+
+    @staticmethod
+    def _rows_forward(layer: Any, saved: Any) -> Any:
+        """The last layer's forward in a pass whose layout keeps ``rows``: its attention still
+        reads the keys and values of every token, its output projection (a forward pre-hook cuts
+        its input), residual and MLP see the kept rows only, so the layer returns
+        ``[1, len(rows), hidden]`` and the model's head reads all of it (``logits_to_keep=0``). A
+        pre-norm layer (``input_layernorm``, ``self_attn``, ``post_attention_layernorm``,
+        ``mlp``) is assumed: :func:`tree_attention_error` checks the result once per model
+        against the per-decision path and turns this off where it differs. Any other call runs
+        the layer's own forward."""
+        original = saved if saved is not None else type(layer).forward.__get__(layer)
 
         def forward(hidden_states: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
+            layout = kwargs.get("tree_layout")
+            if not isinstance(layout, _ChunkLayout) or layout.rows is None:
+                return original(hidden_states, *args, **kwargs)
             if args:
                 raise TypeError("the decoder layer got positional arguments past its hidden states")
-            out = layer.self_attn(hidden_states=layer.input_layernorm(hidden_states), **kwargs)[0]
-            hidden = hidden_states[:, rows] + out
+            _ROWS.rows = layout.rows  # this thread's pass: what the output projection's hook reads
+            try:
+                out = layer.self_attn(hidden_states=layer.input_layernorm(hidden_states), **kwargs)[0]
+            finally:
+                _ROWS.rows = None
+            hidden = hidden_states[:, layout.rows] + out
             return hidden + layer.mlp(layer.post_attention_layernorm(hidden))
 
-        self.saved = layer.__dict__.get("forward")  # an instance's own forward, if it has one
-        layer.forward = forward  # an instance attribute: the class's forward is untouched
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.hook.remove()
-        if self.saved is None:
-            del self.layer.forward
-        else:
-            self.layer.forward = self.saved
+        return forward
 
 
 def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
@@ -274,17 +335,15 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     layout = _ChunkLayout.of(trie, chunk, device)
     order = sorted({p for nodes in trie.predictors.values() for p in nodes})
     row_of = {p: r for r, p in enumerate(order)}
-    config = model.config
-    before = config._attn_implementation
-    config._attn_implementation = IMPLEMENTATION
     kept = torch.tensor(order, device=device)
-    try:
-        with _LastLayerRows(model, kept) if prune else contextlib.nullcontext():
-            out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
-                        position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
-                        logits_to_keep=0 if prune else kept)
-    finally:
-        config._attn_implementation = before
+    with _TreeMode.of(model) as mode:
+        if prune:
+            if mode.layer is None:
+                raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
+            layout.rows = kept
+        out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
+                    position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
+                    logits_to_keep=0 if prune else kept)
     logp = processed_log_softmax(out.logits[0], temperature, 1.0)
     pairs = [(i, j) for i, (_, cands) in enumerate(decisions) for j in range(len(cands))]
     rows = torch.tensor([row_of[p] for pair in pairs for p in trie.predictors[pair]], dtype=torch.long, device=device)
@@ -356,6 +415,7 @@ def tree_candidate_logprobs(
 _CHECKED: "weakref.WeakKeyDictionary[Any, str | None]" = weakref.WeakKeyDictionary()
 #: per checked model, whether the last layer's rows can be pruned (``last_layer_rows``)
 _LAST_LAYER_ROWS: "weakref.WeakKeyDictionary[Any, bool]" = weakref.WeakKeyDictionary()
+_CHECK_LOCK = threading.RLock()
 
 
 def tree_attention_error(model: Any) -> str | None:
@@ -368,10 +428,11 @@ def tree_attention_error(model: Any) -> str | None:
     interface, does not hand its forward's keyword arguments (``tree_layout``) down to it, or takes
     no index tensor as ``logits_to_keep``, fails it.
     """
-    if model not in _CHECKED:
-        _LAST_LAYER_ROWS[model] = _check(model, last_layer_rows=True) is None
-        _CHECKED[model] = None if _LAST_LAYER_ROWS[model] else _check(model, last_layer_rows=False)
-    return _CHECKED[model]
+    with _CHECK_LOCK:  # a check from a second thread waits for the first one's verdict
+        if model not in _CHECKED:
+            _LAST_LAYER_ROWS[model] = _check(model, last_layer_rows=True) is None
+            _CHECKED[model] = None if _LAST_LAYER_ROWS[model] else _check(model, last_layer_rows=False)
+        return _CHECKED[model]
 
 
 def _check(model: Any, last_layer_rows: bool) -> str | None:

@@ -288,6 +288,10 @@ class TrainConfig:
                               "outputs")
     eval_episodes: int = _opt(144, "per evaluation, spread evenly over the split's tasks (0 disables evaluation)",
                                    "outputs")
+    eval_streams: int = _opt(1, "score mode: play each evaluation in this many concurrent streams, each a share of "
+                                "the envs and torch_threads / eval_streams threads for its forward passes, the env "
+                                "steps overlapping the other streams' passes (2 with torch_threads 2 on a 2-core "
+                                "machine). Same episodes, other sampled actions than 1 stream", "outputs")
     eval_extra_split: str = _opt("auto", "a second held-out split evaluated at the start and the end (auto: alfworld "
                                          "valid; \"none\")", "outputs")
     eval_extra_episodes: int = _opt(36, "episodes of the second held-out evaluation", "outputs")
@@ -321,7 +325,7 @@ class TrainConfig:
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
                      "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
                      "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit",
-                     "distill_top_k"):
+                     "distill_top_k", "eval_streams"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
@@ -359,6 +363,9 @@ class TrainConfig:
             if tiny_spec(self.model) is None:
                 raise ConfigError(f"tiny_init_std applies to the random tiny-* models only, not to {self.model!r} "
                                   "(its weights are loaded, not drawn): leave it at 0")
+        if self.eval_streams > 1 and self.policy_mode != "score":
+            raise ConfigError(f"eval_streams {self.eval_streams}: concurrent evaluation streams share the training "
+                              "model, which only score mode acts with; use --eval-streams 1 in generate mode")
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
                               "ranks the commands with the training model itself)")

@@ -17,6 +17,9 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
+import queue
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -71,44 +74,192 @@ class EvalPlan:
 
 
 def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,
-             on_step: Callable[[int], None] | None = None, step_timeout: float | str | None = "auto") -> Any:
+             on_step: Callable[[int], None] | None = None, step_timeout: float | str | None = "auto",
+             streams: int = 1) -> Any:
     """Play ``plan`` with ``policy`` (one member per group, sync envs, ``batch`` at a time).
 
     ``step_timeout`` is passed to :class:`~wrappers.GroupVectorEnv` (a step past it truncates its episode).
+    ``streams`` > 1 plays the episodes in that many concurrent streams, each with ``batch /
+    streams`` envs of its own and a thread that runs the policy at ``torch threads / streams``
+    threads; every env call still runs in the calling thread (a step timeout needs its
+    ``SIGALRM``), where it overlaps the other streams' forward passes. Each stream's share of a
+    batch is a chunk of its own, with its own sampling seed, so the episodes (tasks and task
+    seeds) are those of one stream, the actions sampled in them are not. A policy that scores
+    with a shared model must tolerate concurrent ``act`` calls (:class:`agents.score_policy.ScorePolicy`
+    does; the trainer refuses other modes).
 
     Returns a :class:`trainers.rollout.Rollout` whose trajectories follow ``plan.episodes()``.
     """
-    from trainers.rollout import Rollout, collect_rollout
-    from wrappers import GroupVectorEnv
+    from trainers.rollout import Rollout
 
+    if int(streams) < 1:
+        raise ValueError(f"streams must be >= 1, got {streams}")
     episodes = plan.episodes()
-    total = Rollout()
     n = min(batch, len(episodes))
-    envs = GroupVectorEnv(env_fn, num_groups=n, group_size=1, backend="sync", seed=plan.seed,
-                              step_timeout=step_timeout)
+    pieces: list[tuple[int, int, list[str]]] = []  # (stream, start, task ids): each chunk of n, one piece a stream
+    for start in range(0, len(episodes), n):
+        chunk = episodes[start:start + n]
+        width = -(-len(chunk) // int(streams))
+        pieces += [(k, start + a, chunk[a:a + width]) for k, a in enumerate(range(0, len(chunk), width))]
+    lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(max(k for k, _, _ in pieces) + 1)] \
+        if pieces else []
     try:
-        for start in range(0, len(episodes), n):
-            chunk = episodes[start:start + n]
-            if len(chunk) < n:  # last, smaller chunk: a fresh vector env of the right width
-                envs.close()
-                envs = GroupVectorEnv(env_fn, num_groups=len(chunk), group_size=1, backend="sync", seed=plan.seed,
-                              step_timeout=step_timeout)
-            task_seeds = [seeds.eval_task(plan.seed, start + j) for j in range(len(chunk))]
-            rollout = collect_rollout(envs, policy, task_seeds, seed=seeds.eval_sampling(plan.seed, start),
-                                 options=[{"task_id": t} if t else None for t in chunk], on_step=on_step)
-            offset = len(total.trajectories)
-            for s in rollout.steps:
-                s.traj += offset
-            for tr in rollout.trajectories:
-                tr.group += start
-            total.steps += rollout.steps
-            total.trajectories += rollout.trajectories
-            total.seconds += rollout.seconds
-            total.env_seconds += rollout.env_seconds
-            total.response_tokens += rollout.response_tokens
+        if len(lanes) == 1:
+            played = [lanes[0].play(start, chunk) for _, start, chunk in pieces]
+        else:
+            played = _play_concurrently(lanes, pieces)
     finally:
-        envs.close()
+        for lane in lanes:
+            lane.close()
+    total = Rollout()
+    for (_, start, _), rollout in zip(pieces, played):
+        offset = len(total.trajectories)
+        for s in rollout.steps:
+            s.traj += offset
+        for tr in rollout.trajectories:
+            tr.group += start
+        total.steps += rollout.steps
+        total.trajectories += rollout.trajectories
+        total.seconds += rollout.seconds
+        total.env_seconds += rollout.env_seconds
+        total.response_tokens += rollout.response_tokens
     return total
+
+
+class _EvalLane:
+    """One stream of an evaluation: its vector env (rebuilt for a chunk of another width) and
+    the chunks it plays. ``env_proxy`` wraps its env when its calls run in another thread."""
+
+    def __init__(self, env_fn: Callable[[], Any], plan: EvalPlan, step_timeout: float | str | None, policy: Any,
+                 on_step: Callable[[int], None] | None) -> None:
+        self.env_fn, self.plan, self.step_timeout, self.policy, self.on_step = env_fn, plan, step_timeout, policy, on_step
+        self.envs: Any = None
+        self.env_proxy: Callable[[Any], Any] = lambda envs: envs
+
+    def play(self, start: int, chunk: Sequence[str]) -> Any:
+        """Play episodes ``start .. start + len(chunk)`` of the plan (their task ids ``chunk``)."""
+        from trainers.rollout import collect_rollout
+        from wrappers import GroupVectorEnv
+
+        if self.envs is None or self.envs.num_envs != len(chunk):
+            self.close()
+            # a finished episode's group is held, not reset to a task nobody plays
+            self.envs = GroupVectorEnv(self.env_fn, num_groups=len(chunk), group_size=1, backend="sync",
+                                       seed=self.plan.seed, step_timeout=self.step_timeout, autoreset=False)
+        task_seeds = [seeds.eval_task(self.plan.seed, start + j) for j in range(len(chunk))]
+        return collect_rollout(self.env_proxy(self.envs), self.policy, task_seeds,
+                               seed=seeds.eval_sampling(self.plan.seed, start),
+                               options=[{"task_id": t} if t else None for t in chunk], on_step=self.on_step)
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+            self.envs = None
+
+
+def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, int, list[str]]]) -> list[Any]:
+    """Each lane plays its pieces (``(lane, start, task ids)``) in a thread of its own (the
+    policy's forward passes), while this thread runs every env call the lanes make; returns the
+    rollouts in the order of ``pieces``."""
+    import torch
+
+    calls: queue.SimpleQueue = queue.SimpleQueue()
+    for lane in lanes:
+        lane.env_proxy = lambda envs: _CalledHere(envs, calls)
+    threads = max(1, torch.get_num_threads() // len(lanes))
+    modes = _TorchModes.of_this_thread()
+
+    def run_lane(k: int) -> dict[int, Any]:
+        torch.set_num_threads(threads)
+        with modes.apply():
+            return {i: lanes[k].play(start, chunk) for i, (lane, start, chunk) in enumerate(pieces) if lane == k}
+
+    before = torch.get_num_threads()
+    pool = ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="eval-stream")
+    futures = [pool.submit(run_lane, k) for k in range(len(lanes))]
+    try:
+        _serve(calls, futures)
+    finally:
+        pool.shutdown(wait=True)
+        torch.set_num_threads(before)
+    played: dict[int, Any] = {}
+    for f in futures:
+        played.update(f.result())  # a lane's error is raised here
+    return [played[i] for i in range(len(pieces))]
+
+
+def _serve(calls: "queue.SimpleQueue", futures: Sequence[Future]) -> None:
+    """Run the env calls the lanes queue until every lane has finished. If one of them raises
+    here (an interrupt), the calls still queued or queued later fail with it, so that every
+    lane stops at its next env call."""
+    try:
+        while not all(f.done() for f in futures):
+            try:
+                fn, args, done = calls.get(timeout=0.05)
+            except queue.Empty:
+                continue
+            try:
+                done.set_result(fn(*args))
+            except Exception as exc:  # noqa: BLE001 -- the lane that made the call raises it
+                done.set_exception(exc)
+            except BaseException as exc:  # an interrupt: that lane stops too
+                done.set_exception(RuntimeError(f"evaluation stopped: {type(exc).__name__}"))
+                raise
+    except BaseException as exc:
+        stopped = RuntimeError(f"evaluation stopped: {type(exc).__name__}")
+        while not all(f.done() for f in futures):
+            try:
+                _, _, done = calls.get(timeout=0.05)
+                done.set_exception(stopped)
+            except queue.Empty:
+                continue
+        raise
+
+
+class _CalledHere:
+    """A vector env whose ``reset`` / ``step`` run in the thread serving ``calls``; attributes are read directly."""
+
+    def __init__(self, envs: Any, calls: "queue.SimpleQueue") -> None:
+        self._envs, self._calls = envs, calls
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._envs, name)
+
+    def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        done: Future = Future()
+        self._calls.put((fn, args, done))
+        return done.result()
+
+    def reset(self, **kwargs: Any) -> Any:
+        return self._call(lambda: self._envs.reset(**kwargs))
+
+    def step(self, actions: Any) -> Any:
+        return self._call(self._envs.step, actions)
+
+
+@dataclass(frozen=True)
+class _TorchModes:
+    """The grad mode and autocast state of a thread, to apply in another (both are per thread)."""
+
+    grad: bool
+    autocast: tuple[tuple[str, Any], ...]  # (device type, dtype) of each enabled autocast
+
+    @classmethod
+    def of_this_thread(cls) -> "_TorchModes":
+        import torch
+
+        kinds = [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
+        return cls(torch.is_grad_enabled(), tuple((d, torch.get_autocast_dtype(d)) for d in kinds))
+
+    @contextlib.contextmanager
+    def apply(self) -> Any:
+        import torch
+
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.set_grad_enabled(self.grad))
+            for device, dtype in self.autocast:
+                stack.enter_context(torch.autocast(device_type=device, dtype=dtype))
+            yield
 
 
 def episode_records(rollout: Any) -> dict[str, list[Any]]:

@@ -422,7 +422,9 @@ class Trainer:
         bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress_bars)
         try:
             with torch.no_grad(), self.autocast():
-                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout)
+                # the random baseline draws from one generator: one stream keeps its draws in order
+                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout,
+                                   streams=cfg.eval_streams if policy is None else 1)
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,

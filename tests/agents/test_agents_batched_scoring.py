@@ -237,3 +237,43 @@ def test_a_last_layer_of_another_shape_is_computed_in_full():
     assert _worst(ref, got) < TOL
     assert _worst(ref, pruned) > 1e-3  # what the check caught
     assert layer.forward is doubled  # the layer's own forward is back after each pass
+
+
+def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(model_tok, alfworld_steps):
+    """Two threads scoring their own decisions with one model at the same time, each pass pruned
+    or in full, get what one thread gets; afterwards the model is as it was (its attention
+    implementation, its last layer's forward and hooks)."""
+    import threading
+
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps]
+    halves = [decisions[0::2], decisions[1::2]]
+    with torch.no_grad():
+        refs = [[candidate_logprobs(model, p, c, pad_token_id=0) for p, c in h] for h in halves]
+    layer = model.model.layers[-1]
+    before = (model.config._attn_implementation, dict(layer.self_attn.o_proj._forward_pre_hooks), "forward" in vars(layer))
+    start = threading.Barrier(2)
+    worst = [0.0, 0.0]
+    errors: list[BaseException] = []
+
+    def score(k: int) -> None:
+        try:
+            start.wait()
+            with torch.no_grad():
+                for rep in range(6):  # the two threads' passes overlap, some pruned while others are not
+                    for i in range(0, len(halves[k]), 3):
+                        got = tree_candidate_logprobs(model, halves[k][i:i + 3], pad_token_id=0, chunk=32,
+                                                      last_layer_rows=(rep + k) % 2 == 0)
+                        worst[k] = max(worst[k], _worst(refs[k][i:i + 3], got))
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=score, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert max(worst) < TOL
+    assert (model.config._attn_implementation, dict(layer.self_attn.o_proj._forward_pre_hooks),
+            "forward" in vars(layer)) == before

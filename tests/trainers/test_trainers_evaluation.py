@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -64,6 +65,69 @@ def test_run_eval_is_reproducible_and_random_policy_skips_passive_commands():
     assert [s.action for s in a.steps] == [s.action for s in b.steps]
     out = RandomPolicy(seed=0).act(["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20)
     assert {o.action for o in out} == {"go to a"}
+
+
+class _ObservationPolicy:
+    """Chooses from the observation alone (so its episodes do not depend on sampling seeds) and
+    records the threads it acts in."""
+
+    def __init__(self, fail_after: int | None = None) -> None:
+        self.threads: set[str] = set()
+        self.calls, self.fail_after = 0, fail_after
+
+    def act(self, observations, infos, histories=None, seed=None):
+        from agents.contract import StepOutput
+
+        self.threads.add(threading.current_thread().name)
+        self.calls += 1
+        if self.fail_after is not None and self.calls > self.fail_after:
+            raise RuntimeError("policy broke")
+        return [StepOutput(action=sorted(i["admissible_commands"])[len(o) % len(i["admissible_commands"])])
+                for o, i in zip(observations, infos)]
+
+
+def _thread_recording(fn, seen):
+    import gymnasium as gym
+
+    class Recorder(gym.Wrapper):
+        def step(self, action):
+            seen.add(threading.current_thread().name)
+            return self.env.step(action)
+
+        def reset(self, **kw):
+            seen.add(threading.current_thread().name)
+            return self.env.reset(**kw)
+
+    return lambda: Recorder(fn())
+
+
+def test_run_eval_in_streams_plays_the_same_episodes_with_env_calls_on_the_calling_thread():
+    """Two streams: each plays its share of every chunk in a thread of its own, every env call
+    runs in the calling thread (where a step timeout can be enforced), and the episodes are those
+    of one stream, in plan order."""
+    seen: set[str] = set()
+    fn = _thread_recording(make_env_fn("rooms", "valid", max_steps=6), seen)
+    plan = EvalPlan.for_episodes("valid", [], 7, seed=1)
+    one, two = _ObservationPolicy(), _ObservationPolicy()
+    a = run_eval(one, fn, plan, batch=4)
+    seen_one = set(seen)
+    seen.clear()
+    b = run_eval(two, fn, plan, batch=4, streams=2)
+    assert len(b.trajectories) == 7 and [t.group for t in b.trajectories] == list(range(7))
+    assert [(t.task_id, t.won, t.length) for t in a.trajectories] == [(t.task_id, t.won, t.length) for t in b.trajectories]
+    assert sorted((s.traj, s.t, s.action) for s in a.steps) == sorted((s.traj, s.t, s.action) for s in b.steps)
+    assert seen == seen_one == {threading.main_thread().name}
+    assert one.threads == {threading.main_thread().name}
+    assert len(two.threads) == 2 and threading.main_thread().name not in two.threads
+
+
+def test_run_eval_in_streams_raises_the_error_of_a_stream():
+    fn = make_env_fn("rooms", "valid", max_steps=6)
+    plan = EvalPlan.for_episodes("valid", [], 6, seed=1)
+    with pytest.raises(RuntimeError, match="policy broke"):
+        run_eval(_ObservationPolicy(fail_after=3), fn, plan, batch=6, streams=2)
+    with pytest.raises(ValueError, match="streams must be >= 1"):
+        run_eval(_ObservationPolicy(), fn, plan, streams=0)
 
 
 @pytest.mark.slow

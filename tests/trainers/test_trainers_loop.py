@@ -118,6 +118,14 @@ def test_lr_warmup_scales_the_first_iterations():
         TrainConfig(loss_agg="sum")
 
 
+def test_eval_streams_is_refused_where_the_policy_does_not_act_with_the_model():
+    with pytest.raises(ConfigError, match="eval_streams 2: .*score mode"):
+        TrainConfig(policy_mode="generate", eval_streams=2)
+    with pytest.raises(ConfigError, match="eval_streams must be an integer >= 1"):
+        TrainConfig(eval_streams=0)
+    assert TrainConfig(eval_streams=2).eval_streams == 2
+
+
 # ----------------------------------------------------------------------------- config / CLI
 def test_every_config_field_has_a_flag():
     flags = {a.dest for a in build_parser()._actions}
