@@ -10,7 +10,9 @@ update tokens/s, the process's peak RSS, and the ratio against the per-decision 
 * ``rows``: ``--batch-decisions on`` (packed rows of prompt tries, dense tree masks), one thread;
 * ``tree``: ``--batch-decisions tree`` (one prompt trie a pass, chunked sparse tree attention);
 * ``rows-2t`` / ``tree-2t``: the same with ``--torch-threads 2`` (a run that has the 2-core machine
-  to itself).
+  to itself);
+* ``tree-2t-2s``: ``tree-2t`` whose evaluations play in two concurrent streams (``--eval-streams 2``:
+  one thread of forward passes each, the env steps overlapping them; the iterations are ``tree-2t``'s).
 
     python benchmarks/trainer_speed.py                       # 4 iterations per path (~25 min)
     python benchmarks/trainer_speed.py --iterations 6 --paths per-decision tree-2t
@@ -38,6 +40,7 @@ PATHS = {
     "rows-2t": ["--batch-decisions", "on", "--torch-threads", "2"],
     "tree": ["--batch-decisions", "tree", "--torch-threads", "1"],
     "tree-2t": ["--batch-decisions", "tree", "--torch-threads", "2"],
+    "tree-2t-2s": ["--batch-decisions", "tree", "--torch-threads", "2", "--eval-streams", "2"],
 }
 BASELINE = "per-decision"
 QUICK = ["--num-groups", "2", "--group-size", "4", "--max-steps", "4", "--bc-steps", "2"]
@@ -55,14 +58,14 @@ def child(args: argparse.Namespace) -> None:
         trainer = Trainer(cfg)
         trainer.warm_start()
         rows = [trainer.train_iteration(i) for i in range(1, args.iterations + 1)]
-        evals = []
+        evals, played = [], 0
         for _ in range(args.eval_repeats):
             t0 = time.perf_counter()
-            trainer.evaluate(args.iterations, episodes=args.eval_episodes)
+            played = trainer.evaluate(args.iterations, episodes=args.eval_episodes)["eval/episodes"]
             evals.append(time.perf_counter() - t0)
         trainer.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(json.dumps({"rows": rows, "eval_s": evals, "peak_mib": peak}, default=float))
+    print(json.dumps({"rows": rows, "eval_s": evals, "eval_episodes": played, "peak_mib": peak}, default=float))
 
 
 def summarize(name: str, out: dict) -> dict[str, float]:
@@ -74,7 +77,8 @@ def summarize(name: str, out: dict) -> dict[str, float]:
     tokens = statistics.median(float(r.get("update/input_tokens", 0.0)) for r in later)
     return {"path": name, "rollout_s": med["time/rollout_s"], "old_s": med["time/old_logprob_s"],
             "update_s": med["time/update_s"], "iteration_s": med["time/iteration_s"],
-            "eval_s": statistics.median(out["eval_s"]), "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
+            "eval_s": statistics.median(out["eval_s"]), "eval_episodes": out.get("eval_episodes", 0),
+            "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
             "update_steps_per_s": decisions / max(med["time/update_s"], 1e-9),
             "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9), "peak_mib": out["peak_mib"]}
 
@@ -83,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "configs" / "alfworld_trap.yaml"), help="the preset timed")
     ap.add_argument("--iterations", type=int, default=4, help="iterations per path (the median skips the first)")
-    ap.add_argument("--eval-episodes", type=int, default=48, help="held-out episodes per timed evaluation")
+    ap.add_argument("--eval-episodes", type=int, default=48, help="held-out episodes per timed evaluation (at least; "
+                    "rounded up so that every task of the split is played alike)")
     ap.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per path (median)")
     ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="paths timed")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 x 4 episodes of 4 steps, 2 iterations")
@@ -109,10 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         results.append(summarize(name, json.loads(proc.stdout.strip().splitlines()[-1])))
     base = next((r for r in results if r["path"] == BASELINE), results[0])
     print(f"\n{Path(args.config).name}{' (quick)' if args.quick else ''}: median of iterations 2..{args.iterations}, "
-          f"eval: median of {args.eval_repeats} x {args.eval_episodes} episodes; ratio = {base['path']} / path\n")
+          f"eval: median of {args.eval_repeats} evaluations of {base['eval_episodes']} episodes (--eval-episodes "
+          f"{args.eval_episodes}, rounded up to every task of the split alike); ratio = {base['path']} / path\n")
     print("| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
           "| peak RSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
-    print("|---|" + "---:|" * 13)
+    print("|---|" + "---:|" * 12)
     for r in results:
         print(f"| {r['path']} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
               f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
