@@ -95,7 +95,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     if int(streams) < 1:
         raise ValueError(f"streams must be >= 1, got {streams}")
     episodes = plan.episodes()
-    n = min(batch, len(episodes))
+    n = max(1, min(batch, len(episodes)))
     pieces: list[tuple[int, int, list[str]]] = []  # (stream, start, task ids): each chunk of n, one piece a stream
     for start in range(0, len(episodes), n):
         chunk = episodes[start:start + n]
@@ -104,7 +104,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(max(k for k, _, _ in pieces) + 1)] \
         if pieces else []
     try:
-        if len(lanes) == 1:
+        if len(lanes) <= 1:
             played = [lanes[0].play(start, chunk) for _, start, chunk in pieces]
         else:
             played = _play_concurrently(lanes, pieces)

@@ -128,6 +128,8 @@ def test_run_eval_in_streams_raises_the_error_of_a_stream():
         run_eval(_ObservationPolicy(fail_after=3), fn, plan, batch=6, streams=2)
     with pytest.raises(ValueError, match="streams must be >= 1"):
         run_eval(_ObservationPolicy(), fn, plan, streams=0)
+    assert run_eval(_ObservationPolicy(), fn, EvalPlan("valid", (), 1, seed=0), streams=2).trajectories == []
+    assert len(run_eval(_ObservationPolicy(), fn, EvalPlan.for_episodes("valid", [], 1, seed=0), streams=3).trajectories) == 1
 
 
 @pytest.mark.slow
