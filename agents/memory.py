@@ -25,6 +25,7 @@ Example:
 from __future__ import annotations
 
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Sequence
 
@@ -203,10 +204,32 @@ class TranscriptState:
 MEMORY_KINDS = ("alfworld", "alfworld-task")
 
 
+def _parsed(goal: str, history: Sequence[tuple[str, str]], observation: str,
+            admissible: Sequence[str]) -> TranscriptState:
+    """:meth:`TranscriptState.parse`, kept per thread for the next call with the same transcript:
+    a decision's memory lines and its command notes read the same one (a vector step renders
+    every prompt, then writes every note). Callers only read the state: it is shared."""
+    key = (goal, tuple(map(tuple, history)), observation, tuple(admissible))
+    kept = getattr(_PARSED, "states", None)
+    if kept is None:
+        kept = _PARSED.states = {}
+    state = kept.get(key)
+    if state is None:
+        if len(kept) >= _PARSED_KEPT:
+            kept.clear()
+        state = kept[key] = TranscriptState.parse(goal, history, observation, admissible)
+    return state
+
+
+#: per thread, the transcripts :func:`_parsed` parsed lately (at most :data:`_PARSED_KEPT`: a vector step's)
+_PARSED = threading.local()
+_PARSED_KEPT = 256
+
+
 def alfworld_memory(goal: str, history: Sequence[tuple[str, str]], observation: str,
                     admissible: Sequence[str], exploration: bool = True) -> str:
     """:meth:`TranscriptState.render` of the parsed transcript (the prompt's ``{memory}``)."""
-    return TranscriptState.parse(goal, history, observation, admissible).render(exploration)
+    return _parsed(goal, history, observation, admissible).render(exploration)
 
 
 def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str],
@@ -236,7 +259,7 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
     ...               cmds, cmds)
     ['seen target: ', 'task place: ', 'task place: ', 'new: ', 'target: ', 'task place: ', '']
     """
-    st = TranscriptState.parse(goal, history, observation, admissible)
+    st = _parsed(goal, history, observation, admissible)
     spec = st.spec
     places = {c for c in ((spec.place, spec.appliance, spec.lamp) if spec else ()) if c}
     seen_at = set(st.seen.values())

@@ -4,7 +4,7 @@ Runs the credit-trap preset (``configs/alfworld_trap.yaml``: 8 x 8 episodes of a
 ``tiny-128x2``, score mode, its 20-step warm start) once per path, each in a fresh process, and
 prints per path the median over iterations 2..N of each phase (rollout, old log-probs, update),
 the median of ``--eval-repeats`` evaluations of ``--eval-episodes`` held-out episodes, decisions/s,
-update tokens/s, the process's peak RSS, and the ratio against the per-decision path:
+update tokens/s, peak memory, and the ratio against the per-decision path:
 
 * ``per-decision``: ``--batch-decisions off`` (the reference path; recorded runs re-run with it);
 * ``rows``: ``--batch-decisions on`` (packed rows of prompt tries, dense tree masks), one thread;
@@ -12,21 +12,28 @@ update tokens/s, the process's peak RSS, and the ratio against the per-decision 
 * ``rows-2t`` / ``tree-2t``: the same with ``--torch-threads 2`` (a run that has the 2-core machine
   to itself);
 * ``tree-2t-2s``: ``tree-2t`` whose evaluations play in two concurrent streams (``--eval-streams 2``:
-  one thread of forward passes each, the env steps overlapping them; the iterations are ``tree-2t``'s).
+  the second in a forked process, one torch thread each; the iterations are ``tree-2t``'s);
+* ``tree-2p``: ``tree-2t-2s`` whose rollouts play in two processes too (``--rollout-streams 2``:
+  half of the groups in a forked process, as a run in two processes would split them).
 
-    python benchmarks/trainer_speed.py                       # 4 iterations per path (~25 min)
+Peak memory: the timed process's RSS, and the proportional set size of it and its forked streams
+(sampled; pages they share counted once), which the memory ratio reads.
+
+    python benchmarks/trainer_speed.py                       # 4 iterations per path (~20 min)
     python benchmarks/trainer_speed.py --iterations 6 --paths per-decision tree-2t
     python benchmarks/trainer_speed.py --quick               # a smoke run (~1 min)
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -41,9 +48,48 @@ PATHS = {
     "tree": ["--batch-decisions", "tree", "--torch-threads", "1"],
     "tree-2t": ["--batch-decisions", "tree", "--torch-threads", "2"],
     "tree-2t-2s": ["--batch-decisions", "tree", "--torch-threads", "2", "--eval-streams", "2"],
+    "tree-2p": ["--batch-decisions", "tree", "--torch-threads", "2", "--eval-streams", "2", "--rollout-streams", "2"],
 }
 BASELINE = "per-decision"
 QUICK = ["--num-groups", "2", "--group-size", "4", "--max-steps", "4", "--bc-steps", "2"]
+
+
+class PeakPss:
+    """The largest proportional set size of this process plus its children (forked streams: pages
+    they share are counted once, split between them), sampled every ``every`` seconds from
+    ``/proc/<pid>/smaps_rollup`` (Linux) in a thread of its own. 0 where ``/proc`` does not tell."""
+
+    def __init__(self, every: float = 0.25) -> None:
+        self.every, self.peak_kib, self._stop = every, 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "PeakPss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @staticmethod
+    def _pss_kib(pid: int | str) -> int:
+        try:
+            with open(f"/proc/{pid}/smaps_rollup") as fh:
+                return next((int(line.split()[1]) for line in fh if line.startswith("Pss:")), 0)
+        except OSError:  # a child that just ended, or no /proc
+            return 0
+
+    @staticmethod
+    def _children() -> list[str]:
+        pids: list[str] = []
+        for task in Path("/proc/self/task").glob("*/children"):
+            with contextlib.suppress(OSError):
+                pids += task.read_text().split()
+        return pids
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.peak_kib = max(self.peak_kib, self._pss_kib("self") + sum(map(self._pss_kib, self._children())))
 
 
 def child(args: argparse.Namespace) -> None:
@@ -51,7 +97,7 @@ def child(args: argparse.Namespace) -> None:
     from trainers.config import parse_args
     from trainers.trainer import Trainer
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, PeakPss() as pss:
         argv = ["--config", args.config, "--output-dir", tmp, "--no-progress-bars", "--no-tensorboard", "--save-every", "0",
                 *(QUICK if args.quick else []), *PATHS[args.child]]
         cfg, _ = parse_args(argv)
@@ -65,7 +111,8 @@ def child(args: argparse.Namespace) -> None:
             evals.append(time.perf_counter() - t0)
         trainer.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(json.dumps({"rows": rows, "eval_s": evals, "eval_episodes": played, "peak_mib": peak}, default=float))
+    print(json.dumps({"rows": rows, "eval_s": evals, "eval_episodes": played, "peak_mib": peak,
+                      "peak_pss_mib": pss.peak_kib / 1024}, default=float))
 
 
 def summarize(name: str, out: dict) -> dict[str, float]:
@@ -80,7 +127,13 @@ def summarize(name: str, out: dict) -> dict[str, float]:
             "eval_s": statistics.median(out["eval_s"]), "eval_episodes": out.get("eval_episodes", 0),
             "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
             "update_steps_per_s": decisions / max(med["time/update_s"], 1e-9),
-            "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9), "peak_mib": out["peak_mib"]}
+            "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9), "peak_mib": out["peak_mib"],
+            "peak_pss_mib": out.get("peak_pss_mib", 0.0)}
+
+
+def memory(row: dict[str, float]) -> float:
+    """A path's peak memory for the ratio: the sampled PSS (streams included) where measured, else the RSS."""
+    return row["peak_pss_mib"] or row["peak_mib"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,13 +170,16 @@ def main(argv: list[str] | None = None) -> int:
           f"eval: median of {args.eval_repeats} evaluations of {base['eval_episodes']} episodes (--eval-episodes "
           f"{args.eval_episodes}, rounded up to every task of the split alike); ratio = {base['path']} / path\n")
     print("| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
-          "| peak RSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
-    print("|---|" + "---:|" * 12)
+          "| peak RSS MiB | peak PSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
+    print("|---|" + "---:|" * 13)
     for r in results:
         print(f"| {r['path']} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
               f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
-              f"| {base['iteration_s'] / r['iteration_s']:.2f}x | {base['update_s'] / r['update_s']:.2f}x "
-              f"| {base['eval_s'] / r['eval_s']:.2f}x | {r['peak_mib'] / base['peak_mib']:.2f}x |")
+              f"| {r['peak_pss_mib']:.0f} | {base['iteration_s'] / r['iteration_s']:.2f}x "
+              f"| {base['update_s'] / r['update_s']:.2f}x | {base['eval_s'] / r['eval_s']:.2f}x "
+              f"| {memory(r) / max(memory(base), 1e-9):.2f}x |")
+    print("\npeak RSS: the timed process alone (getrusage); peak PSS: it and its forked streams, pages they share "
+          "counted once (sampled every 0.25 s); memory ratio: of the PSS where /proc gives it, else of the RSS")
     return 0
 
 

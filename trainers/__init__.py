@@ -21,7 +21,8 @@ Modules:
 * :mod:`trainers.checkpoint`, :mod:`trainers.run_dir`, :mod:`trainers.stop_request` -- checkpoints,
   the run directory's lock and manifest, a stop asked for by a signal.
 * :mod:`trainers.distributed`, :mod:`trainers.sharding` -- several processes (torchrun, FSDP2), and
-  the group shards they play.
+  the group shards they play; :mod:`trainers.forked` -- shares of a rollout or an evaluation in
+  processes forked from one run (``--rollout-streams``, ``--eval-streams``).
 * :mod:`trainers.seeds` -- the named seed streams.
 * :mod:`trainers.integrations` -- TRL, verl and verl-agent.
 

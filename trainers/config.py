@@ -281,6 +281,11 @@ class TrainConfig:
     bf16: bool = _opt(True, "GPU only: bf16 autocast compute, fp32 master weights and optimizer state", "PPO update")
     device: Device = _opt("auto", "auto | cpu | cuda", "PPO update")
     torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
+    rollout_streams: int = _opt(1, "score mode, CPU, sync envs: play each training rollout in this many processes "
+                                   "forked from the trainer, each a block of the groups (as the ranks of a run in "
+                                   "that many processes: the same rollout), at torch_threads / rollout_streams threads "
+                                   "(2 with torch_threads 2 on a 2-core machine); num_groups must divide evenly",
+                                "PPO update")
     # outputs
     output_dir: str = _opt("runs/progpo", "run directory: metrics.jsonl, summary.md, curves.png, checkpoints, "
                                           "TensorBoard logs", "outputs")
@@ -289,9 +294,10 @@ class TrainConfig:
     eval_episodes: int = _opt(144, "per evaluation, spread evenly over the split's tasks (0 disables evaluation)",
                                    "outputs")
     eval_streams: int = _opt(1, "score mode: play each evaluation in this many concurrent streams, each a share of "
-                                "the envs and torch_threads / eval_streams threads for its forward passes, the env "
-                                "steps overlapping the other streams' passes (2 with torch_threads 2 on a 2-core "
-                                "machine). Same episodes, other sampled actions than 1 stream", "outputs")
+                                "the envs and torch_threads / eval_streams threads for its forward passes (2 with "
+                                "torch_threads 2 on a 2-core machine). On the CPU each stream past the first is a "
+                                "forked process; on a GPU, a thread whose passes overlap the env steps. Same "
+                                "episodes, other sampled actions than 1 stream", "outputs")
     eval_extra_split: str = _opt("auto", "a second held-out split evaluated at the start and the end (auto: alfworld "
                                          "valid; \"none\")", "outputs")
     eval_extra_episodes: int = _opt(36, "episodes of the second held-out evaluation", "outputs")
@@ -325,7 +331,7 @@ class TrainConfig:
         for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
                      "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
                      "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit",
-                     "distill_top_k", "eval_streams"):
+                     "distill_top_k", "eval_streams", "rollout_streams"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
@@ -366,6 +372,8 @@ class TrainConfig:
         if self.eval_streams > 1 and self.policy_mode != "score":
             raise ConfigError(f"eval_streams {self.eval_streams}: concurrent evaluation streams share the training "
                               "model, which only score mode acts with; use --eval-streams 1 in generate mode")
+        if self.rollout_streams > 1:
+            self._check_rollout_streams()
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
                               "ranks the commands with the training model itself)")
@@ -375,6 +383,24 @@ class TrainConfig:
             self.tree_config()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+
+    def _check_rollout_streams(self) -> None:
+        """What rollout streams (forked processes, one block of groups each) need."""
+        n = self.rollout_streams
+        if self.policy_mode != "score":
+            raise ConfigError(f"rollout_streams {n}: forked rollout streams act with the training model, which only "
+                              "score mode does; use --rollout-streams 1 in generate mode")
+        if self.device == "cuda":
+            raise ConfigError(f"rollout_streams {n}: a forked process cannot use CUDA; use it with --device cpu")
+        if self.env_backend != "sync":
+            raise ConfigError(f"rollout_streams {n}: each stream builds its own envs in its process; use it with "
+                              f"--env-backend sync, not {self.env_backend}")
+        if self.rollout == "tree":
+            raise ConfigError(f"rollout_streams {n}: a tree rollout's paths are not split into streams; use "
+                              "--rollout-streams 1 with --rollout tree")
+        if self.num_groups % n:
+            raise ConfigError(f"rollout_streams {n}: num_groups ({self.num_groups}) must be a multiple of it (each "
+                              "stream plays a block of whole groups)")
 
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""

@@ -75,18 +75,27 @@ class EvalPlan:
 
 def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,
              on_step: Callable[[int], None] | None = None, step_timeout: float | str | None = "auto",
-             streams: int = 1) -> Any:
+             streams: int = 1, processes: bool = False) -> Any:
     """Play ``plan`` with ``policy`` (one member per group, sync envs, ``batch`` at a time).
 
     ``step_timeout`` is passed to :class:`~wrappers.GroupVectorEnv` (a step past it truncates its episode).
-    ``streams`` > 1 plays the episodes in that many concurrent streams, each with ``batch /
-    streams`` envs of its own and a thread that runs the policy at ``torch threads / streams``
-    threads; every env call still runs in the calling thread (a step timeout needs its
-    ``SIGALRM``), where it overlaps the other streams' forward passes. Each stream's share of a
-    batch is a chunk of its own, with its own sampling seed, so the episodes (tasks and task
-    seeds) are those of one stream, the actions sampled in them are not. A policy that scores
-    with a shared model must tolerate concurrent ``act`` calls (:class:`agents.score_policy.ScorePolicy`
-    does; the trainer refuses other modes).
+    ``streams`` > 1 plays the episodes in that many concurrent streams, each with up to ``batch``
+    envs of its own (the episodes go in chunks of ``batch x streams``, each cut into one piece a
+    stream), its forward passes at ``torch threads / streams`` threads. Each piece has its own
+    sampling seed, so the episodes (tasks and task seeds) are those of one stream, the actions
+    sampled in them are not; the records do not depend on how the streams run:
+
+    * ``processes=False``: each stream's policy calls run in a thread of its own; every env call
+      still runs in the calling thread (a step timeout needs its ``SIGALRM``), where it overlaps
+      the other streams' forward passes. A policy that scores with a shared model must tolerate
+      concurrent ``act`` calls (:class:`agents.score_policy.ScorePolicy` does; the trainer
+      refuses other modes).
+    * ``processes=True`` (needs ``fork``; a model on the CPU: a forked process cannot use CUDA):
+      the first stream plays in the calling process, each other one in a process forked from it
+      (a copy of the policy and of its model as they are, envs of its own, its own ``SIGALRM``),
+      so no two streams share an interpreter lock. Its step counts reach ``on_step`` while the
+      first stream plays, its rollouts when it is done; an error in it is raised here, and an
+      error or interrupt here stops it.
 
     Returns a :class:`trainers.rollout.Rollout` whose trajectories follow ``plan.episodes()``.
     """
@@ -95,7 +104,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     if int(streams) < 1:
         raise ValueError(f"streams must be >= 1, got {streams}")
     episodes = plan.episodes()
-    n = max(1, min(batch, len(episodes)))
+    n = max(1, min(batch * int(streams), len(episodes)))  # each stream: up to batch envs
     pieces: list[tuple[int, int, list[str]]] = []  # (stream, start, task ids): each chunk of n, one piece a stream
     for start in range(0, len(episodes), n):
         chunk = episodes[start:start + n]
@@ -106,6 +115,8 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     try:
         if len(lanes) <= 1:
             played = [lanes[0].play(start, chunk) for _, start, chunk in pieces]
+        elif processes:
+            played = _play_in_processes(lanes, pieces)
         else:
             played = _play_concurrently(lanes, pieces)
     finally:
@@ -185,6 +196,30 @@ def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, i
     played: dict[int, Any] = {}
     for f in futures:
         played.update(f.result())  # a lane's error is raised here
+    return [played[i] for i in range(len(pieces))]
+
+
+def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, int, list[str]]]) -> list[Any]:
+    """Lane 0 plays its pieces here, every other lane in a process forked from this one
+    (:func:`trainers.forked.run_forked`); returns the rollouts in the order of ``pieces``."""
+    from trainers.forked import run_forked
+
+    on_step = lanes[0].on_step
+
+    def share(k: int) -> Callable[[Callable[[int], None]], dict[int, Any]]:
+        def play(step: Callable[[int], None]) -> dict[int, Any]:
+            lanes[k].on_step = step
+            try:
+                return {i: lanes[k].play(start, chunk) for i, (lane, start, chunk) in enumerate(pieces) if lane == k}
+            finally:
+                lanes[k].on_step = on_step
+                if k:  # a forked lane's envs end with its process
+                    lanes[k].close()
+        return play
+
+    played: dict[int, Any] = {}
+    for part in run_forked([share(k) for k in range(len(lanes))], on_step=on_step, name="evaluation stream"):
+        played.update(part)
     return [played[i] for i in range(len(pieces))]
 
 

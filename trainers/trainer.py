@@ -173,6 +173,9 @@ class Trainer:
             self.device = torch.device("cuda", self.dist.local_rank)
         #: the groups this rank plays (all of them for one process)
         self.shard = distributed.shard_groups(cfg.num_groups, self.dist.world_size, self.dist.rank)
+        if cfg.rollout_streams > 1:
+            self._check_rollout_streams()
+            self.shard = distributed.shard_groups(cfg.num_groups, cfg.rollout_streams, 0)  # the rest: forked streams
         if cfg.torch_threads:
             torch.set_num_threads(cfg.torch_threads)
         torch.manual_seed(cfg.seed)
@@ -362,8 +365,12 @@ class Trainer:
     def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
         """One training rollout of this rank's groups (``shard``, default :attr:`shard`: all B
         groups for one process) x G members on this iteration's tasks; shard k samples with
-        :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed)."""
+        :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed). With
+        ``rollout_streams`` k > 1, the rollout of all B groups that k ranks would play together
+        (:meth:`rollout_in_streams`)."""
         cfg = self.cfg
+        if cfg.rollout_streams > 1 and shard is None:
+            return self.rollout_in_streams(iteration)
         shard = self.shard if shard is None else shard
         shard_index = self.dist.rank if shard_index is None else shard_index
         self.envs = self.envs or self._make_envs()
@@ -384,6 +391,45 @@ class Trainer:
             # crashed / hung / raising members of this rollout (their episodes were truncated)
             self.env_failures = {"rollout/worker_restarts": float(self.envs.worker_restarts - restarts),
                                  "rollout/worker_errors": float(self.envs.member_errors - errors)}
+
+    def rollout_in_streams(self, iteration: int) -> Rollout:
+        """Block 0 of the groups played here, block k in a process forked from this one
+        (:func:`trainers.forked.run_forked`, its own envs, no progress bar), sampled as rank k of a
+        run in ``rollout_streams`` processes; the blocks merged in order
+        (:func:`trainers.sharding.merge_rollouts`), the env failures summed."""
+        from trainers.forked import run_forked
+
+        n = self.cfg.rollout_streams
+
+        def block(k: int) -> Callable[[Callable[[int], None]], tuple[Rollout, dict[str, float]]]:
+            def play(step: Callable[[int], None]) -> tuple[Rollout, dict[str, float]]:
+                if k:  # in the forked process: envs of its own (the parent's stay the parent's), no second bar
+                    self.cfg = dataclasses.replace(self.cfg, progress_bars=False)
+                    self.envs = None
+                rollout = self.rollout(iteration, distributed.shard_groups(self.cfg.num_groups, n, k), k)
+                if k:
+                    self.envs.close()
+                return rollout, self.env_failures
+            return play
+
+        parts = run_forked([block(k) for k in range(n)], name="rollout stream")
+        failures = {key: sum(f[key] for _, f in parts) for key in parts[0][1]}
+        self.env_failures = failures
+        return merge_rollouts([r for r, _ in parts])
+
+    def _check_rollout_streams(self) -> None:
+        """Rollout streams are forked processes: one process, a model on the CPU, fork available."""
+        from trainers.forked import can_fork
+
+        n = self.cfg.rollout_streams
+        if self.dist.enabled:
+            raise ConfigError(f"rollout_streams {n}: a run in several processes already splits its groups; use "
+                              "--rollout-streams 1 under torchrun")
+        if self.device.type != "cpu":
+            raise ConfigError(f"rollout_streams {n}: a forked process cannot use {self.device.type}; use it with "
+                              "--device cpu")
+        if not can_fork():
+            raise ConfigError(f"rollout_streams {n}: needs the fork start method, which this platform lacks")
 
     def eval_plan(self, split: str | None = None, episodes: int | None = None) -> EvalPlan:
         """The fixed episode list of an evaluation on ``split`` (default: the eval split)."""
@@ -424,7 +470,7 @@ class Trainer:
             with torch.no_grad(), self.autocast():
                 # the random baseline draws from one generator: one stream keeps its draws in order
                 rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout,
-                                   streams=cfg.eval_streams if policy is None else 1)
+                                   streams=cfg.eval_streams if policy is None else 1, processes=self._eval_in_processes())
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
@@ -434,6 +480,13 @@ class Trainer:
         rec["eval/won"] = episodes["won"]
         rec["eval/score"] = episodes["score"]  # final score / outcome of each episode (WebShop: partial credit)
         return rec
+
+    def _eval_in_processes(self) -> bool:
+        """Evaluation streams run in forked processes where they can (a model on the CPU, ``fork``
+        available): no two streams then share an interpreter lock; in threads otherwise."""
+        import multiprocessing
+
+        return self.device.type == "cpu" and "fork" in multiprocessing.get_all_start_methods()
 
     def warm_start(self) -> dict[str, Any]:
         """Behaviour cloning (``init: bc``) from an expert that reads only what the agent reads

@@ -98,3 +98,55 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     one_proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *ARGS, "--iterations", "2", "--output-dir", str(run),
                                "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert one_proc.returncode == 2 and "written by 2 process(es)" in one_proc.stderr, one_proc.stderr[-2000:]
+
+
+def test_rollout_streams_play_what_ranks_would_play(tmp_path):
+    """``--rollout-streams 2``: block 1 of the groups in a forked process, block 0 here, merged
+    in order: over two iterations the records and the weights are those of the one-process
+    reference that plays both blocks itself (each sampled as its rank would)."""
+    import os
+
+    import torch
+
+    from trainers.forked import run_forked
+
+    def train(out, extra, cls):
+        cfg, _ = parse_args([*ARGS, "--iterations", "2", "--output-dir", str(tmp_path / out), *extra])
+        trainer = cls(cfg)
+        trainer.train()
+        state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
+        recs = [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+                for r in read_metrics(tmp_path / out / "metrics.jsonl") if r.get("kind") == "train"]
+        return state, recs
+
+    forked_pids = []
+    original = run_forked.__wrapped__ if hasattr(run_forked, "__wrapped__") else run_forked
+
+    def recording(jobs, **kw):
+        def pid_of(job):
+            return lambda step: (job(step), os.getpid())
+        out = original([pid_of(j) for j in jobs], **kw)
+        forked_pids.append([pid for _, pid in out])
+        return [r for r, _ in out]
+
+    import trainers.forked
+    trainers.forked.run_forked, saved = recording, trainers.forked.run_forked
+    try:
+        streamed, streamed_recs = train("streams", ["--rollout-streams", "2"], Trainer)
+    finally:
+        trainers.forked.run_forked = saved
+    reference, reference_recs = train("ref", [], ShardedReference)
+    assert len(forked_pids) == 2 and all(p[0] == os.getpid() != p[1] for p in forked_pids)
+    assert streamed_recs == reference_recs and len(streamed_recs) == 2
+    assert all(torch.equal(streamed[k], reference[k]) for k in reference)
+
+
+def test_rollout_streams_are_refused_where_they_cannot_run():
+    from trainers.config import ConfigError, TrainConfig
+
+    for kwargs, match in [({"num_groups": 3}, "multiple of it"), ({"env_backend": "async"}, "env-backend sync"),
+                          ({"policy_mode": "generate", "warm_start": "none"}, "score mode"),
+                          ({"rollout": "tree"}, "tree rollout"), ({"device": "cuda"}, "cannot use CUDA")]:
+        with pytest.raises(ConfigError, match=match):
+            TrainConfig(rollout_streams=2, **kwargs)
+    assert TrainConfig(rollout_streams=2, num_groups=4).rollout_streams == 2

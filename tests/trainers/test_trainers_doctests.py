@@ -9,7 +9,7 @@ import pytest
 
 MODULES = ["trainers.advantages", "trainers.advantages.hgpo", "trainers.advantages.planpo", "trainers.advantages.segments",
            "trainers.checkpoint", "trainers.config", "trainers.distributed", "trainers.envs",
-           "trainers.evaluation", "trainers.losses", "trainers.metrics", "trainers.statistics", "trainers.report",
+           "trainers.evaluation", "trainers.forked", "trainers.losses", "trainers.metrics", "trainers.statistics", "trainers.report",
            "trainers.rollout", "trainers.run_dir", "trainers.seeds", "trainers.sharding", "trainers.trainer"]
 
 

@@ -132,6 +132,103 @@ def test_run_eval_in_streams_raises_the_error_of_a_stream():
     assert len(run_eval(_ObservationPolicy(), fn, EvalPlan.for_episodes("valid", [], 1, seed=0), streams=3).trajectories) == 1
 
 
+def _pid_recording(fn, seen):
+    import os
+
+    import gymnasium as gym
+
+    class Recorder(gym.Wrapper):
+        def step(self, action):
+            seen.append(os.getpid())
+            return self.env.step(action)
+
+    return lambda: Recorder(fn())
+
+
+def test_run_eval_in_processes_plays_what_threads_play_and_counts_every_step():
+    """Streams in forked processes: the same episodes and actions as streams in threads (and
+    as one stream, for a policy that ignores sampling seeds); the first stream plays here, the
+    other in a process of its own, whose steps still reach ``on_step``."""
+    import os
+
+    seen: list[int] = []
+    fn = _pid_recording(make_env_fn("rooms", "valid", max_steps=6), seen)
+    plan = EvalPlan.for_episodes("valid", [], 7, seed=1)
+    threads = run_eval(_ObservationPolicy(), fn, plan, batch=4, streams=2)
+    seen.clear()
+    counted: list[int] = []
+    policy = _ObservationPolicy()
+    procs = run_eval(policy, fn, plan, batch=4, streams=2, processes=True, on_step=counted.append)
+    assert [t.group for t in procs.trajectories] == list(range(7))
+    assert [(t.task_id, t.won, t.length, t.outcome) for t in threads.trajectories] == \
+        [(t.task_id, t.won, t.length, t.outcome) for t in procs.trajectories]
+    assert [(s.traj, s.t, s.action, s.reward) for s in threads.steps] == [(s.traj, s.t, s.action, s.reward) for s in procs.steps]
+    assert set(seen) == {os.getpid()}  # the other stream's env calls were made in its own process
+    assert sum(counted) == sum(t.length for t in procs.trajectories)
+    assert policy.threads == {threading.main_thread().name}
+
+
+class _FailElsewhere(_ObservationPolicy):
+    """Breaks in any process but the one it was made in: ``how`` says how."""
+
+    def __init__(self, how: str) -> None:
+        import os
+
+        super().__init__()
+        self.home, self.how = os.getpid(), how
+
+    def act(self, observations, infos, histories=None, seed=None):
+        import os
+
+        if os.getpid() != self.home:
+            if self.how == "exit":
+                os._exit(3)
+            if self.how == "unpicklable":
+                raise _Unpicklable("a", "b")
+            raise ValueError("bad policy input")
+        return super().act(observations, infos, histories, seed)
+
+
+class _Unpicklable(Exception):
+    def __init__(self, a, b):  # two arguments: pickle rebuilds it with one and fails
+        super().__init__(f"{a}{b}")
+
+
+@pytest.mark.parametrize("how, error, match", [("raise", ValueError, "bad policy input"),
+                                               ("unpicklable", RuntimeError, "_Unpicklable: ab"),
+                                               ("exit", RuntimeError, r"evaluation stream 1 ended \(exit code 3\)")])
+def test_run_eval_in_processes_raises_what_broke_a_stream(how, error, match):
+    import multiprocessing
+
+    fn = make_env_fn("rooms", "valid", max_steps=6)
+    plan = EvalPlan.for_episodes("valid", [], 6, seed=1)
+    with pytest.raises(error, match=match):
+        run_eval(_FailElsewhere(how), fn, plan, batch=6, streams=2, processes=True)
+    assert multiprocessing.active_children() == []
+
+
+def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp_path, alfworld_engine_available):
+    """A real ALFWorld evaluation by the tiny model in score mode (tree passes): two streams in
+    forked processes (the trainer's choice on the CPU) give the records of two streams in threads."""
+    import dataclasses
+
+    from trainers.config import TrainConfig
+    from trainers.trainer import Trainer
+
+    cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), num_groups=2, group_size=2, max_steps=5,
+                              eval_episodes=12, progress_bars=False, tensorboard=False, model="tiny",
+                              batch_decisions="tree", torch_threads=2, eval_streams=2)
+    trainer = Trainer(cfg)
+    assert trainer._eval_in_processes()
+    in_processes = trainer.evaluate(0)
+    trainer._eval_in_processes = lambda: False
+    in_threads = trainer.evaluate(0)
+    trainer.close()
+    assert in_processes["eval/episodes"] == in_threads["eval/episodes"] >= 12
+    for key in ("eval/won", "eval/score", "eval/success", "eval/coverage_rate", "eval/repeated_action_rate"):
+        assert in_processes[key] == in_threads[key], key
+
+
 @pytest.mark.slow
 def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_available):
     """The default pipeline, shrunk: bc warm start -> iteration-0 evals -> RL -> final evals."""
