@@ -403,9 +403,10 @@ class Trainer:
 
         def block(k: int) -> Callable[[Callable[[int], None]], tuple[Rollout, dict[str, float]]]:
             def play(step: Callable[[int], None]) -> tuple[Rollout, dict[str, float]]:
-                if k:  # in the forked process: envs of its own (the parent's stay the parent's), no second bar
+                if k:  # in the forked process: envs of its own, no second bar; the trainer's envs are
+                    # kept referenced, never closed or collected here (what they hold is the trainer's)
                     self.cfg = dataclasses.replace(self.cfg, progress_bars=False)
-                    self.envs = None
+                    self._trainer_envs, self.envs = self.envs, None
                 rollout = self.rollout(iteration, distributed.shard_groups(self.cfg.num_groups, n, k), k)
                 if k:
                     self.envs.close()
@@ -484,9 +485,9 @@ class Trainer:
     def _eval_in_processes(self) -> bool:
         """Evaluation streams run in forked processes where they can (a model on the CPU, ``fork``
         available): no two streams then share an interpreter lock; in threads otherwise."""
-        import multiprocessing
+        from trainers.forked import can_fork
 
-        return self.device.type == "cpu" and "fork" in multiprocessing.get_all_start_methods()
+        return self.device.type == "cpu" and can_fork()
 
     def warm_start(self) -> dict[str, Any]:
         """Behaviour cloning (``init: bc``) from an expert that reads only what the agent reads
