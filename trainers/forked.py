@@ -4,7 +4,10 @@ A forked process starts as a copy of this one (the model, the policy, the config
 so a share needs nothing sent to it; no two shares then contend for one interpreter lock, which
 is what keeps threads apart on a small CPU model, where the env steps, prompts and tries are
 Python. Only the results travel back (pickled). The model must be on the CPU: a forked process
-cannot use CUDA.
+cannot use CUDA. Python 3.12+ warns that forking a process with threads may deadlock the child
+(a lock another thread held at the fork stays held there); the threads of a run are torch's
+intra-op pool, whose size the share sets again, and the rollout and evaluation shares take no
+lock another thread of the trainer holds (tested on 3.11 and 3.13).
 
     >>> import os
     >>> def share(k):
