@@ -6,8 +6,9 @@ is what keeps threads apart on a small CPU model, where the env steps, prompts a
 Python. Only the results travel back (pickled). The model must be on the CPU: a forked process
 cannot use CUDA. Python 3.12+ warns that forking a process with threads may deadlock the child
 (a lock another thread held at the fork stays held there); the threads of a run are torch's
-intra-op pool, whose size the share sets again, and the rollout and evaluation shares take no
-lock another thread of the trainer holds (tested on 3.11 and 3.13).
+intra-op pool, whose size the share sets again, and whatever the caller started (a progress bar's
+monitor): a share that took one of their locks would hang, which the tests, on 3.11 and 3.13,
+have not seen.
 
     >>> import os
     >>> def share(k):
