@@ -100,7 +100,7 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     assert one_proc.returncode == 2 and "written by 2 process(es)" in one_proc.stderr, one_proc.stderr[-2000:]
 
 
-def test_rollout_streams_play_what_ranks_would_play(tmp_path):
+def test_rollout_streams_play_what_ranks_would_play(tmp_path, monkeypatch):
     """``--rollout-streams 2``: block 1 of the groups in a forked process, block 0 here, merged
     in order: over two iterations the records and the weights are those of the one-process
     reference that plays both blocks itself (each sampled as its rank would)."""
@@ -108,7 +108,7 @@ def test_rollout_streams_play_what_ranks_would_play(tmp_path):
 
     import torch
 
-    from trainers.forked import run_forked
+    import trainers.forked
 
     def train(out, extra, cls):
         cfg, _ = parse_args([*ARGS, "--iterations", "2", "--output-dir", str(tmp_path / out), *extra])
@@ -120,21 +120,18 @@ def test_rollout_streams_play_what_ranks_would_play(tmp_path):
         return state, recs
 
     forked_pids = []
-    original = run_forked.__wrapped__ if hasattr(run_forked, "__wrapped__") else run_forked
+    run_forked = trainers.forked.run_forked
 
-    def recording(jobs, **kw):
+    def recording(jobs, **kw):  # run_forked, noting the process each share ran in
         def pid_of(job):
             return lambda step: (job(step), os.getpid())
-        out = original([pid_of(j) for j in jobs], **kw)
+        out = run_forked([pid_of(j) for j in jobs], **kw)
         forked_pids.append([pid for _, pid in out])
         return [r for r, _ in out]
 
-    import trainers.forked
-    trainers.forked.run_forked, saved = recording, trainers.forked.run_forked
-    try:
-        streamed, streamed_recs = train("streams", ["--rollout-streams", "2"], Trainer)
-    finally:
-        trainers.forked.run_forked = saved
+    monkeypatch.setattr(trainers.forked, "run_forked", recording)
+    streamed, streamed_recs = train("streams", ["--rollout-streams", "2"], Trainer)
+    monkeypatch.undo()
     reference, reference_recs = train("ref", [], ShardedReference)
     assert len(forked_pids) == 2 and all(p[0] == os.getpid() != p[1] for p in forked_pids)
     assert streamed_recs == reference_recs and len(streamed_recs) == 2
