@@ -66,11 +66,15 @@ class TokenTrie:
     """The trie of a pass's sequences in preorder: ``tokens``, ``parents`` (-1: a root) and ``depth``
     per node; per (decision, candidate), the nodes whose logits predict its tokens (``predictors``).
 
-    >>> trie = TokenTrie.build([([5, 6], [[7, 8], [7, 9]])])
+    A sequence is its prompt and its candidate less the candidate's last token: that token is
+    predicted (by its parent) but predicts nothing, and no other token attends to it, so it is
+    left out (one node a candidate, ~9% of a pass on the credit-trap preset's decisions).
+
+    >>> trie = TokenTrie.build([([5, 6], [[7, 8], [7, 9], [4]])])
     >>> trie.tokens, trie.parents, trie.depth
-    ([5, 6, 7, 8, 9], [-1, 0, 1, 2, 2], [0, 1, 2, 3, 3])
+    ([5, 6, 7], [-1, 0, 1], [0, 1, 2])
     >>> trie.predictors
-    {(0, 0): [1, 2], (0, 1): [1, 2]}
+    {(0, 2): [1], (0, 0): [1, 2], (0, 1): [1, 2]}
     """
 
     tokens: list[int]
@@ -93,8 +97,8 @@ class TokenTrie:
         prompts = [list(map(int, p)) for p, _ in decisions]
         for i in sorted(range(len(decisions)), key=prompts.__getitem__):
             prompt, n_prompt, first = prompts[i], len(prompts[i]), True
-            for j, cand in sorted(enumerate(decisions[i][1]), key=lambda jc: list(jc[1])):
-                seq = prompt + list(map(int, cand))
+            for j, cand in sorted(enumerate(decisions[i][1]), key=lambda jc: list(jc[1][:-1])):
+                seq = prompt + list(map(int, cand[:-1]))
                 k = _common_prefix(seq, prev, 0 if first else n_prompt)  # not first: prev had this prompt
                 start = len(tokens)
                 if len(seq) > k:
@@ -102,7 +106,7 @@ class TokenTrie:
                     parents += [path[k - 1] if k else -1] + list(range(start, len(tokens) - 1))
                     depth += range(k, len(seq))
                 path = path[:k] + list(range(start, len(tokens)))
-                predictors[(i, j)] = path[n_prompt - 1: len(seq) - 1]
+                predictors[(i, j)] = path[n_prompt - 1: n_prompt - 1 + len(cand)]
                 prev, first = seq, False
         return cls(tokens, parents, depth, predictors)
 
@@ -138,6 +142,12 @@ class _ChunkLayout:
     chunk: int
     #: the rows the last decoder layer computes past its attention (None: every row)
     rows: torch.Tensor | None = None
+    #: the attention module of that layer, which computes its queries at ``rows`` only
+    rows_module: Any = None
+    #: per group of that attention: (query rows [G, R], keys, allowed pairs [G, R, keys]); and
+    #: where each of ``rows`` lies in the groups' concatenated outputs
+    row_groups: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] | None = None
+    row_take: torch.Tensor | None = None
 
     @classmethod
     def of(cls, trie: TokenTrie, chunk: int, device: Any) -> "_ChunkLayout":
@@ -156,6 +166,33 @@ class _ChunkLayout:
         order = np.empty(chunks, dtype=np.int64)
         order[flat] = np.arange(chunks)
         return cls(groups, torch.from_numpy(order).to(device), n, chunk)
+
+    def keep_rows(self, rows: Sequence[int], module: Any, device: Any) -> None:
+        """Compute the last layer past its attention at ``rows`` (sorted node ids) only, and the
+        attention of ``module`` (that layer's) for queries at those rows only: per group, the kept
+        rows of each of its chunks that has any, padded to the group's most (a padding query repeats
+        one of its chunk's rows and is dropped)."""
+        kept = np.asarray(rows, dtype=np.int64)
+        self.rows, self.rows_module = torch.from_numpy(kept).to(device), module
+        self.row_groups, take = [], np.zeros(len(kept), dtype=np.int64)
+        offset = 0
+        for ids, keys, allowed in self.groups:
+            spans = [(g, c, *np.searchsorted(kept, [c * self.chunk, (c + 1) * self.chunk]))
+                     for g, c in enumerate(ids.tolist())]
+            spans = [(g, c, a, b) for g, c, a, b in spans if b > a]
+            if not spans:
+                continue
+            width = max(b - a for _, _, a, b in spans)
+            query = np.zeros((len(spans), width), dtype=np.int64)
+            for r, (_, c, a, b) in enumerate(spans):
+                query[r, :b - a], query[r, b - a:] = kept[a:b], kept[a]
+                take[a:b] = offset + r * width + np.arange(b - a)
+            offset += query.size
+            local = torch.from_numpy(query - (query // self.chunk * self.chunk)).to(device)
+            picked = torch.tensor([g for g, _, _, _ in spans], device=device)
+            self.row_groups.append((torch.from_numpy(query).to(device), keys[picked],
+                                    allowed[picked[:, None], local]))
+        self.row_take = torch.from_numpy(take).to(device)
 
     @staticmethod
     def _fill(parents: list[int], depth: list[int], a: int, b: int, width: int, keys: np.ndarray,
@@ -190,6 +227,8 @@ def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
                                       **kwargs)
     q, k, v = query[0], key[0], value[0]  # (heads, n, head_dim); k, v: (kv_heads, n, head_dim)
     heads, n, dim = q.shape
+    if layout.row_groups is not None and module is layout.rows_module:
+        return _row_attention(q, k, v, layout, scaling), None
     chunks = layout.order.shape[0]
     if chunks * layout.chunk > n:
         q = F.pad(q, (0, 0, 0, chunks * layout.chunk - n))
@@ -201,6 +240,23 @@ def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
                                                     enable_gqa=k.shape[0] != heads))
     out = torch.cat(parts)[layout.order]
     return out.transpose(1, 2).reshape(chunks * layout.chunk, heads, dim)[:n][None], None
+
+
+def _row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: _ChunkLayout,
+                   scaling: float | None) -> torch.Tensor:
+    """The last layer's tree attention at the layout's kept rows only, as ``[1, n, heads, dim]``
+    with zeros at the other rows (the output projection's hook drops them)."""
+    heads, n, dim = q.shape
+    parts = []
+    for query, keys, allowed in layout.row_groups or []:
+        groups, width = query.shape
+        q_rows = q[:, query.reshape(-1)].reshape(heads, groups, width, dim).transpose(0, 1)
+        out = F.scaled_dot_product_attention(q_rows, k[:, keys].transpose(0, 1), v[:, keys].transpose(0, 1),
+                                             attn_mask=allowed[:, None], scale=scaling,
+                                             enable_gqa=k.shape[0] != heads)
+        parts.append(out.transpose(1, 2).reshape(groups * width, heads, dim))
+    kept = torch.cat(parts)[layout.row_take]
+    return q.new_zeros(n, heads, dim).index_copy(0, layout.rows, kept)[None]
 
 
 def _no_mask(*args: Any, **kwargs: Any) -> None:
@@ -340,7 +396,7 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
         if prune:
             if mode.layer is None:
                 raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
-            layout.rows = kept
+            layout.keep_rows(order, mode.layer.self_attn, device)
         out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
                     position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
                     logits_to_keep=0 if prune else kept)

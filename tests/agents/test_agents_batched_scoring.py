@@ -277,3 +277,26 @@ def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(mode
     assert max(worst) < TOL
     assert (model.config._attn_implementation, dict(layer.self_attn.o_proj._forward_pre_hooks),
             "forward" in vars(layer)) == before
+
+
+def test_the_last_layer_attends_from_the_predicting_rows_only(model_tok, alfworld_steps, monkeypatch):
+    """The last layer's attention computes its queries at the rows that predict a candidate token
+    (every one of them once, padding aside), not at every trie token: on real ALFWorld decisions
+    under half of them; the log-probs are the per-decision ones."""
+    import agents.tree_attention as ta
+
+    model, _ = model_tok
+    decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps]
+    seen: list[tuple[int, int, int]] = []  # (trie tokens, rows kept, queries computed) per pass
+    keep = ta._ChunkLayout.keep_rows
+
+    def spy(layout, rows, module, device):
+        keep(layout, rows, module, device)
+        seen.append((layout.n, len(rows), sum(q.numel() for q, _, _ in layout.row_groups)))
+
+    monkeypatch.setattr(ta._ChunkLayout, "keep_rows", spy)
+    with torch.no_grad():
+        ref = [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+        got = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=32, last_layer_rows=True)
+    assert _worst(ref, got) < TOL
+    assert seen and all(kept <= queries < 0.5 * n for n, kept, queries in seen), seen

@@ -55,3 +55,29 @@ def test_an_error_here_stops_the_forked_shares():
     with pytest.raises(KeyboardInterrupt):
         run_forked([here, lambda step: time.sleep(60)], threads=1)
     assert time.perf_counter() - started < 30 and multiprocessing.active_children() == []
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_shares_play_without_the_cyclic_collector_which_comes_back_after(fails):
+    """No collection runs while shares play (here or forked); the collector is as it was after,
+    also when a share raises; a caller that had it off keeps it off."""
+    import gc
+
+    def share(step):
+        if fails:
+            raise ValueError("a share failed")
+        return gc.isenabled()
+
+    assert gc.isenabled()
+    if fails:
+        with pytest.raises(ValueError, match="a share failed"):
+            run_forked([share, share], threads=1)
+    else:
+        assert run_forked([share, share], threads=1) == [False, False]
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        run_forked([lambda step: None, lambda step: None], threads=1)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
