@@ -22,6 +22,7 @@ Peak memory: the timed process's RSS, and the proportional set size of it and it
     python benchmarks/trainer_speed.py                       # 4 iterations per path (~20 min)
     python benchmarks/trainer_speed.py --iterations 6 --paths per-decision tree-2t
     python benchmarks/trainer_speed.py --quick               # a smoke run (~1 min)
+    python benchmarks/trainer_speed.py --paths per-decision tree-2p --rounds 3   # drift-robust ratios
 """
 from __future__ import annotations
 
@@ -131,6 +132,14 @@ def summarize(name: str, out: dict) -> dict[str, float]:
             "peak_pss_mib": out.get("peak_pss_mib", 0.0)}
 
 
+def _rounds_note(rounds: int) -> str:
+    if rounds == 1:
+        return ""
+    return (f"; {rounds} rounds, the paths taken in turn in each: each figure is the median over the rounds, "
+            "each ratio the median of the ratios within a round (a machine whose speed drifts over minutes "
+            "moves both sides of a round's ratio alike)")
+
+
 def memory(row: dict[str, float]) -> float:
     """A path's peak memory for the ratio: the sampled PSS (streams included) where measured, else the RSS."""
     return row["peak_pss_mib"] or row["peak_mib"]
@@ -143,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-episodes", type=int, default=48, help="held-out episodes per timed evaluation (at least; "
                     "rounded up so that every task of the split is played alike)")
     ap.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per path (median)")
+    ap.add_argument("--rounds", type=int, default=1, help="times every path is timed, the paths in turn each "
+                    "round; the table gives medians over the rounds and the median of each round's ratio")
     ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="paths timed")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 x 4 episodes of 4 steps, 2 iterations")
     ap.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
@@ -154,30 +165,46 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.iterations < 2:
         ap.error("--iterations must be >= 2 (the first one is not timed)")
-    results = []
-    for name in args.paths:
-        cmd = [sys.executable, __file__, "--child", name, "--config", args.config, "--iterations", str(args.iterations),
-               "--eval-episodes", str(args.eval_episodes), "--eval-repeats", str(args.eval_repeats),
-               *(["--quick"] if args.quick else [])]
-        print(f"timing {name} ...", file=sys.stderr, flush=True)
-        proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
-        if proc.returncode != 0:
-            print(f"error: path {name} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}", file=sys.stderr)
-            return 1
-        results.append(summarize(name, json.loads(proc.stdout.strip().splitlines()[-1])))
-    base = next((r for r in results if r["path"] == BASELINE), results[0])
+    if args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    rounds: list[list[dict[str, float]]] = []  # per round, one summary a path
+    for k in range(args.rounds):
+        rounds.append([])
+        for name in args.paths:
+            cmd = [sys.executable, __file__, "--child", name, "--config", args.config, "--iterations",
+                   str(args.iterations), "--eval-episodes", str(args.eval_episodes), "--eval-repeats",
+                   str(args.eval_repeats), *(["--quick"] if args.quick else [])]
+            print(f"timing {name} (round {k + 1} of {args.rounds}) ...", file=sys.stderr, flush=True)
+            proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(f"error: path {name} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}",
+                      file=sys.stderr)
+                return 1
+            rounds[-1].append(summarize(name, json.loads(proc.stdout.strip().splitlines()[-1])))
+    base_index = args.paths.index(BASELINE) if BASELINE in args.paths else 0
+    base_name = args.paths[base_index]
     print(f"\n{Path(args.config).name}{' (quick)' if args.quick else ''}: median of iterations 2..{args.iterations}, "
-          f"eval: median of {args.eval_repeats} evaluations of {base['eval_episodes']} episodes (--eval-episodes "
-          f"{args.eval_episodes}, rounded up to every task of the split alike); ratio = {base['path']} / path\n")
+          f"eval: median of {args.eval_repeats} evaluations of {rounds[0][base_index]['eval_episodes']} episodes "
+          f"(--eval-episodes {args.eval_episodes}, rounded up to every task of the split alike); ratio = {base_name} / "
+          f"path{_rounds_note(args.rounds)}\n")
     print("| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
           "| peak RSS MiB | peak PSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
     print("|---|" + "---:|" * 13)
-    for r in results:
-        print(f"| {r['path']} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
+    for i, name in enumerate(args.paths):
+        r = {key: statistics.median(rnd[i][key] for rnd in rounds) for key in rounds[0][i] if key != "path"}
+        ratio = {key: statistics.median(rnd[base_index][key] / max(rnd[i][key], 1e-9) for rnd in rounds)
+                 for key in ("iteration_s", "update_s", "eval_s")}
+        mem = statistics.median(memory(rnd[i]) / max(memory(rnd[base_index]), 1e-9) for rnd in rounds)
+        print(f"| {name} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
               f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
-              f"| {r['peak_pss_mib']:.0f} | {base['iteration_s'] / r['iteration_s']:.2f}x "
-              f"| {base['update_s'] / r['update_s']:.2f}x | {base['eval_s'] / r['eval_s']:.2f}x "
-              f"| {memory(r) / max(memory(base), 1e-9):.2f}x |")
+              f"| {r['peak_pss_mib']:.0f} | {ratio['iteration_s']:.2f}x | {ratio['update_s']:.2f}x "
+              f"| {ratio['eval_s']:.2f}x | {mem:.2f}x |")
+    if args.rounds > 1:
+        print("\nratio in each round (iteration / eval):")
+        for i, name in enumerate(args.paths):
+            each = [f"{rnd[base_index]['iteration_s'] / rnd[i]['iteration_s']:.2f}x / "
+                    f"{rnd[base_index]['eval_s'] / rnd[i]['eval_s']:.2f}x" for rnd in rounds]
+            print(f"  {name}: {', '.join(each)}")
     print("\npeak RSS: the timed process alone (getrusage); peak PSS: it and its forked streams, pages they share "
           "counted once (sampled every 0.25 s); memory ratio: of the PSS where /proc gives it, else of the RSS")
     return 0

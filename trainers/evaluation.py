@@ -80,10 +80,12 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
 
     ``step_timeout`` is passed to :class:`~wrappers.GroupVectorEnv` (a step past it truncates its episode).
     ``streams`` > 1 plays the episodes in that many concurrent streams, each with up to ``batch``
-    envs of its own (the episodes go in chunks of ``batch x streams``, each cut into one piece a
-    stream), its forward passes at ``torch threads / streams`` threads. Each piece has its own
-    sampling seed, so the episodes (tasks and task seeds) are those of one stream, the actions
-    sampled in them are not; the records do not depend on how the streams run:
+    envs of its own (the episodes go in chunks of ``batch x streams``, each dealt out as one piece a
+    stream: episode ``i`` of a chunk to stream ``i mod streams``, so that the copies of one task,
+    which cost alike, are spread over the streams), its forward passes at ``torch threads / streams``
+    threads. Each piece has its own sampling seed, so the episodes (tasks and task seeds) are those
+    of one stream, the actions sampled in them are not; the records do not depend on how the
+    streams run:
 
     * ``processes=False``: each stream's policy calls run in a thread of its own; every env call
       still runs in the calling thread (a step timeout needs its ``SIGALRM``), where it overlaps
@@ -105,16 +107,15 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
         raise ValueError(f"streams must be >= 1, got {streams}")
     episodes = plan.episodes()
     n = max(1, min(batch * int(streams), len(episodes)))  # each stream: up to batch envs
-    pieces: list[tuple[int, int, list[str]]] = []  # (stream, start, task ids): each chunk of n, one piece a stream
+    pieces: list[tuple[int, list[int]]] = []  # (stream, episode indices): each chunk of n, one piece a stream
     for start in range(0, len(episodes), n):
-        chunk = episodes[start:start + n]
-        width = -(-len(chunk) // int(streams))
-        pieces += [(k, start + a, chunk[a:a + width]) for k, a in enumerate(range(0, len(chunk), width))]
-    lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(max(k for k, _, _ in pieces) + 1)] \
+        chunk = list(range(start, min(start + n, len(episodes))))
+        pieces += [(k, chunk[k::int(streams)]) for k in range(int(streams)) if chunk[k::int(streams)]]
+    lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(max(k for k, _ in pieces) + 1)] \
         if pieces else []
     try:
         if len(lanes) <= 1:
-            played = [lanes[0].play(start, chunk) for _, start, chunk in pieces]
+            played = [lanes[0].play(indices) for _, indices in pieces]
         elif processes:
             played = _play_in_processes(lanes, pieces)
         else:
@@ -122,15 +123,14 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     finally:
         for lane in lanes:
             lane.close()
-    total = Rollout()
-    for (_, start, _), rollout in zip(pieces, played):
-        offset = len(total.trajectories)
-        for s in rollout.steps:
-            s.traj += offset
-        for tr in rollout.trajectories:
-            tr.group += start
+    total = Rollout(trajectories=[None] * len(episodes))  # type: ignore[list-item]  # each filled below
+    for (_, indices), rollout in zip(pieces, played):
+        for s in rollout.steps:  # a piece's trajectory j is episode indices[j]
+            s.traj = indices[s.traj]
+        for j, tr in enumerate(rollout.trajectories):
+            tr.group = indices[j]
+            total.trajectories[indices[j]] = tr
         total.steps += rollout.steps
-        total.trajectories += rollout.trajectories
         total.seconds += rollout.seconds
         total.env_seconds += rollout.env_seconds
         total.response_tokens += rollout.response_tokens
@@ -147,19 +147,21 @@ class _EvalLane:
         self.envs: Any = None
         self.env_proxy: Callable[[Any], Any] = lambda envs: envs
 
-    def play(self, start: int, chunk: Sequence[str]) -> Any:
-        """Play episodes ``start .. start + len(chunk)`` of the plan (their task ids ``chunk``)."""
+    def play(self, indices: Sequence[int]) -> Any:
+        """Play episodes ``indices`` of the plan (its trajectory ``j`` is episode ``indices[j]``)."""
         from trainers.rollout import collect_rollout
         from wrappers import GroupVectorEnv
 
+        episodes = self.plan.episodes()
+        chunk = [episodes[i] for i in indices]
         if self.envs is None or self.envs.num_envs != len(chunk):
             self.close()
             # a finished episode's group is held, not reset to a task nobody plays
             self.envs = GroupVectorEnv(self.env_fn, num_groups=len(chunk), group_size=1, backend="sync",
                                        seed=self.plan.seed, step_timeout=self.step_timeout, autoreset=False)
-        task_seeds = [seeds.eval_task(self.plan.seed, start + j) for j in range(len(chunk))]
+        task_seeds = [seeds.eval_task(self.plan.seed, i) for i in indices]
         return collect_rollout(self.env_proxy(self.envs), self.policy, task_seeds,
-                               seed=seeds.eval_sampling(self.plan.seed, start),
+                               seed=seeds.eval_sampling(self.plan.seed, indices[0]),
                                options=[{"task_id": t} if t else None for t in chunk], on_step=self.on_step)
 
     def close(self) -> None:
@@ -168,8 +170,8 @@ class _EvalLane:
             self.envs = None
 
 
-def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, int, list[str]]]) -> list[Any]:
-    """Each lane plays its pieces (``(lane, start, task ids)``) in a thread of its own (the
+def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, list[int]]]) -> list[Any]:
+    """Each lane plays its pieces (``(lane, episode indices)``) in a thread of its own (the
     policy's forward passes), while this thread runs every env call the lanes make; returns the
     rollouts in the order of ``pieces``."""
     import torch
@@ -183,7 +185,7 @@ def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, i
     def run_lane(k: int) -> dict[int, Any]:
         torch.set_num_threads(threads)
         with modes.apply():
-            return {i: lanes[k].play(start, chunk) for i, (lane, start, chunk) in enumerate(pieces) if lane == k}
+            return {i: lanes[k].play(indices) for i, (lane, indices) in enumerate(pieces) if lane == k}
 
     before = torch.get_num_threads()
     pool = ThreadPoolExecutor(max_workers=len(lanes), thread_name_prefix="eval-stream")
@@ -199,7 +201,7 @@ def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, i
     return [played[i] for i in range(len(pieces))]
 
 
-def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, int, list[str]]]) -> list[Any]:
+def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, list[int]]]) -> list[Any]:
     """Lane 0 plays its pieces here, every other lane in a process forked from this one
     (:func:`trainers.forked.run_forked`); returns the rollouts in the order of ``pieces``."""
     from trainers.forked import run_forked
@@ -210,7 +212,7 @@ def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, i
         def play(step: Callable[[int], None]) -> dict[int, Any]:
             lanes[k].on_step = step
             try:
-                return {i: lanes[k].play(start, chunk) for i, (lane, start, chunk) in enumerate(pieces) if lane == k}
+                return {i: lanes[k].play(indices) for i, (lane, indices) in enumerate(pieces) if lane == k}
             finally:
                 lanes[k].on_step = on_step
                 if k:  # a forked lane's envs end with its process

@@ -121,6 +121,32 @@ def test_run_eval_in_streams_plays_the_same_episodes_with_env_calls_on_the_calli
     assert len(two.threads) == 2 and threading.main_thread().name not in two.threads
 
 
+def test_streams_are_dealt_the_episodes_of_a_chunk_in_turn(monkeypatch):
+    """Episode i of a chunk goes to stream i mod streams (the copies of one task, which cost
+    alike, spread over the streams); one stream plays each chunk in plan order."""
+    from trainers import evaluation
+
+    dealt: list[tuple[int, list[int]]] = []
+    play = evaluation._EvalLane.play
+
+    def spy(lane, indices):
+        dealt.append((id(lane), list(indices)))
+        return play(lane, indices)
+
+    monkeypatch.setattr(evaluation._EvalLane, "play", spy)
+    fn = make_env_fn("rooms", "valid", max_steps=6)
+    plan = EvalPlan.for_episodes("valid", [], 7, seed=1)
+    out = run_eval(_ObservationPolicy(), fn, plan, batch=2, streams=2)  # chunks of 4 episodes
+    lanes: dict[int, list[int]] = {}
+    for lane, indices in dealt:
+        lanes.setdefault(lane, []).extend(indices)
+    assert sorted(lanes.values()) == [[0, 2, 4, 6], [1, 3, 5]]
+    assert [t.group for t in out.trajectories] == list(range(7))
+    dealt.clear()
+    run_eval(_ObservationPolicy(), fn, plan, batch=3)
+    assert [indices for _, indices in dealt] == [[0, 1, 2], [3, 4, 5], [6]]
+
+
 def test_run_eval_in_streams_raises_the_error_of_a_stream():
     fn = make_env_fn("rooms", "valid", max_steps=6)
     plan = EvalPlan.for_episodes("valid", [], 6, seed=1)
