@@ -12,8 +12,9 @@ the ancestors of any token of a chunk ``[a, b)`` are either in the chunk or on t
 ``a``, so a chunk's keys are that path plus the chunk itself: the cost is linear in the trie's
 size (chunk x (depth + chunk) pairs a chunk), where one dense tree mask over packed rows is
 quadratic in the row. The logits are computed only at the tokens that predict a candidate
-token, and so is the last decoder layer past its attention (its output projection and MLP: the
-other rows of that layer feed nothing), where the model's layers have the usual pre-norm shape. On the credit-trap preset's decisions a pass holds about half the token positions of
+token, and so is the last decoder layer (its attention's queries, output projection and MLP: the
+other rows of that layer feed nothing; its keys and values are every token's), where the model's
+layers have the usual pre-norm shape. On the credit-trap preset's decisions a pass holds about half the token positions of
 the packed rows of :func:`agents.logprobs.packed_candidate_logprobs` (``benchmarks/trainer_speed.py``).
 
 It runs through transformers' attention interface: a function registered as
@@ -357,9 +358,10 @@ class _TreeMode:
 
     @staticmethod
     def _rows_forward(layer: Any, saved: Any) -> Any:
-        """The last layer's forward in a pass whose layout keeps ``rows``: its attention still
-        reads the keys and values of every token, its output projection (a forward pre-hook cuts
-        its input), residual and MLP see the kept rows only, so the layer returns
+        """The last layer's forward in a pass whose layout keeps ``rows``: its attention reads
+        the keys and values of every token and computes its queries at the kept rows only
+        (:func:`_row_attention`), its output projection (a forward pre-hook cuts its input),
+        residual and MLP see the kept rows only, so the layer returns
         ``[1, len(rows), hidden]`` and the model's head reads all of it (``logits_to_keep=0``). A
         pre-norm layer (``input_layernorm``, ``self_attn``, ``post_attention_layernorm``,
         ``mlp``) is assumed: :func:`tree_attention_error` checks the result once per model
