@@ -393,7 +393,6 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     layout = _ChunkLayout.of(trie, chunk, device)
     order = sorted({p for nodes in trie.predictors.values() for p in nodes})
     row_of = {p: r for r, p in enumerate(order)}
-    kept = torch.tensor(order, device=device)
     with _TreeMode.of(model) as mode:
         if prune:
             if mode.layer is None:
@@ -401,7 +400,7 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
             layout.keep_rows(order, mode.layer.self_attn, device)
         out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
                     position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
-                    logits_to_keep=0 if prune else kept)
+                    logits_to_keep=0 if prune else torch.tensor(order, device=device))
     logp = processed_log_softmax(out.logits[0], temperature, 1.0)
     pairs = [(i, j) for i, (_, cands) in enumerate(decisions) for j in range(len(cands))]
     rows = torch.tensor([row_of[p] for pair in pairs for p in trie.predictors[pair]], dtype=torch.long, device=device)
