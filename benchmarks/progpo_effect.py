@@ -11,9 +11,10 @@
 validity criteria were fixed before its comparison ran). Its report opens with the validity verdict
 (can it tell GiGPO from GRPO?), then every method against ``gigpo`` and ``progpo-gigpo``, paired by
 seed, on the final held-out success (primary) and the area under the held-out success curve
-(secondary), the labelled tracks apart from pure RL, and where each remedy's term acted; it
-writes ``credit_lab.json`` (every run, the verdict, and ``pilot.json``'s settings tried before the
-pre-registration). Without ``--lab`` the tool runs the earlier comparison, ProGPO against its base
+(secondary), the labelled tracks apart from pure RL, the primary comparisons against ``gigpo``
+tested as one family (paired t-tests, Holm-adjusted), and where each remedy's term acted; it
+writes ``credit_lab.json`` (every run, the verdict, the family tests, and ``pilot.json``'s settings
+tried before the pre-registration). Without ``--lab`` the tool runs the earlier comparison, ProGPO against its base
 on the trap preset.
 
 Setting: ``--config`` (default ``configs/alfworld_trap.yaml``: no repeat masking, no exploration
@@ -69,7 +70,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the package, when this file is imported rather than run
     sys.path.insert(0, str(ROOT))
 
-from trainers.statistics import T975, episodes_to_reach, mean_ci  # noqa: E402
+from trainers.statistics import T975, episodes_to_reach, holm, mean_ci, paired_t_p  # noqa: E402
 from trainers.config import EARLIER_VALUES, upgrade_names  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
@@ -328,6 +329,26 @@ def validity(by: dict[str, list[dict]]) -> dict | None:
                         "discriminates" if all(checks.values()) else "cannot discriminate")}
 
 
+def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
+    """The primary comparison of each of ``methods`` against ``gigpo`` as one family: the paired
+    t-test's p-value (the test behind the table's intervals) and its Holm adjustment over the
+    family, so that a single interval excluding 0 among many is not read as a finding."""
+    rows = [(m, paired(by, m, "gigpo", _final)) for m in methods if m != "gigpo"]
+    rows = [(m, d) for m, d in rows if d is not None and len(d["seeds"]) >= 2]
+    adjusted = holm([paired_t_p(d["per_seed"]) for _, d in rows])
+    return [{"method": m, "seeds": len(d["seeds"]), "diff": d, "p": paired_t_p(d["per_seed"]), "p_holm": a}
+            for (m, d), a in zip(rows, adjusted)]
+
+
+def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
+    lines = ["", f"### {title}: {len(family)} comparisons against gigpo (final held-out success)", "",
+             "| method | seeds | final - gigpo | paired t p | Holm-adjusted p |", "|---|---|---|---|---|"]
+    for r in family:
+        lines.append(f"| {labelled(r['method'])} | {r['seeds']} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
+                     f"{'**' if r['p_holm'] < 0.05 else ''}{r['p_holm']:.3f}{'**' if r['p_holm'] < 0.05 else ''} |")
+    return lines
+
+
 def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
     """The lab's sections: validity, every method against the baselines (final success and AUC,
     pure RL and labelled tracks apart), and where each remedy acted."""
@@ -367,6 +388,15 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                 cells += ["" if m == b else _diff_cell(paired(by, m, b, _final)),
                           "" if m == b else _diff_cell(paired(by, m, b, auc))]
             lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    families = [(t, multiplicity(by, ms)) for t, ms in (("Pure RL remedies", [m for m in pure if m != "grpo"]),
+                                                        ("Labelled tracks", tracks)) if "gigpo" in by]
+    if any(f for _, f in families):
+        lines += ["", "## Many comparisons at once (primary metric)", "",
+                  "The intervals above hold one comparison at a time. Each family below is tested together: "
+                  "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
+                  "is the validity test, judged alone above."]
+        for title, fam in families:
+            lines += _multiplicity_lines(fam, title) if fam else []
     keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
                                          for row in e.get("acted", []))]
     if keys:
@@ -559,6 +589,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.lab:
         by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in args.methods}
         record["validity"] = validity({m: r for m, r in by.items() if r})
+        done = {m: r for m, r in by.items() if r}
+        record["multiplicity"] = ({"pure": multiplicity(done, [m for m in done if m not in LABELS and m != "grpo"]),
+                                   "labelled": multiplicity(done, [m for m in done if m in LABELS])}
+                                  if "gigpo" in done else None)
         pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
         record["pilot"] = json.loads(pilot.read_text()) if pilot.exists() else None
     (args.out / args.json_name).write_text(json.dumps(record, indent=1))

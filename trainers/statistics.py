@@ -4,7 +4,9 @@ coverage for success. Pure numpy.
 * :func:`mean_ci` -- mean over seeds and the half-width of its 95% t interval (``T975``);
 * :func:`paired_bootstrap_ci` -- did RL help? a percentile bootstrap over paired episodes;
 * :func:`within_group_auc` / :func:`auc_with_ci` -- does coverage go with success?
-* :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level.
+* :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level;
+* :func:`paired_t_p` / :func:`holm` -- a paired difference's two-sided t-test p-value, and the
+  Holm step-down adjustment when several methods are compared against one baseline.
 
 Does coverage go with success? ProGPO ranks the trajectories of an all-failed group by their
 coverage P_i. That can only help if, among trajectories of the same task, higher coverage goes
@@ -30,7 +32,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["T975", "AUCResult", "auc_with_ci", "episodes_to_reach", "mean_ci", "paired_bootstrap_ci", "within_group_auc"]
+__all__ = ["T975", "AUCResult", "auc_with_ci", "episodes_to_reach", "holm", "mean_ci", "paired_bootstrap_ci",
+           "paired_t_p", "t_two_sided_p", "within_group_auc"]
 
 #: two-sided 97.5% t quantiles by degrees of freedom (95% interval of a mean over seeds)
 T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
@@ -83,6 +86,69 @@ def episodes_to_reach(train: np.ndarray, levels: Sequence[float], per_iteration:
     smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
     hits = [np.flatnonzero(smooth >= lv) for lv in levels]
     return [str((int(h[0]) + 1) * per_iteration) if h.size else "-" for h in hits]
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with an integer ``df`` >= 1, in closed form (Abramowitz and
+    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(|t| / sqrt(df))).
+
+    >>> round(t_two_sided_p(2.306, 8), 4), round(t_two_sided_p(0.0, 3), 4)
+    (0.05, 1.0)
+    """
+    if df < 1 or int(df) != df:
+        raise ValueError(f"t_two_sided_p needs an integer df >= 1, got {df}")
+    if not np.isfinite(t):
+        return 0.0
+    theta = np.arctan(abs(t) / np.sqrt(df))
+    c2, s = np.cos(theta) ** 2, np.sin(theta)
+    if df % 2:  # odd: A = 2/pi * (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2 / np.pi * (theta + s * np.cos(theta) * total)
+    else:  # even: A = sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = s * total
+    return float(min(1.0, max(0.0, 1.0 - inside)))
+
+
+def paired_t_p(diffs: Sequence[float]) -> float:
+    """Two-sided p-value of the paired t-test that the mean of ``diffs`` (one per seed) is 0: the
+    test behind :func:`mean_ci`'s interval (p < 0.05 exactly when that interval excludes 0). NaN
+    with fewer than 2 values; 0 or 1 when every difference is the same.
+
+    >>> round(paired_t_p([0.1, 0.3, 0.2, 0.25]), 4)
+    0.0156
+    """
+    d = np.asarray(diffs, dtype=np.float64).reshape(-1)
+    if d.size < 2:
+        return float("nan")
+    sd = float(np.std(d, ddof=1))
+    if sd == 0.0:
+        return 1.0 if float(np.mean(d)) == 0.0 else 0.0
+    return t_two_sided_p(float(np.mean(d)) / (sd / np.sqrt(d.size)), d.size - 1)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm's step-down adjustment of a family of p-values (same order as given): comparisons whose
+    adjusted p-value is below alpha are rejected with the family-wise error rate held at alpha.
+
+    >>> holm([0.01, 0.04, 0.03, 0.5])
+    [0.04, 0.09, 0.09, 0.5]
+    """
+    p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
+    order = np.argsort(p, kind="stable")
+    k = p.size
+    adjusted = np.empty(k)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * p[i]))
+        adjusted[i] = running
+    return [round(float(x), 12) for x in adjusted]
 
 
 @dataclass(frozen=True)

@@ -158,6 +158,24 @@ def test_paired_differences_use_the_seeds_both_methods_ran():
     assert progpo_effect.paired(by, "a", "missing", progpo_effect.auc) is None
 
 
+
+def test_many_comparisons_are_holm_adjusted_as_one_family():
+    base = [0.30, 0.25, 0.40, 0.35, 0.20, 0.28, 0.33, 0.31]
+    shift = {"clear": [0.12, 0.10, 0.14, 0.11, 0.13, 0.12, 0.10, 0.15],  # every seed ahead: survives
+             "lucky": [0.15, -0.01, 0.12, 0.02, 0.10, -0.02, 0.09, 0.03],  # p 0.031 alone
+             "none": [0.05, -0.04, 0.02, -0.06, 0.03, 0.01, -0.02, 0.00]}
+    by = {"gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)]) for s, y in enumerate(base)]}
+    for m, d in shift.items():
+        by[m] = [_run(m, s, [(0, 0.05), (30, y + dy)]) for s, (y, dy) in enumerate(zip(base, d))]
+    fam = {r["method"]: r for r in progpo_effect.multiplicity(by, ["gigpo", "clear", "lucky", "none"])}
+    assert set(fam) == {"clear", "lucky", "none"}  # the baseline is not compared with itself
+    assert fam["lucky"]["p"] < 0.05 and fam["lucky"]["diff"]["lo"] > 0  # its own interval excludes 0 ...
+    assert fam["lucky"]["p_holm"] >= 0.05  # ... but not once the family of three is accounted for
+    assert fam["clear"]["p_holm"] < 0.001 and fam["none"]["p_holm"] == pytest.approx(fam["none"]["p"])
+    text = "\n".join(progpo_effect._multiplicity_lines(list(fam.values()), "Pure RL remedies"))
+    assert "3 comparisons against gigpo" in text and "| clear | 8 | +0.121" in text and "| **0.000** |" in text
+
+
 @pytest.mark.slow
 def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp_path, capsys):
     config = tmp_path / "toy.yaml"

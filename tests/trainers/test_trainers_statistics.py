@@ -54,3 +54,45 @@ def test_coverage_auc_benchmark_tables_every_key_and_the_mismatch():
     text = bench.table(result, data, 1e-3)
     assert "| all | carry-free | 1.000 |" in text and "2 mixed groups" in text
     assert "1 of the canonical key's 3 first visits" in bench.mismatch(data)
+
+
+def test_t_p_values_match_scipy_and_the_interval_mean_ci_reports():
+    from trainers.statistics import T975, mean_ci, paired_t_p, t_two_sided_p
+
+    st = pytest.importorskip("scipy.stats")
+    for df in range(1, 31):
+        for t in (0.0, 0.4, 1.0, 2.0, 3.3, 12.0, -2.5):
+            assert t_two_sided_p(t, df) == pytest.approx(2 * st.t.sf(abs(t), df), abs=1e-10)
+        # the interval's quantile is where the test's p-value crosses 0.05
+        assert t_two_sided_p(T975[df], df) == pytest.approx(0.05, abs=2e-4)
+    rng = np.random.default_rng(1)
+    for _ in range(200):
+        d = rng.normal(0.05, 0.1, size=int(rng.integers(2, 12)))
+        m, h = mean_ci(d[:, None])
+        assert paired_t_p(d) == pytest.approx(st.ttest_1samp(d, 0.0).pvalue, abs=1e-10)
+        excludes_zero = abs(float(m[0])) > float(h[0])
+        assert (paired_t_p(d) < 0.05) == excludes_zero or abs(abs(float(m[0])) - float(h[0])) < 1e-3
+
+
+def test_t_p_edge_cases():
+    from trainers.statistics import paired_t_p, t_two_sided_p
+
+    assert np.isnan(paired_t_p([0.2]))
+    assert paired_t_p([0.1, 0.1, 0.1]) == 0.0 and paired_t_p([0.0, 0.0]) == 1.0
+    assert t_two_sided_p(float("inf"), 5) == 0.0
+    with pytest.raises(ValueError, match="integer df"):
+        t_two_sided_p(1.0, 0)
+
+
+def test_holm_holds_the_order_is_monotone_and_never_below_the_raw_p():
+    from trainers.statistics import holm
+
+    rng = np.random.default_rng(2)
+    for _ in range(100):
+        p = rng.random(int(rng.integers(1, 10)))
+        adj = np.array(holm(p))
+        assert np.all(adj >= p - 1e-12) and np.all(adj <= 1.0)
+        order = np.argsort(p)
+        assert np.all(np.diff(adj[order]) >= -1e-12)  # the step-down never reverses the ranking
+    # one comparison: nothing to adjust; k equal p-values: each multiplied by k
+    assert holm([0.03]) == [0.03] and holm([0.01, 0.01, 0.01]) == [0.03, 0.03, 0.03]
