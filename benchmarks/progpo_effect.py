@@ -417,6 +417,24 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
     return lines
 
 
+def _forest(ax, by: dict[str, list[dict]]) -> None:
+    """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
+    (labelled tracks below a rule), GiGPO - GRPO's interval as the reference for what the lab resolves."""
+    pure = [m for m in by if m not in LABELS and m != "gigpo"]
+    rows = [(m, paired(by, m, "gigpo", _final)) for m in [*pure, *[m for m in by if m in LABELS]]]
+    rows = [(m, d) for m, d in rows if d is not None]
+    for y, (m, d) in enumerate(rows):
+        ax.errorbar(d["mean"], -y, xerr=d["half"], fmt="o", ms=4, capsize=3,
+                    color="tab:gray" if m in LABELS else "tab:blue" if "progpo" in m else "black")
+    ax.axvline(0.0, color="tab:red", lw=1)
+    short = {m: f"{m} [{LABELS[m].split(' (')[0]}]" if m in LABELS else m for m, _ in rows}  # the label, kept short
+    ax.set_yticks([-y for y in range(len(rows))], [f"{short[m]} ({len(d['seeds'])})" for m, d in rows], fontsize=8)
+    if any(m in LABELS for m, _ in rows) and pure:
+        ax.axhline(-len([m for m, _ in rows if m not in LABELS]) + 0.5, color="gray", lw=0.5, ls=":")
+    ax.set_title("final held-out success - gigpo\n(paired by seed, 95% CI; seeds)", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+
+
 def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -426,23 +444,39 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
     panels = (("eval", "eval/success", "held-out eval success"), ("train", "train/success", "train success"),
               ("train", "all_failed_fraction", "all-failed fraction"), ("train", "coverage_rate", "coverage rate"),
               ("train", "repeat_rate", "repeated-action rate"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(20, 3.8))
+    methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
+    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
+    forest = bool(args.lab) and "gigpo" in by and len(by) > 1
+    fig, grid = plt.subplots(2, 3, figsize=(17, 9))
+    axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]
+    # tab20's dark shades first, then its light ones: neighbouring methods never share a hue
+    colors = [plt.get_cmap("tab20")(j) for j in [*range(0, 20, 2), *range(1, 20, 2)]]
+    width = 0.8 * min(1.0, 3.0 / max(len(methods), 1))  # eval points of the methods side by side, not on top
     for ax, (part, key, title) in zip(axes, panels):
-        for m in args.methods:
-            runs = [e for e in entries if e["method"] == m]
-            if not runs:
-                continue
-            xs = [row["iteration"] for row in runs[0][part]]
+        for i, m in enumerate(methods):
+            runs = by[m]
+            xs = np.array([row["iteration"] for row in runs[0][part]], dtype=float)
             mean, half = mean_ci(_series(runs, part, key))
-            ax.plot(xs, mean, marker="o", ms=3, label=labelled(m))
-            ax.fill_between(xs, mean - half, mean + half, alpha=0.15)
+            style = {"color": colors[i % len(colors)], "ls": "--" if m in LABELS else "-", "label": labelled(m)}
+            if part == "eval":  # few points: each with its interval, dodged
+                ax.errorbar(xs + (i - (len(methods) - 1) / 2) * width, mean, yerr=half, marker="o", ms=3,
+                            capsize=2, lw=1, **style)
+            else:
+                ax.plot(xs, mean, lw=1.2, **style)
+                ax.fill_between(xs, mean - half, mean + half, color=style["color"],
+                                alpha=0.15 if len(methods) <= 4 else 0.05)
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.set_ylim(-0.05, 1.05)
         ax.grid(alpha=0.3)
-    axes[0].legend(fontsize=8)
+    if forest:
+        _forest(grid[0, 2], by)
+    else:
+        grid[0, 2].axis("off")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)
     fig.suptitle(f"{Path(args.config).name}, state key {args.state_key}: mean and 95% CI over seeds {args.seeds}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.03 * (1 + (len(labels) - 1) // 4), 1, 1))
     fig.savefig(path, dpi=100)
     plt.close(fig)
 
