@@ -12,9 +12,10 @@ validity criteria were fixed before its comparison ran). Its report opens with t
 (can it tell GiGPO from GRPO?), then every method against ``gigpo`` and ``progpo-gigpo``, paired by
 seed, on the final held-out success (primary) and the area under the held-out success curve
 (secondary), the labelled tracks apart from pure RL, the primary comparisons against ``gigpo``
-tested as one family (paired t-tests, Holm-adjusted), and where each remedy's term acted; it
-writes ``credit_lab.json`` (every run, the verdict, the family tests, and ``pilot.json``'s settings
-tried before the pre-registration). Without ``--lab`` the tool runs the earlier comparison, ProGPO against its base
+tested as one family (paired t-tests, Holm-adjusted), ProGPO's term on and off over each base
+(exploratory), and where each remedy's term acted; it writes ``credit_lab.json`` (every run, the
+verdict, the family tests, the on/off contrast, and ``pilot.json``'s settings tried before the
+pre-registration). Without ``--lab`` the tool runs the earlier comparison, ProGPO against its base
 on the trap preset.
 
 Setting: ``--config`` (default ``configs/alfworld_trap.yaml``: no repeat masking, no exploration
@@ -340,6 +341,45 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
             for (m, d), a in zip(rows, adjusted)]
 
 
+def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = _final) -> dict | None:
+    """ProGPO's term switched on over each base it was run on (``progpo-X`` - ``X``, ``metric``
+    paired by seed; the final held-out success by default), and pooled: per seed, the mean over the bases of that seed's
+    differences (seeds where every pair ran), so the seeds stay the independent unit. Exploratory:
+    the lab's pre-registered comparisons are against ``gigpo``; this contrast was chosen after them.
+    ``None`` without a single pair."""
+    pairs = [(m, m[len("progpo-"):]) for m in by if m.startswith("progpo-") and m[len("progpo-"):] in by]
+    rows = [(on, off, paired(by, on, off, metric)) for on, off in pairs]
+    rows = [(on, off, d) for on, off, d in rows if d is not None]
+    if not rows:
+        return None
+    common = sorted(set.intersection(*(set(d["seeds"]) for _, _, d in rows)))
+    per_seed = [float(np.mean([d["per_seed"][d["seeds"].index(s)] for _, _, d in rows])) for s in common]
+    pooled = None
+    if len(rows) > 1 and len(common) >= 2:
+        m, h = mean_ci(np.array(per_seed)[:, None])
+        pooled = {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
+                  "seeds": common, "per_seed": per_seed, "p": paired_t_p(per_seed)}
+    return {"pairs": [{"on": on, "off": off, "diff": d, "p": paired_t_p(d["per_seed"])} for on, off, d in rows],
+            "pooled": pooled}
+
+
+def _on_off_lines(res: dict, res_auc: dict) -> list[str]:
+    lines = ["", "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)", "",
+             "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that seed's "
+             "differences over the bases, then the 95% t interval over seeds. This contrast was chosen after the "
+             "pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and with "
+             "the lab's label.", "", "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
+             "|---|---|---|---|---|---|---|"]
+    for r, ra in zip(res["pairs"], res_auc["pairs"]):
+        lines.append(f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
+                     f"{_diff_cell(ra['diff'])} | {ra['p']:.3f} |")
+    if res["pooled"]:
+        pl, pa = res["pooled"], res_auc["pooled"]
+        lines.append(f"| **pooled over the {len(res['pairs'])} bases** | | {len(pl['seeds'])} | "
+                     f"{_diff_cell(pl)} | {pl['p']:.3f} | {_diff_cell(pa)} | {pa['p']:.3f} |")
+    return lines
+
+
 def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
     lines = ["", f"### {title}: {len(family)} comparisons against gigpo (final held-out success)", "",
              "| method | seeds | final - gigpo | paired t p | Holm-adjusted p |", "|---|---|---|---|---|"]
@@ -397,6 +437,9 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "is the validity test, judged alone above."]
         for title, fam in families:
             lines += _multiplicity_lines(fam, title) if fam else []
+    on_off = progpo_on_off(by)
+    if on_off:
+        lines += _on_off_lines(on_off, progpo_on_off(by, auc))
     keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
                                          for row in e.get("acted", []))]
     if keys:
@@ -627,6 +670,7 @@ def main(argv: list[str] | None = None) -> int:
         record["multiplicity"] = ({"pure": multiplicity(done, [m for m in done if m not in LABELS and m != "grpo"]),
                                    "labelled": multiplicity(done, [m for m in done if m in LABELS])}
                                   if "gigpo" in done else None)
+        record["progpo_on_off"] = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
         pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
         record["pilot"] = json.loads(pilot.read_text()) if pilot.exists() else None
     (args.out / args.json_name).write_text(json.dumps(record, indent=1))

@@ -221,3 +221,22 @@ def test_the_lab_plot_draws_the_paired_differences_panel(tmp_path):
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["progpo-gigpo (3)", "gigpo+privileged [privileged] (3)"]  # the track keeps its label
     plt.close(fig)
+
+
+def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
+    finals = {"gigpo": [0.30, 0.20, 0.40], "progpo-gigpo": [0.35, 0.20, 0.50],
+              "hgpo": [0.10, 0.30, 0.20, 0.25], "progpo-hgpo": [0.30, 0.30, 0.30, 0.35], "grpo": [0.2, 0.2, 0.2]}
+    by = {m: [_run(m, s, [(0, 0.05), (30, y)]) for s, y in enumerate(ys)] for m, ys in finals.items()}
+    res = progpo_effect.progpo_on_off(by)
+    assert [(r["on"], r["off"]) for r in res["pairs"]] == [("progpo-gigpo", "gigpo"), ("progpo-hgpo", "hgpo")]
+    assert res["pairs"][1]["diff"]["seeds"] == [0, 1, 2, 3]  # each pair on every seed it ran
+    pooled = res["pooled"]
+    # seed 3 has no gigpo pair: the pooled contrast uses the seeds every pair ran, one value a seed
+    assert pooled["seeds"] == [0, 1, 2]
+    assert pooled["per_seed"] == pytest.approx([(0.05 + 0.20) / 2, 0.0, (0.10 + 0.10) / 2])
+    assert pooled["mean"] == pytest.approx(np.mean([0.125, 0.0, 0.10])) and pooled["lo"] < pooled["mean"] < pooled["hi"]
+    assert progpo_effect.progpo_on_off({"gigpo": by["gigpo"], "grpo": by["grpo"]}) is None
+    one = progpo_effect.progpo_on_off({"gigpo": by["gigpo"], "progpo-gigpo": by["progpo-gigpo"]})
+    assert one["pooled"] is None  # one base: nothing to pool
+    text = "\n".join(progpo_effect._on_off_lines(res, progpo_effect.progpo_on_off(by, progpo_effect.auc)))
+    assert "exploratory: not pre-registered" in text and "| **pooled over the 2 bases** | | 3 | +0.075" in text
