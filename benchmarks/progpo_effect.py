@@ -336,9 +336,18 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
     family, so that a single interval excluding 0 among many is not read as a finding."""
     rows = [(m, paired(by, m, "gigpo", _final)) for m in methods if m != "gigpo"]
     rows = [(m, d) for m, d in rows if d is not None and len(d["seeds"]) >= 2]
-    adjusted = holm([paired_t_p(d["per_seed"]) for _, d in rows])
-    return [{"method": m, "seeds": len(d["seeds"]), "diff": d, "p": paired_t_p(d["per_seed"]), "p_holm": a}
-            for (m, d), a in zip(rows, adjusted)]
+    ps = [paired_t_p(d["per_seed"]) for _, d in rows]
+    return [{"method": m, "seeds": len(d["seeds"]), "diff": d, "p": p, "p_holm": a}
+            for (m, d), p, a in zip(rows, ps, holm(ps))]
+
+
+def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
+    """The two families tested against ``gigpo``: the pure-RL remedies (GiGPO - GRPO is the validity
+    test, judged alone) and the labelled tracks. ``None`` without ``gigpo``."""
+    if "gigpo" not in by:
+        return None
+    return {"pure": multiplicity(by, [m for m in by if m not in LABELS and m != "grpo"]),
+            "labelled": multiplicity(by, [m for m in by if m in LABELS])}
 
 
 def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = _final) -> dict | None:
@@ -428,14 +437,13 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                 cells += ["" if m == b else _diff_cell(paired(by, m, b, _final)),
                           "" if m == b else _diff_cell(paired(by, m, b, auc))]
             lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
-    families = [(t, multiplicity(by, ms)) for t, ms in (("Pure RL remedies", [m for m in pure if m != "grpo"]),
-                                                        ("Labelled tracks", tracks)) if "gigpo" in by]
-    if any(f for _, f in families):
+    fams = families(by)
+    if fams and any(fams.values()):
         lines += ["", "## Many comparisons at once (primary metric)", "",
                   "The intervals above hold one comparison at a time. Each family below is tested together: "
                   "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
                   "is the validity test, judged alone above."]
-        for title, fam in families:
+        for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
     if on_off:
@@ -462,7 +470,7 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
 
 def _forest(ax, by: dict[str, list[dict]]) -> None:
     """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
-    (labelled tracks below a rule), GiGPO - GRPO's interval as the reference for what the lab resolves."""
+    (labelled tracks below a rule); the ``grpo`` row, GiGPO - GRPO, shows what the lab resolves."""
     pure = [m for m in by if m not in LABELS and m != "gigpo"]
     rows = [(m, paired(by, m, "gigpo", _final)) for m in [*pure, *[m for m in by if m in LABELS]]]
     rows = [(m, d) for m, d in rows if d is not None]
@@ -667,9 +675,7 @@ def main(argv: list[str] | None = None) -> int:
         by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in args.methods}
         record["validity"] = validity({m: r for m, r in by.items() if r})
         done = {m: r for m, r in by.items() if r}
-        record["multiplicity"] = ({"pure": multiplicity(done, [m for m in done if m not in LABELS and m != "grpo"]),
-                                   "labelled": multiplicity(done, [m for m in done if m in LABELS])}
-                                  if "gigpo" in done else None)
+        record["multiplicity"] = families(done)
         record["progpo_on_off"] = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
         pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
         record["pilot"] = json.loads(pilot.read_text()) if pilot.exists() else None

@@ -118,7 +118,8 @@ def t_two_sided_p(t: float, df: int) -> float:
 
 def paired_t_p(diffs: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test that the mean of ``diffs`` (one per seed) is 0: the
-    test behind :func:`mean_ci`'s interval (p < 0.05 exactly when that interval excludes 0). NaN
+    test behind :func:`mean_ci`'s interval (p < 0.05 when that interval excludes 0, up to the
+    rounding of ``T975``). NaN
     with fewer than 2 values; 0 or 1 when every difference is the same.
 
     >>> round(paired_t_p([0.1, 0.3, 0.2, 0.25]), 4)
