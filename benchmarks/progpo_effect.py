@@ -71,28 +71,56 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the package, when this file is imported rather than run
     sys.path.insert(0, str(ROOT))
 
-from trainers.statistics import T975, episodes_to_reach, holm, mean_ci, paired_t_p  # noqa: E402
+from trainers.statistics import episodes_to_reach, holm, mean_ci, paired_t_p, t975  # noqa: E402
 from trainers.config import EARLIER_VALUES, upgrade_names  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
-METHODS = {
-    "gigpo": ["--estimator", "gigpo"],
-    "progpo-gigpo": ["--estimator", "progpo-gigpo"],
-    "grpo": ["--estimator", "grpo"],
-    "progpo-grpo": ["--estimator", "progpo-grpo"],
-    "always": ["--estimator", "progpo-gigpo", "--progress-gate", "always"],
-    "shuffled": ["--estimator", "progpo-gigpo", "--shuffle-coverage"],
+#: the axes that name a method: its estimator, collector (rollout, tree scorer) and teacher, and
+#: the ProGPO controls. Every run sets each of them on the command line, and the report reads them
+#: back from the run's own config, so a method's name always says what it ran.
+AXES = {"estimator": "gigpo", "rollout": "flat", "tree_scorer": "coverage", "distill": "none",
+        "progress_gate": "all_failed", "shuffle_coverage": False}
+#: each method's axes where they differ from ``AXES``
+METHOD_AXES: dict[str, dict[str, object]] = {
+    "gigpo": {},
+    "progpo-gigpo": {"estimator": "progpo-gigpo"},
+    "grpo": {"estimator": "grpo"},
+    "progpo-grpo": {"estimator": "progpo-grpo"},
+    "always": {"estimator": "progpo-gigpo", "progress_gate": "always"},
+    "shuffled": {"estimator": "progpo-gigpo", "shuffle_coverage": True},
     # the other remedies, named by their three axes (estimator+collector+teacher)
-    "planpo": ["--estimator", "planpo"],
-    "progpo-planpo": ["--estimator", "progpo-planpo"],
-    "hgpo": ["--estimator", "hgpo"],
-    "progpo-hgpo": ["--estimator", "progpo-hgpo"],
-    "gigpo+tree": ["--estimator", "gigpo", "--rollout", "tree"],
-    "progpo-gigpo+tree": ["--estimator", "progpo-gigpo", "--rollout", "tree"],
-    "gigpo+tree-random": ["--estimator", "gigpo", "--rollout", "tree", "--tree-scorer", "random"],
-    "gigpo+hindsight": ["--estimator", "gigpo", "--distill", "hindsight"],
-    "gigpo+privileged": ["--estimator", "gigpo", "--distill", "privileged"],
+    "planpo": {"estimator": "planpo"},
+    "progpo-planpo": {"estimator": "progpo-planpo"},
+    "hgpo": {"estimator": "hgpo"},
+    "progpo-hgpo": {"estimator": "progpo-hgpo"},
+    "gigpo+tree": {"rollout": "tree"},
+    "progpo-gigpo+tree": {"estimator": "progpo-gigpo", "rollout": "tree"},
+    "gigpo+tree-random": {"rollout": "tree", "tree_scorer": "random"},
+    "gigpo+hindsight": {"distill": "hindsight"},
+    "gigpo+privileged": {"distill": "privileged"},
 }
+
+
+def axes_of(method: str) -> dict[str, object]:
+    """Every axis of ``method`` (the defaults filled in).
+
+    >>> axes_of("gigpo+tree-random")["tree_scorer"], axes_of("gigpo+tree-random")["distill"]
+    ('random', 'none')
+    """
+    return {**AXES, **METHOD_AXES[method]}
+
+
+def method_args(method: str) -> list[str]:
+    """The trainer flags that set every axis of ``method``, defaults included: a config file's
+    ``distill`` or ``rollout`` can never slip into a method that does not name it."""
+    args: list[str] = []
+    for key, value in axes_of(method).items():
+        flag = "--" + key.replace("_", "-")
+        args += ([flag] if value else ["--no-" + flag[2:]]) if isinstance(value, bool) else [flag, str(value)]
+    return args
+
+
+METHODS = {m: method_args(m) for m in METHOD_AXES}
 #: the comparison's methods when --methods is not given (the recorded comparison's six)
 DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "shuffled")
 #: methods that use privileged information: labelled wherever they appear, never ranked with pure RL
@@ -171,7 +199,7 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
     name = run_name(method, seed, args.state_key)
     kept = args.runs / name
     if (kept / "summary.md").exists():
-        return read_metrics(kept / "metrics.jsonl")
+        return load_run(kept, method, seed)[0]
     work = args.work / name
     work.mkdir(parents=True, exist_ok=True)
     cmd = trainer_args(args, method, seed, args.iterations, work)
@@ -182,7 +210,87 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
     for f in ("metrics.jsonl", "config.yaml", "summary.md"):
         (kept / f).write_bytes((work / f).read_bytes())
     print(f"  {name}: {time.perf_counter() - t0:6.0f} s{' (resumed)' if resume else ''}", flush=True)
-    return read_metrics(kept / "metrics.jsonl")
+    return load_run(kept, method, seed)[0]
+
+
+class LabError(Exception):
+    """A lab input that cannot be used (a run half-written or not what its method names, a config
+    that sets a method's axis); the message names it and says what to do."""
+
+
+def config_axes_problem(config_path: Path) -> str | None:
+    """What in the lab's ``--config`` would change what a method runs (``None``: nothing): an axis
+    that the methods set themselves, set there to another value than its default."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")[: 1 << 20]) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        return f"{config_path} cannot be read ({type(err).__name__})"
+    if not isinstance(data, dict):
+        return f"{config_path} is not a mapping of config fields"
+    data = upgrade_names(data, warn=False)
+    set_here = {k: data[k] for k in AXES if k in data and data[k] != AXES[k]}
+    if not set_here:
+        return None
+    said = ", ".join(f"{k}: {v}" for k, v in set_here.items())
+    return (f"{config_path} sets {said}; the lab's methods set the estimator, rollout, tree scorer, teacher and ProGPO "
+            "controls themselves (e.g. gigpo+privileged is the privileged teacher's arm, gigpo+tree the tree's): "
+            "remove it from the config and pick the methods with --methods")
+
+
+def axes_problem(method: str, config: dict) -> str | None:
+    """How a run's own config differs from what ``method`` names (``None``: it ran what it says).
+    A field missing from an old config had its default then."""
+    config = upgrade_names(config, warn=False)
+    want = axes_of(method)
+    got = {k: config.get(k, AXES[k]) for k in AXES}
+    diff = [f"{k} {got[k]!r} (the method names {want[k]!r})" for k in AXES if got[k] != want[k]]
+    return "its config has " + ", ".join(diff) if diff else None
+
+
+def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
+    """A finished run's records and config, checked: readable, whole (train records and at least
+    one evaluation with a success), and what ``method`` names. :class:`LabError` otherwise."""
+    import yaml
+
+    from trainers.metrics import MetricsFileError
+
+    where = f"run {method} seed {seed} ({run_dir})"
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise LabError(f"{where} has no config.yaml: it is half-written; delete the folder to run it again") from None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise LabError(f"{where}: config.yaml cannot be read ({type(err).__name__}); delete the folder to run it "
+                       "again") from None
+    if not isinstance(config, dict):
+        raise LabError(f"{where}: config.yaml is not a mapping; delete the folder to run it again")
+    try:
+        records = read_metrics(run_dir / "metrics.jsonl")
+    except FileNotFoundError:
+        raise LabError(f"{where} has no metrics.jsonl: it is half-written; delete the folder to run it again") from None
+    except (OSError, MetricsFileError) as err:
+        raise LabError(f"{where}: metrics.jsonl cannot be read ({err}); delete the folder to run it again") from None
+    train = [r for r in records if r.get("kind") == "train" and isinstance(r.get("iteration"), int)]
+    evals = [r for r in records if r.get("kind") == "eval" and isinstance(r.get("iteration"), int)]
+    iterations = config.get("iterations")
+    if not train or (isinstance(iterations, int) and train[-1]["iteration"] < iterations):
+        raise LabError(f"{where}: metrics.jsonl ends at iteration {train[-1]['iteration'] if train else 0} of "
+                       f"{iterations} (cut short); delete the folder to run it again")
+    bad = [r["iteration"] for r in evals if not isinstance(r.get("eval/success"), (int, float))
+           or not math.isfinite(float(r["eval/success"]))]
+    if not evals or bad:
+        what = "no evaluation" if not evals else f"no finite held-out success at iteration(s) {bad}"
+        raise LabError(f"{where}: metrics.jsonl has {what}; delete the folder to run it again")
+    problem = axes_problem(method, config)
+    labels = sorted({str(r["distill"]) for r in records if r.get("distill")})
+    if not problem and labels and axes_of(method)["distill"] == "none":
+        problem = f"its records say it trained with a teacher ({', '.join(labels)})"
+    if problem:
+        raise LabError(f"{where} is not what '{method}' names: {problem}; it cannot be reported under that name "
+                       "(delete it, or report it under its own method)")
+    return records, config
 
 
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
@@ -207,7 +315,7 @@ def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
     """Smallest mean paired difference a two-sided 5% t test over ``n_seeds`` seeds detects with 80%
     power, from the spread of the pilot's paired differences (normal approximation of the power)."""
     sd = float(np.std(diffs, ddof=1)) if diffs.size > 1 else float("nan")
-    return (T975.get(n_seeds - 1, 1.96) + 0.8416) * sd / math.sqrt(n_seeds)
+    return (t975(n_seeds - 1) + 0.8416) * sd / math.sqrt(n_seeds)
 
 
 def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
@@ -646,7 +754,13 @@ def main(argv: list[str] | None = None) -> int:
     args.work = (args.work or Path.home() / ".cache" / "progpo" / "progpo_effect").resolve() / args.out.name
     args.runs = args.out / "runs"  # finished runs; the pilot's are the comparison's seeds 0-1 of the main pair
     if args.rerun:
-        return rerun(args, int(args.rerun[0]), args.rerun[1])
+        seed_text, method = args.rerun
+        if not seed_text.isdigit() or method not in METHODS:
+            what = f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit() else \
+                f"unknown METHOD {method!r} (one of {', '.join(METHODS)})"
+            print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
+            return 2
+        return rerun(args, int(seed_text), method)
     if args.pilot:
         args.out = args.out.with_name(args.out.name + "_pilot")
         args.seeds = args.seeds if argv and "--seeds" in argv else [0, 1]
@@ -658,14 +772,20 @@ def main(argv: list[str] | None = None) -> int:
         jobs = [(m, s) for m, s in jobs if (args.runs / run_name(m, s, args.state_key) / "summary.md").exists()]
         if not jobs:
             raise SystemExit(f"error: no finished run of {', '.join(args.methods)} under {args.runs}")
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
-    import yaml
-
-    entries = []
-    for (m, s), records in recs.items():
-        config = yaml.safe_load((args.runs / run_name(m, s, args.state_key) / "config.yaml").read_text())
-        entries.append(run_record(m, s, args.state_key, records, config))
+    try:
+        if not args.report:
+            problem = config_axes_problem(args.config)
+            if problem:
+                raise LabError(problem)
+        with ThreadPoolExecutor(max_workers=args.workers) as pool:
+            recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
+        entries = []
+        for (m, s), records in recs.items():
+            _, config = load_run(args.runs / run_name(m, s, args.state_key), m, s)
+            entries.append(run_record(m, s, args.state_key, records, config))
+    except (LabError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     text = report(args, entries, time.perf_counter() - t0)
     print(text)
     (args.out / "table.md").write_text(text)

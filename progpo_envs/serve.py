@@ -50,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import math
 import uuid
 from typing import Any, ClassVar, Sequence
@@ -297,6 +298,9 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "websocket":
+            await _quiet_close(self.app, scope, receive, send)
+            return
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
@@ -325,6 +329,18 @@ class BodyLimit:
             return nxt if nxt is not None else await receive()
 
         await self.app(scope, replayed, send)
+
+
+async def _quiet_close(app: Any, scope: Any, receive: Any, send: Any) -> None:
+    """A ``/ws`` session: OpenEnv closes the socket after its client has already closed it, which
+    the server's ASGI layer reports as a ``WebSocketDisconnect`` traceback at every normal end of
+    a session. That one exception is the session ending, logged as one line (debug level)."""
+    from starlette.websockets import WebSocketDisconnect
+
+    try:
+        await app(scope, receive, send)
+    except WebSocketDisconnect as exc:
+        logging.getLogger("progpo_envs.serve").debug("/ws session closed by the client (code %s)", exc.code)
 
 
 def build_app(env: str, max_sessions: int = 64, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,

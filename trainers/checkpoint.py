@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainers.run_files import LinkedPathError, create_fresh, real_dir
 from wrappers.errors import UserError
 
 __all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checkpoint_files", "checksum_path", "latest_checkpoint",
@@ -119,19 +120,24 @@ def save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any]
     place, and raises :class:`CheckpointError` in one line.
     """
     path = checkpoint_files(run_dir, iteration)[0]
-    ckpt_dir = path.parent
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    ckpt_dir = real_dir(path.parent)  # a planted link there would put the files (and the pruning) elsewhere
     tmp = path.with_suffix(".pt.tmp")
     sums = checksum_path(path)
     sums_tmp, pointer_tmp = sums.with_name(sums.name + ".tmp"), ckpt_dir / "latest.tmp"
-    try:
-        torch.save({"format": FORMAT, "iteration": iteration, **payload}, tmp)
+    try:  # each temp file made afresh: a link planted at its (predictable) name is removed, not followed
+        with create_fresh(tmp) as fh:
+            torch.save({"format": FORMAT, "iteration": iteration, **payload}, fh)
         digest = _sha256(tmp)
-        sums_tmp.write_text(f"{digest}  {path.name}\n")  # written before anything is replaced
-        pointer_tmp.write_text(path.name + "\n")
+        with create_fresh(sums_tmp) as fh:
+            fh.write(f"{digest}  {path.name}\n".encode())  # written before anything is replaced
+        with create_fresh(pointer_tmp) as fh:
+            fh.write((path.name + "\n").encode())
+    except LinkedPathError:
+        raise
     except (OSError, RuntimeError) as err:  # torch's zip writer reports a full disk as a RuntimeError
         for partial in (tmp, sums_tmp, pointer_tmp):
-            partial.unlink(missing_ok=True)
+            if not partial.is_symlink():
+                partial.unlink(missing_ok=True)
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:120]
         raise CheckpointError(f"cannot write checkpoint {path} ({reason}; is the disk full?); the partial file "
                               "was removed and the previous checkpoint is kept") from None

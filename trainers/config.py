@@ -321,6 +321,9 @@ class TrainConfig:
         if self.distill == "hindsight" and self.skill_writer == "policy" and self.policy_mode != "generate":
             raise ConfigError("skill_writer policy needs --policy-mode generate (the policy writes the skills); score "
                               "mode uses the template writer")
+        if self.distill == "privileged" and not ENV_TABLE[self.env].privileged_info:
+            raise ConfigError(f"distill privileged reads the env's privileged text, which the {self.env} env does not "
+                              "offer (ALFWorld and WebShop do); use --distill hindsight or none")
         if self.resolved_warm_start == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
             raise ConfigError("warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
@@ -354,6 +357,8 @@ class TrainConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
+        if isinstance(self.distill_tau, (int, float)) and self.distill_tau > 1:  # an EMA rate: the teacher's share moved
+            raise ConfigError(f"distill_tau must be in [0, 1] (the EMA rate of the teacher), got {self.distill_tau!r}")
         for name in ("gamma", "top_p"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -28,7 +28,9 @@ import gc
 import pickle
 from typing import Any, Callable, Sequence
 
-__all__ = ["can_fork", "run_forked"]
+from wrappers.errors import UserError
+
+__all__ = ["ShareKilled", "can_fork", "run_forked"]
 
 #: a share: called with ``step(n)`` (n env steps done, for a progress bar), returns its result
 Job = Callable[[Callable[[int], None]], Any]
@@ -112,13 +114,42 @@ def _receive(k: int, child: tuple[Any, Any], on_step: Callable[[int], None] | No
         kind, body = conn.recv()
     except EOFError:
         proc.join(timeout=5)
-        raise RuntimeError(f"{name} {k} ended (exit code {proc.exitcode}) before it sent its result") from None
+        raise _ended_early(f"{name} {k}", proc.exitcode) from None
     if kind == "error":
         raise body
     if kind == "done":
         results[k] = body
     elif on_step is not None:
         on_step(body)
+
+
+class ShareKilled(UserError, RuntimeError):
+    """A forked share was killed from outside (SIGKILL: most often the out-of-memory killer)."""
+
+
+def _ended_early(who: str, exitcode: int | None) -> BaseException:
+    """What a share that died before sending its result means here. A Ctrl-C or SIGTERM sent to
+    the process group reaches the shares too, and may end one before this process acts on its
+    own copy: the stop is then this process's stop (the run's exit 130 / 143 and resume line),
+    not an error of the share.
+
+    >>> type(_ended_early("stream 1", -2)).__name__, type(_ended_early("stream 1", -15)).__name__
+    ('KeyboardInterrupt', 'Terminated')
+    >>> print(_ended_early("stream 1", -9))
+    stream 1 was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use fewer streams (--eval-streams, --rollout-streams) or free memory
+    """
+    import signal
+
+    from trainers.stop_request import Terminated
+
+    if exitcode == -signal.SIGINT:
+        return KeyboardInterrupt()
+    if exitcode == -signal.SIGTERM:
+        return Terminated()
+    if exitcode == -signal.SIGKILL:
+        return ShareKilled(f"{who} was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use "
+                           "fewer streams (--eval-streams, --rollout-streams) or free memory")
+    return RuntimeError(f"{who} ended (exit code {exitcode}) before it sent its result")
 
 
 def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:

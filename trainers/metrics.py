@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from trainers.rollout import Rollout
+from trainers.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
 from wrappers.signals import all_failed, coverage_rate
 
@@ -109,7 +110,7 @@ class MetricsLogger:
         if resume_after is not None and self.path.exists():
             # drop lines written after the checkpoint we resume from (a crash after it)
             kept = [r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_after]
-            self.path.write_text("".join(json.dumps(r) + "\n" for r in kept))
+            write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
         elif resume_after is None and self.path.exists():
             self.path.unlink()
         self.writer = None
@@ -119,7 +120,7 @@ class MetricsLogger:
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
-                tb_dir = Path(run_dir) / "tensorboard"
+                tb_dir = real_dir(Path(run_dir) / "tensorboard")  # never a planted link to elsewhere
                 before = set(tb_dir.iterdir()) if tb_dir.is_dir() else set()
                 self.writer = SummaryWriter(str(tb_dir))
                 self.files += sorted(set(tb_dir.iterdir()) - before)
@@ -127,7 +128,7 @@ class MetricsLogger:
                 self.writer = None
 
     def log(self, record: dict[str, Any]) -> None:
-        with self.path.open("a") as fh:
+        with open_nofollow(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
         if self.writer is not None:
             step = int(record.get("iteration", 0))

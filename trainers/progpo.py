@@ -33,6 +33,7 @@ from pathlib import Path
 
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
+from trainers.forked import ShareKilled
 from trainers import stop_request
 from trainers.run_dir import claim_run_dir
 from trainers.stop_request import Terminated
@@ -95,6 +96,10 @@ def main(argv: list[str] | None = None) -> int:
         report = trainer.train(resume=ns.resume, run_lock=lock)
         if not trainer.dist.is_main:  # rank 0 prints the summary
             return 0
+    except ShareKilled as err:
+        print(f"error: {_first_line(err)}", file=sys.stderr)
+        print(_resume_advice(cfg.output_dir, "stopped"), file=sys.stderr)
+        return 2
     except UserError as err:
         print(f"error: {_first_line(err)}", file=sys.stderr)
         return 2

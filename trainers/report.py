@@ -14,11 +14,13 @@ second held-out split's start and end. Then the warm start, the per-iteration tr
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from trainers.run_files import create_fresh, write_atomic
 from trainers.teacher_labels import distill_label
 
 __all__ = ["write_report", "plot_curves", "rl_gain"]
@@ -52,7 +54,9 @@ def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    with create_fresh(out.with_name(out.name + ".tmp")) as fh:  # a planted link is replaced, never written through
+        fig.savefig(fh, dpi=100, format="png")
+    os.replace(out.with_name(out.name + ".tmp"), out)
     plt.close(fig)
     return out
 
@@ -110,7 +114,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
         lines += ["Success counts won episodes (WebShop: score 1). A group is all-failed when every member's outcome "
                   "is below tau_R.", ""]
     out = run / "summary.md"
-    out.write_text("\n".join(lines))
+    write_atomic(out, "\n".join(lines))
     return out
 
 

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from trainers.run_files import LinkedPathError, open_nofollow, write_atomic
 from wrappers.errors import UserError
 
 __all__ = ["MANIFEST_NAME", "RUN_FILES", "RunDirError", "RunDirLock", "RunManifest", "claim_run_dir",
@@ -61,6 +62,8 @@ _REPLACED = ("metrics.jsonl", "summary.md", "curves.png", "config.yaml")
 LOCK_NAME = ".lock"
 MANIFEST_NAME = ".progpo-run.json"
 MANIFEST_FORMAT = "progpo-run-v1"
+#: a manifest lists a run's files (about 40 bytes each): one larger than this is not a run's
+MANIFEST_MAX_BYTES = 8 << 20
 #: checkpoint files by name (legacy directories without a manifest)
 _CHECKPOINT_NAME = re.compile(r"^(iter_\d{6}\.pt(\.sha256)?(\.tmp)?|latest(\.tmp)?)$")
 
@@ -83,8 +86,10 @@ class RunDirLock:
         import fcntl
 
         self.path = run_dir / LOCK_NAME
-        try:
-            self._fh = open(self.path, "a+")  # noqa: SIM115 - held open for the lifetime of the run
+        try:  # a planted link at .lock is refused, never followed (the PID would land in its target)
+            self._fh = open_nofollow(self.path, "r+")
+        except LinkedPathError:
+            raise
         except OSError as err:
             raise _os_problem(run_dir, err) from None
         try:
@@ -148,10 +153,18 @@ class RunManifest:
         """The manifest of ``run_dir`` (``None`` when there is none); a damaged one raises :class:`RunDirError`."""
         run_dir = Path(run_dir)
         path = run_dir / MANIFEST_NAME
-        if not path.is_file():
+        if not path.is_symlink() and not path.exists():
             return None
+        if path.is_symlink() or not path.is_file():  # what it lists would be deleted by --overwrite: refuse first
+            kind = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a regular file"
+            raise RunDirError(f"{path} is {kind}, not a run's manifest; remove it or pick another --output-dir")
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            with path.open("rb") as fh:
+                raw = fh.read(MANIFEST_MAX_BYTES + 1)
+            if len(raw) > MANIFEST_MAX_BYTES:
+                raise RunDirError(f"{path} is over {MANIFEST_MAX_BYTES >> 20} MiB, far more than a run's manifest; "
+                                  "remove it or pick another --output-dir")
+            data = json.loads(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as err:
             raise RunDirError(f"{path} is damaged ({type(err).__name__}); remove it or pick another --output-dir") from None
         files = data.get("files") if isinstance(data, dict) else None
@@ -171,10 +184,15 @@ class RunManifest:
             self.save()
 
     def save(self) -> None:
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"format": MANIFEST_FORMAT, "run_id": self.run_id, "files": sorted(self.files)},
-                                  indent=1) + "\n", encoding="utf-8")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"format": MANIFEST_FORMAT, "run_id": self.run_id, "files": sorted(self.files)},
+                                           indent=1) + "\n")
+
+
+def _no_linked_folder(run_dir: Path, rel: str) -> bool:
+    """Whether no folder on the way from ``run_dir`` to ``rel`` is a symlink: a manifest entry
+    ``link/f`` whose ``link`` points outside names a file outside, which is never deleted."""
+    parts = Path(rel).parts[:-1]
+    return not any((run_dir.joinpath(*parts[: i + 1])).is_symlink() for i in range(len(parts)))
 
 
 def _inside(rel: str) -> bool:
@@ -247,7 +265,8 @@ def earlier_run_files(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     run_dir = Path(run_dir)
     manifest = RunManifest.load(run_dir)
     if manifest is not None:
-        ours = sorted(run_dir / f for f in manifest.files if (run_dir / f).is_file() or (run_dir / f).is_symlink())
+        ours = sorted(run_dir / f for f in manifest.files if _no_linked_folder(run_dir, f)
+                      and ((run_dir / f).is_file() or (run_dir / f).is_symlink()))
     else:
         ours = _legacy_run_files(run_dir)
     names = {p.relative_to(run_dir).as_posix() for p in ours}

@@ -1,7 +1,7 @@
 """The statistics the package reports: intervals over seeds and over episodes, and the AUC of
 coverage for success. Pure numpy.
 
-* :func:`mean_ci` -- mean over seeds and the half-width of its 95% t interval (``T975``);
+* :func:`mean_ci` -- mean over seeds and the half-width of its 95% t interval (:func:`t975`);
 * :func:`paired_bootstrap_ci` -- did RL help? a percentile bootstrap over paired episodes;
 * :func:`within_group_auc` / :func:`auc_with_ci` -- does coverage go with success?
 * :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level;
@@ -27,34 +27,67 @@ Example (two groups of three; in each, the successful trajectory covered the mos
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["T975", "AUCResult", "auc_with_ci", "episodes_to_reach", "holm", "mean_ci", "paired_bootstrap_ci",
-           "paired_t_p", "t_two_sided_p", "within_group_auc"]
+__all__ = ["AUCResult", "auc_with_ci", "episodes_to_reach", "holm", "mean_ci", "paired_bootstrap_ci",
+           "paired_t_p", "t975", "t_two_sided_p", "within_group_auc"]
 
-#: two-sided 97.5% t quantiles by degrees of freedom (95% interval of a mean over seeds)
-T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-        11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-        20: 2.086, 21: 2.080, 22: 2.074, 23: 2.069, 24: 2.064, 25: 2.060, 26: 2.056, 27: 2.052, 28: 2.048,
-        29: 2.045, 30: 2.042}
+def t975(df: int) -> float:
+    """The 97.5% quantile of Student's t with ``df`` >= 1 degrees of freedom (the multiplier of a
+    95% interval of a mean over ``df + 1`` seeds), at every ``df``: found by bisection on
+    :func:`t_two_sided_p`, so that the interval and the test behind it agree exactly.
+
+    >>> round(t975(7), 4), round(t975(31), 4), round(t975(1000), 3)
+    (2.3646, 2.0395, 1.962)
+    """
+    if isinstance(df, bool) or int(df) != df or df < 1:
+        raise ValueError(f"t975 needs an integer df >= 1, got {df}")
+    return _T975_CACHE.get(int(df)) or _T975_CACHE.setdefault(int(df), _bisect_t(int(df), 0.05))
+
+
+_T975_CACHE: dict[int, float] = {}
+
+
+def _bisect_t(df: int, p: float) -> float:
+    lo, hi = 0.0, 1.0
+    while t_two_sided_p(hi, df) > p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_two_sided_p(mid, df) > p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12:
+            break
+    return (lo + hi) / 2
 
 
 def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean over seeds (axis 0) and the half-width of its 95% t interval (0 with fewer than 2
-    seeds; the normal quantile 1.96 beyond 31 seeds).
+    """Mean over seeds (axis 0) and the half-width of its 95% t interval, per column over the seeds
+    that have a value there (a NaN row is left out of the mean, the spread and the degrees of
+    freedom alike); the half-width is 0 where fewer than 2 seeds have a value.
 
     >>> m, h = mean_ci(np.array([[0.1], [0.3]]))
     >>> round(float(m[0]), 3), round(float(h[0]), 3)
     (0.2, 1.271)
+    >>> m, h = mean_ci(np.array([[0.1], [np.nan], [0.3]]))  # two seeds' values: df 1, not 2
+    >>> round(float(m[0]), 3), round(float(h[0]), 3)
+    (0.2, 1.271)
     """
-    n = x.shape[0]
-    m = np.nanmean(x, axis=0)
-    if n < 2:
-        return m, np.zeros_like(m)
-    return m, T975.get(n - 1, 1.96) * np.nanstd(x, axis=0, ddof=1) / np.sqrt(n)
+    x = np.asarray(x, dtype=np.float64)
+    counts = np.sum(~np.isnan(x), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column: its mean is NaN, said by the NaN
+        m = np.nanmean(x, axis=0)
+        sd = np.nanstd(x, axis=0, ddof=1)
+    quantile = np.array([t975(int(c) - 1) if c >= 2 else 0.0 for c in np.ravel(counts)]).reshape(np.shape(counts))
+    half = np.where(counts >= 2, quantile * np.nan_to_num(sd) / np.sqrt(np.maximum(counts, 1)), 0.0)
+    return m, half
 
 
 def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: int = 10_000, seed: int = 0,
@@ -97,6 +130,8 @@ def t_two_sided_p(t: float, df: int) -> float:
     """
     if df < 1 or int(df) != df:
         raise ValueError(f"t_two_sided_p needs an integer df >= 1, got {df}")
+    if np.isnan(t):  # no statistic: no evidence either way (never "significant")
+        return float("nan")
     if not np.isfinite(t):
         return 0.0
     theta = np.arctan(abs(t) / np.sqrt(df))
@@ -118,15 +153,15 @@ def t_two_sided_p(t: float, df: int) -> float:
 
 def paired_t_p(diffs: Sequence[float]) -> float:
     """Two-sided p-value of the paired t-test that the mean of ``diffs`` (one per seed) is 0: the
-    test behind :func:`mean_ci`'s interval (p < 0.05 when that interval excludes 0, up to the
-    rounding of ``T975``). NaN
-    with fewer than 2 values; 0 or 1 when every difference is the same.
+    test behind :func:`mean_ci`'s interval (p < 0.05 exactly when that interval excludes 0). NaN
+    with fewer than 2 values or with any value that is not finite (a failed or unread run is no
+    evidence); 0 or 1 when every difference is the same.
 
-    >>> round(paired_t_p([0.1, 0.3, 0.2, 0.25]), 4)
-    0.0156
+    >>> round(paired_t_p([0.1, 0.3, 0.2, 0.25]), 4), paired_t_p([0.1, float("nan"), 0.3])
+    (0.0156, nan)
     """
     d = np.asarray(diffs, dtype=np.float64).reshape(-1)
-    if d.size < 2:
+    if d.size < 2 or not np.all(np.isfinite(d)):
         return float("nan")
     sd = float(np.std(d, ddof=1))
     if sd == 0.0:
@@ -137,14 +172,19 @@ def paired_t_p(diffs: Sequence[float]) -> float:
 def holm(pvalues: Sequence[float]) -> list[float]:
     """Holm's step-down adjustment of a family of p-values (same order as given): comparisons whose
     adjusted p-value is below alpha are rejected with the family-wise error rate held at alpha.
+    A NaN p-value (a comparison that could not be tested) stays NaN and still counts in the family's
+    size, so that it never makes the others look stronger.
 
     >>> holm([0.01, 0.04, 0.03, 0.5])
     [0.04, 0.09, 0.09, 0.5]
+    >>> holm([0.01, float("nan"), 0.04])
+    [0.03, nan, 0.08]
     """
     p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
-    order = np.argsort(p, kind="stable")
     k = p.size
-    adjusted = np.empty(k)
+    tested = np.flatnonzero(~np.isnan(p))
+    order = tested[np.argsort(p[tested], kind="stable")]
+    adjusted = np.full(k, np.nan)
     running = 0.0
     for rank, i in enumerate(order):
         running = max(running, min(1.0, (k - rank) * p[i]))

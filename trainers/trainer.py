@@ -62,6 +62,7 @@ from trainers.rollout import Rollout, StepRecord, collect_rollout
 from trainers.teachers import PRIVILEGED_KEY, PolicySkillWriter, Teacher, TemplateSkillWriter, transcripts_of
 from trainers.tree_rollout import collect_tree_rollout
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
+from trainers.run_files import open_nofollow, write_atomic
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts, rollout_summary
 
@@ -476,6 +477,8 @@ class Trainer:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
                                "eval/episodes": len(rollout.trajectories)}
+        if self.cfg.distill_label and policy is None:  # the held-out success of a policy trained with a teacher says so
+            rec["distill"] = self.cfg.distill_label
         rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))
         episodes = episode_records(rollout)
         rec["eval/won"] = episodes["won"]
@@ -661,7 +664,7 @@ class Trainer:
             path = self.run_dir / "distill_samples.jsonl"
             if self.manifest is not None:
                 self.manifest.record(path)
-            with path.open("a") as fh:
+            with open_nofollow(path, "a") as fh:
                 fh.writelines(json.dumps(sample) + "\n" for sample in self.teacher.samples)
         self.teacher.samples.clear()
 
@@ -782,7 +785,7 @@ class Trainer:
             self.resume(resume)
         metrics_path = self.run_dir / "metrics.jsonl"
         if resume and main and not metrics_path.exists():
-            metrics_path.write_text("".join(json.dumps(r) + "\n" for r in self.history))
+            write_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in self.history))
             warnings.warn(f"{metrics_path} was missing; rebuilt it from the checkpoint's history "
                           f"({len(self.history)} records)", UserWarning, stacklevel=2)
         if main:
@@ -791,7 +794,7 @@ class Trainer:
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _DiscardingLogger()
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
-            (self.run_dir / "config.yaml").write_text(_to_yaml(cfg.to_dict()))
+            write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_dict()))
         bar = _progress(cfg.iterations, "iterations", cfg.progress_bars and main, leave=True)
         bar.update(self.start_iteration - 1)
         try:

@@ -90,6 +90,9 @@ class TreeConfig:
                 raise ValueError(f"tree_{name} must be an integer >= 1, got {value!r}")
         if self.budget < 0:
             raise ValueError(f"tree_budget must be >= 0 (0: group_size x max_steps), got {self.budget}")
+        if 0 < self.budget < self.branches:  # the cut branches would be leaves that never played, counted as failures
+            raise ValueError(f"tree_budget {self.budget} < tree_branches {self.branches}: every branch started needs "
+                             "at least one decision; raise --tree-budget or lower --tree-branches")
         if self.scorer not in SCORERS:
             raise ValueError(f"tree_scorer must be one of {', '.join(SCORERS)}, got {self.scorer!r}")
 
@@ -401,19 +404,21 @@ def collect_tree_rollout(
     if len(task_seeds) != envs.num_groups:
         raise ValueError(f"task_seeds: one per group ({envs.num_groups}), got {len(task_seeds)}")
     col = _TreeCollector(envs, policy, cfg, max_steps, scorer or make_scorer(cfg))
-    col.start(task_seeds, options)
-    k = 0
-    while any(tree.active() for tree in col.trees):
-        stop_request.raise_if_requested()
-        col.enforce_budget()
-        n = col.step(k, seed)
-        k += 1
-        if on_step is not None:
-            on_step(n)
-        if k % cfg.interval == 0:
-            for tree in col.trees:
-                col.round(tree)
-    rollout = col.finish()
+    try:
+        col.start(task_seeds, options)
+        k = 0
+        while any(tree.active() for tree in col.trees):
+            stop_request.raise_if_requested()
+            col.enforce_budget()
+            n = col.step(k, seed)
+            k += 1
+            if on_step is not None:
+                on_step(n)
+            if k % cfg.interval == 0:
+                for tree in col.trees:
+                    col.round(tree)
+        rollout = col.finish()
+    finally:  # on every way out, an error or a stop included: its members were driven one by one, so
+        envs.require_reset()  # the vector env's own view of them is stale
     rollout.seconds = time.perf_counter() - t0
-    envs.require_reset()  # its members were driven one by one: the vector env's own view of them is stale
     return rollout

@@ -34,7 +34,7 @@ lr: 1.0e-3
 def test_mde_at_80_percent_power_matches_the_formula():
     d = np.array([0.05, -0.02, 0.08, 0.01])
     sd = d.std(ddof=1)
-    assert progpo_effect.mde_80(d, 8) == pytest.approx((2.365 + 0.8416) * sd / np.sqrt(8))
+    assert progpo_effect.mde_80(d, 8) == pytest.approx((2.364624 + 0.8416) * sd / np.sqrt(8))  # t(0.975, 7)
 
 
 @pytest.mark.slow

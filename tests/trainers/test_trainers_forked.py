@@ -8,7 +8,8 @@ import time
 
 import pytest
 
-from trainers.forked import run_forked
+from trainers.forked import ShareKilled, run_forked
+from trainers.stop_request import Terminated
 
 
 def test_a_share_that_ends_first_leaves_the_others_steps_counted():
@@ -39,11 +40,78 @@ def test_a_forked_share_leaves_the_parents_signal_handlers_behind(tmp_path):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
 
-        with pytest.raises(RuntimeError, match=r"rollout stream 1 ended \(exit code -15\)"):
+        with pytest.raises(Terminated):  # the stop the run's own SIGTERM gives: exit 143 and the resume line
             run_forked([lambda step: None, terminated], threads=1, name="rollout stream")
     finally:
         signal.signal(signal.SIGTERM, previous)
     assert not marker.exists()
+
+
+@pytest.mark.parametrize("sig,raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGKILL, ShareKilled),
+                                        (signal.SIGUSR1, RuntimeError)])
+def test_a_share_ended_by_a_signal_says_what_ended_it(sig, raised):
+    """Ctrl-C on the process group reaches the shares too: a share ended by SIGINT is this run's
+    interrupt; SIGKILL (the out-of-memory killer) is one line with advice; a crash stays an error."""
+    def killed(step):
+        os.kill(os.getpid(), sig)
+        time.sleep(5)
+
+    with pytest.raises(raised) as info:
+        run_forked([lambda step: None, killed], threads=1, name="evaluation stream")
+    if raised is ShareKilled:
+        assert "evaluation stream 1 was killed (SIGKILL" in str(info.value) and "--eval-streams" in str(info.value)
+    if raised is RuntimeError:
+        assert f"exit code -{int(sig)}" in str(info.value)
+
+
+def _children(pid: int) -> list[int]:
+    path = f"/proc/{pid}/task/{pid}/children"
+    try:
+        with open(path) as fh:
+            return [int(x) for x in fh.read().split()]
+    except OSError:
+        return []
+
+
+def _signal_during_forked_evaluation(tmp_path, send) -> tuple[int, str]:
+    """Run the trainer with two forked evaluation streams in its own process group; once a stream
+    is alive, ``send(trainer_pid, stream_pid)``; returns the exit code and stderr."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    args = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
+            "--iterations", "50", "--eval-every", "1", "--eval-episodes", "400", "--eval-streams", "2",
+            "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "2",
+            "--no-baseline-random", "--eval-extra-split", "none", "--output-dir", str(tmp_path / "run")]
+    proc = subprocess.Popen([sys.executable, "-m", "trainers.progpo", *args], cwd=root, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    try:
+        deadline = time.monotonic() + 180
+        while not _children(proc.pid) or not (tmp_path / "run" / "checkpoints" / "latest").exists():
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        send(proc.pid, _children(proc.pid)[0])
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    return proc.returncode, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_forked_evaluation_streams_exits_130_with_the_resume_line(tmp_path):
+    code, err = _signal_during_forked_evaluation(tmp_path, lambda pid, _: os.killpg(pid, signal.SIGINT))
+    assert code == 130, err
+    assert "interrupted" in err and "--resume" in err and "Traceback" not in err
+
+
+@pytest.mark.slow
+def test_a_stream_killed_by_sigkill_is_one_line_with_advice(tmp_path):
+    code, err = _signal_during_forked_evaluation(tmp_path, lambda _, stream: os.kill(stream, signal.SIGKILL))
+    assert code == 2, err
+    errors = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert len(errors) == 1 and "SIGKILL" in errors[0] and "Traceback" not in err and "--resume" in err
 
 
 def test_an_error_here_stops_the_forked_shares():

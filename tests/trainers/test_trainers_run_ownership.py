@@ -152,9 +152,26 @@ def test_unusable_output_dir_is_one_line(tmp_path, capsys, case):
             subprocess.run(["umount", str(out.parent)], check=False)
 
 
-def test_full_disk_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
+@pytest.fixture()
+def full_disk_at_iteration_2(monkeypatch):
+    """Every write of iteration 2's checkpoint fails with ENOSPC (its temp file is created, then
+    written through /dev/full), as on a disk that fills up part-way."""
+    import trainers.checkpoint as checkpoint
+
+    real = checkpoint.create_fresh
+
+    def create_fresh(path):
+        fh = real(path)
+        if Path(path).name == "iter_000002.pt.tmp":
+            fh.close()
+            return open("/dev/full", "wb")  # noqa: SIM115 - closed by the caller's with
+        return fh
+
+    monkeypatch.setattr(checkpoint, "create_fresh", create_fresh)
+
+
+def test_full_disk_during_a_checkpoint_write_keeps_the_previous_one(tmp_path, full_disk_at_iteration_2):
     first = save_checkpoint(tmp_path, 1, {"history": []})
-    (tmp_path / "checkpoints" / "iter_000002.pt.tmp").symlink_to("/dev/full")  # every write: ENOSPC
     with pytest.raises(CheckpointError, match="disk full"):
         save_checkpoint(tmp_path, 2, {"history": []})
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["iter_000001.pt", "iter_000001.pt.sha256",
@@ -162,15 +179,15 @@ def test_full_disk_during_a_checkpoint_write_keeps_the_previous_one(tmp_path):
     assert latest_checkpoint(tmp_path) == first and load_checkpoint(first)["iteration"] == 1
 
 
-def test_full_disk_during_a_run_is_one_line_and_the_run_resumes(tmp_path, capsys):
+def test_full_disk_during_a_run_is_one_line_and_the_run_resumes(tmp_path, capsys, full_disk_at_iteration_2,
+                                                                monkeypatch):
     run = tmp_path / "run"
-    (run / "checkpoints").mkdir(parents=True)
-    (run / "checkpoints" / "iter_000002.pt.tmp").symlink_to("/dev/full")
     assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run)]) == 2
     line = _error_line(capsys)
     assert "cannot write checkpoint" in line and "disk full" in line
     assert not (run / "checkpoints" / "iter_000002.pt.tmp").exists()
     assert latest_checkpoint(run).name == "iter_000001.pt"
+    monkeypatch.undo()  # space freed
     assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run), "--resume"]) == 0
 
 

@@ -70,13 +70,13 @@ def _t_tail_by_integration(t: float, df: int) -> float:
 
 
 def test_t_p_values_match_the_density_and_the_interval_mean_ci_reports():
-    from trainers.statistics import T975, mean_ci, paired_t_p, t_two_sided_p
+    from trainers.statistics import mean_ci, paired_t_p, t975, t_two_sided_p
 
     for df in range(1, 31):
         for t in (0.0, 0.4, 1.0, 2.0, 3.3, 12.0, -2.5):
             assert t_two_sided_p(t, df) == pytest.approx(_t_tail_by_integration(t, df), abs=1e-9)
         # the interval's quantile is where the test's p-value crosses 0.05
-        assert t_two_sided_p(T975[df], df) == pytest.approx(0.05, abs=2e-4)
+        assert t_two_sided_p(t975(df), df) == pytest.approx(0.05, abs=1e-9)
     rng = np.random.default_rng(1)
     for _ in range(200):
         d = rng.normal(0.05, 0.1, size=int(rng.integers(2, 12)))
@@ -84,7 +84,40 @@ def test_t_p_values_match_the_density_and_the_interval_mean_ci_reports():
         t = float(np.mean(d)) / (float(np.std(d, ddof=1)) / np.sqrt(d.size))
         assert paired_t_p(d) == pytest.approx(_t_tail_by_integration(t, d.size - 1), abs=1e-9)
         excludes_zero = abs(float(m[0])) > float(h[0])
-        assert (paired_t_p(d) < 0.05) == excludes_zero or abs(abs(float(m[0])) - float(h[0])) < 1e-3
+        assert (paired_t_p(d) < 0.05) == excludes_zero or abs(abs(float(m[0])) - float(h[0])) < 1e-9
+
+
+def test_a_nan_or_an_infinite_difference_is_never_significant():
+    """One unread run (NaN) or a broken value (inf) gives no p-value, never p = 0."""
+    from trainers.statistics import holm, paired_t_p, t_two_sided_p
+
+    for bad in (float("nan"), float("inf"), float("-inf")):
+        assert np.isnan(paired_t_p([0.1, bad, 0.3])), bad
+    assert np.isnan(t_two_sided_p(float("nan"), 4))
+    adjusted = holm([0.001, float("nan"), 0.02])
+    assert np.isnan(adjusted[1]) and not adjusted[1] < 0.05
+    assert adjusted[0] == pytest.approx(0.003) and adjusted[2] == pytest.approx(0.04)  # the family is still 3
+
+
+def test_the_interval_takes_its_degrees_of_freedom_from_the_seeds_with_a_value():
+    from trainers.statistics import mean_ci, t975
+
+    m, h = mean_ci(np.array([[0.1, 0.1], [np.nan, 0.2], [0.3, 0.3]]))
+    assert m[0] == pytest.approx(0.2) and h[0] == pytest.approx(t975(1) * np.std([0.1, 0.3], ddof=1) / np.sqrt(2))
+    assert h[1] == pytest.approx(t975(2) * np.std([0.1, 0.2, 0.3], ddof=1) / np.sqrt(3))
+    _, h1 = mean_ci(np.array([[0.5], [np.nan]]))  # one value: no interval
+    assert h1[0] == 0.0
+
+
+@pytest.mark.parametrize("n", [2, 8, 31, 32, 33, 60, 200])
+def test_the_interval_uses_the_t_quantile_at_every_seed_count(n):
+    """Past 31 seeds the quantile is t's, not the normal's 1.96 (3.9% too narrow at n = 32)."""
+    from trainers.statistics import mean_ci
+
+    d = np.random.default_rng(n).normal(0.0, 1.0, size=n)
+    _, h = mean_ci(d[:, None])
+    tq = float(h[0]) / (np.std(d, ddof=1) / np.sqrt(n))
+    assert _t_tail_by_integration(tq, n - 1) == pytest.approx(0.05, abs=1e-6)
 
 
 def test_t_p_edge_cases():

@@ -104,6 +104,31 @@ def test_a_nondeterministic_env_cannot_be_branched():
         envs.close()
 
 
+def test_an_env_error_inside_a_tree_leaves_the_vector_env_needing_a_reset():
+    envs = GroupVectorEnv(Noisy, num_groups=1, group_size=4, seed=0)
+    try:
+        envs.reset(seed=0)
+        with pytest.raises(NondeterministicEnvError):
+            collect_tree_rollout(envs, RandomAdmissible(), [5], seed=0, cfg=TreeConfig(branches=2, interval=2),
+                                 max_steps=6)
+        with pytest.raises(RuntimeError, match="reset"):  # its members were moved one by one: its view is stale
+            envs.step(["look"] * 4)
+    finally:
+        envs.close()
+
+
+@pytest.mark.parametrize("budget,branches", [(1, 4), (3, 4), (1, 2)])
+def test_a_budget_below_the_branches_is_refused_before_any_branch_starts(budget, branches):
+    """Branches cut before their first decision would be leaves that never played, counted as failures."""
+    from trainers.config import ConfigError
+
+    with pytest.raises(ValueError, match=f"tree_budget {budget} < tree_branches {branches}"):
+        TreeConfig(branches=branches, budget=budget)
+    with pytest.raises(ConfigError, match="tree_budget"):
+        config_for_tests(rollout="tree", group_size=4, tree_branches=branches, tree_budget=budget)
+    TreeConfig(branches=branches, budget=branches)  # one decision a branch: allowed
+
+
 @pytest.mark.parametrize("budget", [0, 7, 13, 30])
 def test_decisions_never_exceed_the_budget(budget):
     g, max_steps = 6, 10

@@ -1,0 +1,157 @@
+"""A run never writes, truncates or deletes through a symlink planted in its output dir.
+
+Each case plants a link under a name the run writes (``.lock``, the manifest's temp file, a
+checkpoint's temp file, ``checkpoints/``, ``metrics.jsonl`` on resume) pointing at a file outside
+the dir, then runs the trainer: the outside file must keep its bytes, and the run either goes on
+without the link or stops with one ``error:`` line.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from trainers.checkpoint import save_checkpoint
+from trainers.progpo import main
+from trainers.run_dir import MANIFEST_NAME, RunDirError, RunManifest, claim_run_dir
+from trainers.run_files import LinkedPathError, create_fresh, open_nofollow, real_dir, write_atomic
+
+FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
+         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
+         "--no-baseline-random"]
+SECRET = b"a user's notes, not the run's\n"
+
+
+@pytest.fixture()
+def outside(tmp_path: Path) -> Path:
+    """A file outside the run dir that a planted link points at."""
+    victim = tmp_path / "elsewhere" / "notes.txt"
+    victim.parent.mkdir()
+    victim.write_bytes(SECRET)
+    return victim
+
+
+def _errors(capsys) -> list[str]:
+    return [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+
+
+def test_a_planted_lock_link_is_refused_and_its_target_kept(tmp_path, outside, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / ".lock").symlink_to(outside)
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run)]) == 2
+    errors = _errors(capsys)
+    assert len(errors) == 1 and ".lock" in errors[0] and "symbolic link" in errors[0]
+    assert outside.read_bytes() == SECRET
+
+
+def test_resume_on_a_dir_whose_lock_became_a_link_is_refused(tmp_path, outside, capsys):
+    run = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run)]) == 0
+    (run / ".lock").unlink()
+    (run / ".lock").symlink_to(outside)
+    assert main([*FLAGS, "--iterations", "2", "--output-dir", str(run), "--resume"]) == 2
+    assert ".lock" in _errors(capsys)[0]
+    assert outside.read_bytes() == SECRET
+
+
+def test_the_manifest_temp_file_link_is_replaced_not_written_through(tmp_path, outside):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / (MANIFEST_NAME + ".tmp")).symlink_to(outside)
+    claim_run_dir(run, resume=False).release()
+    assert outside.read_bytes() == SECRET
+    assert RunManifest.load(run) is not None and not (run / (MANIFEST_NAME + ".tmp")).exists()
+
+
+def test_a_checkpoint_temp_file_link_is_replaced_not_written_through(tmp_path, outside):
+    (tmp_path / "checkpoints").mkdir()
+    for name in ("iter_000001.pt.tmp", "iter_000001.pt.sha256.tmp", "latest.tmp"):
+        (tmp_path / "checkpoints" / name).symlink_to(outside)
+    save_checkpoint(tmp_path, 1, {"history": []})
+    assert outside.read_bytes() == SECRET
+    assert (tmp_path / "checkpoints" / "iter_000001.pt").is_file()
+
+
+def test_a_checkpoints_folder_that_is_a_link_is_refused(tmp_path, capsys):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "iter_000000.pt").write_bytes(SECRET)  # pruning would delete it through the link
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run)]) == 2
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "checkpoints" in errors[0] and "symbolic link" in errors[0]
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["iter_000000.pt"]
+    assert (elsewhere / "iter_000000.pt").read_bytes() == SECRET
+
+
+def test_resume_never_appends_metrics_through_a_link(tmp_path, outside, capsys):
+    run = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run)]) == 0
+    records = (run / "metrics.jsonl").read_text()
+    (run / "metrics.jsonl").unlink()
+    outside.write_text(records)
+    (run / "metrics.jsonl").symlink_to(outside)
+    assert main([*FLAGS, "--iterations", "2", "--output-dir", str(run), "--resume"]) == 0
+    assert outside.read_text() == records  # the link was replaced by the run's own file
+    assert not (run / "metrics.jsonl").is_symlink()
+    assert [json.loads(ln)["iteration"] for ln in (run / "metrics.jsonl").read_text().splitlines()][-1] == 2
+
+
+def test_overwrite_never_deletes_through_a_linked_folder(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "vialink").write_bytes(SECRET)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "link").symlink_to(elsewhere, target_is_directory=True)
+    RunManifest.create(run).record("link/vialink", "metrics.jsonl")
+    (run / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    said: list[str] = []
+    claim_run_dir(run, resume=False, overwrite=True, say=said.append).release()
+    assert (elsewhere / "vialink").read_bytes() == SECRET
+    assert not (run / "metrics.jsonl").exists() and said and "metrics.jsonl" in said[0]
+
+
+def test_a_manifest_that_is_a_folder_is_refused_before_anything_is_deleted(tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run)]) == 0
+    (run / MANIFEST_NAME).unlink()
+    (run / MANIFEST_NAME).mkdir()
+    before = sorted(p.relative_to(run).as_posix() for p in run.rglob("*"))
+    assert main([*FLAGS, "--iterations", "1", "--output-dir", str(run), "--overwrite"]) == 2
+    errors = _errors(capsys)
+    assert len(errors) == 1 and "a folder" in errors[0]
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == before
+
+
+def test_an_oversized_manifest_is_refused_unread(tmp_path, monkeypatch):
+    import trainers.run_dir as run_dir
+
+    monkeypatch.setattr(run_dir, "MANIFEST_MAX_BYTES", 1024)
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"format": "progpo-run-v1", "run_id": "x",
+                                                      "files": ["f%06d" % i for i in range(200)]}))
+    with pytest.raises(RunDirError, match="over"):
+        RunManifest.load(tmp_path)
+
+
+def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outside):
+    link = tmp_path / "link.txt"
+    link.symlink_to(outside)
+    for mode in ("w", "a", "r+", "ab"):
+        with pytest.raises(LinkedPathError):
+            open_nofollow(link, mode)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(LinkedPathError, match="not a regular file"):
+        open_nofollow(fifo, "a")  # never blocks waiting for a reader
+    with pytest.raises(LinkedPathError):
+        real_dir(link)
+    with create_fresh(link) as fh:  # the link itself is replaced
+        fh.write(b"new")
+    write_atomic(tmp_path / "x.txt", "x")
+    assert outside.read_bytes() == SECRET and link.read_bytes() == b"new" and not link.is_symlink()
