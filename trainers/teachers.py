@@ -248,11 +248,11 @@ class Teacher:
                  samples_per_iteration: int = 4) -> None:
         if mode not in ("privileged", "hindsight"):
             raise ValueError(f"mode must be privileged or hindsight, got {mode!r}")
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1] (the EMA rate of the teacher), got {tau!r}")
         if not hasattr(policy, "distributions"):
             raise UserError(f"distill {mode}: the policy {type(policy).__name__} has no distributions() to distill "
                             "into (the LLM policies of agents.policy have)")
-        if not 0.0 <= tau <= 1.0:
-            raise ValueError(f"tau must be in [0, 1] (the EMA rate of the teacher), got {tau!r}")
         self.mode, self.policy, self.model, self.writer = mode, policy, model, writer
         self.tau, self.coef, self.beta, self.top_k = tau, coef, beta, top_k
         self.samples_per_iteration = samples_per_iteration

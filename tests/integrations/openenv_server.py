@@ -24,8 +24,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_server(env: str, *extra: str, timeout: float = 180.0) -> Iterator[str]:
-    """Yield the base URL of a server for ``env``; the server runs in its own process group."""
+def running_server(env: str, *extra: str, timeout: float = 180.0, log_out: list[str] | None = None) -> Iterator[str]:
+    """Yield the base URL of a server for ``env``; the server runs in its own process group.
+    ``log_out``: a list that gets the server's whole log once it has stopped."""
     port = free_port()
     log = tempfile.TemporaryFile()  # a file, not a pipe: an unread pipe fills up and blocks the server
     proc = subprocess.Popen(
@@ -59,8 +60,11 @@ def running_server(env: str, *extra: str, timeout: float = 180.0) -> Iterator[st
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
         log.seek(0)
-        tail = log.read().decode(errors="replace")[-3000:]
+        whole = log.read().decode(errors="replace")
+        tail = whole[-3000:]
         log.close()
+        if log_out is not None:
+            log_out.append(whole)
         if os.environ.get("PROGPO_SERVER_LOG"):
             print(tail)
 

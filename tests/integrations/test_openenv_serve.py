@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import sys
 import urllib.error
 import urllib.request
@@ -230,3 +231,16 @@ def test_a_session_whose_first_reset_was_refused_then_plays(webshop_url: str) ->
         r = env.reset(seed=3)
         r = env.step(CommandAction(command=r.observation.admissible_commands[0].replace("<query>", "shoes")))
         assert r.observation.metadata["valid_action"] is True and not r.done
+
+
+def test_normally_closed_sessions_leave_no_traceback_in_the_server_log() -> None:
+    """A client that resets, steps and closes its /ws session is an ordinary session end: the
+    server's log at its default level stays free of ASGI tracebacks."""
+    log: list[str] = []
+    with running_server("webshop", log_out=log) as url:
+        for seed in (1, 2):
+            with ProGPOEnvClient(base_url=url).sync() as env:
+                r = env.reset(seed=seed)
+                env.step(CommandAction(command=r.observation.admissible_commands[0]))
+        time.sleep(1.0)  # the server handles the closes
+    assert log and "Traceback" not in log[0] and "Exception in ASGI application" not in log[0], log[0][-2000:]

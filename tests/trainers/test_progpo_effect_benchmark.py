@@ -240,3 +240,100 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
     assert one["pooled"] is None  # one base: nothing to pool
     text = "\n".join(progpo_effect._on_off_lines(res, progpo_effect.progpo_on_off(by, progpo_effect.auc)))
     assert "exploratory: not pre-registered" in text and "| **pooled over the 2 bases** | | 3 | +0.075" in text
+
+
+# ------------------------------------------------------------------ runs read back as what they ran
+def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, records: list[dict] | None = None,
+              success: float = 0.25) -> Path:
+    """A finished run folder as the lab keeps it (config.yaml, metrics.jsonl, summary.md)."""
+    import yaml
+
+    folder = runs / progpo_effect.run_name(method, seed, "canonical")
+    folder.mkdir(parents=True)
+    cfg = {**yaml.safe_load(TOY), "iterations": 2, "seed": seed, **progpo_effect.axes_of(method), **(config or {})}
+    (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
+    if records is None:
+        train = {src: 0.5 for src in progpo_effect.TRAIN_KEYS.values()}
+        records = [{"iteration": i, "kind": "train", **train} for i in (1, 2)]
+        records += [{"iteration": i, "kind": "eval", "eval/success": success, "eval/episodes": 4} for i in (0, 2)]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    (folder / "summary.md").write_text("# ProGPO run report\n")
+    return folder
+
+
+def _report(tmp_path: Path, *methods: str) -> int:
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY)
+    return progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+                               "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", *methods])
+
+
+def test_every_method_sets_every_axis_on_the_command_line():
+    for method in progpo_effect.METHODS:
+        args = progpo_effect.METHODS[method]
+        for axis in progpo_effect.AXES:
+            flag = "--" + axis.replace("_", "-")
+            assert flag in args or "--no-" + flag[2:] in args, (method, axis)
+    assert progpo_effect.axes_of("gigpo")["distill"] == "none" and "privileged" in progpo_effect.METHODS["gigpo+privileged"]
+
+
+@pytest.mark.parametrize("line", ["distill: privileged", "rollout: tree", "estimator: grpo", "shuffle_coverage: true"])
+def test_a_lab_config_that_sets_a_methods_axis_is_refused_before_any_run(tmp_path, capsys, line):
+    config = tmp_path / "my.yaml"
+    config.write_text(TOY + line + "\n")
+    assert progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+                               "--work", str(tmp_path / "work"), "--seeds", "0", "--methods", "gigpo"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and line.split(":")[0] in err and "\n" not in err
+    assert not (tmp_path / "work").exists()  # nothing ran
+
+
+@pytest.mark.parametrize("config,records_say", [({"distill": "privileged"}, None), ({"rollout": "tree"}, None),
+                                                ({}, "privileged (not pure RL)")])
+def test_a_recorded_run_is_reported_by_what_it_ran_not_its_folder_name(tmp_path, capsys, config, records_say):
+    runs = tmp_path / "lab" / "runs"
+    _fake_run(runs, "grpo", 0)
+    folder = _fake_run(runs, "gigpo", 0, config=config)
+    if records_say:
+        lines = [json.loads(ln) for ln in (folder / "metrics.jsonl").read_text().splitlines()]
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({**r, "distill": records_say}) + "\n" for r in lines))
+    assert _report(tmp_path, "grpo", "gigpo") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "gigpo seed 0" in err and "not what 'gigpo' names" in err and "\n" not in err
+    assert not (tmp_path / "lab" / "table.md").exists()
+
+
+@pytest.mark.parametrize("damage,said", [
+    ("cut", "ends at iteration 1 of 2"), ("no-eval", "no evaluation"), ("no-config", "no config.yaml"),
+    ("nan", "no finite held-out success"), ("not-json-record", "not a record")])
+def test_the_report_names_a_half_written_run_in_one_line(tmp_path, capsys, damage, said):
+    runs = tmp_path / "lab" / "runs"
+    _fake_run(runs, "grpo", 0)
+    folder = _fake_run(runs, "gigpo", 0)
+    lines = (folder / "metrics.jsonl").read_text().splitlines()
+    if damage == "cut":
+        (folder / "metrics.jsonl").write_text("\n".join(lines[:1]) + "\n" + lines[1][:20])
+    elif damage == "no-eval":
+        (folder / "metrics.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    elif damage == "no-config":
+        (folder / "config.yaml").unlink()
+    elif damage == "nan":
+        (folder / "metrics.jsonl").write_text("\n".join(lines).replace('"eval/success": 0.25', '"eval/success": NaN'))
+    else:
+        (folder / "metrics.jsonl").write_text("\n".join([*lines, "[1, 2]"]) + "\n")
+    assert _report(tmp_path, "grpo", "gigpo") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "gigpo seed 0" in err and said in err and "\n" not in err, err
+
+
+def test_whole_runs_report_and_a_rerun_with_a_bad_seed_is_one_line(tmp_path, capsys):
+    runs = tmp_path / "lab" / "runs"
+    _fake_run(runs, "grpo", 0)
+    _fake_run(runs, "gigpo", 0, success=0.5)
+    assert _report(tmp_path, "grpo", "gigpo") == 0
+    assert "| gigpo | 1 |" in (tmp_path / "lab" / "table.md").read_text()
+    capsys.readouterr()
+    for argv in (["--rerun", "zero", "gigpo"], ["--rerun", "0", "gigpo+nothing"]):
+        assert progpo_effect.main(["--out", str(tmp_path / "lab"), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: --rerun SEED METHOD") and "\n" not in err

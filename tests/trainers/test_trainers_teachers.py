@@ -209,6 +209,8 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
     label = "privileged (not pure RL)" if mode == "privileged" else "hindsight (no ground truth)"
     train = [r for r in _records(run) if r.get("kind") == "train"]
     assert len(train) == 2 and all(r["distill"] == label for r in train)
+    evals = [r for r in _records(run) if r.get("kind") == "eval"]
+    assert [r["iteration"] for r in evals] == [0, 2] and all(r["distill"] == label for r in evals)
     summary = (run / "summary.md").read_text()
     assert label in summary.splitlines()[0] and f"**Teacher: {label}.**" in summary
     samples = [json.loads(line) for line in (run / "distill_samples.jsonl").read_text().splitlines()]
@@ -247,6 +249,43 @@ def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_availabl
                                                                    "distill privileged (not pure RL)")
     samples = [json.loads(line) for line in (tmp_path / "a" / "distill_samples.jsonl").read_text().splitlines()]
     assert samples and all(s["context"].startswith("Expert plan: ") for s in samples)
+
+
+def test_the_held_out_records_of_a_run_with_a_teacher_carry_its_label(tmp_path):
+    """Readers and tools take the held-out success from the eval records: they say "teacher" too."""
+    from trainers.progpo import main
+
+    run = tmp_path / "run"
+    assert main(["--env", "rooms", "--model", "tiny", "--distill", "hindsight", "--iterations", "1", "--num-groups", "1",
+                 "--group-size", "2", "--max-steps", "3", "--eval-episodes", "2", "--warm-start", "none",
+                 "--output-dir", str(run), "--no-progress-bars", "--no-tensorboard", "--baseline-random",
+                 "--torch-threads", "1"]) == 0
+    records = _records(run)
+    evals = [r for r in records if r.get("kind") == "eval"]
+    assert len(evals) == 2 and all(r["distill"] == "hindsight (no ground truth)" for r in evals)
+    assert all("distill" not in r for r in records if r.get("kind") == "baseline")  # the random policy had no teacher
+
+
+def test_a_privileged_teacher_on_an_env_without_privileged_text_is_refused_before_the_run_dir(tmp_path, capsys):
+    from trainers.progpo import main
+
+    run = tmp_path / "run"
+    assert main(["--env", "rooms", "--model", "tiny", "--distill", "privileged", "--output-dir", str(run),
+                 "--no-progress-bars"]) == 2
+    err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
+    assert len(err) == 1 and "privileged text" in err[0] and "rooms" in err[0]
+    assert not run.exists()  # the corrected rerun needs no --overwrite
+
+
+@pytest.mark.parametrize("tau", [2.0, 1.0001])
+def test_an_ema_rate_above_one_is_refused(tau):
+    from trainers.config import ConfigError, TrainConfig
+    from trainers.teachers import Teacher
+
+    with pytest.raises(ConfigError, match="distill_tau must be in \\[0, 1\\]"):
+        TrainConfig(distill_tau=tau)
+    with pytest.raises(ValueError, match="tau must be in"):
+        Teacher("privileged", policy=object(), model=None, writer=None, tau=tau)
 
 
 def test_distill_config_errors():
