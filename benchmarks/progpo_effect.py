@@ -293,11 +293,29 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     return records, config
 
 
+def panel_problem(entries: list[dict]) -> str | None:
+    """Where runs that the lab pairs played different held-out episodes (``None``: nowhere). Every
+    comparison pairs the methods of one seed, and a run's evaluations with each other: all of them
+    must have played the same panel (runs recorded before panels were logged carry none and pass)."""
+    by_seed: dict[int, dict[str, set[str]]] = {}
+    for e in entries:
+        for ev in e["eval"]:
+            if "eval/panel" in ev:
+                by_seed.setdefault(e["seed"], {}).setdefault(ev["eval/panel"], set()).add(e["method"])
+    for seed, panels in sorted(by_seed.items()):
+        if len(panels) > 1:
+            said = "; ".join(f"{', '.join(sorted(m))}: panel {p}" for p, m in sorted(panels.items()))
+            return (f"seed {seed}'s runs played different held-out episodes ({said}); a paired comparison needs one "
+                    "panel: rerun the odd ones out")
+    return None
+
+
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
     """The JSON entry of one run."""
     train = [{"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
              for r in records if r.get("kind") == "train"]
     evals = [{"iteration": r["iteration"], "eval/success": r.get("eval/success"), "eval/episodes": r.get("eval/episodes"),
+              **({"eval/panel": r["eval/panel"]} if "eval/panel" in r else {}),
               "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")}}
              for r in records if r.get("kind") == "eval"]
     core_s = sum(float(r.get("time/iteration_s", 0.0)) + float(r.get("time/init_s", 0.0)) for r in records)
@@ -783,6 +801,9 @@ def main(argv: list[str] | None = None) -> int:
         for (m, s), records in recs.items():
             _, config = load_run(args.runs / run_name(m, s, args.state_key), m, s)
             entries.append(run_record(m, s, args.state_key, records, config))
+        problem = panel_problem(entries)
+        if problem:
+            raise LabError(problem)
     except (LabError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -27,6 +27,7 @@ from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
+from wrappers.signals import TAU_P, TAU_R
 
 try:
     from agents.backends.base import SamplingConfig
@@ -182,8 +183,8 @@ class TrainConfig:
                                        " exact (distinct raw observation strings, the paper's D)", "estimator")
     scope: Scope = _opt("episode", "first visit counted per episode | per group (a state counts once in the whole "
                                  "group)", "estimator")
-    tau_r: float = _opt(1e-3, "success threshold: a group is all-failed when every outcome < tau_r", "estimator")
-    tau_p: float = _opt(1e-4, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p",
+    tau_r: float = _opt(TAU_R, "success threshold: a group is all-failed when every outcome < tau_r", "estimator")
+    tau_p: float = _opt(TAU_P, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p",
                               "estimator")
     progress_gate: ProgressGate = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
                                             "group)", "estimator")

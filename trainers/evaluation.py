@@ -26,8 +26,9 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from trainers import seeds
+from wrappers.errors import UserError
 
-__all__ = ["EvalPlan", "RandomPolicy", "episode_records", "run_eval"]
+__all__ = ["EvalPlan", "PanelMismatch", "RandomPolicy", "check_same_panel", "episode_records", "run_eval"]
 
 #: commands a random baseline leaves out: they never change an ALFWorld state
 PASSIVE = ("look", "inventory", "examine ", "help")
@@ -50,6 +51,21 @@ class EvalPlan:
         """Task id of each episode (task-major: t0, t0, ..., t1, ...)."""
         return [t for t in self.task_ids for _ in range(self.episodes_per_task)]
 
+    def panel(self) -> str:
+        """A digest of the episodes this plan plays: the split, and each episode's task id and task
+        seed, in order. Two evaluations can be paired episode by episode only when it is the same.
+
+        >>> a = EvalPlan("valid", ("t1", "t2"), 2, seed=5)
+        >>> a.panel() == EvalPlan("valid", ("t1", "t2"), 2, seed=5).panel(), a.panel() == EvalPlan("valid", ("t1", "t2"), 2, seed=6).panel()
+        (True, False)
+        """
+        import hashlib
+        import json
+
+        played = [[task, seeds.eval_task(self.seed, i)] for i, task in enumerate(self.episodes())]
+        return hashlib.sha256(json.dumps([self.split, played]).encode("utf-8")).hexdigest()[:16]
+
+
     @classmethod
     def for_episodes(cls, split: str, task_ids: Sequence[str], num_episodes: int, seed: int) -> "EvalPlan":
         """At least ``num_episodes`` episodes spread evenly over ``task_ids`` (every task alike).
@@ -71,6 +87,28 @@ class EvalPlan:
         finally:
             env.close()
         return cls.for_episodes(split, ids, num_episodes, seed)
+
+
+class PanelMismatch(UserError, ValueError):
+    """Two evaluations that a paired comparison would pair played different episodes."""
+
+
+def check_same_panel(first: Any, second: Any, what: str = "the two evaluations") -> None:
+    """Refuse to pair two eval records (``eval/panel``) that played different episodes: a paired
+    interval assumes episode i of one is episode i of the other. Records from before panels were
+    recorded carry none and pass.
+
+    >>> check_same_panel({"eval/panel": "ab"}, {"eval/panel": "ab"})
+    >>> try:
+    ...     check_same_panel({"eval/panel": "ab"}, {"eval/panel": "cd"})
+    ... except PanelMismatch as err:
+    ...     print(str(err)[:60])
+    the two evaluations played different episodes (panel ab vs c
+    """
+    a, b = first.get("eval/panel"), second.get("eval/panel")
+    if a is not None and b is not None and a != b:
+        raise PanelMismatch(f"{what} played different episodes (panel {a} vs {b}): a paired difference needs the "
+                            "same tasks and task seeds on both sides")
 
 
 def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,

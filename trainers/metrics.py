@@ -21,7 +21,7 @@ import numpy as np
 from trainers.rollout import Rollout
 from trainers.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
-from wrappers.signals import all_failed, coverage_rate
+from wrappers.signals import TAU_R, all_failed, coverage_rate
 
 __all__ = ["MetricsFileError", "MetricsLogger", "acted_metrics", "advantage_metrics", "rollout_metrics", "read_metrics"]
 
@@ -34,7 +34,7 @@ TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/gene
                "time/old_logprob_s", "time/init_s", "tokens_per_s", "env_steps_per_s")
 
 
-def rollout_metrics(rollout: Rollout, tau_r: float = 1e-3, prefix: str = "") -> dict[str, float]:
+def rollout_metrics(rollout: Rollout, tau_r: float = TAU_R, prefix: str = "") -> dict[str, float]:
     """Success (overall and by task type), all-failed group fraction, coverage, repeat / invalid rates.
 
     ``success`` (and ``success_by_type/*``): fraction of episodes *won* (:attr:`Trajectory.won`:

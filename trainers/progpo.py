@@ -123,12 +123,17 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, previous)
         stop_request.clear()
         teardown()
+    from trainers.evaluation import PanelMismatch
     from trainers.report import rl_gain
 
     if trainer.cfg.distill_label:
         print(f"teacher: {trainer.cfg.distill_label}")
     for kind in ("eval", "eval_extra"):
-        g = rl_gain(trainer.history, kind)
+        try:
+            g = rl_gain(trainer.history, kind)
+        except PanelMismatch as err:
+            print(f"{kind}: not compared: {err}")
+            continue
         if g is not None:
             ci = f", 95% CI [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g["ci"] else ""
             print(f"{g['split']}: success {g['start']:.3f} -> {g['end']:.3f} ({g['diff']:+.3f}{ci}; "

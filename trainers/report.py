@@ -120,7 +120,11 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
 
 def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, Any] | None:
     """Start (iteration 0) vs last evaluation of ``kind``: success of each, and the paired difference
-    with its 95% bootstrap interval (None without two comparable evaluations)."""
+    with its 95% bootstrap interval (None without two comparable evaluations).
+
+    Raises:
+        trainers.evaluation.PanelMismatch: the two evaluations played different episodes.
+    """
     from trainers.statistics import paired_bootstrap_ci
 
     evals = [r for r in records if r.get("kind") == kind and "eval/success" in r]
@@ -128,6 +132,9 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     if not starts or len(evals) < 2 or evals[-1] is starts[0]:
         return None
     a, b = starts[0], evals[-1]
+    from trainers.evaluation import check_same_panel
+
+    check_same_panel(a, b, f"the {kind} at iteration 0 and at iteration {b.get('iteration')}")
     out = {"split": a.get("eval/split"), "episodes": a.get("eval/episodes"), "start": a["eval/success"],
            "end": b["eval/success"], "end_iteration": b["iteration"], "diff": b["eval/success"] - a["eval/success"],
            "ci": None}
@@ -206,7 +213,12 @@ def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> li
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
-    g = rl_gain(records)
+    from trainers.evaluation import PanelMismatch
+
+    try:
+        g = rl_gain(records)
+    except PanelMismatch as err:
+        return ["## What RL changed (held-out evaluation)", "", f"Not compared: {err}.", ""]
     if g is None:
         return []
     lines = ["## What RL changed (held-out evaluation)", ""]
@@ -227,7 +239,11 @@ def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
     if base:
         lines.append(f"- For scale: a uniformly random admissible-command policy (look, inventory, examine left out) "
                      f"wins {base[0]['eval/success']:.3f} of the same {base[0].get('eval/episodes')} episodes.")
-    x = rl_gain(records, "eval_extra")
+    try:
+        x = rl_gain(records, "eval_extra")
+    except PanelMismatch as err:
+        x = None
+        lines.append(f"- Standard split: not compared: {err}.")
     if x is not None:
         ci = f" (95% CI [{x['ci'][0]:+.3f}, {x['ci'][1]:+.3f}])" if x["ci"] else ""
         lines.append(f"- Standard **{x['split']}** split ({x['episodes']} episodes): {x['start']:.3f} -> {x['end']:.3f}, "

@@ -33,6 +33,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from wrappers.signals import TAU_R
+
 __all__ = ["AUCResult", "auc_with_ci", "episodes_to_reach", "holm", "mean_ci", "paired_bootstrap_ci",
            "paired_t_p", "t975", "t_two_sided_p", "within_group_auc"]
 
@@ -215,7 +217,7 @@ def _group_scores(p: np.ndarray, won: np.ndarray, g: np.ndarray) -> tuple[np.nda
     return np.array(sums, dtype=np.float64), np.array(counts, dtype=np.float64)
 
 
-def within_group_auc(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarray, tau_r: float = 1e-3) -> AUCResult:
+def within_group_auc(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarray, tau_r: float = TAU_R) -> AUCResult:
     """AUC of ``coverage`` for ``outcome >= tau_r`` over the pairs inside each group (module docs)."""
     p = np.asarray(coverage, dtype=np.float64).reshape(-1)
     won = np.asarray(outcome, dtype=np.float64).reshape(-1) >= tau_r
@@ -228,7 +230,7 @@ def within_group_auc(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarra
     return AUCResult(float(sums.sum() / counts.sum()), int(counts.sum()), int(counts.size))
 
 
-def auc_with_ci(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarray, tau_r: float = 1e-3,
+def auc_with_ci(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarray, tau_r: float = TAU_R,
                 n_boot: int = 2000, seed: int = 0) -> AUCResult:
     """:func:`within_group_auc` with a 95% percentile bootstrap interval over mixed groups.
 

@@ -476,7 +476,7 @@ class Trainer:
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
-                               "eval/episodes": len(rollout.trajectories)}
+                               "eval/episodes": len(rollout.trajectories), "eval/panel": plan.panel()}
         if self.cfg.distill_label and policy is None:  # the held-out success of a policy trained with a teacher says so
             rec["distill"] = self.cfg.distill_label
         rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))

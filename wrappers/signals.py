@@ -17,10 +17,12 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["TAU_R", "all_failed", "all_failed_groups", "coverage_rate"]
+__all__ = ["TAU_P", "TAU_R", "all_failed", "all_failed_groups", "coverage_rate"]
 
 #: default success threshold: a group is all-failed when every outcome is below it
 TAU_R = 1e-3
+#: default progress gate: ProGPO's term is 0 in a group whose coverage has a std below it
+TAU_P = 1e-4
 
 
 def coverage_rate(new_states: float | np.ndarray, steps: float | np.ndarray) -> float | np.ndarray:

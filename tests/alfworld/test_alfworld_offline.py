@@ -121,3 +121,17 @@ def test_canonical_state_key_ignores_reprints_and_order() -> None:
     assert c("You turn off the desklamp 1.", here) == key
     assert c("Nothing happens.", {}) == "Nothing happens."  # text-only key without the engine state
 
+
+
+@pytest.mark.parametrize("verb,prep", [("put", "in/on"), ("put", "in"), ("move", "to")])
+def test_the_carry_free_key_drops_a_held_object_whichever_verb_the_grammar_uses(verb, prep):
+    """Old-grammar games offer only ``put X in/on Y`` for a held object, newer ones ``move X to Y``:
+    either way, carrying it does not make a known place new again."""
+    from progpo_envs.alfworld.canonical import canonicalize_alfworld_carry_free, held_objects
+
+    place = ["examine shelf 1", "go to desk 1", "look"]
+    carrying = place + ["examine mug 1", f"{verb} mug 1 {prep} shelf 1"]
+    assert held_objects(carrying) == {"mug 1"} and held_objects(place) == set()
+    keys = [canonicalize_alfworld_carry_free("On the shelf 1, you see nothing.", {"admissible_commands": c})
+            for c in (place, carrying)]
+    assert keys[0] == keys[1]

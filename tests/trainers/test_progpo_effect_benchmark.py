@@ -337,3 +337,19 @@ def test_whole_runs_report_and_a_rerun_with_a_bad_seed_is_one_line(tmp_path, cap
         assert progpo_effect.main(["--out", str(tmp_path / "lab"), *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: --rerun SEED METHOD") and "\n" not in err
+
+
+def test_runs_that_played_different_held_out_episodes_are_never_paired(tmp_path, capsys):
+    runs = tmp_path / "lab" / "runs"
+    train = {src: 0.5 for src in progpo_effect.TRAIN_KEYS.values()}
+
+    def records(panels):
+        return [{"iteration": i, "kind": "train", **train} for i in (1, 2)] + [
+            {"iteration": i, "kind": "eval", "eval/success": 0.5, "eval/episodes": 4, "eval/panel": p}
+            for i, p in zip((0, 2), panels)]
+
+    _fake_run(runs, "grpo", 0, records=records(["aaaa", "aaaa"]))
+    _fake_run(runs, "gigpo", 0, records=records(["aaaa", "bbbb"]))
+    assert _report(tmp_path, "grpo", "gigpo") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: seed 0's runs played different held-out episodes") and "bbbb" in err

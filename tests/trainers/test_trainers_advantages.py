@@ -465,3 +465,24 @@ def test_shuffled_coverage_permutes_within_all_failed_groups_only():
              for s in range(20)]
     assert any(m[0] < 0 for m in moved) and any(m[0] > 0 for m in moved)  # the link to trajectories is broken
     assert all(list(m[2:]) == [1, -1] for m in moved)  # success group: GRPO as before
+
+
+@pytest.mark.parametrize("gamma", [0.95, 0.5, 1.0])
+def test_the_step_by_step_branch_of_discounted_returns_equals_the_padded_one(monkeypatch, gamma):
+    """Very long, uneven trajectories take a step-by-step path (past PADDED_CELLS_MAX cells): the
+    threshold lowered, a small shuffled batch must give the same returns as the padded matrix."""
+    from trainers.advantages import segments
+
+    rng = np.random.default_rng(3)
+    lengths = [1, 7, 3, 12, 2]
+    traj = np.concatenate([np.full(n, i) for i, n in enumerate(lengths)])
+    t = np.concatenate([np.arange(n) for n in lengths])
+    r = rng.normal(size=traj.size)
+    perm = rng.permutation(traj.size)
+    padded = segments.discounted_returns(r[perm], traj[perm], t[perm], gamma)
+    monkeypatch.setattr(segments, "PADDED_CELLS_MAX", 0)
+    stepwise = segments.discounted_returns(r[perm], traj[perm], t[perm], gamma)
+    np.testing.assert_allclose(stepwise, padded, rtol=1e-12, atol=1e-12)
+    by_hand = [sum(gamma ** (k - t0) * r[(traj == i) & (t == k)][0] for k in range(t0, lengths[i]))
+               for i, t0 in zip(traj[perm], t[perm])]
+    np.testing.assert_allclose(stepwise, by_hand, rtol=1e-12, atol=1e-12)

@@ -295,3 +295,41 @@ def test_cpu_demo_yaml_is_the_default():
     differ = {k for k, v in yaml_cfg.to_dict().items() if k not in auto and v != getattr(default, k)}
     assert not differ, differ
     assert default.eval_episodes >= 144
+
+
+def test_every_evaluation_of_a_run_plays_one_panel_and_records_it(tmp_path):
+    """The start and end evaluations are paired episode by episode: each records the panel it
+    played (split, task ids, task seeds), the same at every iteration, and the plan's own."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_config import config_for_tests
+
+    from trainers import seeds
+    from trainers.trainer import Trainer
+
+    cfg = config_for_tests(iterations=2, eval_every=1, eval_episodes=6, output_dir=str(tmp_path / "run"),
+                           warm_start="none", eval_extra_split="none")
+    trainer = Trainer(cfg)
+    trainer.train()
+    evals = [r for r in trainer.history if r.get("kind") == "eval"]
+    assert [r["iteration"] for r in evals] == [0, 1, 2]
+    expected = EvalPlan.for_env(make_env_fn("rooms", cfg.splits[1], cfg.max_steps), cfg.splits[1], 6,
+                                seed=seeds.eval_plan(cfg.seed)).panel()
+    assert {r["eval/panel"] for r in evals} == {expected}
+    assert rl_gain(trainer.history)["ci"] is not None  # paired
+
+
+def test_a_paired_comparison_refuses_evaluations_of_different_panels(tmp_path):
+    from trainers.evaluation import PanelMismatch
+
+    plan = EvalPlan("valid", ("a", "b"), 2, seed=1)
+    other = EvalPlan("valid", ("a", "b"), 2, seed=2)
+    start = {"iteration": 0, "kind": "eval", "eval/success": 0.25, "eval/won": [0, 1, 0, 0], "eval/panel": plan.panel()}
+    end = {"iteration": 3, "kind": "eval", "eval/success": 0.5, "eval/won": [1, 1, 0, 0], "eval/panel": other.panel()}
+    with pytest.raises(PanelMismatch, match="different episodes"):
+        rl_gain([start, end])
+    summary = write_report(tmp_path, [start, end], {"estimator": "gigpo", "env": "rooms"}).read_text()
+    assert "Not compared:" in summary and "different episodes" in summary
+    assert rl_gain([start, {**end, "eval/panel": plan.panel()}])["ci"] is not None

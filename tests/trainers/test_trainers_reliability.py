@@ -230,3 +230,30 @@ def test_gpu_check_loads_run_weights_without_running_pickled_code(tmp_path, with
     assert not marker.exists()
     good = save_checkpoint(tmp_path / "good", 1, {"model": {"w": torch.ones(2)}})
     assert torch.equal(gpu_check._weights(str(good.parents[1]))["w"], torch.ones(2))
+
+
+def test_every_rng_stream_survives_a_checkpoint_round_trip(tmp_path):
+    """Python's, numpy's global and torch's generators: saved in a checkpoint, then drawn from,
+    then restored from the file, each draws the same numbers again (a resumed run samples the same
+    tasks, shuffles and actions)."""
+    import random
+
+    import numpy as np
+    import torch
+
+    from trainers.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+
+    random.seed(11)
+    np.random.seed(12)
+    torch.manual_seed(13)
+    np.random.normal()  # a cached Gaussian: part of numpy's state too
+    save_checkpoint(tmp_path, 1, {"rng": capture_rng()})
+
+    def draws():
+        return (random.random(), random.gauss(0, 1), np.random.random(3).tolist(), np.random.normal(),
+                torch.rand(3).tolist())
+
+    first = draws()
+    draws()  # move every stream on
+    restore_rng(load_checkpoint(latest_checkpoint(tmp_path))["rng"])
+    assert draws() == first

@@ -313,3 +313,40 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
     [rec] = [r for r in _records(run) if r.get("kind") == "train"]
     assert rec["distill/steps"] > 0
     assert (rec["distill/kl"] > 0) if mode == "privileged" else (0 < rec["distill/gate"] < 1)
+
+
+def _routing_rollout():
+    """Two groups of two on the same task: group 0 failed completely, group 1 had a success."""
+    from agents.contract import StepOutput
+    from trainers.rollout import Rollout, StepRecord, Trajectory
+
+    trajs = [Trajectory(group=g, member=2 * g + m, task_id="t", task_type="pick", outcome=float(g == 1 and m == 0),
+                        length=2, won=g == 1 and m == 0, privileged=f"Expert plan: group {g} member {m}")
+             for g in (0, 1) for m in (0, 1)]
+    steps = [StepRecord(traj=j, t=t, output=StepOutput(action=f"a{t}"), state=f"s{j}{t}", next_state=f"s{j}{t + 1}",
+                        first_visit=True, reward=trajs[j].outcome if t == 1 else 0.0, valid=True, action=f"a{t}")
+             for j in range(4) for t in range(2)]
+    return Rollout(steps=steps, trajectories=trajs)
+
+
+@pytest.mark.parametrize("estimator", ["gigpo", "progpo-gigpo", "grpo", "hgpo"])
+def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_those(estimator):
+    """The routing behind I-SDPO: the distillation loss on every step of a group that failed
+    completely, the RL loss alone on the groups with a success; traced from the trainer's own
+    advantage stage to its teacher inputs."""
+    from types import SimpleNamespace
+
+    from trainers.config import TrainConfig
+    from trainers.trainer import Trainer
+
+    cfg = TrainConfig(estimator=estimator)
+    host = SimpleNamespace(cfg=SimpleNamespace(seed=0, env="alfworld"), adv_cfg=cfg.advantage_config(),
+                           teacher=SimpleNamespace(mode="privileged"), planpo_turn_weight=lambda it: 0.0)
+    rollout = _routing_rollout()
+    _, all_failed, step_failed = Trainer.advantages(host, rollout, 1)
+    assert all_failed.tolist() == [True, False]
+    teach = Trainer.teacher_inputs(host, rollout, step_failed)
+    groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
+    assert teach.routed == [g == 0 for g in groups] and sum(teach.routed) == 4
+    assert teach.texts == [rollout.trajectories[s.traj].privileged for s in rollout.steps]
+    assert teach.metrics == {"distill/group_frac": 0.5}

@@ -261,3 +261,20 @@ def test_vocabulary_option_values_survive_the_colour_quirk() -> None:
                 v = value.strip().replace("/", " | ").lower()
                 assert get_option_reward([v], [(name.lower(), v)]) == (1.0, 1), value
     assert get_option_reward(["blueberry"], [("flavor name", "blueberry")]) == (0.0, 0)
+
+
+def test_fuzzy_matches_need_a_ratio_strictly_above_85():
+    """The original matches a goal attribute or option when ``token_set_ratio > 85``: a pair at
+    exactly 85, which real products reach, does not match; one at 86 does."""
+    from progpo_envs.webshop.reward import get_attribute_reward, get_option_reward, token_set_ratio
+
+    at, above = ("stainlesssteelcupholder", "stainlesssteelcup"), ("reds", "red")
+    assert token_set_ratio(*at) == 85 and token_set_ratio(*above) == 86
+    product = {"Attributes": [at[0], above[0]], "Title": "", "BulletPoints": [], "Description": ""}
+    assert get_attribute_reward(product, {"attributes": [at[1]]}) == (0.0, 0)
+    assert get_attribute_reward(product, {"attributes": [above[1]]}) == (1.0, 1)
+    # options are colour-normalised first ("tan" is in "stainless"): a colour-free pair at 85
+    option_at, option_above = ("replacementpack", "replacement"), ("replacements", "replacement")
+    assert token_set_ratio(*option_at) == 85 and token_set_ratio(*option_above) > 85
+    assert get_option_reward([option_at[0]], [option_at[1]]) == (0.0, 0)
+    assert get_option_reward([option_above[0]], [option_above[1]]) == (1.0, 1)

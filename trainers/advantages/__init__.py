@@ -90,6 +90,7 @@ from trainers.advantages.planpo import (
     planpo_episode_flat,
     planpo_turn_advantages,
 )
+from wrappers.signals import TAU_P, TAU_R
 
 try:
     from wrappers.signals import all_failed_groups, coverage_rate
@@ -194,8 +195,8 @@ def episode_advantages(
     estimator: str = "progpo-grpo",
     lam: float = 1.0,
     norm: Norm = "mean_std",
-    tau_r: float = 1e-3,
-    tau_p: float = 1e-4,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
     eps: float = 1e-6,
     turns: np.ndarray | None = None,
     success_threshold: float = 1.0,
@@ -267,7 +268,7 @@ def rloo_advantages(outcomes: np.ndarray) -> np.ndarray:
 
 
 def progress_advantages(
-    coverage: np.ndarray, lam: float = 1.0, tau_p: float = 1e-4, eps: float = 1e-6, norm: Norm = "mean_std"
+    coverage: np.ndarray, lam: float = 1.0, tau_p: float = TAU_P, eps: float = 1e-6, norm: Norm = "mean_std"
 ) -> np.ndarray:
     """ProGPO's all-failed signal over the last axis: ``lambda * (P - mean P) / (std P + eps)``,
     0 where ``std P < tau_P``.
@@ -291,8 +292,8 @@ def progpo_episode_advantages(
     coverage_rate: np.ndarray,
     base: str = "grpo",
     lam: float = 1.0,
-    tau_r: float = 1e-3,
-    tau_p: float = 1e-4,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
     eps: float = 1e-6,
 ) -> np.ndarray:
     """ProGPO episode advantages of ONE group (1-D arrays of length G).
@@ -317,8 +318,8 @@ def progpo_episode_advantages_batched(
     coverage_rate: np.ndarray,
     base: str = "grpo",
     lam: float = 1.0,
-    tau_r: float = 1e-3,
-    tau_p: float = 1e-4,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
     eps: float = 1e-6,
 ) -> np.ndarray:
     """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out.
@@ -425,8 +426,8 @@ class AdvantageConfig:
     norm: Norm = "mean_std"
     coverage: Literal["rate", "count"] = "rate"
     scope: Literal["episode", "group"] = "episode"
-    tau_r: float = 1e-3
-    tau_p: float = 1e-4
+    tau_r: float = TAU_R
+    tau_p: float = TAU_P
     eps: float = 1e-6
     gate: Literal["all_failed", "always"] = "all_failed"
     shuffle_coverage: bool = False

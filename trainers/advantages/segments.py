@@ -78,6 +78,11 @@ def factorize(keys: Sequence[object]) -> np.ndarray:
     return np.fromiter((table.setdefault(k, len(table)) for k in keys), dtype=np.int64, count=len(keys))
 
 
+#: above this many cells (trajectories x longest length) the padded matrix would waste memory:
+#: the returns are then computed step by step
+PADDED_CELLS_MAX = 50_000_000
+
+
 def discounted_returns(
     rewards: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray, gamma: float = 0.95
 ) -> np.ndarray:
@@ -96,7 +101,7 @@ def discounted_returns(
     if t.min() < 0:
         raise ValueError("step_index must be >= 0")
     n_traj, t_max = int(traj.max()) + 1, int(t.max()) + 1
-    if n_traj * t_max <= 50_000_000:  # padded (N, T) matrix, backward recursion over columns
+    if n_traj * t_max <= PADDED_CELLS_MAX:  # padded (N, T) matrix, backward recursion over columns
         seen = np.zeros((n_traj, t_max), dtype=bool)
         seen[traj, t] = True
         if int(seen.sum()) != r.size:

@@ -66,6 +66,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from wrappers.signals import TAU_P, TAU_R
+
 __all__ = [
     "TRL_STD_EPS",
     "EpisodeRecord",
@@ -106,7 +108,7 @@ def _groups(group_id: Sequence[Any]) -> list[np.ndarray]:
 
 def progress_conditioned_values(
     outcome: Sequence[float], coverage_rate: Sequence[float], group_id: Sequence[Any],
-    tau_r: float = 1e-3, tau_p: float = 1e-4,
+    tau_r: float = TAU_R, tau_p: float = TAU_P,
 ) -> np.ndarray:
     """Per completion: the outcome in a group with a success, else the coverage rate (0 for the
     whole group when its coverage std is below ``tau_p``).
@@ -129,7 +131,7 @@ def progress_conditioned_values(
 
 def progress_conditioned_reward(
     prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-    coverage_rate: Sequence[float], group_id: Sequence[Any], tau_r: float = 1e-3, tau_p: float = 1e-4,
+    coverage_rate: Sequence[float], group_id: Sequence[Any], tau_r: float = TAU_R, tau_p: float = TAU_P,
     **kwargs: Any,
 ) -> list[float]:
     """TRL reward function: :func:`progress_conditioned_values` of the rollout's columns.
@@ -155,7 +157,7 @@ def trl_to_progpo_scale(num_generations: int) -> float:
 
 
 def make_progress_conditioned_reward(
-    num_generations: int, eps: float = 1e-6, tau_r: float = 1e-3, tau_p: float = 1e-4, trl_eps: float = TRL_STD_EPS,
+    num_generations: int, eps: float = 1e-6, tau_r: float = TAU_R, tau_p: float = TAU_P, trl_eps: float = TRL_STD_EPS,
 ) -> Callable[..., list[float]]:
     """:func:`progress_conditioned_reward` scaled by ``c = trl_eps / (eps * sqrt(G / (G - 1)))``.
 
@@ -197,7 +199,7 @@ def progpo_advantage_reward(
 
 def planpo_values(
     outcome: Sequence[float], num_steps: Sequence[int], group_id: Sequence[Any], *, success_threshold: float = 1.0,
-    coverage_rate: Sequence[float] | None = None, tau_r: float = 1e-3, tau_p: float = 1e-4,
+    coverage_rate: Sequence[float] | None = None, tau_r: float = TAU_R, tau_p: float = TAU_P,
 ) -> np.ndarray:
     """Per completion: PlanPO's ``R^E = R / T`` for a success (``R >= success_threshold``), else 0.
 
@@ -245,7 +247,7 @@ def planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome
 
 def progress_planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
                            num_steps: Sequence[int], coverage_rate: Sequence[float], group_id: Sequence[Any],
-                           success_threshold: float = 1.0, tau_r: float = 1e-3, tau_p: float = 1e-4,
+                           success_threshold: float = 1.0, tau_r: float = TAU_R, tau_p: float = TAU_P,
                            **kwargs: Any) -> list[float]:
     """TRL reward function for ProGPO(PlanPO): all-failed groups their coverage rates, the others
     PlanPO's ``R / T`` among the successes (:func:`planpo_values`)."""
@@ -255,7 +257,7 @@ def progress_planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *
 
 def make_planpo_reward(
     num_generations: int, *, progress: bool = False, success_threshold: float = 1.0, eps: float = 1e-6,
-    tau_r: float = 1e-3, tau_p: float = 1e-4, trl_eps: float = TRL_STD_EPS,
+    tau_r: float = TAU_R, tau_p: float = TAU_P, trl_eps: float = TRL_STD_EPS,
 ) -> Callable[..., list[float]]:
     """:func:`planpo_reward` (``progress=True``: :func:`progress_planpo_reward`) scaled as in
     :func:`make_progress_conditioned_reward`, so that ``sqrt(G / (G - 1))`` times TRL's advantage

@@ -42,6 +42,7 @@ import torch
 
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 from wrappers.errors import UserError
+from wrappers.signals import TAU_P, TAU_R
 
 __all__ = [
     "COLUMN_ESTIMATORS",
@@ -84,8 +85,8 @@ def _progpo_config(config: Any, estimator: str, epsilon: float) -> AdvantageConf
     return AdvantageConfig(
         estimator=estimator,
         lam=float(_cfg_get(config, "progpo_lam", 1.0)),
-        tau_r=float(_cfg_get(config, "progpo_tau_r", 1e-3)),
-        tau_p=float(_cfg_get(config, "progpo_tau_p", 1e-4)),
+        tau_r=float(_cfg_get(config, "progpo_tau_r", TAU_R)),
+        tau_p=float(_cfg_get(config, "progpo_tau_p", TAU_P)),
         omega=float(_cfg_get(config, "gigpo_omega", _cfg_get(config, "step_advantage_w", 1.0))),
         gamma=float(_cfg_get(config, "gigpo_gamma", 0.95)),
         eps=float(epsilon),

@@ -48,6 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from progpo_envs.guard import check_import_names
+from wrappers.signals import TAU_P, TAU_R
 
 try:
     from agents.parsing import parse_action
@@ -392,8 +393,8 @@ def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str,
         keys = [f"{t}\x00{s}" for t, s in zip(np.asarray(ntb["traj_uid"]), np.asarray(ntb["progpo_step"]))]
         _, first, inverse = np.unique(np.array(keys, dtype=object), return_index=True, return_inverse=True)
         sub = {k: np.asarray(v)[first] for k, v in ntb.items() if k.startswith("progpo_") or k in ("traj_uid", "anchor_obs")}
-        config = {"progpo_lam": opts.get("lam", 1.0), "progpo_tau_r": opts.get("tau_r", 1e-3),
-                  "progpo_tau_p": opts.get("tau_p", 1e-4), "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
+        config = {"progpo_lam": opts.get("lam", 1.0), "progpo_tau_r": opts.get("tau_r", TAU_R),
+                  "progpo_tau_p": opts.get("tau_p", TAU_P), "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
                   "gigpo_gamma": gamma, "planpo_alpha": opts.get("planpo_alpha", 0.1),
                   "planpo_success_threshold": opts.get("success_threshold", 1.0),
                   "hgpo_depth": opts.get("hgpo_depth", 2), "hgpo_alpha": opts.get("hgpo_alpha", 1.0),

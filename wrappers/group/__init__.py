@@ -96,7 +96,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from wrappers.group.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, describe_error,
                                   check_timeout)
-from wrappers.signals import all_failed as outcomes_all_failed
+from wrappers.signals import TAU_R, all_failed as outcomes_all_failed
 
 if TYPE_CHECKING:
     from wrappers.group.ray_pool import RayMemberPool
@@ -298,7 +298,7 @@ class GroupVectorEnv(VectorEnv):
         group_size: int,
         backend: str = "sync",
         seed: int | None = None,
-        tau_r: float = 1e-3,
+        tau_r: float = TAU_R,
         env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
         context: str | None = None,
         step_timeout: float | str | None = "auto",
