@@ -211,3 +211,23 @@ def test_the_api_reference_is_current() -> None:
     out = subprocess.run([sys.executable, str(REPO / "scripts" / "gen_api_docs.py"), "--check"], capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
+
+
+def test_no_test_reads_breakage_of_the_package_as_a_skip():
+    """``importorskip`` is for optional third-party extras, each with its reason: an import error of
+    the package's own modules must fail a test, never skip it."""
+    import re
+    from pathlib import Path
+
+    own = ("agents", "progpo_envs", "trainers", "wrappers")
+    calls = []
+    for path in Path(__file__).parent.rglob("*.py"):
+        if path == Path(__file__):
+            continue
+        for m in re.finditer(r"importorskip\((?P<args>[^)]*)\)", path.read_text()):
+            calls.append((path.name, m.group("args")))
+    assert calls
+    for name, args in calls:
+        module = args.split(",")[0].strip().strip("\"'")
+        assert module.split(".")[0] not in own, f"{name}: importorskip({module})"
+        assert "reason=" in args, f"{name}: importorskip({module}) without a reason"

@@ -45,7 +45,7 @@ from wrappers.errors import UserError
 
 __all__ = ["DISTILL_MODES", "PRIVILEGED_KEY", "SKILL_WRITERS", "DistillTargets", "PolicySkillWriter", "SkillWriter",
            "Teacher", "TemplateSkillWriter", "Transcript", "distill_label", "ema_update", "entropies", "entropy_weights", "normalised_weights",
-           "gated_distill", "symmetric_kl", "topk_symmetric_kl", "transcripts_of"]
+           "gated_distill", "symmetric_kl", "teacher_inputs", "topk_symmetric_kl", "transcripts_of", "TeacherInputs"]
 
 # ----------------------------------------------------------------------------------------------
 # Losses: pure torch.
@@ -341,3 +341,45 @@ def transcripts_of(rollout: Any) -> list[Transcript]:
         out.append(Transcript(traj.goal, steps, final))
     return out
 
+
+
+@dataclass
+class TeacherInputs:
+    """What the teacher needs of an iteration beside the steps: per step its context text and
+    whether it takes the distillation loss (privileged: its group failed completely), and the
+    share of groups that got the teacher's loss."""
+
+    texts: list[str]
+    routed: list[bool]
+    metrics: dict[str, float]
+
+
+def teacher_inputs(mode: str, rollout: Any, step_failed: Sequence[bool], writer: SkillWriter | None = None,
+                   env: str = "this") -> TeacherInputs:
+    """Per step of ``rollout``, the teacher's context and routing.
+
+    ``privileged``: the privileged text of the step's trajectory; a step takes the distillation
+    loss exactly when its group failed completely (``step_failed``, the estimator's all-failed flag
+    per step), the others the RL loss alone. ``hindsight``: the skill ``writer`` wrote for the
+    step's trajectory; no step is routed (the gated term applies to every group).
+
+    Raises:
+        UserError: privileged mode on a rollout whose env offered no privileged text.
+    """
+    if mode == "privileged":
+        texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
+        if rollout.steps and not any(texts):
+            raise UserError(f"distill privileged: the {env} env gave no info['{PRIVILEGED_KEY}'] at reset; only an env "
+                            "that offers privileged text can be distilled from it (ALFWorld, WebShop)")
+        routed = [bool(f) for f in step_failed]
+        groups = {t.group for t in rollout.trajectories}
+        failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}
+        share = len(failed_groups) / max(len(groups), 1)
+    else:
+        if writer is None:
+            raise ValueError("hindsight needs a skill writer")
+        skills = writer.write(transcripts_of(rollout))
+        texts = [skills[s.traj] for s in rollout.steps]
+        routed = [False] * len(rollout.steps)
+        share = 1.0 if rollout.steps else 0.0
+    return TeacherInputs(texts, routed, {"distill/group_frac": share})

@@ -59,7 +59,7 @@ from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, re
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
-from trainers.teachers import PRIVILEGED_KEY, PolicySkillWriter, Teacher, TemplateSkillWriter, transcripts_of
+from trainers.teachers import PolicySkillWriter, Teacher, TeacherInputs, TemplateSkillWriter, teacher_inputs
 from trainers.tree_rollout import collect_tree_rollout
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
 from trainers.run_files import open_nofollow, write_atomic
@@ -138,17 +138,6 @@ def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) 
     from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, disable=not enabled, leave=leave, dynamic_ncols=True, file=sys.stderr)
-
-
-@dataclasses.dataclass
-class TeacherInputs:
-    """What the teacher needs of an iteration beside the steps: per step its context text and
-    whether it takes the distillation loss (privileged: its group failed completely), and the
-    share of groups that got the teacher's loss."""
-
-    texts: list[str]
-    routed: list[bool]
-    metrics: dict[str, float]
 
 
 class Trainer:
@@ -669,26 +658,9 @@ class Trainer:
         self.teacher.samples.clear()
 
     def teacher_inputs(self, rollout: Rollout, step_failed: np.ndarray) -> TeacherInputs:
-        """Per step, the teacher's context text (the privileged text of its trajectory, or the
-        hindsight skill written for it) and whether its group takes the distillation loss."""
+        """The teacher's inputs of ``rollout`` (:func:`trainers.teachers.teacher_inputs`)."""
         assert self.teacher is not None
-        if self.teacher.mode == "privileged":
-            texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
-            if rollout.steps and not any(texts):
-                raise ConfigError(f"distill privileged: the {self.cfg.env} env gave no info['{PRIVILEGED_KEY}'] at "
-                                  "reset; only an env that offers privileged text can be distilled from it (ALFWorld, "
-                                  "WebShop)")
-            routed = [bool(f) for f in step_failed]
-            groups = {t.group for t in rollout.trajectories}
-            failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}
-            share = len(failed_groups) / max(len(groups), 1)
-        else:
-            assert self.teacher.writer is not None
-            skills = self.teacher.writer.write(transcripts_of(rollout))
-            texts = [skills[s.traj] for s in rollout.steps]
-            routed = [False] * len(rollout.steps)
-            share = 1.0 if rollout.steps else 0.0
-        return TeacherInputs(texts, routed, {"distill/group_frac": share})
+        return teacher_inputs(self.teacher.mode, rollout, step_failed, self.teacher.writer, env=self.cfg.env)
 
     def advantages(self, rollout: Rollout, iteration: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per-step advantages of ``rollout`` (the configured estimator, less the invalid-action

@@ -14,7 +14,7 @@ pytestmark = pytest.mark.slow
 
 
 def _alfworld_env(shared_data_dir, **kw):
-    gym = pytest.importorskip("gymnasium")
+    import gymnasium as gym
     pytest.importorskip("textworld", reason="ALFWorld engine not installed (pip install 'progpo[alfworld]')")
     import progpo_envs  # noqa: F401
 
@@ -28,7 +28,7 @@ def _alfworld_env(shared_data_dir, **kw):
 
 
 def _webshop_env(**kw):
-    gym = pytest.importorskip("gymnasium")
+    import gymnasium as gym
     pytest.importorskip("bm25s", reason="WebShop engine not installed (pip install 'progpo[webshop]')")
     import progpo_envs  # noqa: F401
 

@@ -34,8 +34,8 @@ def _episodes(rng: np.random.Generator, n_groups: int, g: int) -> tuple[np.ndarr
 def _trl_group_advantages(rewards: np.ndarray, g: int) -> np.ndarray:
     """GRPOTrainer's scale_rewards="group" advantages (trl 1.16 grpo_trainer.py, sum_then_normalize):
     ``(r - nanmean) / (nanstd + 1e-4)``, nanstd being TRL's own (unbiased, Bessel)."""
-    torch = pytest.importorskip("torch")
-    nanstd = pytest.importorskip("trl.trainer.utils").nanstd
+    torch = pytest.importorskip("torch", reason="extra [trl] not installed")
+    nanstd = pytest.importorskip("trl.trainer.utils", reason="extra [trl] not installed").nanstd
     r = torch.tensor(rewards, dtype=torch.float64)
     mean = torch.nanmean(r.view(-1, g), dim=1).repeat_interleave(g, dim=0)
     std = nanstd(r.view(-1, g), dim=1).repeat_interleave(g, dim=0)
@@ -44,7 +44,7 @@ def _trl_group_advantages(rewards: np.ndarray, g: int) -> np.ndarray:
 
 @pytest.mark.parametrize("g", [2, 4, 8])
 def test_trl_normalisation_of_scaled_reward_equals_progpo_advantages(g: int) -> None:
-    pytest.importorskip("trl")
+    pytest.importorskip("trl", reason="extra [trl] not installed")
     out, cov, gid = _episodes(np.random.default_rng(g), 12, g)
     want = np.concatenate([progpo_episode_advantages(out[gid == k], cov[gid == k]) for k in range(12)])
     reward = make_progress_conditioned_reward(g)
@@ -66,7 +66,7 @@ def test_advantage_reward_with_scale_none_is_exact_for_any_lambda() -> None:
 
 @pytest.mark.parametrize("g", [2, 4, 8])
 def test_trl_normalisation_of_planpo_reward_equals_planpo_advantages(g: int) -> None:
-    pytest.importorskip("trl")
+    pytest.importorskip("trl", reason="extra [trl] not installed")
     out, cov, gid = _episodes(np.random.default_rng(10 + g), 12, g)
     steps = np.random.default_rng(g).integers(1, 9, out.size)
     for progress, estimator in ((False, "planpo"), (True, "progpo-planpo")):
@@ -98,8 +98,8 @@ ACTION_PROMPT = ("You are an agent in a text environment. Answer with <action>..
 
 
 def _train_two_steps(env_id: str, tmp_path, warm_start: int = 0, env_steps: int = 2, **env_kwargs):
-    pytest.importorskip("trl")
-    pytest.importorskip("datasets")
+    pytest.importorskip("trl", reason="extra [trl] not installed")
+    pytest.importorskip("datasets", reason="extra [trl] not installed")
     import torch
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 pytestmark = pytest.mark.verl
-torch = pytest.importorskip("torch")
+torch = pytest.importorskip("torch", reason="extra [train] not installed")
 pytest.importorskip("verl", reason="verl 0.9 not installed (bash scripts/setup_verl.sh)")
 # Where verl is installed, its PPO trainers must import: the [verl] extra brings what they need.
 

@@ -12,7 +12,7 @@ from trainers.progpo import main
 from trainers.trainer import Trainer
 from tiny_config import config_for_tests
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="training extra [train] not installed")
 
 
 def _tiny_cfg(out: Path, iterations: int, **kw):

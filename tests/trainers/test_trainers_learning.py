@@ -15,7 +15,7 @@ import pytest
 from trainers.metrics import read_metrics
 from trainers.progpo import main
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="training extra [train] not installed")
 
 
 @pytest.mark.slow

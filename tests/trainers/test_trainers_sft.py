@@ -10,7 +10,7 @@ from trainers.config import ConfigError, TrainConfig
 from trainers.sft import Demo, behaviour_clone, step_accuracy
 from trainers.trainer import build_policy
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="training extra [train] not installed")
 
 INFO = {"goal": "find the key", "admissible_commands": ["look", "inventory", "go hall", "go cellar", "take key"]}
 DEMOS = [Demo("You are in the kitchen. Exits: hall, cellar.", dict(INFO), [], "go cellar"),

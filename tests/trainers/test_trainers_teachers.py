@@ -217,6 +217,8 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
     assert samples and all(s["mode"] == mode for s in samples)
     if mode == "privileged":
         assert all(s["context"].startswith(("Expert plan:", "Target product:")) for s in samples)
+        # routed steps exactly where groups failed completely (both ways), and their loss logged
+        assert all((r["distill/steps"] > 0) == (r["all_failed_frac"] > 0) for r in train), train
         assert all("distill/kl" in r for r in train if r["distill/steps"] > 0)
     else:
         assert all(s["context"].startswith("Hindsight from an earlier attempt") for s in samples)
@@ -339,14 +341,40 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     from trainers.config import TrainConfig
     from trainers.trainer import Trainer
 
+    from trainers.teachers import teacher_inputs
+
     cfg = TrainConfig(estimator=estimator)
     host = SimpleNamespace(cfg=SimpleNamespace(seed=0, env="alfworld"), adv_cfg=cfg.advantage_config(),
-                           teacher=SimpleNamespace(mode="privileged"), planpo_turn_weight=lambda it: 0.0)
+                           planpo_turn_weight=lambda it: 0.0)
     rollout = _routing_rollout()
     _, all_failed, step_failed = Trainer.advantages(host, rollout, 1)
     assert all_failed.tolist() == [True, False]
-    teach = Trainer.teacher_inputs(host, rollout, step_failed)
+    teach = teacher_inputs("privileged", rollout, step_failed)
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
     assert teach.routed == [g == 0 for g in groups] and sum(teach.routed) == 4
     assert teach.texts == [rollout.trajectories[s.traj].privileged for s in rollout.steps]
     assert teach.metrics == {"distill/group_frac": 0.5}
+
+
+def test_hindsight_routes_no_step_and_reads_the_writers_skill_per_trajectory():
+    from trainers.teachers import teacher_inputs
+
+    class Writer:
+        def write(self, transcripts):
+            return [f"skill {k}" for k in range(len(transcripts))]
+
+    rollout = _routing_rollout()
+    teach = teacher_inputs("hindsight", rollout, [True] * len(rollout.steps), Writer())
+    assert teach.routed == [False] * 8 and teach.metrics == {"distill/group_frac": 1.0}
+    assert teach.texts == [f"skill {s.traj}" for s in rollout.steps]
+
+
+def test_a_privileged_teacher_without_privileged_text_is_one_line():
+    from wrappers.errors import UserError
+    from trainers.teachers import teacher_inputs
+
+    rollout = _routing_rollout()
+    for t in rollout.trajectories:
+        t.privileged = ""
+    with pytest.raises(UserError, match="gave no info\\['privileged_text'\\]"):
+        teacher_inputs("privileged", rollout, [False] * 8, env="rooms")

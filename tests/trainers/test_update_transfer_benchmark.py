@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
-pytest.importorskip("transformers")
+pytest.importorskip("transformers", reason="training extra [train] not installed")
 
 
 def _row(table: str, spec: str) -> list[float]:

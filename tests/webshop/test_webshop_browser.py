@@ -17,7 +17,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(600)]
 
 if not (os.path.exists(CHROMIUM_BINARY) and os.path.exists(CHROMEDRIVER_BINARY)):
     pytest.skip(f"needs {CHROMIUM_BINARY} and {CHROMEDRIVER_BINARY}", allow_module_level=True)
-pytest.importorskip("selenium")
+pytest.importorskip("selenium", reason="browser extra [browser] not installed")
 
 NASTY = "<script>window.pwned = 1</script> Herbal Tea & <b>Bold</b> \"Quoted\""
 

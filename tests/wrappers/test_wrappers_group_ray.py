@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ray = pytest.importorskip("ray")
+ray = pytest.importorskip("ray", reason="extra [ray] not installed")
 
 from wrappers import GroupVectorEnv  # noqa: E402
 from wrappers.group.member_pools import MemberError, UnsentActionError  # noqa: E402
@@ -142,7 +142,7 @@ def test_member_errors_and_unsendable_actions_follow_the_async_contract(cluster)
 
 @pytest.mark.slow
 def test_alfworld_group_env_runs_on_both_nodes_and_matches_sync(cluster):
-    pytest.importorskip("textworld")
+    pytest.importorskip("textworld", reason="ALFWorld engine (extra [alfworld]) not installed")
     import progpo_envs  # noqa: F401  (registers the ids)
 
     kw = {"split": "easy-train", "max_episode_steps": 3}

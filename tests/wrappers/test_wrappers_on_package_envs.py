@@ -9,8 +9,9 @@ from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 
 @pytest.mark.slow
 def test_group_env_and_coverage_on_webshop():
-    progpo_envs = pytest.importorskip("progpo_envs")
-    pytest.importorskip("progpo_envs.webshop.env")
+    pytest.importorskip("bm25s", reason="WebShop engine (extra [webshop]) not installed")
+    import progpo_envs  # the package's own: an import error here is a failure, not a skip
+    import progpo_envs.webshop.env  # noqa: F401
     envs = GroupVectorEnv(progpo_envs.WEBSHOP_ID, num_groups=2, group_size=2, seed=0)
     try:
         obs, infos = envs.reset()

@@ -90,7 +90,7 @@ def _sb3_text_env():
 
 @pytest.mark.slow
 def test_sb3_check_env_and_ppo_learn_with_coverage_inside():
-    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("stable_baselines3", reason="extra [sb3] not installed")
     from stable_baselines3 import PPO
     from stable_baselines3.common.env_checker import check_env
 
@@ -106,7 +106,7 @@ def test_sb3_check_env_and_ppo_learn_with_coverage_inside():
 
 @pytest.mark.slow
 def test_example_runs_briefly(capsys):
-    pytest.importorskip("stable_baselines3")
+    pytest.importorskip("stable_baselines3", reason="extra [sb3] not installed")
     spec = importlib.util.spec_from_file_location("sb3_coverage_example", ROOT / "examples" / "sb3_coverage.py")
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -1,0 +1,185 @@
+"""Mutation testing of the core modules: does each module's own test file fail when its code breaks?
+
+    bash scripts/mutation.sh                       # every core module (~15-30 min on 2 cores)
+    bash scripts/mutation.sh statistics estimators # some of them
+    bash scripts/mutation.sh --list                # the modules and the tests each is run against
+
+Each core module is mutated by mutmut (pinned in the ``dev`` extra) in a copy of the working tree
+(tracked files, as they are now), and each mutant is run against that module's own test files
+(the fast ones: ``-m "not slow"``). mutmut runs only the tests that reach the mutated function.
+
+A mutant is *killed* when a test fails; it *survives* when every test passes, and a mutant in
+code that no selected test reaches counts as surviving too ("no tests"). Some mutants cannot
+change behaviour (an equivalent mutant: ``x * 1.0`` for ``x / 1.0``, a message's wording that
+no caller reads); those are listed, each with its reason, in ``scripts/mutation_equivalent.txt``
+and left out of the ratio:
+
+    kill ratio = killed / (mutants - equivalent)
+
+The table printed (and written to ``--out``, default ``~/.cache/progpo/mutation``, as JSON and
+Markdown) gives that ratio per module, then every surviving mutant's name; ``mutmut show NAME``
+in the module's work dir prints its diff. The figures are kept in ``docs/testing.md``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EQUIVALENT = ROOT / "scripts" / "mutation_equivalent.txt"
+T = "tests/trainers/"
+
+#: core module -> (source files mutated, the test files run against them)
+MODULES: dict[str, tuple[list[str], list[str]]] = {
+    "estimators": (["trainers/advantages/__init__.py", "trainers/advantages/segments.py",
+                    "trainers/advantages/planpo.py", "trainers/advantages/hgpo.py"],
+                   [T + "test_trainers_advantages.py", T + "test_trainers_planpo_hgpo.py", T + "test_trainers_constants.py"]),
+    "coverage": (["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],
+                 ["tests/wrappers/test_wrappers_coverage.py", "tests/wrappers/test_wrappers_canonicalize.py"]),
+    "alfworld-canonical": (["progpo_envs/alfworld/canonical.py"],
+                           ["tests/alfworld/test_alfworld_offline.py", "tests/alfworld/test_alfworld_env.py"]),
+    "group-flags": (["wrappers/group/__init__.py"],
+                    ["tests/wrappers/test_wrappers_group.py", "tests/wrappers/test_wrappers_group_infos.py",
+                     "tests/wrappers/test_wrappers_group_failures.py"]),
+    "webshop-reward": (["progpo_envs/webshop/reward.py"], ["tests/webshop_data/test_webshop_reward.py"]),
+    "run-dir": (["trainers/run_dir.py", "trainers/checkpoint.py", "trainers/run_files.py"],
+                [T + "test_trainers_run_dir.py", T + "test_trainers_run_ownership.py", T + "test_trainers_planted_links.py",
+                 T + "test_trainers_reliability.py"]),
+    "statistics": (["trainers/statistics.py"], [T + "test_trainers_statistics.py"]),
+    "teacher-routing": (["trainers/teachers.py"], [T + "test_trainers_teachers.py"]),
+    "eval-panel": (["trainers/evaluation.py"], [T + "test_trainers_evaluation.py"]),
+}
+
+
+def equivalent() -> dict[str, str]:
+    """``mutant name -> reason`` from :data:`EQUIVALENT` (``NAME  # reason`` per line)."""
+    out: dict[str, str] = {}
+    if EQUIVALENT.exists():
+        for line in EQUIVALENT.read_text().splitlines():
+            name, _, reason = line.partition("#")
+            if name.strip():
+                out[name.strip()] = reason.strip()
+    return out
+
+
+def _copy_tree(dest: Path, rev: str | None = None) -> None:
+    """The working tree's tracked files (as they are now), or commit ``rev``'s tree, into ``dest``."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    if rev:
+        archive = subprocess.run(["git", "archive", rev], cwd=ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+        return
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, check=True, capture_output=True).stdout.split(b"\0")
+    for rel in (f.decode() for f in files if f):
+        src = ROOT / rel
+        if src.is_file():
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / rel)
+
+
+def _config(sources: list[str], tests: list[str]) -> str:
+    quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
+    also = ["agents", "progpo_envs", "trainers", "wrappers", "tests", "benchmarks", "configs", "scripts"]
+    return ("\n[tool.mutmut]\n"
+            f"source_paths = {quoted(sources)}\n"
+            f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
+            f"also_copy = {quoted(also)}\n"
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow", "-x"]\n')
+
+
+def run_module(name: str, work: Path, children: int, rev: str | None = None) -> dict:
+    """Mutate one core module in its own copy of the tree (``rev``: of that commit; its sources
+    and tests that the commit lacks are left out); its counts and survivors."""
+    tree = work / name
+    _copy_tree(tree, rev)
+    sources = [f for f in MODULES[name][0] if (tree / f).exists()]
+    tests = [f for f in MODULES[name][1] if (tree / f).exists()]
+    with open(tree / "pyproject.toml", "a") as fh:
+        fh.write(_config(sources, tests))
+    t0 = time.perf_counter()
+    log = work / f"{name}.log"
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    with open(log, "w") as fh:
+        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=tree, env=env,
+                       stdout=fh, stderr=subprocess.STDOUT)
+    subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=tree, env=env, capture_output=True)
+    stats_file = tree / "mutants" / "mutmut-cicd-stats.json"
+    if not stats_file.exists():
+        raise SystemExit(f"error: mutmut did not finish on {name}; see {log}")
+    stats = json.loads(stats_file.read_text())
+    listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=tree, env=env,
+                             capture_output=True, text=True).stdout
+    status = dict(re.findall(r"^\s*(\S+): (.+)$", listing, re.M))
+    equiv = equivalent()
+    not_killed = sorted(n for n, s in status.items() if s.strip() in ("survived", "no tests"))
+    survivors = [n for n in not_killed if n not in equiv]
+    excluded = [n for n in not_killed if n in equiv]
+    counted = stats["total"] - stats.get("skipped", 0) - len(excluded)
+    killed = stats["killed"] + stats.get("timeout", 0) + stats.get("segfault", 0)
+    return {"module": name, "sources": sources, "tests": tests, "total": stats["total"], "killed": killed,
+            "survived": stats["survived"], "no_tests": stats["no_tests"], "equivalent": len(excluded),
+            "ratio": killed / counted if counted else float("nan"), "survivors": survivors,
+            "seconds": round(time.perf_counter() - t0, 1), "work_dir": str(tree)}
+
+
+def table(rows: list[dict]) -> str:
+    lines = ["| module | mutants | killed | survived | no tests | equivalent | kill ratio | s |", "|---" * 8 + "|"]
+    for r in rows:
+        lines.append(f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | {r['no_tests']} | "
+                     f"{r['equivalent']} | {r['ratio']:.1%} | {r['seconds']:.0f} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("modules", nargs="*", help=f"core modules (default: all): {', '.join(MODULES)}")
+    ap.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
+    ap.add_argument("--children", type=int, default=os.cpu_count() or 1, help="mutants run at a time")
+    ap.add_argument("--rev", default=None, help="mutate this commit's tree instead of the working tree (a "
+                                                "'before' figure)")
+    ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "progpo" / "mutation",
+                    help="work dirs (one per module), results.json and results.md")
+    args = ap.parse_args(argv)
+    unknown = [m for m in args.modules if m not in MODULES]
+    if unknown:
+        print(f"error: unknown module(s) {', '.join(unknown)}; one of {', '.join(MODULES)}", file=sys.stderr)
+        return 2
+    if args.list:
+        for name, (sources, tests) in MODULES.items():
+            print(f"{name}: {' '.join(sources)}  <-  {' '.join(tests)}")
+        return 0
+    try:
+        import mutmut  # noqa: F401
+    except ImportError:
+        print("error: mutmut is not installed: pip install -e '.[dev]'", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for name in args.modules or list(MODULES):
+        print(f"{name}: mutating {', '.join(MODULES[name][0])} ...", flush=True)
+        rows.append(run_module(name, args.out, args.children, args.rev))
+        r = rows[-1]
+        print(f"  {r['killed']} of {r['total'] - r['equivalent']} killed ({r['ratio']:.1%}), {r['seconds']:.0f} s",
+              flush=True)
+    print()
+    print(table(rows))
+    for r in rows:
+        if r["survivors"]:
+            print(f"\n{r['module']}: {len(r['survivors'])} surviving (mutmut show NAME in {r['work_dir']}):")
+            print("\n".join(f"  {n}" for n in r["survivors"]))
+    (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+    (args.out / "results.md").write_text(table(rows) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
