@@ -207,8 +207,9 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
     t0 = time.perf_counter()
     _run(cmd + (["--resume"] if resume else ["--overwrite"]), work.parent / f"{name}.log")
     kept.mkdir(parents=True, exist_ok=True)
-    for f in ("metrics.jsonl", "config.yaml", "summary.md"):
-        (kept / f).write_bytes((work / f).read_bytes())
+    for f in ("metrics.jsonl", "config.yaml", "summary.md", "provenance.jsonl"):
+        if (work / f).exists():
+            (kept / f).write_bytes((work / f).read_bytes())
     print(f"  {name}: {time.perf_counter() - t0:6.0f} s{' (resumed)' if resume else ''}", flush=True)
     return load_run(kept, method, seed)[0]
 
@@ -310,6 +311,36 @@ def panel_problem(entries: list[dict]) -> str | None:
     return None
 
 
+def provenance_of(run_dir: Path) -> dict | None:
+    """Where a kept run ran: its commit (``None``: not recorded) and compute path, or ``None`` for a
+    run from before provenance was recorded. A run resumed on other code or another path gives the
+    first difference as its commit (``"mixed: ..."``), which pairs with nothing."""
+    from trainers.provenance import read_provenance
+
+    recs = read_provenance(run_dir)
+    if not recs:
+        return None
+    commits = {str(r.get("commit")) + ("+dirty" if r.get("dirty") else "") for r in recs}
+    paths = {json.dumps(r.get("compute"), sort_keys=True) for r in recs}
+    commit = commits.pop() if len(commits) == 1 else "mixed: " + ", ".join(sorted(commits))
+    path = json.loads(paths.pop()) if len(paths) == 1 else {"mixed": sorted(paths)}
+    return {"commit": commit, "compute": path, "cpu": recs[-1].get("cpu"), "versions": recs[-1].get("versions")}
+
+
+def provenance_problem(entries: list[dict]) -> str | None:
+    """Runs that the lab would pair but that ran on other code or another compute path (``None``:
+    all alike). Runs from before provenance was recorded are alike only with each other."""
+    keys: dict[str, list[str]] = {}
+    for e in entries:
+        p = e.get("provenance")
+        key = "not recorded" if p is None else f"commit {p['commit']}, path {json.dumps(p['compute'], sort_keys=True)}"
+        keys.setdefault(key, []).append(f"{e['method']} seed {e['seed']}")
+    if len(keys) < 2:
+        return None
+    said = "; ".join(f"{k}: {', '.join(v[:4])}{' ...' if len(v) > 4 else ''} ({len(v)} runs)" for k, v in keys.items())
+    return f"the runs ran on different code or compute paths ({said})"
+
+
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
     """The JSON entry of one run."""
     train = [{"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
@@ -336,6 +367,17 @@ def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
     return (t975(n_seeds - 1) + 0.8416) * sd / math.sqrt(n_seeds)
 
 
+def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
+    mixed = getattr(args, "mixed", None)
+    if mixed:
+        return f"**Mixed provenance (--allow-mixed): {mixed}. Paired differences compare code and paths too.**"
+    p = entries[0].get("provenance") if entries else None
+    if p is None:
+        return ("Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one "
+                "code version.")
+    return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
+
+
 def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
@@ -348,6 +390,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
              f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
+             _provenance_line(args, entries), "",
              "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
              "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
     for m in methods:
@@ -717,6 +760,8 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
             print(f"error: the rerun of {method} seed {seed} failed: {last[0][:200]}; its log: {log}", file=sys.stderr)
             return 2
         records = read_metrics(Path(tmp) / "run" / "metrics.jsonl")
+    kept = args.runs / run_name(method, seed, args.state_key) / "metrics.jsonl"
+    strict = strict_compare(read_metrics(kept), records, args.iterations) if kept.exists() else None
     fresh = {r["iteration"]: r for r in records if r.get("kind") == "train"}
     differ = 0
     for row in recorded["train"][: args.iterations]:
@@ -727,7 +772,53 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
             differ += not same
             print(f"iteration {it} {key:22s} recorded {row[key]!r:>22}  rerun {now!r:>22}  {'same' if same else 'DIFFERS'}")
     print(f"{method} seed {seed}: {'every metric reproduced' if not differ else f'{differ} metric(s) differ'}")
+    if strict is not None:
+        n, worst = strict
+        if worst is None:
+            print(f"{method} seed {seed}: bit-exact (every numeric field of {n} records, bc/* and update/* included)")
+        else:
+            rel, where = worst
+            print(f"{method} seed {seed}: NOT bit-exact: largest relative difference {rel:.3g} in {where} "
+                  f"({n} records compared)")
+            differ += 1
     return 1 if differ else 0
+
+
+def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> tuple[int, tuple[float, str] | None]:
+    """Every numeric field of every record the two runs share (same kind and iteration, up to
+    ``iterations``; wall-clock fields left out): the number of records compared, and the largest
+    relative difference with the field it is in (``None``: bit-exact).
+
+    >>> strict_compare([{"kind": "init", "iteration": 0, "bc/loss": 1.0}], [{"kind": "init", "iteration": 0, "bc/loss": 1.0}], 2)
+    (1, None)
+    >>> strict_compare([{"kind": "train", "iteration": 1, "kl": 2.0, "time/iteration_s": 3.0}],
+    ...                [{"kind": "train", "iteration": 1, "kl": 2.5, "time/iteration_s": 9.0}], 2)
+    (1, (0.2, 'train iteration 1 kl'))
+    """
+    from trainers.metrics import TIMING_KEYS
+
+    def key(r: dict) -> tuple:
+        return r.get("kind"), r.get("iteration")
+
+    theirs = {key(r): r for r in fresh if isinstance(r.get("iteration"), int) and r["iteration"] <= iterations}
+    shared = [(r, theirs[key(r)]) for r in recorded if key(r) in theirs]
+    worst: tuple[float, str] | None = None
+    for a, b in shared:
+        for field, x in a.items():
+            if field in TIMING_KEYS or field.startswith("time/") or isinstance(x, bool):
+                continue
+            y = b.get(field)
+            values = [(x, y)] if isinstance(x, (int, float)) else list(zip(x, y)) if (
+                isinstance(x, list) and isinstance(y, list) and len(x) == len(y)) else []
+            if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
+                return len(shared), (float("inf"), f"{a.get('kind')} iteration {a.get('iteration')} {field} (missing)")
+            for u, v in values:
+                if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or u == v:
+                    continue
+                rel = abs(u - v) / max(abs(u), abs(v), 1e-300)
+                if worst is None or rel > worst[0]:
+                    worst = (round(rel, 12), f"{a.get('kind')} iteration {a.get('iteration')} {field}")
+    return len(shared), worst
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -755,6 +846,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
     ap.add_argument("--report", action="store_true",
                     help="write the table, plot and JSON from the finished runs alone (start nothing)")
+    ap.add_argument("--allow-mixed", action="store_true",
+                    help="report runs made on different commits or compute paths side by side (labelled in the "
+                         "table); without it the lab refuses to pair them")
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
     ap.add_argument("--out", type=Path, default=None,
                     help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
@@ -799,11 +893,16 @@ def main(argv: list[str] | None = None) -> int:
             recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
         entries = []
         for (m, s), records in recs.items():
-            _, config = load_run(args.runs / run_name(m, s, args.state_key), m, s)
-            entries.append(run_record(m, s, args.state_key, records, config))
+            kept = args.runs / run_name(m, s, args.state_key)
+            _, config = load_run(kept, m, s)
+            entries.append({**run_record(m, s, args.state_key, records, config), "provenance": provenance_of(kept)})
         problem = panel_problem(entries)
         if problem:
             raise LabError(problem)
+        args.mixed = provenance_problem(entries)
+        if args.mixed and not args.allow_mixed:
+            raise LabError(f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
+                           "pass --allow-mixed (the table then says so)")
     except (LabError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

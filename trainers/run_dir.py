@@ -55,9 +55,9 @@ __all__ = ["MANIFEST_NAME", "RUN_FILES", "RunDirError", "RunDirLock", "RunManife
            "earlier_run_files"]
 
 #: What a run writes into its output directory (top-level names).
-RUN_FILES = ("metrics.jsonl", "checkpoints", "tensorboard", "summary.md", "curves.png", "config.yaml")
+RUN_FILES = ("metrics.jsonl", "checkpoints", "tensorboard", "summary.md", "curves.png", "config.yaml", "provenance.jsonl")
 #: The top-level files a run writes whole: one of these that no run wrote is never replaced.
-_REPLACED = ("metrics.jsonl", "summary.md", "curves.png", "config.yaml")
+_REPLACED = ("metrics.jsonl", "summary.md", "curves.png", "config.yaml", "provenance.jsonl")
 
 LOCK_NAME = ".lock"
 MANIFEST_NAME = ".progpo-run.json"
@@ -218,6 +218,15 @@ def _first_json_record(path: Path) -> bool:
     return isinstance(record, dict) and "iteration" in record
 
 
+def _provenance_written_by_a_run(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            record = json.loads(fh.readline(1 << 20))
+    except (OSError, ValueError):
+        return False
+    return isinstance(record, dict) and record.get("kind") == "provenance"
+
+
 def _config_written_by_a_run(path: Path) -> bool:
     """A ``config.yaml`` a run wrote lists (nearly) every :class:`TrainConfig` field; a user's lists a few."""
     import dataclasses
@@ -242,6 +251,7 @@ def _legacy_run_files(run_dir: Path) -> list[Path]:
     found: list[Path] = []
     checks: dict[str, Callable[[Path], bool]] = {
         "metrics.jsonl": _first_json_record,
+        "provenance.jsonl": _provenance_written_by_a_run,
         "config.yaml": _config_written_by_a_run,
         "summary.md": lambda p: _head(p, 64).startswith(b"# ProGPO run report"),
         "curves.png": lambda p: _head(p, 200).startswith(b"\x89PNG") and b"Matplotlib" in _head(p, 200),

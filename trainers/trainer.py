@@ -767,6 +767,7 @@ class Trainer:
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
             write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_dict()))
+            self._record_provenance(self.start_iteration - 1 if resume else 0)
         bar = _progress(cfg.iterations, "iterations", cfg.progress_bars and main, leave=True)
         bar.update(self.start_iteration - 1)
         try:
@@ -804,6 +805,15 @@ class Trainer:
             return self.run_dir / "summary.md"
         self.manifest.record(self.run_dir / "summary.md", self.run_dir / "curves.png")
         return write_report(self.run_dir, self.history, cfg.to_dict())
+
+    def _record_provenance(self, iteration: int) -> None:
+        """Append where this process runs the run (:mod:`trainers.provenance`) to
+        ``provenance.jsonl``: at the start, and on a resume where anything of it changed."""
+        from trainers.provenance import append_provenance
+
+        assert self.manifest is not None
+        self.manifest.record(self.run_dir / "provenance.jsonl")
+        append_provenance(self.run_dir, iteration, self.cfg.to_dict())
 
     def _open_manifest(self) -> RunManifest:
         """The run dir's manifest; a resumed run without one (a run from before manifests, or a

@@ -1,0 +1,124 @@
+"""Where a run ran: the code (commit and whether it had uncommitted changes), the machine, the
+library versions and the compute path, recorded in the run's ``provenance.jsonl``: a line when a
+process starts the run, and one more when a process resumes it with anything of that changed.
+
+Two runs compared side by side should differ only in what is compared: a paired difference across
+code versions or compute paths (a packed forward pass or one pass per decision, 1 or 2 threads)
+measures those too. The credit-trap lab reads these records and refuses to pair runs whose commit
+or compute path differ (``benchmarks/progpo_effect.py --allow-mixed`` overrides it, labelled).
+
+>>> rec = provenance_record(1, {"batch_decisions": "on", "torch_threads": 1, "device": "cpu"})
+>>> rec["kind"], rec["iteration"], sorted(rec["compute"])[:3], rec["dirty"] in (True, False, None)
+('provenance', 1, ['backend', 'batch_decisions', 'bf16'], True)
+>>> compute_path({"batch_decisions": "off", "torch_threads": 2})["torch_threads"]
+2
+"""
+from __future__ import annotations
+
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping
+
+__all__ = ["COMPUTE_FIELDS", "FILE_NAME", "append_provenance", "compute_path", "git_state", "provenance_record",
+           "read_provenance"]
+
+FILE_NAME = "provenance.jsonl"
+
+#: config fields that choose how the numbers are computed, not what is computed
+COMPUTE_FIELDS = ("batch_decisions", "torch_threads", "eval_streams", "rollout_streams", "device", "bf16", "backend",
+                  "env_backend", "micro_batch_size", "micro_batch_tokens")
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def git_state(root: str | Path = ROOT) -> tuple[str | None, bool | None]:
+    """(commit, dirty) of the checkout at ``root``: ``dirty`` when a tracked file differs from the
+    commit; ``(None, None)`` outside a git checkout (an installed package)."""
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return out.stdout if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None, None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return commit.strip(), (None if status is None else bool(status.strip()))
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _versions() -> dict[str, str | None]:
+    from importlib import metadata
+
+    out: dict[str, str | None] = {"python": platform.python_version()}
+    for name in ("torch", "transformers", "numpy"):
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def compute_path(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config's compute-path fields (:data:`COMPUTE_FIELDS`), ``None`` where it has none."""
+    return {k: config.get(k) for k in COMPUTE_FIELDS}
+
+
+def provenance_record(iteration: int, config: Mapping[str, Any], root: str | Path = ROOT) -> dict[str, Any]:
+    """The ``provenance`` record of a process that starts (or resumes) a run at ``iteration``."""
+    commit, dirty = git_state(root)
+    return {"iteration": int(iteration), "kind": "provenance", "commit": commit, "dirty": dirty, "cpu": _cpu_model(),
+            "versions": _versions(), "compute": compute_path(config)}
+
+
+def read_provenance(run_dir: str | Path) -> list[dict[str, Any]]:
+    """The provenance records of ``run_dir`` (``[]`` for a run from before they were written)."""
+    import json
+
+    path = Path(run_dir) / FILE_NAME
+    if not path.is_file():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            break  # a torn last line
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def append_provenance(run_dir: str | Path, iteration: int, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Append this process's record to ``run_dir/provenance.jsonl`` unless it equals the last one
+    but for the iteration; returns what was appended.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> append_provenance(d, 0, {"torch_threads": 1})["iteration"], append_provenance(d, 3, {"torch_threads": 1})
+    (0, None)
+    >>> append_provenance(d, 5, {"torch_threads": 2})["compute"]["torch_threads"], len(read_provenance(d))
+    (2, 2)
+    """
+    import json
+
+    from trainers.run_files import open_nofollow
+
+    rec = provenance_record(iteration, config)
+    past = read_provenance(run_dir)
+    if past and all(past[-1].get(k) == v for k, v in rec.items() if k != "iteration"):
+        return None
+    with open_nofollow(Path(run_dir) / FILE_NAME, "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    return rec
