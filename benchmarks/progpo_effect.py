@@ -148,6 +148,11 @@ LAB_PRESETS = {
     "webshop": {"config": "configs/webshop_cpu_demo.yaml", "iterations": 40,
                 "methods": ("gigpo", "progpo-gigpo", "planpo"), "out": "benchmarks/results/credit_lab/webshop",
                 "validity": "the ALFWorld block's (this block runs no grpo)"},
+    # the confirmatory experiment, pre-registered in its config (primary: the pooled on/off contrast)
+    "confirm": {"config": "configs/credit_lab_confirm.yaml", "iterations": 30, "seeds": tuple(range(8, 24)),
+                "methods": ("grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "hgpo", "progpo-hgpo",
+                            "gigpo+tree", "progpo-gigpo+tree"), "out": "benchmarks/results/credit_lab_confirm",
+                "preregistered": True},
 }
 #: analyses of the ALFWorld block chosen after its data were seen: labelled wherever they appear
 EXPLORATORY = {
@@ -334,6 +339,20 @@ def provenance_of(run_dir: Path) -> dict | None:
     commit = commits.pop() if len(commits) == 1 else "mixed: " + ", ".join(sorted(commits))
     path = json.loads(paths.pop()) if len(paths) == 1 else {"mixed": sorted(paths)}
     return {"commit": commit, "compute": path, "cpu": recs[-1].get("cpu"), "versions": recs[-1].get("versions")}
+
+
+def preregistered_commit_problem(config: Path, entries: list[dict]) -> str | None:
+    """Runs of a pre-registered block made on another commit than the one that added its config."""
+    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", str(config)], cwd=ROOT,
+                         capture_output=True, text=True)
+    added = out.stdout.split()[-1] if out.returncode == 0 and out.stdout.split() else None
+    if added is None:
+        return f"{config} is not committed: a pre-registered block runs on the commit that adds its config"
+    off = [f"{e['method']} seed {e['seed']}" for e in entries if (e.get("provenance") or {}).get("commit") != added]
+    if off:
+        return (f"{len(off)} run(s) not made on {added[:12]}, the commit that pre-registered {config.name} "
+                f"({', '.join(off[:4])}{' ...' if len(off) > 4 else ''})")
+    return None
 
 
 def provenance_problem(entries: list[dict]) -> str | None:
@@ -556,16 +575,25 @@ def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = _
             "pooled": pooled}
 
 
-def _on_off_lines(res: dict, res_auc: dict) -> list[str]:
-    lines = ["", "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)", "",
-             "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that seed's "
-             "differences over the bases, then the 95% t interval over seeds. This contrast was chosen after the "
-             "pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and with "
-             "the lab's label.", "", "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
+def _on_off_lines(res: dict, res_auc: dict, preregistered: bool = False) -> list[str]:
+    if preregistered:
+        head = ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
+                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. **Primary metric:** per seed, the "
+                "mean of that seed's final-success differences over the bases; two-sided paired t, alpha 0.05, with "
+                "its 95% t interval (the pooled row). The per-base rows and AUC are secondary."]
+    else:
+        head = ["", "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)", "",
+                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that "
+                "seed's differences over the bases, then the 95% t interval over seeds. This contrast was chosen after "
+                "the pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and "
+                "with the lab's label."]
+    lines = [*head, "", "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
              "|---|---|---|---|---|---|---|"]
-    for r, ra in zip(res["pairs"], res_auc["pairs"]):
-        lines.append(f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
-                     f"{_diff_cell(ra['diff'])} | {ra['p']:.3f} |")
+    adjusted = holm([r["p"] for r in res["pairs"]])  # the per-base contrasts as one family of secondaries
+    for r, ra, h in zip(res["pairs"], res_auc["pairs"], adjusted):
+        holm_cell = f" (Holm {h:.3f})" if preregistered else ""
+        lines.append(f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f}"
+                     f"{holm_cell} | {_diff_cell(ra['diff'])} | {ra['p']:.3f} |")
     if res["pooled"]:
         pl, pa = res["pooled"], res_auc["pooled"]
         lines.append(f"| **pooled over the {len(res['pairs'])} bases** | | {len(pl['seeds'])} | "
@@ -637,7 +665,7 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
     if on_off:
-        lines += _on_off_lines(on_off, progpo_on_off(by, auc))
+        lines += _on_off_lines(on_off, progpo_on_off(by, auc), bool(LAB_PRESETS[args.lab].get("preregistered")))
     keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
                                          for row in e.get("acted", []))]
     if keys:
@@ -847,16 +875,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--lab", choices=list(LAB_PRESETS), default=None,
                     help="the credit-trap lab: 'alfworld' (configs/credit_lab.yaml, every remedy, 30 iterations, "
                          "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
-                         "progpo-gigpo, planpo, 40 iterations); adds the validity verdict, every method against gigpo "
-                         "and progpo-gigpo, AUC and where each remedy acted; writes credit_lab.json")
+                         "progpo-gigpo, planpo, 40 iterations) or 'confirm' (the pre-registered confirmatory "
+                         "experiment, configs/credit_lab_confirm.yaml: ProGPO's term on and off over four bases, "
+                         "seeds 8-23); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
+                         "where each remedy acted; writes credit_lab.json")
     ap.add_argument("--config", type=Path, default=None,
                     help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
     ap.add_argument("--methods", nargs="+", default=None, choices=list(METHODS),
                     help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
                          "always, shuffled); the other remedies: planpo, progpo-planpo, hgpo, progpo-hgpo, gigpo+tree, "
                          "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)),
-                    help="seeds: each gives every method the same warm start and task schedule (default 0-7)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
+                         "--lab's where it names them: confirm 8-23)")
     ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
     ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
                     help="state identity of first-visit coverage (trainer's --state-key)")
@@ -879,6 +910,7 @@ def main(argv: list[str] | None = None) -> int:
     preset = LAB_PRESETS.get(args.lab, {})
     args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
     args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
+    args.seeds = args.seeds if args.seeds is not None else list(preset.get("seeds", range(8)))
     args.iterations = args.iterations or preset.get("iterations", 20)
     args.out = args.out or ROOT / preset.get("out", "benchmarks/results/progpo_effect")
     args.json_name = "credit_lab.json" if args.lab else "progpo_effect.json"
@@ -921,6 +953,8 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             raise LabError(problem)
         args.mixed = provenance_problem(entries)
+        if not args.mixed and LAB_PRESETS.get(args.lab or "", {}).get("preregistered"):
+            args.mixed = preregistered_commit_problem(args.config, entries)
         if args.mixed and not args.allow_mixed:
             raise LabError(f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
                            "pass --allow-mixed (the table then says so)")

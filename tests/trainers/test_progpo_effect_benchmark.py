@@ -353,3 +353,38 @@ def test_runs_that_played_different_held_out_episodes_are_never_paired(tmp_path,
     assert _report(tmp_path, "grpo", "gigpo") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: seed 0's runs played different held-out episodes") and "bbbb" in err
+
+
+def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys):
+    runs = tmp_path / "lab" / "runs"
+    for method, commit in (("grpo", "a" * 40), ("gigpo", "b" * 40)):
+        folder = _fake_run(runs, method, 0)
+        (folder / "provenance.jsonl").write_text(json.dumps(
+            {"iteration": 0, "kind": "provenance", "commit": commit, "dirty": False, "cpu": "x", "versions": {},
+             "compute": {"batch_decisions": "on", "torch_threads": 1}}) + "\n")
+    assert _report(tmp_path, "grpo", "gigpo") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the runs ran on different code") and "aaaaaaaaaaaa" in err and "--allow-mixed" in err
+    config = tmp_path / "toy.yaml"
+    assert progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+                               "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", "grpo",
+                               "gigpo", "--allow-mixed"]) == 0
+    assert "**Mixed provenance (--allow-mixed)" in (tmp_path / "lab" / "table.md").read_text()
+
+
+def test_a_preregistered_block_takes_only_runs_of_the_commit_that_added_its_config(tmp_path):
+    entries = [{"method": "gigpo", "seed": 8, "provenance": {"commit": "f" * 40, "compute": {}}}]
+    problem = progpo_effect.preregistered_commit_problem(tmp_path / "not_committed.yaml", entries)
+    assert "is not committed" in problem
+    committed = ROOT / "configs" / "credit_lab.yaml"
+    problem = progpo_effect.preregistered_commit_problem(committed, entries)
+    assert "not made on" in problem and "gigpo seed 8" in problem
+
+
+def test_strict_rerun_comparison_reads_every_numeric_field():
+    a = [{"kind": "init", "iteration": 0, "bc/loss": 11.814424479, "time/init_s": 3.0},
+         {"kind": "train", "iteration": 1, "update/kl": 0.5, "eval/won": [1, 0]}]
+    assert progpo_effect.strict_compare(a, [dict(r) for r in a], 2) == (2, None)
+    b = [{**a[0], "bc/loss": 11.814422989, "time/init_s": 9.0}, a[1]]
+    n, (rel, where) = progpo_effect.strict_compare(a, b, 2)
+    assert n == 2 and where == "init iteration 0 bc/loss" and rel == pytest.approx(1.26e-7, rel=1e-2)
