@@ -48,10 +48,7 @@ def t975(df: int) -> float:
     """
     if isinstance(df, bool) or int(df) != df or df < 1:
         raise ValueError(f"t975 needs an integer df >= 1, got {df}")
-    return _T975_CACHE.get(int(df)) or _T975_CACHE.setdefault(int(df), _bisect_t(int(df), 0.05))
-
-
-_T975_CACHE: dict[int, float] = {}
+    return _bisect_t(int(df), 0.05)
 
 
 def _bisect_t(df: int, p: float) -> float:
