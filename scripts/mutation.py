@@ -14,7 +14,11 @@ change behaviour (an equivalent mutant: ``x * 1.0`` for ``x / 1.0``, a message's
 no caller reads); those are listed, each with its reason, in ``scripts/mutation_equivalent.txt``
 and left out of the ratio:
 
-    kill ratio = killed / (mutants - equivalent)
+    kill ratio = killed / (mutants - equivalent - cosmetic)
+
+A *cosmetic* mutant only wraps a string literal in ``XX`` (mutmut's string mutation): a message
+keeps its words, so no test that reads it by its words can tell; those are found from each
+mutant's diff, not listed by hand.
 
 The table printed (and written to ``--out``, default ``~/.cache/progpo/mutation``, as JSON and
 Markdown) gives that ratio per module, then every surviving mutant's name; ``mutmut show NAME``
@@ -121,21 +125,45 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
     status = dict(re.findall(r"^\s*(\S+): (.+)$", listing, re.M))
     equiv = equivalent()
     not_killed = sorted(n for n, s in status.items() if s.strip() in ("survived", "no tests"))
-    survivors = [n for n in not_killed if n not in equiv]
-    excluded = [n for n in not_killed if n in equiv]
+    cosmetic = [n for n in not_killed if n not in equiv and _only_marks_a_string(tree, n, env)]
+    survivors = [n for n in not_killed if n not in equiv and n not in cosmetic]
+    excluded = [n for n in not_killed if n in equiv or n in cosmetic]
     counted = stats["total"] - stats.get("skipped", 0) - len(excluded)
     killed = stats["killed"] + stats.get("timeout", 0) + stats.get("segfault", 0)
     return {"module": name, "sources": sources, "tests": tests, "total": stats["total"], "killed": killed,
-            "survived": stats["survived"], "no_tests": stats["no_tests"], "equivalent": len(excluded),
+            "survived": stats["survived"], "no_tests": stats["no_tests"], "equivalent": len(excluded) - len(cosmetic),
+            "cosmetic": len(cosmetic),
             "ratio": killed / counted if counted else float("nan"), "survivors": survivors,
             "seconds": round(time.perf_counter() - t0, 1), "work_dir": str(tree)}
 
 
+_MARKED = re.compile(r"""(?P<q>["'])XX(?P<body>.*?)XX(?P=q)""")
+
+
+def _only_marks_a_string(tree: Path, name: str, env: dict) -> bool:
+    """Whether mutant ``name`` only wraps a string literal in ``XX`` (mutmut's string mutation):
+    the text keeps every word, so a test that reads a message by its words cannot see it; it is
+    counted as cosmetic, like an equivalent mutant. Case changes of a string are not: they count.
+
+    >>> bool(_MARKED.sub(lambda m: m["q"] + m["body"] + m["q"], 'f("XXa bXX")') == 'f("a b")')
+    True
+    """
+    diff = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=tree, env=env, capture_output=True,
+                          text=True).stdout
+    minus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
+    plus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+    if not plus or len(minus) != len(plus):
+        return False
+    unmarked = [_MARKED.sub(lambda m: m["q"] + m["body"] + m["q"], ln) for ln in plus]
+    return unmarked == minus and unmarked != plus
+
+
 def table(rows: list[dict]) -> str:
-    lines = ["| module | mutants | killed | survived | no tests | equivalent | kill ratio | s |", "|---" * 8 + "|"]
+    lines = ["| module | mutants | killed | survived | no tests | equivalent | cosmetic | kill ratio | s |",
+             "|---" * 9 + "|"]
     for r in rows:
         lines.append(f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | {r['no_tests']} | "
-                     f"{r['equivalent']} | {r['ratio']:.1%} | {r['seconds']:.0f} |")
+                     f"{r['equivalent']} | {r['cosmetic']} | {r['ratio']:.1%} | {r['seconds']:.0f} |")
     return "\n".join(lines)
 
 

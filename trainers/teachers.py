@@ -342,7 +342,6 @@ def transcripts_of(rollout: Any) -> list[Transcript]:
     return out
 
 
-
 @dataclass
 class TeacherInputs:
     """What the teacher needs of an iteration beside the steps: per step its context text and

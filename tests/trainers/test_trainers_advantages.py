@@ -486,3 +486,82 @@ def test_the_step_by_step_branch_of_discounted_returns_equals_the_padded_one(mon
     by_hand = [sum(gamma ** (k - t0) * r[(traj == i) & (t == k)][0] for k in range(t0, lengths[i]))
                for i, t0 in zip(traj[perm], t[perm])]
     np.testing.assert_allclose(stepwise, by_hand, rtol=1e-12, atol=1e-12)
+
+
+# ------------------------------------------------------------------ every public formula, by hand
+def _z(x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    return (x - x.mean()) / (x.std() + eps)
+
+
+def test_progress_advantages_by_hand_per_row_with_its_gate_scale_and_norm():
+    from trainers.advantages import progress_advantages
+
+    p = np.array([[0.0, 0.5, 1.0, 0.5], [0.2, 0.2, 0.2, 0.2], [0.1, 0.10005, 0.1, 0.1]])
+    got = progress_advantages(p, lam=2.0)
+    assert got.shape == (3, 4)
+    np.testing.assert_allclose(got[0], 2.0 * _z(p[0]), rtol=1e-12)
+    assert np.all(got[1] == 0.0) and np.all(got[2] == 0.0)  # std 0 and std 2.2e-5 < tau_P: gated
+    gate_off = progress_advantages(p, tau_p=0.0)
+    np.testing.assert_allclose(gate_off[2], _z(p[2]), rtol=1e-9)  # no gate: the tiny spread is scaled up
+    np.testing.assert_allclose(progress_advantages(p[0], norm="mean"), p[0] - p[0].mean(), rtol=1e-12)
+    np.testing.assert_allclose(progress_advantages(p[0], eps=1.0), (p[0] - 0.5) / (p[0].std() + 1.0), rtol=1e-12)
+    with pytest.raises(ValueError, match="coverage contains NaN"):
+        progress_advantages(np.array([0.1, np.nan]))
+    with pytest.raises(ValueError, match="norm must be"):
+        progress_advantages(p, norm="std")
+
+
+def test_episode_advantages_of_every_estimator_on_ragged_groups():
+    from trainers.advantages import episode_advantages
+
+    r = np.array([1.0, 0.0, 0.5, 0.0, 0.0, 0.0, 0.0])
+    g = np.array([7, 7, 7, 3, 3, 3, 9])  # ids in any order; group 9 has one member
+    cov = np.array([0.2, 0.4, 0.1, 0.0, 0.3, 0.6, 0.5])
+    turns = np.array([2.0, 5.0, 4.0, 3.0, 3.0, 3.0, 1.0])
+    grpo = episode_advantages(r, g, estimator="grpo")
+    np.testing.assert_allclose(grpo[:3], _z(r[:3]), rtol=1e-12)
+    assert np.all(grpo[3:] == 0.0)
+    rloo = episode_advantages(r, g, estimator="rloo")
+    np.testing.assert_allclose(rloo[:3], [1.0 - 0.25, 0.0 - 0.75, 0.5 - 0.5], rtol=1e-12)
+    assert rloo[6] == 0.0  # a group of one: no others to compare with
+    progpo = episode_advantages(r, g, cov, estimator="progpo-grpo", lam=0.5)
+    np.testing.assert_allclose(progpo[:3], grpo[:3], rtol=1e-12)  # a success: the base unchanged
+    np.testing.assert_allclose(progpo[3:6], 0.5 * _z(cov[3:6]), rtol=1e-12)  # all failed: progress
+    assert progpo[6] == 0.0  # one member: no spread of coverage
+    assert episode_advantages(r, g, estimator="gigpo").tolist() == grpo.tolist()  # GiGPO's episode level
+    planpo = episode_advantages(r, g, estimator="planpo", turns=turns, success_threshold=0.5)
+    assert planpo.shape == r.shape and np.all(np.isfinite(planpo))
+    for bad, match in ((dict(estimator="nope"), "estimator must be one of"),
+                       (dict(estimator="progpo-grpo"), "needs the coverage"),
+                       (dict(estimator="planpo"), "needs the number of turns")):
+        with pytest.raises(ValueError, match=match):
+            episode_advantages(r, g, **bad)
+    with pytest.raises(ValueError, match="group_ids has 2 entries, outcomes 7"):
+        episode_advantages(r, g[:2], estimator="grpo")
+    with pytest.raises(ValueError, match="coverage has 2 entries"):
+        episode_advantages(r, g, cov[:2], estimator="progpo-grpo")
+    with pytest.raises(ValueError, match="turns has 2 entries"):
+        episode_advantages(r, g, estimator="planpo", turns=turns[:2])
+
+
+def test_progpo_single_and_batched_views_agree_with_the_flat_one_and_check_shapes():
+    from trainers.advantages import episode_advantages, progpo_episode_advantages, progpo_episode_advantages_batched
+
+    r = np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+    p = np.array([[0.3, 0.1, 0.2], [0.0, 0.6, 0.3]])
+    for base in ("grpo", "rloo", "gigpo"):
+        batched = progpo_episode_advantages_batched(r, p, base, lam=1.5, tau_p=1e-3, eps=1e-4)
+        flat = episode_advantages(r.reshape(-1), np.repeat([0, 1], 3), p.reshape(-1), estimator="progpo-" + base,
+                                  lam=1.5, tau_p=1e-3, eps=1e-4).reshape(2, 3)
+        np.testing.assert_allclose(batched, flat, rtol=1e-12)
+        np.testing.assert_allclose(progpo_episode_advantages(r[1], p[1], base, lam=1.5, tau_p=1e-3, eps=1e-4),
+                                   flat[1], rtol=1e-12)
+    np.testing.assert_allclose(progpo_episode_advantages(np.full(3, 1e-3), p[1]), _z(np.full(3, 1e-3)))  # a success at tau_R
+    np.testing.assert_allclose(progpo_episode_advantages(np.full(3, 1e-3), p[1], tau_r=0.01), _z(p[1]))  # below: progress
+    with pytest.raises(ValueError, match="base must be 'grpo', 'rloo' or 'gigpo'"):
+        progpo_episode_advantages(r[0], p[0], "planpo")
+    with pytest.raises(ValueError, match="expected two 1-D arrays"):
+        progpo_episode_advantages(r, p)
+    with pytest.raises(ValueError, match=r"expected two \(B, G\) arrays"):
+        progpo_episode_advantages_batched(r[0], p[0])

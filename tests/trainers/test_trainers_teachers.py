@@ -378,3 +378,70 @@ def test_a_privileged_teacher_without_privileged_text_is_one_line():
         t.privileged = ""
     with pytest.raises(UserError, match="gave no info\\['privileged_text'\\]"):
         teacher_inputs("privileged", rollout, [False] * 8, env="rooms")
+
+
+def test_a_single_all_failed_group_is_the_whole_share_and_an_empty_rollout_none():
+    from trainers.rollout import Rollout
+    from trainers.teachers import teacher_inputs
+
+    rollout = _routing_rollout()
+    rollout.trajectories = [t for t in rollout.trajectories if t.group == 0]
+    rollout.steps = [s for s in rollout.steps if s.traj < 2]
+    teach = teacher_inputs("privileged", rollout, [True] * len(rollout.steps))
+    assert teach.metrics == {"distill/group_frac": 1.0} and all(teach.routed)
+
+    class Writer:
+        def write(self, transcripts):
+            return []
+
+    empty = teacher_inputs("hindsight", Rollout(), [], Writer())
+    assert (empty.texts, empty.routed, empty.metrics) == ([], [], {"distill/group_frac": 0.0})
+    with pytest.raises(ValueError, match="hindsight needs a skill writer"):
+        teacher_inputs("hindsight", Rollout(), [])
+
+
+def test_transcripts_end_with_the_last_observation_each_trajectory_reached():
+    rollout = _routing_rollout()
+    for k, s in enumerate(rollout.steps):
+        s.obs, s.next_obs = f"o{k}", f"o{k + 1}"
+    got = transcripts_of(rollout)
+    assert [t.final_observation for t in got] == ["o2", "o4", "o6", "o8"]
+    assert got[1].steps == (("o2", "a0"), ("o3", "a1"))
+
+
+def test_the_ema_teacher_is_a_frozen_copy_that_follows_the_student_at_rate_tau():
+    from types import SimpleNamespace
+
+    from trainers.teachers import Teacher
+
+    student = torch.nn.Linear(2, 1)
+    with torch.no_grad():
+        student.weight.fill_(1.0)
+    teacher = Teacher("privileged", SimpleNamespace(distributions=None), student, tau=0.25)
+    teacher.after_step()  # no teacher yet: nothing to follow
+    assert teacher.ema is None
+    ema = teacher.ensure_ema()
+    assert ema is not student and teacher.ensure_ema() is ema and not ema.training
+    assert all(not p.requires_grad for p in ema.parameters()) and all(p.requires_grad for p in student.parameters())
+    with torch.no_grad():
+        student.weight.fill_(3.0)
+    teacher.after_step()
+    assert torch.allclose(ema.weight, torch.full_like(ema.weight, 0.75 * 1.0 + 0.25 * 3.0))
+    assert torch.allclose(student.weight, torch.full_like(student.weight, 3.0))  # the student is untouched
+
+
+def test_teacher_arguments():
+    from types import SimpleNamespace
+
+    from trainers.teachers import Teacher
+    from wrappers.errors import UserError
+
+    policy, model = SimpleNamespace(distributions=None), torch.nn.Linear(1, 1)
+    with pytest.raises(ValueError, match="mode must be privileged or hindsight, got 'other'"):
+        Teacher("other", policy, model)
+    for tau in (0.0, 1.0):  # both ends allowed: a frozen teacher, a teacher that is the student
+        assert Teacher("privileged", policy, model, tau=tau).tau == tau
+    with pytest.raises(UserError, match="the policy object has no distributions"):
+        Teacher("privileged", object(), model)
+    t = Teacher("hindsight", policy, model)
+    assert (t.tau, t.coef, t.beta, t.top_k, t.samples_per_iteration) == (0.05, 0.01, 5.0, 20, 4)
