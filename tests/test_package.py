@@ -186,7 +186,7 @@ PURE_MODULES = {
     "trainers.losses": set(),
     "trainers.seeds": set(),
     "trainers.teacher_labels": set(),
-    "trainers.statistics": set(),
+    "trainers.statistics": {"wrappers", "wrappers.signals"},
     "wrappers.signals": set(),
     "wrappers.canonicalize": set(),
     "wrappers.coverage": {"wrappers.canonicalize", "wrappers.signals"},

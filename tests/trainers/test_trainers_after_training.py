@@ -1,0 +1,127 @@
+"""After training: evaluate a saved policy (python -m trainers.evaluate) and export it as a Hugging
+Face model (python -m trainers.export), on real tiny runs of the rooms env."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from trainers.progpo import main as train
+
+FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
+         "--iterations", "2", "--eval-episodes", "8", "--warm-start", "none", "--no-progress-bars", "--no-tensorboard",
+         "--no-baseline-random", "--torch-threads", "1"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("after")
+    out = {"a": root / "a", "other_seed": root / "b", "lora": root / "lora"}
+    assert train([*FLAGS, "--output-dir", str(out["a"])]) == 0
+    assert train([*FLAGS, "--seed", "5", "--output-dir", str(out["other_seed"])]) == 0
+    assert train([*FLAGS, "--lora", "--lr", "1e-3", "--output-dir", str(out["lora"])]) == 0
+    return out
+
+
+def _records(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_evaluate_replays_the_runs_own_final_evaluation(runs, tmp_path, capsys):
+    from trainers.evaluate import main
+
+    assert main([str(runs["a"]), "--episodes", "8", "--against", str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
+    out = json.loads((tmp_path / "e.json").read_text())
+    final = [r for r in _records(runs["a"]) if r.get("kind") == "eval"][-1]
+    rec = out["evaluation"]
+    assert rec["eval/panel"] == final["eval/panel"] and rec["eval/won"] == final["eval/won"]
+    assert rec["eval/success"] == final["eval/success"] and rec["iteration"] == 2
+    lo, hi = rec["eval/success_ci"]
+    assert lo <= rec["eval/success"] <= hi and rec["eval/split"] == "valid"
+    assert out["paired"]["diff"] == 0.0 and out["paired"]["ci"] == [0.0, 0.0]
+    text = capsys.readouterr().out
+    assert "success" in text and "paired difference (this - other) over the same 8 episodes: +0.000" in text
+
+
+def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys):
+    """Two runs of other seeds evaluate other panels at the same split and size: no paired interval."""
+    from trainers.evaluate import main
+
+    assert main([str(runs["a"]), "--episodes", "8", "--against", str(runs["other_seed"])]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: the two checkpoints' evaluations played different episodes") and "\n" not in err
+
+
+@pytest.mark.parametrize("argv,said", [(["/nonexistent/run"], "neither a run dir nor a checkpoint"),
+                                       (["RUN", "--split", "hard"], "split"),
+                                       (["RUN", "--episodes", "0"], "--episodes must be >= 1")])
+def test_evaluate_bad_input_is_one_line(runs, capsys, argv, said):
+    from trainers.evaluate import main
+
+    assert main([str(runs["a"]) if a == "RUN" else a for a in argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and said in err and "\n" not in err
+
+
+def test_a_checkpoint_that_does_not_fit_its_model_is_one_line(runs, tmp_path, capsys):
+    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.evaluate import main
+    from trainers.saved_policy import resolve_checkpoint as resolve
+
+    config = load_checkpoint(resolve(runs["a"]))["config"]
+    path = save_checkpoint(tmp_path, 1, {"config": {**config, "model": "tiny-128x2"}, "model": {"w": torch.zeros(2)}})
+    assert main([str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "does not fit the model 'tiny-128x2'" in err and "\n" not in err
+
+
+def _logits(model, ids):
+    with torch.no_grad():
+        return model(ids).logits
+
+
+def test_export_gives_a_transformers_model_with_the_policys_logits(runs, tmp_path, capsys):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.export import main
+    from trainers.saved_policy import load_saved
+
+    out = tmp_path / "exported"
+    assert main([str(runs["a"]), str(out)]) == 0
+    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json",
+            "progpo_export.json"} <= {p.name for p in out.iterdir()}
+    model, tok = AutoModelForCausalLM.from_pretrained(out), AutoTokenizer.from_pretrained(out)
+    ids = tok("go to the kitchen and look", return_tensors="pt").input_ids
+    assert torch.equal(_logits(model, ids), _logits(load_saved(runs["a"]).model, ids))
+    meta = json.loads((out / "progpo_export.json").read_text())
+    assert meta["iteration"] == 2 and meta["weights"] == "full model" and meta["prompt"]["env"] == "rooms"
+    assert main([str(runs["a"]), str(out)]) == 2  # a non-empty OUT_DIR is never overwritten
+    assert "not an empty directory" in capsys.readouterr().err
+    assert main([str(runs["a"]), str(tmp_path / "m"), "--merge"]) == 2
+    assert "--merge applies to LoRA runs" in capsys.readouterr().err
+
+
+def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.export import main
+    from trainers.saved_policy import load_saved
+
+    saved = load_saved(runs["lora"])
+    tok = saved.policy.tokenizer
+    ids = tok("open the fridge", return_tensors="pt").input_ids
+    trained = _logits(saved.model, ids)
+    assert main([str(runs["lora"]), str(tmp_path / "adapter")]) == 0
+    assert (tmp_path / "adapter" / "adapter_config.json").is_file()
+    from peft import PeftModel
+
+    base = AutoModelForCausalLM.from_pretrained(tmp_path / "adapter" / "base")  # a tiny base: written beside it
+    adapter = PeftModel.from_pretrained(base, tmp_path / "adapter")
+    assert torch.allclose(_logits(adapter, ids), trained, atol=1e-5)
+    assert json.loads((tmp_path / "adapter" / "progpo_export.json").read_text())["weights"] == "peft adapter"
+    assert main([str(runs["lora"]), str(tmp_path / "merged"), "--merge"]) == 0
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    assert torch.allclose(_logits(merged, ids), trained, atol=1e-5)
+    assert AutoTokenizer.from_pretrained(tmp_path / "merged") is not None

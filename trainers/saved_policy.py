@@ -1,0 +1,79 @@
+"""A saved policy, loaded as the run trained it: its config (prompt, template, policy mode, model,
+LoRA) read from the checkpoint, its trainable weights from the checkpoint, verified first.
+
+``PATH`` is a run dir (its ``latest`` checkpoint) or a checkpoint file. The tools that read a
+saved policy (:mod:`trainers.evaluate`, :mod:`trainers.export`) go through :func:`load_saved`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainers.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
+from wrappers.errors import UserError
+
+__all__ = ["SavedPolicy", "load_saved", "resolve_checkpoint", "saved_config"]
+
+
+@dataclass
+class SavedPolicy:
+    """A policy as a checkpoint saved it: the run's config, the built policy and model, where it
+    came from and the iteration it was saved at."""
+
+    cfg: Any
+    policy: Any
+    checkpoint: Path
+    iteration: int
+
+    @property
+    def model(self) -> Any:
+        return self.policy.model
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The checkpoint ``path`` names: the file itself, or a run dir's ``latest``."""
+    p = Path(path)
+    if p.is_dir():
+        return latest_checkpoint(p)
+    if not p.is_file():
+        raise CheckpointError(f"{p} is neither a run dir nor a checkpoint file")
+    return p
+
+
+def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
+    """The :class:`~trainers.config.TrainConfig` a checkpoint was written with (a field added since
+    then has its earlier meaning); a checkpoint without one is read with its run dir's ``config.yaml``."""
+    from trainers.config import EARLIER_VALUES, TrainConfig, load_yaml
+
+    saved = data.get("config")
+    if not isinstance(saved, dict):
+        config_yaml = checkpoint.parent.parent / "config.yaml"
+        if not config_yaml.is_file():
+            raise CheckpointError(f"checkpoint {checkpoint} carries no config and {config_yaml} does not exist: the "
+                                  "model, prompt and policy mode it was trained with are unknown")
+        saved = load_yaml(config_yaml)
+    known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
+    return TrainConfig.from_dict(known, source=str(checkpoint))
+
+
+def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> SavedPolicy:
+    """Load the policy saved at ``path`` on ``device`` (``overrides``: config fields replaced, e.g.
+    ``output_dir``). A checkpoint that does not fit its own config's model raises one line."""
+    import dataclasses
+
+    import torch
+
+    from trainers.trainer import build_policy
+
+    checkpoint = resolve_checkpoint(path)
+    data = load_checkpoint(checkpoint, require=("model",))
+    cfg = dataclasses.replace(saved_config(data, checkpoint), device=device, **overrides)
+    policy = build_policy(cfg, torch.device(device))
+    try:
+        load_trainable_state(policy.model, data["model"], cfg.lora)
+    except (ValueError, RuntimeError, KeyError) as err:
+        raise UserError(f"checkpoint {checkpoint} does not fit the model {cfg.model!r} of its run "
+                        f"({str(err).splitlines()[0][:160]})") from None
+    policy.model.eval()
+    return SavedPolicy(cfg, policy, checkpoint, int(data["iteration"]))
