@@ -191,7 +191,7 @@ class ScorePolicy(LLMPolicy):
                 prompt_ids=prompt, response_ids=ids[k], old_logprobs=mine[k].tolist(),
                 text=self._response_text(cs[k], ns[k]), action=cs[k], valid=True, penalty=0.0, reason="ok",
                 finish_reason="score", candidates=cs, candidate_ids=ids, chosen_index=k,
-                old_action_logprob=float(log_pi[k]),
+                old_action_logprob=float(log_pi[k]), extra={"candidate_logprobs": log_pi.tolist()},
             ))
         return outs
 

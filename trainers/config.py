@@ -109,6 +109,8 @@ def _opt(default: Any, help: str, group: str) -> Any:  # noqa: A002 - argparse's
 #: fields added after runs were recorded, with the value a config written before them meant
 #: (a checkpoint or a recorded config without ``batch_decisions`` ran one pass per decision)
 EARLIER_VALUES: dict[str, Any] = {"batch_decisions": "off"}
+#: the trackers ``report_to`` takes (TRL's names)
+REPORT_TO = ("tensorboard", "wandb", "none")
 
 
 @dataclass
@@ -305,7 +307,10 @@ class TrainConfig:
     baseline_random: bool = _opt(True, "evaluate a uniformly random policy on eval_split once, for scale", "outputs")
     save_every: int = _opt(1, "iterations between checkpoints (the last one always saved); 0: no checkpoint at all "
                               "(speed measurements)", "outputs")
-    tensorboard: bool = _opt(True, "write TensorBoard logs", "outputs")
+    tensorboard: bool = _opt(True, "write TensorBoard logs (--no-tensorboard: drop tensorboard from report_to)", "outputs")
+    report_to: str = _opt("tensorboard", "where the metrics go beside metrics.jsonl, as TRL's report_to: tensorboard, "
+                                         "wandb (the [wandb] extra; offline where WANDB_MODE says so) or none; "
+                                         "comma-separated for several", "outputs")
     progress_bars: bool = _opt(True, "show progress bars", "outputs")
     notes: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
                                                                   "group": "outputs"})
@@ -380,6 +385,7 @@ class TrainConfig:
                               "model, which only score mode acts with; use --eval-streams 1 in generate mode")
         if self.rollout_streams > 1:
             self._check_rollout_streams()
+        self._check_report_to()
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
                               "ranks the commands with the training model itself)")
@@ -389,6 +395,26 @@ class TrainConfig:
             self.tree_config()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+
+    @property
+    def trackers(self) -> tuple[str, ...]:
+        """The trackers ``report_to`` names (``tensorboard`` left out with ``tensorboard: false``)."""
+        items = [x.strip() for x in str(self.report_to).split(",") if x.strip() and x.strip() != "none"]
+        return tuple(x for x in dict.fromkeys(items) if x != "tensorboard" or self.tensorboard)
+
+    def _check_report_to(self) -> None:
+        items = [x.strip() for x in str(self.report_to).split(",") if x.strip()]
+        unknown = [x for x in items if x not in REPORT_TO]
+        if not items or unknown:
+            raise ConfigError(f"report_to takes {', '.join(REPORT_TO)} (comma-separated), got {self.report_to!r}")
+        if "none" in items and len(items) > 1:
+            raise ConfigError(f"report_to none reports to nothing else; got {self.report_to!r}")
+        if "wandb" in items:
+            import importlib.util
+
+            if importlib.util.find_spec("wandb") is None:
+                raise ConfigError("report_to wandb needs Weights & Biases: pip install 'progpo[wandb]' (or drop wandb "
+                                  "from --report-to)")
 
     def _check_rollout_streams(self) -> None:
         """What rollout streams (forked processes, one block of groups each) need."""

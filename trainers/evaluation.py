@@ -28,7 +28,8 @@ import numpy as np
 from trainers import seeds
 from wrappers.errors import UserError
 
-__all__ = ["EvalPlan", "PanelMismatch", "RandomPolicy", "check_same_panel", "episode_records", "run_eval"]
+__all__ = ["EvalPlan", "PanelMismatch", "RandomPolicy", "check_same_panel", "episode_records", "example_episodes",
+           "play_episodes", "run_eval"]
 
 #: commands a random baseline leaves out: they never change an ALFWorld state
 PASSIVE = ("look", "inventory", "examine ", "help")
@@ -173,6 +174,17 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
         total.env_seconds += rollout.env_seconds
         total.response_tokens += rollout.response_tokens
     return total
+
+
+def play_episodes(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, indices: Sequence[int],
+                  step_timeout: float | str | None = "auto") -> Any:
+    """Play episodes ``indices`` of ``plan`` (their tasks and task seeds) with ``policy``, one vector
+    env of that many members; the rollout (trajectory ``j`` is episode ``indices[j]``)."""
+    lane = _EvalLane(env_fn, plan, step_timeout, policy, None)
+    try:
+        return lane.play(list(indices))
+    finally:
+        lane.close()
 
 
 class _EvalLane:
@@ -341,6 +353,33 @@ def episode_records(rollout: Any) -> dict[str, list[Any]]:
     """Per-episode columns of an evaluation (stored in the eval record for later comparison)."""
     return {"task_id": [t.task_id for t in rollout.trajectories], "won": [int(bool(t.won)) for t in rollout.trajectories],
             "score": [float(t.outcome) for t in rollout.trajectories]}
+
+
+def example_episodes(rollout: Any, max_actions: int = 12, max_chars: int = 160) -> dict[str, dict[str, Any]]:
+    """One won and one lost episode of an evaluation (the first of each), abridged: its episode
+    index, task, outcome, the actions it took (the first ``max_actions``) and its last observation
+    (``max_chars``). Either is absent when no episode ended that way.
+
+    >>> from types import SimpleNamespace as S
+    >>> r = S(trajectories=[S(won=False, task_id="t0", task_type="pick", outcome=0.0, length=2)],
+    ...       steps=[S(traj=0, t=1, action="b", next_obs="end"), S(traj=0, t=0, action="a", next_obs="mid")])
+    >>> example_episodes(r)["lost"]["actions"], "won" in example_episodes(r)
+    (['a', 'b'], False)
+    """
+    by_traj: dict[int, list[Any]] = {}
+    for s in rollout.steps:
+        by_traj.setdefault(s.traj, []).append(s)
+    out: dict[str, dict[str, Any]] = {}
+    for j, traj in enumerate(rollout.trajectories):
+        kind = "won" if traj.won else "lost"
+        if kind in out:
+            continue
+        steps = sorted(by_traj.get(j, []), key=lambda s: s.t)
+        last = steps[-1].next_obs.strip() if steps else ""
+        out[kind] = {"episode": j, "task_id": traj.task_id, "task_type": traj.task_type, "outcome": float(traj.outcome),
+                     "steps": int(traj.length), "actions": [s.action for s in steps[:max_actions]],
+                     "last_observation": last[:max_chars] + ("..." if len(last) > max_chars else "")}
+    return out
 
 
 class RandomPolicy:

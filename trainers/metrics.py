@@ -104,7 +104,8 @@ def _path_metrics(rollout: Rollout, prefix: str) -> dict[str, float]:
 class MetricsLogger:
     """Appends one JSON line per record to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_after: int | None = None) -> None:
+    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_after: int | None = None,
+                 wandb: dict[str, Any] | None = None) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_after is not None and self.path.exists():
@@ -126,10 +127,20 @@ class MetricsLogger:
                 self.files += sorted(set(tb_dir.iterdir()) - before)
             except ImportError:  # tensorboard not installed: JSONL only
                 self.writer = None
+        self.wandb_run = None
+        if wandb is not None:  # Weights & Biases (offline where WANDB_MODE=offline); resumed runs log on
+            import wandb as wandb_lib
+
+            self.wandb_run = wandb_lib.init(**wandb, resume="allow" if resume_after is not None else None,
+                                            reinit="finish_previous")
 
     def log(self, record: dict[str, Any]) -> None:
         with open_nofollow(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
+        if self.wandb_run is not None:
+            scalars = {f"{record.get('kind', 'train')}/{k}" if "/" not in k else k: v for k, v in record.items()
+                       if k != "iteration" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+            self.wandb_run.log(scalars, step=int(record.get("iteration", 0)))
         if self.writer is not None:
             step = int(record.get("iteration", 0))
             for key, value in record.items():
@@ -140,6 +151,9 @@ class MetricsLogger:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
+        if self.wandb_run is not None:
+            self.wandb_run.finish()
+            self.wandb_run = None
 
 
 def advantage_metrics(step_adv: np.ndarray, all_failed: np.ndarray, step_failed: np.ndarray, progpo: bool,

@@ -104,6 +104,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
             lines.append(f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
                          f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
                          f"{_fmt(r.get('eval/repeated_action_rate'))} |")
+    lines += _example_lines(shown)
     if evals:
         by_type = {k: v for k, v in evals[-1].items() if k.startswith("eval/success_by_type/")}
         if by_type:
@@ -116,6 +117,27 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     out = run / "summary.md"
     write_atomic(out, "\n".join(lines))
     return out
+
+
+def _example_lines(shown: Sequence[dict[str, Any]]) -> list[str]:
+    """Per evaluation of the trained policy, one won and one lost held-out episode, abridged."""
+    lines: list[str] = []
+    for r in shown:
+        examples = r.get("eval/examples")
+        if r.get("kind") == "baseline" or not isinstance(examples, dict) or not examples:
+            continue
+        if not lines:
+            lines += ["", "### What the agent did (one won and one lost held-out episode per evaluation, abridged; "
+                      "`python -m trainers.play RUN --task N` shows a whole episode)", ""]
+        for kind in ("won", "lost"):
+            ex = examples.get(kind)
+            if not ex:
+                continue
+            more = " ..." if ex["steps"] > len(ex["actions"]) else ""
+            lines.append(f"- iteration {r['iteration']}, {r.get('eval/split', '')} episode {ex['episode']} "
+                         f"({ex['task_type']}), **{kind}** in {ex['steps']} steps: "
+                         f"{' > '.join(f'`{a}`' for a in ex['actions'])}{more}. Last: \"{ex['last_observation']}\"")
+    return lines
 
 
 def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, Any] | None:

@@ -54,7 +54,7 @@ from trainers.checkpoint import (
 )
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning, upgrade_names
 from trainers.envs import ENV_TABLE, check_split, make_env_fn
-from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, run_eval
+from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, example_episodes, run_eval
 from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
@@ -69,7 +69,7 @@ from trainers.sharding import merge_rollouts, rollout_summary
 __all__ = ["Trainer", "build_policy", "rollout_mismatch", "warmup_factor", "RESUME_COMPATIBLE"]
 
 #: config fields that may differ between a run and its resumption
-RESUME_COMPATIBLE = ("iterations", "output_dir", "progress_bars", "tensorboard", "eval_every", "save_every", "notes",
+RESUME_COMPATIBLE = ("iterations", "output_dir", "progress_bars", "tensorboard", "report_to", "eval_every", "save_every", "notes",
                      "step_timeout", "env_backend", "ray_num_cpus")
 
 
@@ -472,6 +472,7 @@ class Trainer:
         episodes = episode_records(rollout)
         rec["eval/won"] = episodes["won"]
         rec["eval/score"] = episodes["score"]  # final score / outcome of each episode (WebShop: partial credit)
+        rec["eval/examples"] = example_episodes(rollout)  # one won and one lost episode, abridged, for the report
         return rec
 
     def _eval_in_processes(self) -> bool:
@@ -762,7 +763,8 @@ class Trainer:
                           f"({len(self.history)} records)", UserWarning, stacklevel=2)
         if main:
             self.manifest = self._open_manifest()
-        logger: Any = MetricsLogger(self.run_dir, tensorboard=cfg.tensorboard,
+        logger: Any = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
+                                    wandb=_wandb_settings(cfg, self.run_dir) if "wandb" in cfg.trackers else None,
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _DiscardingLogger()
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
@@ -838,6 +840,15 @@ class _DiscardingLogger:
 
     def close(self) -> None:
         pass
+
+
+def _wandb_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
+    """What ``wandb.init`` gets: the project (``WANDB_PROJECT``, else ``progpo``), the run dir's name,
+    the config, and the run dir for its files (offline runs: ``wandb sync`` them later)."""
+    import os
+
+    return {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": run_dir.name, "config": cfg.to_dict(),
+            "dir": str(run_dir)}
 
 
 def _to_yaml(data: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ def test_summary_rows_mean_and_t_interval(tmp_path):
     table, res = learning_seeds.summarize(runs)
     assert res["diffs"] == pytest.approx([0.15, 0.0, 0.15])
     diffs = np.array([0.15, 0.0, 0.15])
-    half = 4.303 * diffs.std(ddof=1) / np.sqrt(3)
+    half = 4.302653 * diffs.std(ddof=1) / np.sqrt(3)  # t(0.975, 2)
     assert res["mean"] == pytest.approx(0.1) and res["ci"] == pytest.approx((0.1 - half, 0.1 + half))
     assert res["at_least_10"] == 2
     assert "| 0 | 0.200 | 0.350 | +0.150 |" in table and "Mean difference over 3 seeds: **+0.100**" in table
