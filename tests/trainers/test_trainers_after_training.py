@@ -125,3 +125,43 @@ def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert torch.allclose(_logits(merged, ids), trained, atol=1e-5)
     assert AutoTokenizer.from_pretrained(tmp_path / "merged") is not None
+
+
+def test_play_shows_an_episode_as_the_agent_lived_it(runs, tmp_path, capsys):
+    from trainers.evaluate import main as evaluate
+    from trainers.play import main as play
+
+    assert evaluate([str(runs["a"]), "--episodes", "8", "--json", str(tmp_path / "e.json")]) == 0
+    task_ids = json.loads((tmp_path / "e.json").read_text())["evaluation"]["eval/task_id"]
+    capsys.readouterr()
+    page = tmp_path / "ep.html"
+    assert play([str(runs["a"]), "--task", "1", "--episodes", "8", "--top", "2", "--html", str(page)]) == 0
+    text = capsys.readouterr().out
+    assert "episode 1" in text and "--- step 0 ---" in text and "--- end ---" in text
+    probs = [float(ln.split("%")[0]) for ln in text.splitlines() if ln.startswith("   ") and "%" in ln]
+    assert probs and all(0.0 <= p <= 100.0 for p in probs)
+    actions = [ln for ln in text.splitlines() if ln.startswith("> ")]
+    assert actions and all("reward" in a and "coverage" in a for a in actions)
+    assert text.strip().splitlines()[-1].startswith(("won: outcome", "lost: outcome"))
+    html_text = page.read_text()
+    assert html_text.startswith("<!doctype html>") and "<script" not in html_text and html_text.count("<section>") >= 2
+    assert f"(task {task_ids[1]}," in text  # the panel's episode 1: its task, as the evaluation played it
+
+
+def test_play_of_an_episode_outside_the_panel_is_one_line(runs, capsys):
+    from trainers.play import main as play
+
+    assert play([str(runs["a"]), "--task", "99", "--episodes", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --task must be in 0..7") and "\n" not in err
+
+
+def test_the_report_shows_a_won_and_a_lost_episode_of_each_evaluation(runs):
+    evals = [r for r in _records(runs["a"]) if r.get("kind") == "eval"]
+    for r in evals:
+        kinds = set(r["eval/examples"])
+        assert kinds == {k for k, w in (("won", 1), ("lost", 0)) if w in r["eval/won"]}
+        for kind, ex in r["eval/examples"].items():
+            assert r["eval/won"][ex["episode"]] == (kind == "won") and ex["actions"]
+    summary = (runs["a"] / "summary.md").read_text()
+    assert "What the agent did" in summary and summary.count("iteration 0, valid episode") >= 1
