@@ -142,7 +142,7 @@ def test_play_shows_an_episode_as_the_agent_lived_it(runs, tmp_path, capsys):
     assert probs and all(0.0 <= p <= 100.0 for p in probs)
     actions = [ln for ln in text.splitlines() if ln.startswith("> ")]
     assert actions and all("reward" in a and "coverage" in a for a in actions)
-    assert text.strip().splitlines()[-1].startswith(("won: outcome", "lost: outcome"))
+    assert text.strip().splitlines()[-2].startswith(("won: outcome", "lost: outcome"))  # then the page line
     html_text = page.read_text()
     assert html_text.startswith("<!doctype html>") and "<script" not in html_text and html_text.count("<section>") >= 2
     assert f"(task {task_ids[1]}," in text  # the panel's episode 1: its task, as the evaluation played it
