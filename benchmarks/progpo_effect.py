@@ -369,6 +369,42 @@ def provenance_problem(entries: list[dict]) -> str | None:
     return f"the runs ran on different code or compute paths ({said})"
 
 
+def run_on_ray(args: argparse.Namespace, jobs: list[tuple[str, int]]) -> list[list[dict]]:
+    """The ``(method, seed)`` runs as Ray tasks, one CPU each, on the cluster at ``--ray ADDRESS``
+    (``--ray`` alone: a local Ray instance); each is :func:`run_one`, so a task resumes its run dir
+    and writes it as a local run would. The nodes must see this checkout and ``--out`` / ``--work``
+    at the same paths (one machine, or a shared file system). Results in the order of ``jobs``."""
+    try:
+        import ray
+    except ImportError:
+        raise LabError("--ray needs Ray: pip install 'progpo[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=args.ray or None, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+    try:
+        # this file is no importable module on the workers: its functions travel by value (a module
+        # outside sys.modules, or __main__, already does)
+        here = sys.modules.get(_run_one_task.__module__)
+        if here is not None and here.__name__ != "__main__":
+            ray.cloudpickle.register_pickle_by_value(here)
+        task = ray.remote(num_cpus=1, max_retries=0)(_run_one_task)
+        refs = [task.remote(args, m, s) for m, s in jobs]
+        try:
+            return ray.get(refs)
+        except ray.exceptions.RayTaskError as err:
+            cause = err.cause if getattr(err, "cause", None) is not None else err
+            raise LabError(str(cause).splitlines()[0] if str(cause) else type(cause).__name__) from None
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _run_one_task(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
+    """A Ray task's body: :func:`run_one` on the node it landed on."""
+    return run_one(args, method, seed)
+
+
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
     """The JSON entry of one run."""
     train = [{"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
@@ -892,6 +928,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
                     help="state identity of first-visit coverage (trainer's --state-key)")
     ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run the runs as Ray tasks (one CPU each, resumable as local runs): on the cluster at "
+                         "ADDRESS (host:port), or on a local Ray instance without one; the nodes must see this "
+                         "checkout, --out and --work at the same paths. Without it: --workers local processes")
     ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3],
                     help="train-success levels for the episodes-to-reach table")
     ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
@@ -942,8 +982,11 @@ def main(argv: list[str] | None = None) -> int:
             problem = config_axes_problem(args.config)
             if problem:
                 raise LabError(problem)
-        with ThreadPoolExecutor(max_workers=args.workers) as pool:
-            recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
+        if args.ray is not None and not args.report:
+            recs = dict(zip(jobs, run_on_ray(args, jobs)))
+        else:
+            with ThreadPoolExecutor(max_workers=args.workers) as pool:
+                recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
         entries = []
         for (m, s), records in recs.items():
             kept = args.runs / run_name(m, s, args.state_key)

@@ -388,3 +388,42 @@ def test_strict_rerun_comparison_reads_every_numeric_field():
     b = [{**a[0], "bc/loss": 11.814422989, "time/init_s": 9.0}, a[1]]
     n, (rel, where) = progpo_effect.strict_compare(a, b, 2)
     assert n == 2 and where == "init iteration 0 bc/loss" and rel == pytest.approx(1.26e-7, rel=1e-2)
+
+
+@pytest.mark.slow
+def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
+    """--ray ADDRESS: each (method, seed) a Ray task on a 2-node loopback cluster (127.0.0.2); the
+    records (wall-clock fields aside) equal those of the same runs made locally."""
+    import os
+    import sys as _sys
+
+    pytest.importorskip("ray", reason="extra [ray] not installed")
+    import ray
+
+    _sys.path.insert(0, str(ROOT / "benchmarks"))
+    from ray_cluster import LoopbackRayCluster
+
+    from trainers.metrics import TIMING_KEYS
+
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY)
+
+    def run(where: str, extra: list[str]) -> dict:
+        out = tmp_path / where
+        assert progpo_effect.main(["--config", str(config), "--out", str(out), "--work", str(tmp_path / f"work_{where}"),
+                                   "--iterations", "1", "--methods", "grpo", "--seeds", "0", "1", *extra]) == 0
+        return {p.parent.name: [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+                                for r in (json.loads(ln) for ln in p.read_text().splitlines())]
+                for p in sorted((out / "runs").glob("*/metrics.jsonl"))}
+
+    local = run("local", ["--workers", "1"])
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    cluster = LoopbackRayCluster(num_nodes=2, num_cpus=1, env=env)
+    try:
+        cluster.start()
+        remote = run("ray", ["--ray", cluster.address])
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        cluster.stop()
+    assert sorted(local) == ["grpo_canonical_seed0", "grpo_canonical_seed1"] and remote == local
