@@ -310,7 +310,7 @@ class TrainConfig:
     tensorboard: bool = _opt(True, "write TensorBoard logs (--no-tensorboard: drop tensorboard from report_to)", "outputs")
     report_to: str = _opt("tensorboard", "where the metrics go beside metrics.jsonl, as TRL's report_to: tensorboard, "
                                          "wandb (the [wandb] extra; offline where WANDB_MODE says so) or none; "
-                                         "comma-separated for several", "outputs")
+                                         "several separated by commas", "outputs")
     progress_bars: bool = _opt(True, "show progress bars", "outputs")
     notes: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
                                                                   "group": "outputs"})
