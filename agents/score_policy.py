@@ -95,8 +95,8 @@ class ScorePolicy(LLMPolicy):
         (:func:`agents.memory.command_notes`) or ``webshop``
         (:func:`agents.webshop_expert.webshop_command_notes`); else empty notes."""
         memory = self.template.extra.get("memory")
-        if "{note}" not in str(self.template.extra.get("score_response") or "") \
-                or memory not in (*MEMORY_KINDS, "webshop"):
+        if ("{note}" not in str(self.template.extra.get("score_response") or "")
+                or memory not in (*MEMORY_KINDS, "webshop")):
             return [""] * len(commands)
         if memory == "webshop":
             from agents.webshop_expert import webshop_command_notes

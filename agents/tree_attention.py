@@ -317,8 +317,8 @@ class _TreeMode:
         last = layers[-1] if layers else None
         # a layer without the pre-norm parts is never cut (its pruned check fails: computed in full)
         parts = ("input_layernorm", "post_attention_layernorm", "mlp")
-        self.layer = last if all(hasattr(last, a) for a in parts) and hasattr(getattr(last, "self_attn", None), "o_proj") \
-            else None
+        self.layer = (last if all(hasattr(last, a) for a in parts)
+                      and hasattr(getattr(last, "self_attn", None), "o_proj") else None)
         self.saved: Any = None
         self.hook: Any = None
 

@@ -93,8 +93,8 @@ def preflight(args: argparse.Namespace) -> int:
 def iteration(args: argparse.Namespace) -> int:
     """Speed of one iteration of the paper-shaped run, and its extrapolation to 50 steps."""
     rec = _train_record(args.run_dir)
-    cfg = json.loads((Path(args.run_dir) / "config.json").read_text()) if (Path(args.run_dir) / "config.json").exists() \
-        else _yaml(Path(args.run_dir) / "config.yaml")
+    config_json = Path(args.run_dir) / "config.json"
+    cfg = json.loads(config_json.read_text()) if config_json.exists() else _yaml(Path(args.run_dir) / "config.yaml")
     gen, env = rec.get("time/generate_s", 0.0), rec.get("time/env_s", 0.0)
     old, upd_all = rec.get("time/old_logprob_s", 0.0), rec.get("time/update_s", 0.0)
     upd = max(upd_all - old, 1e-9)

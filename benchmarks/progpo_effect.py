@@ -961,8 +961,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.rerun:
         seed_text, method = args.rerun
         if not seed_text.isdigit() or method not in METHODS:
-            what = f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit() else \
-                f"unknown METHOD {method!r} (one of {', '.join(METHODS)})"
+            what = (f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit()
+                    else f"unknown METHOD {method!r} (one of {', '.join(METHODS)})")
             print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
             return 2
         return rerun(args, int(seed_text), method)

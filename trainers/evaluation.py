@@ -150,8 +150,8 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     for start in range(0, len(episodes), n):
         chunk = list(range(start, min(start + n, len(episodes))))
         pieces += [(k, chunk[k::int(streams)]) for k in range(int(streams)) if chunk[k::int(streams)]]
-    lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(max(k for k, _ in pieces) + 1)] \
-        if pieces else []
+    n_lanes = max(k for k, _ in pieces) + 1 if pieces else 0
+    lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(n_lanes)]
     try:
         if len(lanes) <= 1:
             played = [lanes[0].play(indices) for _, indices in pieces]

@@ -210,8 +210,9 @@ class Trainer:
             if self.dist.enabled:
                 raise ConfigError(f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
                                   "torchrun / accelerate launch or use --distill none")
-            writer = (PolicySkillWriter(self.policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()) \
-                if cfg.distill == "hindsight" else None
+            writer = None
+            if cfg.distill == "hindsight":
+                writer = PolicySkillWriter(self.policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()
             self.teacher = Teacher(cfg.distill, self.policy, self.model, writer, tau=cfg.distill_tau,
                                    coef=cfg.distill_lambda, beta=cfg.distill_gate_beta, top_k=cfg.distill_top_k)
         self.envs: Any = None

@@ -259,8 +259,8 @@ class WebShopEnv(gym.Env[str, str]):
         """The answer a teacher may read (``privileged_info=True``): the target product's title and options."""
         product = self.shop.by_asin.get(str(goal.get("asin", "")), {})
         options = goal.get("goal_options") or []
-        opts = ", ".join(f"{k}: {v}" for k, v in options.items()) if isinstance(options, Mapping) else \
-            ", ".join(str(o) for o in options)
+        pairs = (f"{k}: {v}" for k, v in options.items()) if isinstance(options, Mapping) else map(str, options)
+        opts = ", ".join(pairs)
         return f"Target product: {product.get('Title', '')}. Options: {opts or 'none'}."
 
     def step(self, action: str) -> tuple[str, SupportsFloat, bool, bool, dict[str, Any]]:

@@ -156,8 +156,8 @@ def hgpo_history_advantages(returns: np.ndarray, group_of_step: np.ndarray, step
         peers = count > 1
         centered = ret - mean
         adv[k] = np.where(peers, safe_divide(centered, std + eps) if norm == "mean_std" else centered, 0.0)
-        weight[k] = np.where(peers, float(k + 1) ** alpha, 0.0) if fusion == "power" else \
-            _inverse_variance(count, std, eps)
+        weight[k] = (np.where(peers, float(k + 1) ** alpha, 0.0) if fusion == "power"
+                     else _inverse_variance(count, std, eps))
     return fuse(adv, weight)
 
 
