@@ -113,3 +113,65 @@ def test_gymnasium_env_checker_passes_on_wrapped_envs():
     check_env(CanonicalizeObservation(gym.make("FrozenLake-v1")), skip_render_check=True)
     check_env(FirstVisitCoverage(CanonicalizeObservation(gym.make("FrozenLake-v1"))), skip_render_check=True)
     check_env(FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv())), skip_render_check=True)
+
+
+# ------------------------------------------------------------------ the encoding is a key: injective
+def _corpus():
+    """Observation parts that must all get distinct keys (types, lengths, nesting, dtypes, shapes)."""
+    return [None, True, False, 0, 1, -1, 10, 2**70, 0.5, 1.5, float("inf"), float("nan"), "", "N", "1", "ab", "a",
+            "b", "é", b"", b"1", b"ab", bytearray(b"ab")[:1], (), [], {}, (1,), [1], (1, 2), [1, 2], ((1,), 2),
+            (1, (2,)), ["ab", "c"], ["a", "bc"], ("a", "b"), {"a": 1}, {"a": 2}, {"b": 1}, {"a": 1, "b": 2},
+            [("a", 1)], {1: "a"}, {"1": "a"}, np.array([1]), np.array([1.0]), np.array([1], dtype=np.int32),
+            np.array([[1]]), np.zeros(2), np.zeros((1, 2)), np.array([1, 2]), np.array([2, 1]),
+            np.array(["a", None], dtype=object), np.array([None, "a"], dtype=object), np.array([[None]], dtype=object),
+            {"x": np.zeros(2)}, [None], [None, None], (None,), [[]], [[], []], [True], [1.0]]
+
+
+def test_distinct_observations_get_distinct_keys():
+    from wrappers.canonicalize import encode_observation
+
+    corpus = _corpus()
+    keys = [encode_observation(v) for v in corpus]
+    seen: dict[bytes, object] = {}
+    for v, k in zip(corpus, keys):
+        assert k not in seen, (v, seen.get(k))
+        seen[k] = v
+    # concatenations never collide: a list's parts are length-prefixed and counted
+    assert encode_observation(["ab", "c"]) != encode_observation(["a", "bc"])
+    assert encode_observation([[1], 2]) != encode_observation([[1, 2]])
+    assert encode_observation({"a": "b", "c": "d"}) != encode_observation({"a": "bc", "": "d"})
+
+
+def test_equal_observations_get_equal_keys():
+    from wrappers.canonicalize import default_canonicalizer, encode_observation
+
+    pairs = [(1, np.int64(1)), (1.5, np.float32(1.5)), (True, np.bool_(True)), (0.0, -0.0),
+             (float("nan"), float("-nan")), ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ({1: "x", 2: "y"}, {2: "y", 1: "x"}),
+             (np.array([1, 2]), np.array([1, 2])[::1].copy()), (np.arange(4)[::2], np.array([0, 2])),
+             (b"ab", bytearray(b"ab")), (b"ab", memoryview(b"ab")), ({(1, 2): 3}, {(1, 2): 3})]
+    for a, b in pairs:
+        assert encode_observation(a) == encode_observation(b), (a, b)
+        assert default_canonicalizer(a, {}) == default_canonicalizer(b, {})
+    assert default_canonicalizer("text", {}) == "text"  # strings are their own key
+    mixed = {1: "a", "x": "b"}  # keys that do not sort together still encode deterministically
+    assert encode_observation(mixed) == encode_observation({"x": "b", 1: "a"})
+
+
+def test_encoding_refuses_what_it_cannot_key():
+    from wrappers.canonicalize import _MAX_DEPTH, default_canonicalizer, encode_observation
+
+    with pytest.raises(TypeError, match="cannot encode an observation part of type set"):
+        encode_observation({1, 2})
+    deep: list = []
+    node = deep
+    for _ in range(_MAX_DEPTH + 2):
+        node.append([])
+        node = node[0]
+    with pytest.raises(ValueError, match=f"nested deeper than {_MAX_DEPTH} levels"):
+        encode_observation(deep)
+    with pytest.raises(TypeError, match="default_canonicalizer cannot hash an observation of type object"):
+        default_canonicalizer(object(), {})
+    cyclic: list = []
+    cyclic.append(cyclic)
+    with pytest.raises(TypeError, match="nested deeper"):
+        default_canonicalizer(cyclic, {})

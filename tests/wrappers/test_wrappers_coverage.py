@@ -5,7 +5,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from wrappers import CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage
+from wrappers import CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage, identity_canonicalizer
 from progpo_envs.rooms import TextRoomsEnv
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
@@ -182,3 +182,85 @@ def test_canonicalize_observation_keeps_previous_key_on_rejected_step():
     assert calls == ["start", "hall"]  # not called on rejected steps
     env.reset()
     assert env.step(("oops", False))[4]["canonical_obs"] == "start"  # reset forgets the old episode
+
+
+# ------------------------------------------------------------------ the two signals, at their edges
+def test_coverage_rate_scalars_arrays_and_no_step():
+    from wrappers.signals import coverage_rate
+
+    assert coverage_rate(3, 6) == 0.5 and isinstance(coverage_rate(3, 6), float)
+    assert coverage_rate(0, 0) == 0.0 and coverage_rate(2, 0) == 2.0  # T = 0: divided by 1, not by 0
+    assert coverage_rate(1, 1) == 1.0 and coverage_rate(1, 4) == 0.25
+    np.testing.assert_array_equal(coverage_rate(np.array([1, 2, 0]), np.array([2, 8, 0])), [0.5, 0.25, 0.0])
+    assert coverage_rate(np.array([1]), np.array([2])).shape == (1,)
+
+
+def test_all_failed_is_strictly_below_tau_r_for_one_group_and_for_many():
+    from wrappers.signals import TAU_R, all_failed, all_failed_groups
+
+    assert all_failed([0.0, 0.0]) is True and all_failed([0.0, TAU_R]) is False  # at tau_R: a signal
+    assert all_failed([0.0, TAU_R * 0.999]) is True and all_failed([-1.0, -0.5]) is True
+    assert all_failed([0.2, 0.3], tau_r=0.5) is True and all_failed([0.2, 0.5], tau_r=0.5) is False
+    outcomes = np.array([0.0, TAU_R, 0.0, 0.0, -1.0, 0.9, 0.5])
+    groups = np.array([0, 0, 1, 1, 2, 3, 3])
+    np.testing.assert_array_equal(all_failed_groups(outcomes, groups, 5), [False, True, True, False, True])
+    np.testing.assert_array_equal(all_failed_groups(outcomes, groups, 4, tau_r=0.6), [True, True, True, False])
+    assert all_failed_groups(outcomes, groups, 5).dtype == bool  # group 4 has no member: no signal, all failed
+
+
+class _OptionsEnv(gym.Env):
+    """Records the reset options it got; its observation is the step count, its info names a room."""
+
+    observation_space = gym.spaces.Discrete(10)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self) -> None:
+        self.options_seen: list = []
+        self.t = 0
+
+    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+        super().reset(seed=seed)
+        self.options_seen.append(options)
+        self.t = 0
+        return 0, {"room": "hall"}
+
+    def step(self, action):  # noqa: ANN001, ANN201
+        self.t += 1
+        return self.t, 0.0, False, False, {"room": "hall" if action == 0 else "kitchen"}
+
+
+def test_the_wrappers_pass_reset_options_and_record_their_arguments():
+    from wrappers import CanonicalizeObservation, FirstVisitBonus
+
+    key = lambda obs, info: info["room"]  # noqa: E731 - a key read from info
+    for make in (lambda e: FirstVisitCoverage(e, key_fn=key), lambda e: CanonicalizeObservation(e),
+                 lambda e: FirstVisitBonus(FirstVisitCoverage(e), coef=0.5)):
+        base = _OptionsEnv()
+        env = make(base)
+        env.reset(seed=0, options={"task": 3})
+        assert base.options_seen == [{"task": 3}]
+    env = FirstVisitCoverage(_OptionsEnv(), key_fn=key)
+    assert env._saved_kwargs == {"key_fn": key}  # gymnasium re-creates a wrapper from these
+    assert FirstVisitBonus(FirstVisitCoverage(_OptionsEnv()), coef=0.5)._saved_kwargs == {"coef": 0.5}
+    canon = lambda obs, info: str(obs)  # noqa: E731
+    assert CanonicalizeObservation(_OptionsEnv(), canonicalizer=canon)._saved_kwargs == {"canonicalizer": canon}
+
+
+def test_a_key_read_from_info_decides_the_first_visits():
+    env = FirstVisitCoverage(_OptionsEnv(), key_fn=lambda obs, info: info["room"])
+    _, info = env.reset(seed=0)
+    assert info["coverage"] == 0
+    visits = [env.step(a)[4]["first_visit"] for a in (0, 1, 0, 1)]
+    assert visits == [False, True, False, False]  # the hall again, then the kitchen once
+    assert env.step(1)[4]["coverage"] == 1 and env.reset(seed=1)[1]["coverage"] == 0  # reset forgets
+
+
+def test_bad_key_and_canonicalizer_arguments_name_their_type():
+    from wrappers import CanonicalizeObservation
+
+    with pytest.raises(TypeError, match="key_fn must be callable .* got int"):
+        FirstVisitCoverage(_OptionsEnv(), key_fn=5)
+    with pytest.raises(TypeError, match="canonicalizer must be a callable .* got str"):
+        CanonicalizeObservation(_OptionsEnv(), canonicalizer="sha1")
+    with pytest.raises(TypeError, match="identity_canonicalizer needs str observations, got int"):
+        CanonicalizeObservation(_OptionsEnv(), canonicalizer=identity_canonicalizer).reset(seed=0)
