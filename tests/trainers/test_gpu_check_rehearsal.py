@@ -31,3 +31,32 @@ def test_gpu_check_cpu_rehearsal(tmp_path, alfworld_engine_available) -> None:
     assert report["fsdp"]["same_batch"] and report["fsdp"]["ok"]
     assert report["short"]["report_says_where_progpo_acted"]
     assert "| 50-step iteration, estimated (s)" in run.stdout
+
+
+def test_the_fsdp_comparison_fails_on_different_updates_and_never_reports_a_cosine_above_one():
+    """float64, tensor by tensor: equal updates agree; a flipped, a scaled-down or a zero update
+    does not; updates of 1e-5 over many weights give a cosine within [-1, 1] (float32 with a
+    clamped denominator gave 3.8)."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "benchmarks" / "gpu_check.py")
+    gpu_check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_check)
+    gen = torch.Generator().manual_seed(0)
+    w0 = {f"layer{i}": torch.randn(4096, generator=gen) for i in range(8)}
+    step = {k: 1e-5 * torch.randn(4096, generator=gen) for k in w0}
+    plain = {k: w0[k] + step[k] for k in w0}
+    same = gpu_check.update_agreement(w0, plain, {k: v.clone() for k, v in plain.items()})
+    assert same["updates_agree"] and abs(same["weight_update_cosine"] - 1.0) < 1e-12
+    assert same["weight_update_max_abs_diff"] == 0.0 and same["params_compared"] == 8
+    flipped = gpu_check.update_agreement(w0, plain, {k: w0[k] - step[k] for k in w0})
+    assert not flipped["updates_agree"] and flipped["weight_update_cosine"] == pytest.approx(-1.0)
+    other = {k: w0[k] + 1e-5 * torch.randn(4096, generator=gen) for k in w0}
+    different = gpu_check.update_agreement(w0, plain, other)
+    assert not different["updates_agree"] and -1.0 <= different["weight_update_cosine"] <= 1.0
+    one_tensor = dict(plain, layer3=w0["layer3"] - step["layer3"])
+    res = gpu_check.update_agreement(w0, plain, one_tensor)
+    assert res["worst_tensor"] == "layer3" and not res["updates_agree"]
+    assert not gpu_check.update_agreement(w0, plain, dict(w0))["updates_agree"]  # no update at all: no cosine
