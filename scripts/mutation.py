@@ -115,6 +115,13 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
     with open(log, "w") as fh:
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=tree, env=env,
                        stdout=fh, stderr=subprocess.STDOUT)
+    return collect(name, tree, sources, tests, round(time.perf_counter() - t0, 1), log)
+
+
+def collect(name: str, tree: Path, sources: list[str], tests: list[str], seconds: float, log: Path | None = None) -> dict:
+    """The counts and survivors of a finished mutmut run in ``tree`` (the equivalent list and the
+    cosmetic rule applied as they stand now)."""
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
     subprocess.run([sys.executable, "-m", "mutmut", "export-cicd-stats"], cwd=tree, env=env, capture_output=True)
     stats_file = tree / "mutants" / "mutmut-cicd-stats.json"
     if not stats_file.exists():
@@ -134,7 +141,7 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
             "survived": stats["survived"], "no_tests": stats["no_tests"], "equivalent": len(excluded) - len(cosmetic),
             "cosmetic": len(cosmetic),
             "ratio": killed / counted if counted else float("nan"), "survivors": survivors,
-            "seconds": round(time.perf_counter() - t0, 1), "work_dir": str(tree)}
+            "seconds": seconds, "work_dir": str(tree)}
 
 
 _MARKED = re.compile(r"""(?P<q>["'])XX(?P<body>.*?)XX(?P=q)""")
@@ -172,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help=f"core modules (default: all): {', '.join(MODULES)}")
     ap.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1, help="mutants run at a time")
+    ap.add_argument("--recount", action="store_true",
+                    help="recount the modules' finished runs under --out (the equivalent list and the cosmetic "
+                         "rule as they stand now), running nothing")
     ap.add_argument("--rev", default=None, help="mutate this commit's tree instead of the working tree (a "
                                                 "'before' figure)")
     ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "progpo" / "mutation",
@@ -192,6 +202,19 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
+    if args.recount:
+        results = args.out / "results.json"
+        before = {r["module"]: r for r in json.loads(results.read_text())} if results.exists() else {}
+        for name in args.modules or list(MODULES):
+            tree = args.out / name
+            if (tree / "mutants" / "mutmut-stats.json").exists() or (tree / "mutants").is_dir():
+                sources = [f for f in MODULES[name][0] if (tree / f).exists()]
+                tests = [f for f in MODULES[name][1] if (tree / f).exists()]
+                rows.append(collect(name, tree, sources, tests, before.get(name, {}).get("seconds", 0.0)))
+        print(table(rows))
+        (args.out / "results.json").write_text(json.dumps(rows, indent=1))
+        (args.out / "results.md").write_text(table(rows) + "\n")
+        return 0
     for name in args.modules or list(MODULES):
         print(f"{name}: mutating {', '.join(MODULES[name][0])} ...", flush=True)
         rows.append(run_module(name, args.out, args.children, args.rev))
