@@ -445,3 +445,71 @@ def test_teacher_arguments():
         Teacher("privileged", object(), model)
     t = Teacher("hindsight", policy, model)
     assert (t.tau, t.coef, t.beta, t.top_k, t.samples_per_iteration) == (0.05, 0.01, 5.0, 20, 4)
+
+
+# ----------------------------------------------------------------------------- targets on a real tiny policy
+@pytest.fixture(scope="module")
+def tiny_steps():
+    """A tiny score-mode policy and four recorded decisions on the rooms env."""
+    import sys
+    from types import SimpleNamespace
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from tiny_config import config_for_tests
+
+    from trainers.envs import make_env
+    from trainers.trainer import build_policy
+
+    policy = build_policy(config_for_tests(), torch.device("cpu"))
+    env = make_env("rooms", "train", 4)
+    steps = []
+    for seed in range(4):
+        obs, info = env.reset(seed=seed)
+        out = policy.act([obs], [info], [[]], seed=seed)[0]
+        steps.append(SimpleNamespace(output=out, obs=obs, action=out.action))
+    env.close()
+    return policy, steps
+
+
+def test_privileged_targets_are_the_ema_teachers_candidate_distribution_with_the_text_before_the_prompt(tiny_steps):
+    from trainers.teachers import Teacher, _with_context
+
+    policy, steps = tiny_steps
+    teacher = Teacher("privileged", policy, policy.model, tau=0.1)
+    texts = ["Expert plan: go to the kitchen", "", "Expert plan: take the key", "Expert plan: go to the kitchen"]
+    out, stats = teacher.targets(steps, [0, 1, 2, 3], texts, [True, False, True, True], iteration=7)
+    assert stats == {"distill/steps": 3.0} and out.routed == [True, False, True, True]
+    assert out.teacher[1] is None and out.weight[1] is None and out.skill == [None] * 4
+    for j in (0, 2, 3):
+        k = len(steps[j].output.candidates)
+        assert out.teacher[j].shape == (k,) and torch.logsumexp(out.teacher[j], 0).item() == pytest.approx(0.0, abs=1e-5)
+        prefix = teacher._encode(texts[j])
+        with torch.no_grad():
+            want = policy.distributions([_with_context(steps[j].output, prefix)])[0]  # the EMA is still the student
+        torch.testing.assert_close(out.teacher[j], want.float(), rtol=1e-5, atol=1e-5)
+        assert prefix and out.weight[j].shape == (1,)
+    weights = torch.cat([out.weight[j] for j in (0, 2, 3)])
+    assert weights.mean().item() == pytest.approx(1.0, abs=1e-5)  # normalised over the routed rows
+    assert teacher.ema is not None  # made at the first routed batch
+    # one sample per distinct text, at most samples_per_iteration, with what the teacher read
+    assert [s["context"] for s in teacher.samples] == [texts[0], texts[2]]
+    assert all(s["iteration"] == 7 and s["mode"] == "privileged" for s in teacher.samples)
+    none, stats = Teacher("privileged", policy, policy.model).targets(steps, [0, 1], texts, [False] * 4, 1)
+    assert stats == {"distill/steps": 0.0} and none.teacher == [None, None]
+
+
+def test_hindsight_targets_score_the_chosen_command_after_the_skill(tiny_steps):
+    from trainers.teachers import Teacher, _with_context
+
+    policy, steps = tiny_steps
+    teacher = Teacher("hindsight", policy, policy.model, coef=0.2, beta=3.0)
+    texts = ["Hindsight from an earlier attempt: the key is in the kitchen", None, "", "Hindsight: look first"]
+    out, stats = teacher.targets(steps, [0, 1, 2, 3], texts, [True] * 4, iteration=1)
+    assert stats == {"distill/steps": 2.0} and out.routed == [False] * 4  # hindsight routes nothing
+    assert (out.coef, out.beta) == (0.2, 3.0) and out.teacher == [None] * 4
+    assert out.skill[1] is None and out.skill[2] is None
+    for j in (0, 3):
+        want, _ = policy.compute_logprobs_and_entropy([_with_context(steps[j].output, teacher._encode(texts[j]))],
+                                                      with_entropy=False)
+        torch.testing.assert_close(out.skill[j], want[0].detach().float(), rtol=1e-5, atol=1e-5)
+    assert teacher.ema is None  # hindsight keeps no EMA teacher
