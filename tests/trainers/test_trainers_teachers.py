@@ -513,3 +513,58 @@ def test_hindsight_targets_score_the_chosen_command_after_the_skill(tiny_steps):
                                                       with_entropy=False)
         torch.testing.assert_close(out.skill[j], want[0].detach().float(), rtol=1e-5, atol=1e-5)
     assert teacher.ema is None  # hindsight keeps no EMA teacher
+
+
+def test_template_skills_name_first_sightings_returns_and_repeats():
+    from trainers.teachers import TemplateSkillWriter
+
+    t = Transcript("find the red apple and put it in the fridge",
+                   (("You are in the kitchen. You see a fridge.", "open fridge"),
+                    ("The fridge is empty.", "go to counter 1"),
+                    ("On the counter 1 you see an apple.", "go to counter 1"),
+                    ("On the counter 1 you see an apple.", "look"),
+                    ("You are at the counter.", "look"),
+                    ("You are at the counter.", "look"),
+                    ("You are at the counter.", "click[Back]")),
+                   "A red light.")
+    skill = TemplateSkillWriter().write_one(t)
+    assert skill.startswith("Hindsight from an earlier attempt at this task: ")
+    # "fridge" was seen before any action; "apple" after the first go to; "red" only at the very end
+    assert '"apple" appeared after "go to counter 1".' in skill and '"fridge" appeared' not in skill
+    assert '"red" appeared after "click[Back]".' in skill
+    assert "Going back to counter 1 brought nothing new." in skill
+    assert '"look" was repeated 3 times: try something else.' in skill
+    empty = TemplateSkillWriter().write_one(Transcript("open the box", (("Nothing here.", "wait"),), "Still nothing."))
+    assert empty.endswith("nothing in it is worth repeating; explore other places.")
+    assert TemplateSkillWriter().write([t, t]) == [skill, skill]
+
+
+def test_the_policy_writes_skills_only_in_generate_mode_from_the_last_eight_steps():
+    from types import SimpleNamespace
+
+    from trainers.teachers import PolicySkillWriter
+
+    with pytest.raises(ValueError, match="skill_writer policy needs a generating policy"):
+        PolicySkillWriter(SimpleNamespace(backend=None))
+    seen = {}
+
+    class Backend:
+        def generate(self, prompts, cfg, seed):
+            seen.update(prompts=prompts, cfg=cfg, seed=seed)
+            return [SimpleNamespace(text=f"  lesson {k} " + "x" * 500) for k in range(len(prompts))]
+
+    class Sampling:
+        def with_(self, **kw):
+            return kw
+
+    tok = SimpleNamespace(encode=lambda text, add_special_tokens: list(text.encode()))
+    writer = PolicySkillWriter(SimpleNamespace(backend=Backend(), tokenizer=tok, sampling=Sampling()), max_new_tokens=16)
+    steps = tuple((f"obs {k} " + "y" * 300, f"act {k}") for k in range(10))
+    skills = writer.write([Transcript("the goal", steps, "end"), Transcript("other", steps[:1], "")])
+    assert seen["cfg"] == {"max_new_tokens": 16, "min_new_tokens": 0, "n": 1} and seen["seed"] == 0
+    prompt = bytes(seen["prompts"][0]).decode()
+    assert prompt.startswith("Here is an earlier attempt at a task.\nTask: the goal\n") and prompt.endswith("Lesson:")
+    assert "> act 2\n" in prompt and "> act 1\n" not in prompt  # the last eight steps
+    assert ("obs 9 " + "y" * 194) in prompt and ("y" * 195) not in prompt  # observations cut at 200 characters
+    assert skills[0] == "Hindsight from an earlier attempt at this task: " + ("lesson 0 " + "x" * 500)[:400]
+    assert skills[1].startswith("Hindsight from an earlier attempt at this task: lesson 1")
