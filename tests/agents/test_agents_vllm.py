@@ -230,6 +230,28 @@ def test_trainer_two_iterations_with_vllm_rollouts_from_an_offline_hub_name(tmp_
     assert train[-1].get("rollout/logprob_mismatch_max", 0.0) < LOGPROB_TOL
 
 
+def test_an_exported_policy_loads_in_the_vllm_backend(engines, tmp_path):
+    """`python -m trainers.export RUN OUT` writes a model dir the vLLM backend serves as it is: its
+    start-up check (vLLM's log-probs against the HF recompute of the same weights) holds, and it
+    samples from the trained weights, not the initial ones."""
+    from trainers.export import main as export
+    from trainers.progpo import main as train
+
+    run, out = tmp_path / "run", tmp_path / "exported"
+    assert train(["--env", "rooms", "--model", TINY, "--iterations", "1", "--num-groups", "2", "--group-size", "2",
+                  "--max-steps", "3", "--eval-episodes", "0", "--warm-start", "none", "--no-lora", "--lr", "1e-2",
+                  "--no-progress-bars", "--no-tensorboard", "--no-baseline-random", "--output-dir", str(run)]) == 0
+    assert export([str(run), str(out)]) == 0
+    model, tok, backend = engines.get(str(out))
+    assert Path(backend.path).resolve() == out.resolve()
+    assert backend.startup_check["logprob_max_abs_diff"] < LOGPROB_TOL
+    from agents.models import load_model
+
+    initial = load_model(TINY)[0].state_dict()  # the tiny model's drawn weights, before the update
+    trained = model.state_dict()
+    assert any(not torch.equal(trained[k], initial[k]) for k in trained)  # the export holds the update
+
+
 # --------------------------------------------------------------------------------------- SmolLM2
 def test_smollm2_generates_and_matches_the_hf_recompute(engines, corridor):
     import importlib.util

@@ -165,3 +165,25 @@ def test_the_report_shows_a_won_and_a_lost_episode_of_each_evaluation(runs):
             assert r["eval/won"][ex["episode"]] == (kind == "won") and ex["actions"]
     summary = (runs["a"] / "summary.md").read_text()
     assert "What the agent did" in summary and summary.count("iteration 0, valid episode") >= 1
+
+
+@pytest.mark.slow
+def test_a_smollm2_lora_run_exports_merged_weights_with_its_logits(tmp_path):
+    """The bundled SmolLM2-135M-Instruct, one LoRA iteration: the merged export loads in
+    transformers and gives the trained policy's logits."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from trainers.export import main as export
+    from trainers.saved_policy import load_saved
+
+    run = tmp_path / "run"
+    assert train(["--env", "rooms", "--model", "smollm2", "--lora", "--lr", "1e-3", "--iterations", "1",
+                  "--num-groups", "1", "--group-size", "2", "--max-steps", "2", "--eval-episodes", "0",
+                  "--warm-start", "none", "--no-progress-bars", "--no-tensorboard", "--no-baseline-random",
+                  "--torch-threads", "2", "--output-dir", str(run)]) == 0
+    assert export([str(run), str(tmp_path / "merged"), "--merge"]) == 0
+    saved = load_saved(run)
+    ids = saved.policy.tokenizer("You are in the hall. Exits: kitchen.", return_tensors="pt").input_ids
+    merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
+    assert torch.allclose(_logits(merged, ids), _logits(saved.model, ids), atol=1e-4)
+    assert AutoTokenizer.from_pretrained(tmp_path / "merged")("hi").input_ids == saved.policy.tokenizer("hi").input_ids
