@@ -565,3 +565,44 @@ def test_progpo_single_and_batched_views_agree_with_the_flat_one_and_check_shape
         progpo_episode_advantages(r, p)
     with pytest.raises(ValueError, match=r"expected two \(B, G\) arrays"):
         progpo_episode_advantages_batched(r[0], p[0])
+
+
+def test_episode_advantages_take_batched_arrays_name_bad_inputs_and_default_to_progpo_grpo():
+    from trainers.advantages import episode_advantages
+
+    r = np.array([[1.0, 0.0, 0.5], [0.0, 0.0, 0.0]])
+    g = np.array([[0, 0, 0], [1, 1, 1]])
+    cov = np.array([[0.2, 0.4, 0.1], [0.0, 0.3, 0.6]])
+    turns = np.array([[2.0, 5.0, 4.0], [3.0, 3.0, 3.0]])
+    flat = episode_advantages(r.reshape(-1), g.reshape(-1), cov.reshape(-1))
+    np.testing.assert_allclose(episode_advantages(r, g, cov), flat)  # (B, G) arrays: read flat
+    np.testing.assert_allclose(flat, episode_advantages(r.reshape(-1), g.reshape(-1), cov.reshape(-1),
+                                                        estimator="progpo-grpo"))  # the default estimator
+    np.testing.assert_allclose(episode_advantages(r, g, estimator="planpo", turns=turns, success_threshold=0.5),
+                               episode_advantages(r.reshape(-1), g.reshape(-1), estimator="planpo",
+                                                  turns=turns.reshape(-1), success_threshold=0.5))
+    for name, args in (("outcomes", (np.array([np.nan, 0.0]), [0, 0], [0.1, 0.2])),
+                       ("coverage", (np.array([0.0, 0.0]), [0, 0], [np.inf, 0.2]))):
+        with pytest.raises(ValueError, match=f"^{name} contains NaN or inf"):
+            episode_advantages(*args)
+    with pytest.raises(ValueError, match="^turns contains NaN or inf"):
+        episode_advantages([1.0, 0.0], [0, 0], estimator="planpo", turns=[np.nan, 1.0])
+
+
+def test_planpo_reads_its_success_threshold_through_every_view():
+    """PlanPO's R^E_i = R_i / T_i among the members at or above the success threshold, z-scored;
+    a partial score below the threshold is no success."""
+    from trainers.advantages import episode_advantages
+    from trainers.advantages.planpo import planpo_episode_advantages
+
+    r, turns = np.array([0.5, 1.0, 0.0]), np.array([2.0, 4.0, 3.0])
+    strict = episode_advantages(r, [0, 0, 0], estimator="planpo", turns=turns)  # threshold 1: only member 1
+    np.testing.assert_allclose(strict, _z([0.0, 0.25, 0.0]), rtol=1e-12)
+    loose = episode_advantages(r, [0, 0, 0], estimator="planpo", turns=turns, success_threshold=0.5)
+    np.testing.assert_allclose(loose, _z([0.25, 0.25, 0.0]), rtol=1e-12)  # 0.5 / 2 and 1.0 / 4
+    np.testing.assert_allclose(planpo_episode_advantages(r, turns, success_threshold=0.5), loose, rtol=1e-12)
+    assert np.all(episode_advantages(r, [0, 0, 0], estimator="planpo", turns=turns, success_threshold=2.0) == 0.0)
+    with pytest.raises(ValueError, match="a successful trajectory needs at least one turn"):
+        planpo_episode_advantages(np.array([1.0, 0.0]), np.array([0.0, 2.0]))
+    with pytest.raises(ValueError, match="expected two 1-D arrays of one length"):
+        planpo_episode_advantages(np.array([1.0, 0.0]), np.array([1.0]))

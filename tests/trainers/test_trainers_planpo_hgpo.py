@@ -292,3 +292,47 @@ def test_two_iterations_on_rooms(tmp_path, estimator, extra):
         assert ("reconstructed potential credit" in summary) == ("--potential-credit" in extra)
     if estimator.startswith("progpo-"):
         assert "## Where ProGPO acted" in summary
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_history_clusters_are_the_partition_by_group_state_and_last_states(seed):
+    """Against a brute-force reference on random batches (steps in any order, several groups,
+    ragged trajectories): at depth k two steps share a cluster exactly when they have the same
+    group, the same o_t and the same k states before it, all of which exist; a step without k
+    earlier states has no cluster (-1); count is its cluster's size."""
+    rng = np.random.default_rng(seed)
+    n_traj, depth = int(rng.integers(2, 7)), int(rng.integers(0, 4))
+    lengths = rng.integers(1, 7, size=n_traj)
+    group_of_traj = rng.integers(0, 3, size=n_traj)
+    traj = np.concatenate([np.full(n, j) for j, n in enumerate(lengths)])
+    t = np.concatenate([np.arange(n) for n in lengths])
+    states = rng.integers(0, 3, size=traj.size) * 7 + 100  # sparse, non-dense state ids
+    perm = rng.permutation(traj.size)
+    traj, t, states = traj[perm], t[perm], states[perm]
+    grp = group_of_traj[traj]
+    c = history_clusters(grp, traj, t, states, depth)
+    assert c.ids.shape == c.count.shape == (depth + 1, traj.size)
+    at = {(int(j), int(k)): int(s) for j, k, s in zip(traj, t, states)}
+    for k in range(depth + 1):
+        keys = []
+        for i in range(traj.size):
+            past = [at.get((int(traj[i]), int(t[i]) - d)) for d in range(k + 1)]
+            keys.append(None if None in past else (int(grp[i]), *past))
+        for i in range(traj.size):
+            if keys[i] is None:
+                assert c.ids[k, i] == -1 and c.count[k, i] == 0
+                continue
+            same = [j for j in range(traj.size) if keys[j] == keys[i]]
+            assert c.count[k, i] == len(same)
+            assert {int(c.ids[k, j]) for j in same} == {int(c.ids[k, i])} and c.ids[k, i] >= 0
+            others = {int(c.ids[k, j]) for j in range(traj.size) if keys[j] is not None and keys[j] != keys[i]}
+            assert int(c.ids[k, i]) not in others
+        valid = c.ids[k][c.ids[k] >= 0]
+        assert valid.size == 0 or set(valid.tolist()) == set(range(int(valid.max()) + 1))  # dense ids
+
+
+def test_history_clusters_of_no_step_and_a_negative_depth():
+    empty = history_clusters(np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), np.zeros(0, int), 2)
+    assert empty.ids.shape == (3, 0) and empty.count.shape == (3, 0)
+    with pytest.raises(ValueError, match="depth must be >= 0, got -1"):
+        history_clusters(np.zeros(1, int), np.zeros(1, int), np.zeros(1, int), np.zeros(1, int), -1)
