@@ -606,3 +606,47 @@ def test_planpo_reads_its_success_threshold_through_every_view():
         planpo_episode_advantages(np.array([1.0, 0.0]), np.array([0.0, 2.0]))
     with pytest.raises(ValueError, match="expected two 1-D arrays of one length"):
         planpo_episode_advantages(np.array([1.0, 0.0]), np.array([1.0]))
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_group_scope_first_visit_against_a_brute_force_reading(seed):
+    """A step's new state counts once per group: at the earliest time any trajectory of the group
+    reached it (reset states at time 0), ties all counting; and only if it was new in its episode."""
+    from trainers.advantages import group_scope_first_visit
+
+    rng = np.random.default_rng(seed)
+    n_traj = int(rng.integers(2, 6))
+    lengths = rng.integers(1, 6, size=n_traj)
+    traj_group = rng.integers(0, 2, size=n_traj)
+    traj = np.concatenate([np.full(n, j) for j, n in enumerate(lengths)])
+    t = np.concatenate([np.arange(n) for n in lengths])
+    path = {j: rng.integers(0, 4, size=n + 1) * 10 for j, n in enumerate(lengths)}  # states o_0..o_T
+    state_ids = np.array([path[j][k] for j, k in zip(traj, t)])
+    next_ids = np.array([path[j][k + 1] for j, k in zip(traj, t)])
+    first_visit = np.array([path[j][k + 1] not in path[j][: k + 1] for j, k in zip(traj, t)])
+    perm = rng.permutation(traj.size)
+    args = [a[perm] for a in (first_visit, traj, t)] + [traj_group] + [a[perm] for a in (state_ids, next_ids)]
+    got = group_scope_first_visit(*args)
+    fv, tr, tt = args[0], args[1], args[2]
+    for i in range(tr.size):
+        g, s, when = traj_group[tr[i]], args[5][i], tt[i] + 1
+        earliest = min([k for j in range(n_traj) if traj_group[j] == g for k, x in enumerate(path[j]) if x == s])
+        assert got[i] == (bool(fv[i]) and earliest == when), (i, s, when, earliest)
+
+
+def test_anchor_advantages_and_the_invalid_penalty_by_hand():
+    from types import SimpleNamespace
+
+    from trainers.advantages import penalized_advantages
+    from trainers.advantages.segments import anchor_advantages
+
+    ret = np.array([1.0, 0.5, 0.2, 0.3, 0.9])
+    keys = np.array([7, 7, 3, 7, 9])  # anchors {0, 1, 3}, {2}, {4}
+    got = anchor_advantages(ret, keys)
+    np.testing.assert_allclose(got[[0, 1, 3]], _z(ret[[0, 1, 3]]), rtol=1e-12)
+    assert got[2] == 0.0 and got[4] == 0.0  # an anchor group of one: no comparison
+    np.testing.assert_allclose(anchor_advantages(ret, keys, norm="mean")[[0, 1, 3]], ret[[0, 1, 3]] - 0.6, rtol=1e-12)
+    np.testing.assert_allclose(anchor_advantages(ret, keys, eps=1.0)[[0, 1, 3]],
+                               (ret[[0, 1, 3]] - 0.6) / (ret[[0, 1, 3]].std() + 1.0), rtol=1e-12)
+    outputs = [SimpleNamespace(penalty=0.25), SimpleNamespace(), SimpleNamespace(penalty=None), SimpleNamespace(penalty=1)]
+    np.testing.assert_allclose(penalized_advantages(np.array([1.0, 1.0, 1.0, 0.0]), outputs), [0.75, 1.0, 1.0, -1.0])
