@@ -336,3 +336,37 @@ def test_history_clusters_of_no_step_and_a_negative_depth():
     assert empty.ids.shape == (3, 0) and empty.count.shape == (3, 0)
     with pytest.raises(ValueError, match="depth must be >= 0, got -1"):
         history_clusters(np.zeros(1, int), np.zeros(1, int), np.zeros(1, int), np.zeros(1, int), -1)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_potential_credit_against_its_formula_on_random_batches(seed):
+    """r_t + gamma * Phi(s_{t+1}) - Phi(s_t), Phi the inverse-variance-weighted fusion over depths of
+    each step's cluster mean return (a cluster of one weighs 0), a step without peers keeping its
+    own return as Phi, and Phi after the last step 0; steps in any order."""
+    from trainers.advantages.segments import discounted_returns
+
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(1, 5, size=4)
+    traj = np.concatenate([np.full(n, j) for j, n in enumerate(lengths)])
+    t = np.concatenate([np.arange(n) for n in lengths])
+    states = rng.integers(0, 2, size=traj.size)
+    rew = np.round(rng.random(traj.size), 2)
+    gamma, eps, depth = 0.9, 1e-6, int(rng.integers(0, 3))
+    ret = discounted_returns(rew, traj, t, gamma)
+    perm = rng.permutation(traj.size)
+    traj, t, states, rew, ret = traj[perm], t[perm], states[perm], rew[perm], ret[perm]
+    c = history_clusters(np.zeros(traj.size, int), traj, t, states, depth)
+    got = potential_credit(ret, rew, traj, t, c, gamma=gamma, eps=eps)
+    phi = np.empty(traj.size)
+    for i in range(traj.size):
+        num = den = 0.0
+        for k in range(depth + 1):
+            members = [j for j in range(traj.size) if c.ids[k, i] >= 0 and c.ids[k, j] == c.ids[k, i]]
+            if len(members) > 1:
+                values = ret[members]
+                w = len(members) / (values.var() + eps)
+                num, den = num + w * values.mean(), den + w
+        phi[i] = num / den if den > 0 else ret[i]
+    at = {(int(a), int(b)): phi[i] for i, (a, b) in enumerate(zip(traj, t))}
+    want = [rew[i] + gamma * at.get((int(traj[i]), int(t[i]) + 1), 0.0) - phi[i] for i in range(traj.size)]
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
