@@ -370,3 +370,34 @@ def test_potential_credit_against_its_formula_on_random_batches(seed):
     at = {(int(a), int(b)): phi[i] for i, (a, b) in enumerate(zip(traj, t))}
     want = [rew[i] + gamma * at.get((int(traj[i]), int(t[i]) + 1), 0.0) - phi[i] for i in range(traj.size)]
     np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+
+
+def test_planpo_turn_term_z_scores_each_group_and_turn_index_apart():
+    from trainers.advantages.planpo import planpo_alpha, planpo_turn_advantages
+
+    r = np.array([1.0, 1.0, 0.0, 0.6, 0.6])
+    traj_group = np.array([0, 0, 0, 1, 1])
+    traj = np.array([0, 1, 2, 0, 3, 4, 3, 4])
+    t = np.array([0, 0, 0, 1, 0, 0, 1, 1])
+    length = np.array([10.0, 40.0, 5.0, 4.0, 0.0, 3.0, 2.0, 6.0])
+    got = planpo_turn_advantages(r, traj_group, traj, t, length, success_threshold=0.5)
+    np.testing.assert_allclose(got[[0, 1, 2]], _z([0.1, 0.025, 0.0]), rtol=1e-9)  # group 0, turn 0
+    assert got[3] == 0.0  # group 0, turn 1: one step
+    np.testing.assert_allclose(got[[4, 5]], _z([0.6, 0.2]), rtol=1e-9)  # group 1, turn 0 (length 0 read as 1)
+    np.testing.assert_allclose(got[[6, 7]], _z([0.3, 0.1]), rtol=1e-9)  # group 1, turn 1
+    strict = planpo_turn_advantages(r, traj_group, traj, t, length)  # threshold 1: group 1 has no success
+    assert np.all(strict[4:] == 0.0)
+    np.testing.assert_allclose(planpo_turn_advantages(r, traj_group, traj, t, length, success_threshold=0.5,
+                                                      norm="mean")[[4, 5]], [0.2, -0.2], rtol=1e-9)
+    assert planpo_turn_advantages(r, traj_group, traj[:0], t[:0], length[:0]).shape == (0,)
+    with pytest.raises(ValueError, match="need one entry per step"):
+        planpo_turn_advantages(r, traj_group, traj, t, length[:3])
+    assert planpo_alpha(2, 3, start=1.0, end=0.0) == 0.5 and planpo_alpha(3, 3, start=1.0, end=0.0) == 0.0
+    for bad in ((0, 3), (4, 3), (1, 0)):
+        with pytest.raises(ValueError, match="iteration must be in"):
+            planpo_alpha(*bad)
+
+
+def _z(x, eps=1e-6):
+    x = np.asarray(x, dtype=float)
+    return (x - x.mean()) / (x.std() + eps)
