@@ -116,7 +116,9 @@ def real_dir(path: str | Path) -> Path:
     file, is refused (:class:`LinkedPathError`)."""
     path = Path(path)
     if path.is_symlink():
-        raise _refusal(path)
+        raise LinkedPathError(f"{path}: is a symbolic link, which a run never writes through (it could point outside "
+                              "the run dir); remove it and run again (to keep a run's files on another disk, give "
+                              "that disk's path, or a link to it, as --output-dir)")
     path.mkdir(parents=True, exist_ok=True)
     if path.is_symlink() or not path.is_dir():
         raise _refusal(path, "not a folder")
