@@ -235,12 +235,17 @@ def test_an_exported_policy_loads_in_the_vllm_backend(engines, tmp_path):
     start-up check (vLLM's log-probs against the HF recompute of the same weights) holds, and it
     samples from the trained weights, not the initial ones."""
     from trainers.export import main as export
-    from trainers.progpo import main as train
 
     run, out = tmp_path / "run", tmp_path / "exported"
-    assert train(["--env", "rooms", "--model", TINY, "--iterations", "1", "--num-groups", "2", "--group-size", "2",
-                  "--max-steps", "3", "--eval-episodes", "0", "--warm-start", "none", "--no-lora", "--lr", "1e-2",
-                  "--no-progress-bars", "--no-tensorboard", "--no-baseline-random", "--output-dir", str(run)]) == 0
+    # the run in a process of its own: a trainer ends by tearing down torch.distributed, which
+    # this process's vLLM engine holds
+    cmd = [sys.executable, "-m", "trainers.progpo", "--env", "rooms", "--model", TINY, "--iterations", "1",
+           "--num-groups", "2", "--group-size", "2", "--max-steps", "3", "--eval-episodes", "0", "--warm-start", "none",
+           "--no-lora", "--lr", "1e-2", "--no-progress-bars", "--no-tensorboard", "--no-baseline-random",
+           "--output-dir", str(run)]
+    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
     assert export([str(run), str(out)]) == 0
     model, tok, backend = engines.get(str(out))
     assert Path(backend.path).resolve() == out.resolve()
