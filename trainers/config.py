@@ -19,7 +19,7 @@ import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 import sys
-from typing import Any, Callable, Literal, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Literal, NoReturn, get_args, get_origin, get_type_hints
 
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
@@ -623,8 +623,30 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a short error: one usage line and the error, with the closest flag or choice
+    suggested (``--estimater`` -> ``--estimator``), instead of the whole usage of 100 flags."""
+
+    def error(self, message: str) -> NoReturn:
+        import difflib
+        import re
+
+        hint = ""
+        unknown = re.match(r"unrecognized arguments: (\S+)", message)
+        choice = re.match(r"argument (\S+?)(?:/\S+)?: invalid choice: '([^']*)' \(choose from (.*)\)", message)
+        if unknown:
+            flags = [o for a in self._actions for o in a.option_strings if a.help != argparse.SUPPRESS]
+            close = difflib.get_close_matches(unknown.group(1).split("=")[0], flags, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+        elif choice:
+            options = [c.strip().strip("'") for c in choice.group(3).split(",")]
+            close = difflib.get_close_matches(choice.group(2), options, n=1, cutoff=0.5)
+            hint = f"; did you mean {close[0]}?" if close else ""
+        self.exit(2, f"usage: {self.prog} [options] (--help lists them)\nerror: {message}{hint}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="python -m trainers.progpo",
         description="Train an LLM agent with ProGPO (or GRPO / RLOO / GiGPO) on ALFWorld or WebShop. "
         "With no arguments: the CPU learning demo (tiny-128x2 cloned from the searching expert on the "

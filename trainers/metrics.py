@@ -105,7 +105,7 @@ class MetricsLogger:
     """Appends one JSON line per record to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard."""
 
     def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_after: int | None = None,
-                 wandb: dict[str, Any] | None = None) -> None:
+                 wandb: dict[str, Any] | None = None, config: Mapping[str, Any] | None = None) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if resume_after is not None and self.path.exists():
@@ -124,6 +124,8 @@ class MetricsLogger:
                 tb_dir = real_dir(Path(run_dir) / "tensorboard")  # never a planted link to elsewhere
                 before = set(tb_dir.iterdir()) if tb_dir.is_dir() else set()
                 self.writer = SummaryWriter(str(tb_dir))
+                if config is not None:  # the run's config beside its scalars (TensorBoard's text tab)
+                    self.writer.add_text("config", "\n".join(f"    {k}: {v}" for k, v in config.items()), 0)
                 self.files += sorted(set(tb_dir.iterdir()) - before)
             except ImportError:  # tensorboard not installed: JSONL only
                 self.writer = None
@@ -137,8 +139,8 @@ class MetricsLogger:
     def log(self, record: dict[str, Any]) -> None:
         with open_nofollow(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
-        if self.wandb_run is not None:
-            scalars = {f"{record.get('kind', 'train')}/{k}" if "/" not in k else k: v for k, v in record.items()
+        if self.wandb_run is not None:  # the keys metrics.jsonl and TensorBoard use
+            scalars = {k: v for k, v in record.items()
                        if k != "iteration" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
             self.wandb_run.log(scalars, step=int(record.get("iteration", 0)))
         if self.writer is not None:

@@ -134,10 +134,29 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
             "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"]}
 
 
+def _bars_shown(enabled: bool) -> bool:
+    """Progress bars only on a terminal: into a log file (nohup, CI, ``> run.log``) a bar writes
+    hundreds of carriage-return fragments; there the run prints one line per iteration instead."""
+    return bool(enabled) and sys.stderr.isatty()
+
+
 def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) -> Any:
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, disable=not enabled, leave=leave, dynamic_ncols=True, file=sys.stderr)
+    return tqdm(total=total, desc=desc, disable=not _bars_shown(enabled), leave=leave, dynamic_ncols=True,
+                file=sys.stderr)
+
+
+def iteration_line(rec: dict[str, Any], iterations: int) -> str:
+    """The one line a run prints per iteration where no bar is shown.
+
+    >>> iteration_line({"iteration": 3, "success": 0.25, "all_failed_frac": 0.5, "coverage_rate": 0.4125,
+    ...                 "time/iteration_s": 12.34}, 12)
+    'iteration 3/12: success 0.250, all-failed 0.500, coverage rate 0.412, 12.3 s'
+    """
+    return (f"iteration {rec['iteration']}/{iterations}: success {rec.get('success', 0.0):.3f}, all-failed "
+            f"{rec.get('all_failed_frac', 0.0):.3f}, coverage rate {rec.get('coverage_rate', 0.0):.3f}, "
+            f"{rec.get('time/iteration_s', 0.0):.1f} s")
 
 
 class Trainer:
@@ -766,6 +785,7 @@ class Trainer:
             self.manifest = self._open_manifest()
         logger: Any = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
                                     wandb=_wandb_settings(cfg, self.run_dir) if "wandb" in cfg.trackers else None,
+                                    config=cfg.to_dict(),
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _DiscardingLogger()
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
@@ -800,6 +820,8 @@ class Trainer:
                     self.save(it)
                 bar.update(1)
                 bar.set_postfix(success=f"{rec.get('success', 0):.2f}", all_failed=f"{rec.get('all_failed_frac', 0):.2f}")
+                if cfg.progress_bars and main and not _bars_shown(True):
+                    print(iteration_line(rec, cfg.iterations), file=sys.stderr, flush=True)
         finally:
             bar.close()
             logger.close()

@@ -187,3 +187,35 @@ def test_a_smollm2_lora_run_exports_merged_weights_with_its_logits(tmp_path):
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert torch.allclose(_logits(merged, ids), _logits(saved.model, ids), atol=1e-4)
     assert AutoTokenizer.from_pretrained(tmp_path / "merged")("hi").input_ids == saved.policy.tokenizer("hi").input_ids
+
+
+def test_the_transcript_of_a_scripted_episode():
+    """A scripted policy (the first admissible command after look/inventory) on one rooms episode:
+    the transcript shows each observation, the command, its reward and coverage, then the end."""
+    from agents.contract import StepOutput
+    from trainers import seeds
+    from trainers.envs import make_env_fn
+    from trainers.evaluation import EvalPlan, play_episodes
+    from trainers.play import episode_steps, render_html, render_text
+
+    class Scripted:
+        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+            cmds = [sorted(c for c in i["admissible_commands"] if c not in ("look", "inventory")) for i in infos]
+            return [StepOutput(action=c[0]) for c in cmds]
+
+    fn = make_env_fn("rooms", "valid", 4)
+    plan = EvalPlan.for_env(fn, "valid", 4, seed=seeds.eval_plan(0))
+    rollout = play_episodes(Scripted(), fn, plan, [2])
+    steps = episode_steps(rollout)
+    assert [s["t"] for s in steps] == list(range(len(steps))) and steps and all(s["candidates"] == [] for s in steps)
+    coverage = 0
+    for s in steps:
+        coverage += s["first_visit"]
+        assert s["coverage"] == coverage and s["answer"] == ""
+    text = render_text("rooms valid, episode 2", steps, "lost: outcome 0.000")
+    acted = [ln for ln in text.splitlines() if ln.startswith("> ")]
+    assert [ln.split("    ")[0][2:] for ln in acted] == [s["action"] for s in steps]
+    assert text.splitlines()[0] == "rooms valid, episode 2" and text.rstrip().endswith("lost: outcome 0.000")
+    assert steps[0]["observation"].strip() in text and "--- end ---" in text
+    page = render_html("ep <2>", steps, "lost & done")
+    assert "ep &lt;2&gt;" in page and "lost &amp; done" in page and page.count("<section>") == len(steps) + 1

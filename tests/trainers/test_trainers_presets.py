@@ -101,3 +101,38 @@ def build_help() -> str:
     from trainers.config import build_parser
 
     return build_parser().format_help()
+
+
+@pytest.mark.parametrize("argv,said", [(["--estimater", "gigpo"], "did you mean --estimator?"),
+                                       (["--estimator", "progpo-gipgo"], "did you mean progpo-gigpo?"),
+                                       (["--no-tensorbord"], "did you mean --no-tensorboard?")])
+def test_a_mistyped_flag_or_choice_is_a_short_usage_and_the_closest_one(argv, said, capsys):
+    from trainers.config import parse_args
+
+    with pytest.raises(SystemExit) as exit_info:
+        parse_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and err[0].startswith("usage: python -m trainers.progpo [options]")
+    assert err[1].startswith("error:") and err[1].endswith(said)
+
+
+def test_a_run_logged_to_a_file_prints_one_line_per_iteration_and_no_bar_fragments(tmp_path):
+    """stderr not a terminal (nohup, CI, > run.log): no carriage-return bar fragments, one line an iteration."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "run.log"
+    with open(log, "w") as fh:
+        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", "--env", "rooms", "--model", "tiny",
+                               "--iterations", "3", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
+                               "--eval-episodes", "2", "--warm-start", "none", "--no-baseline-random",
+                               "--torch-threads", "1", "--no-tensorboard", "--output-dir", str(tmp_path / "run")],
+                              cwd=root, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
+    text = log.read_text()
+    assert proc.returncode == 0, text[-2000:]
+    assert "\r" not in text
+    lines = [ln for ln in text.splitlines() if ln.startswith("iteration ")]
+    assert [ln.split(":")[0] for ln in lines] == ["iteration 1/3", "iteration 2/3", "iteration 3/3"]
