@@ -133,10 +133,11 @@ def _example_lines(shown: Sequence[dict[str, Any]]) -> list[str]:
             ex = examples.get(kind)
             if not ex:
                 continue
-            more = " ..." if ex["steps"] > len(ex["actions"]) else ""
+            more = " > ..." if ex["steps"] > len(ex["actions"]) else ""
             lines.append(f"- iteration {r['iteration']}, {r.get('eval/split', '')} episode {ex['episode']} "
                          f"({ex['task_type']}), **{kind}** in {ex['steps']} steps: "
-                         f"{' > '.join(f'`{a}`' for a in ex['actions'])}{more}. Last: \"{ex['last_observation']}\"")
+                         f"{' > '.join(f'`{a}`' for a in ex['actions'])}{more}; last observation: "
+                         f"\"{ex['last_observation']}\"")
     return lines
 
 
