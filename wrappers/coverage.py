@@ -88,8 +88,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self.key_fn = key_fn
         self._visited: set[Hashable] = set()
         self._steps = 0
-        self._current: Hashable = None  # key of the state the agent is in
-        self._current_canonical: Any = None  # its info["canonical_obs"], if any
+        self._current_canonical: Any = None  # info["canonical_obs"] of the state the agent is in, if any
         self._has_current = False
 
     @property
@@ -127,8 +126,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         info["coverage_rate"] = coverage_rate(self.coverage, self._steps)
         return info
 
-    def _enter(self, key: Hashable, info: Mapping[str, Any]) -> None:
-        self._current = key
+    def _enter(self, info: Mapping[str, Any]) -> None:
         self._current_canonical = info.get("canonical_obs")
         self._has_current = True
 
@@ -137,7 +135,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         key = self._key(obs, info)
         self._visited = {key}
         self._steps = 0
-        self._enter(key, info)
+        self._enter(info)
         return obs, self._report(info, True)
 
     def step(self, action: Any):
@@ -152,7 +150,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         key = self._key(obs, info)
         first = key not in self._visited
         self._visited.add(key)
-        self._enter(key, info)
+        self._enter(info)
         return obs, reward, terminated, truncated, self._report(info, first)
 
 

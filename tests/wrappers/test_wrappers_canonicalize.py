@@ -175,3 +175,20 @@ def test_encoding_refuses_what_it_cannot_key():
     cyclic.append(cyclic)
     with pytest.raises(TypeError, match="nested deeper"):
         default_canonicalizer(cyclic, {})
+
+
+def test_encoding_edges_floats_surrogates_depth_and_rejected_steps():
+    from wrappers.canonicalize import _MAX_DEPTH, encode_observation, is_rejected
+
+    assert encode_observation(1e-17) != encode_observation(0.0) != encode_observation(1.0)
+    assert encode_observation(-1e-300) != encode_observation(0.0)
+    assert encode_observation("\ud800") != encode_observation("\ud801")  # a lone surrogate still encodes
+    deep: list = []
+    node = deep
+    for _ in range(_MAX_DEPTH):  # the innermost list at depth _MAX_DEPTH: the limit, accepted
+        node.append([])
+        node = node[0]
+    assert encode_observation(deep).startswith(b"L1:")
+    assert is_rejected({"valid_action": np.array([True, False])}) is False  # several flags: no per-step verdict
+    assert is_rejected({"valid_action": 0}) is True and is_rejected("not a mapping") is False
+    assert is_rejected({"valid_action": np.bool_(True)}) is False

@@ -264,3 +264,30 @@ def test_bad_key_and_canonicalizer_arguments_name_their_type():
         CanonicalizeObservation(_OptionsEnv(), canonicalizer="sha1")
     with pytest.raises(TypeError, match="identity_canonicalizer needs str observations, got int"):
         CanonicalizeObservation(_OptionsEnv(), canonicalizer=identity_canonicalizer).reset(seed=0)
+
+
+class _RejectingEnv(gym.Env):
+    """Rejects action 1 (``valid_action`` False) and reports no ``canonical_obs``."""
+
+    observation_space = gym.spaces.Discrete(10)
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+        super().reset(seed=seed)
+        self.t = 0
+        return 0, {"valid_action": True}
+
+    def step(self, action):  # noqa: ANN001, ANN201
+        if action == 1:
+            return self.t, 0.0, False, False, {"valid_action": False}
+        self.t += 1
+        return self.t, 0.0, False, False, {"valid_action": True}
+
+
+def test_a_rejected_step_adds_no_canonical_obs_an_env_never_gave():
+    env = FirstVisitCoverage(_RejectingEnv())
+    env.reset(seed=0)
+    *_, info = env.step(0)
+    *_, rejected = env.step(1)
+    assert "canonical_obs" not in rejected and rejected["first_visit"] is False and rejected["coverage"] == 1
+    assert env.num_steps == 2 and len(env.visited) == 2
