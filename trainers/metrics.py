@@ -222,3 +222,16 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
                                        "delete that line or start a new --output-dir")
             out.append(record)
     return out
+
+
+def wandb_settings(config: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:
+    """What ``wandb.init`` gets for a run: the project (``WANDB_PROJECT``, else ``progpo``), the run
+    dir's name, the config, and the run dir for its files (offline runs: ``wandb sync`` them later).
+
+    >>> wandb_settings({"lr": 0.1}, "/tmp/runs/demo")["name"]
+    'demo'
+    """
+    import os
+
+    return {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": Path(run_dir).name, "config": dict(config),
+            "dir": str(run_dir)}

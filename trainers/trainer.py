@@ -55,7 +55,8 @@ from trainers.checkpoint import (
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, lr_warning, upgrade_names
 from trainers.envs import ENV_TABLE, check_split, make_env_fn
 from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, example_episodes, run_eval
-from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics
+from trainers.console import bars_shown, iteration_line, progress_bar
+from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, read_metrics, rollout_metrics, wandb_settings
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.report import write_report
 from trainers.rollout import Rollout, StepRecord, collect_rollout
@@ -132,31 +133,6 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
     m = logprob_mismatch(list(sampler), list(trainer))
     return {"rollout/logprob_mismatch_max": m["logprob_mismatch_max"],
             "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"]}
-
-
-def _bars_shown(enabled: bool) -> bool:
-    """Progress bars only on a terminal: into a log file (nohup, CI, ``> run.log``) a bar writes
-    hundreds of carriage-return fragments; there the run prints one line per iteration instead."""
-    return bool(enabled) and sys.stderr.isatty()
-
-
-def _progress(total: int | None, desc: str, enabled: bool, leave: bool = False) -> Any:
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=desc, disable=not _bars_shown(enabled), leave=leave, dynamic_ncols=True,
-                file=sys.stderr)
-
-
-def iteration_line(rec: dict[str, Any], iterations: int) -> str:
-    """The one line a run prints per iteration where no bar is shown.
-
-    >>> iteration_line({"iteration": 3, "success": 0.25, "all_failed_frac": 0.5, "coverage_rate": 0.4125,
-    ...                 "time/iteration_s": 12.34}, 12)
-    'iteration 3/12: success 0.250, all-failed 0.500, coverage rate 0.412, 12.3 s'
-    """
-    return (f"iteration {rec['iteration']}/{iterations}: success {rec.get('success', 0.0):.3f}, all-failed "
-            f"{rec.get('all_failed_frac', 0.0):.3f}, coverage rate {rec.get('coverage_rate', 0.0):.3f}, "
-            f"{rec.get('time/iteration_s', 0.0):.1f} s")
 
 
 class Trainer:
@@ -338,7 +314,7 @@ class Trainer:
                 return self._logprobs([pad_step])
 
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
-        bar = _progress(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
+        bar = progress_bar(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
         try:
             learner = Learner(forward, pad_forward, self.optimizer, self.params)
             if self.teacher is not None:
@@ -386,7 +362,7 @@ class Trainer:
         self.envs = self.envs or self._make_envs()
         tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
         self.model.eval()
-        bar = _progress(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main)
+        bar = progress_bar(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main)
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
             seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
@@ -476,7 +452,7 @@ class Trainer:
         plan = self.eval_plan(split, episodes)
         fn = self._split_env_fn(plan.split)
         self.model.eval()
-        bar = _progress(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress_bars)
+        bar = progress_bar(plan.num_episodes * cfg.max_steps, f"{kind} {plan.split} {iteration}", cfg.progress_bars)
         try:
             with torch.no_grad(), self.autocast():
                 # the random baseline draws from one generator: one stream keeps its draws in order
@@ -512,7 +488,7 @@ class Trainer:
         t0 = time.perf_counter()
         agent = ENV_TABLE[cfg.env].make_expert()
         demos, wins = collect_demos(self.env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
-        bar = _progress(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
+        bar = progress_bar(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
         try:
             stats = behaviour_clone(self.policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
                                     seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule)
@@ -784,14 +760,14 @@ class Trainer:
         if main:
             self.manifest = self._open_manifest()
         logger: Any = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
-                                    wandb=_wandb_settings(cfg, self.run_dir) if "wandb" in cfg.trackers else None,
+                                    wandb=wandb_settings(cfg.to_dict(), self.run_dir) if "wandb" in cfg.trackers else None,
                                     config=cfg.to_dict(),
                                     resume_after=self.start_iteration - 1 if resume else None) if main else _DiscardingLogger()
         if main:
             self.manifest.record(*logger.files, self.run_dir / "config.yaml")
             write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_dict()))
             self._record_provenance(self.start_iteration - 1 if resume else 0)
-        bar = _progress(cfg.iterations, "iterations", cfg.progress_bars and main, leave=True)
+        bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and main, leave=True)
         bar.update(self.start_iteration - 1)
         try:
             if not resume:
@@ -820,7 +796,7 @@ class Trainer:
                     self.save(it)
                 bar.update(1)
                 bar.set_postfix(success=f"{rec.get('success', 0):.2f}", all_failed=f"{rec.get('all_failed_frac', 0):.2f}")
-                if cfg.progress_bars and main and not _bars_shown(True):
+                if cfg.progress_bars and main and not bars_shown(True):
                     print(iteration_line(rec, cfg.iterations), file=sys.stderr, flush=True)
         finally:
             bar.close()
@@ -863,15 +839,6 @@ class _DiscardingLogger:
 
     def close(self) -> None:
         pass
-
-
-def _wandb_settings(cfg: TrainConfig, run_dir: Path) -> dict[str, Any]:
-    """What ``wandb.init`` gets: the project (``WANDB_PROJECT``, else ``progpo``), the run dir's name,
-    the config, and the run dir for its files (offline runs: ``wandb sync`` them later)."""
-    import os
-
-    return {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": run_dir.name, "config": cfg.to_dict(),
-            "dir": str(run_dir)}
 
 
 def _to_yaml(data: dict[str, Any]) -> str:
