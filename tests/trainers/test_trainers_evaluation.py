@@ -333,3 +333,58 @@ def test_a_paired_comparison_refuses_evaluations_of_different_panels(tmp_path):
     summary = write_report(tmp_path, [start, end], {"estimator": "gigpo", "env": "rooms"}).read_text()
     assert "Not compared:" in summary and "different episodes" in summary
     assert rl_gain([start, {**end, "eval/panel": plan.panel()}])["ci"] is not None
+
+
+def test_example_episodes_pick_the_first_won_and_lost_and_abridge_them():
+    from types import SimpleNamespace as S
+
+    from trainers.evaluation import example_episodes
+
+    trajs = [S(won=False, task_id="t0", task_type="pick", outcome=0.0, length=3),
+             S(won=True, task_id="t1", task_type="heat", outcome=1.0, length=14),
+             S(won=False, task_id="t2", task_type="cool", outcome=0.0, length=1),
+             S(won=True, task_id="t3", task_type="pick", outcome=1.0, length=1)]
+    steps = [S(traj=1, t=k, action=f"a{k}", next_obs=f"o{k}") for k in reversed(range(14))]  # any order
+    steps += [S(traj=0, t=k, action=f"b{k}", next_obs="x" * 300 if k == 2 else "y") for k in range(3)]
+    ex = example_episodes(S(trajectories=trajs, steps=steps), max_actions=5, max_chars=10)
+    assert set(ex) == {"won", "lost"}
+    won, lost = ex["won"], ex["lost"]
+    assert (won["episode"], won["task_id"], won["task_type"], won["outcome"], won["steps"]) == (1, "t1", "heat", 1.0, 14)
+    assert won["actions"] == ["a0", "a1", "a2", "a3", "a4"] and won["last_observation"] == "o13"
+    assert (lost["episode"], lost["actions"], lost["steps"]) == (0, ["b0", "b1", "b2"], 3)
+    assert lost["last_observation"] == "x" * 10 + "..."
+    only_lost = example_episodes(S(trajectories=trajs[:1], steps=[]))
+    assert list(only_lost) == ["lost"] and only_lost["lost"]["actions"] == [] and only_lost["lost"]["last_observation"] == ""
+
+
+def test_play_episodes_plays_the_panels_episodes_it_is_given():
+    from agents.contract import StepOutput
+    from trainers.evaluation import play_episodes
+
+    class First:
+        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+            return [StepOutput(action=sorted(i["admissible_commands"])[0]) for i in infos]
+
+    fn = make_env_fn("rooms", "valid", 3)
+    plan = EvalPlan.for_env(fn, "valid", 6, seed=11)
+    rollout = play_episodes(First(), fn, plan, [4, 1])
+    alone = [play_episodes(First(), fn, plan, [i]).trajectories[0].task_id for i in (4, 1)]
+    assert [t.task_id for t in rollout.trajectories] == alone  # episode i is its task seed's task, wherever played
+    assert all(0 < t.length <= 3 for t in rollout.trajectories)
+    again = play_episodes(First(), fn, plan, [4, 1])
+    assert [s.action for s in again.steps] == [s.action for s in rollout.steps]  # the same task seeds
+
+
+def test_panels_differ_with_the_split_tasks_order_or_seed_and_an_unrecorded_panel_passes():
+    from trainers.evaluation import PanelMismatch, check_same_panel
+
+    base = EvalPlan("valid", ("a", "b"), 2, seed=3)
+    others = [EvalPlan("test", ("a", "b"), 2, seed=3), EvalPlan("valid", ("b", "a"), 2, seed=3),
+              EvalPlan("valid", ("a", "b"), 3, seed=3), EvalPlan("valid", ("a", "b"), 2, seed=4)]
+    assert len({base.panel(), *(o.panel() for o in others)}) == 5 and len(base.panel()) == 16
+    check_same_panel({"eval/panel": base.panel()}, {})  # a record from before panels: nothing to check
+    check_same_panel({}, {"eval/panel": base.panel()})
+    with pytest.raises(PanelMismatch, match=f"the start and the end played different episodes \\\\(panel {base.panel()} vs"):
+        check_same_panel({"eval/panel": base.panel()}, {"eval/panel": others[0].panel()}, "the start and the end")
+    plan = EvalPlan.for_episodes("valid", [], 3, seed=1)  # an env without task ids: distinct seeds
+    assert plan.episodes() == ["", "", ""] and plan.num_episodes == 3
