@@ -97,3 +97,63 @@ def test_sigterm_stops_the_run_and_says_how_to_resume(tmp_path):
                                    out / "checkpoints" / "latest", poll=0.2)
     assert returncode == 143, err
     assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
+
+
+def test_weights_files_round_trip_and_bad_ones_are_one_line(tmp_path):
+    """save_weights / load_weights: a warm start shared by several runs (--weights-file)."""
+    import torch
+
+    from trainers.checkpoint import CheckpointError, load_weights, save_weights
+
+    a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
+    path = save_weights(a, tmp_path / "deep" / "w.pt")
+    assert path == tmp_path / "deep" / "w.pt" and path.is_file()
+    load_weights(b, path, "linear")
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+    with pytest.raises(CheckpointError, match=r"^init_weights .*nope\.pt does not exist$"):
+        load_weights(b, tmp_path / "nope.pt")
+    other = save_weights(torch.nn.Linear(4, 2), tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match=r"cannot be loaded into model 'linear' \(RuntimeError: "):
+        load_weights(b, other, "linear")
+    (tmp_path / "bad.pt").write_bytes(b"not a weights file")
+    with pytest.raises(CheckpointError, match=r"bad\.pt cannot be loaded into model 'm' \("):
+        load_weights(b, tmp_path / "bad.pt", "m")
+
+
+def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
+    from trainers.run_dir import RunManifest, claim_run_dir
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "tensorboard").mkdir()
+    manifest = RunManifest.create(run)
+    for name in ("metrics.jsonl", "checkpoints/iter_000001.pt", "checkpoints/iter_000002.pt", "checkpoints/latest"):
+        (run / name).write_text("x")
+        manifest.record(name)
+    (run / "checkpoints" / "mine.bin").write_text("a user's file")
+    (run / "tensorboard" / "events.other").write_text("another tool's")
+    said: list[str] = []
+    claim_run_dir(run, resume=False, overwrite=True, say=said.append).release()
+    assert said == [f"--overwrite: removing the earlier run's files in {run}: checkpoints/ (3 files), metrics.jsonl; "
+                    "keeping files no run wrote: checkpoints/ (1 file), tensorboard/ (1 file)"]
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["mine.bin"]
+    assert (run / "tensorboard" / "events.other").exists() and not (run / "metrics.jsonl").exists()
+
+
+def test_a_run_from_before_manifests_is_recognised_by_its_own_formats(tmp_path):
+    from trainers.run_dir import earlier_run_files
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"iteration": 0, "kind": "init"}\n')
+    (run / "provenance.jsonl").write_text('{"iteration": 0, "kind": "provenance"}\n')
+    (run / "summary.md").write_text("# ProGPO run report: gigpo on rooms\n")
+    ours, foreign = earlier_run_files(run)
+    assert sorted(p.name for p in ours) == ["metrics.jsonl", "provenance.jsonl", "summary.md"] and foreign == []
+    (run / "metrics.jsonl").write_text('{"step": 0}\n')  # JSON, but not a run's record
+    (run / "provenance.jsonl").write_text('{"kind": "other"}\n')
+    (run / "summary.md").write_text("# My notes\n")
+    (run / "config.yaml").write_text("lr: 0.1\n")  # a user's short config
+    ours, foreign = earlier_run_files(run)
+    assert ours == [] and sorted(p.name for p in foreign) == ["config.yaml", "metrics.jsonl", "provenance.jsonl",
+                                                               "summary.md"]
