@@ -332,9 +332,9 @@ class BodyLimit:
 
 
 async def _quiet_close(app: Any, scope: Any, receive: Any, send: Any) -> None:
-    """A ``/ws`` session: OpenEnv closes the socket after its client has already closed it, which
-    the server's ASGI layer reports as a ``WebSocketDisconnect`` traceback at every normal end of
-    a session. That one exception is the session ending, logged as one line (debug level)."""
+    """A ``/ws`` connection: OpenEnv closes the socket after its client has already closed it,
+    which the server's ASGI layer reports as a ``WebSocketDisconnect`` traceback at every normal
+    end of a connection. That one exception is the normal end, logged as one line (debug level)."""
     from starlette.websockets import WebSocketDisconnect
 
     try:

@@ -14,13 +14,13 @@ second held-out split's start and end. Then the warm start, the per-iteration tr
 """
 from __future__ import annotations
 
-import os
+import io
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from trainers.run_files import create_fresh, write_atomic
+from trainers.run_files import write_atomic
 from trainers.teacher_labels import distill_label
 
 __all__ = ["write_report", "plot_curves", "rl_gain"]
@@ -54,9 +54,9 @@ def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -
     if title:
         fig.suptitle(title)
     fig.tight_layout()
-    with create_fresh(out.with_name(out.name + ".tmp")) as fh:  # a planted link is replaced, never written through
-        fig.savefig(fh, dpi=100, format="png")
-    os.replace(out.with_name(out.name + ".tmp"), out)
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
+    write_atomic(out, png.getvalue())  # a planted link is replaced, never written through
     plt.close(fig)
     return out
 

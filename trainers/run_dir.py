@@ -208,23 +208,15 @@ def _head(path: Path, size: int) -> bytes:
         return fh.read(size)
 
 
-def _first_json_record(path: Path) -> bool:
+def _first_json_record(path: Path, is_ours: Callable[[dict], bool] = lambda r: "iteration" in r) -> bool:
+    """Whether the first line of ``path`` is a JSON record a run wrote (``is_ours`` of it)."""
     try:
         with path.open("rb") as fh:
             line = fh.readline(1 << 20)
         record = json.loads(line)
     except (OSError, ValueError):
         return False
-    return isinstance(record, dict) and "iteration" in record
-
-
-def _provenance_written_by_a_run(path: Path) -> bool:
-    try:
-        with path.open("rb") as fh:
-            record = json.loads(fh.readline(1 << 20))
-    except (OSError, ValueError):
-        return False
-    return isinstance(record, dict) and record.get("kind") == "provenance"
+    return isinstance(record, dict) and is_ours(record)
 
 
 def _config_written_by_a_run(path: Path) -> bool:
@@ -251,7 +243,7 @@ def _legacy_run_files(run_dir: Path) -> list[Path]:
     found: list[Path] = []
     checks: dict[str, Callable[[Path], bool]] = {
         "metrics.jsonl": _first_json_record,
-        "provenance.jsonl": _provenance_written_by_a_run,
+        "provenance.jsonl": lambda p: _first_json_record(p, lambda r: r.get("kind") == "provenance"),
         "config.yaml": _config_written_by_a_run,
         "summary.md": lambda p: _head(p, 64).startswith(b"# ProGPO run report"),
         "curves.png": lambda p: _head(p, 200).startswith(b"\x89PNG") and b"Matplotlib" in _head(p, 200),
