@@ -84,9 +84,10 @@ def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None
                 receive, send = context.Pipe(duplex=False)
                 proc = context.Process(target=_forked_body, args=(jobs[k], threads, send, name), daemon=True,
                                        name=f"{name} {k}")
-                proc.start()
+                with _signals_held():  # (delivered once the process is among those stopped on one)
+                    proc.start()
+                    children.append((proc, receive))
                 send.close()
-                children.append((proc, receive))
             before = torch.get_num_threads()
             torch.set_num_threads(threads)
             try:
@@ -160,6 +161,8 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers (a training run's stop-and-save)
         signal.signal(sig, signal.SIG_DFL)
+    for sig in _HELD:  # one that came during the fork ends this process now, as it would have
+        signal.raise_signal(sig)
     _end_with_parent()
     torch.set_num_threads(threads)
     try:
@@ -175,6 +178,37 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
         payload = pickle.dumps(("error", RuntimeError(f"{name}: {what} (could not be sent: {exc})")))
     conn.send_bytes(payload)
     conn.close()
+
+
+#: Ctrl-C / SIGTERM that came while a process was being forked, delivered once it is done
+_HELD: list[int] = []
+
+
+@contextlib.contextmanager
+def _signals_held() -> Any:
+    """SIGINT and SIGTERM held while a share is forked, then delivered to the handlers as they
+    were. A signal sent to the process group mid-fork would otherwise run its handler inside
+    an at-fork hook (``logging``'s, ``filelock``'s) here or in the new process, where Python
+    prints the ``KeyboardInterrupt`` as "Exception ignored" with a traceback and drops it. The
+    new process starts with the held ones in ``_HELD`` and delivers them itself."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # handlers are the main thread's
+        yield
+        return
+    # (a handler set outside Python reads as None and cannot be put back: that signal is not held)
+    signals = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]
+    before = {sig: signal.signal(sig, lambda sig, _frame: _HELD.append(sig)) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        held = sorted(set(_HELD))
+        _HELD.clear()
+        for sig in held:
+            signal.raise_signal(sig)
 
 
 @contextlib.contextmanager

@@ -149,3 +149,32 @@ def test_shares_play_without_the_cyclic_collector_which_comes_back_after(fails):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+_SIGNAL_AT_FORK: list[str] = []  # "parent" / "child": where the next fork's hook sends itself a Ctrl-C
+
+
+def _ctrl_c_at_fork(where: str) -> None:
+    if _SIGNAL_AT_FORK == [where]:
+        _SIGNAL_AT_FORK.clear()
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(1000):  # bytecode for the handler to run in, as in logging's or filelock's hooks
+            pass
+
+
+os.register_at_fork(after_in_parent=lambda: _ctrl_c_at_fork("parent"), after_in_child=lambda: _ctrl_c_at_fork("child"))
+
+
+@pytest.mark.parametrize("where", ["parent", "child"])
+def test_a_ctrl_c_that_lands_in_a_fork_hook_still_interrupts_and_prints_no_traceback(where, capfd):
+    """A Ctrl-C to the process group can reach either process while the fork runs its at-fork
+    hooks; raised there, Python would print it as "Exception ignored" and drop it."""
+    _SIGNAL_AT_FORK[:] = [where]
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run_forked([lambda step: time.sleep(2), lambda step: time.sleep(2)], threads=1)
+    finally:
+        _SIGNAL_AT_FORK.clear()
+    err = capfd.readouterr().err
+    assert "Exception ignored" not in err and "Traceback" not in err, err
+    assert multiprocessing.active_children() == []
