@@ -12,7 +12,7 @@ RL starts from (the default behaviour-cloning warm start, or ``--init-weights``)
 * two measurement batches played by pi_0: B_train (16 other ``easy-train`` tasks x 8) and
   B_held (16 ``easy-valid`` tasks x 8, the held-out floor plans).
 
-For each (estimator, optimizer, lr), from pi_0 with a fresh optimizer, one ``Trainer.update`` on
+For each (estimator, optimizer, lr), from pi_0 with a fresh optimizer, one ``Trainer.update`` (:meth:`trainers.updater.Updater.update`) on
 A_k with that estimator's advantages gives pi_1 (``steps``: the steps it updated, those with
 A != 0); then on each B (trajectory i, T_i steps,
 GRPO outcome advantage A_t of its group, N trajectories):
@@ -46,7 +46,8 @@ sys.path.insert(0, str(ROOT))
 from trainers.advantages import step_advantages  # noqa: E402
 from trainers.config import parse_args  # noqa: E402
 from trainers.rollout import Rollout, collect_rollout  # noqa: E402
-from trainers.trainer import Trainer, task_seeds  # noqa: E402
+from trainers.seeds import task_seeds  # noqa: E402
+from trainers.trainer import Trainer  # noqa: E402
 
 
 def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Rollout:
@@ -67,7 +68,7 @@ def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Ro
 def step_adv(tr: Trainer, rollout: Rollout, estimator: str, **overrides: Any) -> np.ndarray:
     """Step advantages of ``rollout`` under the trainer's advantage options (``--progress-lambda``, ``--group-norm``, ...)
     with ``estimator`` instead of the configured one."""
-    config = dataclasses.replace(tr.adv_cfg, estimator=estimator, **overrides)
+    config = dataclasses.replace(tr.credit.adv_cfg, estimator=estimator, **overrides)
     return step_advantages(**rollout.advantage_inputs(), config=config).steps
 
 

@@ -7,7 +7,7 @@ Everything that several processes change (sums over ranks, the gradient all-redu
 weights, the lockstep padding of sharded ones) sits behind a :class:`Comm`
 (:func:`comm_for`): with one process every call is the identity.
 
-What feeds it (``Trainer.update``): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
+What feeds it (:meth:`trainers.updater.Updater.update`): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
 their old and reference log-probs, advantages (the invalid-action penalty already paid, see
 :func:`trainers.advantages.penalized_advantages`), token weights (:func:`token_weights`)
 and token costs -- a :class:`PPOConfig` and a :class:`Learner` (forward passes and the optimizer).
@@ -17,7 +17,7 @@ in that many padded token positions (:func:`micro_batches`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -25,12 +25,11 @@ import torch
 from agents.batching import chunks
 from trainers import distributed, stop_request
 from trainers.losses import ppo_clip_loss
-from trainers.teachers import DistillTargets, gated_distill, symmetric_kl, topk_symmetric_kl
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
 
-__all__ = ["Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update", "token_weights"]
+__all__ = ["AuxTerm", "Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update", "token_weights"]
 
 #: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
 WEIGHTED = ("pg_loss", "kl")
@@ -78,6 +77,27 @@ class PPOConfig:
                    micro_batch_tokens=tokens)
 
 
+class AuxTerm(Protocol):
+    """An auxiliary loss beside PPO-clip's, as the targets of one update
+    (:class:`trainers.teachers.DistillTargets` is one). It may take some steps of a mini-batch in
+    place of the RL loss (:meth:`split`), add a term to each micro-batch's loss
+    (:meth:`micro_term`), and reports its statistics summed over ranks (:meth:`stats`)."""
+
+    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
+        """``part``'s steps for the RL loss and those for this loss alone (in their order)."""
+
+    def routed_loss(self, routed: list[int], batch: "UpdateBatch", cfg: "PPOConfig", learner: "Learner",
+                    comm: "Comm", share: float) -> None:
+        """Backward of this loss on the ``routed`` steps of a mini-batch, times ``share``."""
+
+    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: "UpdateBatch",
+                   mb_weight: float, loss_scale: float) -> torch.Tensor | None:
+        """A term added to a micro-batch's RL loss (``lp``: its new log-probs, ``w_t``: token weights)."""
+
+    def stats(self, comm: "Comm") -> dict[str, float]:
+        """The term's statistics of the update, over every rank."""
+
+
 @dataclass
 class UpdateBatch:
     """What the loss needs of the steps of one update.
@@ -91,7 +111,7 @@ class UpdateBatch:
         cost: per step, the token positions its forward pass takes (micro-batch sizing).
         keys: per step, :func:`agents.batching.step_key` (steps with one key share a computation).
         n_global: steps over all ranks.
-        distill: the teacher's targets (:mod:`trainers.teachers`), or None (RL only).
+        aux: an auxiliary loss's targets (:class:`AuxTerm`; a teacher's), or None (RL only).
     """
 
     outputs: list[Any]
@@ -103,7 +123,7 @@ class UpdateBatch:
     cost: list[int] = field(default_factory=list)
     keys: list[tuple] = field(default_factory=list)
     n_global: int = 0
-    distill: DistillTargets | None = None
+    aux: AuxTerm | None = None
 
     @classmethod
     def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
@@ -222,16 +242,14 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
     sums = {"pg_loss": 0.0, "kl": 0.0, "entropy": 0.0, "clip_fraction": 0.0, "approx_kl_old": 0.0}
     tok_total, w_total, grad_norms, optimizer_steps = 0, 0.0, [], 0
     n_tok, tok_w = batch.token_counts, batch.token_weights
-    teacher = batch.distill
-    routed = teacher.routed if teacher is not None and teacher.mode == "privileged" else None
-    dsum = {"kl": 0.0, "kl_weight": 0.0, "gate": 0.0, "gate_tokens": 0.0}
+    aux = batch.aux
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(batch.outputs), generator=gen).tolist()
         for part in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
             part = part.tolist()
-            kd_part = [j for j in part if routed[j]] if routed is not None else []
-            if kd_part:  # a privileged teacher's steps take the distillation loss, not the RL loss
-                part = [j for j in part if not routed[j]]  # type: ignore[index]
+            kd_part: list[int] = []
+            if aux is not None:  # (a privileged teacher's steps take its loss, not the RL loss)
+                part, kd_part = aux.split(part)
             mb_tokens, mb_weight = comm.sum([sum(n_tok[j] for j in part), sum(tok_w[j] * n_tok[j] for j in part)])
             mb_tokens = int(mb_tokens)
             if mb_tokens == 0 and not kd_part:
@@ -239,7 +257,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
             optimizer.zero_grad(set_to_none=True)
             share = len(part) / (len(part) + len(kd_part))  # each step counts once, in one of the two losses
             if kd_part:
-                _distill_pass(kd_part, batch, cfg, learner, comm, 1.0 - share, dsum)
+                aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]
             for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []:
                 if micro is None:  # padding: a zero-weight pass over any step
                     pad = learner.pad_forward()
@@ -261,8 +279,9 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                                     cfg.kl_coef, cfg.entropy_coef, weight=scale * share if kd_part else scale,
                                     entropies=ent_t, token_weights=w_t)
                 loss = out.loss
-                if teacher is not None and teacher.mode == "hindsight":
-                    loss = loss + _hindsight_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale, dsum)
+                term = aux.micro_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale) if aux is not None else None
+                if term is not None:
+                    loss = loss + term
                 loss.backward()
                 for key in sums:  # pg_loss and kl are means under the token weights, the others token means
                     sums[key] += float(getattr(out, key)) * (w_sum if key in WEIGHTED else k)
@@ -282,61 +301,6 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
              if (w_total if key in WEIGHTED else tok_total) > 0 else 0.0 for key, value in sums.items()}
     stats.update({"update/tokens": float(tok_total), "update/optimizer_steps": float(optimizer_steps),
                   "update/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0})
-    if teacher is not None:
-        kl, kl_w, gate, gate_n = comm.sum(list(dsum.values()))
-        if teacher.mode == "privileged":  # the mean symmetric KL under the entropy weights
-            stats["distill/kl"] = kl / kl_w if kl_w > 0 else 0.0
-        else:  # the mean gate of the hindsight term
-            stats["distill/gate"] = gate / gate_n if gate_n > 0 else 0.0
+    if aux is not None:
+        stats.update(aux.stats(comm))
     return stats
-
-
-def _hindsight_term(micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: UpdateBatch,
-                    mb_weight: float, loss_scale: float, dsum: dict[str, float]) -> torch.Tensor:
-    """SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] - l_theta)) /
-    mb_weight`` (the RL loss's token weights and normaliser), over the steps that have a skill."""
-    teacher = batch.distill
-    assert teacher is not None
-    offsets = np.cumsum([0] + [batch.token_counts[j] for j in micro])
-    terms, gates, weights = [], [], []
-    for i, j in enumerate(micro):
-        skill = teacher.skill[j]
-        if skill is None:
-            continue
-        mine = lp[offsets[i]: offsets[i + 1]]
-        term, gate = gated_distill(mine, skill.to(lp.device).reshape(mine.shape), teacher.beta)
-        terms.append(term)
-        gates.append(gate)
-        weights.append(w_t[offsets[i]: offsets[i + 1]])
-    if not terms:
-        return lp.sum() * 0.0
-    gate = torch.cat(gates)
-    dsum["gate"] += float(gate.sum())
-    dsum["gate_tokens"] += float(gate.numel())
-    return teacher.coef * loss_scale * (torch.cat(weights) * torch.cat(terms)).sum() / mb_weight
-
-
-def _distill_pass(kd_part: Sequence[int], batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
-                  share: float, dsum: dict[str, float]) -> None:
-    """The privileged teacher's loss on a mini-batch's routed steps: the weighted mean of the
-    symmetric KL between teacher and student over their decisions (score mode) or response
-    tokens (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
-    teacher = batch.distill
-    assert teacher is not None
-    if learner.distributions is None:
-        raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
-    total_w = float(comm.sum([sum(float(teacher.weight[j].sum()) for j in kd_part)])[0])  # type: ignore[union-attr]
-    if total_w <= 0:
-        return
-    for micro in micro_batches(kd_part, batch.cost, cfg, batch.keys or None):
-        dists = learner.distributions([batch.outputs[j] for j in micro])
-        losses = []
-        for j, d in zip(micro, dists):
-            t, w = teacher.teacher[j].to(d.device), teacher.weight[j].to(d.device)  # type: ignore[union-attr]
-            idx = teacher.index[j]
-            kl = topk_symmetric_kl(t, idx.to(d.device), d) if idx is not None else symmetric_kl(t, d.float()).reshape(1)
-            losses.append((w.reshape(-1) * kl.reshape(-1)).sum())
-            dsum["kl"] += float((w.reshape(-1) * kl.detach().reshape(-1)).sum())
-            dsum["kl_weight"] += float(w.sum())
-        (comm.loss_scale * share * torch.stack(losses).sum() / total_w).backward()
-

@@ -64,7 +64,7 @@ def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> Saved
 
     import torch
 
-    from trainers.trainer import build_policy
+    from trainers.build import build_policy
 
     checkpoint = resolve_checkpoint(path)
     data = load_checkpoint(checkpoint, require=("model",))

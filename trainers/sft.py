@@ -136,3 +136,4 @@ def step_accuracy(policy: Any, outs: Sequence[Any]) -> float:
         for o in outs:
             hits += int(torch.argmax(policy.command_scores(o))) == o.chosen_index
     return hits / max(len(outs), 1)
+

@@ -20,8 +20,9 @@
   l_theta))``, beta 5, lambda 0.01, on every group. With the template writer (the CPU default)
   the skill reads only the trajectory: "hindsight (no ground truth)".
 
-The losses are pure torch functions here; :func:`trainers.ppo.ppo_update` applies them to the
-batch's :class:`DistillTargets`, and :class:`Teacher` builds those targets (no gradient).
+The losses are pure torch functions here; :class:`DistillTargets` applies them to an update's
+batch (it is the update's :class:`~trainers.ppo.AuxTerm`), and :class:`Teacher` builds those
+targets (no gradient) as the update's :class:`~trainers.updater.AuxiliaryLoss`.
 
 >>> import torch
 >>> p = torch.log(torch.tensor([[0.5, 0.5]])); q = torch.log(torch.tensor([[0.9, 0.1]]))
@@ -37,6 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Protocol, Sequence
 
+import numpy as np
 import torch
 
 from agents.contract import scoring_with
@@ -133,6 +135,69 @@ class DistillTargets:
     skill: list[torch.Tensor | None] = field(default_factory=list)
     coef: float = 0.01
     beta: float = 5.0
+    #: the update's sums: privileged, the weighted KL and its weight; hindsight, the gates and their tokens
+    sums: dict[str, float] = field(default_factory=lambda: {"kl": 0.0, "kl_weight": 0.0, "gate": 0.0, "gate_tokens": 0.0})
+
+    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
+        """Privileged: a mini-batch's routed steps take the distillation loss, the others the RL loss."""
+        if self.mode != "privileged":
+            return part, []
+        return [j for j in part if not self.routed[j]], [j for j in part if self.routed[j]]
+
+    def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
+        """The privileged teacher's loss on a mini-batch's ``routed`` steps: the weighted mean of the
+        symmetric KL between teacher and student over their decisions (score mode) or response
+        tokens (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
+        from trainers.ppo import micro_batches
+
+        if learner.distributions is None:
+            raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
+        total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr]
+        if total_w <= 0:
+            return
+        for micro in micro_batches(routed, batch.cost, cfg, batch.keys or None):
+            dists = learner.distributions([batch.outputs[j] for j in micro])
+            losses = []
+            for j, d in zip(micro, dists):
+                t, w = self.teacher[j].to(d.device), self.weight[j].to(d.device)  # type: ignore[union-attr]
+                idx = self.index[j]
+                kl = topk_symmetric_kl(t, idx.to(d.device), d) if idx is not None else symmetric_kl(t, d.float()).reshape(1)
+                losses.append((w.reshape(-1) * kl.reshape(-1)).sum())
+                self.sums["kl"] += float((w.reshape(-1) * kl.detach().reshape(-1)).sum())
+                self.sums["kl_weight"] += float(w.sum())
+            (comm.loss_scale * share * torch.stack(losses).sum() / total_w).backward()
+
+    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
+                   loss_scale: float) -> torch.Tensor | None:
+        """Hindsight: SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] -
+        l_theta)) / mb_weight`` (the RL loss's token weights and normaliser), over the steps that
+        have a skill. Privileged: none."""
+        if self.mode != "hindsight":
+            return None
+        offsets = np.cumsum([0] + [batch.token_counts[j] for j in micro])
+        terms, gates, weights = [], [], []
+        for i, j in enumerate(micro):
+            skill = self.skill[j]
+            if skill is None:
+                continue
+            mine = lp[offsets[i]: offsets[i + 1]]
+            term, gate = gated_distill(mine, skill.to(lp.device).reshape(mine.shape), self.beta)
+            terms.append(term)
+            gates.append(gate)
+            weights.append(w_t[offsets[i]: offsets[i + 1]])
+        if not terms:
+            return lp.sum() * 0.0
+        gate = torch.cat(gates)
+        self.sums["gate"] += float(gate.sum())
+        self.sums["gate_tokens"] += float(gate.numel())
+        return self.coef * loss_scale * (torch.cat(weights) * torch.cat(terms)).sum() / mb_weight
+
+    def stats(self, comm: Any) -> dict[str, float]:
+        """Privileged: the mean symmetric KL under the entropy weights; hindsight: the mean gate."""
+        kl, kl_w, gate, gate_n = comm.sum(list(self.sums.values()))
+        if self.mode == "privileged":
+            return {"distill/kl": kl / kl_w if kl_w > 0 else 0.0}
+        return {"distill/gate": gate / gate_n if gate_n > 0 else 0.0}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -273,6 +338,21 @@ class Teacher:
         """After each optimizer step: the EMA teacher follows the student."""
         if self.ema is not None:
             ema_update(self.ema, self.model, self.tau)
+
+    def inputs(self, rollout: Any, step_failed: Sequence[bool], env: str = "this") -> "TeacherInputs":
+        """This teacher's inputs of an iteration's ``rollout`` (:func:`teacher_inputs`)."""
+        return teacher_inputs(self.mode, rollout, step_failed, self.writer, env=env)
+
+    def kept(self, inputs: "TeacherInputs", n_steps: int) -> list[bool]:
+        """Steps that take a loss whatever their advantage: hindsight's term acts on every step,
+        privileged's loss on the routed ones."""
+        return [True] * n_steps if self.mode == "hindsight" else list(inputs.routed)
+
+    def loss_targets(self, steps: Sequence[Any], chosen: Sequence[int], inputs: "TeacherInputs",
+                     iteration: int) -> tuple[DistillTargets, dict[str, float]]:
+        """:meth:`targets` of an iteration's :class:`TeacherInputs`, with their metrics."""
+        out, stats = self.targets(steps, chosen, inputs.texts, inputs.routed, iteration)
+        return out, {**stats, **inputs.metrics}
 
     def _encode(self, text: str) -> list[int]:
         return list(self.policy.tokenizer.encode(text.strip() + "\n\n", add_special_tokens=False))

@@ -31,7 +31,7 @@ def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str,
 
     def record(rollout, iteration):
         out = original(rollout, iteration)
-        advantages.append(out[0].copy())
+        advantages.append(out.steps.copy())
         return out
 
     trainer.advantages = record  # type: ignore[method-assign]

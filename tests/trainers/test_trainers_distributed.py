@@ -44,10 +44,10 @@ class ShardedReference(Trainer):
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self.shard = shard_groups(self.cfg.num_groups, self.world, 0)  # the envs hold one shard's groups
+        self.rollouts.shard = shard_groups(self.cfg.num_groups, self.world, 0)  # the envs hold one shard's groups
 
-    def rollout(self, iteration, shard=None, shard_index=None):
-        parts = [super(ShardedReference, self).rollout(iteration, shard_groups(self.cfg.num_groups, self.world, r), r)
+    def rollout(self, iteration):
+        parts = [self.rollouts.rollout(iteration, shard_groups(self.cfg.num_groups, self.world, r), r)
                  for r in range(self.world)]
         return merge_rollouts(parts)
 

@@ -113,7 +113,7 @@ def test_length_normalized_scoring_flattens_tiny_policy():
     import dataclasses
 
     from trainers.config import TrainConfig
-    from trainers.trainer import build_policy
+    from trainers.build import build_policy
 
     torch.set_num_threads(1)
     cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False, policy_mode="score")

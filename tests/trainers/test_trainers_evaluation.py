@@ -246,9 +246,9 @@ def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp
                               eval_episodes=12, progress_bars=False, tensorboard=False, model="tiny",
                               batch_decisions="tree", torch_threads=2, eval_streams=2)
     trainer = Trainer(cfg)
-    assert trainer._eval_in_processes()
+    assert trainer.evaluator.in_processes()
     in_processes = trainer.evaluate(0)
-    trainer._eval_in_processes = lambda: False
+    trainer.evaluator.in_processes = lambda: False
     in_threads = trainer.evaluate(0)
     trainer.close()
     assert in_processes["eval/episodes"] == in_threads["eval/episodes"] >= 12

@@ -104,7 +104,7 @@ def test_traj_mean_loss_weighs_each_trajectory_the_same_whatever_its_length():
 
 
 def test_lr_warmup_scales_the_first_iterations():
-    from trainers.trainer import warmup_factor
+    from trainers.updater import warmup_factor
 
     cfg = config_for_tests(lr=1e-3, lr_warmup_iterations=3)
     trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))

@@ -248,15 +248,11 @@ def test_config_fields_and_errors():
 
 
 def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
-    from trainers.trainer import Trainer
+    from trainers.credit import CreditAssigner
 
-    gen = Trainer.__new__(Trainer)
-    gen.cfg = TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none")
-    gen.adv_cfg = gen.cfg.advantage_config()
+    gen = CreditAssigner(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none"))
     assert [gen.planpo_turn_weight(i) for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
-    score = Trainer.__new__(Trainer)
-    score.cfg = TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3)
-    score.adv_cfg = score.cfg.advantage_config()
+    score = CreditAssigner(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3))
     assert [score.planpo_turn_weight(i) for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
 
 

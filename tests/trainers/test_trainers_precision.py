@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from trainers.config import TrainConfig, lr_warning
-from trainers.trainer import Trainer, rollout_mismatch
+from trainers.trainer import Trainer
+from trainers.updater import rollout_mismatch
 from tiny_config import config_for_tests
 
 ROOT = Path(__file__).resolve().parents[2]

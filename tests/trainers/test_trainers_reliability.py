@@ -178,7 +178,7 @@ def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
                            step_timeout=45.0)
     trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
     try:
-        trainer.envs = trainer._make_envs()
+        trainer.envs = trainer.rollouts.make_envs()
         assert trainer.envs.step_timeout == 45.0
         rec = trainer.train_iteration(1)
         assert rec["rollout/worker_restarts"] == 0.0 and rec["rollout/worker_errors"] == 0.0
@@ -189,7 +189,7 @@ def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
         trainer.close()
     auto = Trainer(config_for_tests(output_dir=str(tmp_path / "b")), policy=FakeScoringPolicy(seed=0))
     try:
-        envs = auto._make_envs()
+        envs = auto.rollouts.make_envs()
         from wrappers.group import DEFAULT_STEP_TIMEOUT
 
         assert envs.step_timeout == DEFAULT_STEP_TIMEOUT  # rooms declares none; sync backend times out too

@@ -8,7 +8,7 @@ import torch
 
 from trainers.config import ConfigError, TrainConfig
 from trainers.sft import Demo, behaviour_clone, step_accuracy
-from trainers.trainer import build_policy
+from trainers.build import build_policy
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 

@@ -111,7 +111,7 @@ def _toy_update(routed: list[bool], mode: str = "privileged") -> tuple[torch.Ten
     old = [torch.log(torch.tensor([1 / 3])), torch.log(torch.tensor([1 / 3]))]
     batch = UpdateBatch(steps, old, None, torch.tensor([5.0, 1.0]), [1, 1], [1.0, 1.0], [1, 1], [(0,), (1,)], 2)
     if mode == "privileged":
-        batch.distill = DistillTargets("privileged", routed=routed, teacher=[teacher if r else None for r in routed],
+        batch.aux = DistillTargets("privileged", routed=routed, teacher=[teacher if r else None for r in routed],
                                        index=[None, None], weight=[torch.ones(1) if r else None for r in routed],
                                        skill=[None, None])
     opt = torch.optim.SGD([theta], lr=1.0)
@@ -336,20 +336,14 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     """The routing behind I-SDPO: the distillation loss on every step of a group that failed
     completely, the RL loss alone on the groups with a success; traced from the trainer's own
     advantage stage to its teacher inputs."""
-    from types import SimpleNamespace
-
     from trainers.config import TrainConfig
-    from trainers.trainer import Trainer
-
+    from trainers.credit import CreditAssigner
     from trainers.teachers import teacher_inputs
 
-    cfg = TrainConfig(estimator=estimator)
-    host = SimpleNamespace(cfg=SimpleNamespace(seed=0, env="alfworld"), adv_cfg=cfg.advantage_config(),
-                           planpo_turn_weight=lambda it: 0.0)
     rollout = _routing_rollout()
-    _, all_failed, step_failed = Trainer.advantages(host, rollout, 1)
-    assert all_failed.tolist() == [True, False]
-    teach = teacher_inputs("privileged", rollout, step_failed)
+    credit = CreditAssigner(TrainConfig(estimator=estimator, seed=0)).assign(rollout, 1)
+    assert credit.all_failed.tolist() == [True, False]
+    teach = teacher_inputs("privileged", rollout, credit.step_failed)
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
     assert teach.routed == [g == 0 for g in groups] and sum(teach.routed) == 4
     assert teach.texts == [rollout.trajectories[s.traj].privileged for s in rollout.steps]
@@ -458,7 +452,7 @@ def tiny_steps():
     from tiny_config import config_for_tests
 
     from trainers.envs import make_env
-    from trainers.trainer import build_policy
+    from trainers.build import build_policy
 
     policy = build_policy(config_for_tests(), torch.device("cpu"))
     env = make_env("rooms", "train", 4)

@@ -1,0 +1,167 @@
+"""The collection stage: one rollout per iteration, of this process's groups, on its tasks.
+
+How the members' episodes are played is a :class:`Collector`: :class:`FlatCollector` plays one
+episode per member (:func:`trainers.rollout.collect_rollout`); :class:`TreeCollector` branches the
+members of a group from shared prefixes (:func:`trainers.tree_rollout.collect_tree_rollout`).
+:data:`COLLECTORS` maps ``--rollout`` to them. :class:`Rollouts` owns the
+:class:`~wrappers.GroupVectorEnv` of the groups, the iteration's task seeds and sampling seed,
+and the forked rollout streams (``rollout_streams`` k > 1).
+
+    >>> from trainers.config import TrainConfig
+    >>> type(make_collector(TrainConfig(rollout="tree", group_size=4))).__name__
+    'TreeCollector'
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Protocol, Sequence
+
+import torch
+
+from trainers import distributed, seeds
+from trainers.config import ConfigError, TrainConfig
+from trainers.console import progress_bar
+from trainers.rollout import Rollout, collect_rollout
+from trainers.seeds import task_seeds
+from trainers.sharding import merge_rollouts
+from trainers.tree_rollout import collect_tree_rollout
+
+__all__ = ["COLLECTORS", "Collector", "FlatCollector", "Rollout", "Rollouts", "TreeCollector", "check_rollout_streams",
+           "make_collector"]
+
+
+class Collector(Protocol):
+    """Plays one rollout: every member of the groups of ``envs`` on ``tasks`` (one task seed per group)."""
+
+    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
+                on_step: Callable[[int], Any]) -> Rollout: ...
+
+
+@dataclasses.dataclass(frozen=True)
+class FlatCollector:
+    """One episode per member; the prompt holds the last ``history_k`` steps."""
+
+    history_k: int = 0
+
+    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
+                on_step: Callable[[int], Any]) -> Rollout:
+        return collect_rollout(envs, policy, tasks, seed=seed, history_k=self.history_k, on_step=on_step)
+
+
+@dataclasses.dataclass(frozen=True)
+class TreeCollector:
+    """Members branch from the prefixes a group shares (``cfg.tree_config``)."""
+
+    cfg: TrainConfig
+
+    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
+                on_step: Callable[[int], Any]) -> Rollout:
+        return collect_tree_rollout(envs, policy, tasks, seed=seed, cfg=self.cfg.tree_config(seed),
+                                    max_steps=self.cfg.max_steps, on_step=on_step)
+
+
+#: ``--rollout`` -> the collector a config gets
+COLLECTORS: dict[str, Callable[[TrainConfig], Collector]] = {
+    "flat": lambda cfg: FlatCollector(cfg.history_k),
+    "tree": TreeCollector,
+}
+
+
+def make_collector(cfg: TrainConfig) -> Collector:
+    """The :class:`Collector` of ``cfg.rollout``."""
+    return COLLECTORS[cfg.rollout](cfg)
+
+
+class Rollouts:
+    """The envs of this process's groups and the iteration's rollout on them.
+
+    Args:
+        cfg: the run configuration. policy: what acts. env_fn: a member env factory.
+        dist: the run's processes. shard: the groups played here. autocast: the forward passes'
+        autocast (the update's).
+    """
+
+    def __init__(self, cfg: TrainConfig, policy: Any, env_fn: Callable[[], Any], dist: distributed.DistInfo,
+                 shard: range, autocast: Callable[[], Any]) -> None:
+        self.cfg, self.policy, self.env_fn, self.dist, self.shard, self.autocast = cfg, policy, env_fn, dist, shard, autocast
+        self.collector = make_collector(cfg)
+        self.envs: Any = None
+        #: crashed / hung / raising members of the last rollout (their episodes were truncated)
+        self.env_failures: dict[str, float] = {}
+
+    def make_envs(self) -> Any:
+        from wrappers import GroupVectorEnv
+
+        cfg = self.cfg
+        extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}
+        return GroupVectorEnv(self.env_fn, num_groups=len(self.shard), group_size=cfg.group_size, backend=cfg.env_backend,
+                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout, **extra)
+
+    def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
+        """One training rollout of this rank's groups (``shard``, default :attr:`shard`: all B
+        groups for one process) x G members on this iteration's tasks; shard k samples with
+        :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed). With
+        ``rollout_streams`` k > 1, the rollout of all B groups that k ranks would play together
+        (:meth:`rollout_in_streams`)."""
+        cfg = self.cfg
+        if cfg.rollout_streams > 1 and shard is None:
+            return self.rollout_in_streams(iteration)
+        shard = self.shard if shard is None else shard
+        shard_index = self.dist.rank if shard_index is None else shard_index
+        self.envs = self.envs or self.make_envs()
+        tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
+        self.policy.model.eval()
+        bar = progress_bar(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main)
+        restarts, errors = self.envs.worker_restarts, self.envs.member_errors
+        try:
+            seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
+            with torch.no_grad(), self.autocast(), distributed.full_weights(self.policy.model, self.dist):
+                return self.collector.collect(self.envs, self.policy, tasks, seed, bar.update)
+        finally:
+            bar.close()
+            self.env_failures = {"rollout/worker_restarts": float(self.envs.worker_restarts - restarts),
+                                 "rollout/worker_errors": float(self.envs.member_errors - errors)}
+
+    def rollout_in_streams(self, iteration: int) -> Rollout:
+        """Block 0 of the groups played here, block k in a process forked from this one
+        (:func:`trainers.forked.run_forked`, its own envs, no progress bar), sampled as rank k of a
+        run in ``rollout_streams`` processes; the blocks merged in order
+        (:func:`trainers.sharding.merge_rollouts`), the env failures summed."""
+        from trainers.forked import run_forked
+
+        n = self.cfg.rollout_streams
+
+        def block(k: int) -> Callable[[Callable[[int], None]], tuple[Rollout, dict[str, float]]]:
+            def play(step: Callable[[int], None]) -> tuple[Rollout, dict[str, float]]:
+                if k:  # in the forked process: envs of its own, no second bar; the trainer's envs are
+                    # kept referenced, never closed or collected here (what they hold is the trainer's)
+                    self.cfg = dataclasses.replace(self.cfg, progress_bars=False)
+                    self._trainer_envs, self.envs = self.envs, None
+                rollout = self.rollout(iteration, distributed.shard_groups(self.cfg.num_groups, n, k), k)
+                if k:
+                    self.envs.close()
+                return rollout, self.env_failures
+            return play
+
+        parts = run_forked([block(k) for k in range(n)], name="rollout stream")
+        self.env_failures = {key: sum(f[key] for _, f in parts) for key in parts[0][1]}
+        return merge_rollouts([r for r, _ in parts])
+
+    def close(self) -> None:
+        if self.envs is not None:
+            self.envs.close()
+        self.envs = None
+
+
+def check_rollout_streams(n: int, dist: distributed.DistInfo, device: torch.device) -> None:
+    """Rollout streams are forked processes: one process, a model on the CPU, fork available."""
+    from trainers.forked import can_fork
+
+    if dist.enabled:
+        raise ConfigError(f"rollout_streams {n}: a run in several processes already splits its groups; use "
+                          "--rollout-streams 1 under torchrun")
+    if device.type != "cpu":
+        raise ConfigError(f"rollout_streams {n}: a forked process cannot use {device.type}; use it with "
+                          "--device cpu")
+    if not can_fork():
+        raise ConfigError(f"rollout_streams {n}: needs the fork start method, which this platform lacks")

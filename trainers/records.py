@@ -1,0 +1,173 @@
+"""The record stage: what a run writes of itself, and one iteration's metrics record.
+
+:class:`RunRecorder` keeps the run's files on rank 0: ``metrics.jsonl`` (with TensorBoard and W&B
+where asked), ``config.yaml``, ``provenance.jsonl``, the teacher's samples, the manifest of every
+file the run wrote, and at the end the report; and the iterations' progress on the console.
+:func:`train_record` gathers the ranks' rollouts (as summaries), credit and env failures on rank 0
+(:func:`gather_credit`) so that a run in several processes logs what one process would, then
+joins the rollout metrics, the credit metrics, the update's statistics and the iteration's times.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import warnings
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from trainers import distributed
+from trainers.console import bars_shown, iteration_line, progress_bar
+from trainers.credit import Credit
+from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, rollout_metrics, wandb_settings
+from trainers.report import write_report
+from trainers.rollout import Rollout
+from trainers.run_dir import RunManifest
+from trainers.run_files import open_nofollow, write_atomic
+from trainers.sharding import merge_rollouts, rollout_summary
+
+__all__ = ["RunRecorder", "gather_credit", "train_record"]
+
+
+def gather_credit(rollout: Rollout, credit: Credit, env_failures: dict[str, float],
+                  dist: distributed.DistInfo) -> tuple[Rollout, Credit, dict[str, float]]:
+    """Every rank's rollout (summary), credit and env failure counts merged on rank 0 in rank
+    order: the metrics then equal a single process's over all groups. Other ranks keep their own
+    (their records are not logged). One process: unchanged."""
+    if not dist.enabled:
+        return rollout, credit, env_failures
+    parts = distributed.gather_objects((rollout_summary(rollout), credit.steps, np.asarray(credit.all_failed),
+                                        env_failures, np.asarray(credit.step_failed), credit.acted), dist.world_size)
+    if parts is None:
+        return rollout, credit, env_failures
+    failures: dict[str, float] = {}
+    for part in parts:
+        for key, value in part[3].items():
+            failures[key] = failures.get(key, 0.0) + value
+    acted = {key: (value if key.endswith("_alpha") else sum(p[5].get(key, 0.0) for p in parts))
+             for key, value in parts[0][5].items()}  # counts add up over ranks; a weight is shared
+    merged = Credit(np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
+                    np.concatenate([p[4] for p in parts]), acted)
+    return merge_rollouts([p[0] for p in parts]), merged, failures
+
+
+def train_record(cfg: Any, iteration: int, rollout: Rollout, credit: Credit, env_failures: dict[str, float],
+                 stats: dict[str, float], times: tuple[float, float, float], dist: distributed.DistInfo,
+                 device: torch.device) -> dict[str, Any]:
+    """The iteration's metrics record (over every rank's groups); ``times``: when the rollout,
+    the update and the iteration's end began (``time.perf_counter``)."""
+    t0, t1, t2 = times
+    tree_stats = dict(rollout.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
+    rollout, credit, env_failures = gather_credit(rollout, credit, env_failures, dist)
+    adv_cfg = cfg.advantage_config()
+    rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
+    if cfg.distill_label:
+        rec["distill"] = cfg.distill_label  # a run with a teacher says so in every record
+    rec.update(tree_stats)
+    rec.update(rollout_metrics(rollout, cfg.tau_r))
+    rec.update(env_failures)
+    rec.update(advantage_metrics(credit.steps, credit.all_failed, credit.step_failed, adv_cfg.progpo, adv_cfg.gate))
+    rec.update(acted_metrics(credit.acted, credit.all_failed.size, credit.steps.size))
+    rec.setdefault("kl", 0.0)
+    rec.setdefault("clip_fraction", 0.0)
+    rec.update(stats)
+    rec["time/rollout_s"] = t1 - t0
+    rec["time/generate_s"] = float(getattr(rollout, "policy_seconds", 0.0))
+    rec["time/env_s"] = float(getattr(rollout, "env_seconds", 0.0))
+    rec["time/update_s"] = t2 - t1
+    rec["time/iteration_s"] = t2 - t0
+    rec["tokens_per_s"] = rollout.response_tokens / max(rollout.seconds, 1e-9)
+    rec["rollout/response_tokens"] = float(rollout.response_tokens)
+    if torch.cuda.is_available() and device.type == "cuda":
+        rec["gpu/peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
+    rec["env_steps_per_s"] = len(rollout.steps) / max(rollout.seconds, 1e-9)
+    return rec
+
+
+class RunRecorder:
+    """The files and console lines of a run (rank 0 writes; the other ranks' calls do nothing).
+
+    Args:
+        cfg: the run configuration. main: whether this process is rank 0.
+    """
+
+    def __init__(self, cfg: Any, main: bool) -> None:
+        self.cfg, self.main = cfg, main
+        self.run_dir = Path(cfg.output_dir)
+        self.manifest: RunManifest | None = None
+        self.logger: MetricsLogger | None = None
+        self.bar: Any = None
+
+    def start(self, manifest: RunManifest | None, history: Sequence[dict[str, Any]], resumed_at: int | None) -> None:
+        """Open the run's files (``resumed_at``: the checkpoint's iteration on a resume, whose
+        ``history`` rebuilds a missing ``metrics.jsonl``) and the iterations' progress bar."""
+        cfg = self.cfg
+        if self.main:
+            metrics_path = self.run_dir / "metrics.jsonl"
+            if resumed_at is not None and not metrics_path.exists():
+                write_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+                warnings.warn(f"{metrics_path} was missing; rebuilt it from the checkpoint's history "
+                              f"({len(history)} records)", UserWarning, stacklevel=4)
+            assert manifest is not None
+            self.manifest = manifest
+            self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
+                                        wandb=wandb_settings(cfg.to_dict(), self.run_dir) if "wandb" in cfg.trackers else None,
+                                        config=cfg.to_dict(), resume_after=resumed_at)
+            manifest.record(*self.logger.files, self.run_dir / "config.yaml")
+            write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_dict()))
+            self._record_provenance(resumed_at or 0)
+        self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True)
+        self.bar.update(resumed_at or 0)
+
+    def log(self, record: dict[str, Any]) -> None:
+        if self.logger is not None:
+            self.logger.log(record)
+
+    def iteration_done(self, rec: dict[str, Any]) -> None:
+        """Advance the iterations' bar; with no terminal, one line per iteration instead."""
+        self.bar.update(1)
+        self.bar.set_postfix(success=f"{rec.get('success', 0):.2f}", all_failed=f"{rec.get('all_failed_frac', 0):.2f}")
+        if self.cfg.progress_bars and self.main and not bars_shown(True):
+            print(iteration_line(rec, self.cfg.iterations), file=sys.stderr, flush=True)
+
+    def distill_samples(self, samples: Sequence[dict[str, Any]]) -> None:
+        """Append the teacher's samples of an iteration (contexts it read, with the decision they
+        re-scored) to ``distill_samples.jsonl``, so that a user can read what the teacher saw."""
+        if not samples or not self.main:
+            return
+        path = self.run_dir / "distill_samples.jsonl"
+        if self.manifest is not None:
+            self.manifest.record(path)
+        with open_nofollow(path, "a") as fh:
+            fh.writelines(json.dumps(sample) + "\n" for sample in samples)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+        if self.logger is not None:
+            self.logger.close()
+
+    def report(self, history: Sequence[dict[str, Any]]) -> Path:
+        """Write the run's report (rank 0); its path."""
+        if not self.main:
+            return self.run_dir / "summary.md"
+        assert self.manifest is not None
+        self.manifest.record(self.run_dir / "summary.md", self.run_dir / "curves.png")
+        return write_report(self.run_dir, list(history), self.cfg.to_dict())
+
+    def _record_provenance(self, iteration: int) -> None:
+        """Append where this process runs the run (:mod:`trainers.provenance`) to
+        ``provenance.jsonl``: at the start, and on a resume where anything of it changed."""
+        from trainers.provenance import append_provenance
+
+        assert self.manifest is not None
+        self.manifest.record(self.run_dir / "provenance.jsonl")
+        append_provenance(self.run_dir, iteration, self.cfg.to_dict())
+
+
+def _to_yaml(data: dict[str, Any]) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False)
