@@ -42,8 +42,8 @@ T = "tests/trainers/"
 
 #: core module -> (source files mutated, the test files run against them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
-    "estimators": (["trainers/advantages/__init__.py", "trainers/advantages/segments.py",
-                    "trainers/advantages/planpo.py", "trainers/advantages/hgpo.py"],
+    "estimators": ([f"trainers/advantages/{m}.py" for m in ("__init__", "segments", "planpo", "hgpo", "grpo", "progpo",
+                                                            "registry", "config", "episode", "step")],
                    [T + "test_trainers_advantages.py", T + "test_trainers_planpo_hgpo.py", T + "test_trainers_constants.py"]),
     "coverage": (["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],
                  ["tests/wrappers/test_wrappers_coverage.py", "tests/wrappers/test_wrappers_canonicalize.py"]),

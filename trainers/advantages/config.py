@@ -1,0 +1,87 @@
+"""The estimator's options: :class:`AdvantageConfig` (defaults reproduce the papers)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from trainers.advantages.hgpo import FUSIONS, Fusion
+from trainers.advantages.registry import ESTIMATORS
+from trainers.advantages.segments import Norm, check_norm
+from wrappers.signals import TAU_P, TAU_R
+
+__all__ = ["AdvantageConfig"]
+
+
+@dataclass(frozen=True)
+class AdvantageConfig:
+    """Options of :func:`step_advantages`; defaults reproduce the papers.
+
+    estimator: one of :data:`ESTIMATORS` (a base of :data:`BASES`, or ``progpo-<base>``).
+    gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
+        anchor term, HGPO's history term). lam: ProGPO lambda.
+    norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), every level.
+    coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
+    scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
+    gate: where the progress term applies: ``all_failed`` (ProGPO: it replaces the base
+        estimator in all-failed groups only) or ``always`` (control: it is ADDED to the base
+        estimator's A^E in every group; in an all-failed group the base is 0, so there it
+        equals ProGPO).
+    shuffle_coverage: control: permute the progress values P_i within each all-failed group
+        (seeded by ``shuffle_seed``) before the advantage, which keeps their distribution and
+        breaks their link to the trajectories.
+    success_threshold: PlanPO: an outcome at or above it is a success (WebShop: a partial score
+        below it is not).
+    planpo_alpha: PlanPO: weight of the turn term at this iteration (the trainer sets it from
+        :func:`~trainers.advantages.planpo.planpo_alpha`; 0 in score mode, and whenever no response lengths are given).
+    hgpo_depth, hgpo_alpha, hgpo_fusion: HGPO: the deepest history matched (K), the power of the
+        depth weights ``(k + 1)^alpha``, and the fusion (``power`` | ``inverse-variance``).
+    potential_credit: HGPO: add the reconstructed transition credit of arXiv 2607.04242
+        (:func:`~trainers.advantages.hgpo.potential_credit`) to the history term.
+    """
+
+    estimator: str = "progpo-grpo"
+    gamma: float = 0.95
+    omega: float = 1.0
+    lam: float = 1.0
+    norm: Norm = "mean_std"
+    coverage: Literal["rate", "count"] = "rate"
+    scope: Literal["episode", "group"] = "episode"
+    tau_r: float = TAU_R
+    tau_p: float = TAU_P
+    eps: float = 1e-6
+    gate: Literal["all_failed", "always"] = "all_failed"
+    shuffle_coverage: bool = False
+    shuffle_seed: int = 0
+    success_threshold: float = 1.0
+    planpo_alpha: float = 0.1
+    hgpo_depth: int = 2
+    hgpo_alpha: float = 1.0
+    hgpo_fusion: Fusion = "power"
+    potential_credit: bool = False
+
+    def __post_init__(self) -> None:
+        if self.gate not in ("all_failed", "always"):
+            raise ValueError(f"gate must be 'all_failed' or 'always', got {self.gate!r}")
+        if self.estimator not in ESTIMATORS:
+            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        check_norm(self.norm)
+        if self.coverage not in ("rate", "count"):
+            raise ValueError(f"coverage must be 'rate' or 'count', got {self.coverage!r}")
+        if self.scope not in ("episode", "group"):
+            raise ValueError(f"scope must be 'episode' or 'group', got {self.scope!r}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if self.hgpo_fusion not in FUSIONS:
+            raise ValueError(f"hgpo_fusion must be one of {', '.join(FUSIONS)}, got {self.hgpo_fusion!r}")
+        if isinstance(self.hgpo_depth, bool) or not isinstance(self.hgpo_depth, int) or self.hgpo_depth < 0:
+            raise ValueError(f"hgpo_depth must be an integer >= 0, got {self.hgpo_depth!r}")
+        if self.potential_credit and self.base != "hgpo":
+            raise ValueError(f"potential_credit belongs to hgpo and progpo-hgpo, not {self.estimator}")
+
+    @property
+    def base(self) -> str:
+        return self.estimator.removeprefix("progpo-")
+
+    @property
+    def progpo(self) -> bool:
+        return self.estimator.startswith("progpo-")
