@@ -24,25 +24,15 @@ Example:
 """
 from __future__ import annotations
 
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Sequence
 
+from progpo_envs.alfworld import text as patterns
+
 __all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "command_notes", "goal_words", "object_class", "parse_goal",
            "search_order"]
 
-_NOTHING = "Nothing happens."
-_GO = re.compile(r"^go to (.+)$")
-_TAKE = re.compile(r"^take (.+?) from (.+)$")
-_PUT = re.compile(r"^(?:put (.+?) in/on (.+)|move (.+?) to (.+))$")
-_OPEN = re.compile(r"^open (.+)$")
-_CLOSE = re.compile(r"^close (.+)$")
-_TRANSFORM = re.compile(r"^(clean|heat|cool|slice) (.+?) with (.+)$")
-_USE = re.compile(r"^use (.+)$")
-_SEE = re.compile(r"(?:On|In) (the [a-z]+ \d+|it), you see (.+?)\.(?:\s|$)")
-_ITEM = re.compile(r"(?:a|an|some) ([a-z]+ \d+)")
-_WORD = re.compile(r"[a-z]+")
 
 
 #: receptacle classes that start closed in ALFWorld (a prior any household agent has): a searcher
@@ -83,7 +73,7 @@ class GoalSpec:
 def parse_goal(goal: str, receptacle_classes: set[str] | frozenset[str]) -> GoalSpec:
     """:class:`GoalSpec` of an ALFWorld task sentence (``receptacle_classes``: classes of the places
     the agent can go to, e.g. from its ``go to`` commands)."""
-    words = _WORD.findall(str(goal).lower())
+    words = patterns.WORD.findall(str(goal).lower())
     lamp = next((w for w in words if w in _LAMPS), None)
     if lamp is None and ("lamp" in words or "light" in words):
         lamp = "desklamp"
@@ -109,7 +99,7 @@ def search_order(places: Sequence[str]) -> list[str]:
 
 def goal_words(goal: str) -> set[str]:
     """Lower-case words of the task sentence ("put a clean mug in coffeemachine." -> {..., 'mug'})."""
-    return set(_WORD.findall(str(goal).lower()))
+    return set(patterns.WORD.findall(str(goal).lower()))
 
 
 def object_class(name: str) -> str:
@@ -143,44 +133,44 @@ class TranscriptState:
         st._see(observations[0], words)
         for k, (_, action) in enumerate(history):
             after = observations[k + 1]
-            if after.strip() == _NOTHING:
+            if after.strip() == patterns.NOTHING_HAPPENS:
                 continue
             a = " ".join(str(action).split())
-            m = _GO.match(a)
+            m = patterns.GO.match(a)
             if m:
                 st.location = m.group(1)
                 if st.location not in st.visited:
                     st.visited.append(st.location)
-            elif (m := _TAKE.match(a)):
+            elif (m := patterns.TAKE.match(a)):
                 st.held = m.group(1)
-            elif (m := _PUT.match(a)):
+            elif (m := patterns.PUT.match(a)):
                 obj, rec = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
                 st.held = None
                 st.done.append(f"put {obj} in {rec}")
-            elif (m := _OPEN.match(a)):
+            elif (m := patterns.OPEN.match(a)):
                 if m.group(1) not in st.opened:
                     st.opened.append(m.group(1))
-            elif (m := _CLOSE.match(a)):
+            elif (m := patterns.CLOSE.match(a)):
                 if m.group(1) in st.opened:
                     st.opened.remove(m.group(1))
-            elif (m := _TRANSFORM.match(a)):
+            elif (m := patterns.TRANSFORM.match(a)):
                 st.done.append(f"{m.group(1)} {m.group(2)}")
-            elif (m := _USE.match(a)):
+            elif (m := patterns.USE.match(a)):
                 st.done.append(f"use {m.group(1)}")
             st._see(after, words)
-        places = [m.group(1) for c in admissible if (m := _GO.match(" ".join(str(c).split())))]
+        places = [m.group(1) for c in admissible if (m := patterns.GO.match(" ".join(str(c).split())))]
         if st.location and st.location not in places:
             places.append(st.location)
         st.unvisited = search_order([p for p in places if p not in st.visited])
         st.spec = parse_goal(goal, {object_class(p) for p in places + st.visited})
         return st
 
-    def _see(self, text: str, words: set[str]) -> None:
-        for m in _SEE.finditer(" ".join(str(text).split())):
+    def _see(self, observation: str, words: set[str]) -> None:
+        for m in patterns.SEE.finditer(" ".join(str(observation).split())):
             where = self.location if m.group(1) == "it" else m.group(1)[4:]
             if not where:
                 continue
-            for item in _ITEM.findall(m.group(2)):
+            for item in patterns.ITEM.findall(m.group(2)):
                 if object_class(item) in words:
                     self.seen[item] = where
         for item, where in list(self.seen.items()):  # carried objects are not "at" a place
@@ -267,13 +257,13 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
     for c in commands:
         a = " ".join(str(c).split())
         note = ""
-        if (m := _GO.match(a)):
+        if (m := patterns.GO.match(a)):
             x = m.group(1)
             note = ("seen target" if x in seen_at else "task place" if object_class(x) in places
                     else "" if not exploration else "visited" if x in st.visited else "new")
-        elif (m := _TAKE.match(a)):
+        elif (m := patterns.TAKE.match(a)):
             note = "target" if spec is not None and object_class(m.group(1)) == spec.target else "other"
-        elif (m := _PUT.match(a)):
+        elif (m := patterns.PUT.match(a)):
             rec = m.group(2) or m.group(4)
             note = "task place" if spec is not None and spec.place and object_class(rec) == spec.place else ""
         out.append(f"{note}: " if note else "")

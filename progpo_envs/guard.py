@@ -3,7 +3,8 @@
 Those top-level names are generic: another distribution on PyPI (``agents``, for one) may install
 the same import name. Python then silently imports whichever comes first on ``sys.path``, and
 progpo fails later in ways that do not say why. :func:`check_import_names` runs when
-``progpo_envs``, ``agents`` or ``trainers`` is imported and raises :class:`ImportNameConflictError`,
+``progpo_envs``, ``agents``, ``trainers.config`` or ``trainers.advantages`` is imported (``trainers``
+itself checks nothing: the verl plugin loads beside any ``agents``) and raises :class:`ImportNameConflictError`,
 one line naming the conflict, when a name resolves outside progpo's install (another folder
 earlier on ``sys.path``) or to a file another distribution overwrote. ``wrappers`` runs no
 check itself (it must import with gymnasium and numpy alone); the others check it.

@@ -34,3 +34,24 @@ def alfworld_engine_available() -> None:
 
     if not engine_available():
         pytest.skip("the ALFWorld engine is not installed: pip install 'progpo[alfworld]'")
+
+
+@pytest.fixture
+def kill_member_1():
+    """``kill(envs)``: reset a 2 x 2 ``GroupVectorEnv`` of ``TextRoomsEnv``, SIGKILL member 1's
+    worker and step every member once; checks that only member 1's episode was truncated (its
+    worker restarted, the others' steps untouched) and returns ``(obs, obs2, infos, pids)``."""
+    import signal
+
+    def kill(envs):
+        obs, _ = envs.reset()
+        pids = envs.worker_pids
+        os.kill(pids[1], signal.SIGKILL)
+        obs2, _, term, trunc, infos = envs.step(["look", "look", "look", "inventory"])
+        assert trunc.tolist() == [False, True, False, False] and not term.any()
+        assert infos["worker_restarted"].tolist() == [False, True, False, False]
+        assert obs2[0] == obs[0] and obs2[2] == obs[2] and obs2[3] == "You carry nothing."
+        assert obs2[1] == obs[1] and infos["valid_action"][[0, 2, 3]].all()  # the crashed member keeps its observation
+        return obs, obs2, infos, pids
+
+    return kill

@@ -105,18 +105,12 @@ import hashlib
 import re
 from typing import Any, Mapping
 
+from progpo_envs.alfworld import text as patterns
+from progpo_envs.alfworld.text import NOTHING_HAPPENS
+
 __all__ = ["NOTHING_HAPPENS", "canonicalize_alfworld", "canonicalize_alfworld_carry_free", "held_objects", "state_digest"]
 
-NOTHING_HAPPENS = "Nothing happens."
 
-_BANNER = re.compile(r"-=\s*Welcome to TextWorld, ALFRED!\s*=-")
-_TASK = re.compile(r"Your task is to:[^\n]*")
-_ARRIVE = re.compile(r"^You arrive at [^.]*\.\s+(?=\S)")
-_OPEN = re.compile(r"^You open the [^.]*\.\s+(?=\S)")
-_CLOSE = re.compile(r"^You close the ([^.]*)\.$")
-_MOVE = re.compile(r"^You move the (.+?) to the ([^.]*)\.$")
-_LIST = re.compile(r"(you see) (.+?)\.(?=\s|$)")
-_WS = re.compile(r"\s+")
 # Feedback of the actions that change the world without changing the admissible commands
 # (found by playing every real game and the generated ones: clean, heat, cool, slice, use).
 _EFFECT = re.compile(
@@ -143,15 +137,15 @@ def state_digest(admissible_commands: Any) -> str:
 
 
 def _text_key(text: str) -> str:
-    text = _ARRIVE.sub("", text)
-    text = _OPEN.sub("", text)
-    m = _CLOSE.match(text)
+    text = patterns.ARRIVE.sub("", text)
+    text = patterns.OPENED.sub("", text)
+    m = patterns.CLOSED.match(text)
     if m:
         text = f"The {m.group(1)} is closed."
-    m = _MOVE.match(text)
+    m = patterns.MOVED.match(text)
     if m:
         text = f"You put the {m.group(1)} in/on the {m.group(2)}."
-    return _LIST.sub(_sorted_list, text)
+    return patterns.LIST.sub(_sorted_list, text)
 
 
 _HELD = re.compile(r"^(?:move|put) (.+?) (?:to|in/on|in|on) ")
@@ -195,7 +189,7 @@ def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> st
     With ``info["admissible_commands"]``: ``@<digest>`` of the engine state, plus the effect's
     feedback after clean / heat / cool / slice / turn on. Without: the normalized text.
     """
-    text = _WS.sub(" ", _TASK.sub("", _BANNER.sub("", str(obs)))).strip()
+    text = patterns.WS.sub(" ", patterns.TASK.sub("", patterns.BANNER.sub("", str(obs)))).strip()
     commands = info.get("admissible_commands") if isinstance(info, Mapping) else None
     if commands:
         key = state_digest(commands)

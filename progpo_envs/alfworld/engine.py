@@ -30,8 +30,7 @@ from progpo_envs.alfworld.install import (  # noqa: F401  (re-exported: the engi
     import_alfworld,
     require_engine,
 )
-
-NOTHING_HAPPENS = "Nothing happens."
+from progpo_envs.alfworld.text import NOTHING_HAPPENS
 
 
 def _import_demangler() -> Any:

@@ -47,7 +47,6 @@ both engines evaluate grammar expressions with explicit variables there
 from __future__ import annotations
 
 import os
-import re
 import string
 from pathlib import Path
 from typing import Any, SupportsFloat
@@ -59,6 +58,7 @@ from progpo_envs.alfworld.embedded import embedded_root
 from progpo_envs.alfworld.engine import StockEngine
 from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, check_split, discover_games, resolve_data_dir
 from progpo_envs.alfworld.install import require_engine
+from progpo_envs.alfworld import text as patterns
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
 #: human-written task sentences may contain.
@@ -66,7 +66,6 @@ CHARSET = (string.ascii_letters + string.digits + string.punctuation + " \n\t"
            + "".join(chr(c) for c in range(0xA0, 0x100)) + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026")
 MAX_OBS_CHARS = 1 << 16
 MAX_ACTION_CHARS = 1 << 12
-_GOAL = re.compile(r"Your task is to: (.*)")
 
 
 def make_engine(fast: bool) -> StockEngine:
@@ -191,7 +190,7 @@ class ALFWorldEnv(gym.Env[str, str]):
             self._loaded = str(rec.path)
         self._game = rec
         self._obs = self._engine.reset()
-        m = _GOAL.search(self._obs)
+        m = patterns.GOAL.search(self._obs)
         self._goal = m.group(1).strip() if m else ""
         self._steps = 0
         self._won = bool(self._engine.won)

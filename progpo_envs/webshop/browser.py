@@ -17,11 +17,12 @@ Example (needs Chromium; see ``tests/webshop/test_webshop_browser.py``)::
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from wrappers.errors import UserError
 
@@ -67,6 +68,17 @@ _NEW_DOC_JS = "return window.__progpoOld === undefined && document.readyState ==
 
 class BrowserError(UserError, RuntimeError):
     """The browser or its driver failed (crashed, hung, or could not start)."""
+
+
+@contextlib.contextmanager
+def _browser_errors(what: str) -> Iterator[None]:
+    """Any failure of the driver inside, as one :class:`BrowserError` saying ``what`` failed."""
+    try:
+        yield
+    except BrowserError:
+        raise
+    except Exception as e:
+        raise BrowserError(f"{what} failed: {e}") from e
 
 
 class ChromiumBrowser:
@@ -160,14 +172,12 @@ class ChromiumBrowser:
 
     def get(self, url: str) -> None:
         """Open ``url`` and wait for it to load."""
-        try:
+        with _browser_errors(f"navigation to {url}"):
             self.driver.get(url)
-        except Exception as e:
-            raise BrowserError(f"navigation to {url} failed: {e}") from e
 
     def click(self, name: str) -> bool:
         """Click the element WebShop calls ``name`` on this page; False if there is none."""
-        try:
+        with _browser_errors(f"click[{name}]"):
             element = self.driver.execute_script(_FIND_JS, name)
             if element is None:
                 return False
@@ -175,16 +185,12 @@ class ChromiumBrowser:
             element.click()
             self._wait_new_document()
             return True
-        except BrowserError:
-            raise
-        except Exception as e:
-            raise BrowserError(f"click[{name}] failed: {e}") from e
 
     def search(self, query: str) -> bool:
         """Type ``query`` into the search box and submit; False if the page has no search box."""
         from selenium.webdriver.common.by import By
 
-        try:
+        with _browser_errors("search"):
             boxes = self.driver.find_elements(By.ID, "search_input")
             if not boxes:
                 return False
@@ -194,10 +200,6 @@ class ChromiumBrowser:
             self.driver.find_element(By.ID, "search-button").click()
             self._wait_new_document()
             return True
-        except BrowserError:
-            raise
-        except Exception as e:
-            raise BrowserError(f"search failed: {e}") from e
 
     def status(self) -> int | None:
         """HTTP status of the loaded page (``None`` when the browser cannot tell)."""

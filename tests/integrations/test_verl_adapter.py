@@ -75,29 +75,19 @@ def test_progpo_grpo_counts_each_trajectory_once_over_step_rows() -> None:
 
 
 def test_progpo_gigpo_estimator_equals_step_advantages() -> None:
-    rng = np.random.default_rng(1)
-    n_traj, groups = 8, 2
-    lengths = rng.integers(2, 5, n_traj)
-    step_traj = np.repeat(np.arange(n_traj), lengths)
-    step_t = np.concatenate([np.arange(k) for k in lengths])
-    anchors = np.array([f"s{v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
-    first_visit = rng.uniform(size=step_traj.size) < 0.5
-    outcome = np.array([0, 0, 0, 0, 1, 0, 0, 0], dtype=float)
-    traj_group = np.repeat(np.arange(groups), n_traj // groups)
-    rows = step_traj.size
-    mask = torch.ones(rows, 3)
-    ntb = {"traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
-           "progpo_first_visit": first_visit, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
-    adv, _ = compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj].astype(str), non_tensor_batch=ntb)
-    want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)),
-                           first_visit=first_visit, config=AdvantageConfig(estimator="progpo-gigpo")).steps
+    ntb, mask, index, trainer = _step_batch(1, outcome=(0, 0, 0, 0, 1, 0, 0, 0))
+    rewards = torch.zeros(mask.shape)
+    adv, _ = compute_progpo_gigpo_advantage(rewards, mask, index, non_tensor_batch=ntb)
+    trainer.pop("response_lengths")
+    want = step_advantages(**trainer, config=AdvantageConfig(estimator="progpo-gigpo")).steps
     np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
     with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks traj_uid, anchor_obs"):
-        compute_progpo_gigpo_advantage(torch.zeros(rows, 3), mask, traj_group[step_traj])
+        compute_progpo_gigpo_advantage(rewards, mask, index)
 
 
-def _step_batch(seed: int):
-    """verl-agent's layout: one row per step of 8 trajectories in 2 groups, a success in each group."""
+def _step_batch(seed: int, outcome: tuple[float, ...] = (1, 0, 1, 0, 0, 0, 0, 0)):
+    """verl-agent's layout: one row per step of 8 trajectories in 2 groups (by default group 0
+    mixed, group 1 all failed)."""
     rng = np.random.default_rng(seed)
     n_traj, groups = 8, 2
     lengths = rng.integers(2, 6, n_traj)
@@ -105,7 +95,7 @@ def _step_batch(seed: int):
     step_t = np.concatenate([np.arange(k) for k in lengths])
     anchors = np.array([f"s{v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
     first_visit = rng.uniform(size=step_traj.size) < 0.5
-    outcome = np.array([1, 0, 1, 0, 0, 0, 0, 0], dtype=float)  # group 0 mixed, group 1 all failed
+    outcome = np.array(outcome, dtype=float)
     cover = np.bincount(step_traj, weights=first_visit) / lengths  # the episode's coverage rate, as the env reports it
     traj_group = np.repeat(np.arange(groups), n_traj // groups)
     resp = rng.integers(3, 9, step_traj.size)  # response tokens of each step row

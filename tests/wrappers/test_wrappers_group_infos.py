@@ -67,7 +67,7 @@ def test_uniform_types_keep_numeric_arrays_and_masks():
 
 
 def test_ints_and_floats_promote_to_float_and_absent_members_are_masked():
-    from wrappers.group import _info_array
+    from wrappers.group.vector_env import _info_array
 
     a = _info_array([1, 2.5], [0, 2], 3)
     assert a.dtype == np.float64 and a.tolist() == [1.0, 0.0, 2.5]

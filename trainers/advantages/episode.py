@@ -113,15 +113,8 @@ def progpo_episode_advantages(
     return progpo_episode_advantages_batched(r[None], p[None], base, lam, tau_r, tau_p, eps)[0]
 
 
-def progpo_episode_advantages_batched(
-    outcomes: np.ndarray,
-    coverage_rate: np.ndarray,
-    base: str = "grpo",
-    lam: float = 1.0,
-    tau_r: float = TAU_R,
-    tau_p: float = TAU_P,
-    eps: float = 1e-6,
-) -> np.ndarray:
+def progpo_episode_advantages_batched(outcomes: np.ndarray, coverage_rate: np.ndarray, base: str = "grpo", lam: float = 1.0,
+                                      tau_r: float = TAU_R, tau_p: float = TAU_P, eps: float = 1e-6) -> np.ndarray:
     """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out.
 
     >>> progpo_episode_advantages_batched(np.array([[1., 0.], [0., 0.]]),

@@ -1,8 +1,7 @@
 """PlanPO (arXiv 2608.17289): among a group's successes, the shorter ones rank higher.
 
 PlanPO acts only in groups with a success; ProGPO acts only in all-failed groups, so the two
-cover disjoint groups and stack (``progpo-planpo``). Notation of ``../METHODS``-style texts:
-``R_i`` the outcome of trajectory ``i``, ``success_i = R_i >= success_threshold``, ``T_i`` its
+cover disjoint groups and stack (``progpo-planpo``). Notation: ``R_i`` the outcome of trajectory ``i``, ``success_i = R_i >= success_threshold``, ``T_i`` its
 number of turns, ``z(x) = (x - mean x) / (std x + eps)`` with the population std, in the group.
 
 - Trajectory term: ``R^E_i = 1[success_i] * R_i / T_i``; ``A^E_i = z(R^E)_i``, broadcast to
