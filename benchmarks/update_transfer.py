@@ -167,11 +167,11 @@ def main(argv: list[str] | None = None) -> int:
             res["steps"] = []
             for k_upd, rollout in enumerate(updates):
                 tr.model.load_state_dict(theta0)
-                tr.optimizer = make_optimizer(kind, tr.params, lr)
+                tr.updater.optimizer = make_optimizer(kind, tr.params, lr)
                 if args.anchor_kl > 0:  # anchors: the next update batch's steps
                     j = (k_upd + 1) % len(updates)
-                    tr.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
-                                            args.anchor_states, args.seed + k_upd).wrap(tr.optimizer)
+                    tr.updater.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
+                                                    args.anchor_states, args.seed + k_upd).wrap(tr.updater.optimizer)
                 tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
                 adv = step_adv(tr, rollout, estimator)
                 adv = np.where(adv < 0, args.neg_scale * adv, adv)

@@ -26,7 +26,7 @@ def _probe_logits(model: torch.nn.Module) -> torch.Tensor:
 def test_bf16_update_of_1e6_changes_weights_and_outputs(tmp_path):
     cfg = config_for_tests(output_dir=str(tmp_path), lr=1e-6, iterations=1, skip_zero_advantage=False)
     trainer = Trainer(cfg)
-    trainer.amp_dtype = torch.bfloat16  # what a GPU run with bf16 gets; here on CPU
+    trainer.updater.amp_dtype = torch.bfloat16  # what a GPU run with bf16 gets; here on CPU
     model = trainer.model
     assert all(p.dtype == torch.float32 for p in model.parameters())  # master weights stay fp32
     before = {k: v.detach().clone() for k, v in model.state_dict().items()}
