@@ -43,7 +43,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.statistics import episodes_to_reach, mean_ci  # noqa: E402
+from trainers.lab.significance import episodes_to_reach  # noqa: E402
+from trainers.statistics import mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
 
 METHODS = {

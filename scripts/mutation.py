@@ -56,7 +56,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "run-dir": (["trainers/run_dir.py", "trainers/checkpoint.py", "trainers/run_files.py"],
                 [T + "test_trainers_run_dir.py", T + "test_trainers_run_ownership.py", T + "test_trainers_planted_links.py",
                  T + "test_trainers_reliability.py"]),
-    "statistics": (["trainers/statistics.py"], [T + "test_trainers_statistics.py"]),
+    "statistics": (["trainers/statistics.py", "trainers/lab/significance.py"], [T + "test_trainers_statistics.py"]),
     "teacher-routing": (["trainers/teachers.py"], [T + "test_trainers_teachers.py"]),
     "eval-panel": (["trainers/evaluation.py"], [T + "test_trainers_evaluation.py"]),
 }

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("agents", "progpo_envs", "trainers", "wrappers")
 OWN = set(PACKAGES)
 #: modules meant to be run, not imported (their import starts a program)
-NOT_IMPORTED = {"trainers.__main__", "progpo_envs.__main__"}
+NOT_IMPORTED = {"trainers.__main__", "trainers.lab.__main__", "progpo_envs.__main__"}
 
 
 def _modules() -> list[str]:

@@ -4,9 +4,8 @@ coverage for success. Pure numpy.
 * :func:`mean_ci` -- mean over seeds and the half-width of its 95% t interval (:func:`t975`);
 * :func:`paired_bootstrap_ci` -- did RL help? a percentile bootstrap over paired episodes;
 * :func:`within_group_auc` / :func:`auc_with_ci` -- does coverage go with success?
-* :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level;
-* :func:`paired_t_p` / :func:`holm` -- a paired difference's two-sided t-test p-value, and the
-  Holm step-down adjustment when several methods are compared against one baseline.
+
+The lab's tests (paired t, Holm) are in :mod:`trainers.lab.significance`.
 
 Does coverage go with success? ProGPO ranks the trajectories of an all-failed group by their
 coverage P_i. That can only help if, among trajectories of the same task, higher coverage goes
@@ -35,8 +34,7 @@ import numpy as np
 
 from wrappers.signals import TAU_R
 
-__all__ = ["AUCResult", "auc_with_ci", "episodes_to_reach", "holm", "mean_ci", "paired_bootstrap_ci",
-           "paired_t_p", "t975", "t_two_sided_p", "within_group_auc"]
+__all__ = ["AUCResult", "auc_with_ci", "mean_ci", "paired_bootstrap_ci", "t975", "t_two_sided_p", "within_group_auc"]
 
 def t975(df: int) -> float:
     """The 97.5% quantile of Student's t with ``df`` >= 1 degrees of freedom (the multiplier of a
@@ -64,6 +62,36 @@ def _bisect_t(df: int, p: float) -> float:
         if hi - lo < 1e-12:
             break
     return (lo + hi) / 2
+
+
+def t_two_sided_p(t: float, df: int) -> float:
+    """P(|T| >= |t|) for Student's t with an integer ``df`` >= 1, in closed form (Abramowitz and
+    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(|t| / sqrt(df))).
+
+    >>> round(t_two_sided_p(2.306, 8), 4), round(t_two_sided_p(0.0, 3), 4)
+    (0.05, 1.0)
+    """
+    if df < 1 or int(df) != df:
+        raise ValueError(f"t_two_sided_p needs an integer df >= 1, got {df}")
+    if np.isnan(t):  # no statistic: no evidence either way (never "significant")
+        return float("nan")
+    if not np.isfinite(t):
+        return 0.0
+    theta = np.arctan(abs(t) / np.sqrt(df))
+    c2, s = np.cos(theta) ** 2, np.sin(theta)
+    if df % 2:  # odd: A = 2/pi * (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
+        term, total = 1.0, 1.0 if df > 1 else 0.0
+        for k in range(1, (df - 1) // 2):
+            term *= c2 * (2 * k) / (2 * k + 1)
+            total += term
+        inside = 2 / np.pi * (theta + s * np.cos(theta) * total)
+    else:  # even: A = sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
+        term, total = 1.0, 1.0
+        for k in range(1, df // 2):
+            term *= c2 * (2 * k - 1) / (2 * k)
+            total += term
+        inside = s * total
+    return float(min(1.0, max(0.0, 1.0 - inside)))
 
 
 def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -105,90 +133,6 @@ def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: in
     means = d[idx].mean(axis=1)
     lo, hi = np.quantile(means, [alpha / 2, 1 - alpha / 2])
     return float(d.mean()), float(lo), float(hi)
-
-
-def episodes_to_reach(train: np.ndarray, levels: Sequence[float], per_iteration: int) -> list[str]:
-    """Per level: the episodes played by the first iteration at which the seed-mean train success
-    (rows: seeds, columns: iterations; 2-iteration running mean) reaches it, or "-" (never).
-
-    >>> episodes_to_reach(np.array([[0.0, 0.2, 0.4], [0.0, 0.2, 0.2]]), [0.1, 0.25, 0.9], 64)
-    ['128', '192', '-']
-    """
-    tr = np.nanmean(train, axis=0)
-    smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
-    hits = [np.flatnonzero(smooth >= lv) for lv in levels]
-    return [str((int(h[0]) + 1) * per_iteration) if h.size else "-" for h in hits]
-
-
-def t_two_sided_p(t: float, df: int) -> float:
-    """P(|T| >= |t|) for Student's t with an integer ``df`` >= 1, in closed form (Abramowitz and
-    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(|t| / sqrt(df))).
-
-    >>> round(t_two_sided_p(2.306, 8), 4), round(t_two_sided_p(0.0, 3), 4)
-    (0.05, 1.0)
-    """
-    if df < 1 or int(df) != df:
-        raise ValueError(f"t_two_sided_p needs an integer df >= 1, got {df}")
-    if np.isnan(t):  # no statistic: no evidence either way (never "significant")
-        return float("nan")
-    if not np.isfinite(t):
-        return 0.0
-    theta = np.arctan(abs(t) / np.sqrt(df))
-    c2, s = np.cos(theta) ** 2, np.sin(theta)
-    if df % 2:  # odd: A = 2/pi * (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ...))
-        term, total = 1.0, 1.0 if df > 1 else 0.0
-        for k in range(1, (df - 1) // 2):
-            term *= c2 * (2 * k) / (2 * k + 1)
-            total += term
-        inside = 2 / np.pi * (theta + s * np.cos(theta) * total)
-    else:  # even: A = sin (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ...)
-        term, total = 1.0, 1.0
-        for k in range(1, df // 2):
-            term *= c2 * (2 * k - 1) / (2 * k)
-            total += term
-        inside = s * total
-    return float(min(1.0, max(0.0, 1.0 - inside)))
-
-
-def paired_t_p(diffs: Sequence[float]) -> float:
-    """Two-sided p-value of the paired t-test that the mean of ``diffs`` (one per seed) is 0: the
-    test behind :func:`mean_ci`'s interval (p < 0.05 exactly when that interval excludes 0). NaN
-    with fewer than 2 values or with any value that is not finite (a failed or unread run is no
-    evidence); 0 or 1 when every difference is the same.
-
-    >>> round(paired_t_p([0.1, 0.3, 0.2, 0.25]), 4), paired_t_p([0.1, float("nan"), 0.3])
-    (0.0156, nan)
-    """
-    d = np.asarray(diffs, dtype=np.float64).reshape(-1)
-    if d.size < 2 or not np.all(np.isfinite(d)):
-        return float("nan")
-    sd = float(np.std(d, ddof=1))
-    if sd == 0.0:
-        return 1.0 if float(np.mean(d)) == 0.0 else 0.0
-    return t_two_sided_p(float(np.mean(d)) / (sd / np.sqrt(d.size)), d.size - 1)
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm's step-down adjustment of a family of p-values (same order as given): comparisons whose
-    adjusted p-value is below alpha are rejected with the family-wise error rate held at alpha.
-    A NaN p-value (a comparison that could not be tested) stays NaN and still counts in the family's
-    size, so that it never makes the others look stronger.
-
-    >>> holm([0.01, 0.04, 0.03, 0.5])
-    [0.04, 0.09, 0.09, 0.5]
-    >>> holm([0.01, float("nan"), 0.04])
-    [0.03, nan, 0.08]
-    """
-    p = np.asarray(pvalues, dtype=np.float64).reshape(-1)
-    k = p.size
-    tested = np.flatnonzero(~np.isnan(p))
-    order = tested[np.argsort(p[tested], kind="stable")]
-    adjusted = np.full(k, np.nan)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (k - rank) * p[i]))
-        adjusted[i] = running
-    return [round(float(x), 12) for x in adjusted]
 
 
 @dataclass(frozen=True)

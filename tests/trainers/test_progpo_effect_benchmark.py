@@ -1,17 +1,19 @@
-"""benchmarks/progpo_effect.py on a toy config: runs, resumes, records and re-runs bit for bit."""
+"""The credit-trap lab (trainers.lab, benchmarks/progpo_effect.py) on a toy config: runs, resumes,
+records and re-runs bit for bit."""
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from trainers.lab import analysis, cli, methods, report, runs
+from trainers.lab.analysis import validity_criteria
+
 ROOT = Path(__file__).resolve().parents[2]
-spec = importlib.util.spec_from_file_location("progpo_effect", ROOT / "benchmarks" / "progpo_effect.py")
-progpo_effect = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(progpo_effect)
+#: the lab's criteria, as configs/credit_lab.yaml pre-registers them
+CRITERIA = validity_criteria(ROOT / "configs" / "credit_lab.yaml")
 
 TOY = """env: rooms
 model: tiny
@@ -34,7 +36,7 @@ lr: 1.0e-3
 def test_mde_at_80_percent_power_matches_the_formula():
     d = np.array([0.05, -0.02, 0.08, 0.01])
     sd = d.std(ddof=1)
-    assert progpo_effect.mde_80(d, 8) == pytest.approx((2.364624 + 0.8416) * sd / np.sqrt(8))  # t(0.975, 7)
+    assert analysis.mde_80(d, 8) == pytest.approx((2.364624 + 0.8416) * sd / np.sqrt(8))  # t(0.975, 7)
 
 
 @pytest.mark.slow
@@ -43,7 +45,7 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     config.write_text(TOY)
     out, work = tmp_path / "out", tmp_path / "work"
     common = ["--config", str(config), "--out", str(out), "--work", str(work), "--iterations", "2", "--workers", "1"]
-    assert progpo_effect.main([*common, "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
+    assert cli.main([*common, "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
     data = json.loads((out / "progpo_effect.json").read_text())
     assert sorted((r["method"], r["seed"], r["state_key"]) for r in data["runs"]) == [
         ("grpo", 0, "canonical"), ("progpo-grpo", 0, "canonical")]
@@ -56,24 +58,25 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     assert "(1 seed)" in table and "over 1 seed (no interval)" in table  # one seed gives no interval, not +- 0
 
     capsys.readouterr()
-    assert progpo_effect.main([*common, "--rerun", "0", "progpo-grpo"]) == 0
+    assert cli.main([*common, "--rerun", "0", "progpo-grpo"]) == 0
     assert "every metric reproduced" in capsys.readouterr().out
     run["train"][1]["train/success"] = 0.123456  # a recorded figure that the rerun cannot give
     (out / "progpo_effect.json").write_text(json.dumps(data))
-    assert progpo_effect.main([*common, "--rerun", "0", "progpo-grpo"]) == 1
+    assert cli.main([*common, "--rerun", "0", "progpo-grpo"]) == 1
     assert "DIFFERS" in capsys.readouterr().out
 
     # a finished run is reused: a second invocation starts no trainer and gives the same records
     before = (out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl").read_bytes()
-    assert progpo_effect.main([*common, "--methods", "grpo", "--seeds", "0"]) == 0
+    assert cli.main([*common, "--methods", "grpo", "--seeds", "0"]) == 0
     assert (out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl").read_bytes() == before
 
     # --report tables the finished runs alone: the unfinished seed 1 is left out, not started
-    assert progpo_effect.main([*common, "--report", "--methods", "grpo", "progpo-grpo", "--seeds", "0", "1"]) == 0
+    assert cli.main([*common, "--report", "--methods", "grpo", "progpo-grpo", "--seeds", "0", "1"]) == 0
     assert not (out / "runs" / "grpo_canonical_seed1").exists() and not list(work.rglob("grpo_canonical_seed1*"))
     assert sorted(r["seed"] for r in json.loads((out / "progpo_effect.json").read_text())["runs"]) == [0, 0]
-    with pytest.raises(SystemExit, match="no finished run"):
-        progpo_effect.main([*common, "--report", "--methods", "always", "--seeds", "0"])
+    capsys.readouterr()
+    assert cli.main([*common, "--report", "--methods", "always", "--seeds", "0"]) == 2
+    assert capsys.readouterr().err.startswith("error: no finished run of always")
 
 
 
@@ -82,7 +85,7 @@ def _record(config: dict, train: list) -> dict:
                       "eval": []}]}
 
 
-ROW = {"iteration": 1, **{k: 0.0 for k in progpo_effect.TRAIN_KEYS}}
+ROW = {"iteration": 1, **{k: 0.0 for k in methods.TRAIN_KEYS}}
 
 
 @pytest.mark.parametrize("entry, match", [
@@ -96,7 +99,7 @@ def test_rerun_of_a_malformed_record_is_one_line(tmp_path, capsys, entry, match)
     out = tmp_path / "out"
     out.mkdir()
     (out / "progpo_effect.json").write_text(json.dumps(entry))
-    assert progpo_effect.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
+    assert cli.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and match in err and "\n" not in err, err
 
@@ -108,7 +111,7 @@ def test_a_failed_rerun_says_why_and_keeps_its_log(tmp_path, capsys):
     out.mkdir()
     config = {**yaml.safe_load(TOY), "seed": 10**23}  # well-formed record, a config the trainer refuses
     (out / "progpo_effect.json").write_text(json.dumps(_record(config, [ROW])))
-    assert progpo_effect.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
+    assert cli.main(["--out", str(out), "--work", str(tmp_path / "work"), "--rerun", "0", "grpo"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and "seed must be an integer" in err and "\n" not in err, err
     log = Path(err.rsplit("its log: ", 1)[1])
@@ -122,8 +125,8 @@ def _run(method: str, seed: int, evals: list[tuple[int, float]], all_failed_it1:
 
 def test_auc_is_the_mean_success_under_the_trapezoids():
     # evaluations at 0, 15, 30: (0.1 + 0.3) / 2 * 15 + (0.3 + 0.5) / 2 * 15 = 9.0 over a span of 30
-    assert progpo_effect.auc(_run("gigpo", 0, [(0, 0.1), (15, 0.3), (30, 0.5)])) == pytest.approx(0.3)
-    assert progpo_effect.auc(_run("gigpo", 0, [(0, 0.25)])) == 0.25
+    assert analysis.auc(_run("gigpo", 0, [(0, 0.1), (15, 0.3), (30, 0.5)])) == pytest.approx(0.3)
+    assert analysis.auc(_run("gigpo", 0, [(0, 0.25)])) == 0.25
 
 
 def _lab(gigpo_final: list[float], grpo_final: list[float], trap: float = 0.9) -> dict:
@@ -131,31 +134,47 @@ def _lab(gigpo_final: list[float], grpo_final: list[float], trap: float = 0.9) -
             "grpo": [_run("grpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(grpo_final)]}
 
 
+def test_the_validity_thresholds_are_the_pre_registered_config_s(tmp_path):
+    from trainers.lab.analysis import ValidityCriteria
+
+    assert CRITERIA == ValidityCriteria(trap_min=0.6, room_min=0.2, seeds=8)
+    stricter = tmp_path / "stricter.yaml"
+    stricter.write_text("notes:\n  preregistration:\n    validity: {trap_min: 0.95, room_min: 0.2, seeds: 8}\n")
+    separated = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34])
+    v = analysis.validity(separated, validity_criteria(stricter))
+    assert not v["checks"]["trap"] and v["verdict"] == "cannot discriminate" and v["criteria"]["trap_min"] == 0.95
+    (tmp_path / "none.yaml").write_text("env: rooms\n")
+    assert validity_criteria(tmp_path / "none.yaml") is None and analysis.validity(separated, None) is None
+    (tmp_path / "bad.yaml").write_text("notes: {preregistration: {validity: {trap_min: 0.6}}}\n")
+    with pytest.raises(ValueError, match="needs trap_min, room_min and seeds"):
+        validity_criteria(tmp_path / "bad.yaml")
+
+
 def test_validity_needs_the_trap_the_room_and_an_interval_above_zero_at_8_seeds():
     separated = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34])
-    v = progpo_effect.validity(separated)
+    v = analysis.validity(separated, CRITERIA)
     assert v["verdict"] == "discriminates" and all(v["checks"].values())
     assert v["gigpo_minus_grpo"]["mean"] == pytest.approx(0.1175) and v["gigpo_minus_grpo"]["lo"] > 0
     assert v["gigpo_rise"] == pytest.approx(np.mean([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47]) - 0.05)
 
     mixed = _lab([0.40, 0.20, 0.50, 0.30, 0.48, 0.19, 0.44, 0.27], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34])
-    v = progpo_effect.validity(mixed)
+    v = analysis.validity(mixed, CRITERIA)
     assert v["verdict"] == "cannot discriminate" and v["checks"]["trap"] and not v["checks"]["discrimination"]
     assert v["gigpo_minus_grpo"]["lo"] < 0 < v["gigpo_minus_grpo"]["hi"]
 
     no_trap = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34],
                    trap=0.3)
-    assert progpo_effect.validity(no_trap)["verdict"] == "cannot discriminate"
-    assert progpo_effect.validity(_lab([0.4, 0.5], [0.1, 0.2]))["verdict"].startswith("not decided")
-    assert progpo_effect.validity({"gigpo": separated["gigpo"]}) is None
+    assert analysis.validity(no_trap, CRITERIA)["verdict"] == "cannot discriminate"
+    assert analysis.validity(_lab([0.4, 0.5], [0.1, 0.2]), CRITERIA)["verdict"].startswith("not decided")
+    assert analysis.validity({"gigpo": separated["gigpo"]}, CRITERIA) is None
 
 
 def test_paired_differences_use_the_seeds_both_methods_ran():
     by = {"a": [_run("a", s, [(0, y)]) for s, y in ((0, 0.5), (1, 0.7), (2, 0.2))],
           "b": [_run("b", s, [(0, y)]) for s, y in ((1, 0.4), (2, 0.3), (3, 0.9))]}
-    p = progpo_effect.paired(by, "a", "b", progpo_effect.auc)
+    p = analysis.paired(by, "a", "b", analysis.auc)
     assert p["seeds"] == [1, 2] and p["per_seed"] == pytest.approx([0.3, -0.1]) and p["mean"] == pytest.approx(0.1)
-    assert progpo_effect.paired(by, "a", "missing", progpo_effect.auc) is None
+    assert analysis.paired(by, "a", "missing", analysis.auc) is None
 
 
 
@@ -167,12 +186,12 @@ def test_many_comparisons_are_holm_adjusted_as_one_family():
     by = {"gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)]) for s, y in enumerate(base)]}
     for m, d in shift.items():
         by[m] = [_run(m, s, [(0, 0.05), (30, y + dy)]) for s, (y, dy) in enumerate(zip(base, d))]
-    fam = {r["method"]: r for r in progpo_effect.multiplicity(by, ["gigpo", "clear", "lucky", "none"])}
+    fam = {r["method"]: r for r in analysis.multiplicity(by, ["gigpo", "clear", "lucky", "none"])}
     assert set(fam) == {"clear", "lucky", "none"}  # the baseline is not compared with itself
     assert fam["lucky"]["p"] < 0.05 and fam["lucky"]["diff"]["lo"] > 0  # its own interval excludes 0 ...
     assert fam["lucky"]["p_holm"] >= 0.05  # ... but not once the family of three is accounted for
     assert fam["clear"]["p_holm"] < 0.001 and fam["none"]["p_holm"] == pytest.approx(fam["none"]["p"])
-    text = "\n".join(progpo_effect._multiplicity_lines(list(fam.values()), "Pure RL remedies"))
+    text = "\n".join(report._multiplicity_lines(list(fam.values()), "Pure RL remedies"))
     assert "3 comparisons against gigpo" in text and "| clear | 8 | +0.121" in text and "| **0.000** |" in text
 
 
@@ -183,7 +202,7 @@ def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp
     out = tmp_path / "lab"
     common = ["--lab", "alfworld", "--config", str(config), "--out", str(out), "--work", str(tmp_path / "work"),
               "--iterations", "2", "--workers", "2"]
-    assert progpo_effect.main([*common, "--methods", "grpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
+    assert cli.main([*common, "--methods", "grpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
     data = json.loads((out / "credit_lab.json").read_text())
     assert data["validity"] is None  # no gigpo run: the verdict is not measured, not guessed
     planpo = next(r for r in data["runs"] if r["method"] == "planpo")
@@ -196,7 +215,7 @@ def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp
     assert "gigpo+hindsight" not in pure.split("## Pure RL")[1] and "| planpo" not in tracks.split("## Where")[0]
     assert "| method | PlanPO groups | teacher groups |" in table  # only the remedies these methods have
     capsys.readouterr()
-    assert progpo_effect.main([*common, "--rerun", "0", "planpo"]) == 0  # reads credit_lab.json
+    assert cli.main([*common, "--rerun", "0", "planpo"]) == 0  # reads credit_lab.json
     assert "every metric reproduced" in capsys.readouterr().out
 
 
@@ -212,12 +231,12 @@ def test_the_lab_plot_draws_the_paired_differences_panel(tmp_path):
             entries.append(run)
     args = argparse.Namespace(lab="alfworld", methods=["gigpo", "progpo-gigpo", "gigpo+privileged"],
                               config="credit_lab.yaml", state_key="canonical", seeds=[0, 1, 2])
-    progpo_effect.plot(args, entries, tmp_path / "curves.png")
+    report.plot(args, entries, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 10_000
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots()
-    progpo_effect._forest(ax, {m: [e for e in entries if e["method"] == m] for m in args.methods})
+    report._forest(ax, {m: [e for e in entries if e["method"] == m] for m in args.methods})
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == ["progpo-gigpo (3)", "gigpo+privileged [privileged] (3)"]  # the track keeps its label
     plt.close(fig)
@@ -227,7 +246,7 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
     finals = {"gigpo": [0.30, 0.20, 0.40], "progpo-gigpo": [0.35, 0.20, 0.50],
               "hgpo": [0.10, 0.30, 0.20, 0.25], "progpo-hgpo": [0.30, 0.30, 0.30, 0.35], "grpo": [0.2, 0.2, 0.2]}
     by = {m: [_run(m, s, [(0, 0.05), (30, y)]) for s, y in enumerate(ys)] for m, ys in finals.items()}
-    res = progpo_effect.progpo_on_off(by)
+    res = analysis.progpo_on_off(by)
     assert [(r["on"], r["off"]) for r in res["pairs"]] == [("progpo-gigpo", "gigpo"), ("progpo-hgpo", "hgpo")]
     assert res["pairs"][1]["diff"]["seeds"] == [0, 1, 2, 3]  # each pair on every seed it ran
     pooled = res["pooled"]
@@ -235,10 +254,10 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
     assert pooled["seeds"] == [0, 1, 2]
     assert pooled["per_seed"] == pytest.approx([(0.05 + 0.20) / 2, 0.0, (0.10 + 0.10) / 2])
     assert pooled["mean"] == pytest.approx(np.mean([0.125, 0.0, 0.10])) and pooled["lo"] < pooled["mean"] < pooled["hi"]
-    assert progpo_effect.progpo_on_off({"gigpo": by["gigpo"], "grpo": by["grpo"]}) is None
-    one = progpo_effect.progpo_on_off({"gigpo": by["gigpo"], "progpo-gigpo": by["progpo-gigpo"]})
+    assert analysis.progpo_on_off({"gigpo": by["gigpo"], "grpo": by["grpo"]}) is None
+    one = analysis.progpo_on_off({"gigpo": by["gigpo"], "progpo-gigpo": by["progpo-gigpo"]})
     assert one["pooled"] is None  # one base: nothing to pool
-    text = "\n".join(progpo_effect._on_off_lines(res, progpo_effect.progpo_on_off(by, progpo_effect.auc)))
+    text = "\n".join(report._on_off_lines(res, analysis.progpo_on_off(by, analysis.auc)))
     assert "exploratory: not pre-registered" in text and "| **pooled over the 2 bases** | | 3 | +0.075" in text
 
 
@@ -248,12 +267,12 @@ def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, re
     """A finished run folder as the lab keeps it (config.yaml, metrics.jsonl, summary.md)."""
     import yaml
 
-    folder = runs / progpo_effect.run_name(method, seed, "canonical")
+    folder = runs / methods.run_name(method, seed, "canonical")
     folder.mkdir(parents=True)
-    cfg = {**yaml.safe_load(TOY), "iterations": 2, "seed": seed, **progpo_effect.axes_of(method), **(config or {})}
+    cfg = {**yaml.safe_load(TOY), "iterations": 2, "seed": seed, **methods.axes_of(method), **(config or {})}
     (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
     if records is None:
-        train = {src: 0.5 for src in progpo_effect.TRAIN_KEYS.values()}
+        train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
         records = [{"iteration": i, "kind": "train", **train} for i in (1, 2)]
         records += [{"iteration": i, "kind": "eval", "eval/success": success, "eval/episodes": 4} for i in (0, 2)]
     (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -264,24 +283,24 @@ def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, re
 def _report(tmp_path: Path, *methods: str) -> int:
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
-    return progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+    return cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
                                "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", *methods])
 
 
 def test_every_method_sets_every_axis_on_the_command_line():
-    for method in progpo_effect.METHODS:
-        args = progpo_effect.METHODS[method]
-        for axis in progpo_effect.AXES:
+    for method in methods.METHODS:
+        args = methods.METHODS[method]
+        for axis in methods.AXES:
             flag = "--" + axis.replace("_", "-")
             assert flag in args or "--no-" + flag[2:] in args, (method, axis)
-    assert progpo_effect.axes_of("gigpo")["distill"] == "none" and "privileged" in progpo_effect.METHODS["gigpo+privileged"]
+    assert methods.axes_of("gigpo")["distill"] == "none" and "privileged" in methods.METHODS["gigpo+privileged"]
 
 
 @pytest.mark.parametrize("line", ["distill: privileged", "rollout: tree", "estimator: grpo", "shuffle_coverage: true"])
 def test_a_lab_config_that_sets_a_methods_axis_is_refused_before_any_run(tmp_path, capsys, line):
     config = tmp_path / "my.yaml"
     config.write_text(TOY + line + "\n")
-    assert progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+    assert cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
                                "--work", str(tmp_path / "work"), "--seeds", "0", "--methods", "gigpo"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and line.split(":")[0] in err and "\n" not in err
@@ -334,14 +353,14 @@ def test_whole_runs_report_and_a_rerun_with_a_bad_seed_is_one_line(tmp_path, cap
     assert "| gigpo | 1 |" in (tmp_path / "lab" / "table.md").read_text()
     capsys.readouterr()
     for argv in (["--rerun", "zero", "gigpo"], ["--rerun", "0", "gigpo+nothing"]):
-        assert progpo_effect.main(["--out", str(tmp_path / "lab"), *argv]) == 2
+        assert cli.main(["--out", str(tmp_path / "lab"), *argv]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: --rerun SEED METHOD") and "\n" not in err
 
 
 def test_runs_that_played_different_held_out_episodes_are_never_paired(tmp_path, capsys):
     runs = tmp_path / "lab" / "runs"
-    train = {src: 0.5 for src in progpo_effect.TRAIN_KEYS.values()}
+    train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
 
     def records(panels):
         return [{"iteration": i, "kind": "train", **train} for i in (1, 2)] + [
@@ -366,7 +385,7 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: the runs ran on different code") and "aaaaaaaaaaaa" in err and "--allow-mixed" in err
     config = tmp_path / "toy.yaml"
-    assert progpo_effect.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
+    assert cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
                                "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", "grpo",
                                "gigpo", "--allow-mixed"]) == 0
     assert "**Mixed provenance (--allow-mixed)" in (tmp_path / "lab" / "table.md").read_text()
@@ -374,19 +393,19 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
 
 def test_a_preregistered_block_takes_only_runs_of_the_commit_that_added_its_config(tmp_path):
     entries = [{"method": "gigpo", "seed": 8, "provenance": {"commit": "f" * 40, "compute": {}}}]
-    problem = progpo_effect.preregistered_commit_problem(tmp_path / "not_committed.yaml", entries)
+    problem = runs.preregistered_commit_problem(tmp_path / "not_committed.yaml", entries)
     assert "is not committed" in problem
     committed = ROOT / "configs" / "credit_lab.yaml"
-    problem = progpo_effect.preregistered_commit_problem(committed, entries)
+    problem = runs.preregistered_commit_problem(committed, entries)
     assert "not made on" in problem and "gigpo seed 8" in problem
 
 
 def test_strict_rerun_comparison_reads_every_numeric_field():
     a = [{"kind": "init", "iteration": 0, "bc/loss": 11.814424479, "time/init_s": 3.0},
          {"kind": "train", "iteration": 1, "update/kl": 0.5, "eval/won": [1, 0]}]
-    assert progpo_effect.strict_compare(a, [dict(r) for r in a], 2) == (2, None)
+    assert runs.strict_compare(a, [dict(r) for r in a], 2) == (2, None)
     b = [{**a[0], "bc/loss": 11.814422989, "time/init_s": 9.0}, a[1]]
-    n, (rel, where) = progpo_effect.strict_compare(a, b, 2)
+    n, (rel, where) = runs.strict_compare(a, b, 2)
     assert n == 2 and where == "init iteration 0 bc/loss" and rel == pytest.approx(1.26e-7, rel=1e-2)
 
 
@@ -410,7 +429,7 @@ def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
 
     def run(where: str, extra: list[str]) -> dict:
         out = tmp_path / where
-        assert progpo_effect.main(["--config", str(config), "--out", str(out), "--work", str(tmp_path / f"work_{where}"),
+        assert cli.main(["--config", str(config), "--out", str(out), "--work", str(tmp_path / f"work_{where}"),
                                    "--iterations", "1", "--methods", "grpo", "--seeds", "0", "1", *extra]) == 0
         return {p.parent.name: [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
                                 for r in (json.loads(ln) for ln in p.read_text().splitlines())]

@@ -70,7 +70,8 @@ def _t_tail_by_integration(t: float, df: int) -> float:
 
 
 def test_t_p_values_match_the_density_and_the_interval_mean_ci_reports():
-    from trainers.statistics import mean_ci, paired_t_p, t975, t_two_sided_p
+    from trainers.lab.significance import paired_t_p
+    from trainers.statistics import mean_ci, t975, t_two_sided_p
 
     for df in range(1, 31):
         for t in (0.0, 0.4, 1.0, 2.0, 3.3, 12.0, -2.5):
@@ -89,7 +90,8 @@ def test_t_p_values_match_the_density_and_the_interval_mean_ci_reports():
 
 def test_a_nan_or_an_infinite_difference_is_never_significant():
     """One unread run (NaN) or a broken value (inf) gives no p-value, never p = 0."""
-    from trainers.statistics import holm, paired_t_p, t_two_sided_p
+    from trainers.lab.significance import holm, paired_t_p
+    from trainers.statistics import t_two_sided_p
 
     for bad in (float("nan"), float("inf"), float("-inf")):
         assert np.isnan(paired_t_p([0.1, bad, 0.3])), bad
@@ -121,7 +123,8 @@ def test_the_interval_uses_the_t_quantile_at_every_seed_count(n):
 
 
 def test_t_p_edge_cases():
-    from trainers.statistics import paired_t_p, t_two_sided_p
+    from trainers.lab.significance import paired_t_p
+    from trainers.statistics import t_two_sided_p
 
     assert np.isnan(paired_t_p([0.2]))
     assert paired_t_p([0.1, 0.1, 0.1]) == 0.0 and paired_t_p([0.0, 0.0]) == 1.0
@@ -131,7 +134,7 @@ def test_t_p_edge_cases():
 
 
 def test_holm_holds_the_order_is_monotone_and_never_below_the_raw_p():
-    from trainers.statistics import holm
+    from trainers.lab.significance import holm
 
     rng = np.random.default_rng(2)
     for _ in range(100):
@@ -188,7 +191,7 @@ def test_paired_bootstrap_interval_is_the_percentile_interval_of_resampled_means
 
 
 def test_episodes_to_reach_smooths_over_two_iterations_and_counts_episodes():
-    from trainers.statistics import episodes_to_reach
+    from trainers.lab.significance import episodes_to_reach
 
     train = np.array([[0.0, 0.4, 0.0, 0.6, 0.6], [0.0, 0.0, 0.2, 0.2, np.nan]])
     # seed means 0, .2, .1, .4, .6 -> running means 0, .1, .15, .25, .5
@@ -197,7 +200,7 @@ def test_episodes_to_reach_smooths_over_two_iterations_and_counts_episodes():
 
 
 def test_holm_on_a_family_of_one_and_of_ties():
-    from trainers.statistics import holm
+    from trainers.lab.significance import holm
 
     assert holm([0.03]) == [0.03]
     assert holm([0.02, 0.02, 0.02]) == [0.06, 0.06, 0.06]
@@ -224,7 +227,7 @@ def test_paired_bootstrap_takes_bool_wins_resamples_every_pair_and_is_symmetric(
 
 
 def test_paired_t_p_of_a_difference_without_spread():
-    from trainers.statistics import paired_t_p
+    from trainers.lab.significance import paired_t_p
 
     assert paired_t_p([0.25, 0.25, 0.25]) == 0.0 and paired_t_p([-0.5, -0.5]) == 0.0
     assert paired_t_p([0.0, 0.0, 0.0]) == 1.0

@@ -1,0 +1,155 @@
+"""The lab's analysis: paired differences by seed, the validity verdict, the test families.
+
+Every comparison pairs the runs of one seed (same warm start, same tasks): :func:`paired` gives the
+mean difference of a metric (the final held-out success, :func:`final_success`, or the area under
+the held-out curve, :func:`auc`) with its 95% t interval. :func:`validity` judges whether the lab
+can tell GiGPO from GRPO under the criteria its config pre-registers (:func:`validity_criteria`:
+``notes: preregistration: validity:``; no threshold is written here); :func:`families` tests the
+methods against ``gigpo`` (paired t, Holm); :func:`progpo_on_off` is ProGPO's term on and off
+over each base.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from trainers.lab.methods import LABELS
+from trainers.lab.significance import holm, paired_t_p
+from trainers.statistics import mean_ci, t975
+
+__all__ = ["ValidityCriteria", "auc", "series", "families", "final_success", "mde_80", "multiplicity", "paired", "progpo_on_off",
+           "validity", "validity_criteria"]
+
+
+@dataclasses.dataclass(frozen=True)
+class ValidityCriteria:
+    """The lab's validity criteria, as a block's config pre-registers them."""
+
+    trap_min: float  #: the share of all-failed groups at iteration 1 (the trap)
+    room_min: float  #: GiGPO's held-out success rise, start to end (room to move)
+    seeds: int  #: paired seeds before the GiGPO - GRPO interval decides
+
+
+def validity_criteria(config: Path) -> ValidityCriteria | None:
+    """The criteria ``config`` pre-registers under ``notes: preregistration: validity:``
+    (``trap_min``, ``room_min``, ``seeds``), or ``None``."""
+    import yaml
+
+    data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    found = ((data.get("notes") or {}).get("preregistration") or {}).get("validity") if isinstance(data, dict) else None
+    if not isinstance(found, dict):
+        return None
+    try:
+        return ValidityCriteria(float(found["trap_min"]), float(found["room_min"]), int(found["seeds"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{config}: notes.preregistration.validity needs trap_min, room_min and seeds ({err})") from None
+
+
+def series(runs: list[dict], part: str, key: str) -> np.ndarray:
+    return np.array([[np.nan if row.get(key) is None else float(row[key]) for row in r[part]] for r in runs])
+
+
+def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
+    """Smallest mean paired difference a two-sided 5% t test over ``n_seeds`` seeds detects with 80%
+    power, from the spread of the pilot's paired differences (normal approximation of the power)."""
+    sd = float(np.std(diffs, ddof=1)) if diffs.size > 1 else float("nan")
+    return (t975(n_seeds - 1) + 0.8416) * sd / math.sqrt(n_seeds)
+
+
+def auc(run: dict) -> float:
+    """Area under a run's held-out success curve over its evaluations, divided by their span: the
+    mean success over the run (trapezoids between the evaluations)."""
+    its = np.array([e["iteration"] for e in run["eval"]], dtype=float)
+    ys = np.array([e["eval/success"] for e in run["eval"]], dtype=float)
+    return float(np.sum((ys[1:] + ys[:-1]) / 2 * np.diff(its)) / (its[-1] - its[0])) if its.size > 1 else float(ys[0])
+
+
+def final_success(run: dict) -> float:
+    return float(run["eval"][-1]["eval/success"])
+
+
+def paired(by: dict[str, list[dict]], a: str, b: str, metric: Callable[[dict], float]) -> dict | None:
+    """``metric(a) - metric(b)`` over the seeds both ran: mean, 95% t interval, per-seed values."""
+    fa, fb = ({e["seed"]: metric(e) for e in by.get(m, [])} for m in (a, b))
+    seeds = sorted(set(fa) & set(fb))
+    if not seeds:
+        return None
+    d = np.array([fa[s] - fb[s] for s in seeds])
+    m, h = mean_ci(d[:, None])
+    return {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
+            "seeds": seeds, "per_seed": [float(x) for x in d]}
+
+
+
+
+def validity(by: dict[str, list[dict]], criteria: ValidityCriteria | None,
+             pilot_seeds: tuple[int, ...] = ()) -> dict | None:
+    """Whether the lab can tell GiGPO from GRPO under the pre-registered ``criteria``: the trap at
+    iteration 1, GiGPO's room to move and the paired final difference (its interval excluding 0
+    over enough seeds); and the same difference on the seeds that did not choose the setting
+    (``pilot_seeds`` left out), which is the test that does not reuse the data that chose it.
+    ``None`` without both methods or without criteria."""
+    if "gigpo" not in by or "grpo" not in by or criteria is None:
+        return None
+    runs = by["gigpo"]
+    trap = float(np.mean([r["train"][0]["all_failed_fraction"] for r in runs]))
+    rise = np.array([[final_success(r) - float(r["eval"][0]["eval/success"])] for r in runs])
+    rm, rh = mean_ci(rise)
+    diff = paired(by, "gigpo", "grpo", final_success)
+    n = len(diff["seeds"]) if diff else 0
+    checks = {"trap": trap >= criteria.trap_min, "room": float(rm[0]) >= criteria.room_min,
+              "discrimination": bool(diff and n >= criteria.seeds and diff["lo"] > 0)}
+    fresh = {m: [r for r in rs if r["seed"] not in pilot_seeds] for m, rs in by.items()}
+    fresh_diff = paired(fresh, "gigpo", "grpo", final_success)
+    return {"all_failed_it1": trap, "gigpo_rise": float(rm[0]), "gigpo_rise_half": float(rh[0]),
+            "gigpo_minus_grpo": diff, "seeds": n, "checks": checks,
+            "pilot_seeds": sorted(pilot_seeds), "gigpo_minus_grpo_fresh": fresh_diff,
+            "criteria": dataclasses.asdict(criteria),
+            "verdict": (f"not decided: fewer than {criteria.seeds} paired seeds" if n < criteria.seeds else
+                        "discriminates" if all(checks.values()) else "cannot discriminate")}
+
+
+def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
+    """The primary comparison of each of ``methods`` against ``gigpo`` as one family: the paired
+    t-test's p-value (the test behind the table's intervals) and its Holm adjustment over the
+    family, so that a single interval excluding 0 among many is not read as a finding."""
+    rows = [(m, paired(by, m, "gigpo", final_success)) for m in methods if m != "gigpo"]
+    rows = [(m, d) for m, d in rows if d is not None and len(d["seeds"]) >= 2]
+    ps = [paired_t_p(d["per_seed"]) for _, d in rows]
+    return [{"method": m, "seeds": len(d["seeds"]), "diff": d, "p": p, "p_holm": a}
+            for (m, d), p, a in zip(rows, ps, holm(ps))]
+
+
+def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
+    """The two families tested against ``gigpo``: the pure-RL remedies (GiGPO - GRPO is the validity
+    test, judged alone) and the labelled tracks. ``None`` without ``gigpo``."""
+    if "gigpo" not in by:
+        return None
+    return {"pure": multiplicity(by, [m for m in by if m not in LABELS and m != "grpo"]),
+            "labelled": multiplicity(by, [m for m in by if m in LABELS])}
+
+
+def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = final_success) -> dict | None:
+    """ProGPO's term switched on over each base it was run on (``progpo-X`` - ``X``, ``metric``
+    paired by seed; the final held-out success by default), and pooled: per seed, the mean over the bases of that seed's
+    differences (seeds where every pair ran), so the seeds stay the independent unit. Exploratory:
+    the lab's pre-registered comparisons are against ``gigpo``; this contrast was chosen after them.
+    ``None`` without a single pair."""
+    pairs = [(m, m[len("progpo-"):]) for m in by if m.startswith("progpo-") and m[len("progpo-"):] in by]
+    rows = [(on, off, paired(by, on, off, metric)) for on, off in pairs]
+    rows = [(on, off, d) for on, off, d in rows if d is not None]
+    if not rows:
+        return None
+    common = sorted(set.intersection(*(set(d["seeds"]) for _, _, d in rows)))
+    per_seed = [float(np.mean([d["per_seed"][d["seeds"].index(s)] for _, _, d in rows])) for s in common]
+    pooled = None
+    if len(rows) > 1 and len(common) >= 2:
+        m, h = mean_ci(np.array(per_seed)[:, None])
+        pooled = {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
+                  "seeds": common, "per_seed": per_seed, "p": paired_t_p(per_seed)}
+    return {"pairs": [{"on": on, "off": off, "diff": d, "p": paired_t_p(d["per_seed"])} for on, off, d in rows],
+            "pooled": pooled}

@@ -1,0 +1,191 @@
+"""``python -m trainers.lab``: the credit-trap lab's command line (``benchmarks/progpo_effect.py`` is
+the same).
+
+    python -m trainers.lab --lab alfworld        # every remedy on the pre-registered setting
+    python -m trainers.lab --lab confirm         # the pre-registered confirmatory experiment
+    python -m trainers.lab --pilot               # 2 seeds x the main pair: the MDE
+    python -m trainers.lab --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
+    python -m trainers.lab --report              # the table of the runs finished so far
+
+The steps: :func:`parse` (flags and the ``--lab`` preset's defaults), :func:`collect` (run or
+read every (method, seed) run, with the checks that make them pairable), :func:`write` (the table,
+the JSON record and the plot).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from trainers.lab.analysis import auc, families, progpo_on_off, validity, validity_criteria
+from trainers.lab.methods import DEFAULT_METHODS, EXPLORATORY, LAB_PRESETS, METHODS, run_name
+from trainers.lab.report import plot, report
+from trainers.lab.runs import (
+    ROOT,
+    LabError,
+    config_axes_problem,
+    load_run,
+    panel_problem,
+    preregistered_commit_problem,
+    provenance_of,
+    provenance_problem,
+    rerun,
+    run_on_ray,
+    run_one,
+    run_record,
+)
+
+__all__ = ["main", "parse"]
+
+DESCRIPTION = "The credit-trap lab: remedies side by side in the credit trap, seed by seed, resumable, re-runnable."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m trainers.lab", description=DESCRIPTION)
+    ap.add_argument("--lab", choices=list(LAB_PRESETS), default=None,
+                    help="the credit-trap lab: 'alfworld' (configs/credit_lab.yaml, every remedy, 30 iterations, "
+                         "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
+                         "progpo-gigpo, planpo, 40 iterations) or 'confirm' (the pre-registered confirmatory "
+                         "experiment, configs/credit_lab_confirm.yaml: ProGPO's term on and off over four bases, "
+                         "seeds 8-23); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
+                         "where each remedy acted; writes credit_lab.json")
+    ap.add_argument("--config", type=Path, default=None,
+                    help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
+    ap.add_argument("--methods", nargs="+", default=None, choices=list(METHODS),
+                    help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
+                         "always, shuffled); the other remedies: planpo, progpo-planpo, hgpo, progpo-hgpo, gigpo+tree, "
+                         "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=None,
+                    help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
+                         "--lab's where it names them: confirm 8-23)")
+    ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
+    ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
+                    help="state identity of first-visit coverage (trainer's --state-key)")
+    ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
+    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+                    help="run the runs as Ray tasks (one CPU each, resumable as local runs): on the cluster at "
+                         "ADDRESS (host:port), or on a local Ray instance without one; the nodes must see this "
+                         "checkout, --out and --work at the same paths. Without it: --workers local processes")
+    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3],
+                    help="train-success levels for the episodes-to-reach table")
+    ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
+    ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
+    ap.add_argument("--report", action="store_true",
+                    help="write the table, plot and JSON from the finished runs alone (start nothing)")
+    ap.add_argument("--allow-mixed", action="store_true",
+                    help="report runs made on different commits or compute paths side by side (labelled in the "
+                         "table); without it the lab refuses to pair them")
+    ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
+                         "default benchmarks/results/progpo_effect, or the --lab's")
+    ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
+    return ap
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The flags, with the ``--lab`` preset's settings where they are not given; paths resolved."""
+    args = build_parser().parse_args(argv)
+    preset = LAB_PRESETS.get(args.lab, {})
+    args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
+    args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
+    args.seeds = args.seeds if args.seeds is not None else list(preset.get("seeds", range(8)))
+    args.iterations = args.iterations or preset.get("iterations", 20)
+    args.out = args.out or ROOT / preset.get("out", "benchmarks/results/progpo_effect")
+    args.json_name = "credit_lab.json" if args.lab else "progpo_effect.json"
+    args.config = args.config.resolve()
+    args.out = args.out.resolve()
+    args.work = (args.work or Path.home() / ".cache" / "progpo" / "progpo_effect").resolve() / args.out.name
+    args.runs = args.out / "runs"  # finished runs; the pilot's are the comparison's seeds 0-1 of the main pair
+    # the validity criteria: pre-registered in the block's config, or in the config it names
+    args.criteria = validity_criteria(ROOT / preset["validity_config"] if "validity_config" in preset else args.config)
+    if args.pilot:
+        args.out = args.out.with_name(args.out.name + "_pilot")
+        args.seeds = args.seeds if argv and "--seeds" in argv else [0, 1]
+        args.methods = args.methods if argv and "--methods" in argv else ["gigpo", "progpo-gigpo"]
+    return args
+
+
+def collect(args: argparse.Namespace) -> list[dict]:
+    """Every (method, seed) run of ``args``, run (or resumed) unless ``--report``, as JSON entries;
+    :class:`LabError` where they cannot be paired."""
+    jobs = [(m, s) for s in args.seeds for m in args.methods]
+    if args.report:  # the comparison so far: finished runs only
+        jobs = [(m, s) for m, s in jobs if (args.runs / run_name(m, s, args.state_key) / "summary.md").exists()]
+        if not jobs:
+            raise LabError(f"no finished run of {', '.join(args.methods)} under {args.runs}")
+    else:
+        problem = config_axes_problem(args.config)
+        if problem:
+            raise LabError(problem)
+    if args.ray is not None and not args.report:
+        recs = dict(zip(jobs, run_on_ray(args, jobs)))
+    else:
+        with ThreadPoolExecutor(max_workers=args.workers) as pool:
+            recs = dict(zip(jobs, pool.map(lambda j: run_one(args, j[0], j[1]), jobs)))
+    entries = []
+    for (m, s), records in recs.items():
+        kept = args.runs / run_name(m, s, args.state_key)
+        _, config = load_run(kept, m, s)
+        entries.append({**run_record(m, s, args.state_key, records, config), "provenance": provenance_of(kept)})
+    problem = panel_problem(entries)
+    if problem:
+        raise LabError(problem)
+    args.mixed = provenance_problem(entries)
+    if not args.mixed and LAB_PRESETS.get(args.lab or "", {}).get("preregistered"):
+        args.mixed = preregistered_commit_problem(args.config, entries)
+    if args.mixed and not args.allow_mixed:
+        raise LabError(f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
+                       "pass --allow-mixed (the table then says so)")
+    return entries
+
+
+def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
+    """The lab's part of the JSON record: validity, the test families, ProGPO on and off, the pilot."""
+    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in args.methods}
+    done = {m: r for m, r in by.items() if r}
+    post_hoc = EXPLORATORY if LAB_PRESETS[args.lab].get("exploratory") else {}
+    pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
+    return {"validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
+            "multiplicity": {"exploratory": post_hoc.get("multiplicity"), "families": families(done)},
+            "progpo_on_off": {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]),
+                              "final": progpo_on_off(done), "auc": progpo_on_off(done, auc)},
+            "pilot": json.loads(pilot.read_text()) if pilot.exists() else None}
+
+
+def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
+    """The table (printed and ``table.md``), the JSON record and ``curves.png`` under ``--out``."""
+    text = report(args, entries, wall_s)
+    print(text)
+    (args.out / "table.md").write_text(text)
+    record = {"config": str(args.config.relative_to(ROOT)) if args.config.is_relative_to(ROOT) else str(args.config),
+              "runs": entries}
+    if args.lab:
+        record.update(lab_record(args, entries))
+    (args.out / args.json_name).write_text(json.dumps(record, indent=1))
+    plot(args, entries, args.out / "curves.png")
+    print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / args.json_name}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    if args.rerun:
+        seed_text, method = args.rerun
+        if not seed_text.isdigit() or method not in METHODS:
+            what = (f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit()
+                    else f"unknown METHOD {method!r} (one of {', '.join(METHODS)})")
+            print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
+            return 2
+        return rerun(args, int(seed_text), method)
+    args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    try:
+        entries = collect(args)
+    except (LabError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    write(args, entries, time.perf_counter() - t0)
+    return 0

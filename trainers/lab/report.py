@@ -1,0 +1,281 @@
+"""The lab's report: the table of every method over seeds, the lab's sections and the plots."""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from trainers.lab.analysis import auc, families, final_success, mde_80, paired, progpo_on_off, series, validity
+from trainers.lab.methods import ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, PAIRS, labelled
+from trainers.lab.significance import episodes_to_reach, holm
+from trainers.statistics import mean_ci
+
+__all__ = ["lab_report", "plot", "report"]
+
+
+def _cell(mean: float, half: float, n: int) -> str:
+    """``mean +- half`` of a 95% interval over ``n`` seeds (no interval from one seed)."""
+    return f"{mean:.3f} +- {half:.3f}" if n > 1 else f"{mean:.3f} (1 seed)"
+
+
+def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
+    mixed = getattr(args, "mixed", None)
+    if mixed:
+        return f"**Mixed provenance (--allow-mixed): {mixed}. Paired differences compare code and paths too.**"
+    p = entries[0].get("provenance") if entries else None
+    if p is None:
+        note = LAB_PRESETS.get(args.lab or "", {}).get("provenance_note")
+        return ("Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one "
+                "code version" + (f"; {note}." if note else "."))
+    return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
+
+
+def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
+    methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
+    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
+    first = by[methods[0]][0]
+    eval_its = [e["iteration"] for e in first["eval"]]
+    per_iter = first["config"].get("num_groups", 0) * first["config"].get("group_size", 0)
+    title = f"The credit-trap lab, {args.lab} block" if args.lab else "ProGPO vs its base in the credit trap"
+    command = f" --lab {args.lab}" if args.lab else " --pilot" if args.pilot else ""
+    lines = [f"# {title} (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
+             f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
+             f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
+             "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
+             _provenance_line(args, entries), "",
+             "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
+             "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
+    for m in methods:
+        n = len(by[m])
+        ev = series(by[m], "eval", "eval/success")
+        cells = [str(n)] + [_cell(a, h, n) for a, h in zip(*mean_ci(ev))]
+        for key, cols in (("train/success", slice(-5, None)), ("all_failed_fraction", slice(0, 1)),
+                          ("all_failed_fraction", slice(-5, None)), ("coverage_rate", slice(-5, None)),
+                          ("repeat_rate", slice(-5, None))):
+            x = np.nanmean(series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
+            a, h = mean_ci(x)
+            cells.append(_cell(a[0], h[0], n))
+        lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    lines += ["", "## Episodes to reach a train success level", "",
+              "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+              f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.", "",
+              "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |", "|---" * (len(args.levels) + 1) + "|"]
+    for m in methods:
+        cells = episodes_to_reach(series(by[m], "train", "train/success"), args.levels, per_iter)
+        lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
+    if types:
+        lines += ["", "## Final held-out success by task type (mean over seeds)", "",
+                  "| method | " + " | ".join(types) + " |", "|---" * (len(types) + 1) + "|"]
+        for m in methods:
+            cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
+            lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    if args.lab:
+        lines += lab_report(args, by, validity(by, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())))
+    else:
+        lines += ["", "## Final held-out success, paired by seed", ""]
+    for a, b in () if args.lab else PAIRS:
+        if a in by and b in by:
+            seeds = sorted({e["seed"] for e in by[a]} & {e["seed"] for e in by[b]})
+            if not seeds:
+                continue
+            fa = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[a]}
+            fb = {e["seed"]: e["eval"][-1]["eval/success"] for e in by[b]}
+            d = np.array([fa[s] - fb[s] for s in seeds])
+            mm, hh = mean_ci(d[:, None])
+            spread = f"+- {hh[0]:.3f} over {len(seeds)} seeds" if len(seeds) > 1 else "over 1 seed (no interval)"
+            line = f"- {a} - {b}: {mm[0]:+.3f} {spread} (" + ", ".join(f"{x:+.3f}" for x in d) + ")"
+            if args.pilot and d.size > 1:
+                line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
+            lines.append(line)
+    hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
+    lines += ["", f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
+              "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
+              "time." + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} "
+                                                 "worker(s).")]
+    return "\n".join(lines) + "\n"
+
+
+def _diff_cell(p: dict | None) -> str:
+    if p is None:
+        return "-"
+    if len(p["seeds"]) < 2:
+        return f"{p['mean']:+.3f} (1 seed)"
+    return f"{p['mean']:+.3f} [{p['lo']:+.3f}, {p['hi']:+.3f}]"
+
+
+def _on_off_lines(res: dict, res_auc: dict, preregistered: bool = False) -> list[str]:
+    if preregistered:
+        head = ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
+                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. **Primary metric:** per seed, the "
+                "mean of that seed's final-success differences over the bases; two-sided paired t, alpha 0.05, with "
+                "its 95% t interval (the pooled row). The per-base rows and AUC are secondary."]
+    else:
+        head = ["", "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)", "",
+                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that "
+                "seed's differences over the bases, then the 95% t interval over seeds. This contrast was chosen after "
+                "the pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and "
+                "with the lab's label."]
+    lines = [*head, "", "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
+             "|---|---|---|---|---|---|---|"]
+    adjusted = holm([r["p"] for r in res["pairs"]])  # the per-base contrasts as one family of secondaries
+    for r, ra, h in zip(res["pairs"], res_auc["pairs"], adjusted):
+        holm_cell = f" (Holm {h:.3f})" if preregistered else ""
+        lines.append(f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f}"
+                     f"{holm_cell} | {_diff_cell(ra['diff'])} | {ra['p']:.3f} |")
+    if res["pooled"]:
+        pl, pa = res["pooled"], res_auc["pooled"]
+        lines.append(f"| **pooled over the {len(res['pairs'])} bases** | | {len(pl['seeds'])} | "
+                     f"{_diff_cell(pl)} | {pl['p']:.3f} | {_diff_cell(pa)} | {pa['p']:.3f} |")
+    return lines
+
+
+def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
+    lines = ["", f"### {title}: {len(family)} comparisons against gigpo (final held-out success)", "",
+             "| method | seeds | final - gigpo | paired t p | Holm-adjusted p |", "|---|---|---|---|---|"]
+    for r in family:
+        lines.append(f"| {labelled(r['method'])} | {r['seeds']} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
+                     f"{'**' if r['p_holm'] < 0.05 else ''}{r['p_holm']:.3f}{'**' if r['p_holm'] < 0.05 else ''} |")
+    return lines
+
+
+def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
+    """The lab's sections: validity, every method against the baselines (final success and AUC,
+    pure RL and labelled tracks apart), and where each remedy acted."""
+    lines = ["", "## Validity: can this lab tell GiGPO from GRPO?", ""]
+    if "validity" in LAB_PRESETS[args.lab]:
+        lines.append(f"Read from {LAB_PRESETS[args.lab]['validity']}.")
+    elif valid is None:
+        lines.append("Not measured: the lab needs gigpo and grpo runs.")
+    else:
+        d, crit = valid["gigpo_minus_grpo"], valid["criteria"]
+        lines += [f"- the trap: all-failed fraction at iteration 1 {valid['all_failed_it1']:.3f} "
+                  f"(needs >= {crit['trap_min']:.2f}): {'met' if valid['checks']['trap'] else 'NOT met'}",
+                  f"- room to move: GiGPO's held-out success {valid['gigpo_rise']:+.3f} +- {valid['gigpo_rise_half']:.3f} "
+                  f"from start to end (needs >= {crit['room_min']:+.2f}): {'met' if valid['checks']['room'] else 'NOT met'}",
+                  f"- discrimination: GiGPO - GRPO final {_diff_cell(d)} over {valid['seeds']} seeds (needs the 95% "
+                  f"interval above 0 at >= {crit['seeds']} seeds): {'met' if valid['checks']['discrimination'] else 'NOT met'}"
+                  + (f"; these seeds include the pilot seeds {valid['pilot_seeds']}, which chose the setting. On the "
+                     f"fresh seeds alone: {_diff_cell(valid['gigpo_minus_grpo_fresh'])} over "
+                     f"{len((valid['gigpo_minus_grpo_fresh'] or {}).get('seeds', []))} seeds"
+                     if valid.get("pilot_seeds") else ""),
+                  "", f"**Verdict: {valid['verdict']}.**"
+                  + (" Every comparison below is read as: this lab cannot discriminate." if valid["verdict"] ==
+                     "cannot discriminate" else "")]
+    missing = [labelled(m) for m in dict.fromkeys([*LAB_PRESETS[args.lab]["methods"], *args.methods]) if m not in by]
+    if missing:
+        lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
+    pure = [m for m in by if m not in LABELS]
+    tracks = [m for m in by if m in LABELS]
+    head = ("| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |")
+    for title, methods in (("Pure RL", pure), ("Labelled tracks (not ranked with pure RL)", tracks)):
+        if not methods:
+            continue
+        lines += ["", f"## {title}: final held-out success and AUC, paired by seed (95% t intervals)", "", head,
+                  "|---" * (4 + 2 * len(LAB_BASES)) + "|"]
+        for m in methods:
+            fin, fh = mean_ci(np.array([[final_success(e)] for e in by[m]]))
+            au, ah = mean_ci(np.array([[auc(e)] for e in by[m]]))
+            n = len(by[m])
+            cells = [str(n), _cell(fin[0], fh[0], n), _cell(au[0], ah[0], n)]
+            for b in LAB_BASES:
+                cells += ["" if m == b else _diff_cell(paired(by, m, b, final_success)),
+                          "" if m == b else _diff_cell(paired(by, m, b, auc))]
+            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    fams = families(by)
+    if fams and any(fams.values()):
+        lines += ["", "## Many comparisons at once (primary metric)", "",
+                  "The intervals above hold one comparison at a time. Each family below is tested together: "
+                  "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
+                  "is the validity test, judged alone above."
+                  + (f" **{EXPLORATORY['multiplicity'][0].upper()}{EXPLORATORY['multiplicity'][1:]}.**"
+                     if LAB_PRESETS[args.lab].get("exploratory") else "")]
+        for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
+            lines += _multiplicity_lines(fam, title) if fam else []
+    on_off = progpo_on_off(by)
+    if on_off:
+        lines += _on_off_lines(on_off, progpo_on_off(by, auc), bool(LAB_PRESETS[args.lab].get("preregistered")))
+    keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
+                                         for row in e.get("acted", []))]
+    if keys:
+        lines += ["", "## Where each remedy acted (mean over iterations and seeds)", "",
+                  "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
+                  "iteration; blank: the method has no such term.", "",
+                  "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for m in by:
+            cells = []
+            for k in keys:
+                if ACTED_BY[k] not in m:
+                    cells.append("")
+                    continue
+                vals = [np.mean([row[k] for row in e.get("acted", []) if k in row]) for e in by[m]
+                        if any(k in row for row in e.get("acted", []))]
+                cells.append(f"{np.mean(vals):.3f}" if vals else "")
+            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _forest(ax, by: dict[str, list[dict]]) -> None:
+    """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
+    (labelled tracks below a rule); the ``grpo`` row, GiGPO - GRPO, shows what the lab resolves."""
+    pure = [m for m in by if m not in LABELS and m != "gigpo"]
+    rows = [(m, paired(by, m, "gigpo", final_success)) for m in [*pure, *[m for m in by if m in LABELS]]]
+    rows = [(m, d) for m, d in rows if d is not None]
+    for y, (m, d) in enumerate(rows):
+        ax.errorbar(d["mean"], -y, xerr=d["half"], fmt="o", ms=4, capsize=3,
+                    color="tab:gray" if m in LABELS else "tab:blue" if "progpo" in m else "black")
+    ax.axvline(0.0, color="tab:red", lw=1)
+    short = {m: f"{m} [{LABELS[m].split(' (')[0]}]" if m in LABELS else m for m, _ in rows}  # the label, kept short
+    ax.set_yticks([-y for y in range(len(rows))], [f"{short[m]} ({len(d['seeds'])})" for m, d in rows], fontsize=8)
+    if any(m in LABELS for m, _ in rows) and pure:
+        ax.axhline(-len([m for m, _ in rows if m not in LABELS]) + 0.5, color="gray", lw=0.5, ls=":")
+    ax.set_title("final held-out success - gigpo\n(paired by seed, 95% CI; seeds)", fontsize=9)
+    ax.grid(alpha=0.3, axis="x")
+
+
+def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = (("eval", "eval/success", "held-out eval success"), ("train", "train/success", "train success"),
+              ("train", "all_failed_fraction", "all-failed fraction"), ("train", "coverage_rate", "coverage rate"),
+              ("train", "repeat_rate", "repeated-action rate"))
+    methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
+    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
+    forest = bool(args.lab) and "gigpo" in by and len(by) > 1
+    fig, grid = plt.subplots(2, 3, figsize=(17, 9))
+    axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]
+    # tab20's dark shades first, then its light ones: neighbouring methods never share a hue
+    colors = [plt.get_cmap("tab20")(j) for j in [*range(0, 20, 2), *range(1, 20, 2)]]
+    width = 0.8 * min(1.0, 3.0 / max(len(methods), 1))  # eval points of the methods side by side, not on top
+    for ax, (part, key, title) in zip(axes, panels):
+        for i, m in enumerate(methods):
+            runs = by[m]
+            xs = np.array([row["iteration"] for row in runs[0][part]], dtype=float)
+            mean, half = mean_ci(series(runs, part, key))
+            style = {"color": colors[i % len(colors)], "ls": "--" if m in LABELS else "-", "label": labelled(m)}
+            if part == "eval":  # few points: each with its interval, dodged
+                ax.errorbar(xs + (i - (len(methods) - 1) / 2) * width, mean, yerr=half, marker="o", ms=3,
+                            capsize=2, lw=1, **style)
+            else:
+                ax.plot(xs, mean, lw=1.2, **style)
+                ax.fill_between(xs, mean - half, mean + half, color=style["color"],
+                                alpha=0.15 if len(methods) <= 4 else 0.05)
+        ax.set_title(title)
+        ax.set_xlabel("iteration")
+        ax.set_ylim(-0.05, 1.05)
+        ax.grid(alpha=0.3)
+    if forest:
+        _forest(grid[0, 2], by)
+    else:
+        grid[0, 2].axis("off")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)
+    fig.suptitle(f"{Path(args.config).name}, state key {args.state_key}: mean and 95% CI over seeds {args.seeds}")
+    fig.tight_layout(rect=(0, 0.03 * (1 + (len(labels) - 1) // 4), 1, 1))
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
