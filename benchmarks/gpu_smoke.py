@@ -23,6 +23,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
@@ -91,6 +92,30 @@ def preflight(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
+def _hf_generate(model: Any, prompts: list[list[int]], pad: int, args: argparse.Namespace, device: str,
+                 sync: Callable[[], None]) -> tuple[int, float]:
+    """Plain Hugging Face ``model.generate`` over ``prompts`` (left-padded batches of ``--hf-batch``):
+    the tokens it generated and the seconds it took."""
+    import torch
+
+    width = max(map(len, prompts))
+    n_tok, t_gen = 0, 0.0
+    for start in range(0, len(prompts), args.hf_batch):
+        chunk = prompts[start:start + args.hf_batch]
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
+        sync()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=args.temperature,
+                                 top_p=args.top_p, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
+                                 pad_token_id=pad)
+        sync()
+        t_gen += time.perf_counter() - t0
+        n_tok += int(out.shape[0]) * (int(out.shape[1]) - width)
+    return n_tok, t_gen
+
+
 def throughput(args: argparse.Namespace) -> int:
     import torch
 
@@ -124,23 +149,8 @@ def throughput(args: argparse.Namespace) -> int:
     t_hf = time.perf_counter() - t0
     print(_row("transformers backend (progpo)", t_hf, sum(len(g.response_ids) for g in gens),
                f"batch {args.hf_batch}"))
-    # plain Hugging Face generate
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
-    width = max(map(len, prompts))
-    n_tok, t_gen = 0, 0.0
-    for start in range(0, len(prompts), args.hf_batch):
-        chunk = prompts[start:start + args.hf_batch]
-        ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
-        sync()
-        t0 = time.perf_counter()
-        with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=args.temperature,
-                                 top_p=args.top_p, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                                 pad_token_id=pad)
-        sync()
-        t_gen += time.perf_counter() - t0
-        n_tok += int(out.shape[0]) * (int(out.shape[1]) - width)
+    n_tok, t_gen = _hf_generate(model, prompts, pad, args, device, sync)
     print(_row("HF model.generate", t_gen, n_tok, f"batch {args.hf_batch}"))
     if not vllm_available():
         print("vLLM: not importable here; skipped (pip install 'progpo[vllm]' on a GPU, "

@@ -111,7 +111,7 @@ def curve(records: list[dict], key: str, kind: str, iterations: list[int]) -> np
     return np.array([np.nan if by_it.get(i) is None else float(by_it[i]) for i in iterations])
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--methods", nargs="+", default=["grpo", "progpo-grpo", "always", "shuffled"], choices=list(METHODS))
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
@@ -130,7 +130,11 @@ def main() -> None:
     ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3])
     ap.add_argument("--out", default="runs/bench_progpo_vs_grpo")
     ap.add_argument("--fresh", action="store_true")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
@@ -174,8 +178,21 @@ def main() -> None:
                   f"{al[0]:.3f} +- {alh[0]:.3f}", f"{cl[0]:.3f} +- {clh[0]:.3f}"]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
         summary[m] = {"eval": ev.tolist(), "train": tr.tolist(), "all_failed": af.tolist(), "coverage": cov.tolist()}
+    lines += later_sections(args, summary, per_iter)
+    lines += ["", f"Total wall time: {(time.perf_counter() - t_start) / 60:.1f} min.", ""]
+    table = "\n".join(lines)
+    print(table)
+    (out / "table.md").write_text(table + "\n")
+    (out / "results.json").write_text(json.dumps({"args": vars(args), "eval_iterations": eval_its, "methods": summary}))
+    plot(summary, args, its, eval_its, out / "curves.png")
+    print(f"plot: {out / 'curves.png'}  table: {out / 'table.md'}")
+
+
+def later_sections(args: argparse.Namespace, summary: dict[str, dict], per_iter: int) -> list[str]:
+    """Episodes to reach each train success level, and the final eval paired against GRPO's."""
+    n = args.iterations
     # samples to reach a train success level (mean over seeds of the running mean of 2 iterations)
-    lines += ["", "## Episodes needed to reach a train success level", "",
+    lines = ["", "## Episodes needed to reach a train success level", "",
               "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
               f"as episodes ({per_iter} per iteration); '-' = not within {n} iterations.", "",
               "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
@@ -193,13 +210,7 @@ def main() -> None:
             d = np.array(summary[m]["eval"])[:, -1] - base
             mm, hh = mean_ci(d[:, None])
             lines.append(f"- {m} - grpo: {mm[0]:+.3f} +- {hh[0]:.3f} (per seed: " + ", ".join(f"{x:+.3f}" for x in d) + ")")
-    lines += ["", f"Total wall time: {(time.perf_counter() - t_start) / 60:.1f} min.", ""]
-    table = "\n".join(lines)
-    print(table)
-    (out / "table.md").write_text(table + "\n")
-    (out / "results.json").write_text(json.dumps({"args": vars(args), "eval_iterations": eval_its, "methods": summary}))
-    plot(summary, args, its, eval_its, out / "curves.png")
-    print(f"plot: {out / 'curves.png'}  table: {out / 'table.md'}")
+    return lines
 
 
 def plot(summary: dict, args: argparse.Namespace, its: list[int], eval_its: list[int], path: Path) -> None:

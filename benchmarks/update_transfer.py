@@ -121,7 +121,8 @@ def make_optimizer(kind: str, params: list[torch.nn.Parameter], lr: float) -> to
     raise SystemExit(f"unknown optimizer {kind!r} (adam | sgd)")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
+    """This benchmark's flags, and the rest (``python -m trainers.progpo`` options)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--init-weights", help="start from these weights instead of the default warm start")
     p.add_argument("--configs", default="adam:3e-4,adam:1e-4", help="optimizer:lr,... (adam | sgd)")
@@ -135,8 +136,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--measure-groups", type=int, default=16, help="groups in each measurement batch")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "runs" / "update_transfer")
-    args, trainer_args = p.parse_known_args(argv)  # the rest: `python -m trainers.progpo` options
+    return p.parse_known_args(argv)
 
+
+def main(argv: list[str] | None = None) -> int:
+    args, trainer_args = parse(argv)
     extra = ["--warm-start", "none", "--weights-file", args.init_weights] if args.init_weights else []
     cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress-bars", "--no-tensorboard",
                          *extra, *trainer_args])

@@ -26,6 +26,7 @@ import inspect
 import random
 import sys
 import time
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -156,14 +157,12 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     from verl import DataProto
 
     from trainers.integrations import verl_agent as va
-    from trainers.integrations.verl import MissingColumnsError
 
     t0 = time.perf_counter()
     config = config_for(env, args, "progpo_gigpo")
     envs, val_envs = va.make_envs(config)
     val_envs.close()
     import agent_system.multi_turn_rollout as rollout_pkg
-    from verl.trainer.ppo import ray_trainer
 
     check(f"{env}: make_envs installs the collector subclass",
           rollout_pkg.TrajectoryCollector.__name__ == "ProGPOTrajectoryCollector"
@@ -215,6 +214,18 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     first_anchor = str(batch.non_tensor_batch["anchor_obs"][0])
     check(f"{env}: anchors are the raw observation text", first_anchor.strip()[:200] in first_prompt,
           repr(first_anchor[:60]) + "...")
+    check_branches(env, batch, log, args)
+    envs.close()
+
+
+def check_branches(env: str, batch: Any, log: list[list[dict]], args: argparse.Namespace) -> None:
+    """verl-agent's ``compute_advantage``, each ProGPO branch, against :mod:`trainers.advantages` on
+    the batch the collector made; and a missing column raises."""
+    import torch
+    from verl.trainer.ppo import ray_trainer
+
+    from trainers.integrations.verl import MissingColumnsError
+
     batch.batch["token_level_rewards"] = torch.zeros_like(batch.batch["responses"], dtype=torch.float32)
     traj_env = {u: i for i, u in enumerate(dict.fromkeys(batch.non_tensor_batch["traj_uid"]))}
     mask = batch.batch["response_mask"] if "response_mask" in batch.batch.keys() else ray_trainer.compute_response_mask(batch)
@@ -235,7 +246,6 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
         check(f"{env}: progpo_gigpo without its columns raises", False, "it returned")
     except MissingColumnsError as err:
         check(f"{env}: progpo_gigpo without its columns raises", True, str(err)[:90] + "...")
-    envs.close()
 
 
 def trainer_accepts(verl_agent: Path, estimator: str) -> str:
