@@ -36,7 +36,7 @@ try:
 finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
     check_import_names(("agents", "wrappers"))  # a shadowing package, named in one line
 
-__all__ = ["ConfigError", "TrainConfig", "load_yaml", "lr_warning", "parse_args", "ENVS"]
+__all__ = ["ConfigError", "SECTIONS", "TrainConfig", "flatten_sections", "load_yaml", "lr_warning", "parse_args", "ENVS"]
 
 ENVS = tuple(ENV_TABLE)
 ROLLOUTS = ("flat", "tree")
@@ -74,6 +74,65 @@ Device = Literal["auto", "cpu", "cuda"]
 RENAMED = {"init": "warm_start", "init_weights": "weights_file", "init_std": "tiny_init_std",
            "progress": "progress_bars", "extra": "notes", "fmt": "answer_format", "lam": "progress_lambda",
            "norm": "group_norm"}
+
+
+#: YAML sections, each the fields of one part of a method: section -> {its key: the TrainConfig
+#: field}. A sectioned field written at the top level is read for one more release, with a
+#: deprecation line; the flags stay flat (``--gamma``, ``--tree-branches``, ``--distill-tau``).
+SECTIONS: dict[str, dict[str, str]] = {
+    "advantage": {name: name for name in (
+        "estimator", "gamma", "omega", "progress_lambda", "group_norm", "coverage", "state_key", "scope", "tau_r",
+        "tau_p", "progress_gate", "shuffle_coverage", "success_threshold", "planpo_alpha_start", "planpo_alpha_end",
+        "hgpo_depth", "hgpo_alpha", "hgpo_fusion", "potential_credit")},
+    "tree": {name.removeprefix("tree_"): name for name in (
+        "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_prune_margin", "tree_repeat_limit",
+        "tree_budget", "tree_scorer", "tree_loop_penalty")},
+    "distill": {"mode": "distill", "skill_writer": "skill_writer", "tau": "distill_tau", "lambda": "distill_lambda",
+                "gate_beta": "distill_gate_beta", "top_k": "distill_top_k"},
+    "ppo": {name: name for name in (
+        "lr", "weight_decay", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "loss_agg", "lr_warmup_iterations",
+        "ppo_epochs", "num_minibatches", "micro_batch_size", "micro_batch_tokens", "batch_decisions",
+        "recompute_old_logprobs", "skip_zero_advantage")},
+}
+#: a sectioned field -> (its section, its key there)
+SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
+
+
+def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = True) -> dict[str, Any]:
+    """``data`` with its sections (:data:`SECTIONS`) spread into fields; a sectioned field at the top
+    level is kept, with one deprecation line on stderr when ``warn``. A field set twice, or a key
+    a section does not have, is an error (before any line is printed).
+
+    >>> flatten_sections({"advantage": {"estimator": "gigpo"}, "tree": {"branches": 2}, "seed": 3})
+    {'estimator': 'gigpo', 'tree_branches': 2, 'seed': 3}
+    """
+    import difflib
+
+    out: dict[str, Any] = {}
+    flat_sectioned: list[str] = []
+    for key, value in data.items():
+        if key in SECTIONS and isinstance(value, dict):
+            entries = []
+            for sub, sub_value in value.items():
+                name = SECTIONS[key].get(sub) if isinstance(sub, str) else None
+                if name is None:
+                    close = difflib.get_close_matches(str(sub), list(SECTIONS[key]), n=1, cutoff=0.6)
+                    raise ConfigError(f"{source}: {key}: has no key {sub!r}" + (f"; did you mean {close[0]}?" if close
+                                      else f"; it takes {', '.join(SECTIONS[key])}"))
+                entries.append((name, sub_value))
+        else:
+            entries = [(key, value)]
+            if isinstance(key, str) and key in SECTION_OF:  # (an old name gets its own line)
+                flat_sectioned.append(key)
+        for name, v in entries:
+            if name in out:
+                raise ConfigError(f"{source}: {name} is set twice (in its section and at the top level); keep one")
+            out[name] = v
+    for key in flat_sectioned if warn else ():
+        section, sub = SECTION_OF[key]
+        print(f"deprecated: {source}: {key}: at the top level is now {section}: {{{sub}: ...}} (read there for one "
+              "more release)", file=sys.stderr)
+    return out
 
 
 def upgrade_names(data: dict[str, Any], source: str = "config", warn: bool = True,
@@ -504,13 +563,15 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], source: str = "config") -> "TrainConfig":
-        """A config from a YAML mapping; a renamed field's old name is read (with a deprecation line)."""
+    def from_dict(cls, data: dict[str, Any], source: str = "config", flat: bool = False) -> "TrainConfig":
+        """A config from a YAML mapping, in sections (:data:`SECTIONS`) or, with ``flat`` (a run's
+        own ``config.yaml``, a checkpoint's), in fields alone; a renamed field's old name, and a
+        sectioned field at the top level of a sectioned file, are read with a deprecation line."""
         known = {f.name: f for f in fields(cls)}
         bad = [k for k in data if not isinstance(k, str)]
         if bad:
             raise ConfigError(f"{source}: keys must be field names, got {', '.join(repr(k) for k in bad)}")
-        data = upgrade_names(data, source)
+        data = upgrade_names(flatten_sections(data, source, warn=not flat), source)
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; run with --help for the list")
@@ -645,6 +706,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"usage: {self.prog} [options] (--help lists them)\nerror: {message}{hint}\n")
 
 
+def _yaml_section(group: str) -> str:
+    """Where a ``--help`` group's fields go in a YAML config, when in a section."""
+    names = [f.name for f in fields(TrainConfig) if f.metadata["group"] == group]
+    found = sorted({SECTION_OF[n][0] for n in names if n in SECTION_OF})
+    return f" (in a YAML config: under {', '.join(s + ':' for s in found)})" if found else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(
         prog="python -m trainers.progpo",
@@ -652,7 +720,8 @@ def build_parser() -> argparse.ArgumentParser:
         "With no arguments: the CPU learning demo (tiny-128x2 cloned from the searching expert on the "
         "embedded easy-train ALFWorld games, then ProGPO(GiGPO); eval on the held-out easy-valid games).",
     )
-    ap.add_argument("--config", help="YAML file of field: value (CLI flags override it)")
+    ap.add_argument("--config", help="YAML file of field: value, a method's fields in the sections advantage:, tree:, "
+                    "distill: and ppo: (CLI flags override it)")
     ap.add_argument("--resume", nargs="?", const="latest", default=None,
                     help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
     ap.add_argument("--overwrite", action="store_true",
@@ -664,7 +733,7 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         group = f.metadata["group"]
         if group not in sections:
-            sections[group] = ap.add_argument_group(group)
+            sections[group] = ap.add_argument_group(group + _yaml_section(group))
         default = f.default
         text = f"{f.metadata['help']} (default: {default!r})"
         if isinstance(default, bool):

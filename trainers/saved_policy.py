@@ -54,7 +54,7 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
                                   "model, prompt and policy mode it was trained with are unknown")
         saved = load_yaml(config_yaml)
     known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
-    return TrainConfig.from_dict(known, source=str(checkpoint))
+    return TrainConfig.from_dict(known, source=str(checkpoint), flat=True)
 
 
 def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> SavedPolicy:

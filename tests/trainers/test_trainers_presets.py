@@ -55,7 +55,35 @@ def test_every_config_field_documents_itself_in_help() -> None:
     sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
     assert sections == ["what to train", "policy", "warm start", "estimator", "rollout", "teacher", "budget", "PPO update",
                         "outputs"]
-    assert all(f"{s}:" in build_parser().format_help() for s in sections)
+    help_text = build_parser().format_help()
+    assert all(f"\n{s}" in help_text for s in sections)
+    assert "estimator (in a YAML config: under advantage:):" in help_text  # where the group goes in a YAML file
+
+
+def test_yaml_sections_read_as_their_fields_and_flat_keys_with_a_deprecation_line(tmp_path, capsys) -> None:
+    from trainers.config import SECTIONS, TrainConfig, parse_args
+
+    sectioned = tmp_path / "sectioned.yaml"
+    sectioned.write_text("seed: 3\nrollout: tree\nadvantage: {estimator: progpo-hgpo, gamma: 0.9, hgpo_depth: 3}\n"
+                         "tree: {branches: 2, scorer: random}\ndistill: {mode: hindsight, tau: 0.1, lambda: 0.02}\n"
+                         "ppo: {lr: 1.0e-4, clip_eps: 0.3}\n")
+    cfg, _ = parse_args(["--config", str(sectioned), "--gamma", "0.8"])  # a flag overrides its section's key
+    assert (cfg.seed, cfg.rollout, cfg.estimator, cfg.gamma, cfg.hgpo_depth, cfg.tree_branches, cfg.tree_scorer,
+            cfg.distill, cfg.distill_tau, cfg.distill_lambda, cfg.lr, cfg.clip_eps) == (
+        3, "tree", "progpo-hgpo", 0.8, 3, 2, "random", "hindsight", 0.1, 0.02, 1e-4, 0.3)
+    assert capsys.readouterr().err == ""
+    flat = tmp_path / "flat.yaml"
+    flat.write_text("seed: 3\nestimator: progpo-hgpo\ntree_branches: 2\ndistill: hindsight\nlr: 1.0e-4\n")
+    old, _ = parse_args(["--config", str(flat)])
+    assert (old.estimator, old.tree_branches, old.distill, old.lr) == ("progpo-hgpo", 2, "hindsight", 1e-4)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 4 and all(ln.startswith("deprecated: ") for ln in err), err
+    assert "tree_branches: at the top level is now tree: {branches: ...}" in err[1]
+    assert "distill: at the top level is now distill: {mode: ...}" in err[2]
+    # a run's own config.yaml and a checkpoint's config are flat by design: read without a line
+    assert TrainConfig.from_dict({"estimator": "grpo", "lr": 0.1}, flat=True).lr == 0.1
+    assert capsys.readouterr().err == ""
+    assert set(SECTIONS) == {"advantage", "tree", "distill", "ppo"}
 
 
 def test_closed_choices_come_from_the_field_types_and_the_flags_offer_exactly_them(capsys) -> None:

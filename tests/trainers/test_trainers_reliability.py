@@ -146,9 +146,11 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
     ("1: 2\n", "keys must be field names, got 1"),
     ("~: 2\n", "keys must be field names, got None"),
     ("notes: 5\n", "notes must be a mapping"),
-    ("lr: .nan\n", "lr must be a finite number"),
-    ("gamma: .nan\n", "gamma must be a finite number"),
-    ("max_grad_norm: .inf\n", "max_grad_norm must be a finite number"),
+    ("ppo: {lr: .nan}\n", "lr must be a finite number"),
+    ("advantage: {gamma: .nan}\n", "gamma must be a finite number"),
+    ("ppo: {max_grad_norm: .inf}\n", "max_grad_norm must be a finite number"),
+    ("advantage: {gama: 0.9}\n", "advantage: has no key 'gama'; did you mean gamma?"),
+    ("advantage: {gamma: 0.9}\ngamma: 0.8\n", "gamma is set twice"),
     ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
 ])
 def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, monkeypatch, text, match):

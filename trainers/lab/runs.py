@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from trainers.config import EARLIER_VALUES, upgrade_names
+from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.methods import ACTED_KEYS, AXES, METHODS, TRAIN_KEYS, axes_of, run_name
 from trainers.metrics import read_metrics
 
@@ -83,7 +83,10 @@ def config_axes_problem(config_path: Path) -> str | None:
         return f"{config_path} cannot be read ({type(err).__name__})"
     if not isinstance(data, dict):
         return f"{config_path} is not a mapping of config fields"
-    data = upgrade_names(data, warn=False)
+    try:
+        data = upgrade_names(flatten_sections(data, str(config_path), warn=False), warn=False)
+    except ConfigError as err:
+        return str(err)
     set_here = {k: data[k] for k in AXES if k in data and data[k] != AXES[k]}
     if not set_here:
         return None
