@@ -19,8 +19,8 @@ prefix, so a child in a free member slot is a reset plus a replay of the parent'
 replayed step must reproduce the recorded observation, else :class:`NondeterministicEnvError`
 (an env that is not deterministic cannot be branched). Replay steps are counted apart from
 policy decisions (``rollout/replay_steps``). The first child keeps the parent's slot and env: no
-replay. A fork runs through the vector env's member pool (``reset`` / ``step`` of given
-members): the sync and the multiprocess pools, and the Ray pool, which has the same calls.
+replay. A fork is :meth:`wrappers.GroupVectorEnv.fork` (its ``reset_members`` / ``step_members``
+drive given members outside the group schedule), on every backend: sync, processes and Ray.
 
 **Budget.** Each tree may take at most ``budget`` policy decisions (default ``group_size x
 max_steps``, the flat rollout's cap for one group): before a vector step, a tree whose active
@@ -211,10 +211,10 @@ class _Counts:
 
 
 class _TreeCollector:
-    """The state of one tree rollout over the vector env's member pool (see the module docs)."""
+    """The state of one tree rollout over the vector env's members (see the module docs)."""
 
     def __init__(self, envs: Any, policy: Policy, cfg: TreeConfig, max_steps: int, scorer: Scorer) -> None:
-        self.pool, self.policy, self.cfg, self.scorer = envs.pool, policy, cfg, scorer
+        self.envs, self.policy, self.cfg, self.scorer = envs, policy, cfg, scorer
         self.g_size = envs.group_size
         if cfg.branches > self.g_size:
             raise ValueError(f"tree_branches {cfg.branches} > group_size {self.g_size}: each branch needs a member slot")
@@ -232,12 +232,12 @@ class _TreeCollector:
         for g, task in enumerate(task_seeds):
             opt = options[g] if options is not None else None
             slots = list(self.slots(g))[: self.cfg.branches]
-            results = self.pool.reset(slots, [int(task)] * len(slots), [opt] * len(slots))
-            (obs0, info0), _ = results[0]
+            results = self.envs.reset_members(slots, [int(task)] * len(slots), [opt] * len(slots))
+            obs0, info0 = results[0]
             tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
                          str(info0.get("task_type", "unknown")), instruction_of(info0),
                          str(info0.get("privileged_text", "")))
-            for slot, ((obs, info), _) in zip(slots, results):
+            for slot, (obs, info) in zip(slots, results):
                 info = dict(info)
                 tree.branches.append(_Branch(g, slot, self.rollout.steps, obs=str(obs), info=info,
                                              state=state_of(info, str(obs))))
@@ -247,19 +247,18 @@ class _TreeCollector:
     def fork(self, tree: _Tree, parent: _Branch, slot: int) -> _Branch | None:
         """A child of ``parent`` in ``slot``: reset to the task, replay the parent's actions, check
         every observation. A crash while replaying abandons the fork (None)."""
-        ((obs, info), _), = self.pool.reset([slot], [tree.task_seed], [tree.options])
+        actions = [self.rollout.steps[i].action for i in parent.path]
+        (obs, info), results = self.envs.fork(slot, tree.task_seed, tree.options, actions)
         if str(obs) != tree.reset_obs:
             raise NondeterministicEnvError(f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
                                            "than before; this env cannot be branched (use --rollout flat)")
-        for t, i in enumerate(parent.path):
-            action, recorded = self.rollout.steps[i].action, self.rollout.steps[i].next_obs
-            result = self.pool.step([slot], [action])[0]
+        for t, (i, result) in enumerate(zip(parent.path, results)):
             self.counts.replay_steps += 1
             if not isinstance(result, tuple):
                 return None
             obs, info = result[0], result[4]
-            if str(obs) != recorded:
-                raise NondeterministicEnvError(f"tree rollout: replaying step {t} ({action!r}) of task seed "
+            if str(obs) != self.rollout.steps[i].next_obs:
+                raise NondeterministicEnvError(f"tree rollout: replaying step {t} ({actions[t]!r}) of task seed "
                                                f"{tree.task_seed} gave another observation than recorded; this env "
                                                "cannot be branched (use --rollout flat)")
         child = parent.child(slot)
@@ -291,7 +290,7 @@ class _TreeCollector:
         if len(outputs) != len(branches):
             raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(branches)} observations")
         actions = [out.action if out.action is not None else "" for out in outputs]
-        results = self.pool.step([b.slot for b in branches], actions)
+        results = self.envs.step_members([b.slot for b in branches], actions)
         self.rollout.env_seconds += time.perf_counter() - t_env
         for b, out, action, result in zip(branches, outputs, actions, results):
             self.record(b, out, str(action), result)

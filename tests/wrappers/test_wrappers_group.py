@@ -270,3 +270,24 @@ def test_group_invariants_under_random_play(lengths, group_size, action_seed):
                 assert len(set(infos["task_seed"][members])) == 1 and (obs[members, 0] == 0).all()
                 assert len({float(x) for x in obs[members, 1]}) == 1  # one shared task after the reset
                 done[members] = False
+
+
+def test_members_driven_one_by_one_replay_a_branch_and_leave_the_schedule_alone():
+    """reset_members / step_members / fork: what a tree rollout uses instead of the member pool;
+    the vector env then refuses step() until reset(), and reset() plays the schedule as before."""
+    envs = GroupVectorEnv(TextRoomsEnv, num_groups=1, group_size=2, seed=3)
+    try:
+        envs.reset()
+        (obs0, info0), = envs.reset_members([1], [11])
+        played = envs.step_members([1], ["look"])[0]
+        assert isinstance(played, tuple) and len(played) == 5
+        (obs, info), results = envs.fork(0, 11, None, ["look", "inventory"])
+        assert obs == obs0 and [r[0] for r in results] == [played[0], "You carry nothing."]  # the same task, replayed
+        with pytest.raises(RuntimeError, match="reset"):
+            envs.step(["look", "look"])
+        again, _ = envs.reset()
+        assert again[0] == again[1]  # the group plays one task again
+        _, _, _, _, infos = envs.step(["look", "look"])
+        assert not infos["waiting"].any()
+    finally:
+        envs.close()

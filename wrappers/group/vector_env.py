@@ -422,8 +422,39 @@ class GroupVectorEnv(VectorEnv):
 
     def require_reset(self) -> None:
         """Refuse ``step()`` until the next ``reset()``: for a caller that drove members directly
-        through :attr:`pool` (a tree rollout's forks), after which this env's view of them is stale."""
+        (:meth:`reset_members`, :meth:`step_members`, :meth:`fork`; a tree rollout's branches),
+        after which this env's view of them is stale."""
         self._needs_reset = True
+
+    # -- members one by one, outside the group schedule (a tree rollout's branches) ------------
+    def reset_members(self, members: Sequence[int], task_seeds: Sequence[int],
+                      options: Sequence[dict | None] | None = None) -> list[tuple[Any, dict]]:
+        """Reset ``members`` to the given task seeds (and options); their ``(obs, info)``. The
+        groups' schedule is left alone: ``step()`` is refused until the next ``reset()``."""
+        self._check_open()
+        self._needs_reset = True
+        opts = list(options) if options is not None else [None] * len(members)
+        return [obs_info for obs_info, _ in self.pool.reset(list(members), [int(t) for t in task_seeds], opts)]
+
+    def step_members(self, members: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
+        """Step ``members`` in their own episodes: per member its ``(obs, reward, terminated,
+        truncated, info)``, or a :class:`~wrappers.group.member_pools.Crashed` (no tuple) where its
+        worker died, hung or raised. ``step()`` is refused until the next ``reset()``."""
+        self._check_open()
+        self._needs_reset = True
+        return self.pool.step(list(members), list(actions))
+
+    def fork(self, member: int, task_seed: int, options: dict | None,
+             actions: Sequence[Any]) -> tuple[tuple[Any, dict], list[tuple | Crashed]]:
+        """``member`` reset to ``task_seed`` and made to replay ``actions`` (a branch from a shared
+        prefix): the reset's ``(obs, info)`` and each step's result, up to the first that crashed."""
+        reset = self.reset_members([member], [task_seed], [options])[0]
+        results: list[tuple | Crashed] = []
+        for action in actions:
+            results.append(self.step_members([member], [action])[0])
+            if not isinstance(results[-1], tuple):
+                break
+        return reset, results
 
     def _check_open(self) -> None:
         if self.closed:
