@@ -169,12 +169,14 @@ os.register_at_fork(after_in_parent=lambda: _ctrl_c_at_fork("parent"), after_in_
 def test_a_ctrl_c_that_lands_in_a_fork_hook_still_interrupts_and_prints_no_traceback(where, capfd):
     """A Ctrl-C to the process group can reach either process while the fork runs its at-fork
     hooks; raised there, Python would print it as "Exception ignored" and drop it."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)  # Python's own, whatever ran before
     _SIGNAL_AT_FORK[:] = [where]
     try:
         with pytest.raises(KeyboardInterrupt):
             run_forked([lambda step: time.sleep(2), lambda step: time.sleep(2)], threads=1)
     finally:
         _SIGNAL_AT_FORK.clear()
+        signal.signal(signal.SIGINT, before if before is not None else signal.default_int_handler)
     err = capfd.readouterr().err
     assert "Exception ignored" not in err and "Traceback" not in err, err
     assert multiprocessing.active_children() == []
