@@ -15,31 +15,61 @@ Example:
 """
 from __future__ import annotations
 
-import random
 import re
 from typing import Any, Callable, Sequence
 
+import numpy as np
+
 from agents.prompting import admissible_commands
 
-__all__ = ["ALFWorldExpertAgent", "RandomAgent", "WebShopOracleAgent", "expert_plans_from_envs"]
+__all__ = ["ALFWorldExpertAgent", "PASSIVE", "RandomAgent", "WebShopOracleAgent", "expert_plans_from_envs", "passive",
+           "templated"]
+
+
+#: commands that never change an ALFWorld state: the evaluation's random baseline leaves them out
+PASSIVE = ("look", "inventory", "examine ", "help")
+
+
+def templated(command: str) -> bool:
+    """A command with a slot to fill (WebShop's ``search[<query>]``): no command as it stands."""
+    return "<" in command
+
+
+def passive(command: str) -> bool:
+    """A command that never changes an ALFWorld state (:data:`PASSIVE`)."""
+    return command.startswith(PASSIVE)
 
 
 class RandomAgent:
-    """Picks an admissible command uniformly at random (``fallback`` when there is none)."""
+    """A uniformly random admissible command per observation (seeded): the floor a trained
+    policy is read against.
 
-    def __init__(self, seed: int | None = 0, fallback: str = "look") -> None:
-        self.rng = random.Random(seed)
-        self.fallback = fallback
+    Args:
+        seed: seeds the draws (``act(..., seed=)`` seeds them again).
+        fallback: the answer where no command is admissible.
+        leave_out: commands not drawn while another is admissible (default :func:`templated`;
+            the evaluation's random baseline: :func:`passive`).
+        step_outputs: answer :class:`agents.contract.StepOutput` objects (a rollout's policy
+            interface) instead of strings.
+    """
+
+    def __init__(self, seed: int | None = 0, fallback: str = "look", leave_out: Callable[[str], bool] = templated,
+                 step_outputs: bool = False) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.fallback, self.leave_out, self.step_outputs = fallback, leave_out, step_outputs
 
     def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Any = None, *, seed: int | None = None) -> list[str]:
+            histories: Any = None, *, seed: int | None = None) -> list[Any]:
+        from agents.contract import StepOutput
+
         if seed is not None:
-            self.rng.seed(seed)
-        out = []
+            self.rng = np.random.default_rng(seed)
+        out: list[Any] = []
         for info in infos:
-            cmds = [c for c in admissible_commands(info) if "<" not in c]
-            cmds = cmds or admissible_commands(info)
-            out.append(self.rng.choice(cmds) if cmds else self.fallback)
+            cmds = admissible_commands(info)
+            cmds = [c for c in cmds if not self.leave_out(c)] or cmds
+            action = str(cmds[int(self.rng.integers(len(cmds)))]) if cmds else self.fallback
+            out.append(StepOutput(action=action) if self.step_outputs else action)
         return out
 
 

@@ -23,17 +23,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from trainers import seeds
 from wrappers.errors import UserError
 
-__all__ = ["EvalPlan", "PanelMismatch", "RandomPolicy", "check_same_panel", "episode_records", "example_episodes",
-           "play_episodes", "run_eval"]
-
-#: commands a random baseline leaves out: they never change an ALFWorld state
-PASSIVE = ("look", "inventory", "examine ", "help")
-
+__all__ = ["EvalPlan", "PanelMismatch", "check_same_panel", "episode_records", "example_episodes",
+           "play_episodes", "random_baseline", "run_eval"]
 
 @dataclass(frozen=True)
 class EvalPlan:
@@ -382,22 +377,10 @@ def example_episodes(rollout: Any, max_actions: int = 12, max_chars: int = 160) 
     return out
 
 
-class RandomPolicy:
-    """A uniformly random admissible command (``look``/``inventory``/``examine``/``help`` left out),
-    with the rollout's policy interface: the scale against which a trained policy is read."""
+def random_baseline(seed: int = 0) -> Any:
+    """The evaluation's random baseline: :class:`agents.baselines.RandomAgent` drawing a uniformly
+    random admissible command that can change the state (``look``/``inventory``/``examine``/``help``
+    left out), with the rollout's policy interface."""
+    from agents.baselines import RandomAgent, passive
 
-    def __init__(self, seed: int = 0) -> None:
-        self.rng = np.random.default_rng(seed)
-
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]], histories: Any = None,
-            seed: int | None = None) -> list[Any]:
-        from agents.contract import StepOutput
-
-        if seed is not None:
-            self.rng = np.random.default_rng(seed)
-        out = []
-        for info in infos:
-            cmds = [str(c) for c in (info.get("admissible_commands") or [])]
-            active = [c for c in cmds if not c.startswith(PASSIVE)] or cmds
-            out.append(StepOutput(action=str(active[int(self.rng.integers(len(active)))]) if active else ""))
-        return out
+    return RandomAgent(seed, fallback="", leave_out=passive, step_outputs=True)

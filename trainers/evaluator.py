@@ -16,7 +16,7 @@ from trainers import distributed, seeds
 from trainers.config import TrainConfig
 from trainers.console import progress_bar
 from trainers.envs import make_env_fn
-from trainers.evaluation import EvalPlan, RandomPolicy, episode_records, example_episodes, run_eval
+from trainers.evaluation import EvalPlan, episode_records, example_episodes, random_baseline, run_eval
 from trainers.metrics import rollout_metrics
 
 __all__ = ["Evaluator"]
@@ -58,7 +58,7 @@ class Evaluator:
 
     def random_baseline(self, iteration: int) -> dict[str, Any]:
         """The eval record of a random admissible command per step (``kind: baseline``)."""
-        rec = self.evaluate(iteration, kind="baseline", policy=RandomPolicy(seed=self.cfg.seed))
+        rec = self.evaluate(iteration, kind="baseline", policy=random_baseline(self.cfg.seed))
         rec["baseline"] = "random admissible command (look, inventory, examine left out)"
         return rec
 

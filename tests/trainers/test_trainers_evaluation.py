@@ -8,7 +8,7 @@ import threading
 import numpy as np
 import pytest
 
-from trainers.evaluation import EvalPlan, RandomPolicy, run_eval
+from trainers.evaluation import EvalPlan, random_baseline, run_eval
 from trainers.statistics import paired_bootstrap_ci
 from trainers.envs import make_env_fn
 from trainers.report import rl_gain, write_report
@@ -59,12 +59,12 @@ def test_rl_gain_reads_start_and_last_eval(tmp_path):
 def test_run_eval_is_reproducible_and_random_policy_skips_passive_commands():
     fn = make_env_fn("rooms", "valid", max_steps=6)
     plan = EvalPlan.for_episodes("valid", [], 5, seed=1)
-    a = run_eval(RandomPolicy(seed=0), fn, plan, batch=2)
-    b = run_eval(RandomPolicy(seed=0), fn, plan, batch=2)
+    a = run_eval(random_baseline(0), fn, plan, batch=2)
+    b = run_eval(random_baseline(0), fn, plan, batch=2)
     assert len(a.trajectories) == 5
     assert [t.won for t in a.trajectories] == [t.won for t in b.trajectories]
     assert [s.action for s in a.steps] == [s.action for s in b.steps]
-    out = RandomPolicy(seed=0).act(["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20)
+    out = random_baseline(0).act(["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20)
     assert {o.action for o in out} == {"go to a"}
 
 
