@@ -134,7 +134,7 @@ def test_every_config_field_has_a_flag():
 
 def test_yaml_then_cli_precedence(tmp_path):
     p = tmp_path / "run.yaml"
-    p.write_text("estimator: grpo\nlr: 0.001\nlora: true\n")
+    p.write_text("lora: true\nadvantage: {estimator: grpo}\nppo: {lr: 0.001}\n")
     cfg, _ = parse_args(["--config", str(p), "--lr", "0.5", "--no-lora"])
     assert (cfg.estimator, cfg.lr, cfg.lora) == ("grpo", 0.5, False)
 
@@ -143,9 +143,9 @@ def test_yaml_then_cli_precedence(tmp_path):
     ("estimator: [unclosed", "not valid YAML"),
     ("- a\n- b\n", "mapping"),
     ("bogus_field: 1\n", "unknown field"),
-    ("lr: fast\n", "lr must be a number"),
+    ("ppo: {lr: fast}\n", "lr must be a number"),
     ("group_size: 0\n", "group_size must be an integer >= 1"),
-    ("group_size: 1\nestimator: grpo\n", "group_size 1: grpo compares each trajectory"),
+    ("group_size: 1\nadvantage: {estimator: grpo}\n", "group_size 1: grpo compares each trajectory"),
     ("seed: 100000000000000000000000\n", "seed must be an integer in 0..4294967295"),
 ])
 def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
