@@ -560,7 +560,21 @@ class TrainConfig:
                 info.eval_split if self.eval_split == "auto" else self.eval_split)
 
     def to_dict(self) -> dict[str, Any]:
+        """Every field, flat (a checkpoint's config, the comparisons between configs)."""
         return dataclasses.asdict(self)
+
+    def to_sections(self) -> dict[str, Any]:
+        """Every field, the sectioned ones in their sections (:data:`SECTIONS`): the form of the
+        ``config.yaml`` a run writes, which ``--config`` reads back as it is.
+
+        >>> TrainConfig(estimator="grpo").to_sections()["advantage"]["estimator"]
+        'grpo'
+        """
+        flat = self.to_dict()
+        out: dict[str, Any] = {k: v for k, v in flat.items() if k not in SECTION_OF}
+        for section, keys in SECTIONS.items():
+            out[section] = {key: flat[name] for key, name in keys.items()}
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "config", flat: bool = False) -> "TrainConfig":

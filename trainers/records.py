@@ -116,7 +116,7 @@ class RunRecorder:
                                         wandb=wandb_settings(cfg.to_dict(), self.run_dir) if "wandb" in cfg.trackers else None,
                                         config=cfg.to_dict(), resume_after=resumed_at)
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
-            write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_dict()))
+            write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_sections()))
             self._record_provenance(resumed_at or 0)
         self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True)
         self.bar.update(resumed_at or 0)

@@ -30,7 +30,7 @@ from trainers.checkpoint import (
     save_weights,
     trainable_state,
 )
-from trainers.config import EARLIER_VALUES, TrainConfig, upgrade_names
+from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
 from trainers.metrics import read_metrics
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
 
@@ -177,5 +177,8 @@ def _same_config(config_file: Path, saved: dict[str, Any]) -> bool:
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         there = {}
     saved = upgrade_names(saved, warn=False)
-    there = upgrade_names(there, warn=False) if isinstance(there, dict) else there
+    try:  # a run's config.yaml is written in sections (flat before they existed)
+        there = upgrade_names(flatten_sections(there, warn=False), warn=False) if isinstance(there, dict) else there
+    except ConfigError:
+        return False
     return isinstance(there, dict) and all(there.get(k) == saved.get(k) for k in saved if k not in RESUME_COMPATIBLE)

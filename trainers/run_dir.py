@@ -225,14 +225,20 @@ def _config_written_by_a_run(path: Path) -> bool:
 
     import yaml
 
-    from trainers.config import TrainConfig
+    from trainers.config import ConfigError, TrainConfig, flatten_sections
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")[: 1 << 20])
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
     names = {f.name for f in dataclasses.fields(TrainConfig)}
-    return isinstance(data, dict) and set(data) <= names and len(data) >= 0.9 * len(names)
+    if not isinstance(data, dict):
+        return False
+    try:  # written in sections since they exist; flat before
+        data = flatten_sections(data, warn=False)
+    except ConfigError:
+        return False
+    return set(data) <= names and len(data) >= 0.9 * len(names)
 
 
 def _legacy_run_files(run_dir: Path) -> list[Path]:

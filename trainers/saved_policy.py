@@ -44,7 +44,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
     """The :class:`~trainers.config.TrainConfig` a checkpoint was written with (a field added since
     then has its earlier meaning); a checkpoint without one is read with its run dir's ``config.yaml``."""
-    from trainers.config import EARLIER_VALUES, TrainConfig, load_yaml
+    from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
 
     saved = data.get("config")
     if not isinstance(saved, dict):
@@ -52,7 +52,7 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
         if not config_yaml.is_file():
             raise CheckpointError(f"checkpoint {checkpoint} carries no config and {config_yaml} does not exist: the "
                                   "model, prompt and policy mode it was trained with are unknown")
-        saved = load_yaml(config_yaml)
+        saved = flatten_sections(load_yaml(config_yaml), str(config_yaml), warn=False)
     known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
     return TrainConfig.from_dict(known, source=str(checkpoint), flat=True)
 

@@ -228,3 +228,19 @@ def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
                      "--no-progress-bars", "--no-tensorboard"]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err and ("does not exist" in err or "no checkpoint" in err)
+
+
+def test_a_runs_config_yaml_is_in_sections_and_reads_back_as_the_same_config(tmp_path, capsys):
+    """The config.yaml a run writes is a valid --config: in sections, read back silently, equal."""
+    import yaml
+
+    cfg = config_for_tests(output_dir=str(tmp_path / "run"), iterations=1, estimator="progpo-grpo", gamma=0.9,
+                           eval_episodes=0)
+    tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
+    tr.train()
+    written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
+    assert written["advantage"]["estimator"] == "progpo-grpo" and "estimator" not in written
+    assert written["tree"]["branches"] == cfg.tree_branches and written["distill"]["mode"] == "none"
+    capsys.readouterr()
+    again, _ = parse_args(["--config", str(tmp_path / "run" / "config.yaml")])
+    assert again == cfg and capsys.readouterr().err == ""

@@ -123,6 +123,10 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
                        "again") from None
     if not isinstance(config, dict):
         raise LabError(f"{where}: config.yaml is not a mapping; delete the folder to run it again")
+    try:  # written in sections since they exist; the recorded runs' are flat
+        config = flatten_sections(config, str(run_dir / "config.yaml"), warn=False)
+    except ConfigError as err:
+        raise LabError(f"{where}: {err}; delete the folder to run it again") from None
     try:
         records = read_metrics(run_dir / "metrics.jsonl")
     except FileNotFoundError:
