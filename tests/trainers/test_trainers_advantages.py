@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trainers.advantages import (
+    ESTIMATORS,
     AdvantageConfig,
     anchor_advantages,
     discounted_returns,
@@ -650,3 +651,106 @@ def test_anchor_advantages_and_the_invalid_penalty_by_hand():
                                (ret[[0, 1, 3]] - 0.6) / (ret[[0, 1, 3]].std() + 1.0), rtol=1e-12)
     outputs = [SimpleNamespace(penalty=0.25), SimpleNamespace(), SimpleNamespace(penalty=None), SimpleNamespace(penalty=1)]
     np.testing.assert_allclose(penalized_advantages(np.array([1.0, 1.0, 1.0, 0.0]), outputs), [0.75, 1.0, 1.0, -1.0])
+
+
+# ----------------------------------------------------------------------------- step_advantages' inputs
+def _batch() -> dict[str, np.ndarray]:
+    """Two groups of two trajectories: group 0 mixed (partial score 0.5 and a win), group 1 failed."""
+    return dict(outcomes=np.array([0.5, 1.0, 0.0, 0.0]), traj_group=np.array([7, 7, 9, 9]),
+                step_traj=np.array([0, 0, 1, 2, 2, 3]), step_index=np.array([0, 1, 0, 0, 1, 0]),
+                state_ids=np.array([0, 1, 0, 2, 3, 2]), first_visit=np.array([True, True, True, True, False, True]),
+                next_ids=np.array([1, 4, 5, 3, 6, 7]))
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS)
+def test_step_advantages_take_columns_and_float_indices_alike(estimator):
+    """Column vectors and float-typed index arrays (as read back from JSON) give the same advantages."""
+    from trainers.advantages import AdvantageConfig
+
+    cfg = AdvantageConfig(estimator=estimator)
+    want = step_advantages(**_batch(), config=cfg)
+    columns = step_advantages(**{k: v[:, None] for k, v in _batch().items()}, config=cfg)
+    floats = step_advantages(**{**_batch(), "step_traj": _batch()["step_traj"].astype(float),
+                                "step_index": _batch()["step_index"].astype(float)}, config=cfg)
+    for got in (columns, floats):
+        np.testing.assert_array_equal(got.steps, want.steps)
+        np.testing.assert_array_equal(got.all_failed, want.all_failed)
+    assert want.all_failed.tolist() == [False, True]
+
+
+def test_step_advantages_name_what_is_wrong_with_their_inputs():
+    from trainers.advantages import AdvantageConfig
+
+    b = _batch()
+    with pytest.raises(ValueError, match=r"^outcomes contains NaN or inf$"):
+        step_advantages(**{**b, "outcomes": np.array([np.nan, 0, 0, 0])})
+    with pytest.raises(ValueError, match=r"^traj_group has 3 entries, outcomes 4$"):
+        step_advantages(**{**b, "traj_group": np.array([7, 7, 9])})
+    with pytest.raises(ValueError, match=r"^step_index has 5 entries, step_traj 6$"):
+        step_advantages(**{**b, "step_index": b["step_index"][:5]})
+    with pytest.raises(ValueError, match=r"^step_traj must index trajectories 0\.\.3$"):
+        step_advantages(**{**b, "step_traj": np.array([0, 0, 1, 2, 2, 4])})  # 4: one past the last
+    with pytest.raises(ValueError, match="needs state_ids"):
+        step_advantages(**{**b, "state_ids": None}, config=AdvantageConfig(estimator="progpo-grpo", scope="group"))
+    assert step_advantages(**{**b, "state_ids": None}, config=AdvantageConfig(estimator="progpo-grpo")).steps.size == 6
+
+
+def test_an_empty_batch_gives_empty_arrays():
+    from trainers.advantages import AdvantageConfig
+
+    empty = {k: v[:0] for k, v in _batch().items()}
+    out = step_advantages(**empty, config=AdvantageConfig(estimator="progpo-gigpo"))
+    assert out.steps.shape == (0,) and out.all_failed.shape == (0,) and out.all_failed.dtype == bool
+
+
+def test_step_rewards_and_the_success_threshold_reach_the_estimators():
+    """Given step rewards replace the sparse final-step outcome in the step term; PlanPO's success
+    threshold decides which partial scores count as successes."""
+    from trainers.advantages import AdvantageConfig
+
+    b = _batch()
+    gigpo = AdvantageConfig(estimator="gigpo")
+    sparse = step_advantages(**b, config=gigpo).steps
+    dense = step_advantages(**b, step_rewards=np.array([0.3, 0.2, 0.0, 0.0, 0.0, 0.0]), config=gigpo).steps
+    assert not np.allclose(sparse, dense)
+    strict = step_advantages(**b, config=AdvantageConfig(estimator="planpo", success_threshold=1.0)).episode
+    lenient = step_advantages(**b, config=AdvantageConfig(estimator="planpo", success_threshold=0.4)).episode
+    # the 0.5 score is a success only under the lower threshold: R/T of group 0 is then (0.25, 1), not (0, 1)
+    assert not np.array_equal(strict[:2], lenient[:2]) and np.array_equal(strict[2:], lenient[2:])
+
+
+@pytest.mark.parametrize("fn", [progpo_episode_advantages, progpo_episode_advantages_batched])
+def test_the_paper_function_names_its_non_finite_input(fn):
+    shape = (3,) if fn is progpo_episode_advantages else (1, 3)
+    ok = np.zeros(shape)
+    with pytest.raises(ValueError, match=r"^outcomes contains NaN or inf$"):
+        fn(np.full(shape, np.nan), ok)
+    with pytest.raises(ValueError, match=r"^coverage_rate contains NaN or inf$"):
+        fn(ok, np.full(shape, np.inf))
+
+
+def test_episode_advantages_default_lambda_is_one():
+    out, cov, group = np.zeros(4), np.array([0.1, 0.3, 0.2, 0.2]), np.array([0, 0, 1, 1])
+    default = episode_advantages(out, group, cov, estimator="progpo-grpo")
+    np.testing.assert_array_equal(default, episode_advantages(out, group, cov, estimator="progpo-grpo", lam=1.0))
+    np.testing.assert_allclose(default[:2], [-1.0, 1.0], atol=1e-4)
+
+
+def test_gigpo_anchor_groups_never_reach_across_task_groups():
+    """Steps of different task groups in one state are never each other's anchors: a batch of
+    groups gives each group what it gets alone."""
+    from trainers.advantages import AdvantageConfig
+
+    cfg = AdvantageConfig(estimator="gigpo")
+    # groups 0, 1, 2 of two trajectories each; states 0 and 1; group 0 visits state 1, group 2 state 0
+    outcomes = np.array([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+    step_traj, step_index = np.array([0, 0, 1, 1, 2, 3, 4, 4, 5, 5]), np.array([0, 1, 0, 1, 0, 0, 0, 1, 0, 1])
+    state_ids = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    traj_group = np.array([0, 0, 1, 1, 2, 2])
+    together = step_advantages(outcomes, traj_group, step_traj, step_index, state_ids, config=cfg).steps
+    for g in range(3):
+        trajs = np.flatnonzero(traj_group == g)
+        rows = np.flatnonzero(np.isin(step_traj, trajs))
+        alone = step_advantages(outcomes[trajs], traj_group[trajs], step_traj[rows] - trajs[0], step_index[rows],
+                                state_ids[rows], config=cfg).steps
+        np.testing.assert_allclose(together[rows], alone, atol=1e-12)
