@@ -164,6 +164,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
         for j, tr in enumerate(rollout.trajectories):
             tr.group = indices[j]
             total.trajectories[indices[j]] = tr
+        total.rows += [(indices[traj], i + len(total.steps)) for traj, i in rollout.rows]
         total.steps += rollout.steps
         total.seconds += rollout.seconds
         total.env_seconds += rollout.env_seconds

@@ -86,44 +86,45 @@ class Rollout:
     response_tokens: int = 0
     policy_seconds: float = 0.0  # inside policy.act (generation / scoring)
     env_seconds: float = 0.0  # inside envs.step
-    #: tree rollouts: each leaf's steps in time order (indices into ``steps``; leaves share their
-    #: prefixes); None for a flat rollout, where each step belongs to its one trajectory
-    leaf_paths: list[list[int]] | None = None
+    #: the rows the estimator reads, in order: ``(trajectory, step)`` pairs, a trajectory's own
+    #: rows in time order. A flat rollout has one row per step, in the order they were played
+    #: (:meth:`add_step`); a tree one per step of each leaf, leaf by leaf, so a prefix that several
+    #: leaves share is one step and several rows. Built from ``steps`` when not given.
+    rows: list[tuple[int, int]] = field(default_factory=list)
     tree_stats: dict[str, float] = field(default_factory=dict)  # tree rollouts: rollout/decisions, ...
+
+    def __post_init__(self) -> None:
+        if not self.rows:
+            self.rows = [(s.traj, i) for i, s in enumerate(self.steps)]
+
+    def add_step(self, step: StepRecord) -> None:
+        """Append ``step`` as the next row of its trajectory ``step.traj``."""
+        self.rows.append((step.traj, len(self.steps)))
+        self.steps.append(step)
 
     def paths(self) -> list[list[int]]:
         """Each trajectory's steps (indices into ``steps``) in time order."""
-        if self.leaf_paths is not None:
-            return self.leaf_paths
         out: list[list[int]] = [[] for _ in self.trajectories]
-        for i, s in enumerate(self.steps):
-            out[s.traj].append(i)
+        for traj, i in self.rows:
+            out[traj].append(i)
         return out
 
     def row_steps(self) -> np.ndarray:
-        """The step behind each row of :meth:`advantage_inputs` (a tree's shared step has one row per leaf)."""
-        if self.leaf_paths is None:
-            return np.arange(len(self.steps))
-        return np.array([i for path in self.leaf_paths for i in path], dtype=np.int64)
+        """The step behind each row of :meth:`advantage_inputs`."""
+        return np.array([i for _, i in self.rows], dtype=np.int64)
 
     def merge_rows(self, values: np.ndarray) -> np.ndarray:
         """Per step, the mean of ``values`` over its rows: a step that several leaves share gets the
-        mean of the advantages the estimator gives it in each of them (flat rollout: ``values``)."""
-        if self.leaf_paths is None:
-            return values
+        mean of the advantages the estimator gives it in each of them (one row: its value)."""
         rows = self.row_steps()
         count = np.bincount(rows, minlength=len(self.steps))
         return np.bincount(rows, weights=np.asarray(values, dtype=np.float64), minlength=len(self.steps)) / np.maximum(count, 1)
 
     def advantage_inputs(self) -> dict[str, np.ndarray]:
-        """Flat arrays for :func:`trainers.advantages.step_advantages` (a tree: one row per step of
-        each leaf, :meth:`row_steps`; :meth:`merge_rows` folds the rows back onto the steps)."""
-        if self.leaf_paths is None:
-            steps = self.steps
-            step_traj = [s.traj for s in steps]
-        else:
-            steps = [self.steps[i] for i in self.row_steps()]
-            step_traj = [leaf for leaf, path in enumerate(self.leaf_paths) for _ in path]
+        """Flat arrays for :func:`trainers.advantages.step_advantages`, one entry per row
+        (:attr:`rows`; :meth:`merge_rows` folds the rows back onto the steps)."""
+        steps = [self.steps[i] for _, i in self.rows]
+        step_traj = [traj for traj, _ in self.rows]
         n = len(steps)
         ids = factorize([s.state for s in steps] + [s.next_state for s in steps])
         return dict(
@@ -285,7 +286,7 @@ def _record_step(rollout: Rollout, i: int, out: Any, action: str, obs: str, next
     shown = next_obs if "final_obs" not in info else info["final_obs"]
     nxt = state_of(step_info, shown)
     tr = rollout.trajectories[i]
-    rollout.steps.append(StepRecord(
+    rollout.add_step(StepRecord(
         traj=i, t=tr.length, output=out, state=state, next_state=nxt,
         first_visit=bool(step_info.get("first_visit", nxt != state)), reward=reward,
         valid=bool(out.valid) and bool(step_info.get("valid_action", True)), action=action, obs=str(obs),

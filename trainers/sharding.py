@@ -40,6 +40,7 @@ def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
         base = len(out.trajectories)
         out.trajectories += [dataclasses.replace(t, group=t.group + groups, member=t.member + members)
                              for t in part.trajectories]
+        out.rows += [(traj + base, i + len(out.steps)) for traj, i in part.rows]
         out.steps += [dataclasses.replace(s, traj=s.traj + base) for s in part.steps]
         groups += max((t.group for t in part.trajectories), default=-1) + 1
         members += len(part.trajectories)

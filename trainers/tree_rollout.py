@@ -375,7 +375,7 @@ class _TreeCollector:
                     owner[s] = j
         for s, j in zip(rollout.steps, owner):
             s.traj = int(j)
-        rollout.leaf_paths = [list(b.path) for b in leaves]
+        rollout.rows = [(j, i) for j, b in enumerate(leaves) for i in b.path]
         rollout.tree_stats = {"rollout/decisions": float(len(rollout.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
                          "rollout/leaves": float(len(leaves)), "rollout/branches": float(self.counts.branches),
                          "rollout/pruned": float(self.counts.pruned), "rollout/budget_cut": float(self.counts.cut),
@@ -398,7 +398,7 @@ def collect_tree_rollout(
     :class:`wrappers.GroupVectorEnv`; group g's G members are tree g's slots). ``seed`` seeds
     the policy's sampling as :func:`trainers.rollout.collect_rollout` does; ``scorer`` defaults to
     :func:`make_scorer` ``(cfg)``. Returns a :class:`~trainers.rollout.Rollout` whose trajectories
-    are the leaves, with ``leaf_paths`` and ``tree_stats`` set."""
+    are the leaves, with their ``rows`` and ``tree_stats`` set."""
     t0 = time.perf_counter()
     if len(task_seeds) != envs.num_groups:
         raise ValueError(f"task_seeds: one per group ({envs.num_groups}), got {len(task_seeds)}")

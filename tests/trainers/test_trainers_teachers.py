@@ -378,9 +378,9 @@ def test_a_single_all_failed_group_is_the_whole_share_and_an_empty_rollout_none(
     from trainers.rollout import Rollout
     from trainers.teachers import teacher_inputs
 
-    rollout = _routing_rollout()
-    rollout.trajectories = [t for t in rollout.trajectories if t.group == 0]
-    rollout.steps = [s for s in rollout.steps if s.traj < 2]
+    full = _routing_rollout()
+    rollout = Rollout(steps=[s for s in full.steps if s.traj < 2],
+                      trajectories=[t for t in full.trajectories if t.group == 0])
     teach = teacher_inputs("privileged", rollout, [True] * len(rollout.steps))
     assert teach.metrics == {"distill/group_frac": 1.0} and all(teach.routed)
 

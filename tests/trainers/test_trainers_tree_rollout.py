@@ -61,7 +61,7 @@ def test_forks_replay_the_recorded_observations_on_real_envs(env_name, split, re
         assert np.bincount(rows).max() >= 2
         # a leaf's path, replayed by hand on a fresh env, gives the recorded observations
         env = envs.pool.envs[0]
-        for j, path in enumerate(rollout.leaf_paths[:4]):
+        for j, path in enumerate(rollout.paths()[:4]):
             obs, info = env.reset(seed=tasks[rollout.trajectories[j].group])
             for i in path:
                 assert str(info.get("canonical_obs", obs)) == rollout.steps[i].state
@@ -140,7 +140,7 @@ def test_decisions_never_exceed_the_budget(budget):
         per_tree = np.bincount([rollout.trajectories[s.traj].group for s in rollout.steps], minlength=3)
         assert per_tree.max() <= cap and per_tree.min() > 0
         assert rollout.tree_stats["rollout/decisions"] == len(rollout.steps) == per_tree.sum()
-        assert all(len(p) <= max_steps for p in rollout.leaf_paths)
+        assert all(len(p) <= max_steps for p in rollout.paths())
         if budget and budget < 3 * max_steps:
             assert rollout.tree_stats["rollout/budget_cut"] > 0
     finally:
@@ -159,7 +159,7 @@ def test_a_shared_step_gets_the_mean_of_its_leaves_advantages():
     rollout = Rollout(steps=steps, trajectories=[Trajectory(0, 0, "t", "x", outcome=1.0, length=3, won=True),
                                             Trajectory(0, 1, "t", "x", outcome=0.0, length=4),
                                             Trajectory(0, 2, "t", "x", outcome=0.0, length=2)],
-                 leaf_paths=[[0, 1, 2], [0, 1, 3, 4], [0, 5]])
+                 rows=[(j, i) for j, path in enumerate([[0, 1, 2], [0, 1, 3, 4], [0, 5]]) for i in path])
     arrays = rollout.advantage_inputs()
     assert arrays["step_traj"].tolist() == [0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert arrays["step_index"].tolist() == [0, 1, 2, 0, 1, 2, 3, 0, 1]
@@ -230,5 +230,5 @@ def test_the_multiprocess_pool_grows_the_same_tree():
                                       cfg=TreeConfig(branches=2, interval=2), max_steps=8)
         finally:
             envs.close()
-        trees.append(([(s.t, s.state, s.action, s.next_state) for s in rollout.steps], rollout.leaf_paths, rollout.tree_stats))
+        trees.append(([(s.t, s.state, s.action, s.next_state) for s in rollout.steps], rollout.rows, rollout.tree_stats))
     assert trees[0] == trees[1] and trees[0][2]["rollout/forks"] > 0
