@@ -19,6 +19,7 @@ import numpy as np
 import torch
 
 from trainers import distributed
+from trainers.advantages import AdvantageConfig
 from trainers.console import bars_shown, iteration_line, progress_bar
 from trainers.credit import Credit
 from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, rollout_metrics, wandb_settings
@@ -53,15 +54,15 @@ def gather_credit(rollout: Rollout, credit: Credit, env_failures: dict[str, floa
     return merge_rollouts([p[0] for p in parts]), merged, failures
 
 
-def train_record(cfg: Any, iteration: int, rollout: Rollout, credit: Credit, env_failures: dict[str, float],
-                 stats: dict[str, float], times: tuple[float, float, float], dist: distributed.DistInfo,
-                 device: torch.device) -> dict[str, Any]:
-    """The iteration's metrics record (over every rank's groups); ``times``: when the rollout,
-    the update and the iteration's end began (``time.perf_counter``)."""
+def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Rollout, credit: Credit,
+                 env_failures: dict[str, float], stats: dict[str, float], times: tuple[float, float, float],
+                 dist: distributed.DistInfo, device: torch.device) -> dict[str, Any]:
+    """The iteration's metrics record (over every rank's groups); ``adv_cfg``: the estimator's
+    config (:attr:`trainers.credit.CreditAssigner.adv_cfg`); ``times``: when the rollout, the
+    update and the iteration's end began (``time.perf_counter``)."""
     t0, t1, t2 = times
     tree_stats = dict(rollout.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
     rollout, credit, env_failures = gather_credit(rollout, credit, env_failures, dist)
-    adv_cfg = cfg.advantage_config()
     rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
     if cfg.distill_label:
         rec["distill"] = cfg.distill_label  # a run with a teacher says so in every record

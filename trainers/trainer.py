@@ -123,8 +123,8 @@ class Trainer:
         t1 = time.perf_counter()
         stats = self.update(rollout.steps, credit.steps, iteration, teach)
         t2 = time.perf_counter()
-        return train_record(self.cfg, iteration, rollout, credit, self.rollouts.env_failures, stats, (t0, t1, t2),
-                            self.dist, self.device)
+        return train_record(self.cfg, self.credit.adv_cfg, iteration, rollout, credit, self.rollouts.env_failures,
+                            stats, (t0, t1, t2), self.dist, self.device)
 
     def rollout(self, iteration: int) -> Rollout:
         """This iteration's training rollout (:meth:`trainers.collector.Rollouts.rollout`)."""

@@ -71,8 +71,9 @@ except ImportError:
 from trainers.advantages.config import AdvantageConfig
 from trainers.advantages.episode import episode_advantages, progpo_episode_advantages, progpo_episode_advantages_batched
 from trainers.advantages.grpo import grpo_advantages, rloo_advantages
-from trainers.advantages.hgpo import FUSIONS, hgpo_history_advantages, potential_credit
-from trainers.advantages.planpo import planpo_alpha, planpo_episode_advantages, planpo_turn_advantages
+from trainers.advantages.gigpo import GiGPOConfig
+from trainers.advantages.hgpo import FUSIONS, HGPOConfig, hgpo_history_advantages, potential_credit
+from trainers.advantages.planpo import PlanPOConfig, planpo_alpha, planpo_episode_advantages, planpo_turn_advantages
 from trainers.advantages.progpo import group_scope_first_visit, progress_advantages, shuffle_within_groups
 from trainers.advantages.registry import BASES, ESTIMATORS
 from trainers.advantages.segments import anchor_advantages, discounted_returns, factorize
@@ -84,6 +85,9 @@ __all__ = [
     "ESTIMATORS",
     "FUSIONS",
     "AdvantageConfig",
+    "GiGPOConfig",
+    "HGPOConfig",
+    "PlanPOConfig",
     "StepAdvantages",
     "grpo_advantages",
     "rloo_advantages",

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from trainers.advantages.hgpo import FUSIONS, Fusion
-from trainers.advantages.registry import ESTIMATORS
+from trainers.advantages.hgpo import Fusion
+from trainers.advantages.registry import BASE_ESTIMATORS, ESTIMATORS
 from trainers.advantages.segments import Norm, check_norm
 from wrappers.signals import TAU_P, TAU_R
 
@@ -14,7 +14,9 @@ __all__ = ["AdvantageConfig"]
 
 @dataclass(frozen=True)
 class AdvantageConfig:
-    """Options of :func:`step_advantages`; defaults reproduce the papers.
+    """Options of :func:`step_advantages`, flat as the flags and the ``advantage:`` section write
+    them; each base reads its own share as a frozen config (:attr:`options`). Defaults reproduce
+    the papers.
 
     estimator: one of :data:`ESTIMATORS` (a base of :data:`BASES`, or ``progpo-<base>``).
     gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
@@ -71,12 +73,22 @@ class AdvantageConfig:
             raise ValueError(f"scope must be 'episode' or 'group', got {self.scope!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
-        if self.hgpo_fusion not in FUSIONS:
-            raise ValueError(f"hgpo_fusion must be one of {', '.join(FUSIONS)}, got {self.hgpo_fusion!r}")
-        if isinstance(self.hgpo_depth, bool) or not isinstance(self.hgpo_depth, int) or self.hgpo_depth < 0:
-            raise ValueError(f"hgpo_depth must be an integer >= 0, got {self.hgpo_depth!r}")
+        for base in BASE_ESTIMATORS.values():  # every base's own options are valid, used or not
+            if base.options is not None:
+                base.options(self)
         if self.potential_credit and self.base != "hgpo":
             raise ValueError(f"potential_credit belongs to hgpo and progpo-hgpo, not {self.estimator}")
+
+    @property
+    def options(self) -> Any:
+        """The base's own frozen config (``None`` for a base without options), e.g.
+        :class:`~trainers.advantages.hgpo.HGPOConfig` for ``hgpo`` and ``progpo-hgpo``.
+
+        >>> AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=3).options.depth
+        3
+        """
+        make = BASE_ESTIMATORS[self.base].options
+        return make(self) if make is not None else None
 
     @property
     def base(self) -> str:

@@ -48,11 +48,36 @@ import numpy as np
 
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 
-__all__ = ["Fusion", "HistoryClusters", "FUSIONS", "history_clusters", "hgpo_history_advantages",
+__all__ = ["Fusion", "HGPOConfig", "HistoryClusters", "FUSIONS", "history_clusters", "hgpo_history_advantages",
            "potential_credit", "fuse"]
 
 Fusion = Literal["power", "inverse-variance"]
 FUSIONS: tuple[str, ...] = ("power", "inverse-variance")
+
+
+@dataclass(frozen=True)
+class HGPOConfig:
+    """HGPO's own options: the deepest history matched ``depth`` (K), the power ``alpha`` of the
+    depth weights ``(k + 1)^alpha``, the ``fusion`` of the depths, whether the reconstructed
+    ``potential_credit`` is added, and the weight ``omega`` of the history term.
+
+    >>> HGPOConfig(depth=-1)
+    Traceback (most recent call last):
+    ...
+    ValueError: hgpo depth must be an integer >= 0, got -1
+    """
+
+    depth: int = 2
+    alpha: float = 1.0
+    fusion: Fusion = "power"
+    potential_credit: bool = False
+    omega: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.fusion not in FUSIONS:
+            raise ValueError(f"hgpo fusion must be one of {', '.join(FUSIONS)}, got {self.fusion!r}")
+        if isinstance(self.depth, bool) or not isinstance(self.depth, int) or self.depth < 0:
+            raise ValueError(f"hgpo depth must be an integer >= 0, got {self.depth!r}")
 
 
 @dataclass(frozen=True)

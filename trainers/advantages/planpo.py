@@ -24,11 +24,23 @@ array([ 1.2247,  0.    , -1.2247])
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 
-__all__ = ["planpo_alpha", "planpo_episode_advantages", "planpo_episode_flat", "planpo_turn_advantages"]
+__all__ = ["PlanPOConfig", "planpo_alpha", "planpo_episode_advantages", "planpo_episode_flat", "planpo_turn_advantages"]
+
+
+@dataclass(frozen=True)
+class PlanPOConfig:
+    """PlanPO's own options: an outcome at or above ``success_threshold`` is a success (WebShop: a
+    partial score below it is not); ``alpha`` weights the turn term at this iteration (the trainer
+    sets it from :func:`planpo_alpha`; 0 in score mode)."""
+
+    success_threshold: float = 1.0
+    alpha: float = 0.1
 
 
 def _constant_segments(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:

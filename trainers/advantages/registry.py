@@ -13,6 +13,11 @@ planpo            z(R / T) among the successes     ``alpha`` x turn term (shorte
 hgpo              GRPO's                           ``omega`` x history-depth term (+ potential credit)
 ================  ===============================  =============================================
 
+Each base with options of its own reads them from a frozen config of its family's module
+(:class:`~trainers.advantages.gigpo.GiGPOConfig`, :class:`~trainers.advantages.planpo.PlanPOConfig`,
+:class:`~trainers.advantages.hgpo.HGPOConfig`), which :attr:`BaseEstimator.options` builds from
+the flat :class:`~trainers.advantages.config.AdvantageConfig` the flags and YAML write.
+
 Each base also runs as ``progpo-<base>`` (:data:`ESTIMATORS`): ProGPO's progress term in its
 all-failed groups (:func:`trainers.advantages.progpo.with_progress`). A new base is one entry
 of :data:`BASE_ESTIMATORS`.
@@ -27,9 +32,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from trainers.advantages.gigpo import GiGPOConfig
 from trainers.advantages.grpo import grpo_flat, rloo_flat
-from trainers.advantages.hgpo import hgpo_history_advantages, history_clusters, potential_credit
-from trainers.advantages.planpo import planpo_episode_flat, planpo_turn_advantages
+from trainers.advantages.hgpo import HGPOConfig, hgpo_history_advantages, history_clusters, potential_credit
+from trainers.advantages.planpo import PlanPOConfig, planpo_episode_flat, planpo_turn_advantages
 from trainers.advantages.segments import anchor_advantages, as_float, discounted_returns
 
 __all__ = ["BASES", "BASE_ESTIMATORS", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "StepContext"]
@@ -37,12 +43,14 @@ __all__ = ["BASES", "BASE_ESTIMATORS", "ESTIMATORS", "STEP_BASES", "BaseEstimato
 
 @dataclass
 class StepContext:
-    """What a step term reads: the config, the trajectories (``r`` R_i, ``gid`` dense group,
+    """What a step term reads: the config (``cfg``: the shared options; ``options``: the base's
+    own frozen config, :attr:`BaseEstimator.options`), the trajectories (``r`` R_i, ``gid`` dense group,
     ``length`` T_i) and the steps (``traj``, ``t``, ``fv`` first visits as floats, ``failed`` each
     group's all-failed flag, ``state_ids``, ``step_rewards``, ``response_lengths``); ``acted``
     takes the counts of where the term acted."""
 
     cfg: Any
+    options: Any
     r: np.ndarray
     gid: np.ndarray
     n_groups: int
@@ -89,13 +97,15 @@ StepTerm = Callable[[StepContext], "np.ndarray | None"]
 
 @dataclass(frozen=True)
 class BaseEstimator:
-    """A base estimator: its episode term, its step term (or none), and whether the step term
-    reads the canonical states ``o_t``."""
+    """A base estimator: its episode term, its step term (or none), whether the step term reads
+    the canonical states ``o_t``, and ``options``: its own frozen config out of the flat
+    :class:`~trainers.advantages.config.AdvantageConfig` (``None``: a base without options)."""
 
     name: str
     episode: EpisodeTerm
     step: StepTerm | None = None
     needs_states: bool = False
+    options: Callable[[Any], Any] | None = None
 
 
 def _grpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, **_: Any) -> np.ndarray:
@@ -121,49 +131,53 @@ def _gigpo_step(ctx: StepContext) -> np.ndarray | None:
     s, step_group = ctx.states(), ctx.gid[ctx.traj]
     _, skey = np.unique(s, return_inverse=True)
     keys = step_group.astype(np.int64) * (int(skey.max()) + 1) + skey.reshape(-1)
-    return ctx.cfg.omega * anchor_advantages(ret, keys, ctx.cfg.eps, ctx.cfg.norm)
+    return ctx.options.omega * anchor_advantages(ret, keys, ctx.cfg.eps, ctx.cfg.norm)
 
 
 def _hgpo_step(ctx: StepContext) -> np.ndarray | None:
     """HGPO: ``omega`` x the history term over depths 0..K (+ the potential credit)."""
     if not ctx.traj.size:
         return None
-    cfg, traj, t = ctx.cfg, ctx.traj, ctx.t
+    cfg, opts, traj, t = ctx.cfg, ctx.options, ctx.traj, ctx.t
     rew, ret = ctx.returns()
     s, step_group = ctx.states(), ctx.gid[traj]
-    clusters = history_clusters(step_group, traj, t, s, cfg.hgpo_depth)
-    term = hgpo_history_advantages(ret, step_group, traj, t, s, alpha=cfg.hgpo_alpha, fusion=cfg.hgpo_fusion,
+    clusters = history_clusters(step_group, traj, t, s, opts.depth)
+    term = hgpo_history_advantages(ret, step_group, traj, t, s, alpha=opts.alpha, fusion=opts.fusion,
                                    eps=cfg.eps, norm=cfg.norm, clusters=clusters)
     ctx.acted["hgpo_peer_steps"] = float(np.sum((clusters.count > 1).any(axis=0)))
     ctx.acted["hgpo_deep_steps"] = float(np.sum((clusters.count[1:] > 1).any(axis=0)))
-    if cfg.potential_credit:
+    if opts.potential_credit:
         term = term + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
-    return cfg.omega * term
+    return opts.omega * term
 
 
 def _planpo_step(ctx: StepContext) -> np.ndarray | None:
     """PlanPO: ``alpha`` x the turn term (one group's turn-t answers); counts where its
     trajectory term acted."""
-    cfg, r, gid, n_groups = ctx.cfg, ctx.r, ctx.gid, ctx.n_groups
-    planpo_ep = planpo_episode_flat(r, ctx.length, gid, n_groups, success_threshold=cfg.success_threshold,
+    cfg, opts, r, gid, n_groups = ctx.cfg, ctx.options, ctx.r, ctx.gid, ctx.n_groups
+    planpo_ep = planpo_episode_flat(r, ctx.length, gid, n_groups, success_threshold=opts.success_threshold,
                                     eps=cfg.eps, norm=cfg.norm) if r.size else np.zeros(0)
     ctx.acted["planpo_groups"] = float(np.sum(np.bincount(gid, weights=(planpo_ep != 0).astype(float),
                                                           minlength=n_groups) > 0)) if r.size else 0.0
-    alpha = cfg.planpo_alpha if ctx.response_lengths is not None else 0.0
+    alpha = opts.alpha if ctx.response_lengths is not None else 0.0
     ctx.acted["planpo_turn_alpha"] = float(alpha)
     if not (alpha and ctx.traj.size):
         return None
     return alpha * planpo_turn_advantages(r, gid, ctx.traj, ctx.t, ctx.response_lengths,
-                                          success_threshold=cfg.success_threshold, eps=cfg.eps, norm=cfg.norm)
+                                          success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm)
 
 
 #: the base estimators by name
 BASE_ESTIMATORS: dict[str, BaseEstimator] = {
     "grpo": BaseEstimator("grpo", _grpo_episode),
     "rloo": BaseEstimator("rloo", _rloo_episode),
-    "gigpo": BaseEstimator("gigpo", _grpo_episode, _gigpo_step, needs_states=True),
-    "planpo": BaseEstimator("planpo", _planpo_episode, _planpo_step),
-    "hgpo": BaseEstimator("hgpo", _grpo_episode, _hgpo_step, needs_states=True),
+    "gigpo": BaseEstimator("gigpo", _grpo_episode, _gigpo_step, needs_states=True,
+                           options=lambda c: GiGPOConfig(omega=c.omega)),
+    "planpo": BaseEstimator("planpo", _planpo_episode, _planpo_step,
+                            options=lambda c: PlanPOConfig(success_threshold=c.success_threshold, alpha=c.planpo_alpha)),
+    "hgpo": BaseEstimator("hgpo", _grpo_episode, _hgpo_step, needs_states=True,
+                          options=lambda c: HGPOConfig(depth=c.hgpo_depth, alpha=c.hgpo_alpha, fusion=c.hgpo_fusion,
+                                                       potential_credit=c.potential_credit, omega=c.omega)),
 }
 #: the base estimators; each also has a ``progpo-`` variant
 BASES: tuple[str, ...] = tuple(BASE_ESTIMATORS)

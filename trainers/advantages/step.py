@@ -114,7 +114,8 @@ def step_advantages(
     acted: dict[str, float] = {}
 
     # Step level: the base's step term (GiGPO's anchor groups, HGPO's history clusters, PlanPO's turns).
-    ctx = StepContext(cfg, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards, response_lengths, acted)
+    ctx = StepContext(cfg, cfg.options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards,
+                      response_lengths, acted)
     step_term = base.step(ctx) if base.step is not None else None
     if step_term is not None:
         adv = adv + step_term  # A_t = A^E_i + omega * A^S_t (PlanPO: + alpha * its turn term)
