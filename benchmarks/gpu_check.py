@@ -90,32 +90,73 @@ def preflight(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the phases of an iteration, as the train record names them: each second of it is in one
+PHASES = ("reset", "generate", "env", "rollout_other", "credit", "old_logprob", "update")
+
+
+def iteration_phases(rec: dict[str, Any], steps: int) -> dict[str, Any]:
+    """The iteration's seconds by phase, split into the one-time cost (compilation), the
+    per-iteration cost (resetting the envs) and the per-step costs (the rest: every one of them runs
+    once per step played), and the 50-step iteration those imply.
+
+    >>> rec = {"time/iteration_s": 100.0, "time/rollout_s": 70.0, "time/reset_s": 10.0, "time/generate_s": 45.0,
+    ...        "time/env_s": 5.0, "time/rollout_other_s": 4.0, "time/credit_s": 6.0, "time/update_s": 30.0,
+    ...        "time/old_logprob_s": 8.0, "time/compile_s": 20.0}
+    >>> p = iteration_phases(rec, steps=5)
+    >>> p["seconds"]["generate"], p["seconds"]["update"], p["one_time_s"], p["per_step_s"], p["unattributed_s"]
+    (25.0, 22.0, 20.0, 14.0, 0.0)
+    >>> p["paper_iteration_s_estimate"]  # 20 + 10 + 14 * 50
+    730.0
+    """
+    sec = {name: float(rec.get(f"time/{name}_s", 0.0)) for name in PHASES}
+    compile_s = float(rec.get("time/compile_s", 0.0))
+    sec["generate"] = max(sec["generate"] - compile_s, 0.0)  # the first decode step of each bucket compiles
+    sec["update"] = max(sec["update"] - sec["old_logprob"], 0.0)  # time/update_s holds the old log-probs
+    it_s = float(rec.get("time/iteration_s", 0.0))
+    per_step = sum(v for k, v in sec.items() if k != "reset") / steps
+    return {"seconds": sec, "one_time_s": compile_s, "per_iteration_s": sec["reset"], "per_step_s": per_step,
+            "unattributed_s": it_s - compile_s - sum(sec.values()),
+            "paper_iteration_s_estimate": compile_s + sec["reset"] + per_step * PAPER_STEPS}
+
+
 def iteration(args: argparse.Namespace) -> int:
-    """Speed of one iteration of the paper-shaped run, and its extrapolation to 50 steps."""
+    """Speed of one iteration of the paper-shaped run, by phase, and its extrapolation to 50 steps."""
+    from agents.models import load_model
+
     rec = _train_record(args.run_dir)
     config_json = Path(args.run_dir) / "config.json"
     cfg = json.loads(config_json.read_text()) if config_json.exists() else _yaml(Path(args.run_dir) / "config.yaml")
-    gen, env = rec.get("time/generate_s", 0.0), rec.get("time/env_s", 0.0)
-    old, upd_all = rec.get("time/old_logprob_s", 0.0), rec.get("time/update_s", 0.0)
-    upd = max(upd_all - old, 1e-9)
-    it_s = rec.get("time/iteration_s", 0.0)
+    cfg = _flat(cfg)
     steps = int(cfg["max_steps"])
-    # every phase scales with the steps played (generation, env, old-logprob and update all run
-    # once per step), so a 50-step iteration costs about 50 / steps of this one
-    est = it_s * PAPER_STEPS / steps
+    phases = iteration_phases(rec, steps)
+    sec = phases["seconds"]
+    params = sum(p.numel() for p in load_model(cfg["model"], device="meta")[0].parameters())
+    upd_tokens = float(rec.get("update/tokens", 0.0))
     out = {
-        "model": cfg["model"], "envs": f"{cfg['num_groups']} x {cfg['group_size']}", "steps_per_episode": steps,
-        "response_tokens_per_step": cfg["max_new_tokens"], "env_steps": rec.get("env_steps"),
-        "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": rec.get("update/tokens"),
-        "generate_s": gen, "env_s": env, "old_logprob_s": old, "update_s": upd, "iteration_s": it_s,
-        "generation_tokens_per_s": rec.get("rollout/response_tokens", 0.0) / max(gen, 1e-9),
-        "update_tokens_per_s": rec.get("update/tokens", 0.0) / upd,
+        "model": cfg["model"], "params": params, "envs": f"{cfg['num_groups']} x {cfg['group_size']}",
+        "steps_per_episode": steps, "response_tokens_per_step": cfg["max_new_tokens"],
+        "decode": cfg.get("decode"), "rollout_dtype": cfg.get("rollout_dtype"), "env_steps": rec.get("env_steps"),
+        "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": upd_tokens,
+        **{f"{k}_s": v for k, v in sec.items()}, "compile_s": phases["one_time_s"], "compiles": rec.get("gen/compiles"),
+        "iteration_s": rec.get("time/iteration_s", 0.0), "unattributed_s": phases["unattributed_s"],
+        "generation_tokens_per_s": rec.get("rollout/response_tokens", 0.0) / max(sec["generate"], 1e-9),
+        "update_tokens_per_s": upd_tokens / max(sec["update"], 1e-9),
+        # forward + backward: about 6 N FLOPs per token processed
+        "update_tflops": 6 * params * upd_tokens / max(sec["update"], 1e-9) / 1e12,
         "peak_gpu_mem_gib": rec.get("gpu/peak_mem_gib"),
-        "paper_iteration_s_estimate": est,
-        "vs_published": {k: est / v for k, v in PUBLISHED_S.items()},
+        "per_step_s": phases["per_step_s"], "per_iteration_s": phases["per_iteration_s"],
+        "paper_iteration_s_estimate": phases["paper_iteration_s_estimate"],
+        "vs_published": {k: phases["paper_iteration_s_estimate"] / v for k, v in PUBLISHED_S.items()},
     }
     _write(args.json, out)
     return 0
+
+
+def _flat(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A run's config.yaml, flat (it is written in sections)."""
+    from trainers.config import flatten_sections
+
+    return flatten_sections(cfg, warn=False)
 
 
 def _yaml(path: Path) -> dict[str, Any]:
@@ -209,6 +250,11 @@ def _fmt(x: Any, nd: int = 1) -> str:
     return "-" if x is None else str(x)
 
 
+def _share(x: Any, of: Any) -> float | None:
+    """``x`` as a percentage of ``of`` (``None`` when either is missing)."""
+    return 100.0 * x / of if isinstance(x, (int, float)) and isinstance(of, (int, float)) and of else None
+
+
 def report(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     parts = {name: json.loads((out_dir / f"{name}.json").read_text())
@@ -222,17 +268,25 @@ def report(args: argparse.Namespace) -> int:
     merged = {"steps": steps, **parts}
     (out_dir / "gpu_check.json").write_text(json.dumps(merged, indent=1, default=str))
     pre, it, fs, sh = (parts.get(k, {}) for k in ("preflight", "iteration", "fsdp", "short"))
+    peak = pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops"))
     rows = [("device", f"{pre.get('gpu', pre.get('device'))} ({pre.get('gpu_mem_gib', '-')} GiB)"),
             ("python / torch / transformers", f"{pre.get('python')} / {pre.get('torch')} / {pre.get('transformers')}"),
             ("matmul TFLOP/s", _fmt(pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops")), 2)),
             ("paper-shaped model", _fmt(it.get("model"))),
             ("envs x steps x answer tokens", f"{it.get('envs')} x {it.get('steps_per_episode')} x {it.get('response_tokens_per_step')}"),
-            ("generation tokens/s", _fmt(it.get("generation_tokens_per_s"))),
+            ("decode engine / rollout weights", f"{_fmt(it.get('decode'))} / {_fmt(it.get('rollout_dtype'))}"),
+            ("generation tokens/s (target 12,000)", _fmt(it.get("generation_tokens_per_s"))),
             ("update tokens/s", _fmt(it.get("update_tokens_per_s"))),
+            ("update TFLOP/s at 6 N per token, % of measured matmul (target 35%)",
+             f"{_fmt(it.get('update_tflops'))}, {_fmt(_share(it.get('update_tflops'), peak), 1)}%"),
             ("peak GPU memory (GiB)", _fmt(it.get("peak_gpu_mem_gib"))),
-            ("seconds: generate / env / old-logprob / update",
-             " / ".join(_fmt(it.get(k)) for k in ("generate_s", "env_s", "old_logprob_s", "update_s"))),
-            (f"{PAPER_STEPS}-step iteration, estimated (s)", _fmt(it.get("paper_iteration_s_estimate"))),
+            ("one-time: compile (s, graphs)", f"{_fmt(it.get('compile_s'))}, {_fmt(it.get('compiles'), 0)}"),
+            ("per iteration: env reset (s)", _fmt(it.get("reset_s"))),
+            ("per step s: generate / env / loop / credit / old-logprob / update",
+             " / ".join(_fmt(it.get(f"{k}_s")) for k in ("generate", "env", "rollout_other", "credit", "old_logprob",
+                                                         "update"))),
+            ("unattributed s (target within 5%)", f"{_fmt(it.get('unattributed_s'), 2)} of {_fmt(it.get('iteration_s'))}"),
+            (f"{PAPER_STEPS}-step iteration, estimated (s; target 400)", _fmt(it.get("paper_iteration_s_estimate"))),
             *[(f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2)) for k, v in PUBLISHED_S.items()],
             ("FSDP2 (world 1) vs plain update", f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
              f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}"),

@@ -4,11 +4,13 @@
 #   1. preflight: GPU, versions, bf16 matmul TFLOP/s;
 #   2. a paper-shaped iteration: a randomly initialised Qwen2.5-1.5B (hidden 1536, 28 layers, 12
 #      heads, 2 KV heads, MLP 8960, vocab 151936, tied embeddings), full fine-tune, bf16 autocast
-#      over fp32 master weights, 16 x 8 ALFWorld envs, <think>/<action> answers of exactly 256
-#      tokens, 3 steps per episode, old log-probs recomputed, one PPO update: generation and update
-#      tokens/s, peak memory, per-phase seconds, the 50-step iteration it implies and its ratio to
-#      verl-agent's published ~363 s (2 GPUs) / ~454 s (4 GPUs) per iteration (weights do not
-#      change speed);
+#      over fp32 master weights, answers sampled from a bf16 copy by the static-cache engine
+#      (decode steps compiled once per shape bucket), 16 x 8 ALFWorld envs, <think>/<action>
+#      answers of exactly 256 tokens, 3 steps per episode, old log-probs recomputed, one PPO
+#      update: generation and update tokens/s, the update's TFLOP/s, peak memory, the seconds of
+#      every phase (one-time compilation, per-iteration env reset, per-step phases), the 50-step
+#      iteration they imply and its ratio to verl-agent's published ~363 s (2 GPUs) / ~454 s
+#      (4 GPUs) per iteration (weights do not change speed);
 #   3. FSDP2 at world size 1 (torchrun --nproc-per-node 1, --dist-strategy fsdp2): one update,
 #      checked against the plain update on the same batch;
 #   4. one short ProGPO iteration end to end with a small random model, with its report.
@@ -19,7 +21,7 @@
 # Needs: torch, transformers, peft (the image's), and this package with gymnasium, textworld,
 # alfworld, tatsu, bm25s...: scripts/build_device_bundle.sh writes the wheels the image lacks.
 # Env: DEVICE (cuda | cpu), OUT, PYTHON, and the shape: MODEL, NGROUPS, SIZE, STEPS, TOKENS,
-# SMALL_MODEL (steps 3-4), TIMEOUT_PAPER (s).
+# SMALL_MODEL (steps 3-4), TIMEOUT_PAPER (s), DECODE (auto | loop | static: the generation engine).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
@@ -28,7 +30,7 @@ OUT="${OUT:-runs/gpu_check}"
 if [ "$DEVICE" = "cuda" ]; then
   MODEL="${MODEL:-random-qwen2.5-1.5b}"; NGROUPS="${NGROUPS:-16}"; SIZE="${SIZE:-8}"; STEPS="${STEPS:-3}"
   TOKENS="${TOKENS:-256}"; SMALL_MODEL="${SMALL_MODEL:-random-qwen2.5-0.5b}"; BACKEND="${ENV_BACKEND:-async}"
-  GEN_BATCH="${GEN_BATCH:-128}"; MICRO="${MICRO:-8}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-300}"; TORCHTHREADS=0
+  GEN_BATCH="${GEN_BATCH:-128}"; MICRO="${MICRO:-8}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-420}"; TORCHTHREADS=0
 else
   MODEL="${MODEL:-tiny-128x2}"; NGROUPS="${NGROUPS:-2}"; SIZE="${SIZE:-2}"; STEPS="${STEPS:-2}"
   TOKENS="${TOKENS:-16}"; SMALL_MODEL="${SMALL_MODEL:-tiny-128x2}"; BACKEND="${ENV_BACKEND:-sync}"
@@ -59,6 +61,7 @@ run_step preflight 120 "$PY" benchmarks/gpu_check.py preflight --device "$DEVICE
 step "2. paper-shaped iteration: $MODEL, $NGROUPS x $SIZE envs, $STEPS steps, $TOKENS-token answers"
 run_step paper "$TIMEOUT_PAPER" "${TRAIN[@]}" --model "$MODEL" --num-groups "$NGROUPS" --group-size "$SIZE" --max-steps "$STEPS" \
   --max-new-tokens "$TOKENS" --min-new-tokens "$TOKENS" --gen-batch-size "$GEN_BATCH" --micro-batch-size "$MICRO" \
+  --decode "${DECODE:-auto}" \
   --num-minibatches 1 --iterations 1 --save-every 0 --no-skip-zero-advantage --recompute-old-logprobs --lr 1e-6 \
   --output-dir "$OUT/paper" && "$PY" benchmarks/gpu_check.py iteration "$OUT/paper" --json "$OUT/iteration.json"
 

@@ -11,7 +11,7 @@ from agents.contract import TrainablePolicy
 from trainers import distributed
 from trainers.config import ConfigError, TrainConfig
 
-__all__ = ["build_policy", "env_fns", "make_teacher", "resolve_device", "shared_model", "warm_start"]
+__all__ = ["build_policy", "env_fns", "generation_engine", "make_teacher", "resolve_device", "shared_model", "warm_start"]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -40,11 +40,21 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     if cfg.policy_mode == "generate":  # score mode ranks commands with the model itself
         backend_kw: dict[str, Any] = {}
         if cfg.backend == "transformers":
-            backend_kw["max_batch_size"] = cfg.gen_batch_size
+            backend_kw.update(max_batch_size=cfg.gen_batch_size, **generation_engine(cfg, device))
         if cfg.backend == "vllm" and device.type == "cuda" and cfg.bf16:
             backend_kw["dtype"] = "bfloat16"  # match the trainer's bf16 autocast compute
         backend = make_backend(cfg.backend, model, tokenizer, **backend_kw)
     return make_policy(cfg.policy_mode, model, tokenizer, backend, cfg.resolved_template, cfg.policy_options())
+
+
+def generation_engine(cfg: TrainConfig, device: torch.device) -> dict[str, Any]:
+    """The transformers backend's engine for ``cfg`` on ``device``: ``decode`` and ``rollout_dtype``
+    with ``auto`` resolved (a GPU: the static cache, compiled, sampling from bf16 weights when the
+    run computes in bf16; CPU: the loop over the trained weights)."""
+    gpu = device.type == "cuda"
+    decode = cfg.decode if cfg.decode != "auto" else ("static" if gpu else "loop")
+    dtype = cfg.rollout_dtype if cfg.rollout_dtype != "auto" else ("bf16" if gpu and cfg.bf16 else "fp32")
+    return {"decode": decode, "rollout_dtype": None if dtype == "fp32" else dtype}
 
 
 def env_fns(cfg: TrainConfig, env_fn: Callable[[], Any] | None = None,

@@ -68,6 +68,8 @@ LossAgg = Literal["token-mean", "traj-mean"]
 OnOff = Literal["on", "off"]
 BatchDecisions = Literal["tree", "on", "off"]
 Device = Literal["auto", "cpu", "cuda"]
+Decode = Literal["auto", "loop", "static"]
+RolloutDtype = Literal["auto", "fp32", "bf16"]
 
 #: fields renamed for clarity: the old name -> the new one. The old names still work in YAML
 #: files and as CLI flags for one release, each with a one-line deprecation notice.
@@ -211,6 +213,14 @@ class TrainConfig:
     max_new_tokens: int = _opt(48, "generate mode: tokens per answer at most", "policy")
     gen_batch_size: int = _opt(32, "generate mode, transformers backend: answers decoded together (a GPU takes a "
                                    "whole iteration's 128+)", "policy")
+    decode: Decode = _opt("auto", "generate mode, transformers backend: auto (static on a GPU, loop on CPU) | loop: the "
+                                  "written-out decoding loop over a growing cache | static: transformers' StaticCache "
+                                  "in batch and length buckets, the decode step compiled once per bucket on a GPU (CUDA "
+                                  "graphs); both draw the same samples", "policy")
+    rollout_dtype: RolloutDtype = _opt("auto", "generate mode, transformers backend: the weights answers are sampled "
+                                               "from: auto (bf16 on a GPU with --bf16, else fp32) | fp32: the trained "
+                                               "weights | bf16: a bf16 copy synced after each optimizer step (the "
+                                               "old log-probs are then recomputed by the trainer)", "policy")
     min_new_tokens: int = _opt(0, "generate mode: EOS / stop strings end an answer only from this length on (= "
                                   "max_new_tokens: fixed-length answers, for speed measurements)", "policy")
     invalid_penalty: float = _opt(_POLICY.invalid_penalty, "subtracted from the advantage of a step whose answer did "
@@ -445,6 +455,9 @@ class TrainConfig:
         if self.rollout_streams > 1:
             self._check_rollout_streams()
         self._check_report_to()
+        if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
+            raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
+                              "(leave them at auto with --backend vllm)")
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
                               "ranks the commands with the training model itself)")

@@ -168,6 +168,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
         total.steps += rollout.steps
         total.seconds += rollout.seconds
         total.env_seconds += rollout.env_seconds
+        total.reset_seconds += rollout.reset_seconds
         total.response_tokens += rollout.response_tokens
     return total
 

@@ -31,6 +31,7 @@ class MetricsFileError(UserError, ValueError):
 
 #: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
 TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/generate_s", "time/env_s",
+               "time/reset_s", "time/rollout_other_s", "time/credit_s", "time/compile_s",
                "time/old_logprob_s", "time/init_s", "tokens_per_s", "env_steps_per_s")
 
 

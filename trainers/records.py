@@ -29,7 +29,7 @@ from trainers.run_dir import RunManifest
 from trainers.run_files import open_nofollow, write_atomic
 from trainers.sharding import merge_rollouts, rollout_summary
 
-__all__ = ["RunRecorder", "gather_credit", "train_record"]
+__all__ = ["RunRecorder", "engine_metrics", "gather_credit", "train_record"]
 
 
 def gather_credit(rollout: Rollout, credit: Credit, env_failures: dict[str, float],
@@ -77,6 +77,12 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
     rec["time/rollout_s"] = t1 - t0
     rec["time/generate_s"] = float(getattr(rollout, "policy_seconds", 0.0))
     rec["time/env_s"] = float(getattr(rollout, "env_seconds", 0.0))
+    # the rollout's phases: reset, generate, env, the rest of the collector's loop, then credit
+    # (advantages, teacher inputs, gathering the ranks), so that they add up to time/rollout_s
+    rec["time/reset_s"] = float(rollout.reset_seconds)
+    rec["time/rollout_other_s"] = max(0.0, rollout.seconds - rollout.policy_seconds - rollout.env_seconds
+                                      - rollout.reset_seconds)
+    rec["time/credit_s"] = max(0.0, (t1 - t0) - rollout.seconds)
     rec["time/update_s"] = t2 - t1
     rec["time/iteration_s"] = t2 - t0
     rec["tokens_per_s"] = rollout.response_tokens / max(rollout.seconds, 1e-9)
@@ -85,6 +91,15 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
         rec["gpu/peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     rec["env_steps_per_s"] = len(rollout.steps) / max(rollout.seconds, 1e-9)
     return rec
+
+
+def engine_metrics(policy: Any) -> dict[str, float]:
+    """The generation engine's one-time costs so far, when it counts them
+    (:attr:`agents.backends.static.StaticCacheBackend.stats`): ``time/compile_s`` and ``gen/compiles``."""
+    stats = getattr(getattr(policy, "backend", None), "stats", None)
+    if not isinstance(stats, dict):
+        return {}
+    return {"time/compile_s": float(stats.get("compile_s", 0.0)), "gen/compiles": float(stats.get("compiles", 0.0))}
 
 
 class RunRecorder:

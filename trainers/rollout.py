@@ -86,6 +86,7 @@ class Rollout:
     response_tokens: int = 0
     policy_seconds: float = 0.0  # inside policy.act (generation / scoring)
     env_seconds: float = 0.0  # inside envs.step
+    reset_seconds: float = 0.0  # inside envs.reset (a group's task loaded)
     #: the rows the estimator reads, in order: ``(trajectory, step)`` pairs, a trajectory's own
     #: rows in time order. A flat rollout has one row per step, in the order they were played
     #: (:meth:`add_step`); a tree one per step of each leaf, leaf by leaf, so a prefix that several
@@ -212,14 +213,17 @@ def collect_rollout(
     ``options``: one reset-options dict per group (e.g. a ``{"task_id": ...}``) for this reset.
     The policy gets each member's whole episode so far as its history (it shows the last
     ``history_k`` steps; memory templates summarize all of them). ``policy_seconds`` /
-    ``env_seconds`` of the result split the wall time between ``policy.act`` and ``envs.step``.
+    ``env_seconds`` / ``reset_seconds`` of the result are the wall time spent in ``policy.act``,
+    ``envs.step`` and ``envs.reset``.
     """
     t0 = time.perf_counter()
     n, g_size = envs.num_envs, envs.group_size
     obs, infos = envs.reset(seed=list(task_seeds), options=list(options) if options is not None else None)
+    reset_seconds = time.perf_counter() - t0
     obs = list(obs)
     member_infos = [member_info(infos, i) for i in range(n)]
-    rollout = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)])
+    rollout = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)],
+                      reset_seconds=reset_seconds)
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     state = [state_of(member_infos[i], obs[i]) for i in range(n)]
     won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome

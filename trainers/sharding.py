@@ -48,4 +48,5 @@ def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
         out.seconds = max(out.seconds, part.seconds)
         out.policy_seconds = max(out.policy_seconds, part.policy_seconds)
         out.env_seconds = max(out.env_seconds, part.env_seconds)
+        out.reset_seconds = max(out.reset_seconds, part.reset_seconds)
     return out

@@ -37,7 +37,7 @@ from trainers.collector import Rollout, Rollouts, check_rollout_streams
 from trainers.config import TrainConfig, lr_warning
 from trainers.credit import Credit, CreditAssigner
 from trainers.evaluator import Evaluator
-from trainers.records import RunRecorder, train_record
+from trainers.records import RunRecorder, engine_metrics, train_record
 from trainers.run_checkpoints import RunCheckpoints, load_weights, save_weights
 from trainers.updater import Updater
 
@@ -123,8 +123,10 @@ class Trainer:
         t1 = time.perf_counter()
         stats = self.update(rollout.steps, credit.steps, iteration, teach)
         t2 = time.perf_counter()
-        return train_record(self.cfg, self.credit.adv_cfg, iteration, rollout, credit, self.rollouts.env_failures,
-                            stats, (t0, t1, t2), self.dist, self.device)
+        rec = train_record(self.cfg, self.credit.adv_cfg, iteration, rollout, credit, self.rollouts.env_failures,
+                           stats, (t0, t1, t2), self.dist, self.device)
+        rec.update(engine_metrics(self.policy))
+        return rec
 
     def rollout(self, iteration: int) -> Rollout:
         """This iteration's training rollout (:meth:`trainers.collector.Rollouts.rollout`)."""

@@ -232,7 +232,9 @@ class _TreeCollector:
         for g, task in enumerate(task_seeds):
             opt = options[g] if options is not None else None
             slots = list(self.slots(g))[: self.cfg.branches]
+            t_reset = time.perf_counter()
             results = self.envs.reset_members(slots, [int(task)] * len(slots), [opt] * len(slots))
+            self.rollout.reset_seconds += time.perf_counter() - t_reset
             obs0, info0 = results[0]
             tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
                          str(info0.get("task_type", "unknown")), instruction_of(info0),

@@ -92,9 +92,11 @@ class Updater:
         #: bf16 autocast compute over fp32 master weights and fp32 AdamW state: an
         #: update of 1e-6 is kept in the fp32 weights instead of rounding away in bf16
         self.amp_dtype: torch.dtype | None = torch.bfloat16 if (cfg.bf16 and device.type == "cuda") else None
-        #: with vLLM rollouts the old log-probs come from other kernels: recompute them by the
-        #: trainer's forward pass and log the measured mismatch (rollout/logprob_mismatch_*)
-        self.recompute_old = bool(cfg.recompute_old_logprobs or cfg.backend == "vllm")
+        #: when the sampler runs other weights or kernels (vLLM, a bf16 rollout copy) the old
+        #: log-probs are recomputed by the trainer's forward pass, and the measured mismatch is
+        #: logged (rollout/logprob_mismatch_*)
+        sampler = getattr(getattr(policy, "backend", None), "model", policy.model)
+        self.recompute_old = bool(cfg.recompute_old_logprobs or cfg.backend == "vllm" or sampler is not policy.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ConfigError("the policy model has no trainable parameters")

@@ -11,17 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 from agents.backends.base import Generation, GenerationBackend, SamplingConfig
-from agents.backends.hf import TransformersBackend
+from agents.backends.hf import ROLLOUT_DTYPES, TransformersBackend
+from agents.backends.static import StaticCacheBackend
 
-__all__ = ["BACKENDS", "Generation", "GenerationBackend", "SamplingConfig", "TransformersBackend", "make_backend"]
+__all__ = ["BACKENDS", "DECODES", "Generation", "GenerationBackend", "ROLLOUT_DTYPES", "SamplingConfig",
+           "StaticCacheBackend", "TransformersBackend", "make_backend"]
 
 BACKENDS = ("transformers", "hf", "vllm")
+#: the transformers backend's decoding engines: the written-out loop, or the static cache in buckets
+DECODES = ("loop", "static")
 
 
 def make_backend(name: str, model: Any, tokenizer: Any, **kw: Any) -> GenerationBackend:
     """Build a backend by name.
 
-    * ``"transformers"`` / ``"hf"``: :class:`TransformersBackend(model, tokenizer, **kw)`.
+    * ``"transformers"`` / ``"hf"``: :class:`TransformersBackend(model, tokenizer, **kw)`, or with
+      ``decode="static"`` :class:`StaticCacheBackend` (the same samples, fewer per-step costs).
     * ``"vllm"``: :func:`~agents.backends.vllm_backend.make_vllm_backend`: the engine loads the
       checkpoint named by ``kw["model_path"]`` (default: ``model.config.name_or_path``, the
       checkpoint the model was loaded from), its weights are synced from ``model``, and
@@ -31,7 +36,10 @@ def make_backend(name: str, model: Any, tokenizer: Any, **kw: Any) -> Generation
     """
     key = str(name).strip().lower()
     if key in ("transformers", "hf"):
-        return TransformersBackend(model, tokenizer, **kw)
+        decode = kw.pop("decode", "loop")
+        if decode not in DECODES:
+            raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
+        return (StaticCacheBackend if decode == "static" else TransformersBackend)(model, tokenizer, **kw)
     if key == "vllm":
         from agents.backends.vllm_backend import make_vllm_backend
 

@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import inspect
 from typing import Any, Sequence
 
@@ -23,7 +24,10 @@ import torch
 from agents.backends.base import Generation, SamplingConfig
 from agents.logprobs import processed_log_softmax
 
-__all__ = ["TransformersBackend", "eos_token_ids"]
+__all__ = ["ROLLOUT_DTYPES", "TransformersBackend", "eos_token_ids"]
+
+#: ``rollout_dtype`` names: the dtype of the weights answers are sampled from
+ROLLOUT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -63,14 +67,23 @@ class TransformersBackend:
         tokenizer: its tokenizer (a pad token is taken from EOS when missing).
         device: where to run; defaults to the model's device. The model is not moved.
         max_batch_size: prompts (times ``n``) decoded together; larger batches are split.
+        rollout_dtype: sample from a copy of ``model`` in this dtype (``"bf16"``, a
+            ``torch.dtype``), refreshed by :meth:`sync_weights` after each optimizer step, instead
+            of autocast over fp32 master weights (which casts every weight at every decode step);
+            ``None``: sample from ``model`` itself.
 
     Samples are a deterministic function of (seed, prompts, config, ``max_batch_size``).
     """
 
     def __init__(self, model: Any, tokenizer: Any, device: str | torch.device | None = None,
-                 max_batch_size: int = 32) -> None:
+                 max_batch_size: int = 32, rollout_dtype: str | torch.dtype | None = None) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        if isinstance(rollout_dtype, str) and rollout_dtype not in ROLLOUT_DTYPES:
+            raise ValueError(f"rollout_dtype must be one of {', '.join(ROLLOUT_DTYPES)}, got {rollout_dtype!r}")
+        dtype = ROLLOUT_DTYPES[rollout_dtype] if isinstance(rollout_dtype, str) else rollout_dtype
+        if dtype is not None and dtype != next(model.parameters()).dtype:
+            model = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
         self.model = model
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
@@ -86,7 +99,8 @@ class TransformersBackend:
 
     # ----------------------------------------------------------------------------------------
     def sync_weights(self, model: Any) -> None:
-        """Sample from ``model`` from now on (same object: nothing to do)."""
+        """Sample from ``model``'s current weights from now on: copied (and cast) into the
+        backend's own copy in place (same object: nothing to do)."""
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
 

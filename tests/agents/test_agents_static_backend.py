@@ -1,0 +1,147 @@
+"""agents.backends.static: the static-cache engine draws what the loop engine draws, in buckets;
+the bf16 rollout copy follows the trained weights; the trainer picks the engine."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend, make_backend
+from agents.backends.static import batch_bucket, length_bucket_of
+
+PROMPTS = ["You arrive at cabinet 1. The cabinet 1 is closed.", "hi", "Your task is to: put a clean mug in drawer 2.",
+           "go to the kitchen", "open drawer 1"]
+
+
+@pytest.fixture(scope="module")
+def setup(tiny):
+    model, tok = tiny
+    return model, tok, [tok(p)["input_ids"] for p in PROMPTS]
+
+
+def _same(a, b, tol=1e-5):
+    assert [g.response_ids for g in a] == [g.response_ids for g in b]
+    assert [g.finish_reason for g in a] == [g.finish_reason for g in b]
+    assert [g.text for g in a] == [g.text for g in b]
+    assert max((abs(x - y) for g, h in zip(a, b) for x, y in zip(g.logprobs, h.logprobs)), default=0.0) <= tol
+
+
+@pytest.mark.parametrize("cfg", [
+    SamplingConfig(temperature=0, max_new_tokens=12, stop=()),
+    SamplingConfig(temperature=1.0, max_new_tokens=12, n=2, stop=()),  # 10 rows: batches of 8 and 2
+    SamplingConfig(temperature=0.8, top_p=0.9, max_new_tokens=12, stop=()),
+], ids=["greedy", "n2", "top-p"])
+@pytest.mark.parametrize("sync_every", [1, 5, 64])
+def test_static_engine_draws_the_loop_engines_samples(setup, cfg, sync_every):
+    model, tok, prompts = setup
+    loop = TransformersBackend(model, tok, max_batch_size=8).generate(prompts, cfg, seed=7)
+    static = StaticCacheBackend(model, tok, max_batch_size=8, compile=False, sync_every=sync_every,
+                                length_bucket=16).generate(prompts, cfg, seed=7)
+    _same(loop, static)
+
+
+@pytest.mark.parametrize("sync_every", [1, 4, 64])
+def test_a_stop_string_found_late_ends_the_answer_where_it_appeared(setup, sync_every):
+    model, tok, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=16, stop=())
+    full = TransformersBackend(model, tok).generate(prompts, cfg)
+    stop = tok.decode(full[0].response_ids[5:7])
+    assert stop.strip(), "need a non-blank stop string"
+    stopped = cfg.with_(stop=(stop,), min_new_tokens=2)
+    loop = TransformersBackend(model, tok).generate(prompts, stopped)
+    static = StaticCacheBackend(model, tok, compile=False, sync_every=sync_every).generate(prompts, stopped)
+    _same(loop, static)
+    assert static[0].finish_reason == "stop" and len(static[0].response_ids) <= 7 and stop in static[0].text
+
+
+def test_eos_ends_the_answer_and_min_new_tokens_holds_it_off(setup):
+    model, tok, prompts = setup
+    cfg = SamplingConfig(temperature=0, max_new_tokens=8, stop=())
+    first = TransformersBackend(model, tok).generate(prompts[:1], cfg)[0].response_ids
+    eos = {first[0], first[3]}
+    for least in (0, 3):
+        loop, static = TransformersBackend(model, tok), StaticCacheBackend(model, tok, compile=False, sync_every=64)
+        loop.eos_ids = static.eos_ids = eos
+        a, b = loop.generate(prompts, cfg.with_(min_new_tokens=least)), static.generate(prompts, cfg.with_(min_new_tokens=least))
+        _same(a, b)
+        expected = next(j for j in range(max(least, 1) - 1, 8) if first[j] in eos) + 1
+        assert b[0].finish_reason == "stop" and len(b[0].response_ids) == expected >= least
+
+
+def test_buckets_and_the_cache_reused(setup):
+    model, tok, prompts = setup
+    assert [batch_bucket(b, 32) for b in (1, 2, 3, 5, 17, 32)] == [1, 2, 4, 8, 32, 32]
+    assert length_bucket_of(257, 256) == 512
+    with pytest.raises(ValueError, match="outside"):
+        batch_bucket(33, 32)
+    be = StaticCacheBackend(model, tok, compile=False, length_bucket=64)
+    cfg = SamplingConfig(temperature=0, max_new_tokens=4, stop=())
+    first = be.generate(prompts[:3], cfg)
+    assert set(be._caches) == {(4, 64)}
+    again = be.generate(prompts[:3], cfg)  # the bucket's cache is zeroed and reused, not stale
+    _same(first, again, tol=0.0)
+    assert be.stats["compiles"] == 0 and be.stats["decode_steps"] == 8
+
+
+def test_a_bf16_rollout_copy_follows_the_trained_weights(tiny):
+    from agents.models import make_tiny_model
+
+    model, tok = make_tiny_model(seed=5)
+    be = make_backend("transformers", model, tok, decode="static", rollout_dtype="bf16", compile=False)
+    assert isinstance(be, StaticCacheBackend) and be.model is not model
+    assert next(be.model.parameters()).dtype == torch.bfloat16 and next(model.parameters()).dtype == torch.float32
+    prompt = [tok(PROMPTS[0])["input_ids"]]
+    cfg = SamplingConfig(temperature=0, max_new_tokens=6, stop=())
+    before = be.generate(prompt, cfg)[0]
+    fp32 = TransformersBackend(model, tok).generate(prompt, cfg)[0]
+    assert max(abs(a - b) for a, b in zip(before.logprobs, fp32.logprobs)) < 0.1  # bf16 rounding, same policy
+    with torch.no_grad():  # an optimizer step
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    assert be.generate(prompt, cfg)[0].logprobs == before.logprobs  # not synced yet: the old weights
+    be.sync_weights(model)
+    for (name, p), q in zip(model.named_parameters(), be.model.parameters()):
+        assert torch.equal(q, p.to(torch.bfloat16)), name
+    assert be.generate(prompt, cfg)[0].logprobs != before.logprobs
+    with pytest.raises(ValueError, match="rollout_dtype"):
+        TransformersBackend(model, tok, rollout_dtype="int8")
+    with pytest.raises(ValueError, match="decode"):
+        make_backend("transformers", model, tok, decode="fast")
+
+
+def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tmp_path):
+    import json
+
+    from trainers.build import generation_engine
+    from trainers.config import ConfigError, TrainConfig
+    from trainers.progpo import main
+
+    assert generation_engine(TrainConfig(), torch.device("cpu")) == {"decode": "loop", "rollout_dtype": None}
+    assert generation_engine(TrainConfig(), torch.device("cuda")) == {"decode": "static", "rollout_dtype": "bf16"}
+    assert generation_engine(TrainConfig(bf16=False, decode="loop"), torch.device("cuda")) == {
+        "decode": "loop", "rollout_dtype": None}
+    with pytest.raises(ConfigError, match="vLLM has its own"):
+        TrainConfig(backend="vllm", policy_mode="generate", decode="static")
+    out = tmp_path / "run"
+    main(["--model", "tiny", "--env", "rooms", "--policy-mode", "generate", "--num-groups", "2", "--group-size", "2",
+          "--max-steps", "3", "--iterations", "1", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
+          "--warm-start", "none", "--max-new-tokens", "8", "--decode", "static", "--rollout-dtype", "bf16",
+          "--output-dir", str(out)])
+    rec = [json.loads(line) for line in open(out / "metrics.jsonl") if '"train"' in line][-1]
+    assert rec["rollout/logprob_mismatch_max"] > 0  # recomputed by the trainer, against the bf16 sampler's
+    assert rec["gen/compiles"] == 0.0 and rec["time/compile_s"] == 0.0
+    phases = sum(rec[k] for k in ("time/generate_s", "time/env_s", "time/reset_s", "time/rollout_other_s",
+                                  "time/credit_s"))
+    assert phases == pytest.approx(rec["time/rollout_s"], rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_the_compiled_decode_step_draws_the_same_samples_and_compiles_once_per_bucket(setup):
+    model, tok, prompts = setup
+    cfg = SamplingConfig(temperature=1.0, max_new_tokens=6, stop=())
+    be = StaticCacheBackend(model, tok, compile=True, max_batch_size=8, length_bucket=64)
+    loop = TransformersBackend(model, tok, max_batch_size=8)
+    _same(loop.generate(prompts, cfg, seed=1), be.generate(prompts, cfg, seed=1))
+    assert be.stats["compiles"] == 1 and be.stats["compile_s"] > 0
+    be.generate(prompts[:4], cfg, seed=2)  # 4 rows: a new batch bucket
+    be.generate(prompts[1:], cfg, seed=3)  # 4 rows again: compiled already
+    assert be.stats["compiles"] == 2
