@@ -250,6 +250,17 @@ def _fmt(x: Any, nd: int = 1) -> str:
     return "-" if x is None else str(x)
 
 
+def _engine_rows(engines: dict[str, Any]) -> list[tuple[str, str]]:
+    """One row per generation engine of ``benchmarks/decode_engines.py``'s JSON: tokens/s, the
+    ratio to the loop and the first (compiling) call."""
+    rows = engines.get("rows", [])
+    base = next((r["tokens_per_s"] for r in rows if r["engine"] == "loop"), None)
+    shape = f"{engines.get('batch')} x {engines.get('tokens')}"
+    return [(f"engine {r['engine']} ({shape}): tokens/s, x loop, first call s",
+             f"{_fmt(r['tokens_per_s'])}, {_fmt(r['tokens_per_s'] / base, 2) if base else '-'}, {_fmt(r['first_s'])}")
+            for r in rows]
+
+
 def _share(x: Any, of: Any) -> float | None:
     """``x`` as a percentage of ``of`` (``None`` when either is missing)."""
     return 100.0 * x / of if isinstance(x, (int, float)) and isinstance(of, (int, float)) and of else None
@@ -258,7 +269,7 @@ def _share(x: Any, of: Any) -> float | None:
 def report(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     parts = {name: json.loads((out_dir / f"{name}.json").read_text())
-             for name in ("preflight", "iteration", "fsdp", "short") if (out_dir / f"{name}.json").exists()}
+             for name in ("preflight", "iteration", "engines", "fsdp", "short") if (out_dir / f"{name}.json").exists()}
     steps = {}
     status_file = out_dir / "steps.txt"
     if status_file.exists():
@@ -287,6 +298,7 @@ def report(args: argparse.Namespace) -> int:
                                                          "update"))),
             ("unattributed s (target within 5%)", f"{_fmt(it.get('unattributed_s'), 2)} of {_fmt(it.get('iteration_s'))}"),
             (f"{PAPER_STEPS}-step iteration, estimated (s; target 400)", _fmt(it.get("paper_iteration_s_estimate"))),
+            *_engine_rows(parts.get("engines", {})),
             *[(f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2)) for k, v in PUBLISHED_S.items()],
             ("FSDP2 (world 1) vs plain update", f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
              f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}"),

@@ -11,9 +11,11 @@
 #      every phase (one-time compilation, per-iteration env reset, per-step phases), the 50-step
 #      iteration they imply and its ratio to verl-agent's published ~363 s (2 GPUs) / ~454 s
 #      (4 GPUs) per iteration (weights do not change speed);
-#   3. FSDP2 at world size 1 (torchrun --nproc-per-node 1, --dist-strategy fsdp2): one update,
+#   3. the generation engines at the paper shape, in one process: the loop against the static-cache
+#      engine (compiled, bf16 weights), tokens/s and their ratio (benchmarks/decode_engines.py);
+#   4. FSDP2 at world size 1 (torchrun --nproc-per-node 1, --dist-strategy fsdp2): one update,
 #      checked against the plain update on the same batch;
-#   4. one short ProGPO iteration end to end with a small random model, with its report.
+#   5. one short ProGPO iteration end to end with a small random model, with its report.
 #
 #   bash benchmarks/gpu_check.sh                      # on the GPU machine (OUT defaults to runs/gpu_check)
 #   DEVICE=cpu bash benchmarks/gpu_check.sh           # the CPU rehearsal: same steps, scaled down (CI)
@@ -31,10 +33,12 @@ if [ "$DEVICE" = "cuda" ]; then
   MODEL="${MODEL:-random-qwen2.5-1.5b}"; NGROUPS="${NGROUPS:-16}"; SIZE="${SIZE:-8}"; STEPS="${STEPS:-3}"
   TOKENS="${TOKENS:-256}"; SMALL_MODEL="${SMALL_MODEL:-random-qwen2.5-0.5b}"; BACKEND="${ENV_BACKEND:-async}"
   GEN_BATCH="${GEN_BATCH:-128}"; MICRO="${MICRO:-8}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-420}"; TORCHTHREADS=0
+  ENGINES="${ENGINES:-loop,static+compile bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-128}"
 else
   MODEL="${MODEL:-tiny-128x2}"; NGROUPS="${NGROUPS:-2}"; SIZE="${SIZE:-2}"; STEPS="${STEPS:-2}"
   TOKENS="${TOKENS:-16}"; SMALL_MODEL="${SMALL_MODEL:-tiny-128x2}"; BACKEND="${ENV_BACKEND:-sync}"
   GEN_BATCH="${GEN_BATCH:-32}"; MICRO="${MICRO:-4}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-300}"; TORCHTHREADS=1
+  ENGINES="${ENGINES:-loop,static bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-16}"
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -65,7 +69,11 @@ run_step paper "$TIMEOUT_PAPER" "${TRAIN[@]}" --model "$MODEL" --num-groups "$NG
   --num-minibatches 1 --iterations 1 --save-every 0 --no-skip-zero-advantage --recompute-old-logprobs --lr 1e-6 \
   --output-dir "$OUT/paper" && "$PY" benchmarks/gpu_check.py iteration "$OUT/paper" --json "$OUT/iteration.json"
 
-step "3. FSDP2 at world size 1 vs the plain update ($SMALL_MODEL)"
+step "3. generation engines: $ENGINES ($MODEL, $GEN_BATCH prompts x $ENGINE_TOKENS tokens)"
+run_step engines 240 "$PY" benchmarks/decode_engines.py --device "$DEVICE" --model "$MODEL" --batch "$GEN_BATCH" \
+  --tokens "$ENGINE_TOKENS" --prompt-tokens 600 --repeats 1 --engines "$ENGINES" --json "$OUT/engines.json"
+
+step "4. FSDP2 at world size 1 vs the plain update ($SMALL_MODEL)"
 SHORT=(--model "$SMALL_MODEL" --num-groups 2 --group-size 2 --max-steps 2 --max-new-tokens 16 --iterations 1
        --num-minibatches 1 --micro-batch-size 64 --no-skip-zero-advantage --lr 1e-5 --seed 0)
 run_step fsdp_plain 240 "${TRAIN[@]}" "${SHORT[@]}" --output-dir "$OUT/fsdp_plain" &&
@@ -74,7 +82,7 @@ run_step fsdp2 240 "$PY" -m torch.distributed.run --nproc-per-node 1 --master-po
 run_step fsdp_compare 120 "$PY" benchmarks/gpu_check.py fsdp "$OUT/fsdp_plain" "$OUT/fsdp2" --model "$SMALL_MODEL" \
   --device "$DEVICE" --tol "${FSDP_TOL:-0.02}" --json "$OUT/fsdp.json"
 
-step "4. one short ProGPO iteration end to end ($SMALL_MODEL)"
+step "5. one short ProGPO iteration end to end ($SMALL_MODEL)"
 run_step short 240 "${TRAIN[@]}" --model "$SMALL_MODEL" --num-groups 2 --group-size 4 --max-steps 3 --max-new-tokens 32 \
   --iterations 1 --estimator progpo-gigpo --output-dir "$OUT/short" &&
 "$PY" benchmarks/gpu_check.py short "$OUT/short" --json "$OUT/short.json"

@@ -94,7 +94,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "ppo": {name: name for name in (
         "lr", "weight_decay", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "loss_agg", "lr_warmup_iterations",
         "ppo_epochs", "num_minibatches", "micro_batch_size", "micro_batch_tokens", "batch_decisions",
-        "recompute_old_logprobs", "skip_zero_advantage")},
+        "recompute_old_logprobs", "skip_zero_advantage", "gradient_checkpointing")},
 }
 #: a sectioned field -> (its section, its key there)
 SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
@@ -351,6 +351,9 @@ class TrainConfig:
     lora_r: int = _opt(16, "LoRA rank", "PPO update")
     lora_alpha: int = _opt(32, "LoRA alpha", "PPO update")
     bf16: bool = _opt(True, "GPU only: bf16 autocast compute, fp32 master weights and optimizer state", "PPO update")
+    gradient_checkpointing: bool = _opt(False, "recompute each layer's activations in the backward pass: less memory "
+                                               "per token (longer micro_batch_tokens fit) for ~1/3 more update "
+                                               "compute", "PPO update")
     device: Device = _opt("auto", "auto | cpu | cuda", "PPO update")
     torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
     rollout_streams: int = _opt(1, "score mode, CPU, sync envs: play each training rollout in this many processes "
@@ -455,12 +458,7 @@ class TrainConfig:
         if self.rollout_streams > 1:
             self._check_rollout_streams()
         self._check_report_to()
-        if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
-            raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
-                              "(leave them at auto with --backend vllm)")
-        if self.backend == "vllm" and self.policy_mode != "generate":
-            raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
-                              "ranks the commands with the training model itself)")
+        self._check_engine()
         try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
             self.advantage_config()
             self.policy_options()
@@ -473,6 +471,18 @@ class TrainConfig:
         """The trackers ``report_to`` names (``tensorboard`` left out with ``tensorboard: false``)."""
         items = [x.strip() for x in str(self.report_to).split(",") if x.strip() and x.strip() != "none"]
         return tuple(x for x in dict.fromkeys(items) if x != "tensorboard" or self.tensorboard)
+
+    def _check_engine(self) -> None:
+        """The generation engine and the update's options fit together."""
+        if self.gradient_checkpointing and self.policy_mode == "score" and self.batch_decisions == "tree":
+            raise ConfigError("gradient_checkpointing cannot recompute the prompt trie's chunked tree attention: use it "
+                              "with --batch-decisions on or off in score mode, or in generate mode")
+        if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
+            raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
+                              "(leave them at auto with --backend vllm)")
+        if self.backend == "vllm" and self.policy_mode != "generate":
+            raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
+                              "ranks the commands with the training model itself)")
 
     def _check_report_to(self) -> None:
         items = [x.strip() for x in str(self.report_to).split(",") if x.strip()]

@@ -105,6 +105,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
                          f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
                          f"{_fmt(r.get('eval/repeated_action_rate'))} |")
     lines += _example_lines(shown)
+    lines += time_lines(train)
     if evals:
         by_type = {k: v for k, v in evals[-1].items() if k.startswith("eval/success_by_type/")}
         if by_type:
@@ -117,6 +118,50 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     out = run / "summary.md"
     write_atomic(out, "\n".join(lines))
     return out
+
+
+#: the phases of an iteration, as the train records name them (``time/<phase>_s``)
+PHASES = (("reset", "envs reset"), ("generate", "policy acting (generation / scoring)"), ("env", "env steps"),
+          ("rollout_other", "the collector's own loop"), ("credit", "credit (advantages, teacher inputs)"),
+          ("old_logprob", "old log-probs"), ("update", "PPO update"))
+
+
+def time_lines(train: Sequence[dict[str, Any]]) -> list[str]:
+    r""""Where the time went": each phase's mean seconds per iteration and share (the update without
+    its old log-probs; a compilation counted apart, once).
+
+    >>> print("\n".join(time_lines([{"time/iteration_s": 10.0, "time/generate_s": 6.0, "time/update_s": 4.0,
+    ...                               "time/old_logprob_s": 1.0}])))  # doctest: +NORMALIZE_WHITESPACE
+    <BLANKLINE>
+    ## Where the time went (mean per iteration)
+    <BLANKLINE>
+    | phase | s | share |
+    |---|---:|---:|
+    | policy acting (generation / scoring) | 6.00 | 60.0% |
+    | old log-probs | 1.00 | 10.0% |
+    | PPO update | 3.00 | 30.0% |
+    | iteration | 10.00 | 100.0% |
+    """
+    timed = [r for r in train if r.get("time/iteration_s")]
+    if not timed:
+        return []
+    total = float(np.mean([r["time/iteration_s"] for r in timed]))
+    compile_s = max(float(r.get("time/compile_s", 0.0)) for r in timed)
+    mean = {}
+    for key, _ in PHASES:
+        values = [float(r.get(f"time/{key}_s", 0.0)) for r in timed]
+        if key == "update":
+            values = [v - float(r.get("time/old_logprob_s", 0.0)) for v, r in zip(values, timed)]
+        if key == "generate":
+            values = [v - compile_s / len(timed) for v in values]  # the one-time compilation, spread out
+        mean[key] = float(np.mean(values))
+    lines = ["", "## Where the time went (mean per iteration)", "", "| phase | s | share |", "|---|---:|---:|"]
+    lines += [f"| {name} | {mean[key]:.2f} | {100 * mean[key] / total:.1f}% |" for key, name in PHASES if mean[key] > 0]
+    if compile_s:
+        lines.append(f"| decode-step compilation (once, {compile_s:.1f} s in all) | {compile_s / len(timed):.2f} | "
+                     f"{100 * compile_s / len(timed) / total:.1f}% |")
+    lines.append(f"| iteration | {total:.2f} | 100.0% |")
+    return lines
 
 
 def _example_lines(shown: Sequence[dict[str, Any]]) -> list[str]:

@@ -83,6 +83,9 @@ class StaticCacheBackend(TransformersBackend):
             where it also captures CUDA graphs).
         length_bucket: the cache length is a multiple of this many positions.
         sync_every: decode steps between two looks of the host (stop strings, all rows done).
+        max_caches: the buckets' KV caches kept between calls, the least recently used dropped
+            first (a cache of a 1.5B model at 128 x 2,304 positions holds ~8 GiB);
+            :meth:`release` drops them all.
 
     :attr:`stats` counts ``compiles`` and ``compile_s`` (the first step of each new bucket) and
     ``decode_steps``.
@@ -90,10 +93,12 @@ class StaticCacheBackend(TransformersBackend):
 
     def __init__(self, model: Any, tokenizer: Any, device: str | torch.device | None = None, max_batch_size: int = 32,
                  *, compile: bool | None = None, rollout_dtype: str | torch.dtype | None = None,
-                 length_bucket: int = 256, sync_every: int = 16) -> None:
+                 length_bucket: int = 256, sync_every: int = 16, max_caches: int = 2) -> None:
         super().__init__(model, tokenizer, device=device, max_batch_size=max_batch_size, rollout_dtype=rollout_dtype)
-        if length_bucket < 1 or sync_every < 1:
-            raise ValueError(f"length_bucket and sync_every must be >= 1, got {length_bucket}, {sync_every}")
+        if min(length_bucket, sync_every, max_caches) < 1:
+            raise ValueError(f"length_bucket, sync_every and max_caches must be >= 1, got {length_bucket}, "
+                             f"{sync_every}, {max_caches}")
+        self.max_caches = int(max_caches)
         self.compile = self.device.type == "cuda" if compile is None else bool(compile)
         self.length_bucket, self.sync_every = int(length_bucket), int(sync_every)
         self.stats: dict[str, float] = {"compiles": 0.0, "compile_s": 0.0, "decode_steps": 0.0}
@@ -110,16 +115,26 @@ class StaticCacheBackend(TransformersBackend):
             self._step = torch.compile(_decode_step, fullgraph=True, dynamic=False, mode=mode)
 
     # ----------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Free every bucket's KV cache (the next call allocates what it needs again)."""
+        self._caches.clear()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+
     def _cache(self, batch: int, length: int) -> Any:
-        """The bucket's cache, allocated once and zeroed for each use (a CUDA graph keeps its addresses)."""
+        """The bucket's cache, allocated once and zeroed for each use (a CUDA graph keeps its
+        addresses); at most ``max_caches`` are kept, the least recently used dropped first."""
         from transformers import StaticCache
 
         key = (batch, length)
-        cache = self._caches.get(key)
+        cache = self._caches.pop(key, None)
         if cache is None:
-            cache = self._caches[key] = StaticCache(config=self.model.config, max_cache_len=length)
+            while len(self._caches) >= self.max_caches:
+                self._caches.pop(next(iter(self._caches)))
+            cache = StaticCache(config=self.model.config, max_cache_len=length)
         else:
             cache.reset()
+        self._caches[key] = cache  # now the most recently used
         return cache
 
     def _generate_batch(self, prompts: list[list[int]], cfg: SamplingConfig,

@@ -80,6 +80,12 @@ def test_buckets_and_the_cache_reused(setup):
     again = be.generate(prompts[:3], cfg)  # the bucket's cache is zeroed and reused, not stale
     _same(first, again, tol=0.0)
     assert be.stats["compiles"] == 0 and be.stats["decode_steps"] == 8
+    be.generate(prompts[:1], cfg)
+    be.generate(prompts[:2], cfg)  # a third bucket: the least recently used cache goes
+    assert list(be._caches) == [(1, 64), (2, 64)]
+    be.release()
+    assert not be._caches
+    _same(first, be.generate(prompts[:3], cfg), tol=0.0)
 
 
 def test_a_bf16_rollout_copy_follows_the_trained_weights(tiny):
@@ -145,3 +151,31 @@ def test_the_compiled_decode_step_draws_the_same_samples_and_compiles_once_per_b
     be.generate(prompts[:4], cfg, seed=2)  # 4 rows: a new batch bucket
     be.generate(prompts[1:], cfg, seed=3)  # 4 rows again: compiled already
     assert be.stats["compiles"] == 2
+
+
+def test_gradient_checkpointing_gives_the_same_update(tmp_path):
+    """The same run with and without --gradient-checkpointing: the same records (update statistics
+    included) up to float rounding, and the option reaches the model."""
+    import json
+
+    from trainers.progpo import main
+    from trainers.updater import enable_gradient_checkpointing
+
+    from trainers.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match="prompt trie"):
+        TrainConfig(gradient_checkpointing=True, batch_decisions="tree")
+    recs = []
+    for flag in ([], ["--gradient-checkpointing"]):
+        out = tmp_path / ("gc" if flag else "plain")
+        main(["--model", "tiny", "--env", "rooms", "--num-groups", "2", "--group-size", "2", "--max-steps", "3",
+              "--iterations", "1", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none",
+              "--no-skip-zero-advantage", "--batch-decisions", "on", "--output-dir", str(out), *flag])
+        recs.append([json.loads(line) for line in open(out / "metrics.jsonl") if '"train"' in line][-1])
+    for key in ("update/pg_loss", "update/grad_norm", "update/tokens", "success"):
+        assert recs[1][key] == pytest.approx(recs[0][key], rel=1e-5, abs=1e-7), key
+    from agents.models import make_tiny_model
+
+    model, _ = make_tiny_model()
+    enable_gradient_checkpointing(model)
+    assert model.model.gradient_checkpointing

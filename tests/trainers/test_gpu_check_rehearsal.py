@@ -22,7 +22,10 @@ def test_gpu_check_cpu_rehearsal(tmp_path, alfworld_engine_available) -> None:
                          timeout=900, cwd=ROOT, env=env)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
-    assert report["steps"] == {k: "ok" for k in ("preflight", "paper", "fsdp_plain", "fsdp2", "fsdp_compare", "short")}
+    assert report["steps"] == {k: "ok" for k in ("preflight", "paper", "engines", "fsdp_plain", "fsdp2", "fsdp_compare",
+                                                 "short")}
+    assert [r["engine"] for r in report["engines"]["rows"]] == ["loop", "static bf16"]
+    assert "| engine static bf16 (32 x 16): tokens/s, x loop, first call s" in run.stdout
     it = report["iteration"]
     # fixed-length answers: each of the 2 x 2 envs answered 16 tokens at each of its 2 steps (no
     # ALFWorld task is solvable in 2 steps, so no episode ends early)
