@@ -42,7 +42,7 @@ T = "tests/trainers/"
 
 #: core module -> (source files mutated, the test files run against them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
-    "estimators": ([f"trainers/advantages/{m}.py" for m in ("__init__", "segments", "planpo", "hgpo", "grpo", "progpo",
+    "estimators": ([f"trainers/advantages/{m}.py" for m in ("__init__", "segments", "planpo", "hgpo", "grpo", "gigpo", "progpo",
                                                             "registry", "config", "episode", "step")],
                    [T + "test_trainers_advantages.py", T + "test_trainers_planpo_hgpo.py", T + "test_trainers_constants.py"]),
     "coverage": (["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],

@@ -389,3 +389,83 @@ def test_panels_differ_with_the_split_tasks_order_or_seed_and_an_unrecorded_pane
         check_same_panel({"eval/panel": base.panel()}, {"eval/panel": others[0].panel()}, "the start and the end")
     plan = EvalPlan.for_episodes("valid", [], 3, seed=1)  # an env without task ids: distinct seeds
     assert plan.episodes() == ["", "", ""] and plan.num_episodes == 3
+
+
+def test_a_plan_for_an_env_takes_its_task_ids_and_an_env_without_them_gets_distinct_seeds():
+    from types import SimpleNamespace as S
+
+    closed: list[str] = []
+
+    def env_fn(ids):
+        return lambda: S(unwrapped=S(task_ids=ids), close=lambda: closed.append("x"))
+
+    plan = EvalPlan.for_env(env_fn(["kitchen-1", "bath-2", "bed-3"]), "valid", 5, seed=4)
+    assert (plan.split, plan.task_ids, plan.episodes_per_task, plan.seed) == ("valid", ("kitchen-1", "bath-2", "bed-3"), 2, 4)
+    assert plan.episodes()[:3] == ["kitchen-1", "kitchen-1", "bath-2"] and plan.num_episodes == 6
+    bare = EvalPlan.for_env(env_fn(None), "valid", 5, seed=4)
+    assert bare.task_ids == ("",) * 5 and bare.episodes_per_task == 1
+    assert closed == ["x", "x"]  # the probe env is closed
+
+
+def test_a_panel_mismatch_says_what_differs_and_why_it_matters():
+    from trainers.evaluation import PanelMismatch, check_same_panel
+
+    with pytest.raises(PanelMismatch) as err:
+        check_same_panel({"eval/panel": "ab"}, {"eval/panel": "cd"})
+    assert str(err.value) == ("the two evaluations played different episodes (panel ab vs cd): a paired difference needs "
+                              "the same tasks and task seeds on both sides")
+
+
+def test_episode_records_keep_each_episodes_task_outcome_and_win():
+    from types import SimpleNamespace as S
+
+    from trainers.evaluation import episode_records
+
+    rollout = S(trajectories=[S(task_id="t0", won=True, outcome=1.0), S(task_id="t1", won=False, outcome=0.25),
+                              S(task_id="t0", won=np.bool_(False), outcome=0)])
+    assert episode_records(rollout) == {"task_id": ["t0", "t1", "t0"], "won": [1, 0, 0], "score": [1.0, 0.25, 0.0]}
+    assert all(type(v) is int for v in episode_records(rollout)["won"])
+
+
+def test_example_episodes_default_abridgement_and_a_second_win_before_the_first_loss():
+    from types import SimpleNamespace as S
+
+    from trainers.evaluation import example_episodes
+
+    trajs = [S(won=True, task_id="w0", task_type="pick", outcome=1.0, length=13),
+             S(won=True, task_id="w1", task_type="pick", outcome=1.0, length=1),
+             S(won=False, task_id="l2", task_type="cool", outcome=0.0, length=1)]
+    steps = [S(traj=0, t=k, action=f"a{k}", next_obs="z" * 160) for k in range(13)]
+    steps += [S(traj=1, t=0, action="b", next_obs="y"), S(traj=2, t=0, action="c", next_obs="q" * 161)]
+    ex = example_episodes(S(trajectories=trajs, steps=steps))
+    assert ex["won"]["actions"] == [f"a{k}" for k in range(12)]  # the first 12 actions
+    assert ex["won"]["last_observation"] == "z" * 160  # 160 characters: kept whole
+    assert ex["lost"]["episode"] == 2 and ex["lost"]["last_observation"] == "q" * 160 + "..."
+
+
+def test_the_random_baseline_never_picks_a_passive_command_and_sends_a_no_op_when_nothing_else_is_left():
+    from agents.contract import StepOutput
+
+    policy = random_baseline()
+    infos = [{"admissible_commands": ["look", "inventory", "go to desk 1", "examine desk 1"]}, {"admissible_commands": []}]
+    out = policy.act(["o", "o"], infos)
+    assert all(isinstance(o, StepOutput) for o in out)
+    assert out[0].action == "go to desk 1" and out[1].action == ""
+    only_passive = policy.act(["o"], [{"admissible_commands": ["look", "inventory"]}], seed=3)[0].action
+    assert only_passive in ("look", "inventory")  # nothing else admissible: a passive one, not the no-op
+    draws = [random_baseline().act(["o"], [{"admissible_commands": [f"go to {k}" for k in range(50)]}])[0].action
+             for _ in range(2)]
+    assert draws[0] == draws[1] == random_baseline(0).act(["o"], [{"admissible_commands": [f"go to {k}" for k in range(50)]}])[0].action
+
+
+@pytest.mark.parametrize("processes", [False, True])
+def test_three_streams_play_each_episode_once(processes):
+    """Each stream plays the episodes dealt to it and no other: every step is counted once."""
+    fn = make_env_fn("rooms", "valid", max_steps=6)
+    plan = EvalPlan.for_episodes("valid", [], 7, seed=1)
+    counted: list[int] = []
+    out = run_eval(_ObservationPolicy(), fn, plan, batch=3, streams=3, processes=processes, on_step=counted.append)
+    one = run_eval(_ObservationPolicy(), fn, plan, batch=3)
+    assert [t.group for t in out.trajectories] == list(range(7))
+    assert sum(counted) == sum(t.length for t in out.trajectories) == sum(t.length for t in one.trajectories)
+    assert len(out.steps) == sum(t.length for t in out.trajectories)
