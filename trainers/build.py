@@ -50,8 +50,8 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
 def generation_engine(cfg: TrainConfig, device: torch.device) -> dict[str, Any]:
     """The transformers backend's engine for ``cfg`` on ``device``: ``decode`` and ``rollout_dtype``
     with ``auto`` resolved (a GPU: the static cache, compiled, sampling from bf16 weights when the
-    run computes in bf16; CPU: the loop over the trained weights)."""
-    gpu = device.type == "cuda"
+    run computes in bf16; CPU, or weights sharded by FSDP2: the loop over the trained weights)."""
+    gpu = device.type == "cuda" and cfg.dist_strategy != "fsdp2"  # FSDP2's sharded layers: the loop over them
     decode = cfg.decode if cfg.decode != "auto" else ("static" if gpu else "loop")
     dtype = cfg.rollout_dtype if cfg.rollout_dtype != "auto" else ("bf16" if gpu and cfg.bf16 else "fp32")
     return {"decode": decode, "rollout_dtype": None if dtype == "fp32" else dtype}

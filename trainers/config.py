@@ -477,6 +477,9 @@ class TrainConfig:
         if self.gradient_checkpointing and self.policy_mode == "score" and self.batch_decisions == "tree":
             raise ConfigError("gradient_checkpointing cannot recompute the prompt trie's chunked tree attention: use it "
                               "with --batch-decisions on or off in score mode, or in generate mode")
+        if self.dist_strategy == "fsdp2" and (self.decode == "static" or self.rollout_dtype == "bf16"):
+            raise ConfigError("dist_strategy fsdp2 samples with the loop over the sharded weights: leave decode and "
+                              "rollout_dtype at auto (or loop / fp32)")
         if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
             raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
                               "(leave them at auto with --backend vllm)")

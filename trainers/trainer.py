@@ -80,6 +80,7 @@ class Trainer:
         if warning:
             warnings.warn(warning, UserWarning, stacklevel=2)
         shared_model(cfg, self.model, self.dist)
+        self.policy.sync()  # a sampler with its own weights starts from these (loaded, broadcast)
         self.teacher = make_teacher(cfg, self.policy, self.dist)
         # the stages of an iteration
         self.updater = Updater(cfg, self.policy, self.dist, self.device, aux=self.teacher)

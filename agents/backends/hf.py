@@ -44,6 +44,12 @@ def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
     return ids
 
 
+def _weights_version(model: Any) -> int:
+    """A number that changes whenever a parameter of ``model`` is written in place (an optimizer
+    step, ``load_state_dict``): the sum of the tensors' version counters."""
+    return sum(int(p._version) for p in model.parameters())
+
+
 def _cache_kwarg(model: Any) -> str:
     """``"cache"`` (transformers >= 5.2x) or ``"past_key_values"`` (older), per the model."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
@@ -82,9 +88,12 @@ class TransformersBackend:
         if isinstance(rollout_dtype, str) and rollout_dtype not in ROLLOUT_DTYPES:
             raise ValueError(f"rollout_dtype must be one of {', '.join(ROLLOUT_DTYPES)}, got {rollout_dtype!r}")
         dtype = ROLLOUT_DTYPES[rollout_dtype] if isinstance(rollout_dtype, str) else rollout_dtype
+        #: the trained model; ``self.model`` is a copy of it when samples come from other weights
+        self.source = model
         if dtype is not None and dtype != next(model.parameters()).dtype:
             model = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
         self.model = model
+        self._synced = _weights_version(self.source)
         self.tokenizer = tokenizer
         self.device = torch.device(device) if device is not None else next(model.parameters()).device
         self.max_batch_size = int(max_batch_size)
@@ -100,14 +109,20 @@ class TransformersBackend:
     # ----------------------------------------------------------------------------------------
     def sync_weights(self, model: Any) -> None:
         """Sample from ``model``'s current weights from now on: copied (and cast) into the
-        backend's own copy in place (same object: nothing to do)."""
+        backend's own copy in place (same object: nothing to do). A copy also follows its source
+        by itself: :meth:`generate` syncs it first when the source's weights were written since
+        (loaded weights, a warm start, a resume)."""
         if model is not self.model:
             self.model.load_state_dict(model.state_dict())
+            if model is self.source:
+                self._synced = _weights_version(model)
 
     def generate(
         self, prompt_ids: Sequence[Sequence[int]], cfg: SamplingConfig, *, seed: int | None = None
     ) -> list[Generation]:
         """Sample ``cfg.n`` responses for each prompt (prompt-major order)."""
+        if self.model is not self.source and _weights_version(self.source) != self._synced:
+            self.sync_weights(self.source)
         prompts = [list(map(int, p)) for p in prompt_ids]
         for i, p in enumerate(prompts):
             if not p:

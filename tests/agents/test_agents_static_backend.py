@@ -100,14 +100,22 @@ def test_a_bf16_rollout_copy_follows_the_trained_weights(tiny):
     before = be.generate(prompt, cfg)[0]
     fp32 = TransformersBackend(model, tok).generate(prompt, cfg)[0]
     assert max(abs(a - b) for a, b in zip(before.logprobs, fp32.logprobs)) < 0.1  # bf16 rounding, same policy
+    copy = be.model
     with torch.no_grad():  # an optimizer step
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
-    assert be.generate(prompt, cfg)[0].logprobs == before.logprobs  # not synced yet: the old weights
     be.sync_weights(model)
+    assert be.model is copy  # synced in place
     for (name, p), q in zip(model.named_parameters(), be.model.parameters()):
         assert torch.equal(q, p.to(torch.bfloat16)), name
-    assert be.generate(prompt, cfg)[0].logprobs != before.logprobs
+    synced = be.generate(prompt, cfg)[0].logprobs
+    assert synced != before.logprobs
+    model.load_state_dict(make_tiny_model(seed=5)[0].state_dict())  # weights written without a sync
+    assert be.generate(prompt, cfg)[0].logprobs == before.logprobs  # the copy followed by itself
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.05)
+    assert be.generate(prompt, cfg)[0].logprobs not in (before.logprobs, synced)
     with pytest.raises(ValueError, match="rollout_dtype"):
         TransformersBackend(model, tok, rollout_dtype="int8")
     with pytest.raises(ValueError, match="decode"):
@@ -125,6 +133,10 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
     assert generation_engine(TrainConfig(), torch.device("cuda")) == {"decode": "static", "rollout_dtype": "bf16"}
     assert generation_engine(TrainConfig(bf16=False, decode="loop"), torch.device("cuda")) == {
         "decode": "loop", "rollout_dtype": None}
+    assert generation_engine(TrainConfig(dist_strategy="fsdp2"), torch.device("cuda")) == {
+        "decode": "loop", "rollout_dtype": None}
+    with pytest.raises(ConfigError, match="fsdp2 samples with the loop"):
+        TrainConfig(dist_strategy="fsdp2", rollout_dtype="bf16")
     with pytest.raises(ConfigError, match="vLLM has its own"):
         TrainConfig(backend="vllm", policy_mode="generate", decode="static")
     out = tmp_path / "run"
