@@ -453,9 +453,10 @@ def test_the_random_baseline_never_picks_a_passive_command_and_sends_a_no_op_whe
     assert out[0].action == "go to desk 1" and out[1].action == ""
     only_passive = policy.act(["o"], [{"admissible_commands": ["look", "inventory"]}], seed=3)[0].action
     assert only_passive in ("look", "inventory")  # nothing else admissible: a passive one, not the no-op
-    draws = [random_baseline().act(["o"], [{"admissible_commands": [f"go to {k}" for k in range(50)]}])[0].action
-             for _ in range(2)]
-    assert draws[0] == draws[1] == random_baseline(0).act(["o"], [{"admissible_commands": [f"go to {k}" for k in range(50)]}])[0].action
+    many = [{"admissible_commands": [f"go to {k}" for k in range(50)]}]
+    draws = [random_baseline().act(["o"], many)[0].action for _ in range(2)]
+    assert draws[0] == draws[1] == random_baseline(0).act(["o"], many)[0].action  # seeded, by default with 0
+    assert random_baseline(7).act(["o"], many)[0].action != draws[0]  # the seed given is the seed used
 
 
 @pytest.mark.parametrize("processes", [False, True])
