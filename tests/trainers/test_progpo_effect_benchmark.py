@@ -446,3 +446,52 @@ def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
             ray.shutdown()
         cluster.stop()
     assert sorted(local) == ["grpo_canonical_seed0", "grpo_canonical_seed1"] and remote == local
+
+
+@pytest.mark.slow
+def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, capsys, monkeypatch):
+    """Each recorded run's first iterations, re-run by the commit's trainer from its recorded
+    config: bit-exact runs are verified on it, a run whose records differ is named to re-run, the
+    verdicts are kept (a second pass re-runs nothing), and the commit's checkout is made once."""
+    import subprocess
+
+    from trainers.lab import verify
+
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY)
+    out = tmp_path / "lab"
+    common = ["--lab", "alfworld", "--config", str(config), "--out", str(out), "--work", str(tmp_path / "work"),
+              "--workers", "2"]
+    assert cli.main([*common, "--iterations", "2", "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
+    kept = out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl"
+    rows = [json.loads(line) for line in kept.read_text().splitlines()]
+    first = next(r for r in rows if r.get("kind") == "train" and r["iteration"] == 1)
+    field = next(k for k, v in sorted(first.items()) if not k.startswith("time/") and isinstance(v, float) and v > 0
+                 and k not in ("tokens_per_s", "env_steps_per_s"))
+    first[field] *= 1 + 1e-9  # a run of slightly other code
+    kept.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # the working tree stands for the commit's checkout: what is verified is the comparison
+    monkeypatch.setattr(verify, "worktree_at", lambda commit: runs.ROOT)
+    head = verify.resolve_commit("HEAD")
+    capsys.readouterr()
+    toy = [*common, "--methods", "grpo", "progpo-grpo", "--seeds", "0"]
+    assert cli.main([*toy, "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
+    said = capsys.readouterr().out
+    assert "progpo-grpo_canonical_seed0: bit-exact" in said
+    assert f"grpo_canonical_seed0: NOT bit-exact: largest relative difference 1e-09 in train iteration 1 {field}" in said
+    assert f"1 of 2 runs bit-exact at {head[:12]}; to re-run in full there: grpo_canonical_seed0" in said
+    verdicts = verify.verified_commits(out)
+    assert verdicts["progpo-grpo_canonical_seed0"]["bit_exact"] and verdicts["progpo-grpo_canonical_seed0"]["commit"] == head
+    assert verdicts["grpo_canonical_seed0"]["worst"]["field"] == f"train iteration 1 {field}"
+    assert cli.main([*toy, "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
+    assert "verifying 0 of 2 runs" in capsys.readouterr().out  # kept verdicts: nothing re-run
+    assert cli.main([*common, "--methods", "grpo", "--seeds", "0", "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
+    assert "verifying 0 of 1 runs" in capsys.readouterr().out  # only the methods and seeds named
+
+    monkeypatch.undo()
+    tree = verify.worktree_at(head, under=tmp_path / "trees")
+    assert subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() == head
+    assert verify.worktree_at(head, under=tmp_path / "trees") == tree  # made once
+    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=runs.ROOT, check=True)
+    assert cli.main([*common, "--verify-at", "no-such-rev"]) == 2
+    assert "no such commit" in capsys.readouterr().err

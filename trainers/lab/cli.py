@@ -79,6 +79,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="report runs made on different commits or compute paths side by side (labelled in the "
                          "table); without it the lab refuses to pair them")
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
+    ap.add_argument("--verify-at", metavar="COMMIT", default=None,
+                    help="put the recorded block on one commit: re-run every recorded run's first "
+                         "--verify-iterations at COMMIT (a worktree of it) and record whether each is bit-exact "
+                         "there (verified.json beside the block's record; resumable; --workers at a time)")
+    ap.add_argument("--verify-iterations", type=int, default=2, help="iterations re-run by --verify-at")
     ap.add_argument("--out", type=Path, default=None,
                     help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
                          "default benchmarks/results/progpo_effect, or the --lab's")
@@ -180,6 +185,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
             return 2
         return rerun(args, int(seed_text), method)
+    if args.verify_at:
+        from trainers.lab.verify import verify_at
+
+        try:
+            return verify_at(args, args.verify_at, args.verify_iterations)
+        except LabError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:

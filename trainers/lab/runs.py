@@ -25,7 +25,7 @@ from trainers.metrics import read_metrics
 
 __all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
            "preregistered_commit_problem", "provenance_of", "provenance_problem", "rerun", "run_on_ray", "run_one",
-           "run_record", "strict_compare", "trainer_args"]
+           "run_record", "run_trainer", "strict_compare", "trainer_args"]
 
 #: the checkout the runs run in (its configs, and ``python -m trainers.progpo`` from its root)
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,11 +37,13 @@ def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: i
             "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out_dir), *METHODS[method]]
 
 
-def _run(cmd: list[str], log: Path) -> None:
+def run_trainer(cmd: list[str], log: Path, root: Path = ROOT) -> None:
+    """``python -m trainers.progpo CMD`` with the code of the checkout at ``root``, one thread, its
+    output appended to ``log``; RuntimeError when it fails."""
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+               PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     with open(log, "a") as fh:
-        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *cmd], cwd=ROOT, env=env, stdout=fh,
+        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *cmd], cwd=root, env=env, stdout=fh,
                               stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}); see {log}")
@@ -58,7 +60,7 @@ def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
     cmd = trainer_args(args, method, seed, args.iterations, work)
     resume = (work / "checkpoints" / "latest").exists()
     t0 = time.perf_counter()
-    _run(cmd + (["--resume"] if resume else ["--overwrite"]), work.parent / f"{name}.log")
+    run_trainer(cmd + (["--resume"] if resume else ["--overwrite"]), work.parent / f"{name}.log")
     kept.mkdir(parents=True, exist_ok=True)
     for f in ("metrics.jsonl", "config.yaml", "summary.md", "provenance.jsonl"):
         if (work / f).exists():
@@ -319,7 +321,7 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
         cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress-bars", "--no-tensorboard",
                "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
         try:
-            _run(cmd, log)
+            run_trainer(cmd, log)
         except RuntimeError:
             last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
             print(f"error: the rerun of {method} seed {seed} failed: {last[0][:200]}; its log: {log}", file=sys.stderr)
