@@ -351,16 +351,25 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     return 1 if differ else 0
 
 
+#: metric names the trainer no longer writes -> the field that carries the same value now (a
+#: recorded run's retired alias is compared with it)
+RETIRED_ALIASES = {"outcome_mean": "score_mean", "eval/outcome_mean": "eval/score_mean"}
+
+
 def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> tuple[int, tuple[float, str] | None]:
     """Every numeric field of every record the two runs share (same kind and iteration, up to
     ``iterations``; wall-clock fields left out): the number of records compared, and the largest
-    relative difference with the field it is in (``None``: bit-exact).
+    relative difference with the field it is in (``None``: bit-exact). A recorded field the trainer
+    has retired (:data:`RETIRED_ALIASES`) is compared with the field that replaced it.
 
     >>> strict_compare([{"kind": "init", "iteration": 0, "bc/loss": 1.0}], [{"kind": "init", "iteration": 0, "bc/loss": 1.0}], 2)
     (1, None)
     >>> strict_compare([{"kind": "train", "iteration": 1, "kl": 2.0, "time/iteration_s": 3.0}],
     ...                [{"kind": "train", "iteration": 1, "kl": 2.5, "time/iteration_s": 9.0}], 2)
     (1, (0.2, 'train iteration 1 kl'))
+    >>> strict_compare([{"kind": "eval", "iteration": 0, "eval/outcome_mean": 0.5}],
+    ...                [{"kind": "eval", "iteration": 0, "eval/score_mean": 0.5}], 2)
+    (1, None)
     """
     from trainers.metrics import TIMING_KEYS
 
@@ -374,7 +383,7 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
         for field, x in a.items():
             if field in TIMING_KEYS or field.startswith("time/") or isinstance(x, bool):
                 continue
-            y = b.get(field)
+            y = b.get(field, b.get(RETIRED_ALIASES.get(field, field)))
             values = [(x, y)] if isinstance(x, (int, float)) else list(zip(x, y)) if (
                 isinstance(x, list) and isinstance(y, list) and len(x) == len(y)) else []
             if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
