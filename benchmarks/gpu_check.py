@@ -135,7 +135,7 @@ def iteration(args: argparse.Namespace) -> int:
     out = {
         "model": cfg["model"], "params": params, "envs": f"{cfg['num_groups']} x {cfg['group_size']}",
         "steps_per_episode": steps, "response_tokens_per_step": cfg["max_new_tokens"],
-        "decode": cfg.get("decode"), "rollout_dtype": cfg.get("rollout_dtype"), "env_steps": rec.get("env_steps"),
+        **_engine_of(cfg), "env_steps": rec.get("env_steps"),
         "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": upd_tokens,
         **{f"{k}_s": v for k, v in sec.items()}, "compile_s": phases["one_time_s"], "compiles": rec.get("gen/compiles"),
         "iteration_s": rec.get("time/iteration_s", 0.0), "unattributed_s": phases["unattributed_s"],
@@ -150,6 +150,20 @@ def iteration(args: argparse.Namespace) -> int:
     }
     _write(args.json, out)
     return 0
+
+
+def _engine_of(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The generation engine the run used: its config's ``decode`` / ``rollout_dtype`` with ``auto``
+    resolved for its device."""
+    import torch
+
+    from trainers.build import generation_engine
+    from trainers.config import TrainConfig
+
+    known = {k: v for k, v in cfg.items() if k in TrainConfig.__dataclass_fields__}
+    device = "cuda" if known.get("device") in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
+    engine = generation_engine(TrainConfig.from_dict(known, flat=True), torch.device(device))
+    return {"decode": engine["decode"], "rollout_dtype": engine["rollout_dtype"] or "fp32"}
 
 
 def _flat(cfg: dict[str, Any]) -> dict[str, Any]:
