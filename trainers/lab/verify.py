@@ -27,7 +27,7 @@ from typing import Any
 
 from trainers.config import EARLIER_VALUES, upgrade_names
 from trainers.lab.methods import run_name
-from trainers.lab.runs import ROOT, LabError, run_trainer, strict_compare
+from trainers.lab.runs import ROOT, LabError, load_run, run_trainer, strict_compare
 from trainers.metrics import read_metrics
 
 __all__ = ["VERIFIED_NAME", "resolve_commit", "verified_commits", "verify_at", "worktree_at"]
@@ -98,15 +98,19 @@ def _verify_one(entry: dict, runs: Path, code: Path, commit: str, iterations: in
 
 
 def verify_at(args: argparse.Namespace, rev: str, iterations: int) -> int:
-    """Verify the recorded runs of the block in ``args.out`` (those of ``args.methods`` and
-    ``args.seeds``) at commit ``rev``; prints one line per
+    """Verify the finished runs of the block in ``args.runs`` (those of ``args.methods`` and
+    ``args.seeds``, each with the config it recorded) at commit ``rev``; prints one line per
     run and a summary, writes ``verified.json``. 0 when every run is bit-exact there, 1 otherwise."""
     commit = resolve_commit(rev)
-    record = args.out / args.json_name
-    if not record.exists():
-        raise LabError(f"no recorded block at {record}")
-    entries = [e for e in json.loads(record.read_text()).get("runs", []) if isinstance(e, dict) and "config" in e
-               and e.get("method") in args.methods and e.get("seed") in args.seeds]
+    entries = []  # the finished runs of the block, each with the config it recorded
+    for method in args.methods:
+        for seed in args.seeds:
+            kept = args.runs / run_name(method, seed, args.state_key)
+            if (kept / "summary.md").exists():
+                entries.append({"method": method, "seed": seed, "state_key": args.state_key,
+                                "config": load_run(kept, method, seed)[1]})
+    if not entries:
+        raise LabError(f"no finished run of {', '.join(args.methods)} under {args.runs}")
     code = worktree_at(commit)
     args.work.mkdir(parents=True, exist_ok=True)
     verdicts = verified_commits(args.out)
