@@ -239,5 +239,9 @@ class StaticCacheBackend(TransformersBackend):
         self._compiled.add(bucket)
         self.stats["compiles"] += 1
         self.stats["compile_s"] += seconds
-        log.info("decode step compiled for batch %d x cache %d in %.1f s", *bucket, seconds)
+        # the first call's buckets compile at start; a later new bucket compiles mid-run, which a
+        # run should know about (its shapes outgrew the buckets seen so far)
+        level = logging.WARNING if self.stats["decode_steps"] > 0 else logging.INFO
+        log.log(level, "decode step compiled for batch %d x cache %d in %.1f s%s", *bucket, seconds,
+                " (mid-run: a shape bucket not seen before)" if level == logging.WARNING else "")
         return logits

@@ -153,16 +153,21 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
 
 
 @pytest.mark.slow
-def test_the_compiled_decode_step_draws_the_same_samples_and_compiles_once_per_bucket(setup):
+def test_the_compiled_decode_step_draws_the_same_samples_and_compiles_once_per_bucket(setup, caplog):
     model, tok, prompts = setup
     cfg = SamplingConfig(temperature=1.0, max_new_tokens=6, stop=())
     be = StaticCacheBackend(model, tok, compile=True, max_batch_size=8, length_bucket=64)
     loop = TransformersBackend(model, tok, max_batch_size=8)
     _same(loop.generate(prompts, cfg, seed=1), be.generate(prompts, cfg, seed=1))
     assert be.stats["compiles"] == 1 and be.stats["compile_s"] > 0
-    be.generate(prompts[:4], cfg, seed=2)  # 4 rows: a new batch bucket
-    be.generate(prompts[1:], cfg, seed=3)  # 4 rows again: compiled already
+    import logging
+
+    with caplog.at_level(logging.INFO, logger="agents.backends.static"):
+        be.generate(prompts[:4], cfg, seed=2)  # 4 rows: a new batch bucket, compiled mid-run
+        be.generate(prompts[1:], cfg, seed=3)  # 4 rows again: compiled already
     assert be.stats["compiles"] == 2
+    [warned] = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert "compiled for batch 4 x cache 64" in warned.getMessage() and "mid-run" in warned.getMessage()
 
 
 def test_gradient_checkpointing_gives_the_same_update(tmp_path):
