@@ -470,3 +470,32 @@ def test_three_streams_play_each_episode_once(processes):
     assert [t.group for t in out.trajectories] == list(range(7))
     assert sum(counted) == sum(t.length for t in out.trajectories) == sum(t.length for t in one.trajectories)
     assert len(out.steps) == sum(t.length for t in out.trajectories)
+
+
+def test_play_episodes_cuts_a_hung_step_off_at_its_step_timeout():
+    """A step that hangs past ``step_timeout`` ends its episode (a crashed member), as in training;
+    without the timeout the same episode plays on to its step limit."""
+    import time
+
+    import gymnasium as gym
+
+    from agents.contract import StepOutput
+    from trainers.evaluation import play_episodes
+
+    class HangsOnce(gym.Wrapper):
+        def step(self, action):
+            if not getattr(self, "hung", False):
+                self.hung = True
+                time.sleep(3)
+            return self.env.step(action)
+
+    class First:
+        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+            return [StepOutput(action=sorted(i["admissible_commands"])[0]) for i in infos]
+
+    base = make_env_fn("rooms", "valid", 3)
+    plan = EvalPlan.for_env(base, "valid", 1, seed=5)
+    cut = play_episodes(First(), lambda: HangsOnce(base()), plan, [0], step_timeout=0.3)
+    assert cut.trajectories[0].length == 1 and cut.trajectories[0].outcome == 0.0
+    whole = play_episodes(First(), base, plan, [0], step_timeout=0.3)
+    assert whole.trajectories[0].length > 1  # the episode itself is longer than its hung step
