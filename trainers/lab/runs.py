@@ -25,7 +25,7 @@ from trainers.metrics import read_metrics
 
 __all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
            "preregistered_commit_problem", "provenance_of", "provenance_problem", "rerun", "run_on_ray", "run_one",
-           "run_record", "run_trainer", "strict_compare", "trainer_args"]
+           "rerun_records", "run_record", "run_trainer", "strict_compare", "trainer_args"]
 
 #: the checkout the runs run in (its configs, and ``python -m trainers.progpo`` from its root)
 ROOT = Path(__file__).resolve().parents[2]
@@ -284,6 +284,23 @@ def _record_problem(recorded: dict) -> str | None:
     return None
 
 
+def rerun_records(config: dict, iterations: int, log: Path, root: Path = ROOT) -> list[dict]:
+    """The records of a fresh run of a recorded ``config``'s first ``iterations``, made by the
+    trainer of the checkout at ``root`` in a temporary dir (its output to ``log``, started anew);
+    RuntimeError when it fails."""
+    import yaml
+
+    log.unlink(missing_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "recorded.yaml"
+        # a record from before a config field existed re-runs with that field's earlier meaning
+        path.write_text(yaml.safe_dump({**EARLIER_VALUES, **upgrade_names(config, warn=False),
+                                        "output_dir": str(Path(tmp) / "run")}))
+        run_trainer(["--config", str(path), "--iterations", str(iterations), "--no-progress-bars", "--no-tensorboard",
+                     "--output-dir", str(Path(tmp) / "run"), "--overwrite"], log, root=root)
+        return read_metrics(Path(tmp) / "run" / "metrics.jsonl")
+
+
 def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
     """Re-run the first ``--iterations`` iterations of a recorded run; 1 when a train metric differs."""
     runs = []  # the comparison's records, then the pilot's
@@ -308,25 +325,14 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
         print(f"error: the recorded run {method} seed {seed} in {recorded['_source']} is malformed: {problem}",
               file=sys.stderr)
         return 2
-    import yaml
-
     log = args.work / f"rerun_{run_name(method, seed, args.state_key)}.log"  # outlives the run's temp dir
     log.parent.mkdir(parents=True, exist_ok=True)
-    log.unlink(missing_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "recorded.yaml"
-        # a record from before a config field existed re-runs with that field's earlier meaning
-        config.write_text(yaml.safe_dump({**EARLIER_VALUES, **upgrade_names(recorded["config"], warn=False),
-                                          "output_dir": str(Path(tmp) / "run")}))
-        cmd = ["--config", str(config), "--iterations", str(args.iterations), "--no-progress-bars", "--no-tensorboard",
-               "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
-        try:
-            run_trainer(cmd, log)
-        except RuntimeError:
-            last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
-            print(f"error: the rerun of {method} seed {seed} failed: {last[0][:200]}; its log: {log}", file=sys.stderr)
-            return 2
-        records = read_metrics(Path(tmp) / "run" / "metrics.jsonl")
+    try:
+        records = rerun_records(recorded["config"], args.iterations, log)
+    except RuntimeError:
+        last = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()][-1:] or ["(no output)"]
+        print(f"error: the rerun of {method} seed {seed} failed: {last[0][:200]}; its log: {log}", file=sys.stderr)
+        return 2
     kept = args.runs / run_name(method, seed, args.state_key) / "metrics.jsonl"
     strict = strict_compare(read_metrics(kept), records, args.iterations) if kept.exists() else None
     fresh = {r["iteration"]: r for r in records if r.get("kind") == "train"}

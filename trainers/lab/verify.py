@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from trainers.config import EARLIER_VALUES, upgrade_names
 from trainers.lab.methods import run_name
-from trainers.lab.runs import ROOT, LabError, load_run, run_trainer, strict_compare
+from trainers.lab.runs import ROOT, LabError, load_run, rerun_records, strict_compare
 from trainers.metrics import read_metrics
 
 __all__ = ["VERIFIED_NAME", "resolve_commit", "verified_commits", "verify_at", "worktree_at"]
@@ -73,25 +71,15 @@ def verified_commits(out: Path) -> dict[str, dict[str, Any]]:
 
 def _verify_one(entry: dict, runs: Path, code: Path, commit: str, iterations: int, work: Path) -> dict[str, Any]:
     """Re-run one recorded run's first ``iterations`` at ``code`` and compare it with its kept records."""
-    import yaml
-
     name = run_name(entry["method"], entry["seed"], entry["state_key"])
     kept = runs / name / "metrics.jsonl"
     if not kept.exists():
         return {"commit": commit, "iterations": iterations, "bit_exact": None, "problem": f"no {kept}"}
-    with tempfile.TemporaryDirectory() as tmp:
-        config = Path(tmp) / "recorded.yaml"
-        config.write_text(yaml.safe_dump({**EARLIER_VALUES, **upgrade_names(entry["config"], warn=False),
-                                          "output_dir": str(Path(tmp) / "run")}))
-        cmd = ["--config", str(config), "--iterations", str(iterations), "--no-progress-bars", "--no-tensorboard",
-               "--output-dir", str(Path(tmp) / "run"), "--overwrite"]
-        log = work / f"verify_{commit[:12]}_{name}.log"
-        log.unlink(missing_ok=True)
-        try:
-            run_trainer(cmd, log, root=code)
-        except RuntimeError:
-            return {"commit": commit, "iterations": iterations, "bit_exact": None, "problem": f"the re-run failed: {log}"}
-        fresh = read_metrics(Path(tmp) / "run" / "metrics.jsonl")
+    log = work / f"verify_{commit[:12]}_{name}.log"
+    try:
+        fresh = rerun_records(entry["config"], iterations, log, root=code)
+    except RuntimeError:
+        return {"commit": commit, "iterations": iterations, "bit_exact": None, "problem": f"the re-run failed: {log}"}
     n, worst = strict_compare(read_metrics(kept), fresh, iterations)
     return {"commit": commit, "iterations": iterations, "records": n, "bit_exact": worst is None and n > 0,
             "worst": None if worst is None else {"relative": worst[0], "field": worst[1]}}
