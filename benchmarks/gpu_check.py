@@ -90,10 +90,6 @@ def preflight(args: argparse.Namespace) -> int:
     return 0
 
 
-#: the phases of an iteration, as the train record names them: each second of it is in one
-PHASES = ("reset", "generate", "env", "rollout_other", "credit", "old_logprob", "update")
-
-
 def iteration_phases(rec: dict[str, Any], steps: int) -> dict[str, Any]:
     """The iteration's seconds by phase, split into the one-time cost (compilation), the
     per-iteration cost (resetting the envs) and the per-step costs (the rest: every one of them runs
@@ -108,10 +104,10 @@ def iteration_phases(rec: dict[str, Any], steps: int) -> dict[str, Any]:
     >>> p["paper_iteration_s_estimate"]  # 20 + 10 + 14 * 50
     730.0
     """
-    sec = {name: float(rec.get(f"time/{name}_s", 0.0)) for name in PHASES}
+    from trainers.report import phase_seconds
+
     compile_s = float(rec.get("time/compile_s", 0.0))
-    sec["generate"] = max(sec["generate"] - compile_s, 0.0)  # the first decode step of each bucket compiles
-    sec["update"] = max(sec["update"] - sec["old_logprob"], 0.0)  # time/update_s holds the old log-probs
+    sec = phase_seconds(rec, compile_s)  # the first decode step of each bucket compiles
     it_s = float(rec.get("time/iteration_s", 0.0))
     per_step = sum(v for k, v in sec.items() if k != "reset") / steps
     return {"seconds": sec, "one_time_s": compile_s, "per_iteration_s": sec["reset"], "per_step_s": per_step,

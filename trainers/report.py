@@ -126,6 +126,20 @@ PHASES = (("reset", "envs reset"), ("generate", "policy acting (generation / sco
           ("old_logprob", "old log-probs"), ("update", "PPO update"))
 
 
+def phase_seconds(rec: dict[str, Any], compile_s: float = 0.0) -> dict[str, float]:
+    """A train record's seconds by phase (:data:`PHASES`), each second in one phase:
+    ``compile_s`` of one-time compilation taken out of generation, the old log-probs out of the
+    update (``time/update_s`` holds both).
+
+    >>> phase_seconds({"time/generate_s": 6.0, "time/update_s": 4.0, "time/old_logprob_s": 1.0}, compile_s=2.0)
+    {'reset': 0.0, 'generate': 4.0, 'env': 0.0, 'rollout_other': 0.0, 'credit': 0.0, 'old_logprob': 1.0, 'update': 3.0}
+    """
+    sec = {key: float(rec.get(f"time/{key}_s", 0.0)) for key, _ in PHASES}
+    sec["generate"] = max(sec["generate"] - compile_s, 0.0)
+    sec["update"] = max(sec["update"] - sec["old_logprob"], 0.0)
+    return sec
+
+
 def time_lines(train: Sequence[dict[str, Any]]) -> list[str]:
     r""""Where the time went": each phase's mean seconds per iteration and share (the update without
     its old log-probs; a compilation counted apart, once).
@@ -147,14 +161,8 @@ def time_lines(train: Sequence[dict[str, Any]]) -> list[str]:
         return []
     total = float(np.mean([r["time/iteration_s"] for r in timed]))
     compile_s = max(float(r.get("time/compile_s", 0.0)) for r in timed)
-    mean = {}
-    for key, _ in PHASES:
-        values = [float(r.get(f"time/{key}_s", 0.0)) for r in timed]
-        if key == "update":
-            values = [v - float(r.get("time/old_logprob_s", 0.0)) for v, r in zip(values, timed)]
-        if key == "generate":
-            values = [v - compile_s / len(timed) for v in values]  # the one-time compilation, spread out
-        mean[key] = float(np.mean(values))
+    per_record = [phase_seconds(r, compile_s / len(timed)) for r in timed]  # the one-time compilation, spread out
+    mean = {key: float(np.mean([sec[key] for sec in per_record])) for key, _ in PHASES}
     lines = ["", "## Where the time went (mean per iteration)", "", "| phase | s | share |", "|---|---:|---:|"]
     lines += [f"| {name} | {mean[key]:.2f} | {100 * mean[key] / total:.1f}% |" for key, name in PHASES if mean[key] > 0]
     if compile_s:
