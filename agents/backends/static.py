@@ -38,7 +38,7 @@ import torch
 
 from agents.backends.base import Generation, SamplingConfig
 from agents.backends.hf import TransformersBackend
-from agents.logprobs import processed_log_softmax
+from agents.logprobs import _left_padded, processed_log_softmax
 
 __all__ = ["StaticCacheBackend", "batch_bucket", "length_bucket_of"]
 
@@ -145,13 +145,10 @@ class StaticCacheBackend(TransformersBackend):
         width = max(len(p) for p in padded)
         length = length_bucket_of(width + cfg.max_new_tokens, self.length_bucket)
         dev = self.device
-        ids = torch.full((rows, width), self.pad_token_id, dtype=torch.long)
-        mask = torch.zeros((rows, length), dtype=torch.long)
-        for i, p in enumerate(padded):
-            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[i, width - len(p):width] = 1
-        ids, mask = ids.to(dev), mask.to(dev)
-        pos = (mask[:, :width].cumsum(-1) - 1).clamp(min=0)
+        ids, prompt_mask = _left_padded(padded, width, self.pad_token_id, dev)
+        mask = torch.zeros((rows, length), dtype=torch.long, device=dev)  # the whole cache's, written as it fills
+        mask[:, :width] = prompt_mask
+        pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
         cache = self._cache(rows, length)
         positions = torch.arange(length, device=dev)
         out = self.model(input_ids=ids, attention_mask=mask[:, :width], position_ids=pos,
@@ -194,11 +191,11 @@ class StaticCacheBackend(TransformersBackend):
             logits = self._timed_step(bucket, torch.where(done, pad, tok).unsqueeze(-1), mask, pos, cache,
                                       positions[width + k: width + k + 1])
         self.stats["decode_steps"] += k + 1
-        done_h, end_h = done.tolist(), end.tolist()
+        done_h, end_h = done.tolist(), end.tolist()  # the loop ends when every row is done or at n_new
         resp_h, lps_h = resp.tolist(), lps.tolist()
         out = []
         for i, prompt in enumerate(prompts):
-            n = end_h[i] if done_h[i] else min(k + 1, n_new)
+            n = end_h[i]  # n_new for a row that ran to the end
             out.append(Generation(prompt_ids=prompt, response_ids=resp_h[i][:n], logprobs=lps_h[i][:n],
                                   text=self.tokenizer.decode(resp_h[i][:n], skip_special_tokens=True),
                                   finish_reason="stop" if done_h[i] else "length"))
