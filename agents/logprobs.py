@@ -19,7 +19,7 @@ import torch
 
 from agents.batching import token_chunks
 
-__all__ = ["candidate_logprobs", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
+__all__ = ["candidate_logprobs", "left_padded", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
            "sequence_distributions", "sequence_logprobs"]
 
 
@@ -55,9 +55,15 @@ def processed_log_softmax(
     return torch.log_softmax(x, dim=-1)
 
 
-def _left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
-                 device: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids and attention mask of ``seqs`` left-padded to ``width``, on ``device``."""
+def left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
+                device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token ids and attention mask of ``seqs`` left-padded to ``width``, on ``device`` (as the
+    backends and the log-prob passes feed a batch of prompts).
+
+    >>> ids, mask = left_padded([[5, 6], [7]], 3, pad_token_id=0, device="cpu")
+    >>> ids.tolist(), mask.tolist()
+    ([[0, 5, 6], [0, 0, 7]], [[0, 1, 1], [0, 0, 1]])
+    """
     ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
@@ -106,7 +112,7 @@ def sequence_logprobs(
             raise ValueError("every prompt needs at least one token")
         width = max(len(s) for s in seqs)
         r_max = max(len(r) for r in chunk_r)
-        ids, mask = _left_padded(seqs, width, pad_token_id, device)
+        ids, mask = left_padded(seqs, width, pad_token_id, device)
         if r_max == 0:
             out_lp += [torch.zeros(0, device=device) for _ in seqs]
             out_ent += [torch.zeros(0, device=device) for _ in seqs]
@@ -161,7 +167,7 @@ def sequence_distributions(
         if r_max == 0:
             out += [torch.zeros(0, 0, device=device) for _ in seqs]
             continue
-        ids, mask = _left_padded(seqs, width, pad_token_id, device)
+        ids, mask = left_padded(seqs, width, pad_token_id, device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         logp = processed_log_softmax(_forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :], temperature)
         out += [logp[i, r_max - len(r):] for i, r in enumerate(chunk_r)]

@@ -38,7 +38,7 @@ import torch
 
 from agents.backends.base import Generation, SamplingConfig
 from agents.backends.hf import TransformersBackend
-from agents.logprobs import _left_padded, processed_log_softmax
+from agents.logprobs import left_padded, processed_log_softmax
 
 __all__ = ["StaticCacheBackend", "batch_bucket", "length_bucket_of"]
 
@@ -145,7 +145,7 @@ class StaticCacheBackend(TransformersBackend):
         width = max(len(p) for p in padded)
         length = length_bucket_of(width + cfg.max_new_tokens, self.length_bucket)
         dev = self.device
-        ids, prompt_mask = _left_padded(padded, width, self.pad_token_id, dev)
+        ids, prompt_mask = left_padded(padded, width, self.pad_token_id, dev)
         mask = torch.zeros((rows, length), dtype=torch.long, device=dev)  # the whole cache's, written as it fills
         mask[:, :width] = prompt_mask
         pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
