@@ -78,7 +78,7 @@ class GeneratePolicy(LLMPolicy):
             self.model, [s.prompt_ids for s in steps], [s.response_ids for s in steps],
             pad_token_id=self.pad_token_id, temperature=self.sampling.temperature,
             top_p=1.0 if self.sampling.greedy else self.sampling.top_p,
-            with_entropy=with_entropy, batch_size=batch_size or 8,
+            with_entropy=with_entropy, batch_size=batch_size or 8, logit_chunk=self.options.logit_chunk,
         )
         return lps, (ents or [])
 

@@ -19,7 +19,7 @@ import torch
 
 from agents.batching import token_chunks
 
-__all__ = ["candidate_logprobs", "left_padded", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
+__all__ = ["candidate_logprobs", "chunked_head_logprobs", "head_inputs", "left_padded", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
            "sequence_distributions", "sequence_logprobs"]
 
 
@@ -73,8 +73,10 @@ def left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
 
 
 def _entropy(logp: torch.Tensor) -> torch.Tensor:
-    p = logp.exp()
-    return -torch.where(p > 0, p * logp, torch.zeros_like(logp)).sum(-1)
+    # the tokens outside the nucleus (-inf) add nothing; masking the log-prob rather than the
+    # product keeps their gradient 0 (0 * -inf in the backward pass of a where() would be nan)
+    safe = logp.masked_fill(torch.isneginf(logp), 0.0)
+    return -(logp.exp() * safe).sum(-1)
 
 
 def sequence_logprobs(
@@ -87,6 +89,7 @@ def sequence_logprobs(
     top_p: float = 1.0,
     with_entropy: bool = False,
     batch_size: int = 16,
+    logit_chunk: int = 0,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
     """Per-token log-probs (and entropies) of each response given its prompt.
 
@@ -94,6 +97,11 @@ def sequence_logprobs(
     it returns tensors that backpropagate into ``model``. Sequences are left-padded (positions
     counted from the first real token, as in generation) and only the logits of the response
     positions are materialized (``logits_to_keep``).
+
+    ``logit_chunk > 0`` never materializes them whole either: the output head and the log-softmax
+    run over ``logit_chunk`` response positions at a time (:func:`chunked_head_logprobs`; each
+    chunk recomputed in the backward pass), so a pass holds ``logit_chunk x V`` logits instead of
+    ``batch x response x V``. Equal to the whole pass up to float rounding.
 
     Returns:
         ``(logprobs, entropies)``: lists of 1-D tensors of length ``len(responses[i])``;
@@ -118,17 +126,89 @@ def sequence_logprobs(
             out_ent += [torch.zeros(0, device=device) for _ in seqs]
             continue
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        logits = _forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :]
         targets = ids[:, width - r_max:]
-        logp = processed_log_softmax(logits, temperature, top_p, keep=targets)
-        tok_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        ent = _entropy(logp) if with_entropy else None
+        if logit_chunk > 0:
+            hidden = head_inputs(model, ids, mask, pos, r_max + 1)[:, :-1]
+            tok_lp, ent = chunked_head_logprobs(hidden, model.get_output_embeddings(), targets, temperature, top_p,
+                                                chunk=logit_chunk, with_entropy=with_entropy)
+        else:
+            logits = _forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :]
+            logp = processed_log_softmax(logits, temperature, top_p, keep=targets)
+            tok_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+            ent = _entropy(logp) if with_entropy else None
         for i, r in enumerate(chunk_r):
             n = len(r)
             out_lp.append(tok_lp[i, r_max - n:])
             if ent is not None:
                 out_ent.append(ent[i, r_max - n:])
     return out_lp, (out_ent if with_entropy else None)
+
+
+def head_inputs(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, keep: int) -> torch.Tensor:
+    """The last hidden states of the final ``keep`` positions: what the output head turns into logits.
+
+    Taken through the model's own forward (``output_hidden_states``, one logit row kept), so
+    wrappers (LoRA, compile) see an ordinary call. The one row of logits the model does compute
+    is checked against the output head applied to the hidden state it returned: a model whose
+    logits are more than ``head(hidden)`` (soft-capping, a logit scale) is refused, loudly.
+    """
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, output_hidden_states=True,
+                logits_to_keep=1)
+    hidden = out.hidden_states[-1]
+    with torch.no_grad():
+        mine = model.get_output_embeddings()(hidden[:, -1:]).float()
+        if not torch.allclose(mine, out.logits.float(), rtol=1e-3, atol=1e-3):
+            raise ValueError(f"logit_chunk: {type(model).__name__}'s logits are not its output head applied to its "
+                             "last hidden state (soft-capping or a logit scale?); use logit chunks of 0")
+    return hidden[:, -keep:]
+
+
+def chunked_head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float = 1.0,
+                          top_p: float = 1.0, *, chunk: int = 1024,
+                          with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Log-probs of ``targets`` (and entropies) under ``head(hidden)`` processed as
+    :func:`processed_log_softmax`, ``chunk`` positions at a time.
+
+    Under grad each chunk is checkpointed: the backward pass recomputes its logits, so at most one
+    chunk's ``[chunk, V]`` logits exist at a time, forward or backward.
+
+    Args:
+        hidden: ``[B, R, H]`` hidden states; position ``r`` predicts ``targets[:, r]``.
+        head: the output projection (``model.get_output_embeddings()``).
+        targets: ``[B, R]`` token ids.
+
+    Returns:
+        ``([B, R] log-probs, [B, R] entropies or None)``.
+
+    >>> import torch
+    >>> head = torch.nn.Linear(4, 6, bias=False)
+    >>> hidden, targets = torch.randn(2, 3, 4), torch.tensor([[0, 5, 2], [1, 1, 3]])
+    >>> lp, _ = chunked_head_logprobs(hidden, head, targets, chunk=2)
+    >>> whole = torch.log_softmax(head(hidden), -1).gather(-1, targets[..., None])[..., 0]
+    >>> bool(torch.allclose(lp, whole, atol=1e-6))
+    True
+    """
+    from torch.utils.checkpoint import checkpoint
+
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    b, r, h = hidden.shape
+    flat_h, flat_t = hidden.reshape(b * r, h), targets.reshape(b * r)
+
+    def piece(x: torch.Tensor, t: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        logp = processed_log_softmax(head(x), temperature, top_p, keep=t)
+        lp = logp.gather(-1, t.unsqueeze(-1)).squeeze(-1)
+        return lp, (_entropy(logp) if with_entropy else lp.new_zeros(0))
+
+    recompute = torch.is_grad_enabled() and (flat_h.requires_grad or any(p.requires_grad for p in head.parameters()))
+    lps, ents = [], []
+    for s in range(0, b * r, chunk):
+        x, t = flat_h[s: s + chunk], flat_t[s: s + chunk]
+        lp, ent = checkpoint(piece, x, t, use_reentrant=False) if recompute else piece(x, t)
+        lps.append(lp)
+        ents.append(ent)
+    lp_all = torch.cat(lps).reshape(b, r) if lps else flat_h.new_zeros(b, r)
+    return lp_all, (torch.cat(ents).reshape(b, r) if with_entropy and ents else None)
 
 
 def sequence_distributions(

@@ -67,6 +67,9 @@ class PolicyOptions:
             rows of ~512 positions with dense tree masks (any model taking 4-D masks).
         batch_tokens: token positions per packed forward pass (rows: rows x longest row; tree:
             trie tokens).
+        logit_chunk: generate mode: response positions whose logits a forward pass holds at a
+            time when it computes log-probs (:func:`agents.logprobs.chunked_head_logprobs`); 0:
+            all of a pass's at once.
 
     >>> PolicyOptions(history_k=-1)
     Traceback (most recent call last):
@@ -86,6 +89,7 @@ class PolicyOptions:
     batch_decisions: bool = True
     packing: str = "tree"
     batch_tokens: int = 8192
+    logit_chunk: int = 0
 
     def __post_init__(self) -> None:
         for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean")),
@@ -97,6 +101,8 @@ class PolicyOptions:
         for name in ("score_batch_size", "batch_tokens"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)!r}")
+        if int(self.logit_chunk) < 0:
+            raise ValueError(f"logit_chunk must be >= 0 (0: off), got {self.logit_chunk!r}")
         if self.sampling.n != 1:
             raise ValueError("a policy takes one answer per observation: use SamplingConfig(n=1) "
                              "(groups come from G env copies)")

@@ -127,12 +127,16 @@ def iteration(args: argparse.Namespace) -> int:
     phases = iteration_phases(rec, steps)
     sec = phases["seconds"]
     params = sum(p.numel() for p in load_model(cfg["model"], device="meta")[0].parameters())
-    upd_tokens = float(rec.get("update/tokens", 0.0))
+    # every position of a pass is computed forward and backward, the prompt's included: the update
+    # processes its input tokens (prompt + response) once per epoch, not only the response tokens
+    # that take a loss (update/tokens)
+    upd_tokens = float(rec.get("update/input_tokens", rec.get("update/tokens", 0.0))) * int(cfg.get("ppo_epochs", 1))
     out = {
         "model": cfg["model"], "params": params, "envs": f"{cfg['num_groups']} x {cfg['group_size']}",
         "steps_per_episode": steps, "response_tokens_per_step": cfg["max_new_tokens"],
         **_engine_of(cfg), "env_steps": rec.get("env_steps"),
         "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": upd_tokens,
+        "update_loss_tokens": rec.get("update/tokens"),
         **{f"{k}_s": v for k, v in sec.items()}, "compile_s": phases["one_time_s"], "compiles": rec.get("gen/compiles"),
         "iteration_s": rec.get("time/iteration_s", 0.0), "unattributed_s": phases["unattributed_s"],
         "generation_tokens_per_s": rec.get("rollout/response_tokens", 0.0) / max(sec["generate"], 1e-9),
@@ -271,6 +275,22 @@ def _engine_rows(engines: dict[str, Any]) -> list[tuple[str, str]]:
             for r in rows]
 
 
+def _update_path_rows(paths: dict[str, Any], peak: Any) -> list[tuple[str, str]]:
+    """One row per update path of ``benchmarks/update_paths.py``'s JSON (TFLOP/s and its share of
+    the measured matmul rate, padding, peak memory, ratio to the prefix order), then its costliest
+    operators."""
+    rows = paths.get("rows", [])
+    base = next((r["seconds"] for r in rows if r["path"] == "prefix"), None)
+    out = [(f"update path {r['path']} ({paths.get('steps')} steps): TFLOP/s, % of matmul, padding, peak GiB, x prefix",
+            f"{_fmt(r['update_tflops'])}, {_fmt(_share(r['update_tflops'], peak), 1)}%, {100 * r['padding']:.1f}%, "
+            f"{_fmt(r.get('peak_gpu_mem_gib'))}, {_fmt(base / r['seconds'], 2) if base else '-'}") for r in rows]
+    top = paths.get("profile", [])
+    if top:
+        out.append(("update's costliest operators (share of self time)",
+                    "; ".join(f"{t['op']} {100 * t['share']:.0f}%" for t in top[:5])))
+    return out
+
+
 def _share(x: Any, of: Any) -> float | None:
     """``x`` as a percentage of ``of`` (``None`` when either is missing)."""
     return 100.0 * x / of if isinstance(x, (int, float)) and isinstance(of, (int, float)) and of else None
@@ -279,7 +299,8 @@ def _share(x: Any, of: Any) -> float | None:
 def report(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
     parts = {name: json.loads((out_dir / f"{name}.json").read_text())
-             for name in ("preflight", "iteration", "engines", "fsdp", "short") if (out_dir / f"{name}.json").exists()}
+             for name in ("preflight", "iteration", "engines", "update_paths", "fsdp", "short")
+             if (out_dir / f"{name}.json").exists()}
     steps = {}
     status_file = out_dir / "steps.txt"
     if status_file.exists():
@@ -297,7 +318,7 @@ def report(args: argparse.Namespace) -> int:
             ("envs x steps x answer tokens", f"{it.get('envs')} x {it.get('steps_per_episode')} x {it.get('response_tokens_per_step')}"),
             ("decode engine / rollout weights", f"{_fmt(it.get('decode'))} / {_fmt(it.get('rollout_dtype'))}"),
             ("generation tokens/s (target 12,000)", _fmt(it.get("generation_tokens_per_s"))),
-            ("update tokens/s", _fmt(it.get("update_tokens_per_s"))),
+            ("update input tokens/s (prompt + response)", _fmt(it.get("update_tokens_per_s"))),
             ("update TFLOP/s at 6 N per token, % of measured matmul (target 35%)",
              f"{_fmt(it.get('update_tflops'))}, {_fmt(_share(it.get('update_tflops'), peak), 1)}%"),
             ("peak GPU memory (GiB)", _fmt(it.get("peak_gpu_mem_gib"))),
@@ -309,6 +330,7 @@ def report(args: argparse.Namespace) -> int:
             ("unattributed s (target within 5%)", f"{_fmt(it.get('unattributed_s'), 2)} of {_fmt(it.get('iteration_s'))}"),
             (f"{PAPER_STEPS}-step iteration, estimated (s; target 400)", _fmt(it.get("paper_iteration_s_estimate"))),
             *_engine_rows(parts.get("engines", {})),
+            *_update_path_rows(parts.get("update_paths", {}), peak),
             *[(f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2)) for k, v in PUBLISHED_S.items()],
             ("FSDP2 (world 1) vs plain update", f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
              f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}"),

@@ -13,6 +13,9 @@
 #      (4 GPUs) per iteration (weights do not change speed);
 #   3. the generation engines at the paper shape, in one process: the loop against the static-cache
 #      engine (compiled, bf16 weights), tokens/s and their ratio (benchmarks/decode_engines.py);
+#      3b. the update's paths on rollout-shaped steps of the paper model (a quarter of its groups):
+#      micro-batches in prefix vs length order, with and without logit chunks, TFLOP/s, padding,
+#      peak memory, and the costliest operators of one update (benchmarks/update_paths.py);
 #   4. FSDP2 at world size 1 (torchrun --nproc-per-node 1, --dist-strategy fsdp2): one update,
 #      checked against the plain update on the same batch;
 #   5. one short ProGPO iteration end to end with a small random model, with its report.
@@ -33,12 +36,12 @@ if [ "$DEVICE" = "cuda" ]; then
   MODEL="${MODEL:-random-qwen2.5-1.5b}"; NGROUPS="${NGROUPS:-16}"; SIZE="${SIZE:-8}"; STEPS="${STEPS:-3}"
   TOKENS="${TOKENS:-256}"; SMALL_MODEL="${SMALL_MODEL:-random-qwen2.5-0.5b}"; BACKEND="${ENV_BACKEND:-async}"
   GEN_BATCH="${GEN_BATCH:-128}"; MICRO="${MICRO:-8}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-420}"; TORCHTHREADS=0
-  ENGINES="${ENGINES:-loop,static+compile bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-128}"
+  ENGINES="${ENGINES:-loop,static+compile bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-128}"; UPD_GROUPS="${UPD_GROUPS:-4}"
 else
   MODEL="${MODEL:-tiny-128x2}"; NGROUPS="${NGROUPS:-2}"; SIZE="${SIZE:-2}"; STEPS="${STEPS:-2}"
   TOKENS="${TOKENS:-16}"; SMALL_MODEL="${SMALL_MODEL:-tiny-128x2}"; BACKEND="${ENV_BACKEND:-sync}"
   GEN_BATCH="${GEN_BATCH:-32}"; MICRO="${MICRO:-4}"; TIMEOUT_PAPER="${TIMEOUT_PAPER:-300}"; TORCHTHREADS=1
-  ENGINES="${ENGINES:-loop,static bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-16}"
+  ENGINES="${ENGINES:-loop,static bf16}"; ENGINE_TOKENS="${ENGINE_TOKENS:-16}"; UPD_GROUPS="${UPD_GROUPS:-2}"
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
 mkdir -p "$OUT"
@@ -72,6 +75,11 @@ run_step paper "$TIMEOUT_PAPER" "${TRAIN[@]}" --model "$MODEL" --num-groups "$NG
 step "3. generation engines: $ENGINES ($MODEL, $GEN_BATCH prompts x $ENGINE_TOKENS tokens)"
 run_step engines 240 "$PY" benchmarks/decode_engines.py --device "$DEVICE" --model "$MODEL" --batch "$GEN_BATCH" \
   --tokens "$ENGINE_TOKENS" --prompt-tokens 600 --repeats 1 --engines "$ENGINES" --json "$OUT/engines.json"
+
+step "3b. update paths: prefix vs length order, logit chunks ($MODEL, $UPD_GROUPS x $SIZE x $STEPS steps), profiled"
+run_step update_paths 240 "$PY" benchmarks/update_paths.py --device "$DEVICE" --model "$MODEL" --groups "$UPD_GROUPS" \
+  --group-size "$SIZE" --steps "$STEPS" --prompt-tokens 600 --response-tokens "$TOKENS" --micro-batch-tokens 8192 \
+  --logit-chunk 1024 --repeats 1 --paths "prefix,length,length + logit chunks" --profile --json "$OUT/update_paths.json"
 
 step "4. FSDP2 at world size 1 vs the plain update ($SMALL_MODEL)"
 SHORT=(--model "$SMALL_MODEL" --num-groups 2 --group-size 2 --max-steps 2 --max-new-tokens 16 --iterations 1

@@ -94,7 +94,7 @@ SECTIONS: dict[str, dict[str, str]] = {
     "ppo": {name: name for name in (
         "lr", "weight_decay", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "loss_agg", "lr_warmup_iterations",
         "ppo_epochs", "num_minibatches", "micro_batch_size", "micro_batch_tokens", "batch_decisions",
-        "recompute_old_logprobs", "skip_zero_advantage", "gradient_checkpointing")},
+        "recompute_old_logprobs", "skip_zero_advantage", "gradient_checkpointing", "logit_chunk_tokens")},
 }
 #: a sectioned field -> (its section, its key there)
 SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
@@ -354,6 +354,10 @@ class TrainConfig:
     gradient_checkpointing: bool = _opt(False, "recompute each layer's activations in the backward pass: less memory "
                                                "per token (longer micro_batch_tokens fit) for ~1/3 more update "
                                                "compute", "PPO update")
+    logit_chunk_tokens: int = _opt(0, "generate mode: compute log-probs over the vocabulary this many response "
+                                      "positions at a time, each chunk recomputed in the backward pass, so that a "
+                                      "pass never holds its whole [tokens x vocab] logits (0: all at once)",
+                                   "PPO update")
     device: Device = _opt("auto", "auto | cpu | cuda", "PPO update")
     torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
     rollout_streams: int = _opt(1, "score mode, CPU, sync envs: play each training rollout in this many processes "
@@ -477,6 +481,9 @@ class TrainConfig:
         if self.gradient_checkpointing and self.policy_mode == "score" and self.batch_decisions == "tree":
             raise ConfigError("gradient_checkpointing cannot recompute the prompt trie's chunked tree attention: use it "
                               "with --batch-decisions on or off in score mode, or in generate mode")
+        if self.logit_chunk_tokens and (self.policy_mode != "generate" or self.dist_strategy == "fsdp2"):
+            raise ConfigError("logit_chunk_tokens chunks the output head of generate mode's log-prob passes (score "
+                              "mode keeps only its candidates' logits); FSDP2 shards that head: leave it at 0 there")
         if self.dist_strategy == "fsdp2" and (self.decode == "static" or self.rollout_dtype == "bf16"):
             raise ConfigError("dist_strategy fsdp2 samples with the loop over the sharded weights: leave decode and "
                               "rollout_dtype at auto (or loop / fp32)")
@@ -543,7 +550,8 @@ class TrainConfig:
         return PolicyOptions(fmt=self.answer_format, history_k=self.history_k, sampling=sampling,
                              invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
                              avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions != "off",
-                             packing="tree" if self.batch_decisions == "tree" else "rows", batch_tokens=self.micro_batch_tokens)
+                             packing="tree" if self.batch_decisions == "tree" else "rows", batch_tokens=self.micro_batch_tokens,
+                             logit_chunk=self.logit_chunk_tokens)
 
     @property
     def distill_label(self) -> str | None:

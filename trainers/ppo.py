@@ -65,6 +65,7 @@ class PPOConfig:
     num_minibatches: int = 4  # optimizer steps per epoch
     micro_batch_size: int = 4  # decisions per forward/backward pass (when micro_batch_tokens is 0)
     micro_batch_tokens: int = 0  # > 0: a pass holds as many decisions as fit in this many padded positions
+    by_length: bool = False  # token passes take the steps longest first, not by prompt prefix (generate mode)
 
     @classmethod
     def from_config(cls, cfg: TrainConfig) -> "PPOConfig":
@@ -74,7 +75,7 @@ class PPOConfig:
         return cls(clip_eps=float(cfg.clip_eps), kl_coef=float(cfg.kl_coef), entropy_coef=float(cfg.entropy_coef),
                    max_grad_norm=float(cfg.max_grad_norm), ppo_epochs=int(cfg.ppo_epochs),
                    num_minibatches=int(cfg.num_minibatches), micro_batch_size=int(cfg.micro_batch_size),
-                   micro_batch_tokens=tokens)
+                   micro_batch_tokens=tokens, by_length=cfg.policy_mode == "generate")
 
 
 class AuxTerm(Protocol):
@@ -162,14 +163,22 @@ def micro_batches(part: Sequence[int], cost: Sequence[int], cfg: PPOConfig,
     prefix sit side by side. Gradients are summed over a mini-batch's passes, so the grouping
     changes float rounding only.
 
+    With ``by_length`` (generate mode, whose passes pad every sequence to the longest and share no
+    prefix) the steps go longest first, steps of one key still side by side, and a pass holds as
+    many as fit with padding counted: rows x its first (longest) row.
+
     >>> micro_batches([0, 1, 2], [5, 5, 9], PPOConfig(micro_batch_size=2))
     [[0, 1], [2]]
     >>> micro_batches([2, 0, 1], [5, 9, 9], PPOConfig(micro_batch_tokens=9), keys=["b", "a", "a"])
     [[2, 1], [0]]
+    >>> micro_batches([0, 1, 2, 3], [3, 9, 4, 8], PPOConfig(micro_batch_tokens=18, by_length=True), keys=list("abcd"))
+    [[1, 3], [2, 0]]
     """
     part = list(part)
     if cfg.micro_batch_tokens <= 0:
         return chunks(part, cfg.micro_batch_size)
+    if cfg.by_length:
+        return _by_length(part, cost, cfg.micro_batch_tokens, keys)
     if keys is not None:
         part.sort(key=lambda j: keys[j])
     out: list[list[int]] = []
@@ -185,6 +194,18 @@ def micro_batches(part: Sequence[int], cost: Sequence[int], cfg: PPOConfig,
         used += c
     if current:
         out.append(current)
+    return out
+
+
+def _by_length(part: list[int], cost: Sequence[int], budget: int, keys: Sequence[Any] | None) -> list[list[int]]:
+    """``part`` longest first in passes of at most ``budget`` padded positions (rows x the first row's cost)."""
+    part.sort(key=lambda j: (-int(cost[j]), keys[j]) if keys is not None else (-int(cost[j]), j))
+    out: list[list[int]] = []
+    for j in part:
+        if out and (len(out[-1]) + 1) * int(cost[out[-1][0]]) <= budget:
+            out[-1].append(j)
+        else:
+            out.append([j])
     return out
 
 

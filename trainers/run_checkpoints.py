@@ -37,9 +37,10 @@ from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run
 __all__ = ["RESUME_COMPATIBLE", "RunCheckpoints", "load_weights", "save_weights"]
 
 #: config fields that may differ between a run and its resumption (``decode``: both engines draw
-#: the same samples; ``gradient_checkpointing``: the same gradients, recomputed)
+#: the same samples; ``gradient_checkpointing`` and ``logit_chunk_tokens``: the same gradients, recomputed)
 RESUME_COMPATIBLE = ("iterations", "output_dir", "progress_bars", "tensorboard", "report_to", "eval_every", "save_every", "notes",
-                     "step_timeout", "env_backend", "ray_num_cpus", "decode", "gradient_checkpointing")
+                     "step_timeout", "env_backend", "ray_num_cpus", "decode", "gradient_checkpointing",
+                     "logit_chunk_tokens")
 
 
 class RunCheckpoints:

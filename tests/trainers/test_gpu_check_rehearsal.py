@@ -22,15 +22,21 @@ def test_gpu_check_cpu_rehearsal(tmp_path, alfworld_engine_available) -> None:
                          timeout=900, cwd=ROOT, env=env)
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
-    assert report["steps"] == {k: "ok" for k in ("preflight", "paper", "engines", "fsdp_plain", "fsdp2", "fsdp_compare",
-                                                 "short")}
+    assert report["steps"] == {k: "ok" for k in ("preflight", "paper", "engines", "update_paths", "fsdp_plain", "fsdp2",
+                                                 "fsdp_compare", "short")}
     assert [r["engine"] for r in report["engines"]["rows"]] == ["loop", "static bf16"]
+    paths = report["update_paths"]
+    assert [r["path"] for r in paths["rows"]] == ["prefix", "length", "length + logit chunks"]
+    assert paths["steps"] == 2 * 2 * 2 and len(paths["profile"]) == 10
+    assert "| update path length + logit chunks (8 steps): TFLOP/s" in run.stdout
     assert "| engine static bf16 (32 x 16): tokens/s, x loop, first call s" in run.stdout
     it = report["iteration"]
     # fixed-length answers: each of the 2 x 2 envs answered 16 tokens at each of its 2 steps (no
     # ALFWorld task is solvable in 2 steps, so no episode ends early)
     assert it["response_tokens"] == 2 * 2 * it["steps_per_episode"] * 16
     assert it["generation_tokens_per_s"] > 0 and it["update_tokens_per_s"] > 0
+    # the update's rate counts every position it computes: prompts as well as the answers' 16 tokens
+    assert it["update_tokens"] > it["update_loss_tokens"] == it["response_tokens"]
     assert it["decode"] == "static" and it["params"] == 1049984  # tiny-128x2
     # every second in a named phase; the estimate: one-time + per-iteration + 50 x per-step
     assert abs(it["unattributed_s"]) <= 0.05 * it["iteration_s"]
