@@ -150,3 +150,26 @@ def test_generate_mode_passes_go_longest_first_with_padding_counted():
     prefix_order = micro_batches(range(60), cost, dataclasses.replace(cfg, by_length=False), keys)
     padded_prefix = sum(len(p) * max(cost[j] for j in p) for p in prefix_order)
     assert padded / sum(cost) < 1.1 < padded_prefix / sum(cost)
+
+
+def test_chunked_head_under_lora_and_with_the_adapter_disabled():
+    """LoRA trains through the chunks; the KL reference (the adapter disabled) scores through them."""
+    peft = pytest.importorskip("peft", reason="LoRA extra (peft) not installed")
+    model, _ = make_tiny_model(seed=5)
+    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                                                       init_lora_weights=False))
+    prompts, responses = _pairs(1)
+    grads = []
+    for chunk in (0, 3):
+        model.zero_grad(set_to_none=True)
+        lps, _ = sequence_logprobs(model, prompts, responses, pad_token_id=0, logit_chunk=chunk)
+        sum(lp.sum() for lp in lps).backward()
+        grads.append([p.grad.clone() for p in model.parameters() if p.requires_grad])
+    assert len(grads[1]) == 8 and all(g.abs().max() > 0 for g in grads[1])
+    for a, b in zip(*grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    with torch.no_grad(), model.disable_adapter():
+        ref_chunked, _ = sequence_logprobs(model, prompts, responses, pad_token_id=0, logit_chunk=3)
+        ref_whole, _ = sequence_logprobs(model, prompts, responses, pad_token_id=0)
+    for a, b in zip(ref_whole, ref_chunked):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-5)
