@@ -143,8 +143,10 @@ def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outs
     link = tmp_path / "link.txt"
     link.symlink_to(outside)
     for mode in ("w", "a", "r+", "ab"):
-        with pytest.raises(LinkedPathError):
+        with pytest.raises(LinkedPathError) as info:
             open_nofollow(link, mode)
+        assert str(info.value) == (f"{link}: is a symbolic link, which a run never writes through (it could point "
+                                   "outside the run dir); remove it and run again")
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(LinkedPathError, match="not a regular file"):

@@ -106,8 +106,8 @@ def test_weights_files_round_trip_and_bad_ones_are_one_line(tmp_path):
     from trainers.checkpoint import CheckpointError, load_weights, save_weights
 
     a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
-    path = save_weights(a, tmp_path / "deep" / "w.pt")
-    assert path == tmp_path / "deep" / "w.pt" and path.is_file()
+    path = save_weights(a, tmp_path / "deep" / "er" / "w.pt")  # folders made as needed
+    assert path == tmp_path / "deep" / "er" / "w.pt" and path.is_file()
     load_weights(b, path, "linear")
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
     with pytest.raises(CheckpointError, match=r"^init_weights .*nope\.pt does not exist$"):
@@ -118,6 +118,54 @@ def test_weights_files_round_trip_and_bad_ones_are_one_line(tmp_path):
     (tmp_path / "bad.pt").write_bytes(b"not a weights file")
     with pytest.raises(CheckpointError, match=r"bad\.pt cannot be loaded into model 'm' \("):
         load_weights(b, tmp_path / "bad.pt", "m")
+
+
+class _Payload:
+    """Unpickling it runs code (writes a file): what a weights file from elsewhere may carry."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.write_text, (Path(self.marker), "ran"))
+
+
+def test_a_weights_file_is_loaded_as_tensors_only_onto_the_cpu_and_a_failure_quotes_one_line(tmp_path, monkeypatch):
+    """A file whose unpickling would run code is refused without running it; tensors are mapped to
+    the CPU whatever device wrote them; the refusal quotes the first line of the cause, at most 150
+    characters, or nothing when the cause has no message."""
+    import torch
+
+    from trainers.checkpoint import CheckpointError, load_weights
+
+    model = torch.nn.Linear(3, 2)
+    marker = tmp_path / "marker"
+    torch.save({"weight": _Payload(str(marker)), "bias": torch.zeros(2)}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match=r"evil\.pt cannot be loaded into model 'm' \(UnpicklingError: "):
+        load_weights(model, tmp_path / "evil.pt", "m")
+    assert not marker.exists()
+
+    path = tmp_path / "w.pt"
+    torch.save(model.state_dict(), path)
+    seen = {}
+    real_load = torch.load
+
+    def load(*args, **kwargs):
+        seen.update(kwargs)
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "load", load)
+    load_weights(model, path)
+    assert seen == {"map_location": "cpu", "weights_only": True}
+
+    for cause, quoted in ((ValueError("x" * 200 + "\nsecond line"), "x" * 150), (KeyError(), "")):
+        def refuse(state, cause=cause):
+            raise cause
+        monkeypatch.setattr(model, "load_state_dict", refuse)
+        with pytest.raises(CheckpointError) as info:
+            load_weights(model, path)
+        assert str(info.value) == (f"init_weights {path} cannot be loaded into model '' "
+                                   f"({type(cause).__name__}: {quoted})")
 
 
 def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
@@ -157,3 +205,57 @@ def test_a_run_from_before_manifests_is_recognised_by_its_own_formats(tmp_path):
     ours, foreign = earlier_run_files(run)
     assert ours == [] and sorted(p.name for p in foreign) == ["config.yaml", "metrics.jsonl", "provenance.jsonl",
                                                                "summary.md"]
+
+
+def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refuse_what_does_not_parse(tmp_path, capsys):
+    """A file is the run's own only when its start parses as the run wrote it: a first line that is
+    not JSON, a record line over 1 MiB, a config that is not YAML or not a mapping, or over 1 MiB,
+    a PNG whose Matplotlib mark is past its header, are a user's; recognising a flat config from
+    before sections prints no deprecation line."""
+    import dataclasses
+
+    import yaml
+
+    from trainers.config import TrainConfig
+    from trainers.run_dir import earlier_run_files
+
+    run = tmp_path / "run"
+    run.mkdir()
+    flat = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if isinstance(v, (int, float, str, bool))}
+    (run / "config.yaml").write_text(yaml.safe_dump(flat))
+    (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40 + b"Software: Matplotlib" + b"\0" * 200)
+    ours, foreign = earlier_run_files(run)
+    assert sorted(p.name for p in ours) == ["config.yaml", "curves.png"] and foreign == []
+    assert capsys.readouterr().err == ""  # the flat config read quietly: the user did not write it
+    big = '{"iteration": 0, "kind": "init", "notes": "' + "x" * ((3 << 20) // 2) + '"}\n'
+    cases = {
+        "metrics.jsonl": ["not json\n", big],
+        "config.yaml": ["lr: [unclosed\n", yaml.safe_dump(list(flat)),
+                        yaml.safe_dump({**flat, "notes": "n" * ((3 << 20) // 2)})],
+        "curves.png": [b"\x89PNG\r\n\x1a\n" + b"\0" * 300 + b"Software: Matplotlib"],
+    }
+    for name, contents in cases.items():
+        for content in contents:
+            for other in run.iterdir():
+                other.unlink()
+            (run / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+            ours, foreign = earlier_run_files(run)
+            assert ours == [] and [p.name for p in foreign] == [name], (name, str(content)[:40])
+
+
+def test_an_os_error_on_the_run_dir_is_named_in_one_line(tmp_path, monkeypatch):
+    """A read-only file system is named as such; an error without a message by its type."""
+    import errno
+    from pathlib import Path as P
+
+    def failing(err):
+        def mkdir(self, *a, **k):
+            raise err
+        return mkdir
+
+    for err, reason in ((OSError(errno.EROFS, "Read-only"), "read-only file system"),
+                        (PermissionError(), "PermissionError")):
+        monkeypatch.setattr(P, "mkdir", failing(err))
+        with pytest.raises(RunDirError) as info:
+            claim_run_dir(tmp_path / "ro" / "run", resume=False)
+        assert str(info.value) == f"cannot use output dir {tmp_path / 'ro' / 'run'}: {reason}; pick another --output-dir"
