@@ -159,6 +159,38 @@ def test_run_eval_in_streams_raises_the_error_of_a_stream():
     assert len(run_eval(_ObservationPolicy(), fn, EvalPlan.for_episodes("valid", [], 1, seed=0), streams=3).trajectories) == 1
 
 
+def test_streams_split_the_torch_threads_and_an_env_error_reaches_the_stream_that_called(monkeypatch):
+    """Each of two streams gets half the caller's torch threads (an int) and the caller gets its
+    own back; an env call that raises on the calling thread raises that error in the stream that
+    made it, and so out of run_eval."""
+    import gymnasium as gym
+    import torch
+
+    class Threads(_ObservationPolicy):
+        def act(self, observations, infos, histories=None, seed=None):
+            self.threads.add(torch.get_num_threads())
+            return super().act(observations, infos, histories, seed)
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        policy = Threads()
+        run_eval(policy, make_env_fn("rooms", "valid", max_steps=3), EvalPlan.for_episodes("valid", [], 4, seed=1),
+                 batch=4, streams=2)
+        assert {t for t in policy.threads if isinstance(t, int)} == {2} and torch.get_num_threads() == 4
+    finally:
+        torch.set_num_threads(before)
+
+    class Broken(gym.Wrapper):
+        def reset(self, **kw):
+            raise ValueError("the env broke")
+
+    fn = make_env_fn("rooms", "valid", max_steps=3)
+    with pytest.raises(ValueError, match="the env broke"):
+        run_eval(_ObservationPolicy(), lambda: Broken(fn()), EvalPlan.for_episodes("valid", [], 4, seed=1), batch=4,
+                 streams=2)
+
+
 def _pid_recording(fn, seen):
     import os
 
