@@ -259,3 +259,65 @@ def test_an_os_error_on_the_run_dir_is_named_in_one_line(tmp_path, monkeypatch):
         with pytest.raises(RunDirError) as info:
             claim_run_dir(tmp_path / "ro" / "run", resume=False)
         assert str(info.value) == f"cannot use output dir {tmp_path / 'ro' / 'run'}: {reason}; pick another --output-dir"
+
+
+def test_the_latest_pointer_is_read_whatever_its_bytes_and_must_name_a_file_of_its_own_folder(tmp_path):
+    from trainers.checkpoint import CheckpointError
+
+    ckpt = tmp_path / "checkpoints"
+    with pytest.raises(CheckpointError) as info:
+        latest_checkpoint(tmp_path)
+    assert str(info.value) == (f"no checkpoint to resume in {ckpt} (no 'latest' file); start without --resume "
+                               "(plus --overwrite where the dir holds an earlier run's files)")
+    (ckpt / "sub").mkdir(parents=True)
+    (ckpt / "sub" / "iter_000001.pt").write_bytes(b"x")
+    (ckpt / "iter_000002.pt").write_bytes(b"x")
+    for content, shown in ((b"sub/iter_000001.pt\n", "'sub/iter_000001.pt'"), (b"\xff\xfe\n", "'\ufffd\ufffd'"),
+                           (b"\n", "''"), (b"iter_000009.pt", "'iter_000009.pt'")):
+        (ckpt / "latest").write_bytes(content)
+        with pytest.raises(CheckpointError) as info:
+            latest_checkpoint(tmp_path)
+        assert str(info.value) == f"{ckpt / 'latest'} names {shown}, which is not a checkpoint file in {ckpt}"
+    (ckpt / "latest").write_bytes(b"iter_000002.pt\n")
+    assert latest_checkpoint(tmp_path) == ckpt / "iter_000002.pt"
+
+
+def test_overwrite_removes_the_emptied_run_folders_deepest_first_and_keeps_those_with_others_files(tmp_path):
+    from trainers.run_dir import RunManifest
+
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = RunManifest.create(run)
+    ours = ["metrics.jsonl", "checkpoints/iter_000001.pt", "tensorboard/a/b/events.1", "tensorboard/a/events.2"]
+    for name in ours:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("x")
+    manifest.record(*ours)
+    claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
+    # both folders emptied, so gone, nested ones too (the new run's lock and manifest are there)
+    assert sorted(p.name for p in run.iterdir()) == [".lock", ".progpo-run.json"]
+    manifest = RunManifest.create(run)
+    for name in ours:
+        (run / name).parent.mkdir(parents=True, exist_ok=True)
+        (run / name).write_text("x")
+    manifest.record(*ours)
+    (run / "tensorboard" / "a" / "mine.txt").write_text("a user's")
+    claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
+    assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == [
+        ".lock", ".progpo-run.json", "tensorboard", "tensorboard/a", "tensorboard/a/mine.txt"]
+
+
+def test_overwrite_never_deletes_below_a_linked_folder_at_any_depth(tmp_path):
+    from trainers.run_dir import RunManifest
+
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "sub").mkdir(parents=True)
+    (elsewhere / "sub" / "f").write_text("kept")
+    (elsewhere / "g").write_text("kept")
+    run = tmp_path / "run"
+    (run / "tensorboard").mkdir(parents=True)
+    (run / "tensorboard" / "deep").symlink_to(elsewhere, target_is_directory=True)
+    (run / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    RunManifest.create(run).record("tensorboard/deep/sub/f", "checkpoints/sub/f", "tensorboard/deep/g")
+    claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
+    assert (elsewhere / "sub" / "f").read_text() == "kept" and (elsewhere / "g").read_text() == "kept"
