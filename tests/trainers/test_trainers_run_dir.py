@@ -321,3 +321,89 @@ def test_overwrite_never_deletes_below_a_linked_folder_at_any_depth(tmp_path):
     RunManifest.create(run).record("tensorboard/deep/sub/f", "checkpoints/sub/f", "tensorboard/deep/g")
     claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
     assert (elsewhere / "sub" / "f").read_text() == "kept" and (elsewhere / "g").read_text() == "kept"
+
+
+def test_a_checkpoint_is_loaded_as_tensors_only_onto_the_cpu(tmp_path, monkeypatch):
+    import torch
+
+    from trainers.checkpoint import FORMAT, CheckpointError, load_checkpoint
+
+    with pytest.raises(CheckpointError) as info:
+        load_checkpoint(tmp_path / "none.pt")
+    assert str(info.value) == f"checkpoint {tmp_path / 'none.pt'} does not exist"
+    marker = tmp_path / "marker"
+    torch.save({"format": FORMAT, "iteration": 1, "x": _Payload(str(marker))}, tmp_path / "evil.pt")
+    with pytest.raises(CheckpointError, match=r"evil\.pt is corrupt or unreadable \(UnpicklingError\); delete it"):
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not marker.exists()
+    torch.save({"format": FORMAT, "iteration": 1}, tmp_path / "ok.pt")
+    seen = {}
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: seen.update(k) or real_load(*a, **k))
+    assert load_checkpoint(tmp_path / "ok.pt")["iteration"] == 1
+    assert seen == {"map_location": "cpu", "weights_only": True}
+
+
+def test_a_checksum_file_that_cannot_be_read_or_does_not_match_is_named_with_the_fix(tmp_path):
+    import torch
+
+    from trainers.checkpoint import CheckpointError, checksum_path, verify_file
+
+    p = tmp_path / "iter_000001.pt"
+    torch.save({"a": torch.zeros(2)}, p)
+    sums = checksum_path(p)
+    hint = "delete it (and its .sha256) or resume from another run"
+    for content in (b"", b"\xff\xfe not hex\n", b"abc123 iter_000001.pt\n"):
+        sums.write_bytes(content)
+        with pytest.raises(CheckpointError) as info:
+            verify_file(p)
+        assert str(info.value) == f"checksum file {sums} is unreadable; {hint}"
+    sums.write_text("0" * 64 + "  iter_000001.pt\n")
+    with pytest.raises(CheckpointError) as info:
+        verify_file(p)
+    assert str(info.value) == f"checkpoint {p} is corrupt (SHA-256 differs from {sums.name}); {hint}"
+    sums.unlink()
+    verify_file(p)  # no checksum file: the zip's own CRCs
+    p.write_bytes(b"not a zip")
+    with pytest.raises(CheckpointError) as info:
+        verify_file(p)
+    assert str(info.value) == (f"checkpoint {p} is corrupt or unreadable (not a valid zip: File is not a zip file); "
+                               f"{hint}")
+
+
+def test_a_trainable_state_that_does_not_fit_says_how(tmp_path):
+    import torch
+
+    from trainers.checkpoint import load_trainable_state
+
+    model = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(3)])
+    full = {k: v.clone() for k, v in model.state_dict().items()}
+    with pytest.raises(ValueError) as info:  # missing keys alone
+        load_trainable_state(model, {"0.weight": full["0.weight"]}, lora=False)
+    assert str(info.value) == "5 missing key(s) ['0.bias', '1.bias', '1.weight'], 0 unexpected key(s) []"
+    extra = {**full, **{f"x{i}": torch.zeros(1) for i in range(5)}}
+    with pytest.raises(ValueError) as info:  # unexpected keys alone
+        load_trainable_state(model, extra, lora=False)
+    assert str(info.value) == "0 missing key(s) [], 5 unexpected key(s) ['x0', 'x1', 'x2']"
+    for value, got in ((torch.zeros(3, 2), "(3, 2)"), ("weights", "str")):
+        with pytest.raises(ValueError) as info:
+            load_trainable_state(model, {**full, "1.weight": value}, lora=False)
+        assert str(info.value) == f"1.weight: expected shape (2, 2), got {got}"
+
+
+def test_a_gpu_checkpoints_rng_states_are_put_back_on_a_gpu_and_skipped_without_one(monkeypatch):
+    import torch
+
+    from trainers.checkpoint import capture_rng, restore_rng
+
+    state = {**capture_rng(), "cuda": ["cuda-state-0"]}
+    restored = []
+    monkeypatch.setattr(torch.cuda, "set_rng_state_all", restored.append)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    restore_rng(state)
+    assert restored == []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    restore_rng(state)
+    assert restored == [["cuda-state-0"]]
+    restore_rng({k: v for k, v in state.items() if k != "cuda"})  # a CPU checkpoint on a GPU machine
+    assert restored == [["cuda-state-0"]]
