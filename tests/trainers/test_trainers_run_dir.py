@@ -407,3 +407,45 @@ def test_a_gpu_checkpoints_rng_states_are_put_back_on_a_gpu_and_skipped_without_
     assert restored == [["cuda-state-0"]]
     restore_rng({k: v for k, v in state.items() if k != "cuda"})  # a CPU checkpoint on a GPU machine
     assert restored == [["cuda-state-0"]]
+
+
+def test_a_checkpoint_that_cannot_be_used_is_refused_in_one_line_that_names_the_cause(tmp_path, monkeypatch):
+    import torch
+
+    from trainers.checkpoint import FORMAT, CheckpointError, load_checkpoint
+
+    def refused(path, **kw):
+        with pytest.raises(CheckpointError) as info:
+            load_checkpoint(path, **kw)
+        return str(info.value)
+
+    p = tmp_path / "c.pt"
+    torch.save({"format": FORMAT, "iteration": 0}, p)
+    assert load_checkpoint(p)["iteration"] == 0  # the first iteration's checkpoint is valid
+    fix = "delete it or resume from another run"
+    real_load = torch.load
+    for cause, detail in ((ValueError("v" * 200 + "\nsecond line"), "ValueError: " + "v" * 120), (KeyError(), "KeyError"),
+                          (__import__("pickle").UnpicklingError("Weights only load failed. Advice..."), "UnpicklingError")):
+        def fail(*a, cause=cause, **k):
+            raise cause
+        monkeypatch.setattr(torch, "load", fail)
+        assert refused(p) == f"checkpoint {p} is corrupt or unreadable ({detail}); {fix}"
+    monkeypatch.setattr(torch, "load", real_load)
+    for payload, message in (
+            ([1, 2], f"{p} is not a {FORMAT} file"),
+            ({"format": "other", "iteration": 1}, f"{p} is not a {FORMAT} file"),
+            ({"format": FORMAT, "iteration": -1}, f"checkpoint {p} has no valid 'iteration' (got -1); it is damaged or was "
+                                                  "not written by this trainer"),
+            ({"format": FORMAT, "iteration": True}, f"checkpoint {p} has no valid 'iteration' (got True); it is damaged "
+                                                    "or was not written by this trainer")):
+        torch.save(payload, p)
+        assert refused(p) == message
+    torch.save({"format": FORMAT, "iteration": 2, "model": {}, "history": [1]}, p)
+    assert refused(p, require=("model", "optimizer")) == (
+        f"checkpoint {p} has no valid 'optimizer' (a dict is needed, got nothing); it is damaged or was not written by "
+        "this trainer")
+    assert refused(p, require=("history",)) == f"checkpoint {p}: 'history' must be a list of records (dicts)"
+    torch.save({"format": FORMAT, "iteration": 2, "model": [1]}, p)
+    assert refused(p, require=("model",)) == (
+        f"checkpoint {p} has no valid 'model' (a dict is needed, got list); it is damaged or was not written by this "
+        "trainer")
