@@ -449,3 +449,37 @@ def test_a_checkpoint_that_cannot_be_used_is_refused_in_one_line_that_names_the_
     assert refused(p, require=("model",)) == (
         f"checkpoint {p} has no valid 'model' (a dict is needed, got list); it is damaged or was not written by this "
         "trainer")
+
+
+def test_a_fresh_run_refuses_a_dir_in_its_way_in_one_line_that_says_what_to_do(tmp_path, monkeypatch):
+    import errno
+
+    from trainers.checkpoint import FORMAT, load_checkpoint
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text("my own notes\n")
+    (run / "provenance.jsonl").write_text('{"iteration": 0, "kind": "train"}\n')  # a record, but not a provenance one
+    with pytest.raises(RunDirError) as info:
+        claim_run_dir(run, resume=False, overwrite=True)
+    assert str(info.value) == (f"output dir {run} holds metrics.jsonl, provenance.jsonl, which no run of this trainer "
+                               "wrote and a run would replace; move it or pick another --output-dir")
+    (run / "provenance.jsonl").unlink()
+    (run / "metrics.jsonl").write_text('{"iteration": 0, "kind": "init"}\n')
+    with pytest.raises(RunDirError) as info:
+        claim_run_dir(run, resume=False)
+    assert str(info.value) == (f"output dir {run} already holds a run (metrics.jsonl); pass --overwrite to replace it, "
+                               "--resume to continue it, or pick another --output-dir")
+
+    def denied(self, missing_ok=False):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(type(run), "unlink", denied)
+    with pytest.raises(RunDirError) as info:
+        claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None)
+    assert str(info.value) == f"cannot use output dir {run}: Permission denied; pick another --output-dir"
+    monkeypatch.undo()
+    import torch
+
+    torch.save({"format": FORMAT, "iteration": 1, "notes": 5}, tmp_path / "c.pt")  # an entry outside the known ones
+    assert load_checkpoint(tmp_path / "c.pt", require=("notes",))["notes"] == 5
