@@ -483,3 +483,47 @@ def test_a_fresh_run_refuses_a_dir_in_its_way_in_one_line_that_says_what_to_do(t
 
     torch.save({"format": FORMAT, "iteration": 1, "notes": 5}, tmp_path / "c.pt")  # an entry outside the known ones
     assert load_checkpoint(tmp_path / "c.pt", require=("notes",))["notes"] == 5
+
+
+def test_an_earlier_runs_plot_checkpoints_and_unreadable_files_by_their_formats(tmp_path, monkeypatch):
+    """Without a manifest: a plot is a PNG with Matplotlib's mark in its first 200 bytes, a text
+    file that names Matplotlib is not; checkpoints by their names; a file that cannot be read is
+    left to the user, and the files after it are still looked at."""
+    from trainers.run_dir import earlier_run_files
+
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "iter_000001.pt").write_bytes(b"x")
+    (run / "checkpoints" / "notes.txt").write_text("mine")
+    mark = b"Matplotlib"
+    (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (200 - 8 - len(mark)) + mark)  # ends at byte 200
+    (run / "summary.md").write_text("# ProGPO run report: gigpo on rooms\n")
+    ours, foreign = earlier_run_files(run)
+    assert sorted(p.relative_to(run).as_posix() for p in ours) == ["checkpoints/iter_000001.pt", "curves.png",
+                                                                    "summary.md"]
+    (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (201 - 8 - len(mark)) + mark)  # one byte later
+    assert "curves.png" not in [p.name for p in earlier_run_files(run)[0]]
+    (run / "curves.png").write_bytes(b"a plot I made with Matplotlib")
+    assert "curves.png" not in [p.name for p in earlier_run_files(run)[0]]
+    (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40 + mark)
+    real_open = type(run).open
+
+    def unreadable(self, *a, **k):
+        if self.name == "summary.md":
+            raise PermissionError(13, "Permission denied")
+        return real_open(self, *a, **k)
+
+    monkeypatch.setattr(type(run), "open", unreadable)
+    ours, foreign = earlier_run_files(run)
+    assert sorted(p.name for p in ours) == ["curves.png", "iter_000001.pt"] and [p.name for p in foreign] == ["summary.md"]
+
+
+def test_a_gpu_machines_rng_states_are_captured(monkeypatch):
+    import torch
+
+    from trainers.checkpoint import capture_rng
+
+    assert "cuda" not in capture_rng()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: ["cuda-state-0"])
+    assert capture_rng()["cuda"] == ["cuda-state-0"]
