@@ -527,3 +527,50 @@ def test_a_gpu_machines_rng_states_are_captured(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "get_rng_state_all", lambda: ["cuda-state-0"])
     assert capture_rng()["cuda"] == ["cuda-state-0"]
+
+
+def test_the_files_of_a_checkpoint_and_a_failed_write_in_one_line(tmp_path, monkeypatch):
+    """checkpoint_files names what save_checkpoint writes; a write that fails names the cause: the
+    OS's words, or the first line of torch's zip writer's (which reports a full disk as a
+    RuntimeError), or of an OSError without words."""
+    import errno
+
+    import torch
+
+    from trainers.checkpoint import CheckpointError, checkpoint_files, save_checkpoint
+
+    ckpt = tmp_path / "checkpoints"
+    assert checkpoint_files(tmp_path, 3) == (ckpt / "iter_000003.pt", ckpt / "iter_000003.pt.sha256", ckpt / "latest")
+    save_checkpoint(tmp_path, 3, {"x": 1})
+    assert all(p.is_file() for p in checkpoint_files(tmp_path, 3))
+    tail = "; is the disk full?); the partial file was removed and the previous checkpoint is kept"
+    for cause, reason in ((OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+                          (RuntimeError("PytorchStreamWriter failed writing file data/0\nmore"),
+                           "PytorchStreamWriter failed writing file data/0"),
+                          (OSError("quota exceeded\ndetails"), "quota exceeded")):
+        def fail(*a, cause=cause, **k):
+            raise cause
+        monkeypatch.setattr(torch, "save", fail)
+        with pytest.raises(CheckpointError) as info:
+            save_checkpoint(tmp_path, 4, {"x": 1})
+        assert str(info.value) == f"cannot write checkpoint {ckpt / 'iter_000004.pt'} ({reason}{tail}"
+        assert sorted(p.name for p in ckpt.iterdir()) == ["iter_000003.pt", "iter_000003.pt.sha256", "latest"]
+
+
+def test_a_failed_atomic_write_leaves_no_temp_file_and_raises_its_own_error(tmp_path, monkeypatch):
+    from trainers import run_files
+    from trainers.run_files import write_atomic
+
+    target = tmp_path / "manifest.json"
+    target.write_text("before")
+    with pytest.raises(TypeError):
+        write_atomic(target, 12345)  # the write fails after the temp file was made
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json"] and target.read_text() == "before"
+
+    def refuse(path):
+        raise RuntimeError("no temp file made")
+
+    monkeypatch.setattr(run_files, "create_fresh", refuse)
+    with pytest.raises(RuntimeError, match="no temp file made"):  # not a FileNotFoundError about the missing temp file
+        write_atomic(target, "after")
+    assert target.read_text() == "before"
