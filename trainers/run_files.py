@@ -119,7 +119,10 @@ def real_dir(path: str | Path) -> Path:
         raise LinkedPathError(f"{path}: is a symbolic link, which a run never writes through (it could point outside "
                               "the run dir); remove it and run again (to keep a run's files on another disk, give "
                               "that disk's path, or a link to it, as --output-dir)")
-    path.mkdir(parents=True, exist_ok=True)
-    if path.is_symlink() or not path.is_dir():
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):  # a file there, or on the way
+        raise _refusal(path, "not a folder") from None
+    if path.is_symlink() or not path.is_dir():  # a link planted since the check above
         raise _refusal(path, "not a folder")
     return path

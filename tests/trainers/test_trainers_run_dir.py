@@ -547,7 +547,7 @@ def test_the_files_of_a_checkpoint_and_a_failed_write_in_one_line(tmp_path, monk
     for cause, reason in ((OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
                           (RuntimeError("PytorchStreamWriter failed writing file data/0\nmore"),
                            "PytorchStreamWriter failed writing file data/0"),
-                          (OSError("quota exceeded\ndetails"), "quota exceeded")):
+                          (OSError("q" * 130 + "\ndetails"), "q" * 120)):
         def fail(*a, cause=cause, **k):
             raise cause
         monkeypatch.setattr(torch, "save", fail)
@@ -574,3 +574,46 @@ def test_a_failed_atomic_write_leaves_no_temp_file_and_raises_its_own_error(tmp_
     with pytest.raises(RuntimeError, match="no temp file made"):  # not a FileNotFoundError about the missing temp file
         write_atomic(target, "after")
     assert target.read_text() == "before"
+
+
+@pytest.mark.parametrize("keep_last, kept", [(0, [1, 2, 3, 4]), (1, [4]), (2, [3, 4]), (5, [1, 2, 3, 4])])
+def test_save_checkpoint_keeps_the_newest_keep_last_and_prunes_one_without_a_checksum(tmp_path, keep_last, kept):
+    """keep_last 0 keeps every checkpoint; an old one written without a checksum file is pruned all the same."""
+    ckpt = tmp_path / "checkpoints"
+    for it in (1, 2, 3):
+        save_checkpoint(tmp_path, it, {}, keep_last=0)
+    (ckpt / "iter_000001.pt.sha256").unlink()
+    save_checkpoint(tmp_path, 4, {}, keep_last=keep_last)
+    assert sorted(p.name for p in ckpt.glob("iter_*.pt")) == [f"iter_{i:06d}.pt" for i in kept]
+    assert sorted(p.name for p in ckpt.glob("*.sha256")) == [f"iter_{i:06d}.pt.sha256" for i in kept if i != 1]
+
+
+def test_a_run_folder_that_is_a_file_or_a_link_is_refused_word_for_word(tmp_path):
+    from trainers.run_files import LinkedPathError, real_dir
+
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(LinkedPathError) as info:
+        real_dir(tmp_path / "afile")
+    assert str(info.value) == (f"{tmp_path / 'afile'}: is not a folder, which a run never writes through (it could "
+                               "point outside the run dir); remove it and run again")
+    (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
+    with pytest.raises(LinkedPathError) as info:
+        real_dir(tmp_path / "link")
+    assert str(info.value) == (f"{tmp_path / 'link'}: is a symbolic link, which a run never writes through (it could "
+                               "point outside the run dir); remove it and run again (to keep a run's files on another "
+                               "disk, give that disk's path, or a link to it, as --output-dir)")
+    assert real_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
+
+
+def test_a_file_where_the_checkpoints_folder_goes_is_one_line_before_any_training(tmp_path, capsys):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").write_text("a file")
+    rc = main(["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "2", "--group-size", "2",
+               "--max-steps", "2", "--eval-episodes", "0", "--output-dir", str(run), "--no-progress-bars",
+               "--no-tensorboard", "--no-baseline-random"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err
+    assert err.strip().splitlines()[-1] == (f"error: {run / 'checkpoints'}: is not a folder, which a run never writes "
+                                            "through (it could point outside the run dir); remove it and run again")
+    assert not (run / "metrics.jsonl").exists() and (run / "checkpoints").read_text() == "a file"
