@@ -157,3 +157,35 @@ def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outs
         fh.write(b"new")
     write_atomic(tmp_path / "x.txt", "x")
     assert outside.read_bytes() == SECRET and link.read_bytes() == b"new" and not link.is_symlink()
+
+
+def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_the_unlink(tmp_path, outside,
+                                                                                           monkeypatch):
+    """What was there goes first (a file, a link); a folder is refused by name; a link planted
+    between that removal and the exclusive create is refused, its target untouched; the new file
+    is readable by all, writable by its owner (0o644 under umask 022)."""
+    target = tmp_path / "f.tmp"
+    target.write_bytes(b"old")
+    old_mask = os.umask(0o022)
+    try:
+        with create_fresh(target) as fh:
+            fh.write(b"new")
+    finally:
+        os.umask(old_mask)
+    assert target.read_bytes() == b"new" and (target.stat().st_mode & 0o777) == 0o644
+    (tmp_path / "d").mkdir()
+    with pytest.raises(LinkedPathError) as info:
+        create_fresh(tmp_path / "d")
+    assert str(info.value) == (f"{tmp_path / 'd'}: is a folder, which a run never writes through (it could point "
+                               "outside the run dir); remove it and run again")
+    real_unlink = type(target).unlink
+
+    def unlink_then_plant(self, missing_ok=False):
+        real_unlink(self, missing_ok=missing_ok)
+        self.symlink_to(outside)
+
+    monkeypatch.setattr(type(target), "unlink", unlink_then_plant)
+    with pytest.raises(LinkedPathError) as info:
+        create_fresh(target)
+    assert str(info.value).startswith(f"{target}: is a file that appeared while it was being replaced, which a run never")
+    assert outside.read_bytes() == SECRET
