@@ -189,3 +189,27 @@ def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_
         create_fresh(target)
     assert str(info.value).startswith(f"{target}: is a file that appeared while it was being replaced, which a run never")
     assert outside.read_bytes() == SECRET
+
+
+def test_a_manifest_entry_outside_the_run_dir_is_never_listed_nor_deleted(tmp_path):
+    """A hand-edited manifest that names ``../x``, an absolute path or an empty path: those entries
+    are dropped on load, so --overwrite deletes nothing outside the run dir; recording them is a
+    no-op too."""
+    import json
+
+    from trainers.run_dir import MANIFEST_NAME, RunManifest
+
+    run = tmp_path / "run"
+    run.mkdir()
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(SECRET)
+    (run / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    manifest = RunManifest.create(run)
+    manifest.record("../victim.txt", str(victim), "", "metrics.jsonl")
+    assert manifest.files == {"metrics.jsonl"}
+    data = json.loads((run / MANIFEST_NAME).read_text())
+    data["files"] = ["../victim.txt", str(victim), "", "a/../../victim.txt", "metrics.jsonl"]
+    (run / MANIFEST_NAME).write_text(json.dumps(data))
+    assert RunManifest.load(run).files == {"metrics.jsonl"}
+    claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
+    assert victim.read_bytes() == SECRET and not (run / "metrics.jsonl").exists()
