@@ -213,3 +213,31 @@ def test_a_manifest_entry_outside_the_run_dir_is_never_listed_nor_deleted(tmp_pa
     assert RunManifest.load(run).files == {"metrics.jsonl"}
     claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
     assert victim.read_bytes() == SECRET and not (run / "metrics.jsonl").exists()
+
+
+def test_overwrite_with_a_linked_run_folder_neither_lists_nor_empties_what_it_points_to(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "empty").mkdir(parents=True)
+    (elsewhere / "theirs.bin").write_bytes(SECRET)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "checkpoints").symlink_to(elsewhere, target_is_directory=True)
+    (run / "metrics.jsonl").write_text('{"iteration": 0}\n')
+    RunManifest.create(run).record("metrics.jsonl")
+    said: list[str] = []
+    claim_run_dir(run, resume=False, overwrite=True, say=said.append).release()
+    assert said == [f"--overwrite: removing the earlier run's files in {run}: metrics.jsonl"]
+    assert (elsewhere / "empty").is_dir() and (elsewhere / "theirs.bin").read_bytes() == SECRET
+
+
+def test_a_link_planted_where_a_run_folder_was_just_made_is_refused(tmp_path, outside, monkeypatch):
+    target = tmp_path / "checkpoints"
+
+    def plant(self, parents=False, exist_ok=False):
+        self.symlink_to(outside.parent, target_is_directory=True)
+
+    monkeypatch.setattr(type(target), "mkdir", plant)
+    with pytest.raises(LinkedPathError) as info:
+        real_dir(target)
+    assert str(info.value) == (f"{target}: is not a folder, which a run never writes through (it could point outside "
+                               "the run dir); remove it and run again")

@@ -617,3 +617,18 @@ def test_a_file_where_the_checkpoints_folder_goes_is_one_line_before_any_trainin
     assert err.strip().splitlines()[-1] == (f"error: {run / 'checkpoints'}: is not a folder, which a run never writes "
                                             "through (it could point outside the run dir); remove it and run again")
     assert not (run / "metrics.jsonl").exists() and (run / "checkpoints").read_text() == "a file"
+
+
+def test_a_config_that_sets_a_field_twice_is_a_users_not_a_runs(tmp_path):
+    import dataclasses
+
+    import yaml
+
+    from trainers.config import TrainConfig
+    from trainers.run_dir import earlier_run_files
+
+    run = tmp_path / "run"
+    run.mkdir()
+    flat = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if isinstance(v, (int, float, str, bool))}
+    (run / "config.yaml").write_text(yaml.safe_dump({**flat, "ppo": {"lr": 0.5}}))  # lr at the top and in its section
+    assert earlier_run_files(run) == ([], [run / "config.yaml"])
