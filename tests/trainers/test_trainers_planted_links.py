@@ -241,3 +241,41 @@ def test_a_link_planted_where_a_run_folder_was_just_made_is_refused(tmp_path, ou
         real_dir(target)
     assert str(info.value) == (f"{target}: is not a folder, which a run never writes through (it could point outside "
                                "the run dir); remove it and run again")
+
+
+def test_every_manifest_that_is_not_a_runs_is_refused_in_one_line(tmp_path, outside, monkeypatch):
+    """By kind (a link, a folder, a FIFO), by size (a manifest of exactly the limit is read, one byte
+    more is refused unread), by encoding and syntax, and by content (format, run id, file list)."""
+    import trainers.run_dir as run_dir
+
+    path = tmp_path / MANIFEST_NAME
+    fix = "remove it or pick another --output-dir"
+
+    def refused() -> str:
+        with pytest.raises(RunDirError) as info:
+            RunManifest.load(tmp_path)
+        return str(info.value)
+
+    path.symlink_to(outside)
+    assert refused() == f"{path} is a symbolic link, not a run's manifest; {fix}"
+    path.unlink()
+    path.mkdir()
+    assert refused() == f"{path} is a folder, not a run's manifest; {fix}"
+    path.rmdir()
+    os.mkfifo(path)
+    assert refused() == f"{path} is not a regular file, not a run's manifest; {fix}"
+    path.unlink()
+    monkeypatch.setattr(run_dir, "MANIFEST_MAX_BYTES", 2 << 20)
+    body = json.dumps({"format": "progpo-run-v1", "run_id": "x", "files": ["metrics.jsonl"]})
+    path.write_text(body + " " * ((2 << 20) - len(body)))  # exactly the limit
+    assert RunManifest.load(tmp_path).files == {"metrics.jsonl"}
+    path.write_text(body + " " * ((2 << 20) + 1 - len(body)))
+    assert refused() == f"{path} is over 2 MiB, far more than a run's manifest; {fix}"
+    for raw, cause in ((b"{not json", "JSONDecodeError"), (b"\xff\xfe{}", "UnicodeDecodeError")):
+        path.write_bytes(raw)
+        assert refused() == f"{path} is damaged ({cause}); {fix}"
+    good = {"format": "progpo-run-v1", "run_id": "x", "files": ["metrics.jsonl"]}
+    for bad in ([good], {**good, "format": "progpo-run-v0"}, {**good, "run_id": 7}, {**good, "files": "metrics.jsonl"},
+                {**good, "files": ["metrics.jsonl", 3]}):
+        path.write_text(json.dumps(bad))
+        assert refused() == f"{path} is not a progpo-run-v1 manifest; {fix}"
