@@ -137,6 +137,18 @@ def test_an_oversized_manifest_is_refused_unread(tmp_path, monkeypatch):
                                                       "files": ["f%06d" % i for i in range(200)]}))
     with pytest.raises(RunDirError, match="over"):
         RunManifest.load(tmp_path)
+    import tracemalloc
+
+    with open(tmp_path / MANIFEST_NAME, "wb") as fh:  # 64 MiB, sparse: read whole, it would be held in memory
+        fh.truncate(64 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(RunDirError, match="over"):
+            RunManifest.load(tmp_path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
 
 
 def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outside):
