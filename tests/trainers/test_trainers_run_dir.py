@@ -632,3 +632,64 @@ def test_a_config_that_sets_a_field_twice_is_a_users_not_a_runs(tmp_path):
     flat = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if isinstance(v, (int, float, str, bool))}
     (run / "config.yaml").write_text(yaml.safe_dump({**flat, "ppo": {"lr": 0.5}}))  # lr at the top and in its section
     assert earlier_run_files(run) == ([], [run / "config.yaml"])
+
+
+def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cannot_be_taken(tmp_path, monkeypatch):
+    import errno
+    import fcntl
+    import os
+
+    import trainers.run_dir as run_dir
+    from trainers.run_dir import RunDirLock
+
+    run = tmp_path / "run"
+    run.mkdir()
+    first = RunDirLock(run)
+    with pytest.raises(RunDirError) as info:
+        RunDirLock(run)
+    assert str(info.value) == (f"output dir {run} is in use by another run (pid {os.getpid()}); wait for it to finish "
+                               "or pick another --output-dir")
+    first.release()
+    first.release()  # twice is harmless
+    RunDirLock(run).release()  # free again
+    (run / ".lock").write_text("")
+    with open(run / ".lock") as held:  # a holder that has not written its pid yet
+        fcntl.flock(held.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(RunDirError, match=r"in use by another run \(pid unknown\)"):
+            RunDirLock(run)
+    fix = "pick another --output-dir"
+
+    def flock_fails(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", flock_fails)
+    with pytest.raises(RunDirError) as info:
+        RunDirLock(run)
+    assert str(info.value) == f"cannot use output dir {run}: No locks available; {fix}"
+    monkeypatch.undo()
+
+    def open_fails(path, mode):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(run_dir, "open_nofollow", open_fails)
+    with pytest.raises(RunDirError) as info:
+        RunDirLock(run)
+    assert str(info.value) == f"cannot use output dir {run}: Permission denied; {fix}"
+    from trainers.run_files import open_nofollow as real_open
+
+    class FullDisk:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __getattr__(self, name):
+            return getattr(self.fh, name)
+
+        def truncate(self, *a):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(run_dir, "open_nofollow", lambda path, mode: FullDisk(real_open(path, mode)))
+    with pytest.raises(RunDirError) as info:
+        RunDirLock(run)
+    assert str(info.value) == f"cannot use output dir {run}: No space left on device; {fix}"
+    monkeypatch.undo()
+    RunDirLock(run).release()  # the failed attempt closed its handle: the lock is free
