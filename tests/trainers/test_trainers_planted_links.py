@@ -291,3 +291,26 @@ def test_every_manifest_that_is_not_a_runs_is_refused_in_one_line(tmp_path, outs
                 {**good, "files": ["metrics.jsonl", 3]}):
         path.write_text(json.dumps(bad))
         assert refused() == f"{path} is not a progpo-run-v1 manifest; {fix}"
+
+
+def test_open_nofollow_opens_text_and_binary_and_refuses_a_link_planted_after_its_check(tmp_path, outside, monkeypatch):
+    p = tmp_path / "f.txt"
+    with open_nofollow(p) as fh:  # "w", text, UTF-8 by default
+        fh.write("é")
+    assert p.read_bytes() == "é".encode("utf-8")
+    with open_nofollow(p, "w", encoding="latin-1") as fh:
+        fh.write("é")
+    assert p.read_bytes() == b"\xe9"
+    with open_nofollow(p, "wb") as fh:
+        fh.write(b"\x00\x01")
+    with open_nofollow(p, "ab") as fh:
+        fh.write(b"\x02")
+    with open_nofollow(p, "r+b") as fh:
+        assert fh.read() == b"\x00\x01\x02"
+    link = tmp_path / "link"
+    link.symlink_to(outside)
+    monkeypatch.setattr(type(link), "is_symlink", lambda self: False)  # planted after the check: O_NOFOLLOW holds
+    with pytest.raises(LinkedPathError) as info:
+        open_nofollow(link, "a")
+    assert str(info.value).startswith(f"{link}: is a symbolic link, which a run never writes through")
+    assert outside.read_bytes() == SECRET
