@@ -111,10 +111,16 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
         fh.write(_config(sources, tests))
     t0 = time.perf_counter()
     log = work / f"{name}.log"
-    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
+    # every mutant's pytest makes its own numbered temp dirs, and concurrent children defeat
+    # pytest's pruning of old ones: a full run left thousands (tens of GB) in the system temp dir.
+    # They go under the module's work dir instead, removed once the run is counted.
+    temp_root = tree / ".pytest-tmp"
+    temp_root.mkdir()
+    env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", PYTEST_DEBUG_TEMPROOT=str(temp_root))
     with open(log, "w") as fh:
         subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=tree, env=env,
                        stdout=fh, stderr=subprocess.STDOUT)
+    shutil.rmtree(temp_root, ignore_errors=True)
     return collect(name, tree, sources, tests, round(time.perf_counter() - t0, 1), log)
 
 
