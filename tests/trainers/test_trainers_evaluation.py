@@ -531,3 +531,63 @@ def test_play_episodes_cuts_a_hung_step_off_at_its_step_timeout():
     assert cut.trajectories[0].length == 1 and cut.trajectories[0].outcome == 0.0
     whole = play_episodes(First(), base, plan, [0], step_timeout=0.3)
     assert whole.trajectories[0].length > 1  # the episode itself is longer than its hung step
+
+
+class _TaskEnv:
+    """A one-step env with a list of task ids that plays the task its reset is asked for (as the
+    ALFWorld and WebShop envs do), waiting ``reset_s`` / ``step_s`` in each call."""
+
+    task_ids = ["t0", "t1", "t2"]
+
+    def __init__(self, reset_s: float = 0.0, step_s: float = 0.0) -> None:
+        import gymnasium as gym
+
+        self.observation_space, self.action_space = gym.spaces.Text(100), gym.spaces.Text(100)
+        self.metadata, self.render_mode, self.spec = {}, None, None
+        self.reset_s, self.step_s, self.task = reset_s, step_s, None
+
+    @property
+    def unwrapped(self):
+        return self
+
+    def reset(self, *, seed=None, options=None):
+        import time
+
+        time.sleep(self.reset_s)
+        self.task = (options or {}).get("task_id") or "random"
+        return f"task {self.task}", {"task_id": self.task, "admissible_commands": ["finish"]}
+
+    def step(self, action):
+        import time
+
+        time.sleep(self.step_s)
+        return "done", 1.0, True, False, {"task_id": self.task, "won": True, "admissible_commands": []}
+
+    def close(self):
+        pass
+
+
+class _Answering(_ObservationPolicy):
+    """Answers with three response tokens per step."""
+
+    def act(self, observations, infos, histories=None, seed=None):
+        outs = super().act(observations, infos, histories, seed)
+        for o in outs:
+            o.response_ids = [1, 2, 3]
+        return outs
+
+
+def test_an_evaluation_plays_its_panels_tasks_and_sums_every_chunk():
+    """The env is asked for the plan's task of each episode, in plan order; with more episodes than
+    a chunk holds, the result's rows, tokens and seconds add up over every chunk."""
+    fn = lambda: _TaskEnv(reset_s=0.01, step_s=0.02)  # noqa: E731
+    plan = EvalPlan.for_env(fn, "valid", 7, seed=3)
+    n = plan.num_episodes
+    assert plan.episodes() == ["t0"] * 3 + ["t1"] * 3 + ["t2"] * 3  # 7 asked: 3 per task
+    out = run_eval(_Answering(), fn, plan, batch=2)  # five chunks
+    assert [t.task_id for t in out.trajectories] == plan.episodes()
+    assert len(out.steps) == n and out.response_tokens == 3 * n
+    assert sorted(out.rows) == sorted((s.traj, i) for i, s in enumerate(out.steps))
+    assert sorted(s.traj for s in out.steps) == list(range(n))
+    assert out.env_seconds >= n * 0.02 * 0.9 and out.reset_seconds >= n * 0.01 * 0.9
+    assert out.seconds >= out.env_seconds + out.reset_seconds * 0.9
