@@ -644,10 +644,14 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
 
     run = tmp_path / "run"
     run.mkdir()
+
+    def refused() -> str:
+        with pytest.raises(RunDirError) as info:
+            RunDirLock(run)
+        return str(info.value)
+
     first = RunDirLock(run)
-    with pytest.raises(RunDirError) as info:
-        RunDirLock(run)
-    assert str(info.value) == (f"output dir {run} is in use by another run (pid {os.getpid()}); wait for it to finish "
+    assert refused() == (f"output dir {run} is in use by another run (pid {os.getpid()}); wait for it to finish "
                                "or pick another --output-dir")
     first.release()
     first.release()  # twice is harmless
@@ -663,18 +667,14 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
         raise OSError(errno.ENOLCK, "No locks available")
 
     monkeypatch.setattr(fcntl, "flock", flock_fails)
-    with pytest.raises(RunDirError) as info:
-        RunDirLock(run)
-    assert str(info.value) == f"cannot use output dir {run}: No locks available; {fix}"
+    assert refused() == f"cannot use output dir {run}: No locks available; {fix}"
     monkeypatch.undo()
 
     def open_fails(path, mode):
         raise PermissionError(errno.EACCES, "Permission denied")
 
     monkeypatch.setattr(run_dir, "open_nofollow", open_fails)
-    with pytest.raises(RunDirError) as info:
-        RunDirLock(run)
-    assert str(info.value) == f"cannot use output dir {run}: Permission denied; {fix}"
+    assert refused() == f"cannot use output dir {run}: Permission denied; {fix}"
     from trainers.run_files import open_nofollow as real_open
 
     class FullDisk:
@@ -688,8 +688,6 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
             raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(run_dir, "open_nofollow", lambda path, mode: FullDisk(real_open(path, mode)))
-    with pytest.raises(RunDirError) as info:
-        RunDirLock(run)
-    assert str(info.value) == f"cannot use output dir {run}: No space left on device; {fix}"
+    assert refused() == f"cannot use output dir {run}: No space left on device; {fix}"
     monkeypatch.undo()
     RunDirLock(run).release()  # the failed attempt closed its handle: the lock is free
