@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainers import stop_request
 from trainers.run_files import LinkedPathError, create_fresh, real_dir
 from wrappers.errors import UserError
 
@@ -117,8 +118,14 @@ def save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any]
     """Write ``payload`` (+ format tag, iteration) and its checksum, point ``latest`` at it; prune old ones.
 
     A write that fails (a full disk) leaves no partial file behind and the previous checkpoint in
-    place, and raises :class:`CheckpointError` in one line.
+    place, and raises :class:`CheckpointError` in one line. A Ctrl-C or SIGTERM that comes while it
+    writes is delivered once the checkpoint is complete: the stop then resumes from it.
     """
+    with stop_request.signals_held():
+        return _save_checkpoint(run_dir, iteration, payload, keep_last)
+
+
+def _save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any], keep_last: int) -> Path:
     path = checkpoint_files(run_dir, iteration)[0]
     ckpt_dir = real_dir(path.parent)  # a planted link there would put the files (and the pruning) elsewhere
     tmp = path.with_suffix(".pt.tmp")

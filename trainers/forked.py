@@ -28,6 +28,7 @@ import gc
 import pickle
 from typing import Any, Callable, Sequence
 
+from trainers import stop_request
 from wrappers.errors import UserError
 
 __all__ = ["ShareKilled", "can_fork", "run_forked"]
@@ -84,7 +85,9 @@ def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None
                 receive, send = context.Pipe(duplex=False)
                 proc = context.Process(target=_forked_body, args=(jobs[k], threads, send, name), daemon=True,
                                        name=f"{name} {k}")
-                with _signals_held():  # (delivered once the process is among those stopped on one)
+                # a signal mid-fork would run its handler inside an at-fork hook, which drops it:
+                # held, and delivered once the process is among those stopped on one
+                with stop_request.signals_held():
                     proc.start()
                     children.append((proc, receive))
                 send.close()
@@ -141,12 +144,10 @@ def _ended_early(who: str, exitcode: int | None) -> BaseException:
     """
     import signal
 
-    from trainers.stop_request import Terminated
-
     if exitcode == -signal.SIGINT:
         return KeyboardInterrupt()
     if exitcode == -signal.SIGTERM:
-        return Terminated()
+        return stop_request.Terminated()
     if exitcode == -signal.SIGKILL:
         return ShareKilled(f"{who} was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use "
                            "fewer streams (--eval-streams, --rollout-streams) or free memory")
@@ -161,7 +162,7 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers (a training run's stop-and-save)
         signal.signal(sig, signal.SIG_DFL)
-    for sig in _HELD:  # one that came during the fork ends this process now, as it would have
+    for sig in stop_request.held_signals():  # one that came during the fork ends this process now, as it would have
         signal.raise_signal(sig)
     _end_with_parent()
     torch.set_num_threads(threads)
@@ -178,37 +179,6 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
         payload = pickle.dumps(("error", RuntimeError(f"{name}: {what} (could not be sent: {exc})")))
     conn.send_bytes(payload)
     conn.close()
-
-
-#: Ctrl-C / SIGTERM that came while a process was being forked, delivered once it is done
-_HELD: list[int] = []
-
-
-@contextlib.contextmanager
-def _signals_held() -> Any:
-    """SIGINT and SIGTERM held while a share is forked, then delivered to the handlers as they
-    were. A signal sent to the process group mid-fork would otherwise run its handler inside
-    an at-fork hook (``logging``'s, ``filelock``'s) here or in the new process, where Python
-    prints the ``KeyboardInterrupt`` as "Exception ignored" with a traceback and drops it. The
-    new process starts with the held ones in ``_HELD`` and delivers them itself."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():  # handlers are the main thread's
-        yield
-        return
-    # (a handler set outside Python reads as None and cannot be put back: that signal is not held)
-    signals = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]
-    before = {sig: signal.signal(sig, lambda sig, _frame: _HELD.append(sig)) for sig in signals}
-    try:
-        yield
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
-        held = sorted(set(_HELD))
-        _HELD.clear()
-        for sig in held:
-            signal.raise_signal(sig)
 
 
 @contextlib.contextmanager

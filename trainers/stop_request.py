@@ -8,7 +8,12 @@ the long loops (rollout steps, update mini-batches, warm-start steps, iterations
 """
 from __future__ import annotations
 
-__all__ = ["Terminated", "request", "raise_if_requested", "clear"]
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+
+__all__ = ["Terminated", "request", "raise_if_requested", "clear", "signals_held", "held_signals"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -35,3 +40,39 @@ def clear() -> None:
     """Forget a recorded stop (the run that caught it has ended)."""
     global _pending
     _pending = None
+
+
+#: SIGINT / SIGTERM that came while :func:`signals_held` held them, delivered once it is done
+_held: list[int] = []
+
+
+def held_signals() -> list[int]:
+    """The signals held now (a process forked inside :func:`signals_held` delivers them itself)."""
+    return list(_held)
+
+
+@contextlib.contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM held for the block, then delivered to the handlers as they were.
+
+    For work that a stop must not cut in half: a handler that raises inside ``torch.save``'s
+    writer is turned by the C++ side into a write error ("unexpected pos"), so a SIGTERM during a
+    checkpoint would lose that checkpoint and read as a full disk; and a signal mid-fork runs its
+    handler inside an at-fork hook, where Python prints the exception and drops it. Outside the
+    main thread (where handlers cannot be set) the block runs as it is. A handler set outside
+    Python reads as None and cannot be put back: that signal is not held.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = [sig for sig in (signal.SIGINT, signal.SIGTERM) if signal.getsignal(sig) is not None]
+    before = {sig: signal.signal(sig, lambda sig, _frame: _held.append(sig)) for sig in signals}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)
+        held = sorted(set(_held))
+        _held.clear()
+        for sig in held:
+            signal.raise_signal(sig)

@@ -79,6 +79,45 @@ def test_flipped_tensor_bytes_are_caught_by_checksum_and_by_zip_crc(tmp_path):
         load_checkpoint(ckpt)
 
 
+class _SignalMidWrite:
+    """A file whose third write sends this process ``sig``: the signal lands inside torch's zip writer."""
+
+    def __init__(self, fh, sig):
+        self.fh, self.sig, self.writes = fh, sig, 0
+
+    def write(self, data):
+        self.writes += 1
+        if self.writes == 3:
+            signal.raise_signal(self.sig)
+        return self.fh.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.fh, name)
+
+
+@pytest.mark.parametrize("sig, kind", [(signal.SIGTERM, "Terminated"), (signal.SIGINT, "KeyboardInterrupt")])
+def test_a_stop_that_comes_while_a_checkpoint_is_written_lands_after_it(tmp_path, monkeypatch, sig, kind):
+    """Unheld, the handler's exception inside torch's writer became "unexpected pos": the checkpoint
+    was lost and the stop read as a full disk. Held, the checkpoint completes and the stop follows."""
+    from trainers import stop_request
+    from trainers.checkpoint import latest_checkpoint
+
+    real_save = torch.save
+    monkeypatch.setattr(torch, "save", lambda obj, fh: real_save(obj, _SignalMidWrite(fh, sig)))
+    stop_kind = stop_request.Terminated if sig == signal.SIGTERM else KeyboardInterrupt
+    previous = signal.signal(sig, lambda *_: stop_request.request(stop_kind))
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            save_checkpoint(tmp_path, 4, {"model": {"w": torch.arange(4096, dtype=torch.float32)}})
+    finally:
+        signal.signal(sig, previous)
+        stop_request.clear()
+    assert type(stopped.value).__name__ == kind
+    ckpt = latest_checkpoint(tmp_path)
+    assert ckpt.name == "iter_000004.pt" and load_checkpoint(ckpt)["model"]["w"][-1] == 4095
+    assert sorted(p.name for p in ckpt.parent.iterdir()) == ["iter_000004.pt", "iter_000004.pt.sha256", "latest"]
+
+
 def test_intact_checkpoint_without_checksum_file_still_loads(tmp_path):
     ckpt = save_checkpoint(tmp_path, 2, {"model": {"w": torch.ones(3)}})
     checksum_path(ckpt).unlink()
