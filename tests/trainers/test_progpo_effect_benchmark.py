@@ -495,3 +495,83 @@ def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, caps
     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=runs.ROOT, check=True)
     assert cli.main([*common, "--verify-at", "no-such-rev"]) == 2
     assert "no such commit" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ the pre-registered primary
+def test_the_confirmatory_config_states_its_primary_test():
+    test = analysis.primary_test(ROOT / "configs" / "credit_lab_confirm.yaml")
+    assert test == analysis.PrimaryTest(tuple(range(8, 24)), ("gigpo", "planpo", "hgpo", "gigpo+tree"), 0.05)
+    assert analysis.primary_test(ROOT / "configs" / "credit_lab.yaml") is None  # the exploratory block has none
+
+
+_BASES = ("gigpo", "planpo", "hgpo", "gigpo+tree")
+
+
+def _block(shift: dict[int, float], seeds=(0, 1, 2, 3)) -> dict:
+    """Every base off at a seed-dependent level, and on at that level plus ``shift[seed]`` (grpo beside)."""
+    by = {"grpo": [_run("grpo", s, [(0, 0.05), (30, 0.1)]) for s in seeds]}
+    for k, b in enumerate(_BASES):
+        by[b] = [_run(b, s, [(0, 0.05), (30, 0.2 + 0.01 * k + 0.02 * s)]) for s in seeds]
+        by[f"progpo-{b}"] = [_run(f"progpo-{b}", s, [(0, 0.05), (30, 0.2 + 0.01 * k + 0.02 * s + shift.get(s, 0.0) + 0.004 * k)])
+                             for s in seeds]
+    return by
+
+
+@pytest.mark.parametrize("shift, decision", [
+    ({0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}, "raises"),
+    ({0: -0.10, 1: -0.12, 2: -0.09, 3: -0.11}, "lowers"),
+    ({0: 0.10, 1: -0.12, 2: 0.09, 3: -0.11}, "cannot tell"),
+])
+def test_the_primary_verdict_pools_the_registered_bases_per_seed(shift, decision):
+    test = analysis.PrimaryTest((0, 1, 2, 3), _BASES, 0.05)
+    by = _block(shift, seeds=(0, 1, 2, 3, 4) if decision == "raises" else (0, 1, 2, 3))
+    if decision == "raises":  # a seed the registration does not name is left out, whatever it holds
+        for m in by:
+            by[m][4]["eval"][-1]["eval/success"] = -5.0 if m.startswith("progpo-") else 0.0
+    v = analysis.primary_verdict(by, test)
+    per_seed = [shift[s] + 0.004 * 1.5 for s in range(4)]  # the mean over the bases of on - off
+    assert v["complete"] and v["seeds_in"] == 4 and v["decision"] == decision
+    assert v["estimate"] == pytest.approx(np.mean(per_seed)) and v["lo"] < v["estimate"] < v["hi"]
+    from trainers.lab.significance import paired_t_p
+
+    assert v["p"] == pytest.approx(paired_t_p(per_seed)) and (v["p"] < 0.05) == (decision != "cannot tell")
+    if decision == "cannot tell":
+        assert v["text"].startswith("this lab cannot tell whether ProGPO's term changes") and "p = " in v["text"]
+    else:
+        assert v["text"].startswith(f"ProGPO's term {decision} final held-out success over its 4 bases: on - off ")
+
+
+def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path):
+    import argparse
+    import yaml
+
+    shift = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}
+    by = _block(shift)
+    by["progpo-hgpo"] = by["progpo-hgpo"][:3]  # one arm's last seed still running
+    test = analysis.PrimaryTest((0, 1, 2, 3), _BASES, 0.05)
+    v = analysis.primary_verdict(by, test)
+    assert not v["complete"] and v["seeds_in"] == 3 and "estimate" not in v and "decision" not in v
+    assert v["text"] == ("no verdict yet: 3 of the 4 registered seeds have every base's on and off run; the primary "
+                         "is read once all are in")
+    assert not analysis.primary_verdict({m: rs for m, rs in _block(shift).items() if m != "progpo-planpo"}, test)["complete"]
+
+    config = tmp_path / "confirm.yaml"
+    config.write_text(yaml.safe_dump({"notes": {"preregistration": {
+        "primary": "per-seed mean over the bases of on - off", "seeds": [0, 1, 2, 3], "bases": list(_BASES),
+        "alpha": 0.05}}}))
+    args = argparse.Namespace(lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA)
+    entries = [r for rs in by.values() for r in rs]
+    text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
+    assert text.startswith("**Verdict on the pre-registered primary: No verdict yet: 3 of the 4 registered seeds")
+    assert "Withheld until every registered seed is in" in text and "pooled over" not in text
+    on_off = cli.lab_record(args, entries)["progpo_on_off"]
+    assert on_off["final"] is None and on_off["auc"] is None and not on_off["verdict"]["complete"]
+    assert "exploratory" not in on_off and on_off["preregistered"].startswith("primary of confirm.yaml")
+
+    by = _block(shift)  # every seed in: the verdict, then the contrasts labelled as registered
+    args.methods = list(by)
+    text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
+    assert text.startswith("**Verdict on the pre-registered primary: ProGPO's term raises final held-out success")
+    assert "## Primary (pre-registered)" in text and "| **pooled over the 4 bases** | | 4 | +0.111" in text
+    on_off = cli.lab_record(args, [r for rs in by.values() for r in rs])["progpo_on_off"]
+    assert on_off["verdict"]["decision"] == "raises" and on_off["final"]["pooled"]["seeds"] == [0, 1, 2, 3]

@@ -6,7 +6,9 @@ the held-out curve, :func:`auc`) with its 95% t interval. :func:`validity` judge
 can tell GiGPO from GRPO under the criteria its config pre-registers (:func:`validity_criteria`:
 ``notes: preregistration: validity:``; no threshold is written here); :func:`families` tests the
 methods against ``gigpo`` (paired t, Holm); :func:`progpo_on_off` is ProGPO's term on and off
-over each base.
+over each base. A confirmatory block states its primary test in its config
+(:func:`primary_test`), and :func:`primary_verdict` gives the verdict once every registered seed is
+in, and no verdict before.
 """
 from __future__ import annotations
 
@@ -21,8 +23,8 @@ from trainers.lab.methods import LABELS
 from trainers.lab.significance import holm, paired_t_p
 from trainers.statistics import mean_ci, t975
 
-__all__ = ["ValidityCriteria", "auc", "series", "families", "final_success", "mde_80", "multiplicity", "paired", "progpo_on_off",
-           "validity", "validity_criteria"]
+__all__ = ["PrimaryTest", "ValidityCriteria", "auc", "series", "families", "final_success", "mde_80", "multiplicity", "paired",
+           "primary_test", "primary_verdict", "progpo_on_off", "validity", "validity_criteria"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +49,57 @@ def validity_criteria(config: Path) -> ValidityCriteria | None:
         return ValidityCriteria(float(found["trap_min"]), float(found["room_min"]), int(found["seeds"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{config}: notes.preregistration.validity needs trap_min, room_min and seeds ({err})") from None
+
+
+@dataclasses.dataclass(frozen=True)
+class PrimaryTest:
+    """A confirmatory block's primary test, as its config pre-registers it: ProGPO's term on - off
+    final held-out success, per seed the mean over ``bases``, a two-sided paired t at ``alpha``."""
+
+    seeds: tuple[int, ...]  #: every seed the verdict needs
+    bases: tuple[str, ...]  #: the bases X whose ``progpo-X`` - ``X`` is pooled
+    alpha: float
+
+
+def primary_test(config: Path) -> PrimaryTest | None:
+    """The primary test ``config`` pre-registers under ``notes: preregistration:`` (``seeds``,
+    ``bases``, ``alpha``, beside its ``primary`` sentence), or ``None`` for a block without one."""
+    import yaml
+
+    data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
+    found = ((data.get("notes") or {}).get("preregistration") or {}) if isinstance(data, dict) else {}
+    if not isinstance(found, dict) or "primary" not in found:
+        return None
+    try:
+        return PrimaryTest(tuple(int(s) for s in found["seeds"]), tuple(str(b) for b in found["bases"]),
+                           float(found["alpha"]))
+    except (KeyError, TypeError, ValueError) as err:
+        raise ValueError(f"{config}: notes.preregistration needs seeds, bases and alpha beside primary ({err})") from None
+
+
+def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
+    """The pre-registered primary over the registered bases and seeds: estimate, 95% t interval, p
+    and the decision (``raises``, ``lowers`` or ``cannot tell``), once every registered seed has
+    every base's pair; before that, ``complete`` is False and no estimate is given (no interim look)."""
+    arms = {m: [r for r in by[m] if r["seed"] in test.seeds] for b in test.bases for m in (b, f"progpo-{b}") if m in by}
+    res = progpo_on_off({m: rs for m, rs in arms.items() if rs})
+    pooled = res["pooled"] if res and len(res["pairs"]) == len(test.bases) else None
+    have = pooled["seeds"] if pooled else []
+    base = {"bases": list(test.bases), "alpha": test.alpha, "registered_seeds": list(test.seeds), "seeds_in": len(have)}
+    if have != sorted(test.seeds):
+        return {**base, "complete": False,
+                "text": f"no verdict yet: {len(have)} of the {len(test.seeds)} registered seeds have every base's on and "
+                        "off run; the primary is read once all are in"}
+    est, lo, hi, p = pooled["mean"], pooled["lo"], pooled["hi"], pooled["p"]
+    decision = ("raises" if est > 0 else "lowers") if p < test.alpha else "cannot tell"
+    numbers = (f"on - off {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
+               f"{'<' if p < test.alpha else '>='} alpha {test.alpha:g}, {len(have)} seeds")
+    if decision == "cannot tell":
+        text = (f"this lab cannot tell whether ProGPO's term changes final held-out success over its "
+                f"{len(test.bases)} bases: {numbers}; effects from {lo:+.3f} to {hi:+.3f} fit the data")
+    else:
+        text = f"ProGPO's term {decision} final held-out success over its {len(test.bases)} bases: {numbers}"
+    return {**base, "complete": True, "estimate": est, "lo": lo, "hi": hi, "p": p, "decision": decision, "text": text}
 
 
 def series(runs: list[dict], part: str, key: str) -> np.ndarray:

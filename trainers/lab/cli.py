@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from trainers.lab.analysis import auc, families, progpo_on_off, validity, validity_criteria
+from trainers.lab.analysis import auc, families, primary_test, primary_verdict, progpo_on_off, validity, validity_criteria
 from trainers.lab.methods import DEFAULT_METHODS, EXPLORATORY, LAB_PRESETS, METHODS, run_name
 from trainers.lab.report import plot, report
 from trainers.lab.runs import (
@@ -154,10 +154,17 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
     done = {m: r for m, r in by.items() if r}
     post_hoc = EXPLORATORY if LAB_PRESETS[args.lab].get("exploratory") else {}
     pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
+    test = primary_test(args.config) if LAB_PRESETS[args.lab].get("preregistered") else None
+    on_off = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
+    if test is None:  # a contrast no config registered is exploratory wherever it is read
+        on_off = {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]), **on_off}
+    else:  # withheld until every registered seed is in: no interim look at the tests
+        verdict = primary_verdict(done, test)
+        on_off = {"preregistered": f"primary of {args.config.name}: the pooled final contrast; the rest secondary",
+                  "verdict": verdict, **(on_off if verdict["complete"] else {"final": None, "auc": None})}
     return {"validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
             "multiplicity": {"exploratory": post_hoc.get("multiplicity"), "families": families(done)},
-            "progpo_on_off": {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]),
-                              "final": progpo_on_off(done), "auc": progpo_on_off(done, auc)},
+            "progpo_on_off": on_off,
             "pilot": json.loads(pilot.read_text()) if pilot.exists() else None}
 
 

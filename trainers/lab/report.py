@@ -7,7 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.analysis import auc, families, final_success, mde_80, paired, progpo_on_off, series, validity
+from trainers.lab.analysis import (auc, families, final_success, mde_80, paired, primary_test, primary_verdict, progpo_on_off,
+                                   series, validity)
 from trainers.lab.methods import ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, PAIRS, labelled
 from trainers.lab.significance import episodes_to_reach, holm
 from trainers.statistics import mean_ci
@@ -32,6 +33,15 @@ def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
     return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
 
 
+def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[str]:
+    """A pre-registered block's verdict on its primary, first: or that it waits for the rest of its seeds."""
+    test = primary_test(args.config) if args.lab and LAB_PRESETS[args.lab].get("preregistered") else None
+    if test is None:
+        return []
+    text = primary_verdict(by, test)["text"]
+    return [f"**Verdict on the pre-registered primary: {text[0].upper()}{text[1:]}.**", ""]
+
+
 def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
@@ -44,7 +54,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
              f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
-             _provenance_line(args, entries), "",
+             _provenance_line(args, entries), "", *_verdict_lines(args, by),
              "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
              "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
     for m in methods:
@@ -195,8 +205,13 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
         for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
-    if on_off:
-        lines += _on_off_lines(on_off, progpo_on_off(by, auc), bool(LAB_PRESETS[args.lab].get("preregistered")))
+    test = primary_test(args.config) if LAB_PRESETS[args.lab].get("preregistered") else None
+    if on_off and test is not None and not primary_verdict(by, test)["complete"]:
+        lines += ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
+                  "Withheld until every registered seed is in: the on - off contrasts are the pre-registered tests, "
+                  "and an interim look at them would spend the test's alpha."]
+    elif on_off:
+        lines += _on_off_lines(on_off, progpo_on_off(by, auc), test is not None)
     keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
                                          for row in e.get("acted", []))]
     if keys:
