@@ -573,5 +573,9 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: ProGPO's term raises final held-out success")
     assert "## Primary (pre-registered)" in text and "| **pooled over the 4 bases** | | 4 | +0.111" in text
-    on_off = cli.lab_record(args, [r for rs in by.values() for r in rs])["progpo_on_off"]
+    # the family against gigpo is reported, and said to be outside the registered tests
+    assert "judged alone above. **Descriptive: these comparisons against gigpo are not among the tests this block" in text
+    record = cli.lab_record(args, [r for rs in by.values() for r in rs])
+    on_off = record["progpo_on_off"]
     assert on_off["verdict"]["decision"] == "raises" and on_off["final"]["pooled"]["seeds"] == [0, 1, 2, 3]
+    assert record["multiplicity"]["not_registered"].startswith("descriptive: ")

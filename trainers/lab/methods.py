@@ -12,7 +12,7 @@ they appear.
 from __future__ import annotations
 
 __all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "DEFAULT_METHODS", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
-           "LAB_PRESETS", "METHODS", "METHOD_AXES", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
+           "LAB_PRESETS", "METHODS", "METHOD_AXES", "NOT_REGISTERED", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
            "run_name"]
 
 
@@ -113,6 +113,10 @@ EXPLORATORY = {
     "progpo_on_off": "exploratory: the on/off contrast was chosen after seeds 0-6 had been seen (not pre-registered); "
                      "a hypothesis for a confirmatory run, not a result",
 }
+
+
+#: a pre-registered block's comparisons against gigpo: reported, not among the tests it registered
+NOT_REGISTERED = "descriptive: these comparisons against gigpo are not among the tests this block pre-registered"
 
 
 #: the lab's baselines: every method's paired difference is reported against each

@@ -9,7 +9,8 @@ import numpy as np
 
 from trainers.lab.analysis import (auc, families, final_success, mde_80, paired, primary_test, primary_verdict, progpo_on_off,
                                    series, validity)
-from trainers.lab.methods import ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, PAIRS, labelled
+from trainers.lab.methods import (ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, NOT_REGISTERED, PAIRS,
+                                  labelled)
 from trainers.lab.significance import episodes_to_reach, holm
 from trainers.statistics import mean_ci
 
@@ -201,7 +202,9 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
                   "is the validity test, judged alone above."
                   + (f" **{EXPLORATORY['multiplicity'][0].upper()}{EXPLORATORY['multiplicity'][1:]}.**"
-                     if LAB_PRESETS[args.lab].get("exploratory") else "")]
+                     if LAB_PRESETS[args.lab].get("exploratory") else "")
+                  + (f" **{NOT_REGISTERED[0].upper()}{NOT_REGISTERED[1:]}.**"
+                     if LAB_PRESETS[args.lab].get("preregistered") else "")]
         for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
