@@ -152,6 +152,29 @@ def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
     return lines
 
 
+def _acted_lines(by: dict[str, list[dict]]) -> list[str]:
+    """Where each remedy's term acted: the mean over iterations and seeds of its per-iteration share."""
+    lines: list[str] = []
+    keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
+                                         for row in e.get("acted", []))]
+    if keys:
+        lines += ["", "## Where each remedy acted (mean over iterations and seeds)", "",
+                  "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
+                  "iteration; blank: the method has no such term.", "",
+                  "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        for m in by:
+            cells = []
+            for k in keys:
+                if ACTED_BY[k] not in m:
+                    cells.append("")
+                    continue
+                vals = [np.mean([row[k] for row in e.get("acted", []) if k in row]) for e in by[m]
+                        if any(k in row for row in e.get("acted", []))]
+                cells.append(f"{np.mean(vals):.3f}" if vals else "")
+            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
     """The lab's sections: validity, every method against the baselines (final success and AUC,
     pure RL and labelled tracks apart), and where each remedy acted."""
@@ -215,24 +238,7 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "and an interim look at them would spend the test's alpha."]
     elif on_off:
         lines += _on_off_lines(on_off, progpo_on_off(by, auc), test is not None)
-    keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
-                                         for row in e.get("acted", []))]
-    if keys:
-        lines += ["", "## Where each remedy acted (mean over iterations and seeds)", "",
-                  "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
-                  "iteration; blank: the method has no such term.", "",
-                  "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
-        for m in by:
-            cells = []
-            for k in keys:
-                if ACTED_BY[k] not in m:
-                    cells.append("")
-                    continue
-                vals = [np.mean([row[k] for row in e.get("acted", []) if k in row]) for e in by[m]
-                        if any(k in row for row in e.get("acted", []))]
-                cells.append(f"{np.mean(vals):.3f}" if vals else "")
-            lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
-    return lines
+    return lines + _acted_lines(by)
 
 
 def _forest(ax, by: dict[str, list[dict]]) -> None:
