@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.methods import LABELS
+from trainers.lab.methods import LAB_PRESETS, LABELS
 from trainers.lab.significance import holm, paired_t_p
 from trainers.statistics import mean_ci, t975
 
 __all__ = ["PrimaryTest", "ValidityCriteria", "auc", "series", "families", "final_success", "mde_80", "multiplicity", "paired",
-           "primary_test", "primary_verdict", "progpo_on_off", "validity", "validity_criteria"]
+           "primary_test", "primary_verdict", "registered_primary", "progpo_on_off", "validity", "validity_criteria"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +75,12 @@ def primary_test(config: Path) -> PrimaryTest | None:
                            float(found["alpha"]))
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(f"{config}: notes.preregistration needs seeds, bases and alpha beside primary ({err})") from None
+
+
+def registered_primary(lab: str | None, config: Path) -> PrimaryTest | None:
+    """The primary test of a pre-registered lab block (its preset says so, its config states it),
+    or ``None`` for an exploratory block or a run outside the lab."""
+    return primary_test(config) if lab and LAB_PRESETS[lab].get("preregistered") else None
 
 
 def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:

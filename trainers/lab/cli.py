@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from trainers.lab.analysis import auc, families, primary_test, primary_verdict, progpo_on_off, validity, validity_criteria
+from trainers.lab.analysis import auc, families, primary_verdict, progpo_on_off, registered_primary, validity, validity_criteria
 from trainers.lab.methods import DEFAULT_METHODS, EXPLORATORY, LAB_PRESETS, METHODS, NOT_REGISTERED, run_name
 from trainers.lab.report import plot, report
 from trainers.lab.runs import (
@@ -154,7 +154,7 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
     done = {m: r for m, r in by.items() if r}
     post_hoc = EXPLORATORY if LAB_PRESETS[args.lab].get("exploratory") else {}
     pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
-    test = primary_test(args.config) if LAB_PRESETS[args.lab].get("preregistered") else None
+    test = registered_primary(args.lab, args.config)
     on_off = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
     if test is None:  # a contrast no config registered is exploratory wherever it is read
         on_off = {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]), **on_off}

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.analysis import (auc, families, final_success, mde_80, paired, primary_test, primary_verdict, progpo_on_off,
-                                   series, validity)
+from trainers.lab.analysis import (auc, families, final_success, mde_80, paired, primary_verdict, progpo_on_off,
+                                   registered_primary, series, validity)
 from trainers.lab.methods import (ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, NOT_REGISTERED, PAIRS,
                                   labelled)
 from trainers.lab.significance import episodes_to_reach, holm
@@ -34,13 +34,17 @@ def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
     return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
 
 
+def _sentence(text: str) -> str:
+    """``text`` with its first letter capitalized (the labels are kept lower-case for the JSON)."""
+    return text[:1].upper() + text[1:]
+
+
 def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[str]:
     """A pre-registered block's verdict on its primary, first: or that it waits for the rest of its seeds."""
-    test = primary_test(args.config) if args.lab and LAB_PRESETS[args.lab].get("preregistered") else None
+    test = registered_primary(args.lab, args.config)
     if test is None:
         return []
-    text = primary_verdict(by, test)["text"]
-    return [f"**Verdict on the pre-registered primary: {text[0].upper()}{text[1:]}.**", ""]
+    return [f"**Verdict on the pre-registered primary: {_sentence(primary_verdict(by, test)['text'])}.**", ""]
 
 
 def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
@@ -224,14 +228,12 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                   "The intervals above hold one comparison at a time. Each family below is tested together: "
                   "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
                   "is the validity test, judged alone above."
-                  + (f" **{EXPLORATORY['multiplicity'][0].upper()}{EXPLORATORY['multiplicity'][1:]}.**"
-                     if LAB_PRESETS[args.lab].get("exploratory") else "")
-                  + (f" **{NOT_REGISTERED[0].upper()}{NOT_REGISTERED[1:]}.**"
-                     if LAB_PRESETS[args.lab].get("preregistered") else "")]
+                  + (f" **{_sentence(EXPLORATORY['multiplicity'])}.**" if LAB_PRESETS[args.lab].get("exploratory") else "")
+                  + (f" **{_sentence(NOT_REGISTERED)}.**" if LAB_PRESETS[args.lab].get("preregistered") else "")]
         for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
-    test = primary_test(args.config) if LAB_PRESETS[args.lab].get("preregistered") else None
+    test = registered_primary(args.lab, args.config)
     if on_off and test is not None and not primary_verdict(by, test)["complete"]:
         lines += ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
                   "Withheld until every registered seed is in: the on - off contrasts are the pre-registered tests, "
