@@ -358,6 +358,24 @@ def test_whole_runs_report_and_a_rerun_with_a_bad_seed_is_one_line(tmp_path, cap
         assert err.startswith("error: --rerun SEED METHOD") and "\n" not in err
 
 
+def test_a_block_still_running_says_how_much_is_in_and_which_seeds_are_whole(tmp_path):
+    runs = tmp_path / "lab" / "runs"
+    for method, seed in (("grpo", 0), ("gigpo", 0), ("gigpo", 1)):  # grpo seed 1 still running
+        _fake_run(runs, method, seed)
+    config = tmp_path / "toy.yaml"
+    config.write_text(TOY)
+    argv = ["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"), "--work",
+            str(tmp_path / "work"), "--report", "--methods", "grpo", "gigpo"]
+    assert cli.main([*argv, "--seeds", "0", "1"]) == 0
+    table = (tmp_path / "lab" / "table.md").read_text()
+    assert "**Partial block: 3 of 4 runs finished; seeds with every method in: [0]." in table
+    assert json.loads((tmp_path / "lab" / "credit_lab.json").read_text())["completeness"] == {
+        "finished": 3, "planned": 4, "complete_seeds": [0]}
+    assert cli.main([*argv, "--seeds", "0"]) == 0  # the block as planned is whole: no such line
+    assert "Partial block" not in (tmp_path / "lab" / "table.md").read_text()
+    assert json.loads((tmp_path / "lab" / "credit_lab.json").read_text())["completeness"]["complete_seeds"] == [0]
+
+
 def test_runs_that_played_different_held_out_episodes_are_never_paired(tmp_path, capsys):
     runs = tmp_path / "lab" / "runs"
     train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
@@ -559,7 +577,8 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     config.write_text(yaml.safe_dump({"notes": {"preregistration": {
         "primary": "per-seed mean over the bases of on - off", "seeds": [0, 1, 2, 3], "bases": list(_BASES),
         "alpha": 0.05}}}))
-    args = argparse.Namespace(lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA)
+    args = argparse.Namespace(lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA,
+                              seeds=[0, 1, 2, 3])
     entries = [r for rs in by.values() for r in rs]
     text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: No verdict yet: 3 of the 4 registered seeds")

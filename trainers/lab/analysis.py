@@ -23,7 +23,7 @@ from trainers.lab.methods import LAB_PRESETS, LABELS
 from trainers.lab.significance import holm, paired_t_p
 from trainers.statistics import mean_ci, t975
 
-__all__ = ["PrimaryTest", "ValidityCriteria", "auc", "series", "families", "final_success", "mde_80", "multiplicity", "paired",
+__all__ = ["PrimaryTest", "ValidityCriteria", "auc", "completeness", "series", "families", "final_success", "mde_80", "multiplicity", "paired",
            "primary_test", "primary_verdict", "registered_primary", "progpo_on_off", "validity", "validity_criteria"]
 
 
@@ -106,6 +106,15 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
     else:
         text = f"ProGPO's term {decision} final held-out success over its {len(test.bases)} bases: {numbers}"
     return {**base, "complete": True, "estimate": est, "lo": lo, "hi": hi, "p": p, "decision": decision, "text": text}
+
+
+def completeness(entries: list[dict], methods: list[str], seeds: list[int]) -> dict:
+    """How much of a planned block (``methods`` x ``seeds``) has finished: the runs in, the runs
+    planned, and the seeds with every method in (the only seeds a full table could pair)."""
+    done = {(e["method"], e["seed"]) for e in entries}
+    planned = {(m, s) for m in methods for s in seeds}
+    return {"finished": len(done & planned), "planned": len(planned),
+            "complete_seeds": [s for s in seeds if all((m, s) in done for m in methods)]}
 
 
 def series(runs: list[dict], part: str, key: str) -> np.ndarray:

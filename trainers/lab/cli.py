@@ -20,7 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from trainers.lab.analysis import auc, families, primary_verdict, progpo_on_off, registered_primary, validity, validity_criteria
+from trainers.lab.analysis import auc, completeness, families, primary_verdict, progpo_on_off, registered_primary, validity, validity_criteria
 from trainers.lab.methods import DEFAULT_METHODS, EXPLORATORY, LAB_PRESETS, METHODS, NOT_REGISTERED, run_name
 from trainers.lab.report import plot, report
 from trainers.lab.runs import (
@@ -162,7 +162,8 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
         verdict = primary_verdict(done, test)
         on_off = {"preregistered": f"primary of {args.config.name}: the pooled final contrast; the rest secondary",
                   "verdict": verdict, **(on_off if verdict["complete"] else {"final": None, "auc": None})}
-    return {"validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
+    return {"completeness": completeness(entries, args.methods, args.seeds),
+            "validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
             "multiplicity": {"exploratory": post_hoc.get("multiplicity"), "families": families(done),
                              **({"not_registered": NOT_REGISTERED} if test is not None else {})},
             "progpo_on_off": on_off,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.analysis import (auc, families, final_success, mde_80, paired, primary_verdict, progpo_on_off,
+from trainers.lab.analysis import (auc, completeness, families, final_success, mde_80, paired, primary_verdict, progpo_on_off,
                                    registered_primary, series, validity)
 from trainers.lab.methods import (ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, NOT_REGISTERED, PAIRS,
                                   labelled)
@@ -32,6 +32,15 @@ def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
         return ("Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one "
                 "code version" + (f"; {note}." if note else "."))
     return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
+
+
+def _partial_line(args: argparse.Namespace, entries: list[dict]) -> list[str]:
+    """A block still running says so first: its intervals are over the seeds in so far."""
+    done = completeness(entries, args.methods, args.seeds)
+    if done["finished"] >= done["planned"]:
+        return []
+    return [f"**Partial block: {done['finished']} of {done['planned']} runs finished; seeds with every method in: "
+            f"{done['complete_seeds'] or 'none yet'}. Every figure below is over the runs finished so far.**", ""]
 
 
 def _sentence(text: str) -> str:
@@ -59,7 +68,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
              f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
-             _provenance_line(args, entries), "", *_verdict_lines(args, by),
+             _provenance_line(args, entries), "", *_partial_line(args, entries), *_verdict_lines(args, by),
              "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
              "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
     for m in methods:
