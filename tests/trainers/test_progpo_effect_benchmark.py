@@ -177,7 +177,6 @@ def test_paired_differences_use_the_seeds_both_methods_ran():
     assert analysis.paired(by, "a", "missing", analysis.auc) is None
 
 
-
 def test_many_comparisons_are_holm_adjusted_as_one_family():
     base = [0.30, 0.25, 0.40, 0.35, 0.20, 0.28, 0.33, 0.31]
     shift = {"clear": [0.12, 0.10, 0.14, 0.11, 0.13, 0.12, 0.10, 0.15],  # every seed ahead: survives
@@ -193,6 +192,38 @@ def test_many_comparisons_are_holm_adjusted_as_one_family():
     assert fam["clear"]["p_holm"] < 0.001 and fam["none"]["p_holm"] == pytest.approx(fam["none"]["p"])
     text = "\n".join(report._multiplicity_lines(list(fam.values()), "Pure RL remedies"))
     assert "3 comparisons against gigpo" in text and "| clear | 8 | +0.121" in text and "| **0.000** |" in text
+
+
+def test_validity_reads_the_trap_at_iteration_1_and_tests_the_fresh_seeds_apart():
+    gigpo = [0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47]
+    grpo = [0.10, 0.12, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34]  # the pilot seeds 0-1 carry most of the gap
+    by = _lab(gigpo, grpo)
+    for r in by["gigpo"]:  # the trap is read where it is set, at iteration 1, not where training ended
+        r["train"].append({"iteration": 30, "all_failed_fraction": 0.1})
+    v = analysis.validity(by, CRITERIA, pilot_seeds=(0, 1))
+    assert v["all_failed_it1"] == pytest.approx(0.9) and v["checks"]["trap"]
+    fresh = v["gigpo_minus_grpo_fresh"]
+    assert fresh["seeds"] == [2, 3, 4, 5, 6, 7] and v["gigpo_minus_grpo"]["seeds"] == list(range(8))
+    assert fresh["mean"] == pytest.approx(np.mean(np.subtract(gigpo, grpo)[2:]))
+    assert v["pilot_seeds"] == [0, 1] and fresh["mean"] < v["gigpo_minus_grpo"]["mean"]
+
+
+def test_the_families_leave_out_the_validity_pair_and_one_seed_arms():
+    by = _lab([0.40, 0.45, 0.50], [0.30, 0.33, 0.35])
+    by["planpo"] = [_run("planpo", s, [(0, 0.05), (30, y)]) for s, y in enumerate([0.5, 0.4, 0.6])]
+    by["hgpo"] = [_run("hgpo", 0, [(0, 0.05), (30, 0.5)])]  # one seed: no test, not a family member
+    by["gigpo+privileged"] = [_run("gigpo+privileged", s, [(0, 0.05), (30, 0.6)]) for s in range(3)]
+    fams = analysis.families(by)
+    assert [r["method"] for r in fams["pure"]] == ["planpo"]  # grpo is the validity test, judged alone
+    assert [r["method"] for r in fams["labelled"]] == ["gigpo+privileged"]
+    assert analysis.families({m: rs for m, rs in by.items() if m != "gigpo"}) is None
+
+
+def test_completeness_counts_only_the_planned_runs():
+    entries = [{"method": m, "seed": s} for m, s in (("grpo", 0), ("gigpo", 0), ("gigpo", 1), ("planpo", 0), ("grpo", 9))]
+    done = analysis.completeness(entries, ["grpo", "gigpo"], [0, 1])
+    assert done == {"finished": 3, "planned": 4, "complete_seeds": [0]}  # planpo and seed 9 are outside the plan
+    assert analysis.completeness([], ["grpo"], [0])["complete_seeds"] == []
 
 
 @pytest.mark.slow
@@ -409,6 +440,23 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
     assert "**Mixed provenance (--allow-mixed)" in (tmp_path / "lab" / "table.md").read_text()
 
 
+def test_a_run_resumed_on_other_code_or_path_or_dirty_pairs_with_nothing(tmp_path):
+    path = {"batch_decisions": "on", "torch_threads": 1}
+
+    def kept(*recs: dict) -> dict | None:
+        folder = tmp_path / f"run{len(list(tmp_path.iterdir()))}"
+        folder.mkdir()
+        (folder / "provenance.jsonl").write_text("".join(json.dumps({"kind": "provenance", **r}) + "\n" for r in recs))
+        return runs.provenance_of(folder)
+
+    clean = {"commit": "a" * 40, "dirty": False, "compute": path}
+    assert kept(clean, {**clean, "iteration": 7}) == {"commit": "a" * 40, "compute": path, "cpu": None, "versions": None}
+    assert kept({**clean, "dirty": True})["commit"] == "a" * 40 + "+dirty"  # uncommitted code is not commit a
+    assert kept(clean, {**clean, "commit": "b" * 40})["commit"].startswith("mixed: ")
+    assert "mixed" in kept(clean, {**clean, "compute": {**path, "torch_threads": 2}})["compute"]
+    assert runs.provenance_of(tmp_path / "never_recorded") is None
+
+
 def test_a_preregistered_block_takes_only_runs_of_the_commit_that_added_its_config(tmp_path):
     entries = [{"method": "gigpo", "seed": 8, "provenance": {"commit": "f" * 40, "compute": {}}}]
     problem = runs.preregistered_commit_problem(tmp_path / "not_committed.yaml", entries)
@@ -425,6 +473,12 @@ def test_strict_rerun_comparison_reads_every_numeric_field():
     b = [{**a[0], "bc/loss": 11.814422989, "time/init_s": 9.0}, a[1]]
     n, (rel, where) = runs.strict_compare(a, b, 2)
     assert n == 2 and where == "init iteration 0 bc/loss" and rel == pytest.approx(1.26e-7, rel=1e-2)
+    c = [a[0], {**a[1], "update/kl": 0.51, "eval/won": [1, 1]}]  # the largest difference is named, in a list too
+    assert runs.strict_compare(a, c, 2) == (2, (1.0, "train iteration 1 eval/won"))
+    assert runs.strict_compare(a, c, 0) == (1, None)  # only the iterations asked for
+    nan = [{"kind": "train", "iteration": 1, "update/kl": float("nan")}]
+    assert runs.strict_compare(nan, [dict(nan[0])], 1) == (1, None)  # NaN in both: the same value
+    assert runs.strict_compare(nan, [{**nan[0], "update/kl": 0.5}], 1)[1] == (float("inf"), "train iteration 1 update/kl")
 
 
 @pytest.mark.slow
@@ -539,6 +593,7 @@ def _block(shift: dict[int, float], seeds=(0, 1, 2, 3)) -> dict:
     ({0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}, "raises"),
     ({0: -0.10, 1: -0.12, 2: -0.09, 3: -0.11}, "lowers"),
     ({0: 0.10, 1: -0.12, 2: 0.09, 3: -0.11}, "cannot tell"),
+    ({0: 0.10, 1: 0.03, 2: 0.12, 3: 0.01}, "cannot tell"),  # p 0.076: under 0.10, not under the registered 0.05
 ])
 def test_the_primary_verdict_pools_the_registered_bases_per_seed(shift, decision):
     test = analysis.PrimaryTest((0, 1, 2, 3), _BASES, 0.05)

@@ -152,8 +152,6 @@ def paired(by: dict[str, list[dict]], a: str, b: str, metric: Callable[[dict], f
             "seeds": seeds, "per_seed": [float(x) for x in d]}
 
 
-
-
 def validity(by: dict[str, list[dict]], criteria: ValidityCriteria | None,
              pilot_seeds: tuple[int, ...] = ()) -> dict | None:
     """Whether the lab can tell GiGPO from GRPO under the pre-registered ``criteria``: the trap at
@@ -204,9 +202,9 @@ def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
 def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = final_success) -> dict | None:
     """ProGPO's term switched on over each base it was run on (``progpo-X`` - ``X``, ``metric``
     paired by seed; the final held-out success by default), and pooled: per seed, the mean over the bases of that seed's
-    differences (seeds where every pair ran), so the seeds stay the independent unit. Exploratory:
-    the lab's pre-registered comparisons are against ``gigpo``; this contrast was chosen after them.
-    ``None`` without a single pair."""
+    differences (seeds where every pair ran), so the seeds stay the independent unit. In the
+    exploratory block this contrast was chosen after its comparisons against ``gigpo``; the confirm
+    block pre-registers it (:func:`primary_verdict`). ``None`` without a single pair."""
     pairs = [(m, m[len("progpo-"):]) for m in by if m.startswith("progpo-") and m[len("progpo-"):] in by]
     rows = [(on, off, paired(by, on, off, metric)) for on, off in pairs]
     rows = [(on, off, d) for on, off, d in rows if d is not None]
