@@ -192,6 +192,18 @@ def test_many_comparisons_are_holm_adjusted_as_one_family():
     assert fam["clear"]["p_holm"] < 0.001 and fam["none"]["p_holm"] == pytest.approx(fam["none"]["p"])
     text = "\n".join(report._multiplicity_lines(list(fam.values()), "Pure RL remedies"))
     assert "3 comparisons against gigpo" in text and "| clear | 8 | +0.121" in text and "| **0.000** |" in text
+    lucky = next(line for line in text.splitlines() if line.startswith("| lucky |"))
+    assert "**" not in lucky  # bold marks the Holm-adjusted p, not the one-at-a-time p under 0.05
+
+
+def test_where_a_remedy_acted_is_blank_for_a_method_without_that_term():
+    # the trainer logs every share, a zero where the term is off: the table shows a blank there, not 0.000
+    by = {m: [{"method": m, "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": share, "PlanPO groups": 0.0}]}]
+          for m, share in (("gigpo", 0.0), ("progpo-gigpo", 0.4))}
+    by["planpo"] = [{"method": "planpo", "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": 0.0, "PlanPO groups": 0.5}]}]
+    lines = report._acted_lines(by)
+    assert "| method | ProGPO groups | PlanPO groups |" in lines
+    assert "| gigpo |  |  |" in lines and "| progpo-gigpo | 0.400 |  |" in lines and "| planpo |  | 0.500 |" in lines
 
 
 def test_validity_reads_the_trap_at_iteration_1_and_tests_the_fresh_seeds_apart():
@@ -400,6 +412,7 @@ def test_a_block_still_running_says_how_much_is_in_and_which_seeds_are_whole(tmp
     assert cli.main([*argv, "--seeds", "0", "1"]) == 0
     table = (tmp_path / "lab" / "table.md").read_text()
     assert "**Partial block: 3 of 4 runs finished; seeds with every method in: [0]." in table
+    assert "| +0.000 (1 seed) |" in table  # a difference over one seed has no interval
     assert json.loads((tmp_path / "lab" / "credit_lab.json").read_text())["completeness"] == {
         "finished": 3, "planned": 4, "complete_seeds": [0]}
     assert cli.main([*argv, "--seeds", "0"]) == 0  # the block as planned is whole: no such line
@@ -647,6 +660,7 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: ProGPO's term raises final held-out success")
     assert "## Primary (pre-registered)" in text and "| **pooled over the 4 bases** | | 4 | +0.111" in text
+    assert text.count(" (Holm ") == 4  # the per-base secondaries, Holm-adjusted as one family
     # the family against gigpo is reported, and said to be outside the registered tests
     assert "judged alone above. **Descriptive: these comparisons against gigpo are not among the tests this block" in text
     record = cli.lab_record(args, [r for rs in by.values() for r in rs])
