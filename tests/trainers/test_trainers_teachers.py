@@ -62,13 +62,14 @@ def test_entropy_weights_clip():
 
 def test_gate_hand_computed():
     l_theta = torch.tensor([-2.0, -1.0], requires_grad=True)
-    l_skill = torch.tensor([-1.0, -3.0])
+    l_skill = torch.tensor([-1.0, -3.0], requires_grad=True)
     term, gate = gated_distill(l_theta, l_skill)
     g = [1 / (1 + math.exp(-5.0)), 1 / (1 + math.exp(10.0))]
     np.testing.assert_allclose(gate.detach().numpy(), g, rtol=1e-6)
     np.testing.assert_allclose(term.detach().numpy(), [g[0] * 1.0, g[1] * -2.0], rtol=1e-6)
     term.sum().backward()  # the skill side and the gate carry no gradient: d/d l_theta = -g
     np.testing.assert_allclose(l_theta.grad.numpy(), [-g[0], -g[1]], rtol=1e-6)
+    assert l_skill.grad is None  # the skill-conditioned log-probs are a target, never trained toward the student
 
 
 def test_ema_exact_after_two_steps():
@@ -488,6 +489,9 @@ def test_privileged_targets_are_the_ema_teachers_candidate_distribution_with_the
     # one sample per distinct text, at most samples_per_iteration, with what the teacher read
     assert [s["context"] for s in teacher.samples] == [texts[0], texts[2]]
     assert all(s["iteration"] == 7 and s["mode"] == "privileged" for s in teacher.samples)
+    capped = Teacher("privileged", policy, policy.model, samples_per_iteration=1)
+    capped.targets(steps, [0, 1, 2, 3], texts, [True, False, True, True], iteration=7)
+    assert [s["context"] for s in capped.samples] == [texts[0]]  # the cap holds per iteration
     none, stats = Teacher("privileged", policy, policy.model).targets(steps, [0, 1], texts, [False] * 4, 1)
     assert stats == {"distill/steps": 0.0} and none.teacher == [None, None]
 
@@ -562,3 +566,33 @@ def test_the_policy_writes_skills_only_in_generate_mode_from_the_last_eight_step
     assert ("obs 9 " + "y" * 194) in prompt and ("y" * 195) not in prompt  # observations cut at 200 characters
     assert skills[0] == "Hindsight from an earlier attempt at this task: " + ("lesson 0 " + "x" * 500)[:400]
     assert skills[1].startswith("Hindsight from an earlier attempt at this task: lesson 1")
+
+
+def test_past_a_zero_advantage_a_privileged_teacher_keeps_its_routed_steps_and_hindsight_keeps_all(tiny_steps):
+    """With ``skip_zero_advantage`` the update drops steps without an advantage unless the teacher
+    keeps them: the privileged teacher keeps exactly the steps it routes to distillation."""
+    from trainers.teachers import Teacher, teacher_inputs
+
+    policy, _ = tiny_steps
+    rollout = _routing_rollout()
+    groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
+    privileged = teacher_inputs("privileged", rollout, [g == 0 for g in groups])
+    assert Teacher("privileged", policy, policy.model).kept(privileged, 8) == [g == 0 for g in groups]
+
+    class Writer:
+        def write(self, transcripts):
+            return ["skill"] * len(transcripts)
+
+    hindsight = teacher_inputs("hindsight", rollout, [False] * 8, Writer())
+    assert Teacher("hindsight", policy, policy.model).kept(hindsight, 8) == [True] * 8
+
+
+def test_the_distillation_statistics_are_weighted_means():
+    from trainers.ppo import Comm
+    from trainers.teachers import DistillTargets
+
+    priv = DistillTargets("privileged", sums={"kl": 3.0, "kl_weight": 2.0, "gate": 0.0, "gate_tokens": 0.0})
+    assert priv.stats(Comm()) == {"distill/kl": 1.5}
+    hind = DistillTargets("hindsight", sums={"kl": 0.0, "kl_weight": 0.0, "gate": 3.0, "gate_tokens": 4.0})
+    assert hind.stats(Comm()) == {"distill/gate": 0.75}
+    assert DistillTargets("privileged").stats(Comm()) == {"distill/kl": 0.0}  # nothing routed: no division by zero
