@@ -61,7 +61,6 @@ class EvalPlan:
         played = [[task, seeds.eval_task(self.seed, i)] for i, task in enumerate(self.episodes())]
         return hashlib.sha256(json.dumps([self.split, played]).encode("utf-8")).hexdigest()[:16]
 
-
     @classmethod
     def for_episodes(cls, split: str, task_ids: Sequence[str], num_episodes: int, seed: int) -> "EvalPlan":
         """At least ``num_episodes`` episodes spread evenly over ``task_ids`` (every task alike).

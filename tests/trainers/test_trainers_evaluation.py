@@ -423,6 +423,16 @@ def test_panels_differ_with_the_split_tasks_order_or_seed_and_an_unrecorded_pane
     assert plan.episodes() == ["", "", ""] and plan.num_episodes == 3
 
 
+def test_a_panel_is_the_task_seeds_played_so_a_changed_seeding_scheme_changes_it(monkeypatch):
+    from trainers import seeds
+
+    plan = EvalPlan("valid", ("a", "b"), 2, seed=3)
+    before = plan.panel()
+    original = seeds.eval_task
+    monkeypatch.setattr(seeds, "eval_task", lambda seed, i: original(seed, i) + 1)  # same plan, other episodes
+    assert plan.panel() != before
+
+
 def test_a_plan_for_an_env_takes_its_task_ids_and_an_env_without_them_gets_distinct_seeds():
     from types import SimpleNamespace as S
 
