@@ -505,6 +505,8 @@ def test_progress_advantages_by_hand_per_row_with_its_gate_scale_and_norm():
     assert np.all(got[1] == 0.0) and np.all(got[2] == 0.0)  # std 0 and std 2.2e-5 < tau_P: gated
     gate_off = progress_advantages(p, tau_p=0.0)
     np.testing.assert_allclose(gate_off[2], _z(p[2]), rtol=1e-9)  # no gate: the tiny spread is scaled up
+    at_gate = np.array([0.0, 0.5])  # std exactly tau_P: the gate is std >= tau_P, so the signal passes
+    np.testing.assert_allclose(progress_advantages(at_gate, tau_p=0.25, eps=0.0), [-1.0, 1.0], rtol=1e-12)
     np.testing.assert_allclose(progress_advantages(p[0], norm="mean"), p[0] - p[0].mean(), rtol=1e-12)
     np.testing.assert_allclose(progress_advantages(p[0], eps=1.0), (p[0] - 0.5) / (p[0].std() + 1.0), rtol=1e-12)
     with pytest.raises(ValueError, match="coverage contains NaN"):
