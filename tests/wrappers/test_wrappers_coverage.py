@@ -22,6 +22,8 @@ def test_frozenlake_coverage_by_hand():
         assert (info["first_visit"], info["coverage"]) == (first, cov)
         assert info["coverage_rate"] == pytest.approx(cov / t)
     assert env.num_steps == 5 and env.coverage == 3 and len(env.visited) == 4
+    fresh = FirstVisitCoverage(gym.make("FrozenLake-v1", is_slippery=False))
+    assert (fresh.coverage, fresh.num_steps, fresh.visited) == (0, 0, frozenset())  # before any reset: nothing reached
     _, info = env.reset(seed=0)  # a new episode forgets the old states
     assert info["coverage"] == 0 and env.num_steps == 0
     *_, info = env.step(RIGHT)
