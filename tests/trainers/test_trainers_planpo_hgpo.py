@@ -232,6 +232,11 @@ def test_progpo_hgpo_uses_first_visits_in_all_failed_groups():
     step = hgpo_history_advantages(ret, group, traj, t, s, depth=1)
     np.testing.assert_allclose(out.steps, out.episode[traj] + step, rtol=1e-12)
     np.testing.assert_allclose(out.episode, z([1.0, 0.5, 0.5]), rtol=1e-12)  # coverage rates
+    # with the potential credit, the rewards of an all-failed group are its first visits too
+    credit = step_advantages(np.zeros(3), np.zeros(3, int), traj, t, s, fv,
+                             config=AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=1, potential_credit=True))
+    want = potential_credit(ret, fv.astype(float), traj, t, history_clusters(group, traj, t, s, 1), gamma=0.95)
+    np.testing.assert_allclose(credit.steps - out.steps, want, atol=1e-12)
 
 
 # ----------------------------------------------------------------------------- config, trainer
