@@ -163,6 +163,12 @@ def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outs
     os.mkfifo(fifo)
     with pytest.raises(LinkedPathError, match="not a regular file"):
         open_nofollow(fifo, "a")  # never blocks waiting for a reader
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # with a reader the open succeeds: the file type refuses it
+    try:
+        with pytest.raises(LinkedPathError, match="not a regular file"):
+            open_nofollow(fifo, "w")
+    finally:
+        os.close(reader)
     with pytest.raises(LinkedPathError):
         real_dir(link)
     with create_fresh(link) as fh:  # the link itself is replaced
@@ -201,6 +207,18 @@ def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_
         create_fresh(target)
     assert str(info.value).startswith(f"{target}: is a file that appeared while it was being replaced, which a run never")
     assert outside.read_bytes() == SECRET
+
+
+def test_a_run_file_name_planted_as_a_link_in_a_dir_without_manifest_is_not_taken_for_the_runs(tmp_path):
+    from trainers.run_dir import earlier_run_files
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = tmp_path / "elsewhere.jsonl"  # looks like a run's metrics, but lives outside the dir
+    record.write_text(json.dumps({"iteration": 1, "kind": "train"}) + "\n")
+    (run_dir / "metrics.jsonl").symlink_to(record)
+    ours, foreign = earlier_run_files(run_dir)
+    assert ours == [] and foreign == [run_dir / "metrics.jsonl"]  # named to the user, never removed as the run's
 
 
 def test_a_manifest_entry_outside_the_run_dir_is_never_listed_nor_deleted(tmp_path):
