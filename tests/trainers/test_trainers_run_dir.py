@@ -588,6 +588,51 @@ def test_save_checkpoint_keeps_the_newest_keep_last_and_prunes_one_without_a_che
     assert sorted(p.name for p in ckpt.glob("*.sha256")) == [f"iter_{i:06d}.pt.sha256" for i in kept if i != 1]
 
 
+def test_pruning_takes_only_the_runs_numbered_checkpoints(tmp_path):
+    save_checkpoint(tmp_path, 1, {})
+    ckpt = tmp_path / "checkpoints"
+    mine = [ckpt / "iter_best.pt", ckpt / "iter_000001.pt.bak"]  # a user's copies beside the run's files
+    for f in mine:
+        f.write_bytes(b"kept by hand")
+    save_checkpoint(tmp_path, 2, {}, keep_last=1)
+    assert all(f.read_bytes() == b"kept by hand" for f in mine) and not (ckpt / "iter_000001.pt").exists()
+
+
+def test_a_crash_between_the_checkpoint_and_its_checksum_leaves_no_stale_checksum(tmp_path, monkeypatch):
+    """Saving an iteration again (a resume that redoes it) removes the old checksum before the new
+    file lands, so a crash in between leaves a file the zip CRCs check, not a false 'corrupt'."""
+    import os
+
+    from trainers import checkpoint
+    from trainers.checkpoint import checksum_path, load_checkpoint, verify_file
+
+    path = save_checkpoint(tmp_path, 3, {"history": [{"iteration": 1}]})
+    real_replace = os.replace
+
+    def crash_at_the_checksum(src, dst):
+        if str(dst).endswith(".sha256"):
+            raise KeyboardInterrupt  # killed between the two renames
+        real_replace(src, dst)
+
+    monkeypatch.setattr(checkpoint.os, "replace", crash_at_the_checksum)
+    with pytest.raises(KeyboardInterrupt):
+        save_checkpoint(tmp_path, 3, {"history": [{"iteration": 1}, {"iteration": 2}]})
+    monkeypatch.setattr(checkpoint.os, "replace", real_replace)
+    assert not checksum_path(path).exists()
+    verify_file(path)
+    assert len(load_checkpoint(path)["history"]) == 2
+
+
+def test_a_checksum_written_in_upper_case_hex_is_read(tmp_path):
+    from trainers.checkpoint import checksum_path, verify_file
+
+    path = save_checkpoint(tmp_path, 1, {})
+    sums = checksum_path(path)
+    digest, name = sums.read_text().split()
+    sums.write_text(f"{digest.upper()}  {name}\n")  # as some tools print it
+    verify_file(path)
+
+
 def test_a_run_folder_that_is_a_file_or_a_link_is_refused_word_for_word(tmp_path):
     from trainers.run_files import LinkedPathError, real_dir
 
