@@ -77,6 +77,30 @@ def test_a_checkpoint_that_does_not_fit_its_model_is_one_line(runs, tmp_path, ca
     assert "does not fit the model 'tiny-128x2'" in err and "\n" not in err
 
 
+def test_a_saved_policy_loads_in_eval_mode_with_the_config_it_was_trained_with(runs, tmp_path):
+    import shutil
+
+    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.saved_policy import load_saved, resolve_checkpoint, saved_config
+
+    saved = load_saved(runs["a"])
+    assert not saved.model.training and saved.iteration == 2  # no dropout at evaluation or export
+    data = load_checkpoint(resolve_checkpoint(runs["a"]))
+    assert data["config"]["batch_decisions"] != "off"  # the run's own value, not the earlier default, is read
+    assert saved_config(data, resolve_checkpoint(runs["a"])).batch_decisions == data["config"]["batch_decisions"]
+    older = {k: v for k, v in data["config"].items() if k != "batch_decisions"}  # written before the field existed
+    assert saved_config({**data, "config": older}, resolve_checkpoint(runs["a"])).batch_decisions == "off"
+    # a checkpoint without its config is read with its run dir's config.yaml
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(runs["a"] / "config.yaml", run / "config.yaml")
+    bare = save_checkpoint(run, 2, {k: v for k, v in data.items() if k not in ("config", "format", "iteration")})
+    assert saved_config(load_checkpoint(bare), bare).max_steps == 4
+    (run / "config.yaml").unlink()
+    with pytest.raises(Exception, match="carries no config and .*config.yaml does not exist"):
+        saved_config(load_checkpoint(bare), bare)
+
+
 def _logits(model, ids):
     with torch.no_grad():
         return model(ids).logits
@@ -122,6 +146,7 @@ def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
     assert torch.allclose(_logits(adapter, ids), trained, atol=1e-5)
     assert json.loads((tmp_path / "adapter" / "progpo_export.json").read_text())["weights"] == "peft adapter"
     assert main([str(runs["lora"]), str(tmp_path / "merged"), "--merge"]) == 0
+    assert json.loads((tmp_path / "merged" / "progpo_export.json").read_text())["weights"] == "full model"
     merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")
     assert torch.allclose(_logits(merged, ids), trained, atol=1e-5)
     assert AutoTokenizer.from_pretrained(tmp_path / "merged") is not None
