@@ -127,6 +127,24 @@ def test_eval_streams_is_refused_where_the_policy_does_not_act_with_the_model():
 
 
 # ----------------------------------------------------------------------------- config / CLI
+@pytest.mark.parametrize("kwargs, said", [
+    ({"env": "webshop", "warm_start": "bc", "bc_episodes": 0}, "warm_start bc on WebShop needs bc_episodes >= 1"),
+    ({"dist_strategy": "fsdp2", "decode": "static", "policy_mode": "generate", "warm_start": "none"},
+     "dist_strategy fsdp2 samples with the loop over the sharded weights"),
+    ({"dist_strategy": "fsdp2", "rollout_dtype": "bf16", "policy_mode": "generate", "warm_start": "none"},
+     "dist_strategy fsdp2 samples with the loop over the sharded weights"),
+    ({"backend": "vllm"}, "backend vllm samples free-text answers: use it with --policy-mode generate"),
+])
+def test_engine_and_warm_start_combinations_that_cannot_run_are_refused(kwargs, said):
+    from trainers.config import ConfigError, TrainConfig
+
+    with pytest.raises(ConfigError, match=said):
+        TrainConfig(**kwargs)
+    fixed = {"bc_episodes": 300} if "bc_episodes" in kwargs else {"decode": "auto", "rollout_dtype": "auto"} if (
+        "dist_strategy" in kwargs) else {"policy_mode": "generate", "warm_start": "none"}
+    TrainConfig(**{**kwargs, **fixed})  # the combination the message points to is taken
+
+
 def test_every_config_field_has_a_flag():
     flags = {a.dest for a in build_parser()._actions}
     assert {f for f in TrainConfig.__dataclass_fields__ if f != "notes"} <= flags
