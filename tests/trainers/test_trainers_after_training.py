@@ -45,6 +45,13 @@ def test_evaluate_replays_the_runs_own_final_evaluation(runs, tmp_path, capsys):
     assert "success" in text and "paired difference (this - other) over the same 8 episodes: +0.000" in text
 
 
+def test_evaluate_plays_a_single_episode(runs, tmp_path):
+    from trainers.evaluate import main
+
+    assert main([str(runs["a"]), "--episodes", "1", "--json", str(tmp_path / "one.json")]) == 0
+    assert json.loads((tmp_path / "one.json").read_text())["evaluation"]["eval/episodes"] >= 1
+
+
 def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys):
     """Two runs of other seeds evaluate other panels at the same split and size: no paired interval."""
     from trainers.evaluate import main

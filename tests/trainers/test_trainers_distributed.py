@@ -59,6 +59,23 @@ def test_shard_helpers():
     assert shard_seed(7, 0) == 7 and len({shard_seed(7, r) for r in range(4)}) == 4
 
 
+
+def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards():
+    from trainers.rollout import Rollout, StepRecord, Trajectory
+
+    def shard(n_groups: int, seconds: float) -> Rollout:
+        trajs = [Trajectory(group=g, member=2 * g + m, task_id=f"t{g}", task_type="x") for g in range(n_groups) for m in range(2)]
+        steps = [StepRecord(traj=i, t=0, output=None, state="s", next_state="s2", first_visit=True, reward=0.0, valid=True,
+                            action="a") for i in range(len(trajs))]
+        return Rollout(steps=steps, trajectories=trajs, seconds=seconds, response_tokens=5)
+
+    out = merge_rollouts([shard(2, 3.0), shard(1, 4.0)])
+    assert [t.group for t in out.trajectories] == [0, 0, 1, 1, 2, 2]
+    assert [t.member for t in out.trajectories] == [0, 1, 2, 3, 4, 5]  # one vector env's members, as on one rank
+    assert [s.traj for s in out.steps] == list(range(6)) and out.rows == [(i, i) for i in range(6)]
+    assert out.seconds == 4.0 and out.response_tokens == 10  # the slowest shard's time, every shard's tokens
+
+
 @pytest.mark.slow
 def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     run = tmp_path / "ddp"

@@ -56,6 +56,22 @@ def test_rl_gain_reads_start_and_last_eval(tmp_path):
     assert rl_gain(recs[:1]) is None  # a single evaluation: nothing to compare
 
 
+
+def test_the_report_gives_the_mean_score_where_partial_credit_exists(tmp_path):
+    start, end = [0.0, 0.5, 0.0, 1.0], [0.25, 0.75, 0.0, 1.0]  # WebShop-like scores: partial purchases count
+    recs = [{"iteration": i, "kind": "eval", "eval/split": "valid", "eval/episodes": 4, "eval/success": np.mean(
+             [x == 1.0 for x in sc]), "eval/won": [int(x == 1.0) for x in sc], "eval/score": sc}
+            for i, sc in ((0, start), (3, end))]
+    g = rl_gain(recs)
+    assert g["score"]["start"] == pytest.approx(0.375) and g["score"]["diff"] == pytest.approx(0.125)
+    lo, hi = g["score"]["ci"]
+    summary = write_report(tmp_path, recs, {"estimator": "gigpo", "env": "webshop"}).read_text()
+    assert (f"- Mean score (partial credit counts): 0.375 -> 0.500, difference **+0.125** (95% paired bootstrap CI "
+            f"[{lo:+.3f}, {hi:+.3f}]).") in summary
+    whole = [{**r, "eval/score": [float(w) for w in r["eval/won"]]} for r in recs]  # scores are the wins: no line
+    assert "Mean score" not in write_report(tmp_path, whole, {"estimator": "gigpo", "env": "rooms"}).read_text()
+
+
 def test_run_eval_is_reproducible_and_random_policy_skips_passive_commands():
     fn = make_env_fn("rooms", "valid", max_steps=6)
     plan = EvalPlan.for_episodes("valid", [], 5, seed=1)

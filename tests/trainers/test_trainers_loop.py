@@ -118,6 +118,18 @@ def test_lr_warmup_scales_the_first_iterations():
         TrainConfig(loss_agg="sum")
 
 
+def test_a_frozen_kl_reference_copy_exists_only_where_the_kl_term_needs_one(tmp_path):
+    """A full fine-tune with a KL term keeps a frozen copy of the initial weights; without the term,
+    or under LoRA (whose reference is the model with its adapter off), no second model is held."""
+    full = Trainer(config_for_tests(output_dir=str(tmp_path / "full"), kl_coef=0.1)).updater
+    ref = full.ref_model
+    assert ref is not None and not ref.training and not any(p.requires_grad for p in ref.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(ref.state_dict().values(), full.model.state_dict().values()))
+    assert Trainer(config_for_tests(output_dir=str(tmp_path / "nokl"), kl_coef=0.0)).updater.ref_model is None
+    lora = config_for_tests(output_dir=str(tmp_path / "lora"), kl_coef=0.1, lora=True)
+    assert Trainer(lora).updater.ref_model is None
+
+
 def test_eval_streams_is_refused_where_the_policy_does_not_act_with_the_model():
     with pytest.raises(ConfigError, match="eval_streams 2: .*score mode"):
         TrainConfig(policy_mode="generate", eval_streams=2)
