@@ -395,9 +395,12 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
             if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
                 return len(shared), (float("inf"), f"{a.get('kind')} iteration {a.get('iteration')} {field} (missing)")
             for u, v in values:
-                if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or u == v or u != u and v != v:
-                    continue  # NaN in both records is the same value; NaN in one is an infinite difference
-                rel = float("inf") if u != u or v != v else abs(u - v) / max(abs(u), abs(v), 1e-300)
+                if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or u == v:
+                    continue
+                nan_u, nan_v = math.isnan(u), math.isnan(v)
+                if nan_u and nan_v:  # NaN in both records is the same value; NaN in one is an infinite difference
+                    continue
+                rel = float("inf") if nan_u or nan_v else abs(u - v) / max(abs(u), abs(v), 1e-300)
                 if worst is None or rel > worst[0]:
                     worst = (round(rel, 12), f"{a.get('kind')} iteration {a.get('iteration')} {field}")
     return len(shared), worst
