@@ -105,9 +105,27 @@ def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None
         for proc, conn in children:
             if proc.is_alive():  # an error or interrupt here: the others stop too
                 proc.terminate()
-            proc.join()
+            _join_or_kill(proc)
             conn.close()
     return [results[k] for k in range(len(jobs))]
+
+
+#: seconds a share has to end after SIGTERM before it is killed
+TERMINATE_GRACE_S = 10.0
+
+
+def _join_or_kill(proc: Any) -> None:
+    """Wait for a share to end; one that outlives SIGTERM by :data:`TERMINATE_GRACE_S` is killed.
+
+    Python runs a signal's handler only between bytecodes, and clears signals still pending
+    when a forked child starts: a share that SIGTERM reaches in its first instants of life, or
+    one stuck in a lock it inherited from another thread of this process, never acts on it, and
+    an unbounded join would keep a stopped run from ending.
+    """
+    proc.join(timeout=TERMINATE_GRACE_S if proc.is_alive() else None)
+    if proc.is_alive():
+        proc.kill()
+        proc.join()
 
 
 def _receive(k: int, child: tuple[Any, Any], on_step: Callable[[int], None] | None, results: dict[int, Any],

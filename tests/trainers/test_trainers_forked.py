@@ -125,6 +125,31 @@ def test_an_error_here_stops_the_forked_shares():
     assert time.perf_counter() - started < 30 and multiprocessing.active_children() == []
 
 
+def test_a_share_that_outlives_sigterm_is_killed_so_the_stop_ends(monkeypatch):
+    """A share that does not act on SIGTERM (stuck in C, or reached before Python set its
+    handlers) must not keep a stopped run waiting: it is killed after the grace period."""
+    import trainers.forked as forked
+
+    monkeypatch.setattr(forked, "TERMINATE_GRACE_S", 0.5)
+
+    def deaf(step):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        step(1)  # tells the parent the handler is set
+        time.sleep(60)
+
+    def here(step):
+        while 1 not in seen:  # step(0) also takes in the messages the share sent meanwhile
+            step(0)
+            time.sleep(0.05)
+        raise KeyboardInterrupt
+
+    seen: list[int] = []
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        run_forked([here, deaf], on_step=seen.append, threads=1)
+    assert time.perf_counter() - started < 30 and multiprocessing.active_children() == []
+
+
 @pytest.mark.parametrize("fails", [False, True])
 def test_shares_play_without_the_cyclic_collector_which_comes_back_after(fails):
     """No collection runs while shares play (here or forked); the collector is as it was after,
