@@ -79,11 +79,13 @@ def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards(
 @pytest.mark.slow
 def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     run = tmp_path / "ddp"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1")
+    # PYTHONFAULTHANDLER: a rank that aborts in C++ (std::terminate) prints where its threads were
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1",
+               PYTHONFAULTHANDLER="1")
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
            "-m", "trainers.progpo", *ARGS, "--output-dir", str(run)]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
-    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.returncode == 0, out.stderr[:4000] + "\n...\n" + out.stderr[-1500:]  # the ranks' own lines come first
     assert out.stdout.count("report:") == 1  # rank 0 alone reports
 
     cfg, _ = parse_args([*ARGS, "--output-dir", str(tmp_path / "ref")])
