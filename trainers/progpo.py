@@ -19,15 +19,13 @@ A run owns its ``--output-dir``: a second run on it is refused (naming the holde
 fresh run refuses a directory that holds an earlier run (``--overwrite`` replaces it, ``--resume``
 continues it). Bad configs, corrupt checkpoints, unloadable models and env members that cannot
 reset end with a one-line ``error: ...`` (exit status 2); set ``PROGPO_DEBUG=1`` for the
-traceback. SIGTERM stops the run and says how to resume it.
+traceback. Ctrl-C and SIGTERM stop the run and say how to resume it.
 """
 from __future__ import annotations
 
 import errno
 import os
-import signal
 import sys
-import threading
 
 from pathlib import Path
 
@@ -40,10 +38,6 @@ from trainers.stop_request import Terminated
 from wrappers.errors import UserError
 
 __all__ = ["main"]
-
-
-def _on_sigterm(signum: int, frame: object) -> None:
-    stop_request.request(Terminated)
 
 
 #: ``OSError`` numbers that are the machine's state, not a bug: said in one line
@@ -79,50 +73,47 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {_first_line(err)}", file=sys.stderr)
         return 2
     lock = None
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if threading.current_thread() is threading.main_thread() else None
-    try:
-        from trainers.trainer import Trainer
+    with stop_request.stops_recorded():  # a Ctrl-C or SIGTERM that something swallows still stops the run
+        try:
+            from trainers.trainer import Trainer
 
-        if ns.resume and ns.overwrite:
-            raise ConfigError("--resume continues the run in --output-dir and --overwrite replaces it: pass one")
-        if int(os.environ.get("RANK", "0")) == 0:  # fail before the (slow) model load on a busy or used dir
-            lock = claim_run_dir(cfg.output_dir, resume=bool(ns.resume), overwrite=ns.overwrite)
-        if ns.resume:  # fail before the (slow) model load when there is nothing to resume
-            ckpt = latest_checkpoint(cfg.output_dir) if ns.resume == "latest" else Path(ns.resume)
-            if not ckpt.is_file():
-                raise CheckpointError(f"checkpoint {ckpt} does not exist")
-            ns.resume = str(ckpt)
-        trainer = Trainer(cfg)
-        report = trainer.train(resume=ns.resume, run_lock=lock)
-        if not trainer.dist.is_main:  # rank 0 prints the summary
-            return 0
-    except ShareKilled as err:
-        print(f"error: {_first_line(err)}", file=sys.stderr)
-        print(_resume_advice(cfg.output_dir, "stopped"), file=sys.stderr)
-        return 2
-    except UserError as err:
-        print(f"error: {_first_line(err)}", file=sys.stderr)
-        return 2
-    except Terminated:
-        print(_resume_advice(cfg.output_dir, "terminated (SIGTERM)"), file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print(_resume_advice(cfg.output_dir, "interrupted"), file=sys.stderr)
-        return 130
-    except Exception as err:  # noqa: BLE001 - a missing extra or a full disk is the user's, anything else a bug
-        if os.environ.get("PROGPO_DEBUG") or not _is_setup_problem(err):
-            raise
-        print(f"error: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
-        return 2
-    finally:
-        from trainers.distributed import teardown
+            if ns.resume and ns.overwrite:
+                raise ConfigError("--resume continues the run in --output-dir and --overwrite replaces it: pass one")
+            if int(os.environ.get("RANK", "0")) == 0:  # fail before the (slow) model load on a busy or used dir
+                lock = claim_run_dir(cfg.output_dir, resume=bool(ns.resume), overwrite=ns.overwrite)
+            if ns.resume:  # fail before the (slow) model load when there is nothing to resume
+                ckpt = latest_checkpoint(cfg.output_dir) if ns.resume == "latest" else Path(ns.resume)
+                if not ckpt.is_file():
+                    raise CheckpointError(f"checkpoint {ckpt} does not exist")
+                ns.resume = str(ckpt)
+            trainer = Trainer(cfg)
+            report = trainer.train(resume=ns.resume, run_lock=lock)
+            if not trainer.dist.is_main:  # rank 0 prints the summary
+                return 0
+        except ShareKilled as err:
+            print(f"error: {_first_line(err)}", file=sys.stderr)
+            print(_resume_advice(cfg.output_dir, "stopped"), file=sys.stderr)
+            return 2
+        except UserError as err:
+            print(f"error: {_first_line(err)}", file=sys.stderr)
+            return 2
+        except Terminated:
+            print(_resume_advice(cfg.output_dir, "terminated (SIGTERM)"), file=sys.stderr)
+            return 143
+        except KeyboardInterrupt:
+            print(_resume_advice(cfg.output_dir, "interrupted"), file=sys.stderr)
+            return 130
+        except Exception as err:  # noqa: BLE001 - a missing extra or a full disk is the user's, anything else a bug
+            if os.environ.get("PROGPO_DEBUG") or not _is_setup_problem(err):
+                raise
+            print(f"error: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
+            return 2
+        finally:
+            from trainers.distributed import teardown
 
-        if lock is not None:
-            lock.release()
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
-        stop_request.clear()
-        teardown()
+            if lock is not None:
+                lock.release()
+            teardown()
     from trainers.evaluation import PanelMismatch
     from trainers.report import rl_gain
 

@@ -13,7 +13,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-__all__ = ["Terminated", "request", "raise_if_requested", "clear", "signals_held", "held_signals"]
+__all__ = ["Terminated", "request", "raise_if_requested", "clear", "stops_recorded", "signals_held", "held_signals"]
 
 
 class Terminated(KeyboardInterrupt):
@@ -40,6 +40,49 @@ def clear() -> None:
     """Forget a recorded stop (the run that caught it has ended)."""
     global _pending
     _pending = None
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    request(KeyboardInterrupt)
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    request(Terminated)
+
+
+@contextlib.contextmanager
+def stops_recorded() -> Iterator[None]:
+    """Ctrl-C (SIGINT) and SIGTERM recorded by :func:`request` for the block, then the handlers
+    as they were and no stop left recorded.
+
+    Python's own Ctrl-C handler raises without a record: one that lands in a ``__del__`` or a
+    weakref callback (multiprocessing's finalizers run many) is printed and dropped, and the run
+    goes on as if the key had not been pressed. Outside the main thread the block runs as it is.
+
+    >>> import signal
+    >>> with stops_recorded():
+    ...     try:
+    ...         signal.raise_signal(signal.SIGINT)
+    ...     except KeyboardInterrupt:
+    ...         pass
+    ...     try:
+    ...         raise_if_requested()  # the stop is still there for the next loop step
+    ...     except KeyboardInterrupt:
+    ...         print("still stopping")
+    still stopping
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signal.SIGINT: signal.signal(signal.SIGINT, _on_sigint),
+              signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
+    try:
+        yield
+    finally:
+        for sig, handler in before.items():
+            if handler is not None:  # (None: set outside Python, and cannot be put back)
+                signal.signal(sig, handler)
+        clear()
 
 
 #: SIGINT / SIGTERM that came while :func:`signals_held` held them, delivered once it is done
