@@ -45,6 +45,75 @@ def test_evaluate_replays_the_runs_own_final_evaluation(runs, tmp_path, capsys):
     assert "success" in text and "paired difference (this - other) over the same 8 episodes: +0.000" in text
 
 
+def test_evaluate_against_plays_the_same_split_episodes_and_streams(runs, tmp_path, capsys, monkeypatch):
+    """``--against`` plays the other checkpoint on this evaluation's split (not its run's default)
+    and episode count, with the same streams; the JSON holds both records and the paired
+    difference, and the printed lines give each checkpoint's figures and the paired interval."""
+    import trainers.evaluation as evaluation
+    from trainers.evaluate import main
+    from trainers.statistics import paired_bootstrap_ci
+
+    streams: list[int] = []
+    real_run_eval = evaluation.run_eval
+
+    def spy(*args, **kwargs):
+        streams.append(kwargs.get("streams"))
+        return real_run_eval(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "run_eval", spy)
+    other_policy = runs["lora"]  # the same seed, so the same panel: another policy on the same episodes
+    assert main([str(runs["a"]), "--split", "train", "--episodes", "6", "--against", str(other_policy), "--streams", "2",
+                 "--json", str(tmp_path / "e.json")]) == 0
+    assert streams == [2, 2]
+    out = json.loads((tmp_path / "e.json").read_text())
+    assert sorted(out) == ["against", "evaluation", "paired"]
+    rec, other = out["evaluation"], out["against"]
+    assert (rec["eval/split"], other["eval/split"], rec["eval/episodes"], other["eval/episodes"]) == ("train", "train", 6, 6)
+    assert other["eval/panel"] == rec["eval/panel"] and (rec["iteration"], other["iteration"]) == (2, 2)
+    assert other["checkpoint"].startswith(str(other_policy)) and rec["checkpoint"].startswith(str(runs["a"]))
+    diff, lo, hi = paired_bootstrap_ci(other["eval/won"], rec["eval/won"], seed=0)
+    assert out["paired"] == {"diff": diff, "ci": [lo, hi], "episodes": 6}  # rooms scores are its outcomes: no score pair
+    text = capsys.readouterr().out.splitlines()
+    for r in (rec, other):
+        r_lo, r_hi = r["eval/success_ci"]
+        assert (f"{r['checkpoint']} (iteration {r['iteration']}) on rooms train, 6 episodes: success "
+                f"{r['eval/success']:.3f} (95% CI [{r_lo:.3f}, {r_hi:.3f}])") in text
+    assert (f"paired difference (this - other) over the same 6 episodes: {diff:+.3f} "
+            f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])") in text
+    assert text[-1] == f"-> {tmp_path / 'e.json'}"
+
+
+def test_evaluate_without_json_prints_the_records_scalars_as_its_last_line(runs, tmp_path, capsys):
+    from trainers.evaluate import main
+
+    assert main([str(runs["a"]), "--episodes", "4"]) == 0
+    last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert main([str(runs["a"]), "--episodes", "4", "--json", str(tmp_path / "e.json")]) == 0
+    rec = json.loads((tmp_path / "e.json").read_text())["evaluation"]
+    assert last == {k: v for k, v in rec.items() if not isinstance(v, list)}
+    assert last["eval/episodes"] == 4 and "eval/won" not in last and "eval/panel" in last
+
+
+def test_paired_differences_of_partial_scores_come_with_their_own_interval():
+    """WebShop-like records (scores that are not the outcomes): the paired score difference is
+    given beside the success one; records whose scores are their outcomes get none."""
+    from trainers.evaluate import _paired
+    from trainers.statistics import paired_bootstrap_ci
+
+    def record(won, score):
+        return {"eval/panel": "p", "eval/won": won, "eval/score": score, "eval/task_id": ["t"] * len(won)}
+
+    this = record([1, 0, 1, 0], [1.0, 0.5, 1.0, 0.25])
+    other = record([0, 0, 1, 0], [0.25, 0.5, 1.0, 0.0])
+    out = _paired(this, other)
+    diff, lo, hi = paired_bootstrap_ci([0, 0, 1, 0], [1, 0, 1, 0], seed=0)
+    assert (out["diff"], out["ci"], out["episodes"]) == (diff, [lo, hi], 4)
+    sd, slo, shi = paired_bootstrap_ci([0.25, 0.5, 1.0, 0.0], [1.0, 0.5, 1.0, 0.25], seed=0)
+    assert out["score"] == {"diff": sd, "ci": [slo, shi]} and sd == pytest.approx(0.25)
+    assert "score" not in _paired(record([1, 0], [1.0, 0.0]), record([0, 0], [0.0, 0.0]))
+    assert "score" in _paired(record([1, 0], [1.0, 0.0]), record([0, 0], [0.5, 0.0]))  # either side's partial scores
+
+
 def test_evaluate_plays_a_single_episode(runs, tmp_path):
     from trainers.evaluate import main
 
@@ -132,6 +201,67 @@ def test_export_gives_a_transformers_model_with_the_policys_logits(runs, tmp_pat
     assert "not an empty directory" in capsys.readouterr().err
     assert main([str(runs["a"]), str(tmp_path / "m"), "--merge"]) == 2
     assert "--merge applies to LoRA runs" in capsys.readouterr().err
+
+
+def test_the_export_manifest_names_its_run_and_the_prompt_the_policy_was_trained_with(runs, tmp_path, capsys):
+    """``progpo_export.json`` in full, for a full model and for a LoRA adapter (whose tiny base is
+    written beside it) and its merge; OUT_DIR may be nested or an empty dir, never a file."""
+    from trainers.checkpoint import load_checkpoint
+    from trainers.export import PROMPT_FIELDS, main
+    from trainers.saved_policy import resolve_checkpoint
+
+    def expected(run, weights, base):
+        ckpt = resolve_checkpoint(run)
+        cfg = load_checkpoint(ckpt)["config"]
+        return {"format": "progpo-export-v1", "checkpoint": str(ckpt), "iteration": 2, "model": cfg["model"],
+                "weights": weights, "prompt": {k: cfg[k] for k in PROMPT_FIELDS}, "estimator": cfg["estimator"],
+                "base": base}
+
+    nested = tmp_path / "a" / "b" / "full"
+    assert main([str(runs["a"]), str(nested)]) == 0
+    assert capsys.readouterr().out.strip() == f"-> {nested}: AutoModelForCausalLM.from_pretrained({str(nested)!r})"
+    assert json.loads((nested / "progpo_export.json").read_text()) == expected(runs["a"], "full model", "tiny")
+    (tmp_path / "empty").mkdir()
+    assert main([str(runs["lora"]), str(tmp_path / "empty")]) == 0
+    assert json.loads((tmp_path / "empty" / "progpo_export.json").read_text()) == expected(runs["lora"], "peft adapter", "base")
+    assert main([str(runs["lora"]), str(tmp_path / "merged"), "--merge"]) == 0
+    assert json.loads((tmp_path / "merged" / "progpo_export.json").read_text()) == expected(runs["lora"], "full model", "tiny")
+    assert not (tmp_path / "merged" / "base").exists()  # a merged model needs no base
+    capsys.readouterr()
+    (tmp_path / "file").write_text("x")
+    assert main([str(runs["a"]), str(tmp_path / "file")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and "is not an empty directory" in err and (tmp_path / "file").read_text() == "x"
+
+
+def test_an_adapter_whose_base_loads_by_name_is_written_without_it(runs, tmp_path, monkeypatch):
+    """A base another process can load (a local dir or a hub name) is named, not copied."""
+    import trainers.export as export
+    from trainers.saved_policy import load_saved
+
+    assert export._loadable_by_name(str(tmp_path)) and export._loadable_by_name("HuggingFaceTB/SmolLM2-135M-Instruct")
+    assert not export._loadable_by_name("tiny") and not export._loadable_by_name(str(tmp_path / "absent"))
+    saved = load_saved(runs["lora"])
+    monkeypatch.setattr(export, "_loadable_by_name", lambda model: model == "tiny")
+    export.export_saved(saved, tmp_path / "adapter")
+    assert not (tmp_path / "adapter" / "base").exists()
+    assert json.loads((tmp_path / "adapter" / "progpo_export.json").read_text())["base"] == "tiny"
+
+
+def test_load_saved_takes_the_device_and_overrides_it_is_given(runs, tmp_path, capsys):
+    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.evaluate import main
+    from trainers.saved_policy import load_saved, resolve_checkpoint
+
+    data = load_checkpoint(resolve_checkpoint(runs["a"]))
+    assert data["config"]["device"] != "cpu"  # the run's own setting ("auto"), replaced below
+    saved = load_saved(runs["a"], output_dir=str(tmp_path / "elsewhere"), max_steps=2)
+    assert (saved.cfg.device, saved.cfg.output_dir, saved.cfg.max_steps) == ("cpu", str(tmp_path / "elsewhere"), 2)
+    assert saved.cfg.seed == data["config"]["seed"] and saved.cfg.env == "rooms"
+    no_weights = save_checkpoint(tmp_path, 2, {k: v for k, v in data.items() if k not in ("model", "format", "iteration")})
+    assert main([str(no_weights)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no valid 'model'" in err and "\n" not in err
 
 
 def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
