@@ -114,6 +114,123 @@ def test_paired_differences_of_partial_scores_come_with_their_own_interval():
     assert "score" in _paired(record([1, 0], [1.0, 0.0]), record([0, 0], [0.5, 0.0]))  # either side's partial scores
 
 
+def test_evaluate_by_default_plays_the_runs_own_panel_with_both_intervals_at_seed_0(runs, tmp_path):
+    """No --split or --episodes: the run's eval split and eval_episodes, the very panel of its
+    last evaluation; the success and score intervals are the seed-0 bootstraps over episodes."""
+    import numpy as np
+
+    from trainers.evaluate import main
+    from trainers.statistics import paired_bootstrap_ci
+
+    assert main([str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
+    rec = json.loads((tmp_path / "e.json").read_text())["evaluation"]
+    final = [r for r in _records(runs["a"]) if r.get("kind") == "eval"][-1]
+    assert (rec["eval/split"], rec["eval/episodes"], rec["eval/panel"]) == ("valid", 8, final["eval/panel"])
+    for key, column in (("eval/success_ci", "eval/won"), ("eval/score_ci", "eval/score")):
+        _, lo, hi = paired_bootstrap_ci(np.zeros(8), rec[column], seed=0)
+        assert rec[key] == [lo, hi], key
+
+
+def _webshop_like(won: list[int], score: list[float], checkpoint: str) -> dict:
+    """An evaluation record with partial scores and task types, as WebShop's would be."""
+    import numpy as np
+
+    from trainers.statistics import paired_bootstrap_ci
+
+    _, lo, hi = paired_bootstrap_ci(np.zeros(len(won)), won, seed=0)
+    _, slo, shi = paired_bootstrap_ci(np.zeros(len(score)), score, seed=0)
+    return {"checkpoint": checkpoint, "iteration": 3, "env": "webshop", "eval/split": "valid", "eval/episodes": len(won),
+            "eval/panel": "p", "eval/won": won, "eval/score": score, "eval/task_id": ["t"] * len(won),
+            "eval/success": float(np.mean(won)), "eval/score_mean": float(np.mean(score)),
+            "eval/success_ci": [lo, hi], "eval/score_ci": [slo, shi],
+            "eval/success_by_type/pick/and/place": 0.5, "eval/success_by_type/look": 0.25}
+
+
+def test_evaluate_prints_partial_scores_task_types_and_the_paired_interval_in_order(monkeypatch, capsys):
+    """The printed lines of a WebShop-like pair of evaluations, checked against their own records."""
+    import random
+
+    import trainers.evaluate as evaluate
+    import trainers.saved_policy as saved_policy
+    from trainers.statistics import paired_bootstrap_ci
+
+    rng = random.Random(1)
+    won = [[rng.random() < p for _ in range(40)] for p in (0.6, 0.3)]
+    records = {name: _webshop_like([int(w) for w in ws], [1.0 if w else rng.choice([0.0, 0.25, 0.5]) for w in ws], name)
+               for name, ws in zip(("this.pt", "other.pt"), won)}
+    monkeypatch.setattr(saved_policy, "load_saved", lambda path: path)
+    monkeypatch.setattr(evaluate, "evaluate_saved", lambda saved, split, episodes, streams: records[saved])
+    assert evaluate.main(["this.pt", "--against", "other.pt"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    this, other = records["this.pt"], records["other.pt"]
+    lo, hi = this["eval/score_ci"]
+    assert lines[1] == f"  mean score {this['eval/score_mean']:.3f} (95% CI [{lo:.3f}, {hi:.3f}])"
+    assert lines[2:4] == ["  look: 0.250", "  place: 0.500"]  # the type after the last "/", sorted by key
+    diff, lo, hi = paired_bootstrap_ci(other["eval/won"], this["eval/won"], seed=0)
+    assert lo < hi and lines[-2] == (f"paired difference (this - other) over the same 40 episodes: {diff:+.3f} "
+                                     f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])")
+    paired = evaluate._paired(this, other)
+    sd, slo, shi = paired_bootstrap_ci(other["eval/score"], this["eval/score"], seed=0)
+    assert paired["ci"] == [lo, hi] and paired["score"] == {"diff": sd, "ci": [slo, shi]}
+    assert json.loads(lines[-1])["eval/score_mean"] == this["eval/score_mean"]
+    without_partial = {**this, "eval/score": this["eval/won"], "eval/score_mean": this["eval/success"]}
+    assert not any("mean score" in ln for ln in evaluate._lines(without_partial))
+
+
+@pytest.mark.parametrize("tool", ["evaluate", "export"])
+def test_an_error_without_a_message_is_named_by_its_type(tool, monkeypatch, capsys, tmp_path):
+    import importlib
+
+    import trainers.saved_policy as saved_policy
+
+    def refuse(path):
+        raise ValueError()
+
+    monkeypatch.setattr(saved_policy, "load_saved", refuse)
+    module = importlib.import_module(f"trainers.{tool}")
+    assert module.main(["run", *([str(tmp_path / "out")] if tool == "export" else [])]) == 2
+    assert capsys.readouterr().err == "error: ValueError\n"
+
+
+def test_a_checkpoint_without_its_config_loads_with_its_run_dirs_config_yaml(runs, tmp_path):
+    import shutil
+
+    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.saved_policy import load_saved, resolve_checkpoint
+
+    run = tmp_path / "run"
+    run.mkdir()
+    shutil.copy(runs["a"] / "config.yaml", run / "config.yaml")
+    data = load_checkpoint(resolve_checkpoint(runs["a"]))
+    bare = save_checkpoint(run, 2, {k: v for k, v in data.items() if k not in ("config", "format", "iteration")})
+    saved = load_saved(bare)
+    assert saved.cfg.max_steps == 4 and saved.iteration == 2 and saved.checkpoint == bare
+    ids = saved.policy.tokenizer("open the fridge", return_tensors="pt").input_ids
+    with torch.no_grad():
+        assert torch.equal(saved.model(ids).logits, load_saved(runs["a"]).model(ids).logits)
+
+
+@pytest.mark.parametrize("tool, said", [
+    ("evaluate", ["usage: python -m trainers.evaluate", "Evaluate a saved policy on a split of its run's env, at fixed episode seeds.",
+                  "a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)",
+                  "the env's split to play (default: the run's eval split)", "episodes (default: the run's eval_episodes)",
+                  "a second run dir or checkpoint, played on the same episodes: prints the paired difference (this - other)",
+                  "concurrent evaluation streams (CPU: processes)", "also write the JSON record to this file"]),
+    ("export", ["usage: python -m trainers.export", "Export a saved policy as a Hugging Face model directory.",
+                "a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)",
+                "the model directory to write (absent or empty)", "LoRA runs: merge the adapter into the base model"]),
+])
+def test_help_names_the_tool_and_says_what_every_argument_is(tool, said, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as done:
+        importlib.import_module(f"trainers.{tool}").main(["--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    for words in said:
+        assert words in text, words
+
+
 def test_evaluate_plays_a_single_episode(runs, tmp_path):
     from trainers.evaluate import main
 
