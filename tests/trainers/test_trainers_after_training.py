@@ -192,17 +192,24 @@ def test_an_error_without_a_message_is_named_by_its_type(tool, monkeypatch, caps
     assert capsys.readouterr().err == "error: ValueError\n"
 
 
-def test_a_checkpoint_without_its_config_loads_with_its_run_dirs_config_yaml(runs, tmp_path):
+def _without_config(run: Path, into: Path) -> Path:
+    """``run``'s last checkpoint saved again without its config, in ``into`` beside a copy of
+    the run's ``config.yaml`` (a checkpoint written before checkpoints carried their config)."""
     import shutil
 
     from trainers.checkpoint import load_checkpoint, save_checkpoint
-    from trainers.saved_policy import load_saved, resolve_checkpoint
+    from trainers.saved_policy import resolve_checkpoint
 
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(runs["a"] / "config.yaml", run / "config.yaml")
-    data = load_checkpoint(resolve_checkpoint(runs["a"]))
-    bare = save_checkpoint(run, 2, {k: v for k, v in data.items() if k not in ("config", "format", "iteration")})
+    into.mkdir()
+    shutil.copy(run / "config.yaml", into / "config.yaml")
+    data = load_checkpoint(resolve_checkpoint(run))
+    return save_checkpoint(into, 2, {k: v for k, v in data.items() if k not in ("config", "format", "iteration")})
+
+
+def test_a_checkpoint_without_its_config_loads_with_its_run_dirs_config_yaml(runs, tmp_path):
+    from trainers.saved_policy import load_saved
+
+    bare = _without_config(runs["a"], tmp_path / "run")
     saved = load_saved(bare)
     assert saved.cfg.max_steps == 4 and saved.iteration == 2 and saved.checkpoint == bare
     ids = saved.policy.tokenizer("open the fridge", return_tensors="pt").input_ids
@@ -271,9 +278,7 @@ def test_a_checkpoint_that_does_not_fit_its_model_is_one_line(runs, tmp_path, ca
 
 
 def test_a_saved_policy_loads_in_eval_mode_with_the_config_it_was_trained_with(runs, tmp_path):
-    import shutil
-
-    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.checkpoint import load_checkpoint
     from trainers.saved_policy import load_saved, resolve_checkpoint, saved_config
 
     saved = load_saved(runs["a"])
@@ -284,12 +289,9 @@ def test_a_saved_policy_loads_in_eval_mode_with_the_config_it_was_trained_with(r
     older = {k: v for k, v in data["config"].items() if k != "batch_decisions"}  # written before the field existed
     assert saved_config({**data, "config": older}, resolve_checkpoint(runs["a"])).batch_decisions == "off"
     # a checkpoint without its config is read with its run dir's config.yaml
-    run = tmp_path / "run"
-    run.mkdir()
-    shutil.copy(runs["a"] / "config.yaml", run / "config.yaml")
-    bare = save_checkpoint(run, 2, {k: v for k, v in data.items() if k not in ("config", "format", "iteration")})
+    bare = _without_config(runs["a"], tmp_path / "run")
     assert saved_config(load_checkpoint(bare), bare).max_steps == 4
-    (run / "config.yaml").unlink()
+    (tmp_path / "run" / "config.yaml").unlink()
     with pytest.raises(Exception, match="carries no config and .*config.yaml does not exist"):
         saved_config(load_checkpoint(bare), bare)
 

@@ -59,7 +59,6 @@ def test_shard_helpers():
     assert shard_seed(7, 0) == 7 and len({shard_seed(7, r) for r in range(4)}) == 4
 
 
-
 def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards():
     from trainers.rollout import Rollout, StepRecord, Trajectory
 

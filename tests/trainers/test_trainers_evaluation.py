@@ -56,7 +56,6 @@ def test_rl_gain_reads_start_and_last_eval(tmp_path):
     assert rl_gain(recs[:1]) is None  # a single evaluation: nothing to compare
 
 
-
 def test_the_report_gives_the_mean_score_where_partial_credit_exists(tmp_path):
     start, end = [0.0, 0.5, 0.0, 1.0], [0.25, 0.75, 0.0, 1.0]  # WebShop-like scores: partial purchases count
     recs = [{"iteration": i, "kind": "eval", "eval/split": "valid", "eval/episodes": 4, "eval/success": np.mean(

@@ -276,4 +276,3 @@ def test_a_checkpoint_written_before_the_renames_resumes(tmp_path, capsys):
     (run / "config.yaml").write_text(yaml.safe_dump({back.get(k, k): v for k, v in config.items()}, sort_keys=False))
     capsys.readouterr()
     assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run), "--resume"]) == 0, capsys.readouterr().err
-
