@@ -44,7 +44,8 @@ T = "tests/trainers/"
 MODULES: dict[str, tuple[list[str], list[str]]] = {
     "estimators": ([f"trainers/advantages/{m}.py" for m in ("__init__", "segments", "planpo", "hgpo", "grpo", "gigpo", "progpo",
                                                             "registry", "config", "episode", "step")],
-                   [T + "test_trainers_advantages.py", T + "test_trainers_planpo_hgpo.py", T + "test_trainers_constants.py"]),
+                   [T + "test_trainers_advantages.py", T + "test_trainers_advantage_options.py", T + "test_trainers_planpo_hgpo.py",
+                    T + "test_trainers_constants.py"]),
     "coverage": (["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],
                  ["tests/wrappers/test_wrappers_coverage.py", "tests/wrappers/test_wrappers_canonicalize.py"]),
     "alfworld-canonical": (["progpo_envs/alfworld/canonical.py", "progpo_envs/alfworld/text.py"],

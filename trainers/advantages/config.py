@@ -22,6 +22,8 @@ class AdvantageConfig:
     gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
         anchor term, HGPO's history term). lam: ProGPO lambda.
     norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), every level.
+    eps: added to every group's std before the division, >= 0 (with 0, a group of equal values
+        gets 0).
     coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
     scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
     gate: where the progress term applies: ``all_failed`` (ProGPO: it replaces the base
@@ -73,6 +75,8 @@ class AdvantageConfig:
             raise ValueError(f"scope must be 'episode' or 'group', got {self.scope!r}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not self.eps >= 0.0:  # a negative eps can cancel a group's std and divide by 0
+            raise ValueError(f"eps must be >= 0, got {self.eps}")
         for base in BASE_ESTIMATORS.values():  # every base's own options are valid, used or not
             if base.options is not None:
                 base.options(self)

@@ -142,5 +142,5 @@ def anchor_advantages(
     n = int(aid.max()) + 1 if aid.size else 0
     count, mean, std = segment_stats(ret, aid, n)
     centered = ret - mean[aid]
-    scaled = centered / (std[aid] + eps) if norm == "mean_std" else centered
+    scaled = safe_divide(centered, std[aid] + eps) if norm == "mean_std" else centered  # eps 0: equal returns give 0
     return np.where(count[aid] > 1, scaled, 0.0)
