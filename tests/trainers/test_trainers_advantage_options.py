@@ -36,8 +36,8 @@ def _batch(seed: int, n_groups: int = 6, size: int = 4, n_states: int = 4, max_l
                 outcomes.append(0.0)
             elif kind == "won":
                 outcomes.append(1.0)
-            elif kind == "partial":
-                outcomes.append(float(rng.choice([0.0, 0.25, 0.5])))
+            elif kind == "partial":  # a 0.5 and a 0 at least: a success only under a threshold of 0.5
+                outcomes.append(0.5 if m == 0 else 0.0 if m == 1 else float(rng.choice([0.0, 0.25, 0.5])))
             else:
                 outcomes.append(1.0 if m == 0 else float(rng.choice([0.0, 0.5, 1.0])))
             groups.append(10 * g + 3)  # ids that are neither dense nor sorted by first appearance
@@ -193,6 +193,8 @@ def test_planpo_terms_take_the_configs_threshold_alpha_eps_and_norm(cfg):
     np.testing.assert_allclose(out.steps, episode[traj] + cfg.planpo_alpha * turn, atol=1e-12)
     acted_groups = np.unique(gid[episode != 0]).size
     assert out.acted["planpo_groups"] == float(acted_groups) and 0 < acted_groups < gid.max() + 1
+    partial = gid[batch["traj_group"] == 33][0]  # the fourth group: scores of 0.5 at best
+    assert (episode[gid == partial] != 0).any() == (cfg.success_threshold <= 0.5)
     assert out.acted["planpo_turn_alpha"] == cfg.planpo_alpha
 
 
