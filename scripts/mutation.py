@@ -6,7 +6,7 @@
 
 Each core module is mutated by mutmut (pinned in the ``dev`` extra) in a copy of the working tree
 (tracked files, as they are now), and each mutant is run against that module's own test files
-(the fast ones: ``-m "not slow"``). mutmut runs only the tests that reach the mutated function.
+(the fast ones, less those that read the git history: ``-m "not slow and not git"``). mutmut runs only the tests that reach the mutated function.
 
 A mutant is *killed* when a test fails; it *survives* when every test passes, and a mutant in
 code that no selected test reaches counts as surviving too ("no tests"). Some mutants cannot
@@ -102,7 +102,7 @@ def _config(sources: list[str], tests: list[str]) -> str:
             f"source_paths = {quoted(sources)}\n"
             f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
             f"also_copy = {quoted(also)}\n"
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow", "-x"]\n')
+            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow and not git", "-x"]\n')
 
 
 def run_module(name: str, work: Path, children: int, rev: str | None = None) -> dict:

@@ -470,6 +470,7 @@ def test_a_run_resumed_on_other_code_or_path_or_dirty_pairs_with_nothing(tmp_pat
     assert runs.provenance_of(tmp_path / "never_recorded") is None
 
 
+@pytest.mark.git
 def test_a_preregistered_block_takes_only_runs_of_the_commit_that_added_its_config(tmp_path):
     entries = [{"method": "gigpo", "seed": 8, "provenance": {"commit": "f" * 40, "compute": {}}}]
     problem = runs.preregistered_commit_problem(tmp_path / "not_committed.yaml", entries)
