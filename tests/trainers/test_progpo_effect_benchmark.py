@@ -495,6 +495,31 @@ def test_strict_rerun_comparison_reads_every_numeric_field():
     assert runs.strict_compare(nan, [{**nan[0], "update/kl": 0.5}], 1)[1] == (float("inf"), "train iteration 1 update/kl")
 
 
+def test_strict_rerun_comparison_misses_nothing_after_a_skipped_field():
+    """Wall-clock fields and flags are skipped wherever they stand, and every field after them is
+    still read; a list of another length, a value that only one record has and a field of another
+    kind of record are differences, never 'bit-exact'."""
+    rec = {"kind": "train", "iteration": 1, "time/iteration_s": 3.0, "tokens_per_s": 90.0, "resumed": False,
+           "update/kl": 0.5, "eval/won": [1, 0, 1]}
+    same_but_clock = {**rec, "time/iteration_s": 7.0, "tokens_per_s": 40.0, "resumed": True}
+    assert runs.strict_compare([rec], [same_but_clock], 1) == (1, None)
+    assert runs.strict_compare([rec], [{**same_but_clock, "update/kl": 0.25}], 1) == (1, (0.5, "train iteration 1 update/kl"))
+    assert runs.strict_compare([rec], [{**rec, "eval/won": [1, 0]}], 1) == (
+        1, (float("inf"), "train iteration 1 eval/won (3 entries vs 2)"))
+    assert runs.strict_compare([rec], [{k: v for k, v in rec.items() if k != "eval/won"}], 1) == (
+        1, (float("inf"), "train iteration 1 eval/won (missing)"))
+    assert runs.strict_compare([rec], [{k: v for k, v in rec.items() if k != "update/kl"}], 1) == (
+        1, (float("inf"), "train iteration 1 update/kl (missing)"))
+    none = {**rec, "eval/success": None, "eval/won": [1, None, 1]}
+    assert runs.strict_compare([none], [{**none, "eval/success": 0.5}], 1) == (1, (float("inf"), "train iteration 1 eval/success"))
+    assert runs.strict_compare([none], [{**none, "eval/won": [1, 0, 1]}], 1) == (1, (float("inf"), "train iteration 1 eval/won"))
+    assert runs.strict_compare([none], [dict(none)], 1) == (1, None)
+    # records pair by kind and iteration: an eval record is never compared with a train one
+    assert runs.strict_compare([rec], [{**rec, "kind": "eval"}], 1) == (0, None)
+    assert runs.strict_compare([rec, {**rec, "kind": "eval", "update/kl": 9.0}], [rec, {**rec, "kind": "eval"}], 1) == (
+        2, (pytest.approx(17 / 18), "eval iteration 1 update/kl"))
+
+
 @pytest.mark.slow
 def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
     """--ray ADDRESS: each (method, seed) a Ray task on a 2-node loopback cluster (127.0.0.2); the
@@ -618,6 +643,8 @@ def test_the_primary_verdict_pools_the_registered_bases_per_seed(shift, decision
     v = analysis.primary_verdict(by, test)
     per_seed = [shift[s] + 0.004 * 1.5 for s in range(4)]  # the mean over the bases of on - off
     assert v["complete"] and v["seeds_in"] == 4 and v["decision"] == decision
+    assert (v["bases"], v["alpha"], v["registered_seeds"]) == (list(_BASES), 0.05, [0, 1, 2, 3])
+    assert f"p = {v['p']:.3f} {'<' if decision != 'cannot tell' else '>='} alpha 0.05, 4 seeds" in v["text"]
     assert v["estimate"] == pytest.approx(np.mean(per_seed)) and v["lo"] < v["estimate"] < v["hi"]
     from trainers.lab.significance import paired_t_p
 

@@ -390,17 +390,24 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
             if field in TIMING_KEYS or field.startswith("time/") or isinstance(x, bool):
                 continue
             y = b.get(field, b.get(RETIRED_ALIASES.get(field, field)))
-            values = [(x, y)] if isinstance(x, (int, float)) else list(zip(x, y)) if (
-                isinstance(x, list) and isinstance(y, list) and len(x) == len(y)) else []
+            where = f"{a.get('kind')} iteration {a.get('iteration')} {field}"
             if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
-                return len(shared), (float("inf"), f"{a.get('kind')} iteration {a.get('iteration')} {field} (missing)")
+                return len(shared), (float("inf"), f"{where} (missing)")
+            if isinstance(x, list) and not (isinstance(y, list) and len(x) == len(y)):  # e.g. fewer episodes
+                return len(shared), (float("inf"), f"{where} ({len(x)} entries vs {len(y)})" if isinstance(y, list)
+                                     else f"{where} (missing)")
+            scalar = isinstance(x, (int, float)) or x is None
+            values = list(zip(x, y)) if isinstance(x, list) else [(x, y)] if scalar else []
             for u, v in values:
-                if not isinstance(u, (int, float)) or not isinstance(v, (int, float)) or u == v:
+                num_u, num_v = isinstance(u, (int, float)), isinstance(v, (int, float))
+                if num_u != num_v:  # a number in one record, None (no value) in the other
+                    rel = float("inf")
+                elif not num_u or u == v:
                     continue
-                nan_u, nan_v = math.isnan(u), math.isnan(v)
-                if nan_u and nan_v:  # NaN in both records is the same value; NaN in one is an infinite difference
+                elif math.isnan(u) and math.isnan(v):  # NaN in both records is the same value
                     continue
-                rel = float("inf") if nan_u or nan_v else abs(u - v) / max(abs(u), abs(v), 1e-300)
+                else:  # NaN in one only is an infinite difference
+                    rel = float("inf") if math.isnan(u) or math.isnan(v) else abs(u - v) / max(abs(u), abs(v), 1e-300)
                 if worst is None or rel > worst[0]:
-                    worst = (round(rel, 12), f"{a.get('kind')} iteration {a.get('iteration')} {field}")
+                    worst = (round(rel, 12), where)
     return len(shared), worst
