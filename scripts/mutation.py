@@ -60,8 +60,8 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "statistics": (["trainers/statistics.py", "trainers/lab/significance.py"], [T + "test_trainers_statistics.py"]),
     "teacher-routing": (["trainers/teachers.py"], [T + "test_trainers_teachers.py"]),
     "eval-panel": (["trainers/evaluation.py"], [T + "test_trainers_evaluation.py"]),
-    "lab": (["trainers/lab/analysis.py", "trainers/lab/report.py", "trainers/lab/runs.py"],
-            [T + "test_progpo_effect_benchmark.py"]),
+    "lab": (["trainers/lab/analysis.py", "trainers/lab/runs.py"], [T + "test_progpo_effect_benchmark.py"]),
+    "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py"]),
     "saved-policy": (["trainers/saved_policy.py", "trainers/export.py", "trainers/evaluate.py"],
                      [T + "test_trainers_after_training.py"]),
 }
