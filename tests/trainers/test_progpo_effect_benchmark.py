@@ -495,6 +495,24 @@ def test_strict_rerun_comparison_reads_every_numeric_field():
     assert runs.strict_compare(nan, [{**nan[0], "update/kl": 0.5}], 1)[1] == (float("inf"), "train iteration 1 update/kl")
 
 
+@pytest.mark.parametrize("method", list(methods.METHOD_AXES))
+def test_each_runs_command_line_is_read_by_the_trainer_as_the_method_and_block_say(tmp_path, method):
+    """What the lab passes the trainer, read by the trainer's own parser: the block's config, seed,
+    iterations, state key and output dir, an evaluation halfway, a checkpoint every iteration,
+    no bars or TensorBoard, and every axis of the method."""
+    import argparse
+
+    from trainers.config import parse_args
+
+    ns = argparse.Namespace(config=ROOT / "configs" / "credit_lab.yaml", state_key="exact")
+    cfg, _ = parse_args(runs.trainer_args(ns, method, 5, 30, tmp_path / "run"))
+    assert (cfg.seed, cfg.iterations, cfg.state_key, cfg.output_dir) == (5, 30, "exact", str(tmp_path / "run"))
+    assert (cfg.eval_every, cfg.save_every, cfg.progress_bars, cfg.tensorboard) == (15, 1, False, False)
+    for axis, value in methods.axes_of(method).items():
+        assert getattr(cfg, axis) == value, f"{method}: {axis}"
+    assert parse_args(runs.trainer_args(ns, method, 0, 1, tmp_path))[0].eval_every == 1  # one iteration: never 0
+
+
 def test_strict_rerun_comparison_misses_nothing_after_a_skipped_field():
     """Wall-clock fields and flags are skipped wherever they stand, and every field after them is
     still read; a list of another length, a value that only one record has and a field of another
