@@ -513,6 +513,22 @@ def test_each_runs_command_line_is_read_by_the_trainer_as_the_method_and_block_s
     assert parse_args(runs.trainer_args(ns, method, 0, 1, tmp_path))[0].eval_every == 1  # one iteration: never 0
 
 
+def test_runs_alike_in_another_key_order_pair_and_a_mixed_block_names_its_groups():
+    """A compute path is compared by its content, not the order its record lists it in; a block
+    that mixes commits names each group: its first four runs, then '...', and its size."""
+    path = {"batch_decisions": "on", "torch_threads": 1}
+    entry = lambda m, s, commit, compute: {"method": m, "seed": s, "provenance": {"commit": commit, "compute": compute}}  # noqa: E731
+    alike = [entry("gigpo", 0, "a" * 40, path), entry("grpo", 0, "a" * 40, dict(reversed(list(path.items()))))]
+    assert runs.provenance_problem(alike) is None
+    mixed = [entry("gigpo", s, "a" * 40, path) for s in range(5)] + [entry("grpo", 0, "b" * 40, path)]
+    said = runs.provenance_problem(mixed)
+    assert said == ('the runs ran on different code or compute paths (commit ' + "a" * 40 + ', path {"batch_decisions": '
+                    '"on", "torch_threads": 1}: gigpo seed 0, gigpo seed 1, gigpo seed 2, gigpo seed 3 ... (5 runs); commit '
+                    + "b" * 40 + ', path {"batch_decisions": "on", "torch_threads": 1}: grpo seed 0 (1 runs))')
+    assert runs.provenance_problem(mixed[1:]).count(" ...") == 0  # four runs: all named
+    assert "not recorded: gigpo seed 9" in runs.provenance_problem(mixed + [{"method": "gigpo", "seed": 9}])
+
+
 def test_strict_rerun_comparison_misses_nothing_after_a_skipped_field():
     """Wall-clock fields and flags are skipped wherever they stand, and every field after them is
     still read; a list of another length, a value that only one record has and a field of another
