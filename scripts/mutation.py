@@ -1,6 +1,6 @@
 """Mutation testing of the core modules: does each module's own test file fail when its code breaks?
 
-    bash scripts/mutation.sh                       # every core module (~15-30 min on 2 cores)
+    bash scripts/mutation.sh                       # every core module (hours on 2 cores: docs/testing.md)
     bash scripts/mutation.sh statistics estimators # some of them
     bash scripts/mutation.sh --list                # the modules and the tests each is run against
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation testing of the core modules against their own tests (not in CI: ~15-30 min on 2 cores).
+# Mutation testing of the core modules against their own tests (not in CI: a full pass takes hours on 2 cores, docs/testing.md).
 # Usage: bash scripts/mutation.sh [MODULE ...] [--list] [--children N] [--out DIR]; see scripts/mutation.py.
 set -euo pipefail
 cd "$(dirname "$0")/.."
