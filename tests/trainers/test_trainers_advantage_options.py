@@ -17,7 +17,7 @@ from trainers.advantages import ESTIMATORS, AdvantageConfig, discounted_returns,
 from trainers.advantages.hgpo import HGPOConfig, hgpo_history_advantages, history_clusters, potential_credit
 from trainers.advantages.planpo import PlanPOConfig, planpo_episode_flat, planpo_turn_advantages
 from trainers.advantages.progpo import shuffle_within_groups
-from trainers.advantages.segments import anchor_advantages, safe_divide
+from trainers.advantages.segments import anchor_advantages, dense_ids, safe_divide
 
 KINDS = ("failed", "mixed", "won", "partial")
 
@@ -129,10 +129,6 @@ def _sparse_returns(batch: dict[str, np.ndarray], gamma: float) -> tuple[np.ndar
     return rew, discounted_returns(rew, traj, t, gamma)
 
 
-def _dense_groups(batch: dict[str, np.ndarray]) -> np.ndarray:
-    return np.unique(batch["traj_group"], return_inverse=True)[1].reshape(-1)
-
-
 @pytest.mark.parametrize("cfg", [
     AdvantageConfig(estimator="gigpo", gamma=0.5, omega=0.3, eps=0.2, norm="mean_std"),
     AdvantageConfig(estimator="gigpo", norm="mean"),
@@ -141,7 +137,7 @@ def test_gigpo_step_term_is_the_anchor_term_with_the_configs_options(cfg):
     batch = _batch(1)
     out = step_advantages(**batch, config=cfg)
     _, ret = _sparse_returns(batch, cfg.gamma)
-    keys = _dense_groups(batch)[batch["step_traj"]] * 1000 + batch["state_ids"]
+    keys = dense_ids(batch["traj_group"])[0][batch["step_traj"]] * 1000 + batch["state_ids"]
     want = cfg.omega * anchor_advantages(ret, keys, cfg.eps, cfg.norm)
     np.testing.assert_allclose(out.steps - out.episode[batch["step_traj"]], want, atol=1e-12)
 
@@ -158,7 +154,7 @@ def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
     batch = _batch(2)
     out = step_advantages(**batch, config=cfg)
     traj, t, s = batch["step_traj"], batch["step_index"], batch["state_ids"]
-    step_group = _dense_groups(batch)[traj]
+    step_group = dense_ids(batch["traj_group"])[0][traj]
     rew, ret = _sparse_returns(batch, cfg.gamma)
     if cfg.progpo:
         failed_step = out.all_failed[step_group]
@@ -183,7 +179,7 @@ def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
 def test_planpo_terms_take_the_configs_threshold_alpha_eps_and_norm(cfg):
     batch = _batch(3)
     out = step_advantages(**batch, config=cfg)
-    traj, gid = batch["step_traj"], _dense_groups(batch)
+    traj, gid = batch["step_traj"], dense_ids(batch["traj_group"])[0]
     turns = np.bincount(traj, minlength=gid.size)
     episode = planpo_episode_flat(batch["outcomes"], turns, gid, int(gid.max()) + 1,
                                   success_threshold=cfg.success_threshold, eps=cfg.eps, norm=cfg.norm)
