@@ -1,0 +1,381 @@
+"""The lab's run machinery (trainers.lab.runs) with a stand-in trainer: how a run is started,
+resumed, reused and kept, what the trainer process gets, and what ``--rerun`` reads, compares and
+says. Fast: the stand-in is a ``trainers.progpo`` module of a few lines in a checkout of its own,
+so every path of the real subprocess call is taken without training anything."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from trainers.config import EARLIER_VALUES
+from trainers.lab import cli, methods, runs
+from trainers.metrics import read_metrics
+
+#: a ``python -m trainers.progpo`` that says what it got and writes a finished run as the trainer
+#: keeps it (or fails when its config says so)
+STAND_IN = '''
+import json, os, sys
+from pathlib import Path
+
+argv = sys.argv[1:]
+print("argv " + json.dumps(argv))
+print("env " + json.dumps([os.environ.get("OMP_NUM_THREADS"), os.environ.get("PYTHONWARNINGS"),
+                           os.environ["PYTHONPATH"].split(os.pathsep)[0], os.getcwd()]))
+config = Path(argv[argv.index("--config") + 1]).read_text()
+if "fail_here" in config:
+    print("error: the stand-in refuses this config")
+    sys.exit(3)
+out = Path(argv[argv.index("--output-dir") + 1])
+out.mkdir(parents=True, exist_ok=True)
+(out / "metrics.jsonl").write_text(json.dumps({"kind": "train", "iteration": 1, "config": config,
+                                               "iterations": int(argv[argv.index("--iterations") + 1])}) + "\\n")
+'''
+
+
+@pytest.fixture
+def checkout(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "trainers").mkdir(parents=True)
+    (root / "trainers" / "__init__.py").write_text("")
+    (root / "trainers" / "progpo.py").write_text(STAND_IN)
+    return root
+
+
+def _said(log: Path) -> list[tuple[list, list]]:
+    """Each stand-in call in ``log``: its argv and (OMP threads, warnings, first PYTHONPATH entry, cwd)."""
+    lines = log.read_text().splitlines()
+    argvs = [json.loads(ln[5:]) for ln in lines if ln.startswith("argv ")]
+    envs = [json.loads(ln[4:]) for ln in lines if ln.startswith("env ")]
+    return list(zip(argvs, envs))
+
+
+def test_the_trainer_runs_from_the_checkout_on_one_thread_and_its_log_grows(tmp_path, checkout):
+    config = tmp_path / "c.yaml"
+    config.write_text("lr: 0.1\n")
+    log = tmp_path / "run.log"
+    cmd = ["--config", str(config), "--iterations", "2", "--output-dir", str(tmp_path / "o")]
+    runs.run_trainer(cmd, log, root=checkout)
+    runs.run_trainer(cmd, log, root=checkout)  # a resumed run appends to the log of its start
+    said = _said(log)
+    assert len(said) == 2 and said[0][0] == cmd
+    assert said[0][1] == ["1", "ignore", str(checkout), str(checkout)]  # the checkout's code, not the installed one
+    config.write_text("fail_here: 1\n")
+    with pytest.raises(RuntimeError) as err:
+        runs.run_trainer(cmd, log, root=checkout)
+    assert "failed (3)" in str(err.value) and str(log) in str(err.value) and "--iterations 2" in str(err.value)
+    assert "the stand-in refuses this config" in log.read_text() and len(_said(log)) == 3
+
+
+def test_a_rerun_starts_from_the_recorded_config_with_the_earlier_meanings(tmp_path, checkout):
+    log = tmp_path / "rerun.log"
+    log.write_text("an older rerun's output\n")
+    recorded = {"lr": 0.25, "init": "bc", "seed": 7}  # 'init' is the old name of warm_start
+    records = runs.rerun_records(recorded, 3, log, root=checkout)
+    assert len(records) == 1 and records[0]["iterations"] == 3
+    config = yaml.safe_load(records[0]["config"])
+    assert {k: config[k] for k in ("lr", "warm_start", "seed")} == {"lr": 0.25, "warm_start": "bc", "seed": 7}
+    assert "init" not in config and all(config[k] == v for k, v in EARLIER_VALUES.items())
+    argv = _said(log)[0][0]
+    assert "an older rerun" not in log.read_text() and len(_said(log)) == 1  # the log is started anew
+    assert argv[argv.index("--output-dir") + 1] == config["output_dir"] and "--overwrite" in argv
+    assert argv[argv.index("--iterations") + 1] == "3"
+    assert not Path(config["output_dir"]).exists()  # the temporary run dir is gone
+    again = runs.rerun_records({**recorded, "batch_decisions": "on"}, 1, log, root=checkout)
+    assert yaml.safe_load(again[0]["config"])["batch_decisions"] == "on"  # a recorded value wins over the earlier one
+
+
+# ---- run_one: started, resumed, reused, kept small -------------------------------------------
+
+def _args(tmp_path: Path) -> argparse.Namespace:
+    return argparse.Namespace(config=tmp_path / "block.yaml", state_key="canonical", iterations=2,
+                              runs=tmp_path / "out" / "runs", work=tmp_path / "work" / "out")
+
+
+def _finished_run(out: Path, method: str, seed: int, provenance: bool = True) -> None:
+    """What the trainer leaves in its output dir: the records, config and report the lab keeps,
+    and the checkpoints and extras it does not."""
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = {"iterations": 2, "seed": seed, **methods.axes_of(method)}
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg))
+    train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
+    recs = [{"iteration": i, "kind": "train", **train} for i in (1, 2)]
+    recs += [{"iteration": 2, "kind": "eval", "eval/success": 0.25, "eval/episodes": 4}]
+    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    (out / "summary.md").write_text("# report\n")
+    if provenance:
+        (out / "provenance.jsonl").write_text(json.dumps({"kind": "provenance", "commit": "a" * 40}) + "\n")
+    (out / "checkpoints" / "latest").mkdir(parents=True, exist_ok=True)
+    (out / "checkpoints" / "latest" / "model.pt").write_bytes(b"\0" * 64)
+    (out / "rollouts.jsonl").write_text("{}\n")
+
+
+@pytest.fixture
+def trainer_calls(monkeypatch):
+    """run_trainer replaced by a stand-in that finishes the run in its output dir; its calls."""
+    calls: list[tuple[list[str], Path]] = []
+
+    def finish(cmd: list[str], log: Path, root: Path = runs.ROOT) -> None:
+        calls.append((cmd, log))
+        out = Path(cmd[cmd.index("--output-dir") + 1])
+        seed = int(cmd[cmd.index("--seed") + 1])
+        method = next(m for m in methods.METHODS if cmd[-1 - len(methods.METHODS[m]):-1] == methods.METHODS[m])
+        _finished_run(out, method, seed, provenance="no-provenance" not in str(out))
+
+    monkeypatch.setattr(runs, "run_trainer", finish)
+    return calls
+
+
+def test_a_new_run_starts_afresh_and_keeps_only_its_records_config_report_and_provenance(tmp_path, trainer_calls, capsys):
+    args = _args(tmp_path)
+    got = runs.run_one(args, "gigpo", 3)
+    name = methods.run_name("gigpo", 3, "canonical")
+    (cmd, log), = trainer_calls
+    assert cmd == [*runs.trainer_args(args, "gigpo", 3, 2, args.work / name), "--overwrite"]
+    assert log == args.work / f"{name}.log"  # beside the run dir, so it outlives an --overwrite
+    kept = args.runs / name
+    assert sorted(p.name for p in kept.iterdir()) == ["config.yaml", "metrics.jsonl", "provenance.jsonl", "summary.md"]
+    for f in kept.iterdir():
+        assert f.read_bytes() == (args.work / name / f.name).read_bytes()
+    assert got == read_metrics(kept / "metrics.jsonl") and [r["kind"] for r in got] == ["train", "train", "eval"]
+    assert f"  {name}: " in capsys.readouterr().out
+
+
+def test_a_finished_run_is_reused_and_a_started_one_resumes(tmp_path, trainer_calls, capsys):
+    args = _args(tmp_path)
+    first = runs.run_one(args, "grpo", 0)
+    assert runs.run_one(args, "grpo", 0) == first and len(trainer_calls) == 1  # reused: no trainer
+    name = methods.run_name("grpo", 0, "canonical")
+    for f in (args.runs / name).iterdir():  # kept, but half-written: its run dir has a checkpoint
+        f.unlink()
+    (args.runs / name).rmdir()
+    capsys.readouterr()
+    assert runs.run_one(args, "grpo", 0) == first
+    assert trainer_calls[1][0][-1] == "--resume" and "--overwrite" not in trainer_calls[1][0]
+    assert capsys.readouterr().out.rstrip().endswith("(resumed)")
+
+
+def test_a_run_without_provenance_is_kept_without_it_and_a_failed_one_not_at_all(tmp_path, trainer_calls, monkeypatch):
+    args = _args(tmp_path)
+    args.work = tmp_path / "work" / "no-provenance"
+    runs.run_one(args, "planpo", 1)
+    kept = args.runs / methods.run_name("planpo", 1, "canonical")
+    assert (kept / "summary.md").exists() and not (kept / "provenance.jsonl").exists()
+    assert runs.provenance_of(kept) is None
+
+    def fail(cmd, log, root=runs.ROOT):
+        raise RuntimeError("the trainer failed")
+
+    monkeypatch.setattr(runs, "run_trainer", fail)
+    with pytest.raises(RuntimeError):
+        runs.run_one(args, "hgpo", 1)
+    assert not (args.runs / methods.run_name("hgpo", 1, "canonical")).exists()  # the next invocation starts it again
+
+
+def test_a_kept_run_that_is_not_what_its_method_names_is_refused_not_reused(tmp_path, trainer_calls):
+    args = _args(tmp_path)
+    runs.run_one(args, "gigpo", 0)
+    kept = args.runs / methods.run_name("gigpo", 0, "canonical")
+    (kept / "config.yaml").write_text(yaml.safe_dump({"iterations": 2, **methods.axes_of("grpo")}))
+    with pytest.raises(runs.LabError, match="is not what 'gigpo' names"):
+        runs.run_one(args, "gigpo", 0)
+    assert len(trainer_calls) == 1
+
+
+# ---- --rerun: which record, what is compared, what is said -----------------------------------
+
+def _train_row(it: int, value: float) -> dict:
+    return {"iteration": it, **{k: value for k in methods.TRAIN_KEYS}}
+
+
+def _fresh(values: dict[int, float], bc_loss: float = 11.5) -> list[dict]:
+    """A fresh run's records as the trainer writes them (metric names, not the lab's keys)."""
+    recs = [{"kind": "init", "iteration": 0, "bc/loss": bc_loss, "time/init_s": 3.0}]
+    return recs + [{"kind": "train", "iteration": it, **{src: v for src in methods.TRAIN_KEYS.values()},
+                    "time/iteration_s": 1.0} for it, v in values.items()]
+
+
+def _block(folder: Path, *entries: dict) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "progpo_effect.json").write_text(json.dumps({"runs": list(entries)}))
+
+
+def _entry(method: str, seed: int, values: dict[int, float], state_key: str = "canonical") -> dict:
+    return {"method": method, "seed": seed, "state_key": state_key, "config": {"seed": seed, "tag": state_key},
+            "train": [_train_row(it, v) for it, v in values.items()], "eval": []}
+
+
+@pytest.fixture
+def reruns(monkeypatch):
+    """rerun_records replaced: the fresh records it returns (set ``fresh``) and the configs it got."""
+    state: dict = {"fresh": [], "configs": [], "iterations": []}
+
+    def fake(config, iterations, log, root=runs.ROOT):
+        state["configs"].append(config)
+        state["iterations"].append(iterations)
+        assert log.parent.is_dir()
+        return [dict(r) for r in state["fresh"]]
+
+    monkeypatch.setattr(runs, "rerun_records", fake)
+    return state
+
+
+def _rerun(tmp_path: Path, *argv: str) -> int:
+    return cli.main(["--out", str(tmp_path / "block"), "--work", str(tmp_path / "work"), "--rerun", *argv])
+
+
+def test_rerun_picks_the_record_of_the_seed_method_and_state_key_asked_for(tmp_path, reruns, capsys):
+    _block(tmp_path / "block", _entry("gigpo", 1, {1: 0.1, 2: 0.2}), _entry("gigpo", 2, {1: 0.3, 2: 0.4}, "exact"),
+           _entry("gigpo", 2, {1: 0.5, 2: 0.6}), _entry("grpo", 2, {1: 0.7, 2: 0.8}))
+    reruns["fresh"] = _fresh({1: 0.5, 2: 0.6})
+    assert _rerun(tmp_path, "2", "gigpo", "--iterations", "2") == 0
+    assert reruns["configs"] == [{"seed": 2, "tag": "canonical"}] and reruns["iterations"] == [2]
+    out = capsys.readouterr().out
+    assert "gigpo seed 2: every metric reproduced" in out and out.count("same") == 2 * len(methods.TRAIN_KEYS)
+    assert "DIFFERS" not in out and "bit-exact" not in out  # no kept run to compare field by field
+    reruns["fresh"] = _fresh({1: 0.3, 2: 0.4})
+    assert _rerun(tmp_path, "2", "gigpo", "--iterations", "2", "--state-key", "exact") == 0
+    assert reruns["configs"][-1] == {"seed": 2, "tag": "exact"}
+
+
+def test_rerun_finds_a_pilot_run_and_compares_only_the_iterations_asked_for(tmp_path, reruns, capsys):
+    _block(tmp_path / "block")  # the comparison's own record lacks the seed ...
+    _block(tmp_path / "block_pilot", _entry("gigpo", 0, {1: 0.1, 2: 0.2, 3: 0.9}))  # ... its pilot has it
+    reruns["fresh"] = _fresh({1: 0.1, 2: 0.25})  # iteration 3 not re-run; iteration 2 differs
+    assert _rerun(tmp_path, "0", "gigpo", "--iterations", "1") == 0
+    out = capsys.readouterr().out
+    assert "iteration 2" not in out and "every metric reproduced" in out
+    assert _rerun(tmp_path, "0", "gigpo", "--iterations", "2") == 1
+    out = capsys.readouterr().out
+    assert out.count("DIFFERS") == len(methods.TRAIN_KEYS) and all(
+        "iteration 2" in ln for ln in out.splitlines() if "DIFFERS" in ln)
+    assert f"gigpo seed 0: {len(methods.TRAIN_KEYS)} metric(s) differ" in out
+
+
+def test_rerun_says_bit_exact_or_names_the_largest_difference_against_the_kept_run(tmp_path, reruns, capsys):
+    _block(tmp_path / "block", _entry("grpo", 4, {1: 0.1, 2: 0.2}))
+    kept = tmp_path / "block" / "runs" / methods.run_name("grpo", 4, "canonical")
+    kept.mkdir(parents=True)
+    fresh = _fresh({1: 0.1, 2: 0.2})
+    (kept / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in fresh))
+    reruns["fresh"] = [{**r, "time/init_s": 99.0} for r in fresh]  # wall clock differs: still bit-exact
+    assert _rerun(tmp_path, "4", "grpo", "--iterations", "2") == 0
+    out = capsys.readouterr().out
+    assert "grpo seed 4: bit-exact (every numeric field of 3 records, bc/* and update/* included)" in out
+    # the train metrics the lab records agree, but the warm start does not: not bit-exact, exit 1
+    reruns["fresh"] = _fresh({1: 0.1, 2: 0.2}, bc_loss=11.5 * (1 + 1e-7))
+    assert _rerun(tmp_path, "4", "grpo", "--iterations", "2") == 1
+    out = capsys.readouterr().out
+    assert "every metric reproduced" in out
+    assert "grpo seed 4: NOT bit-exact: largest relative difference 1e-07 in init iteration 0 bc/loss (3 records compared)" in out
+
+
+def test_rerun_of_a_run_that_was_never_recorded_is_one_line(tmp_path, reruns, capsys):
+    assert _rerun(tmp_path, "0", "gigpo") == 2  # no record at all
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: no recorded run gigpo seed 0 (state key canonical) in {(tmp_path / 'block').resolve()}"
+    _block(tmp_path / "block", _entry("gigpo", 0, {1: 0.1}, "exact"))
+    assert _rerun(tmp_path, "0", "gigpo") == 2 and "no recorded run gigpo seed 0" in capsys.readouterr().err
+    (tmp_path / "block_pilot").mkdir()
+    (tmp_path / "block_pilot" / "progpo_effect.json").write_text("[1, 2]")  # a pilot record that is no record
+    assert _rerun(tmp_path, "0", "gigpo") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {(tmp_path / 'block_pilot' / 'progpo_effect.json').resolve()} is not a progpo_effect")
+    assert "\n" not in err and reruns["configs"] == []  # nothing re-run
+
+
+def test_a_rerun_that_fails_names_the_last_line_of_its_log(tmp_path, monkeypatch, capsys):
+    _block(tmp_path / "block", _entry("gigpo", 0, {1: 0.1}))
+
+    def fail(config, iterations, log, root=runs.ROOT):
+        log.write_text("starting\nloading\n\nerror: out of memory at step 3\n\n")
+        raise RuntimeError("failed")
+
+    monkeypatch.setattr(runs, "rerun_records", fail)
+    assert _rerun(tmp_path, "0", "gigpo") == 2
+    log = (tmp_path / "work").resolve() / "block" / f"rerun_{methods.run_name('gigpo', 0, 'canonical')}.log"
+    assert capsys.readouterr().err.strip() == (
+        f"error: the rerun of gigpo seed 0 failed: error: out of memory at step 3; its log: {log}")
+
+    def silent(config, iterations, log, root=runs.ROOT):
+        log.write_text("")
+        raise RuntimeError("failed")
+
+    monkeypatch.setattr(runs, "rerun_records", silent)
+    assert _rerun(tmp_path, "0", "gigpo") == 2
+    assert "failed: (no output); its log:" in capsys.readouterr().err
+
+
+
+# ---- the analysis at its edges: uneven evaluations, thresholds met exactly, too few seeds ------
+
+def _eval_run(method: str, seed: int, evals: list[tuple[int, float]], trap: float = 0.9) -> dict:
+    return {"method": method, "seed": seed, "train": [{"iteration": 1, "all_failed_fraction": trap}],
+            "eval": [{"iteration": i, "eval/success": y} for i, y in evals]}
+
+
+def test_auc_weighs_each_stretch_by_its_length_and_divides_by_the_span():
+    from trainers.lab.analysis import auc
+
+    # (0.2 + 0.4) / 2 * 5 + (0.4 + 0.0) / 2 * 20 = 5.5 over the span 25 (not 30: the curve starts at 5)
+    assert auc(_eval_run("gigpo", 0, [(5, 0.2), (10, 0.4), (30, 0.0)])) == pytest.approx(0.22)
+    assert auc(_eval_run("gigpo", 0, [(0, 0.6), (30, 0.0)])) == pytest.approx(0.3)
+
+
+def test_the_mde_needs_two_pilot_differences_and_falls_with_more_seeds():
+    from trainers.lab.analysis import mde_80
+    from trainers.statistics import t975
+
+    assert np.isnan(mde_80(np.array([0.1]), 8))  # one difference has no spread
+    two = mde_80(np.array([0.1, 0.3]), 8)
+    assert two == pytest.approx((t975(7) + 0.8416) * np.std([0.1, 0.3], ddof=1) / np.sqrt(8))
+    assert mde_80(np.array([0.1, 0.3]), 16) < two
+
+
+def test_validity_passes_thresholds_met_exactly_and_decides_at_the_registered_seed_count():
+    from trainers.lab.analysis import ValidityCriteria, validity
+    from trainers.statistics import mean_ci
+
+    gigpo = [0.30, 0.35, 0.40, 0.33]
+    by = {"gigpo": [_eval_run("gigpo", s, [(0, 0.05), (30, y)], trap=0.6) for s, y in enumerate(gigpo)],
+          "grpo": [_eval_run("grpo", s, [(0, 0.05), (30, y - 0.1 - 0.01 * s)], trap=0.6) for s, y in enumerate(gigpo)]}
+    rise = validity(by, ValidityCriteria(trap_min=0.6, room_min=0.0, seeds=4))["gigpo_rise"]  # as the lab computes it
+    assert rise == pytest.approx(float(np.mean(gigpo)) - 0.05)
+    v = validity(by, ValidityCriteria(trap_min=0.6, room_min=rise, seeds=4))
+    assert v["checks"] == {"trap": True, "room": True, "discrimination": True} and v["verdict"] == "discriminates"
+    assert v["seeds"] == 4 and v["criteria"] == {"trap_min": 0.6, "room_min": rise, "seeds": 4}
+    half = mean_ci(np.array([[y - 0.05] for y in gigpo]))[1][0]
+    assert v["gigpo_rise_half"] == pytest.approx(half) and v["gigpo_rise"] == pytest.approx(rise)
+    assert v["pilot_seeds"] == [] and v["gigpo_minus_grpo_fresh"] == v["gigpo_minus_grpo"]
+    v = validity(by, ValidityCriteria(trap_min=0.61, room_min=rise, seeds=4))
+    assert v["checks"]["trap"] is False and v["verdict"] == "cannot discriminate"
+    v = validity(by, ValidityCriteria(trap_min=0.6, room_min=rise + 1e-9, seeds=4))
+    assert v["checks"]["room"] is False and v["verdict"] == "cannot discriminate"
+    v = validity(by, ValidityCriteria(trap_min=0.6, room_min=rise, seeds=5))
+    assert v["verdict"] == "not decided: fewer than 5 paired seeds" and v["checks"]["discrimination"] is False
+
+
+def test_progpo_on_off_pools_only_over_several_bases_and_seeds():
+    from trainers.lab.analysis import progpo_on_off
+    from trainers.lab.significance import paired_t_p
+
+    def arm(m, finals):
+        return [_eval_run(m, s, [(0, 0.0), (30, y)]) for s, y in finals.items()]
+
+    one_base = {"gigpo": arm("gigpo", {0: 0.2, 1: 0.3, 2: 0.1}), "progpo-gigpo": arm("progpo-gigpo", {0: 0.3, 1: 0.3, 2: 0.4})}
+    res = progpo_on_off(one_base)
+    assert res["pooled"] is None  # one base: its pair is the whole contrast
+    assert res["pairs"][0]["p"] == pytest.approx(paired_t_p([0.1, 0.0, 0.3]))
+    two_bases_one_seed = {**one_base, "hgpo": arm("hgpo", {2: 0.1, 5: 0.1}), "progpo-hgpo": arm("progpo-hgpo", {2: 0.2, 5: 0.3})}
+    res = progpo_on_off(two_bases_one_seed)
+    assert len(res["pairs"]) == 2 and res["pooled"] is None  # seed 2 alone is common: no interval
+    res = progpo_on_off({**two_bases_one_seed, "hgpo": arm("hgpo", {1: 0.1, 2: 0.1}),
+                         "progpo-hgpo": arm("progpo-hgpo", {1: 0.2, 2: 0.3})})
+    assert res["pooled"]["seeds"] == [1, 2] and res["pooled"]["per_seed"] == pytest.approx([0.05, 0.25])
+    assert res["pooled"]["p"] == pytest.approx(paired_t_p([0.05, 0.25]))
+    assert progpo_on_off({"progpo-gigpo": one_base["progpo-gigpo"]}) is None  # no base to pair with
