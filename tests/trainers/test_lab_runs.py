@@ -17,6 +17,8 @@ from trainers.config import EARLIER_VALUES
 from trainers.lab import cli, methods, runs
 from trainers.metrics import read_metrics
 
+ROOT_CONFIGS = runs.ROOT / "configs"
+
 #: a ``python -m trainers.progpo`` that says what it got and writes a finished run as the trainer
 #: keeps it (or fails when its config says so)
 STAND_IN = '''
@@ -379,3 +381,59 @@ def test_progpo_on_off_pools_only_over_several_bases_and_seeds():
     assert res["pooled"]["seeds"] == [1, 2] and res["pooled"]["per_seed"] == pytest.approx([0.05, 0.25])
     assert res["pooled"]["p"] == pytest.approx(paired_t_p([0.05, 0.25]))
     assert progpo_on_off({"progpo-gigpo": one_base["progpo-gigpo"]}) is None  # no base to pair with
+
+
+# ---- what a run's JSON entry keeps; what a block's config may set ------------------------------
+
+def test_a_run_s_entry_keeps_the_lab_s_keys_panels_task_types_and_core_seconds():
+    train1 = {"success": 0.2, "all_failed_frac": 0.75, "coverage_rate": 0.5, "repeated_action_rate": 0.1,
+              "score_mean": 0.2, "adv/abs_mean": 0.3, "adv/progress_groups": 2, "adv/progress_group_frac": 0.5,
+              "rollout/forks": 3, "bc/loss": 9.0}
+    records = [
+        {"kind": "init", "iteration": 0, "time/init_s": 5.0, "bc/loss": 1.0},
+        {"kind": "eval", "iteration": 0, "eval/success": 0.1, "eval/episodes": 4, "eval/panel": "p1",
+         "eval/success_by_type/pick": 0.5, "eval/success_by_type/clean": 0.0, "time/iteration_s": 1.5},
+        {"kind": "train", "iteration": 1, **train1, "time/iteration_s": 10.0},
+        {"kind": "train", "iteration": 2, "success": 0.3, "time/iteration_s": 12.5},  # a metric not logged: None
+        {"kind": "eval", "iteration": 2, "eval/success": 0.3, "eval/episodes": 4},
+    ]
+    entry = runs.run_record("progpo-gigpo", 3, "exact", records, {"lr": 0.1})
+    assert entry == {
+        "method": "progpo-gigpo", "seed": 3, "state_key": "exact", "config": {"lr": 0.1},
+        "train": [{"iteration": 1, "train/success": 0.2, "all_failed_fraction": 0.75, "coverage_rate": 0.5,
+                   "repeat_rate": 0.1, "score_mean": 0.2, "adv/abs_mean": 0.3, "adv/progress_groups": 2},
+                  {"iteration": 2, "train/success": 0.3, **{k: None for k in list(methods.TRAIN_KEYS)[1:]}}],
+        "eval": [{"iteration": 0, "eval/success": 0.1, "eval/episodes": 4, "eval/panel": "p1",
+                  "by_task_type": {"pick": 0.5, "clean": 0.0}},
+                 {"iteration": 2, "eval/success": 0.3, "eval/episodes": 4, "by_task_type": {}}],
+        "acted": [{"iteration": 1, "ProGPO groups": 0.5, "tree forks": 3}, {"iteration": 2}],
+        "train_core_s": 29.0}
+
+
+@pytest.mark.parametrize("text, said", [
+    ("advantage: {estimator: grpo}\n", "estimator: grpo"),  # in its section, as configs are written now
+    ("tree: {scorer: random}\n", "tree_scorer: random"),
+    ("distill: {mode: hindsight}\n", "distill: hindsight"),
+    ("progress_gate: always\nshuffle_coverage: true\n", "progress_gate: always, shuffle_coverage: True"),
+    ("init: bc\nrollout: tree\n", "rollout: tree"),  # an old name beside it is read, not an error
+    ("- a list\n", "is not a mapping of config fields"),
+    ("lr: [unclosed\n", "cannot be read (ParserError)"),
+    ("advantage: {estimater: grpo}\n", "has no key 'estimater'; did you mean estimator?"),
+])
+def test_a_block_config_that_would_change_a_method_is_named(tmp_path, text, said):
+    config = tmp_path / "block.yaml"
+    config.write_text(text)
+    problem = runs.config_axes_problem(config)
+    assert problem is not None and said in problem and "\n" not in problem, problem
+
+
+def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out(tmp_path, capsys):
+    config = tmp_path / "block.yaml"
+    for text in ("", "lr: 0.001\nseed: 3\n", "advantage: {estimator: gigpo, gamma: 0.9}\ntree: {scorer: coverage}\n",
+                 "rollout: flat\ndistill: {mode: none}\nprogress_gate: all_failed\nshuffle_coverage: false\n"):
+        config.write_text(text)
+        assert runs.config_axes_problem(config) is None, text
+    assert capsys.readouterr().err == ""  # a check, not a load: no deprecation lines for old spellings
+    assert "cannot be read (FileNotFoundError)" in runs.config_axes_problem(tmp_path / "absent.yaml")
+    assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab.yaml") is None  # the shipped blocks pass
+    assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab_confirm.yaml") is None
