@@ -437,3 +437,50 @@ def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out
     assert "cannot be read (FileNotFoundError)" in runs.config_axes_problem(tmp_path / "absent.yaml")
     assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab.yaml") is None  # the shipped blocks pass
     assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab_confirm.yaml") is None
+
+
+# ---- load_run: what a finished run must hold ---------------------------------------------------
+
+def _kept(tmp_path: Path, method: str, config: dict | None = None, records: list[dict] | None = None) -> Path:
+    folder = tmp_path / "kept" / method
+    _finished_run(folder, method, 0)
+    if config is not None:
+        (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    if records is not None:
+        (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return folder
+
+
+def test_a_whole_run_loads_with_its_config_flattened_and_a_cut_one_names_where_it_ends(tmp_path):
+    sectioned = {"iterations": 2, "rollout": "flat", "advantage": {"estimator": "planpo", "gamma": 0.9},
+                 "distill": {"mode": "none"}}
+    records, config = runs.load_run(_kept(tmp_path, "planpo", config=sectioned), "planpo", 0)
+    assert config["estimator"] == "planpo" and config["gamma"] == 0.9 and "advantage" not in config
+    assert [r["kind"] for r in records] == ["train", "train", "eval"]
+    train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
+    good_eval = {"kind": "eval", "iteration": 2, "eval/success": 1, "eval/episodes": 4}  # an int success is a success
+    longer = [{"kind": "train", "iteration": i, **train} for i in (1, 2, 3)] + [good_eval]
+    assert len(runs.load_run(_kept(tmp_path, "grpo", records=longer), "grpo", 0)[0]) == 4
+    cut = [{"kind": "train", "iteration": 1, **train}, good_eval]
+    with pytest.raises(runs.LabError, match=r"ends at iteration 1 of 2 \(cut short\)"):
+        runs.load_run(_kept(tmp_path, "gigpo", records=cut), "gigpo", 0)
+    with pytest.raises(runs.LabError, match=r"ends at iteration 0 of 2"):
+        runs.load_run(_kept(tmp_path, "hgpo", records=[good_eval]), "hgpo", 0)
+    no_count = {"rollout": "flat", **methods.axes_of("progpo-gigpo"), "iterations": "unknown"}
+    assert runs.load_run(_kept(tmp_path, "progpo-gigpo", config=no_count, records=cut), "progpo-gigpo", 0)
+
+
+def test_a_run_that_trained_with_a_teacher_is_only_reported_as_a_teacher_method(tmp_path):
+    train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
+    taught = [{"kind": "train", "iteration": i, **train, "distill": "hindsight (not pure RL)"} for i in (1, 2)]
+    taught.append({"kind": "eval", "iteration": 2, "eval/success": 0.5, "eval/episodes": 4})
+    assert runs.load_run(_kept(tmp_path, "gigpo+hindsight", records=taught), "gigpo+hindsight", 0)
+    with pytest.raises(runs.LabError) as err:
+        runs.load_run(_kept(tmp_path, "gigpo", records=taught), "gigpo", 0)
+    assert "its records say it trained with a teacher (hindsight (not pure RL))" in str(err.value)
+    with pytest.raises(runs.LabError, match="config.yaml is not a mapping"):
+        runs.load_run(_kept(tmp_path, "grpo", config=["a", "list"]), "grpo", 0)
+    folder = _kept(tmp_path, "planpo")
+    (folder / "config.yaml").write_text("advantage: {estimater: planpo}\n")
+    with pytest.raises(runs.LabError, match="has no key 'estimater'.*delete the folder"):
+        runs.load_run(folder, "planpo", 0)
