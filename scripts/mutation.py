@@ -62,7 +62,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "eval-panel": (["trainers/evaluation.py"], [T + "test_trainers_evaluation.py"]),
     "lab": (["trainers/lab/analysis.py", "trainers/lab/runs.py"], [T + "test_progpo_effect_benchmark.py",
                                                                   T + "test_lab_runs.py"]),
-    "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py"]),
+    "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"]),
     "saved-policy": (["trainers/saved_policy.py", "trainers/export.py", "trainers/evaluate.py"],
                      [T + "test_trainers_after_training.py"]),
 }

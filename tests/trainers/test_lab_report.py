@@ -1,0 +1,146 @@
+"""The lab's report (trainers.lab.report) read cell by cell against figures computed here from the
+runs: the table over seeds, the episodes to reach a level, the task types, the paired
+differences, the validity lines and the compute line."""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+
+from trainers.lab import report
+from trainers.lab.analysis import ValidityCriteria
+from trainers.statistics import t975
+
+
+def _cell(values: list[float]) -> str:
+    """mean +- half-width of the 95% t interval, written out (the report's own helper is not used)."""
+    x = np.asarray(values, dtype=float)
+    if x.size == 1:
+        return f"{x[0]:.3f} (1 seed)"
+    return f"{x.mean():.3f} +- {t975(x.size - 1) * x.std(ddof=1) / np.sqrt(x.size):.3f}"
+
+
+def _entry(method: str, seed: int, evals: list[float], success: list[float], failed: list[float],
+           types: dict[str, float] | None = None) -> dict:
+    its = [0, len(success)] if len(evals) == 2 else list(range(len(evals)))
+    return {"method": method, "seed": seed, "state_key": "canonical",
+            "config": {"num_groups": 4, "group_size": 8},
+            "train": [{"iteration": i + 1, "train/success": s, "all_failed_fraction": f, "coverage_rate": 0.1 * (i + 1),
+                       "repeat_rate": 0.5 - 0.05 * i} for i, (s, f) in enumerate(zip(success, failed))],
+            "eval": [{"iteration": it, "eval/success": y, "eval/episodes": 8,  # the task types of the last one count
+                      "by_task_type": {t: (v if k == len(evals) - 1 else 0.0) for t, v in (types or {}).items()}}
+                     for k, (it, y) in enumerate(zip(its, evals))],
+            "acted": [], "train_core_s": 1800.0}
+
+
+GIGPO = [_entry("gigpo", 0, [0.1, 0.5], [0.0, 0.1, 0.1, 0.2, 0.2, 0.3], [0.9, 0.8, 0.8, 0.7, 0.7, 0.6],
+                {"pick": 1.0, "clean": 0.0}),
+         _entry("gigpo", 1, [0.3, 0.5], [0.0, 0.0, 0.1, 0.1, 0.1, 0.2], [0.7, 0.7, 0.6, 0.6, 0.5, 0.5],
+                {"pick": 0.5, "clean": 0.5})]
+PROGPO = [_entry("progpo-gigpo", 0, [0.1, 0.6], [0.0, 0.2, 0.3, 0.3, 0.4, 0.4], [0.8, 0.6, 0.5, 0.5, 0.4, 0.4],
+                 {"pick": 1.0, "clean": 0.25}),
+          _entry("progpo-gigpo", 1, [0.1, 0.8], [0.1, 0.2, 0.2, 0.3, 0.3, 0.3], [0.8, 0.7, 0.6, 0.5, 0.5, 0.5],
+                 {"pick": 0.75, "clean": 0.75})]
+
+
+def _args(**kw) -> argparse.Namespace:
+    base = dict(lab=None, pilot=False, methods=["gigpo", "progpo-gigpo", "grpo"], seeds=[0, 1], iterations=6,
+                state_key="canonical", config="configs/toy.yaml", levels=[0.1, 0.19, 0.5], report=False, workers=2,
+                planned_seeds=8)
+    return argparse.Namespace(**{**base, **kw})
+
+
+def test_the_table_gives_each_method_s_mean_and_interval_over_seeds_cell_by_cell():
+    text = report.report(_args(), GIGPO + PROGPO, wall_s=90.0)
+    lines = text.splitlines()
+    assert lines[0] == "# ProGPO vs its base in the credit trap (`toy.yaml`, state key `canonical`)"
+    assert lines[2] == ("`python benchmarks/progpo_effect.py`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
+                        "held-out episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.")
+    assert "| method | seeds | eval it 0 | eval it 6 | train, last 5 | all-failed it 1 |" in text
+    for runs in (GIGPO, PROGPO):
+        cells = [_cell([r["eval"][0]["eval/success"] for r in runs]), _cell([r["eval"][1]["eval/success"] for r in runs]),
+                 _cell([np.mean([t["train/success"] for t in r["train"][1:]]) for r in runs]),
+                 _cell([r["train"][0]["all_failed_fraction"] for r in runs]),
+                 _cell([np.mean([t["all_failed_fraction"] for t in r["train"][1:]]) for r in runs]),
+                 _cell([np.mean([t["coverage_rate"] for t in r["train"][1:]]) for r in runs]),
+                 _cell([np.mean([t["repeat_rate"] for t in r["train"][1:]]) for r in runs])]
+        assert f"| {runs[0]['method']} | 2 | " + " | ".join(cells) + " |" in lines
+    assert "grpo" not in text.split("## Episodes")[0].split("|---")[1]  # a method with no run has no row
+    # seed-mean train success, running mean over 2 iterations, first iteration at the level, x 32 episodes
+    assert "| gigpo | 128 | 192 | - |" in lines and "| progpo-gigpo | 64 | 96 | - |" in lines
+    assert "| method | clean | pick |" in lines  # task types sorted
+    assert "| gigpo | 0.250 | 0.750 |" in lines and "| progpo-gigpo | 0.500 | 0.875 |" in lines
+    d = [0.6 - 0.5, 0.8 - 0.5]
+    half = t975(1) * np.std(d, ddof=1) / np.sqrt(2)
+    assert f"- progpo-gigpo - gigpo: +0.200 +- {half:.3f} over 2 seeds (+0.100, +0.300)" in lines
+    assert not any(ln.startswith("- gigpo - grpo") for ln in lines)  # no grpo run: no such pair
+    assert lines[-1].startswith("Compute: 2.0 core-hours of warm start + training over 4 runs")
+    assert lines[-1].endswith("Wall time of this invocation: 1.5 min on 2 worker(s).")
+    assert "Wall time" not in report.report(_args(report=True), GIGPO + PROGPO, wall_s=90.0)  # --report: no wall time
+
+
+def test_one_seed_has_no_interval_and_the_pilot_gives_the_mde():
+    text = report.report(_args(seeds=[0]), GIGPO[:1] + PROGPO[:1], wall_s=0.0)
+    assert "| gigpo | 1 | 0.100 (1 seed) | 0.500 (1 seed) |" in text
+    assert "- progpo-gigpo - gigpo: +0.100 over 1 seed (no interval) (+0.100)" in text
+    pilot = report.report(_args(pilot=True, planned_seeds=8), GIGPO + PROGPO, wall_s=0.0)
+    d = np.array([0.1, 0.3])
+    mde = (t975(7) + 0.8416) * d.std(ddof=1) / np.sqrt(8)
+    assert f"minimum detectable difference at 80% power with 8 seeds: {mde:.3f}" in pilot
+    assert "`python benchmarks/progpo_effect.py --pilot`" in pilot
+    assert "minimum detectable" not in report.report(_args(pilot=True), GIGPO[:1] + PROGPO[:1], wall_s=0.0)
+
+
+def test_the_provenance_line_names_the_commit_and_path_or_says_it_was_not_recorded():
+    p = {"commit": "c" * 40, "compute": {"torch_threads": 1, "batch_decisions": "on"}, "cpu": "x", "versions": {}}
+    text = report.report(_args(), [{**e, "provenance": p} for e in GIGPO], wall_s=0.0)
+    assert ("Provenance: every run on commit " + "c" * 40 + ', compute path {"batch_decisions": "on", '
+            '"torch_threads": 1}.') in text
+    assert "Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one code " \
+           "version." in report.report(_args(), GIGPO, wall_s=0.0)
+    mixed = report.report(_args(mixed="two commits"), GIGPO, wall_s=0.0)
+    assert "**Mixed provenance (--allow-mixed): two commits. Paired differences compare code and paths too.**" in mixed
+
+
+def _lab_by(gigpo: list[float], grpo: list[float]) -> dict:
+    return {"gigpo": [_entry("gigpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(gigpo)],
+            "grpo": [_entry("grpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(grpo)]}
+
+
+def test_the_validity_lines_give_each_check_its_threshold_and_the_fresh_seeds_apart():
+    crit = ValidityCriteria(trap_min=0.6, room_min=0.2, seeds=4)
+    by = _lab_by([0.40, 0.45, 0.50, 0.42], [0.30, 0.33, 0.35, 0.31])
+    from trainers.lab.analysis import validity
+
+    valid = validity(by, crit, pilot_seeds=(0, 1))
+    lines = report.lab_report(_args(lab="alfworld", methods=["gigpo", "grpo"], criteria=crit), by, valid)
+    assert "- the trap: all-failed fraction at iteration 1 0.900 (needs >= 0.60): met" in lines
+    rise = np.array([0.40, 0.45, 0.50, 0.42]) - 0.05
+    half = t975(3) * rise.std(ddof=1) / 2
+    assert f"- room to move: GiGPO's held-out success {rise.mean():+.3f} +- {half:.3f} from start to end (needs >= +0.20): met" in lines
+    disc = next(ln for ln in lines if ln.startswith("- discrimination:"))
+    d = valid["gigpo_minus_grpo"]
+    assert disc.startswith(f"- discrimination: GiGPO - GRPO final {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] over 4 "
+                           "seeds (needs the 95% interval above 0 at >= 4 seeds): met; these seeds include the pilot "
+                           "seeds [0, 1], which chose the setting. On the fresh seeds alone: ")
+    assert disc.endswith(" over 2 seeds")
+    assert "**Verdict: discriminates.**" in lines
+    weak = _lab_by([0.10, 0.12, 0.11, 0.10], [0.30, 0.33, 0.35, 0.31])
+    lines = report.lab_report(_args(lab="alfworld", methods=["gigpo", "grpo"], criteria=crit), weak,
+                              validity(weak, crit))
+    assert "(needs >= +0.20): NOT met" in next(ln for ln in lines if ln.startswith("- room to move"))
+    assert "these seeds include the pilot" not in "\n".join(lines)
+    assert ("**Verdict: cannot discriminate.** Every comparison below is read as: this lab cannot discriminate."
+            in lines)
+    assert "Not measured: the lab needs gigpo and grpo runs." in report.lab_report(
+        _args(lab="alfworld", methods=["gigpo"]), {"gigpo": weak["gigpo"]}, None)
+
+
+@pytest.mark.parametrize("p, cell", [
+    (None, "-"),
+    ({"mean": 0.1234, "lo": -0.05, "hi": 0.3, "seeds": [0, 1]}, "+0.123 [-0.050, +0.300]"),
+    ({"mean": -0.2, "lo": -0.2, "hi": -0.2, "seeds": [3]}, "-0.200 (1 seed)"),
+])
+def test_a_difference_cell_gives_its_interval_or_says_it_has_one_seed(p, cell):
+    assert report._diff_cell(p) == cell
