@@ -28,7 +28,7 @@ from pathlib import Path
 argv = sys.argv[1:]
 print("argv " + json.dumps(argv))
 print("env " + json.dumps([os.environ.get("OMP_NUM_THREADS"), os.environ.get("PYTHONWARNINGS"),
-                           os.environ["PYTHONPATH"].split(os.pathsep)[0], os.getcwd()]))
+                           os.environ["PYTHONPATH"], os.getcwd(), os.environ.get("LAB_TEST_MARK")]))
 config = Path(argv[argv.index("--config") + 1]).read_text()
 if "fail_here" in config:
     print("error: the stand-in refuses this config")
@@ -50,14 +50,18 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def _said(log: Path) -> list[tuple[list, list]]:
-    """Each stand-in call in ``log``: its argv and (OMP threads, warnings, first PYTHONPATH entry, cwd)."""
+    """Each stand-in call in ``log``: its argv and (OMP threads, warnings, PYTHONPATH, cwd, a marker)."""
     lines = log.read_text().splitlines()
     argvs = [json.loads(ln[5:]) for ln in lines if ln.startswith("argv ")]
     envs = [json.loads(ln[4:]) for ln in lines if ln.startswith("env ")]
     return list(zip(argvs, envs))
 
 
-def test_the_trainer_runs_from_the_checkout_on_one_thread_and_its_log_grows(tmp_path, checkout):
+def test_the_trainer_runs_from_the_checkout_on_one_thread_and_its_log_grows(tmp_path, checkout, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "8")  # the caller's settings do not reach the run ...
+    monkeypatch.setenv("PYTHONWARNINGS", "default")
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    monkeypatch.setenv("LAB_TEST_MARK", "kept")  # ... the rest of its environment does
     config = tmp_path / "c.yaml"
     config.write_text("lr: 0.1\n")
     log = tmp_path / "run.log"
@@ -66,12 +70,15 @@ def test_the_trainer_runs_from_the_checkout_on_one_thread_and_its_log_grows(tmp_
     runs.run_trainer(cmd, log, root=checkout)  # a resumed run appends to the log of its start
     said = _said(log)
     assert len(said) == 2 and said[0][0] == cmd
-    assert said[0][1] == ["1", "ignore", str(checkout), str(checkout)]  # the checkout's code, not the installed one
+    assert said[0][1] == ["1", "ignore", str(checkout), str(checkout), "kept"]  # the checkout's code, not the installed one
+    monkeypatch.setenv("PYTHONPATH", "/elsewhere")
+    runs.run_trainer(cmd, log, root=checkout)
+    assert _said(log)[-1][1][2] == os.pathsep.join([str(checkout), "/elsewhere"])  # first, before the caller's
     config.write_text("fail_here: 1\n")
     with pytest.raises(RuntimeError) as err:
         runs.run_trainer(cmd, log, root=checkout)
     assert "failed (3)" in str(err.value) and str(log) in str(err.value) and "--iterations 2" in str(err.value)
-    assert "the stand-in refuses this config" in log.read_text() and len(_said(log)) == 3
+    assert "the stand-in refuses this config" in log.read_text() and len(_said(log)) == 4
 
 
 def test_a_rerun_starts_from_the_recorded_config_with_the_earlier_meanings(tmp_path, checkout):
@@ -153,9 +160,7 @@ def test_a_finished_run_is_reused_and_a_started_one_resumes(tmp_path, trainer_ca
     first = runs.run_one(args, "grpo", 0)
     assert runs.run_one(args, "grpo", 0) == first and len(trainer_calls) == 1  # reused: no trainer
     name = methods.run_name("grpo", 0, "canonical")
-    for f in (args.runs / name).iterdir():  # kept, but half-written: its run dir has a checkpoint
-        f.unlink()
-    (args.runs / name).rmdir()
+    (args.runs / name / "summary.md").unlink()  # kept, but half-copied: its run dir has a checkpoint
     capsys.readouterr()
     assert runs.run_one(args, "grpo", 0) == first
     assert trainer_calls[1][0][-1] == "--resume" and "--overwrite" not in trainer_calls[1][0]
@@ -484,3 +489,83 @@ def test_a_run_that_trained_with_a_teacher_is_only_reported_as_a_teacher_method(
     (folder / "config.yaml").write_text("advantage: {estimater: planpo}\n")
     with pytest.raises(runs.LabError, match="has no key 'estimater'.*delete the folder"):
         runs.load_run(folder, "planpo", 0)
+
+
+# ---- edges: a pilot beside the block, retired names, key order, one panel, the last evaluation ----
+
+def test_rerun_reads_the_comparison_and_its_pilot_together_and_a_missing_iteration_differs(tmp_path, reruns, capsys):
+    _block(tmp_path / "block", _entry("gigpo", 3, {1: 0.1, 2: 0.2}))
+    _block(tmp_path / "block_pilot", _entry("gigpo", 0, {1: 0.5}))  # a pilot beside it takes nothing away
+    reruns["fresh"] = _fresh({1: 0.1})  # the fresh run stopped before iteration 2
+    assert _rerun(tmp_path, "3", "gigpo", "--iterations", "2") == 1
+    out = capsys.readouterr().out
+    missing = [ln for ln in out.splitlines() if ln.startswith("iteration 2")]
+    assert len(missing) == len(methods.TRAIN_KEYS) and all("rerun                   None  DIFFERS" in ln for ln in missing)
+    _block(tmp_path / "block_pilot", {**_entry("gigpo", 0, {1: 0.5}), "config": "broken"})
+    assert _rerun(tmp_path, "0", "gigpo") == 2
+    err = capsys.readouterr().err
+    assert f"in {(tmp_path / 'block_pilot' / 'progpo_effect.json').resolve()} is malformed" in err  # names the file
+    (tmp_path / "block" / "progpo_effect.json").write_text(json.dumps({"runs": {"not": "a list"}}))
+    assert _rerun(tmp_path, "3", "gigpo") == 2
+    assert "is not a progpo_effect record (TypeError: no list of 'runs')" in capsys.readouterr().err
+
+
+def test_strict_compare_reads_retired_names_skips_every_clock_and_names_the_first_of_equal_differences():
+    old = [{"kind": "train", "iteration": 1, "outcome_mean": 0.5, "time/new_stage_s": 3.0}]
+    now = [{"kind": "train", "iteration": 1, "score_mean": 0.5, "time/new_stage_s": 4.0}]
+    assert runs.strict_compare(old, now, 1) == (1, None)  # the retired name read as its new one; clocks skipped
+    assert runs.strict_compare(old, [{**now[0], "score_mean": 0.25}], 1) == (1, (0.5, "train iteration 1 outcome_mean"))
+    both = [{**old[0], "outcome_mean": 0.5}]
+    assert runs.strict_compare(both, [{**now[0], "outcome_mean": 0.5, "score_mean": 0.1}], 1) == (1, None)  # own name first
+    two = [{"kind": "train", "iteration": 1, "a": 1.0, "b": 1.0}]
+    assert runs.strict_compare(two, [{**two[0], "a": 2.0, "b": 2.0}], 1) == (1, (0.5, "train iteration 1 a"))
+    nan_then = [{"kind": "eval", "iteration": 2, "eval/won": [float("nan"), 1.0]}]
+    assert runs.strict_compare(nan_then, [{**nan_then[0], "eval/won": [float("nan"), 0.5]}], 2) == (
+        1, (0.5, "eval iteration 2 eval/won"))  # a NaN both share does not end the list
+
+
+def test_provenance_reads_a_compute_path_in_any_key_order_and_the_last_record_s_machine():
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        recs = [{"kind": "provenance", "commit": "a" * 40, "compute": {"threads": 1, "batch": "on"}, "cpu": "old",
+                 "versions": {"torch": "1"}},
+                {"kind": "provenance", "commit": "a" * 40, "compute": {"batch": "on", "threads": 1}, "cpu": "new",
+                 "versions": {"torch": "2"}}]
+        (folder / "provenance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+        assert runs.provenance_of(folder) == {"commit": "a" * 40, "compute": {"batch": "on", "threads": 1},
+                                              "cpu": "new", "versions": {"torch": "2"}}
+
+
+def test_runs_that_played_one_panel_pair():
+    entries = [{"method": m, "seed": 0, "eval": [{"eval/panel": "p"}, {"eval/panel": "p"}]} for m in ("gigpo", "grpo")]
+    assert runs.panel_problem(entries) is None
+    assert runs.panel_problem([*entries, {"method": "grpo", "seed": 1, "eval": [{"eval/panel": "q"}]}]) is None
+
+
+def test_the_analysis_reads_the_last_evaluation_and_a_metric_not_logged_as_missing():
+    from trainers.lab.analysis import final_success, series
+
+    run = _eval_run("gigpo", 0, [(0, 0.1), (15, 0.2), (30, 0.4)])
+    assert final_success(run) == 0.4
+    got = series([{"train": [{"x": 1}, {"x": None}, {}]}, {"train": [{"x": 2.5}, {"x": 3}, {"x": 0}]}], "train", "x")
+    assert np.array_equal(got, np.array([[1.0, np.nan, np.nan], [2.5, 3.0, 0.0]]), equal_nan=True)
+
+
+def test_two_seeds_make_a_family_member_and_disjoint_seeds_decide_nothing():
+    from trainers.lab.analysis import ValidityCriteria, multiplicity, validity
+
+    by = {m: [_eval_run(m, s, [(0, 0.0), (30, y + 0.1 * s)]) for s in (0, 1)] for m, y in (("gigpo", 0.2), ("planpo", 0.3))}
+    assert [r["seeds"] for r in multiplicity(by, ["planpo"])] == [2]
+    apart = {"gigpo": [_eval_run("gigpo", 0, [(0, 0.0), (30, 0.5)])], "grpo": [_eval_run("grpo", 1, [(0, 0.0), (30, 0.1)])]}
+    v = validity(apart, ValidityCriteria(trap_min=0.5, room_min=0.1, seeds=1))
+    assert v["seeds"] == 0 and v["gigpo_minus_grpo"] is None and v["verdict"] == "not decided: fewer than 1 paired seeds"
+
+
+def test_only_a_preregistered_block_has_a_primary():
+    from trainers.lab.analysis import registered_primary
+
+    confirm = ROOT_CONFIGS / "credit_lab_confirm.yaml"
+    assert registered_primary("confirm", confirm).alpha == 0.05
+    assert registered_primary("alfworld", confirm) is None and registered_primary(None, confirm) is None
