@@ -53,6 +53,7 @@ def _args(**kw) -> argparse.Namespace:
 
 def test_the_table_gives_each_method_s_mean_and_interval_over_seeds_cell_by_cell():
     text = report.report(_args(), GIGPO + PROGPO, wall_s=90.0)
+    _assert_well_formed(text)
     lines = text.splitlines()
     assert lines[0] == "# ProGPO vs its base in the credit trap (`toy.yaml`, state key `canonical`)"
     assert lines[2] == ("`python benchmarks/progpo_effect.py`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
@@ -144,3 +145,97 @@ def test_the_validity_lines_give_each_check_its_threshold_and_the_fresh_seeds_ap
 ])
 def test_a_difference_cell_gives_its_interval_or_says_it_has_one_seed(p, cell):
     assert report._diff_cell(p) == cell
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The markdown tables of ``text``: runs of consecutive lines that start with '|'."""
+    out: list[list[str]] = []
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if out and out[-1] is not None and out[-1][-1] is not None:
+                out[-1].append(line)
+                continue
+        out.append([line] if line.startswith("|") else None)
+    return [t for t in out if t]
+
+
+def _assert_well_formed(text: str) -> None:
+    """Every table has a separator row under its header and as many cells in every row."""
+    tables = _tables(text)
+    assert tables
+    for t in tables:
+        width = t[0].count("|")
+        assert len(t) >= 2 and set(t[1].replace("|", "")) == {"-"}, t[:2]
+        assert all(row.count("|") == width for row in t), t
+
+
+def _lab_block() -> list[dict]:
+    """Three seeds of a lab block: the validity pair, two bases with ProGPO on and off, a labelled
+    teacher, each with where its remedy acted."""
+    entries = []
+    finals = {"grpo": [0.10, 0.12, 0.15], "gigpo": [0.30, 0.25, 0.35], "progpo-gigpo": [0.40, 0.30, 0.45],
+              "planpo": [0.20, 0.30, 0.25], "progpo-planpo": [0.30, 0.35, 0.20], "gigpo+privileged": [0.6, 0.7, 0.5]}
+    acted = {"progpo-gigpo": {"ProGPO groups": 0.4}, "progpo-planpo": {"ProGPO groups": 0.2, "PlanPO groups": 0.5},
+             "planpo": {"PlanPO groups": 0.6}, "gigpo+privileged": {"teacher groups": 0.25}}
+    for m, ys in finals.items():
+        for s, y in enumerate(ys):
+            e = _entry(m, s, [0.05, y], [0.1] * 6, [0.9] * 6)
+            # the trainer logs every share, 0 where the method has no such term
+            e["acted"] = [{"iteration": i, "ProGPO groups": 0.0, "tree forks": 0.0, **acted.get(m, {})} for i in (1, 2)]
+            entries.append(e)
+    return entries
+
+
+def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed():
+    from trainers.lab.analysis import auc, final_success, paired
+    from trainers.lab.methods import LAB_PRESETS
+    from trainers.lab.report import _diff_cell
+
+    crit = ValidityCriteria(trap_min=0.6, room_min=0.1, seeds=3)
+    methods = ["grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "gigpo+privileged"]
+    entries = _lab_block()
+    text = report.report(_args(lab="alfworld", methods=methods, seeds=[0, 1, 2], criteria=crit,
+                               config="configs/credit_lab.yaml"), entries, wall_s=0.0)
+    _assert_well_formed(text)
+    heads = [ln for ln in text.splitlines() if ln.startswith("#")]
+    assert heads == [
+        "# The credit-trap lab, alfworld block (`credit_lab.yaml`, state key `canonical`)",
+        "## Episodes to reach a train success level",
+        "## Validity: can this lab tell GiGPO from GRPO?",
+        "## Pure RL: final held-out success and AUC, paired by seed (95% t intervals)",
+        "## Labelled tracks (not ranked with pure RL): final held-out success and AUC, paired by seed (95% t intervals)",
+        "## Many comparisons at once (primary metric)",
+        "### Pure RL remedies: 3 comparisons against gigpo (final held-out success)",
+        "### Labelled tracks: 1 comparisons against gigpo (final held-out success)",
+        "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)",
+        "## Where each remedy acted (mean over iterations and seeds)"]
+    assert "`python benchmarks/progpo_effect.py --lab alfworld`" in text
+    note = LAB_PRESETS["alfworld"]["provenance_note"]
+    assert f"pairing them assumes one code version; {note}." in text
+    missing = [m for m in LAB_PRESETS["alfworld"]["methods"] if m not in methods]
+    assert "Not run yet (no finished seed): " + ", ".join(report.labelled(m) for m in missing) + "." in text
+    by = {m: [e for e in entries if e["method"] == m] for m in methods}
+    for m in ("planpo", "gigpo", "progpo-gigpo"):  # a method's own base column is blank
+        cells = [("" if m == b else _diff_cell(paired(by, m, b, f))) for b in ("gigpo", "progpo-gigpo")
+                 for f in (final_success, auc)]
+        row = next(ln for ln in text.splitlines() if ln.startswith(f"| {m} | 3 | ") and ln.count("|") == 9)
+        assert row.split(" | ")[4:] == [*cells[:3], cells[3] + " |"], row
+    assert "| gigpo+privileged [privileged (not pure RL)] | 3 |" in text.split("## Labelled tracks (not ranked")[1]
+    assert "gigpo+privileged" not in text.split("## Pure RL:")[1].split("## Labelled tracks")[0]
+    labelled_table = text.split("## Labelled tracks (not ranked")[1].split("##")[0]
+    assert [ln.split(" | ")[0] for ln in labelled_table.splitlines() if ln.startswith("| ") and "3 |" in ln] == [
+        "| gigpo+privileged [privileged (not pure RL)]"]
+    assert "**Exploratory: the Holm family was added after seeds 0-4 had been seen (not pre-registered).**" in text
+    acted = text.split("## Where each remedy acted")[1]
+    assert "| method | ProGPO groups | PlanPO groups | teacher groups |" in acted
+    assert "| progpo-planpo | 0.200 | 0.500 |  |" in acted and "| gigpo |  |  |  |" in acted
+    assert "| gigpo+privileged [privileged (not pure RL)] |  |  | 0.250 |" in acted
+    on_off = text.split("## ProGPO's term on and off")[1].split("##")[0]
+    assert "| progpo-gigpo | gigpo | 3 |" in on_off and "| progpo-planpo | planpo | 3 |" in on_off
+    assert "| **pooled over the 2 bases** | | 3 |" in on_off and "(Holm" not in on_off
+
+    pure_only = [e for e in entries if e["method"] != "gigpo+privileged"]
+    text = report.report(_args(lab="alfworld", methods=methods[:-1], seeds=[0, 1, 2], criteria=crit,
+                               config="configs/credit_lab.yaml"), pure_only, wall_s=0.0)
+    _assert_well_formed(text)
+    assert "### Pure RL remedies" in text and "### Labelled tracks" not in text and "## Labelled tracks" not in text
