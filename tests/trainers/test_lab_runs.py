@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,6 +17,9 @@ import yaml
 from trainers.config import EARLIER_VALUES
 from trainers.lab import cli, methods, runs
 from trainers.metrics import read_metrics
+
+sys.path.insert(0, str(Path(__file__).parent))
+from lab_records import run_with_evals  # noqa: E402
 
 ROOT_CONFIGS = runs.ROOT / "configs"
 
@@ -321,17 +325,12 @@ def test_a_rerun_that_fails_names_the_last_line_of_its_log(tmp_path, monkeypatch
 
 # ---- the analysis at its edges: uneven evaluations, thresholds met exactly, too few seeds ------
 
-def _eval_run(method: str, seed: int, evals: list[tuple[int, float]], trap: float = 0.9) -> dict:
-    return {"method": method, "seed": seed, "train": [{"iteration": 1, "all_failed_fraction": trap}],
-            "eval": [{"iteration": i, "eval/success": y} for i, y in evals]}
-
-
 def test_auc_weighs_each_stretch_by_its_length_and_divides_by_the_span():
     from trainers.lab.analysis import auc
 
     # (0.2 + 0.4) / 2 * 5 + (0.4 + 0.0) / 2 * 20 = 5.5 over the span 25 (not 30: the curve starts at 5)
-    assert auc(_eval_run("gigpo", 0, [(5, 0.2), (10, 0.4), (30, 0.0)])) == pytest.approx(0.22)
-    assert auc(_eval_run("gigpo", 0, [(0, 0.6), (30, 0.0)])) == pytest.approx(0.3)
+    assert auc(run_with_evals("gigpo", 0, [(5, 0.2), (10, 0.4), (30, 0.0)])) == pytest.approx(0.22)
+    assert auc(run_with_evals("gigpo", 0, [(0, 0.6), (30, 0.0)])) == pytest.approx(0.3)
 
 
 def test_the_mde_needs_two_pilot_differences_and_falls_with_more_seeds():
@@ -349,8 +348,8 @@ def test_validity_passes_thresholds_met_exactly_and_decides_at_the_registered_se
     from trainers.statistics import mean_ci
 
     gigpo = [0.30, 0.35, 0.40, 0.33]
-    by = {"gigpo": [_eval_run("gigpo", s, [(0, 0.05), (30, y)], trap=0.6) for s, y in enumerate(gigpo)],
-          "grpo": [_eval_run("grpo", s, [(0, 0.05), (30, y - 0.1 - 0.01 * s)], trap=0.6) for s, y in enumerate(gigpo)]}
+    by = {"gigpo": [run_with_evals("gigpo", s, [(0, 0.05), (30, y)], all_failed_it1=0.6) for s, y in enumerate(gigpo)],
+          "grpo": [run_with_evals("grpo", s, [(0, 0.05), (30, y - 0.1 - 0.01 * s)], all_failed_it1=0.6) for s, y in enumerate(gigpo)]}
     rise = validity(by, ValidityCriteria(trap_min=0.6, room_min=0.0, seeds=4))["gigpo_rise"]  # as the lab computes it
     assert rise == pytest.approx(float(np.mean(gigpo)) - 0.05)
     v = validity(by, ValidityCriteria(trap_min=0.6, room_min=rise, seeds=4))
@@ -372,7 +371,7 @@ def test_progpo_on_off_pools_only_over_several_bases_and_seeds():
     from trainers.lab.significance import paired_t_p
 
     def arm(m, finals):
-        return [_eval_run(m, s, [(0, 0.0), (30, y)]) for s, y in finals.items()]
+        return [run_with_evals(m, s, [(0, 0.0), (30, y)]) for s, y in finals.items()]
 
     one_base = {"gigpo": arm("gigpo", {0: 0.2, 1: 0.3, 2: 0.1}), "progpo-gigpo": arm("progpo-gigpo", {0: 0.3, 1: 0.3, 2: 0.4})}
     res = progpo_on_off(one_base)
@@ -547,7 +546,7 @@ def test_runs_that_played_one_panel_pair():
 def test_the_analysis_reads_the_last_evaluation_and_a_metric_not_logged_as_missing():
     from trainers.lab.analysis import final_success, series
 
-    run = _eval_run("gigpo", 0, [(0, 0.1), (15, 0.2), (30, 0.4)])
+    run = run_with_evals("gigpo", 0, [(0, 0.1), (15, 0.2), (30, 0.4)])
     assert final_success(run) == 0.4
     got = series([{"train": [{"x": 1}, {"x": None}, {}]}, {"train": [{"x": 2.5}, {"x": 3}, {"x": 0}]}], "train", "x")
     assert np.array_equal(got, np.array([[1.0, np.nan, np.nan], [2.5, 3.0, 0.0]]), equal_nan=True)
@@ -556,9 +555,9 @@ def test_the_analysis_reads_the_last_evaluation_and_a_metric_not_logged_as_missi
 def test_two_seeds_make_a_family_member_and_disjoint_seeds_decide_nothing():
     from trainers.lab.analysis import ValidityCriteria, multiplicity, validity
 
-    by = {m: [_eval_run(m, s, [(0, 0.0), (30, y + 0.1 * s)]) for s in (0, 1)] for m, y in (("gigpo", 0.2), ("planpo", 0.3))}
+    by = {m: [run_with_evals(m, s, [(0, 0.0), (30, y + 0.1 * s)]) for s in (0, 1)] for m, y in (("gigpo", 0.2), ("planpo", 0.3))}
     assert [r["seeds"] for r in multiplicity(by, ["planpo"])] == [2]
-    apart = {"gigpo": [_eval_run("gigpo", 0, [(0, 0.0), (30, 0.5)])], "grpo": [_eval_run("grpo", 1, [(0, 0.0), (30, 0.1)])]}
+    apart = {"gigpo": [run_with_evals("gigpo", 0, [(0, 0.0), (30, 0.5)])], "grpo": [run_with_evals("grpo", 1, [(0, 0.0), (30, 0.1)])]}
     v = validity(apart, ValidityCriteria(trap_min=0.5, room_min=0.1, seeds=1))
     assert v["seeds"] == 0 and v["gigpo_minus_grpo"] is None and v["verdict"] == "not decided: fewer than 1 paired seeds"
 

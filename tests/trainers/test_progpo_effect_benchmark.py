@@ -3,6 +3,7 @@ records and re-runs bit for bit."""
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,6 +11,9 @@ import pytest
 
 from trainers.lab import analysis, cli, methods, report, runs
 from trainers.lab.analysis import validity_criteria
+
+sys.path.insert(0, str(Path(__file__).parent))
+from lab_records import run_with_evals  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the lab's criteria, as configs/credit_lab.yaml pre-registers them
@@ -118,9 +122,7 @@ def test_a_failed_rerun_says_why_and_keeps_its_log(tmp_path, capsys):
     assert log.is_file() and "seed must be an integer" in log.read_text()
 
 
-def _run(method: str, seed: int, evals: list[tuple[int, float]], all_failed_it1: float = 0.9) -> dict:
-    return {"method": method, "seed": seed, "train": [{"iteration": 1, "all_failed_fraction": all_failed_it1}],
-            "eval": [{"iteration": i, "eval/success": y} for i, y in evals]}
+_run = run_with_evals
 
 
 def test_auc_is_the_mean_success_under_the_trapezoids():
