@@ -19,7 +19,7 @@ from trainers.lab import cli, methods, runs
 from trainers.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lab_records import run_with_evals  # noqa: E402
+from lab_records import run_with_evals, write_kept_run  # noqa: E402
 
 ROOT_CONFIGS = runs.ROOT / "configs"
 
@@ -111,16 +111,9 @@ def _args(tmp_path: Path) -> argparse.Namespace:
 
 
 def _finished_run(out: Path, method: str, seed: int, provenance: bool = True) -> None:
-    """What the trainer leaves in its output dir: the records, config and report the lab keeps,
-    and the checkpoints and extras it does not."""
-    out.mkdir(parents=True, exist_ok=True)
-    cfg = {"iterations": 2, "seed": seed, **methods.axes_of(method)}
-    (out / "config.yaml").write_text(yaml.safe_dump(cfg))
-    train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
-    recs = [{"iteration": i, "kind": "train", **train} for i in (1, 2)]
-    recs += [{"iteration": 2, "kind": "eval", "eval/success": 0.25, "eval/episodes": 4}]
-    (out / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    (out / "summary.md").write_text("# report\n")
+    """What the trainer leaves in its output dir: the records, config, report and provenance the
+    lab keeps, and the checkpoints and extras it does not."""
+    write_kept_run(out, method, seed, eval_iterations=(2,))
     if provenance:
         (out / "provenance.jsonl").write_text(json.dumps({"kind": "provenance", "commit": "a" * 40}) + "\n")
     (out / "checkpoints" / "latest").mkdir(parents=True, exist_ok=True)

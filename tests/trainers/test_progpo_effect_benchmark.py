@@ -13,7 +13,7 @@ from trainers.lab import analysis, cli, methods, report, runs
 from trainers.lab.analysis import validity_criteria
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lab_records import run_with_evals  # noqa: E402
+from lab_records import run_with_evals, write_kept_run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the lab's criteria, as configs/credit_lab.yaml pre-registers them
@@ -309,20 +309,11 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
 # ------------------------------------------------------------------ runs read back as what they ran
 def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, records: list[dict] | None = None,
               success: float = 0.25) -> Path:
-    """A finished run folder as the lab keeps it (config.yaml, metrics.jsonl, summary.md)."""
+    """A finished run folder of the toy setting as the lab keeps it, ``config`` over the method's axes."""
     import yaml
 
-    folder = runs / methods.run_name(method, seed, "canonical")
-    folder.mkdir(parents=True)
-    cfg = {**yaml.safe_load(TOY), "iterations": 2, "seed": seed, **methods.axes_of(method), **(config or {})}
-    (folder / "config.yaml").write_text(yaml.safe_dump(cfg))
-    if records is None:
-        train = {src: 0.5 for src in methods.TRAIN_KEYS.values()}
-        records = [{"iteration": i, "kind": "train", **train} for i in (1, 2)]
-        records += [{"iteration": i, "kind": "eval", "eval/success": success, "eval/episodes": 4} for i in (0, 2)]
-    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
-    (folder / "summary.md").write_text("# ProGPO run report\n")
-    return folder
+    return write_kept_run(runs / methods.run_name(method, seed, "canonical"), method, seed,
+                          {**yaml.safe_load(TOY), **(config or {})}, records, success)
 
 
 def _report(tmp_path: Path, *methods: str) -> int:
