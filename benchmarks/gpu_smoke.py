@@ -6,7 +6,7 @@ also runs on CPU with a tiny model, which is how it is tested without a GPU:
     python benchmarks/gpu_smoke.py timings runs/gpu_smoke/train
 
 ``throughput`` loads the model once and samples the same prompts with the transformers backend
-(the trainer's HF path: our KV-cached loop), with ``model.generate`` (plain Hugging Face) and
+(the trainer's HF path: the package's KV-cached loop), with ``model.generate`` (plain Hugging Face) and
 with vLLM (``make_backend("vllm", ...)``: engine + weight sync + start-up check), then prints
 tokens/s for each and the vLLM-vs-HF log-prob mismatch (max / mean |logp_vllm - logp_hf| over
 the sampled tokens, at the sampling temperature/top-p). ``timings`` prints the per-phase

@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.vllm:
         bench_vllm(args.new_tokens, batches, args.repeats, rows)
     print(f"\npolicy speed, CPU, {args.threads} thread(s), median of {args.repeats} runs (tokens/s)\n")
-    header = f"{'model':<20} {'workload':<34} {'batch':>5} {'ours':>10} {'baseline':>10} {'ratio':>7}"
+    header = f"{'model':<20} {'workload':<34} {'batch':>5} {'progpo':>10} {'baseline':>10} {'ratio':>7}"
     print(header)
     print("-" * len(header))
     for name, work, b, ours, base, ratio in rows:

@@ -12,7 +12,7 @@ build for 1M products <= 60 s and <= 4 GB.
 Baselines measured in the same run:
 
 * step: the original text env's way of producing an observation -- render the page's HTML
-  and parse it back to visible text every step (our templates + stdlib ``html.parser``;
+  and parse it back to visible text every step (the package's templates + stdlib ``html.parser``;
   the original used Jinja + BeautifulSoup, which is slower still);
 * search: ``bm25s.BM25.retrieve`` (its own numpy scorer + top-k) on the same index;
 * index build: ``bm25s.BM25.index`` on the same analyzed tokens (Python loop per document).

@@ -167,7 +167,7 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     check(f"{env}: make_envs installs the collector subclass",
           rollout_pkg.TrajectoryCollector.__name__ == "ProGPOTrajectoryCollector"
           and issubclass(rollout_pkg.TrajectoryCollector, va.ProGPOTrajectoryCollector.__mro__[1]))
-    # verl-agent's own projection function, loaded from its file, has our manager's call signature
+    # verl-agent's own projection function, loaded from its file, has the package's manager's call signature
     proj_file = verl_agent / "agent_system/environments/env_package" / env / "projection.py"
     theirs = getattr(load_file(proj_file, f"_va_{env}_projection"), f"{env}_projection")
     ours = va.alfworld_projection if env == "alfworld" else va.webshop_projection

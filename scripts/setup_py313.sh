@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Build (or refresh) a Python 3.13 venv for the fast suite on 3.13 (`make test-py313`, .ci/run).
-# The main install is Python 3.11; this checks the package on the newest CPython we support.
+# The main install is Python 3.11; this checks the package on the newest CPython it supports.
 # First build compiles alfworld's jericho + fast-downward (~5 min); later calls take seconds.
 #
 #   bash scripts/setup_py313.sh        # create / update ~/.cache/progpo/venv-py313 (idempotent)

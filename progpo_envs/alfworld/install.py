@@ -55,7 +55,8 @@ def import_alfworld(module: str) -> Any:
     """Import an ``alfworld`` module without leaking ``alfworld.info``'s side effect.
 
     ``import alfworld`` sets ``os.environ["ALFWORLD_DATA"]`` to ``~/.cache/alfworld`` when it is
-    unset; we undo that so our own data-dir resolution sees the user's real setting.
+    unset; it is undone here so that the package's data-dir resolution sees the user's
+    real setting.
     """
     before = os.environ.get("ALFWORLD_DATA")
     try:

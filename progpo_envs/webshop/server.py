@@ -183,7 +183,7 @@ class ShopServer:
         return render_html(view, session_id)
 
 
-#: Marks every error page (ours and http.server's own, e.g. 414 for a request line over
+#: Marks every error page (the server's own and http.server's, e.g. 414 for a request line over
 #: 65,536 bytes) so that browser mode can tell it from a shop page.
 STATUS_META = '<meta name="progpo-status" content="{status}">'
 

@@ -6,9 +6,9 @@ union. Rollouts, advantages and metrics are then equal; the parameters after the
 only by the order of floating-point sums (each rank sums its own micro-batches, then the
 all-reduce adds the two partial gradients): a relative difference of ~1e-7 in the gradient.
 AdamW's first step moves each weight by ``lr * g / (|g| + eps)``, so a gradient entry that is
-itself at rounding level could move by up to ``2 * lr`` in the worst case; we measured every
-parameter within 2e-6 of the reference (lr 1e-3: 0.2% of one step's size), and use ``atol=1e-5``
-(1% of one step): far below a step, far above the measured rounding. Both sides score one
+itself at rounding level could move by up to ``2 * lr`` in the worst case; every
+parameter was measured within 2e-6 of the reference (lr 1e-3: 0.2% of one step's size), and the
+test uses ``atol=1e-5`` (1% of one step): far below a step, far above the measured rounding. Both sides score one
 decision per forward pass (``--batch-decisions off``): packed passes group a rank's steps
 differently from the single process's, which changes the rounding of every logit, not just the
 order of the gradient sums this test bounds.
