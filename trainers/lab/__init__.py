@@ -3,7 +3,9 @@
 Four parts: :mod:`~trainers.lab.methods` (the method registry), :mod:`~trainers.lab.runs` (the
 runner), :mod:`~trainers.lab.analysis` (paired differences, validity under the pre-registered
 criteria, test families; :mod:`~trainers.lab.significance` holds its tests) and
-:mod:`~trainers.lab.report` (the table and plots); :mod:`~trainers.lab.cli` is the command line.
+:mod:`~trainers.lab.report` (the table and plots); :mod:`~trainers.lab.cli` is the command line,
+:mod:`~trainers.lab.verify` and :mod:`~trainers.lab.compare` read recorded runs against a commit or
+against another copy of the block.
 
     python -m trainers.lab --lab alfworld    # every remedy on the pre-registered setting
     python -m trainers.lab --lab webshop     # the WebShop block
@@ -12,6 +14,7 @@ criteria, test families; :mod:`~trainers.lab.significance` holds its tests) and
     python -m trainers.lab                   # ProGPO vs its base (resumes where it stopped)
     python -m trainers.lab --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
     python -m trainers.lab --report          # the table of the runs finished so far
+    python -m trainers.lab --lab alfworld --compare-with DIR   # which runs another copy reproduces
 
 (``python benchmarks/progpo_effect.py`` takes the same flags.)
 
@@ -57,7 +60,9 @@ per-iteration train metrics and eval records, per task type).
 
 ``--rerun SEED METHOD --iterations N`` re-runs the first N iterations of that recorded run with
 its recorded config (same machine: bit-for-bit), prints every compared train metric and exits 1
-when any differs.
+when any differs. ``--compare-with DIR`` reads every finished run against the same run kept in
+another copy of the block (a re-run at another commit or on another machine): bit-exact, or the
+largest relative difference and its field, run by run.
 """
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ the same).
     python -m trainers.lab --pilot               # 2 seeds x the main pair: the MDE
     python -m trainers.lab --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
     python -m trainers.lab --report              # the table of the runs finished so far
+    python -m trainers.lab --lab alfworld --compare-with DIR   # which runs another copy reproduces
 
 The steps: :func:`parse` (flags and the ``--lab`` preset's defaults), :func:`collect` (run or
 read every (method, seed) run, with the checks that make them pairable), :func:`write` (the table,
@@ -84,6 +85,10 @@ def build_parser() -> argparse.ArgumentParser:
                          "--verify-iterations at COMMIT (a worktree of it) and record whether each is bit-exact "
                          "there (verified.json beside the block's record; resumable; --workers at a time)")
     ap.add_argument("--verify-iterations", type=int, default=2, help="iterations re-run by --verify-at")
+    ap.add_argument("--compare-with", type=Path, default=None, metavar="DIR",
+                    help="compare every finished run of the block with the same run kept under DIR (another copy "
+                         "of the block, or its runs/): every numeric field of every record, bit-exact or the "
+                         "largest relative difference; prints a row per run and the count (start nothing)")
     ap.add_argument("--out", type=Path, default=None,
                     help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
                          "default benchmarks/results/progpo_effect, or the --lab's")
@@ -194,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
             return 2
         return rerun(args, int(seed_text), method)
+    if args.compare_with is not None:
+        from trainers.lab.compare import compare_blocks
+
+        return compare_blocks(args, args.compare_with.resolve())
     if args.verify_at:
         from trainers.lab.verify import verify_at
 
