@@ -35,11 +35,11 @@ def compare_runs(ours: Path, theirs: Path) -> tuple[int, tuple[float, str] | Non
         a, b = read_metrics(ours / "metrics.jsonl"), read_metrics(theirs / "metrics.jsonl")
     except (OSError, MetricsFileError) as err:
         raise LabError(f"cannot read a run's records ({err})") from None
-    if _record_keys(a) != _record_keys(b):
-        only = sorted(_record_keys(a) ^ _record_keys(b))
-        return 0, (float("inf"), f"{only[0][0]} iteration {only[0][1]} in one run only")
-    last = max((r["iteration"] for r in a if isinstance(r.get("iteration"), int)), default=0)
-    return strict_compare(a, b, last)
+    keys_a, keys_b = _record_keys(a), _record_keys(b)
+    if keys_a != keys_b:
+        kind, iteration = min(keys_a ^ keys_b)
+        return 0, (float("inf"), f"{kind} iteration {iteration} in one run only")
+    return strict_compare(a, b, max((i for _, i in keys_a), default=0))
 
 
 def compare_blocks(args: argparse.Namespace, other: Path) -> int:
@@ -49,7 +49,7 @@ def compare_blocks(args: argparse.Namespace, other: Path) -> int:
     if not other_runs.is_dir():
         print(f"error: --compare-with: {other} is not a folder", file=sys.stderr)
         return 2
-    shared, alone, exact = [], [], 0
+    shared, alone = [], []
     for seed in args.seeds:
         for method in args.methods:
             name = run_name(method, seed, args.state_key)
@@ -72,10 +72,9 @@ def compare_blocks(args: argparse.Namespace, other: Path) -> int:
             print(f"| {name} | - | {err} |")
             differ.append(name)
             continue
-        exact += worst is None
         if worst is not None:
             differ.append(name)
         print(f"| {name} | {n} | " + ("bit-exact" if worst is None else f"{worst[0]:.3g} relative ({worst[1]})") + " |")
-    print(f"\n{exact} of {len(shared)} shared runs bit-exact" + (f"; differ: {', '.join(differ)}" if differ else "")
+    print(f"\n{len(shared) - len(differ)} of {len(shared)} shared runs bit-exact" + (f"; differ: {', '.join(differ)}" if differ else "")
           + (f"; in one copy only (not compared): {', '.join(alone)}" if alone else ""))
     return 0
