@@ -1,6 +1,8 @@
-"""Where a run ran: the code (commit and whether it had uncommitted changes), the machine, the
-library versions and the compute path, recorded in the run's ``provenance.jsonl``: a line when a
-process starts the run, and one more when a process resumes it with anything of that changed.
+"""Where and when a run ran: the code (commit and whether it had uncommitted changes or untracked
+files), the host, the machine, the library versions, the compute path and the wall-clock start,
+recorded in the run's ``provenance.jsonl``: a line when a process starts the run, one more when a
+process resumes it with anything of that changed, and an ``end`` line with the UTC time when the
+run's last iteration is done (:func:`append_end`).
 
 Two runs compared side by side should differ only in what is compared: a paired difference across
 code versions or compute paths (a packed forward pass or one pass per decision, 1 or 2 threads)
@@ -10,18 +12,25 @@ or compute path differ (``benchmarks/progpo_effect.py --allow-mixed`` overrides 
 >>> rec = provenance_record(1, {"batch_decisions": "on", "torch_threads": 1, "device": "cpu"})
 >>> rec["kind"], rec["iteration"], sorted(rec["compute"])[:3], rec["dirty"] in (True, False, None)
 ('provenance', 1, ['backend', 'batch_decisions', 'bf16'], True)
+>>> rec["started"].endswith("Z"), bool(rec["host"])
+(True, True)
 >>> compute_path({"batch_decisions": "off", "torch_threads": 2})["torch_threads"]
 2
 """
 from __future__ import annotations
 
+import datetime
+import json
 import platform
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-__all__ = ["COMPUTE_FIELDS", "FILE_NAME", "append_provenance", "compute_path", "git_state", "provenance_record",
-           "read_provenance"]
+from trainers.run_files import open_nofollow
+
+__all__ = ["COMPUTE_FIELDS", "FILE_NAME", "append_end", "append_provenance", "compute_path", "git_state",
+           "provenance_record", "read_provenance", "run_times", "utc_now"]
 
 FILE_NAME = "provenance.jsonl"
 
@@ -33,7 +42,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def git_state(root: str | Path = ROOT) -> tuple[str | None, bool | None]:
     """(commit, dirty) of the checkout at ``root``: ``dirty`` when a tracked file differs from the
-    commit; ``(None, None)`` outside a git checkout (an installed package)."""
+    commit or a file git does not ignore is untracked (a new module imported by the run would
+    otherwise pass as the commit's code); ``(None, None)`` outside a git checkout (an installed
+    package)."""
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
@@ -44,7 +55,7 @@ def git_state(root: str | Path = ROOT) -> tuple[str | None, bool | None]:
     commit = git("rev-parse", "HEAD")
     if not commit:
         return None, None
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--untracked-files=normal")
     return commit.strip(), (None if status is None else bool(status.strip()))
 
 
@@ -70,6 +81,11 @@ def _versions() -> dict[str, str | None]:
     return out
 
 
+def utc_now() -> str:
+    """The wall-clock time in UTC, ISO 8601 to the second (``2026-12-06T16:32:26Z``)."""
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def compute_path(config: Mapping[str, Any]) -> dict[str, Any]:
     """The config's compute-path fields (:data:`COMPUTE_FIELDS`), ``None`` where it has none."""
     return {k: config.get(k) for k in COMPUTE_FIELDS}
@@ -78,14 +94,14 @@ def compute_path(config: Mapping[str, Any]) -> dict[str, Any]:
 def provenance_record(iteration: int, config: Mapping[str, Any], root: str | Path = ROOT) -> dict[str, Any]:
     """The ``provenance`` record of a process that starts (or resumes) a run at ``iteration``."""
     commit, dirty = git_state(root)
-    return {"iteration": int(iteration), "kind": "provenance", "commit": commit, "dirty": dirty, "cpu": _cpu_model(),
-            "versions": _versions(), "compute": compute_path(config)}
+    return {"iteration": int(iteration), "kind": "provenance", "commit": commit, "dirty": dirty,
+            "host": socket.gethostname(), "started": utc_now(), "cpu": _cpu_model(), "versions": _versions(),
+            "compute": compute_path(config)}
 
 
 def read_provenance(run_dir: str | Path) -> list[dict[str, Any]]:
-    """The provenance records of ``run_dir`` (``[]`` for a run from before they were written)."""
-    import json
-
+    """The records of ``run_dir/provenance.jsonl``, ``end`` lines included (``[]`` for a run from
+    before they were written)."""
     path = Path(run_dir) / FILE_NAME
     if not path.is_file():
         return []
@@ -102,7 +118,7 @@ def read_provenance(run_dir: str | Path) -> list[dict[str, Any]]:
 
 def append_provenance(run_dir: str | Path, iteration: int, config: Mapping[str, Any]) -> dict[str, Any] | None:
     """Append this process's record to ``run_dir/provenance.jsonl`` unless it equals the last one
-    but for the iteration; returns what was appended.
+    but for the iteration and start time; returns what was appended.
 
     >>> import tempfile
     >>> d = tempfile.mkdtemp()
@@ -111,14 +127,53 @@ def append_provenance(run_dir: str | Path, iteration: int, config: Mapping[str, 
     >>> append_provenance(d, 5, {"torch_threads": 2})["compute"]["torch_threads"], len(read_provenance(d))
     (2, 2)
     """
-    import json
-
-    from trainers.run_files import open_nofollow
-
     rec = provenance_record(iteration, config)
-    past = read_provenance(run_dir)
-    if past and all(past[-1].get(k) == v for k, v in rec.items() if k != "iteration"):
+    past = [r for r in read_provenance(run_dir) if r.get("kind") == "provenance"]
+    if past and all(past[-1].get(k) == v for k, v in rec.items() if k not in ("iteration", "started")):
         return None
+    _append(run_dir, rec)
+    return rec
+
+
+def append_end(run_dir: str | Path, iteration: int) -> dict[str, Any]:
+    """Append the ``end`` line of a run whose last iteration (``iteration``) is done: when and
+    where it ended.
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> _ = append_provenance(d, 0, {}); end = append_end(d, 3)
+    >>> end["kind"], end["iteration"], run_times(read_provenance(d))["ended"] == end["ended"]
+    ('end', 3, True)
+    """
+    rec = {"iteration": int(iteration), "kind": "end", "ended": utc_now(), "host": socket.gethostname()}
+    _append(run_dir, rec)
+    return rec
+
+
+def run_times(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """When and where a run ran, from its ``provenance.jsonl`` records: ``started`` (its first
+    process's start), ``ended`` (its last ``end`` line) and ``hosts`` (every host, in order), each
+    only where recorded (runs from before times were written have none).
+
+    >>> run_times([{"kind": "provenance", "started": "A", "host": "h1"}, {"kind": "provenance", "started": "B",
+    ...            "host": "h2"}, {"kind": "end", "ended": "C", "host": "h2"}])
+    {'started': 'A', 'ended': 'C', 'hosts': ['h1', 'h2']}
+    >>> run_times([{"kind": "provenance", "commit": "x"}])
+    {}
+    """
+    starts = [r["started"] for r in records if r.get("kind") == "provenance" and r.get("started")]
+    ends = [r["ended"] for r in records if r.get("kind") == "end" and r.get("ended")]
+    hosts = list(dict.fromkeys(str(r["host"]) for r in records if r.get("host")))
+    out: dict[str, Any] = {}
+    if starts:
+        out["started"] = starts[0]
+    if ends:
+        out["ended"] = ends[-1]
+    if hosts:
+        out["hosts"] = hosts
+    return out
+
+
+def _append(run_dir: str | Path, rec: dict[str, Any]) -> None:
     with open_nofollow(Path(run_dir) / FILE_NAME, "a") as fh:
         fh.write(json.dumps(rec) + "\n")
-    return rec

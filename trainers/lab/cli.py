@@ -3,6 +3,7 @@ the same).
 
     python -m trainers.lab --lab alfworld        # every remedy on the pre-registered setting
     python -m trainers.lab --lab confirm         # the pre-registered confirmatory experiment
+    python -m trainers.lab --lab tree            # its tree contrast's registered replication
     python -m trainers.lab --pilot               # 2 seeds x the main pair: the MDE
     python -m trainers.lab --rerun 0 progpo-gigpo --iterations 2   # check a recorded run
     python -m trainers.lab --report              # the table of the runs finished so far
@@ -33,6 +34,7 @@ from trainers.lab.runs import (
     preregistered_commit_problem,
     provenance_of,
     provenance_problem,
+    registration,
     rerun,
     run_on_ray,
     run_one,
@@ -51,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
                          "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
                          "progpo-gigpo, planpo, 40 iterations) or 'confirm' (the pre-registered confirmatory "
                          "experiment, configs/credit_lab_confirm.yaml: ProGPO's term on and off over four bases, "
-                         "seeds 8-23); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
+                         "seeds 8-23) or 'tree' (the registered replication of the confirm block's tree contrast, "
+                         "configs/credit_lab_tree.yaml: progpo-gigpo+tree and gigpo+tree, seeds 24-51); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
                          "where each remedy acted; writes credit_lab.json")
     ap.add_argument("--config", type=Path, default=None,
                     help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
@@ -61,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
-                         "--lab's where it names them: confirm 8-23)")
+                         "--lab's where it names them: confirm 8-23, tree 24-51)")
     ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
     ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
                     help="state identity of first-visit coverage (trainer's --state-key)")
@@ -145,8 +148,10 @@ def collect(args: argparse.Namespace) -> list[dict]:
     if problem:
         raise LabError(problem)
     args.mixed = provenance_problem(entries)
-    if not args.mixed and LAB_PRESETS.get(args.lab or "", {}).get("preregistered"):
-        args.mixed = preregistered_commit_problem(args.config, entries)
+    if LAB_PRESETS.get(args.lab or "", {}).get("preregistered"):
+        args.registration = registration(args.config)
+        if not args.mixed:
+            args.mixed = preregistered_commit_problem(args.config, entries)
     if args.mixed and not args.allow_mixed:
         raise LabError(f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
                        "pass --allow-mixed (the table then says so)")
@@ -167,7 +172,9 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
         verdict = primary_verdict(done, test)
         on_off = {"preregistered": f"primary of {args.config.name}: the pooled final contrast; the rest secondary",
                   "verdict": verdict, **(on_off if verdict["complete"] else {"final": None, "auc": None})}
-    return {"completeness": completeness(entries, args.methods, args.seeds),
+    reg = getattr(args, "registration", None)
+    return {**({"registration": {"commit": reg[0], "committed": reg[1]}} if reg else {}),
+            "completeness": completeness(entries, args.methods, args.seeds),
             "validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
             "multiplicity": {"exploratory": post_hoc.get("multiplicity"), "families": families(done),
                              **({"not_registered": NOT_REGISTERED} if test is not None else {})},

@@ -34,6 +34,19 @@ def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
     return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
 
 
+def _timing_lines(args: argparse.Namespace, entries: list[dict]) -> list[str]:
+    """A pre-registered block's times: when its registration was committed, and when its first and
+    last runs started (UTC, from the runs' provenance), so that runs after the registration can be
+    read from the records themselves."""
+    reg = getattr(args, "registration", None)
+    if reg is None:
+        return []
+    starts = sorted(e["provenance"]["started"] for e in entries if (e.get("provenance") or {}).get("started"))
+    runs = (f"its first run started {starts[0]} and its last {starts[-1]} ({len(starts)} of {len(entries)} runs "
+            "record a start)" if starts else "its runs record no start time (run before start times were recorded)")
+    return [f"Registration: {Path(args.config).name} committed at {reg[0][:12]} on {reg[1]}; {runs}.", ""]
+
+
 def _partial_line(args: argparse.Namespace, entries: list[dict]) -> list[str]:
     """A block still running says so first: its intervals are over the seeds in so far."""
     done = completeness(entries, args.methods, args.seeds)
@@ -68,7 +81,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
              f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
-             _provenance_line(args, entries), "", *_partial_line(args, entries), *_verdict_lines(args, by),
+             _provenance_line(args, entries), "", *_timing_lines(args, entries), *_partial_line(args, entries), *_verdict_lines(args, by),
              "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
              "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
     for m in methods:

@@ -24,7 +24,7 @@ from trainers.lab.methods import ACTED_KEYS, AXES, METHODS, TRAIN_KEYS, axes_of,
 from trainers.metrics import read_metrics
 
 __all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
-           "preregistered_commit_problem", "provenance_of", "provenance_problem", "rerun", "run_on_ray", "run_one",
+           "preregistered_commit_problem", "provenance_of", "provenance_problem", "registration", "rerun", "run_on_ray", "run_one",
            "rerun_records", "run_record", "run_trainer", "strict_compare", "trainer_args"]
 
 #: the checkout the runs run in (its configs, and ``python -m trainers.progpo`` from its root)
@@ -174,32 +174,54 @@ def panel_problem(entries: list[dict]) -> str | None:
 
 
 def provenance_of(run_dir: Path) -> dict | None:
-    """Where a kept run ran: its commit (``None``: not recorded) and compute path, or ``None`` for a
-    run from before provenance was recorded. A run resumed on other code or another path gives the
-    first difference as its commit (``"mixed: ..."``), which pairs with nothing."""
-    from trainers.provenance import read_provenance
+    """Where and when a kept run ran: its commit (``None``: not recorded), compute path, machine and,
+    where recorded, its start and end (UTC) and hosts (:func:`trainers.provenance.run_times`); or
+    ``None`` for a run from before provenance was recorded. A run resumed on other code or another
+    path gives the first difference as its commit (``"mixed: ..."``), which pairs with nothing."""
+    from trainers.provenance import read_provenance, run_times
 
-    recs = read_provenance(run_dir)
+    every = read_provenance(run_dir)
+    recs = [r for r in every if r.get("kind", "provenance") == "provenance"]
     if not recs:
         return None
     commits = {str(r.get("commit")) + ("+dirty" if r.get("dirty") else "") for r in recs}
     paths = {json.dumps(r.get("compute"), sort_keys=True) for r in recs}
     commit = commits.pop() if len(commits) == 1 else "mixed: " + ", ".join(sorted(commits))
     path = json.loads(paths.pop()) if len(paths) == 1 else {"mixed": sorted(paths)}
-    return {"commit": commit, "compute": path, "cpu": recs[-1].get("cpu"), "versions": recs[-1].get("versions")}
+    return {"commit": commit, "compute": path, "cpu": recs[-1].get("cpu"), "versions": recs[-1].get("versions"),
+            **run_times(every)}
+
+
+def registration(config: Path) -> tuple[str, str] | None:
+    """The commit that added ``config`` (a block's pre-registration) and its commit time in UTC
+    (``YYYY-MM-DDTHH:MM:SSZ``), or ``None`` when it is not committed."""
+    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H %ct", "--", str(config)], cwd=ROOT,
+                         capture_output=True, text=True)
+    lines = out.stdout.split("\n") if out.returncode == 0 else []
+    lines = [ln.split() for ln in lines if ln.strip()]
+    if not lines:
+        return None
+    sha, when = lines[-1][0], int(lines[-1][1])
+    return sha, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
 def preregistered_commit_problem(config: Path, entries: list[dict]) -> str | None:
-    """Runs of a pre-registered block made on another commit than the one that added its config."""
-    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", str(config)], cwd=ROOT,
-                         capture_output=True, text=True)
-    added = out.stdout.split()[-1] if out.returncode == 0 and out.stdout.split() else None
-    if added is None:
+    """Runs of a pre-registered block made on another commit than the one that added its config, or
+    that started before that commit was made (a run that records no start time passes this check:
+    the blocks run before start times were recorded)."""
+    reg = registration(config)
+    if reg is None:
         return f"{config} is not committed: a pre-registered block runs on the commit that adds its config"
+    added, when = reg
     off = [f"{e['method']} seed {e['seed']}" for e in entries if (e.get("provenance") or {}).get("commit") != added]
     if off:
         return (f"{len(off)} run(s) not made on {added[:12]}, the commit that pre-registered {config.name} "
                 f"({', '.join(off[:4])}{' ...' if len(off) > 4 else ''})")
+    early = [f"{e['method']} seed {e['seed']} ({e['provenance']['started']})" for e in entries
+             if (e.get("provenance") or {}).get("started") and e["provenance"]["started"] < when]
+    if early:
+        return (f"{len(early)} run(s) started before {config.name} was registered at {when} "
+                f"({', '.join(early[:4])}{' ...' if len(early) > 4 else ''})")
     return None
 
 

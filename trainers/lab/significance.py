@@ -2,17 +2,21 @@
 
 * :func:`paired_t_p` / :func:`holm` -- a paired difference's two-sided t-test p-value, and the
   Holm step-down adjustment when several methods are compared against one baseline;
+* :func:`paired_t_power` / :func:`seeds_for_power` -- the power of that test at an effect, from the
+  spread of per-seed differences measured before, and the seeds a registered block needs;
 * :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import math
+
 import numpy as np
 
-from trainers.statistics import t_two_sided_p
+from trainers.statistics import t975, t_two_sided_p
 
-__all__ = ["episodes_to_reach", "holm", "paired_t_p"]
+__all__ = ["episodes_to_reach", "holm", "paired_t_p", "paired_t_power", "seeds_for_power"]
 
 
 def paired_t_p(diffs: Sequence[float]) -> float:
@@ -31,6 +35,42 @@ def paired_t_p(diffs: Sequence[float]) -> float:
     if sd == 0.0:
         return 1.0 if float(np.mean(d)) == 0.0 else 0.0
     return t_two_sided_p(float(np.mean(d)) / (sd / np.sqrt(d.size)), d.size - 1)
+
+
+def paired_t_power(effect: float, sd: float, n: int) -> float:
+    """Power of the two-sided paired t-test at alpha 0.05 over ``n`` seeds when the per-seed
+    differences have mean ``effect`` and standard deviation ``sd``: the noncentral t's mass beyond
+    the critical values, integrated over the chi-square of the sample SD (exact to about 1e-6).
+
+    >>> round(paired_t_power(0.08, 0.143, 28), 3), round(paired_t_power(0.0, 0.143, 28), 3)
+    (0.814, 0.05)
+    """
+    if n < 3:
+        raise ValueError(f"paired_t_power needs n >= 3 seeds, got {n}")
+    df = n - 1
+    crit = t975(df)
+    lam = effect / sd * math.sqrt(n)
+    # v ~ chi-square(df) on a grid wide enough to hold all but ~1e-12 of its mass
+    v = np.linspace(1e-9, df + 60.0 * math.sqrt(2.0 * df) + 60.0, 200_001)
+    log_pdf = (df / 2 - 1) * np.log(v) - v / 2 - (df / 2) * math.log(2.0) - math.lgamma(df / 2)
+    w = np.exp(log_pdf)
+    s = np.sqrt(v / df)
+    phi = np.vectorize(lambda x: 0.5 * math.erfc(-x / math.sqrt(2.0)))
+    beyond = (1.0 - phi(crit * s - lam)) + phi(-crit * s - lam)
+    return float(np.trapezoid(beyond * w, v) / np.trapezoid(w, v))
+
+
+def seeds_for_power(effect: float, sd: float, power: float = 0.8, most: int = 1000) -> int:
+    """The fewest seeds whose paired t-test (two-sided, alpha 0.05) reaches ``power`` at ``effect``
+    given the per-seed SD ``sd`` (3 at least: the integral above needs df >= 2).
+
+    >>> seeds_for_power(0.08, 0.143), seeds_for_power(0.117, 0.143)
+    (28, 14)
+    """
+    for n in range(3, most + 1):
+        if paired_t_power(effect, sd, n) >= power:
+            return n
+    raise ValueError(f"more than {most} seeds for {power:.0%} power at {effect} with SD {sd}")
 
 
 def holm(pvalues: Sequence[float]) -> list[float]:
