@@ -722,3 +722,37 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     on_off = record["progpo_on_off"]
     assert on_off["verdict"]["decision"] == "raises" and on_off["final"]["pooled"]["seeds"] == [0, 1, 2, 3]
     assert record["multiplicity"]["not_registered"].startswith("descriptive: ")
+
+
+def test_the_tree_replication_registers_one_base_and_its_verdict_is_that_pair_s_paired_t():
+    test = analysis.primary_test(ROOT / "configs" / "credit_lab_tree.yaml")
+    assert test == analysis.PrimaryTest(tuple(range(24, 52)), ("gigpo+tree",), 0.05)
+    confirm = analysis.primary_test(ROOT / "configs" / "credit_lab_confirm.yaml")
+    assert not set(test.seeds) & set(confirm.seeds) and not set(test.seeds) & set(range(8))  # fresh seeds
+    shift = {0: 0.10, 1: 0.03, 2: 0.12, 3: 0.07}
+    by = {m: rs for m, rs in _block(shift).items() if m in ("gigpo+tree", "progpo-gigpo+tree")}
+    one = analysis.PrimaryTest((0, 1, 2, 3), ("gigpo+tree",), 0.05)
+    v = analysis.primary_verdict(by, one)
+    from trainers.lab.significance import paired_t_p
+
+    per_seed = [shift[s] + 0.004 * 3 for s in range(4)]
+    assert v["complete"] and v["estimate"] == pytest.approx(np.mean(per_seed))
+    assert v["p"] == pytest.approx(paired_t_p(per_seed)) and v["decision"] == "raises"
+    assert v["text"].startswith("ProGPO's term raises final held-out success over gigpo+tree: on - off +0.")
+    assert not analysis.primary_verdict({"gigpo+tree": by["gigpo+tree"]}, one)["complete"]
+
+
+def test_the_power_calculation_matches_the_noncentral_t_and_gives_the_registered_seed_count():
+    from scipy import stats
+
+    from trainers.lab.significance import paired_t_power, seeds_for_power
+
+    for effect, sd, n in ((0.08, 0.1435, 28), (0.05, 0.2, 10), (0.3, 0.1, 3), (0.0, 0.1, 40)):
+        df, nc = n - 1, effect / sd * np.sqrt(n)
+        crit = stats.t.ppf(0.975, df)
+        assert paired_t_power(effect, sd, n) == pytest.approx(1 - stats.nct.cdf(crit, df, nc) + stats.nct.cdf(-crit, df, nc),
+                                                              abs=1e-6)
+    assert seeds_for_power(0.08, 0.1434711410001925) == 28  # configs/credit_lab_tree.yaml's 28 seeds
+    assert paired_t_power(0.08, 0.1434711410001925, 27) < 0.8 <= paired_t_power(0.08, 0.1434711410001925, 28)
+    with pytest.raises(ValueError):
+        paired_t_power(0.1, 0.1, 2)

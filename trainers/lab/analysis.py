@@ -90,6 +90,8 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
     arms = {m: [r for r in by[m] if r["seed"] in test.seeds] for b in test.bases for m in (b, f"progpo-{b}") if m in by}
     res = progpo_on_off({m: rs for m, rs in arms.items() if rs})
     pooled = res["pooled"] if res and len(res["pairs"]) == len(test.bases) else None
+    if res and len(test.bases) == 1 and len(res["pairs"]) == 1:  # one base: its own pair is the primary
+        pooled = {**res["pairs"][0]["diff"], "p": res["pairs"][0]["p"]}
     have = pooled["seeds"] if pooled else []
     base = {"bases": list(test.bases), "alpha": test.alpha, "registered_seeds": list(test.seeds), "seeds_in": len(have)}
     if have != sorted(test.seeds):
@@ -98,13 +100,14 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
                         "off run; the primary is read once all are in"}
     est, lo, hi, p = pooled["mean"], pooled["lo"], pooled["hi"], pooled["p"]
     decision = ("raises" if est > 0 else "lowers") if p < test.alpha else "cannot tell"
+    over = f"its {len(test.bases)} bases" if len(test.bases) > 1 else test.bases[0]
     numbers = (f"on - off {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
                f"{'<' if p < test.alpha else '>='} alpha {test.alpha:g}, {len(have)} seeds")
     if decision == "cannot tell":
-        text = (f"this lab cannot tell whether ProGPO's term changes final held-out success over its "
-                f"{len(test.bases)} bases: {numbers}; effects from {lo:+.3f} to {hi:+.3f} fit the data")
+        text = (f"this lab cannot tell whether ProGPO's term changes final held-out success over {over}: {numbers}; "
+                f"effects from {lo:+.3f} to {hi:+.3f} fit the data")
     else:
-        text = f"ProGPO's term {decision} final held-out success over its {len(test.bases)} bases: {numbers}"
+        text = f"ProGPO's term {decision} final held-out success over {over}: {numbers}"
     return {**base, "complete": True, "estimate": est, "lo": lo, "hi": hi, "p": p, "decision": decision, "text": text}
 
 

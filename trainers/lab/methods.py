@@ -105,6 +105,10 @@ LAB_PRESETS = {
                 "methods": ("grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "hgpo", "progpo-hgpo",
                             "gigpo+tree", "progpo-gigpo+tree"), "out": "benchmarks/results/credit_lab_confirm",
                 "preregistered": True, "validity_config": "configs/credit_lab.yaml"},
+    # the registered replication of the confirm block's tree contrast (primary: progpo-gigpo+tree - gigpo+tree)
+    "tree": {"config": "configs/credit_lab_tree.yaml", "iterations": 30, "seeds": tuple(range(24, 52)),
+             "methods": ("gigpo+tree", "progpo-gigpo+tree"), "out": "benchmarks/results/credit_lab_tree",
+             "preregistered": True},
 }
 
 
