@@ -24,6 +24,7 @@ from typing import Any, Callable, Literal, NoReturn, get_args, get_origin, get_t
 from progpo_envs.guard import check_import_names
 from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
 from trainers.envs import ENV_TABLE, STATE_KEYS
+from trainers.strict_yaml import StrictYAMLError, load_strict
 from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
@@ -713,7 +714,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as err:
         raise ConfigError(f"cannot read config {p}: {err.__class__.__name__}: {err}") from err
     try:
-        data = yaml.safe_load(text)
+        data = load_strict(text)
+    except StrictYAMLError as err:
+        raise ConfigError(f"config {p} {err}") from None
     except yaml.YAMLError as err:
         first = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ConfigError(f"config {p} is not valid YAML ({first})") from err

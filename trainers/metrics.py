@@ -23,7 +23,8 @@ from trainers.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
 from wrappers.signals import TAU_R, all_failed, coverage_rate
 
-__all__ = ["MetricsFileError", "MetricsLogger", "acted_metrics", "advantage_metrics", "rollout_metrics", "read_metrics"]
+__all__ = ["MetricsFileError", "MetricsLogger", "acted_metrics", "advantage_metrics", "restore_for_resume",
+           "rollout_metrics", "read_metrics", "scan_metrics"]
 
 
 class MetricsFileError(UserError, ValueError):
@@ -223,6 +224,62 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
                                        "delete that line or start a new --output-dir")
             out.append(record)
     return out
+
+
+def scan_metrics(path: str | Path) -> tuple[list[dict[str, Any]], str | None]:
+    """Every record of a ``metrics.jsonl`` that reads as one, and what is wrong with the first line
+    that does not (``None``: every line is a record). Unlike :func:`read_metrics`, reading goes on
+    past a bad line, so that a caller can tell a torn last line from a garbled one in the middle."""
+    out: list[dict[str, Any]] = []
+    bad: str | None = None
+    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            bad = bad or f"line {number} is not JSON"
+            continue
+        if not isinstance(record, dict):
+            bad = bad or f"line {number} is JSON but not a record ({type(record).__name__})"
+            continue
+        out.append(record)
+    return out, bad
+
+
+def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_at: int) -> str | None:
+    """Make ``metrics.jsonl`` hold exactly the checkpoint's ``history`` before a resume appends to it.
+
+    The checkpoint's history is every record up to the checkpoint, so a file that lost or garbled
+    lines is rebuilt from it rather than cut at the first bad line; the file as found is kept
+    beside it as ``metrics.jsonl.damaged``. Lines after the checkpoint (a crash after it) are left
+    for the logger to drop, as always. Returns the warning to give (``None``: nothing to say).
+
+    Raises:
+        MetricsFileError: the path is not a regular file, or the file is damaged and the
+            checkpoint holds no history to rebuild it from.
+    """
+    path = Path(path)
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        raise MetricsFileError(f"{path} is not a regular file; move it away, and --resume rebuilds metrics.jsonl "
+                               "from the checkpoint")
+    lines = "".join(json.dumps(r) + "\n" for r in history)
+    if not path.exists():
+        write_atomic(path, lines)
+        return f"{path} was missing; rebuilt it from the checkpoint's history ({len(history)} records)"
+    records, bad = scan_metrics(path)
+    upto = [json.dumps(r) for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= resumed_at]
+    if bad is None and upto == [json.dumps(r) for r in history]:
+        return None
+    if not history:
+        raise MetricsFileError(f"{path} {bad or 'does not match the checkpoint'}, and the checkpoint holds no history to "
+                               "rebuild it from; repair that line or start a new --output-dir")
+    damaged = path.with_name(path.name + ".damaged")
+    write_atomic(damaged, path.read_bytes())
+    write_atomic(path, lines)
+    why = bad or f"does not match the checkpoint's records up to iteration {resumed_at}"
+    return (f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
+            f"history (the file as found: {damaged.name})")
 
 
 def wandb_settings(config: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from trainers import distributed
 from trainers.advantages import AdvantageConfig
 from trainers.console import bars_shown, iteration_line, progress_bar
 from trainers.credit import Credit
-from trainers.metrics import MetricsLogger, acted_metrics, advantage_metrics, rollout_metrics, wandb_settings
+from trainers.metrics import MetricsLogger, acted_metrics, restore_for_resume, advantage_metrics, rollout_metrics, wandb_settings
 from trainers.report import write_report
 from trainers.rollout import Rollout
 from trainers.run_dir import RunManifest
@@ -122,12 +122,14 @@ class RunRecorder:
         cfg = self.cfg
         if self.main:
             metrics_path = self.run_dir / "metrics.jsonl"
-            if resumed_at is not None and not metrics_path.exists():
-                write_atomic(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
-                warnings.warn(f"{metrics_path} was missing; rebuilt it from the checkpoint's history "
-                              f"({len(history)} records)", UserWarning, stacklevel=4)
             assert manifest is not None
             self.manifest = manifest
+            if resumed_at is not None:
+                said = restore_for_resume(metrics_path, list(history), resumed_at)
+                if said:
+                    if metrics_path.with_name("metrics.jsonl.damaged").exists():
+                        manifest.record(metrics_path.with_name("metrics.jsonl.damaged"))
+                    warnings.warn(said, UserWarning, stacklevel=4)
             self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
                                         wandb=wandb_settings(cfg.to_dict(), self.run_dir) if "wandb" in cfg.trackers else None,
                                         config=cfg.to_dict(), resume_after=resumed_at)
@@ -190,4 +192,8 @@ class RunRecorder:
 def _to_yaml(data: dict[str, Any]) -> str:
     import yaml
 
-    return yaml.safe_dump(data, sort_keys=False)
+    class NoAliases(yaml.SafeDumper):  # config.yaml is read back by a loader that refuses aliases
+        def ignore_aliases(self, data: Any) -> bool:
+            return True
+
+    return yaml.dump(data, Dumper=NoAliases, sort_keys=False)

@@ -14,7 +14,10 @@ per-step costs of that loop taken out:
   :attr:`StaticCacheBackend.stats`;
 - **the bookkeeping stays on the device**: tokens and log-probs go into preallocated tensors, EOS
   is tested there, and the host looks only every ``sync_every`` steps (stop strings are then
-  found at their exact position: a row decoded past its stop string keeps nothing of it);
+  found at their exact position: a row decoded past its stop string keeps nothing of it). The
+  draws made past a batch's last answer are taken back (the generator is set to its state after
+  the step that answer ended at), so a call of several batches draws what the loop engine draws
+  whatever ``sync_every`` is;
 - with ``rollout_dtype="bf16"`` (as for the loop backend), samples come from a bf16 copy of the
   policy refreshed after each optimizer step, not from autocast over the fp32 master weights.
 
@@ -167,13 +170,21 @@ class StaticCacheBackend(TransformersBackend):
         done = torch.zeros(rows, dtype=torch.bool, device=dev)
         eos = torch.tensor(sorted(self.eos_ids) or [-1], device=dev)
         pad = torch.full_like(end, self.pad_token_id)
+        done[b:] = True  # filler rows: never returned, so never what the batch waits for
         stopped = [False] * rows  # ended by a stop string (found by the host)
         checked = 0  # positions [0, checked) have been looked at for stop strings
+        # the generator's state after each draw since the host's last look: the loop engine stops
+        # drawing at the step its last row ends, so the generator is set back to the state after
+        # that step's draw and the next batch draws what the loop engine's next batch draws
+        states: list[torch.Tensor] = []
+        first = 0  # the step of states[0]
         k = -1
         for k in range(n_new):
             logp = processed_log_softmax(logits, 1.0 if cfg.greedy else cfg.temperature, 1.0 if cfg.greedy else cfg.top_p)
             # only the real rows draw from the generator: a row's samples never depend on the bucket
             drawn = logp[:b].argmax(-1) if cfg.greedy else torch.multinomial(logp[:b].exp(), 1, generator=gen).squeeze(-1)
+            if not cfg.greedy:
+                states.append(gen.get_state())
             tok = torch.cat([drawn, pad[b:]]) if b < rows else drawn
             resp[:, k] = tok
             lps[:, k] = logp.gather(-1, tok.unsqueeze(-1)).squeeze(-1)
@@ -186,12 +197,16 @@ class StaticCacheBackend(TransformersBackend):
                 checked = self._find_stops(cfg, resp, end, done, stopped, checked, k + 1)
                 if last or bool(done.all()):
                     break
+                states.clear()
+                first = k + 1
             mask[:, width + k] = (~done).long()
             pos = pos + 1
             logits = self._timed_step(bucket, torch.where(done, pad, tok).unsqueeze(-1), mask, pos, cache,
                                       positions[width + k: width + k + 1])
         self.stats["decode_steps"] += k + 1
         done_h, end_h = done.tolist(), end.tolist()  # the loop ends when every row is done or at n_new
+        if states:  # the loop engine's last draw: the step its last row ended at (n_new - 1 if one ran out)
+            gen.set_state(states[max(end_h[:b]) - 1 - first])
         resp_h, lps_h = resp.tolist(), lps.tolist()
         out = []
         for i, prompt in enumerate(prompts):

@@ -159,13 +159,49 @@ def test_lora_state_with_wrong_shape_is_rejected(lora_run, tmp_path, capsys):
     assert "expected shape" in _one_line_error(capsys)
 
 
-def test_metrics_line_that_is_not_an_object_is_a_one_line_error(lora_run, tmp_path, capsys):
+def _records(run: Path) -> list[tuple]:
+    import json
+
+    return [(r.get("kind"), r.get("iteration")) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
+
+
+@pytest.fixture(scope="module")
+def two_iteration_run(tmp_path_factory) -> Path:
+    """A two-iteration run evaluated after each iteration: eval0 train1 eval1 train2 eval2."""
+    out = tmp_path_factory.mktemp("run2") / "run"
+    assert main([*RUN_FLAGS, "--iterations", "2", "--eval-episodes", "2", "--eval-every", "1", "--no-baseline-random",
+                 "--output-dir", str(out)]) == 0
+    return out
+
+
+@pytest.mark.parametrize("damage", ["garbled", "not a record", "torn last"])
+def test_resume_rebuilds_a_damaged_metrics_file_from_the_checkpoint_and_keeps_the_damaged_copy(
+        two_iteration_run, tmp_path, damage):
+    run = _copy(two_iteration_run, tmp_path)
+    whole = _records(run)
+    assert whole[:5] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2), ("eval", 2)]
+    lines = (run / "metrics.jsonl").read_text().splitlines(keepends=True)
+    if damage == "garbled":
+        lines[1] = "{not json at all\n"
+    elif damage == "not a record":
+        lines[1] = "[1, 2]\n"
+    else:
+        lines[-1] = lines[-1][: len(lines[-1]) // 2]  # a torn last line whose record the checkpoint holds
+    found = "".join(lines)
+    (run / "metrics.jsonl").write_text(found)
+    with pytest.warns(UserWarning, match="rebuilt its .* records up to iteration 2 from the checkpoint's history"):
+        assert main([*RUN_FLAGS, "--iterations", "3", "--eval-episodes", "2", "--eval-every", "1", "--no-baseline-random",
+                     "--output-dir", str(run), "--resume"]) == 0
+    assert _records(run) == whole + [("train", 3), ("eval", 3)]  # nothing dropped, nothing twice
+    assert (run / "metrics.jsonl.damaged").read_text() == found
+
+
+def test_resume_with_metrics_jsonl_a_directory_is_one_line(lora_run, tmp_path, capsys):
     run = _copy(lora_run, tmp_path)
-    with (run / "metrics.jsonl").open("a") as fh:
-        fh.write("[1, 2]\n")
+    (run / "metrics.jsonl").unlink()
+    (run / "metrics.jsonl").mkdir()
     assert _resume(run) == 2
-    err = _one_line_error(capsys)
-    assert "metrics.jsonl line" in err and "not a record" in err
+    assert "metrics.jsonl is not a regular file" in _one_line_error(capsys)
 
 
 def test_intact_lora_run_resumes(lora_run, tmp_path):
@@ -185,6 +221,14 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
     ("advantage: {gama: 0.9}\n", "advantage: has no key 'gama'; did you mean gamma?"),
     ("advantage: {gamma: 0.9}\ngamma: 0.8\n", "gamma is set twice"),
     ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
+    # a key set twice keeps the last value in plain YAML: refused at any depth
+    ("advantage: {estimator: grpo}\nadvantage: {gamma: 0.9}\n", "line 2: key 'advantage' is set twice in one mapping"),
+    ("notes:\n  run: {a: 1, a: 2}\n", "line 2: key 'a' is set twice in one mapping"),
+    ("lr: 0.1\nppo: {lr: 0.2}\nlr: 0.3\n", "line 3: key 'lr' is set twice in one mapping (first on line 1)"),
+    # nested aliases under notes: would expand to gigabytes when the config is written back
+    ("notes:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+     + "".join(f"  a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(10)) + "}\n" for i in range(1, 9)),
+     "line 3: YAML aliases (*a0) are not accepted in a config"),
 ])
 def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, monkeypatch, text, match):
     def no_model(*a, **k):
@@ -193,8 +237,10 @@ def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, mon
     monkeypatch.setattr("trainers.trainer.build_policy", no_model)
     p = tmp_path / "k.yaml"
     p.write_text(text)
-    assert main(["--config", str(p)]) == 2
+    out = tmp_path / "out"
+    assert main(["--config", str(p), "--output-dir", str(out)]) == 2
     assert match in _one_line_error(capsys)
+    assert not out.exists()  # nothing claimed: the corrected rerun needs no --overwrite
 
 
 def test_nan_from_the_cli_is_rejected_and_notes_in_extra_still_work(tmp_path, capsys):

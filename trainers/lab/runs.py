@@ -22,6 +22,7 @@ from pathlib import Path
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.methods import ACTED_KEYS, AXES, METHODS, TRAIN_KEYS, axes_of, run_name
 from trainers.metrics import read_metrics
+from trainers.strict_yaml import StrictYAMLError, load_strict
 
 __all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
            "preregistered_commit_problem", "provenance_of", "provenance_problem", "registration", "rerun", "run_on_ray", "run_one",
@@ -80,7 +81,9 @@ def config_axes_problem(config_path: Path) -> str | None:
     import yaml
 
     try:
-        data = yaml.safe_load(Path(config_path).read_text(encoding="utf-8")[: 1 << 20]) or {}
+        data = load_strict(Path(config_path).read_text(encoding="utf-8")[: 1 << 20]) or {}
+    except StrictYAMLError as err:
+        return f"{config_path}: {err}"
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
         return f"{config_path} cannot be read ({type(err).__name__})"
     if not isinstance(data, dict):
