@@ -433,6 +433,10 @@ class TrainConfig:
                      "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth", "tree_budget"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
+        for name, most in SIZE_LIMITS.items():  # checked before the run dir is claimed: no MemoryError after it
+            if isinstance(getattr(self, name), int) and getattr(self, name) > most:
+                raise ConfigError(f"{name} {getattr(self, name)} is over {most:,}, more than any run here can hold; "
+                                  f"use at most {most:,}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
                      "tau_p", "progress_lambda", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
                      "tiny_init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
@@ -694,6 +698,9 @@ def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
 
 #: the largest ``--config`` file read
 MAX_CONFIG_BYTES = 2**20
+#: sizes past which a run only ends in a MemoryError (an episode panel, a LoRA rank), refused up front
+SIZE_LIMITS = {"eval_episodes": 100_000, "eval_extra_episodes": 100_000, "bc_episodes": 1_000_000, "lora_r": 8_192,
+               "num_groups": 100_000, "group_size": 100_000}
 #: seeds numpy, torch and the env schedule all take (numpy's legacy seeding stops at 2**32)
 MAX_SEED = 2**32 - 1
 

@@ -1,7 +1,7 @@
 """Evaluate a saved policy on a split of its run's env, at fixed episode seeds.
 
     python -m trainers.evaluate runs/progpo --split valid --episodes 36
-    python -m trainers.evaluate runs/progpo --against runs/progpo/checkpoints/iter_000000.pt
+    python -m trainers.evaluate runs/progpo --against runs/grpo         # the same episodes, paired
     python -m trainers.evaluate runs/progpo/checkpoints/iter_000012.pt --json eval.json
 
 The policy plays as its run trained it (the run's own config: model, prompt, template, policy
@@ -26,9 +26,11 @@ __all__ = ["evaluate_saved", "main"]
 
 
 def evaluate_saved(saved: Any, split: str | None = None, episodes: int | None = None,
-                   streams: int = 1) -> dict[str, Any]:
+                   streams: int | None = None) -> dict[str, Any]:
     """Play ``saved`` (a :class:`trainers.saved_policy.SavedPolicy`) on ``split`` (default: the run's
-    eval split) for ``episodes`` (default: the run's ``eval_episodes``); the eval record."""
+    eval split) for ``episodes`` (default: the run's ``eval_episodes``) in ``streams`` concurrent
+    streams (default: the run's ``eval_streams``, so that the figure is the run's own); the eval
+    record."""
     import numpy as np
     import torch
 
@@ -47,7 +49,7 @@ def evaluate_saved(saved: Any, split: str | None = None, episodes: int | None = 
     env_fn = make_env_fn(cfg.env, split, cfg.max_steps, cfg.state_key)
     plan = EvalPlan.for_env(env_fn, split, n, seed=seeds.eval_plan(cfg.seed))
     with torch.no_grad():
-        rollout = run_eval(saved.policy, env_fn, plan, streams=streams)
+        rollout = run_eval(saved.policy, env_fn, plan, streams=int(streams or cfg.eval_streams))
     rec: dict[str, Any] = {"checkpoint": str(saved.checkpoint), "iteration": saved.iteration, "env": cfg.env,
                            "eval/split": split, "eval/episodes": len(rollout.trajectories), "eval/panel": plan.panel()}
     rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))
@@ -87,6 +89,7 @@ def _paired(this: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from trainers.checkpoint import CheckpointError
+    from trainers.run_files import check_output_file
     from trainers.saved_policy import load_saved
     from wrappers.errors import UserError
 
@@ -96,10 +99,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=int, default=None, help="episodes (default: the run's eval_episodes)")
     ap.add_argument("--against", default=None, help="a second run dir or checkpoint, played on the same episodes: "
                                                      "prints the paired difference (this - other)")
-    ap.add_argument("--streams", type=int, default=1, help="concurrent evaluation streams (CPU: processes)")
+    ap.add_argument("--streams", type=int, default=None,
+                    help="concurrent evaluation streams (CPU: processes; default: the run's eval_streams, whose "
+                         "figures it then reproduces)")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON record to this file")
     args = ap.parse_args(argv)
     try:
+        for flag, value in (("--episodes", args.episodes), ("--streams", args.streams)):
+            if value is not None and value < 1:
+                raise ValueError(f"{flag} must be >= 1, got {value}")
+        if args.json is not None:
+            check_output_file(args.json, "--json")  # before the evaluation plays, not after
         rec = evaluate_saved(load_saved(args.path), args.split, args.episodes, args.streams)
         out: dict[str, Any] = {"evaluation": rec}
         lines = _lines(rec)

@@ -5,10 +5,9 @@
     python -m trainers.export runs/lora_run merged/ --merge   # a LoRA run: the merged model
 
 The directory loads with ``AutoModelForCausalLM.from_pretrained(OUT_DIR)`` and gives the trained
-policy's logits. An adapter loads with ``peft.AutoPeftModelForCausalLM.from_pretrained(OUT_DIR)``
-when its base is a hub name or a local dir; a tiny or bundled base is written beside it
-(``OUT_DIR/base``): ``PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(OUT_DIR /
-"base"), OUT_DIR)``; the vLLM backend
+policy's logits. An adapter loads with ``peft.AutoPeftModelForCausalLM.from_pretrained(OUT_DIR)``,
+offline: its config names its base (a hub name, a local dir, or, for a tiny or bundled base, the
+copy written beside it in ``OUT_DIR/base``); the vLLM backend
 (``--backend vllm --model OUT_DIR``) loads a full model directory as it is. ``progpo_export.json``
 beside the weights says which run, checkpoint and iteration it came from and the prompt settings
 the policy was trained with. Exit status: 0 done, 2 a problem said in one line.
@@ -16,12 +15,16 @@ the policy was trained with. Exit status: 0 done, 2 a problem said in one line.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["export_saved", "main"]
+__all__ = ["check_out_dir", "export_saved", "load_line", "main"]
 
 #: what a policy needs besides its weights to act as it was trained (its prompt)
 PROMPT_FIELDS = ("env", "policy_mode", "template", "history_k", "max_new_tokens", "temperature", "top_p",
@@ -35,27 +38,80 @@ def _loadable_by_name(model: str) -> bool:
     return Path(model).expanduser().is_dir() or is_hub_name(model)
 
 
-def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
-    """Write ``saved`` (a :class:`trainers.saved_policy.SavedPolicy`) to ``out_dir``; returns it."""
+def check_out_dir(out_dir: str | Path) -> Path:
+    """``out_dir`` resolved, or a one-line :class:`~wrappers.errors.UserError` before any work: it
+    must be absent or an empty directory, inside a folder that exists (or can be made) and is
+    writable, and not a link."""
+    from wrappers.errors import UserError
+
     out = Path(out_dir)
+    if out.is_symlink():
+        raise UserError(f"{out} is a link ({'dangling' if not out.exists() else 'to ' + str(out.resolve())}); "
+                        "pick another OUT_DIR")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise FileExistsError(f"{out} exists and is not an empty directory; pick another OUT_DIR")
-    model, tokenizer = saved.model, saved.policy.tokenizer
+        raise UserError(f"{out} exists and is not an empty directory; pick another OUT_DIR")
+    parent = out.absolute().parent
+    above = parent
+    while not above.exists():
+        above = above.parent
+    if not above.is_dir():
+        raise UserError(f"{out} cannot be made: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UserError(f"{out} cannot be made: {above} is not writable")
+    return out.absolute()
+
+
+def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
+    """Write ``saved`` (a :class:`trainers.saved_policy.SavedPolicy`) to ``out_dir``; returns it.
+
+    ``saved``'s own model is left as it is (merging or unloading works on a copy), so a script can
+    export and go on using the policy. The directory is written whole into a temporary folder
+    beside it and renamed into place: a failure (a full disk) leaves nothing half-written."""
+    out = check_out_dir(out_dir)
     lora = bool(saved.cfg.lora)
+    if merge and not lora:
+        raise ValueError("--merge applies to LoRA runs; this run trained the full model")
+    tokenizer = saved.policy.tokenizer
+    base_name = None
+    if lora and not merge:
+        model_name = str(saved.cfg.model)
+        local = Path(model_name).expanduser()
+        base_name = (str(out / "base") if not _loadable_by_name(model_name)  # a tiny or bundled base: beside it
+                     else str(local.absolute()) if local.is_dir() else model_name)
+    base_beside = base_name == str(out / "base")
+    # merging and unloading change a peft model in place: they work on a copy
+    model = copy.deepcopy(saved.model) if lora and (merge or base_beside) else saved.model
     if lora and merge:
         model = model.merge_and_unload()
-    elif merge:
-        raise ValueError("--merge applies to LoRA runs; this run trained the full model")
-    out.mkdir(parents=True, exist_ok=True)
+    named = {}
+    if base_name is not None:  # AutoPeftModelForCausalLM then finds the base offline
+        named = {k: c.base_model_name_or_path for k, c in model.peft_config.items()}
+        for peft_config in model.peft_config.values():
+            peft_config.base_model_name_or_path = base_name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        _write(saved, model, tokenizer, tmp, lora, merge, base_beside)
+        if out.exists():
+            out.rmdir()  # an empty folder the check accepted
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    finally:
+        for key, was in named.items():  # the caller's policy keeps its own config
+            if model is saved.model:
+                model.peft_config[key].base_model_name_or_path = was
+    return out
+
+
+def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool) -> None:
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    base_dir = None
-    if lora and not merge and not _loadable_by_name(str(saved.cfg.model)):
-        # a tiny or bundled base has no name another process can load: it goes beside the adapter
-        base_dir = out / "base"
-        base = model.unload()
-        base.save_pretrained(base_dir, safe_serialization=True)
-        tokenizer.save_pretrained(base_dir)
+    if base_beside:
+        base = model.unload()  # the copy's: the adapter above is written already
+        base.save_pretrained(out / "base", safe_serialization=True)
+        tokenizer.save_pretrained(out / "base")
     generation_config = getattr(model, "generation_config", None)
     if generation_config is not None and not (out / "generation_config.json").exists():
         generation_config.save_pretrained(out)
@@ -63,9 +119,16 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     manifest = {"format": "progpo-export-v1", "checkpoint": str(saved.checkpoint), "iteration": saved.iteration,
                 "model": cfg.get("model"), "weights": "peft adapter" if lora and not merge else "full model",
                 "prompt": {k: cfg.get(k) for k in PROMPT_FIELDS}, "estimator": cfg.get("estimator"),
-                "base": "base" if base_dir is not None else cfg.get("model")}
+                "base": "base" if base_beside else cfg.get("model")}
     (out / "progpo_export.json").write_text(json.dumps(manifest, indent=1) + "\n")
-    return out
+
+
+def load_line(out: Path) -> str:
+    """The Python line that loads an export at ``out``."""
+    manifest = json.loads((out / "progpo_export.json").read_text())
+    if manifest["weights"] == "peft adapter":
+        return f"peft.AutoPeftModelForCausalLM.from_pretrained({str(out)!r})"
+    return f"transformers.AutoModelForCausalLM.from_pretrained({str(out)!r})"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,11 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--merge", action="store_true", help="LoRA runs: merge the adapter into the base model")
     args = ap.parse_args(argv)
     try:
+        check_out_dir(args.out_dir)  # before the checkpoint is read
         out = export_saved(load_saved(args.path), args.out_dir, merge=args.merge)
-    except (UserError, CheckpointError, ValueError, FileExistsError) as err:
+    except (UserError, CheckpointError, ValueError, OSError) as err:
         print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}", file=sys.stderr)
         return 2
-    print(f"-> {out}: AutoModelForCausalLM.from_pretrained({str(out)!r})")
+    print(f"-> {out}: {load_line(out)}")
     return 0
 
 

@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     from trainers.checkpoint import CheckpointError
     from trainers.envs import check_split, make_env_fn
     from trainers.evaluation import EvalPlan, play_episodes
+    from trainers.run_files import check_output_file
     from trainers.saved_policy import load_saved
     from wrappers.errors import UserError
 
@@ -95,12 +96,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--html", type=Path, default=None, help="also write the episode as one self-contained page")
     args = ap.parse_args(argv)
     try:
+        for flag, value, least in (("--episodes", args.episodes, 1), ("--top", args.top, 1), ("--task", args.task, 0)):
+            if value is not None and value < least:
+                raise ValueError(f"{flag} must be >= {least}, got {value}")
+        if args.html is not None:
+            check_output_file(args.html, "--html")  # before the episode plays, not after
         saved = load_saved(args.path)
         cfg = saved.cfg
         split = args.split or cfg.splits[1]
         check_split(cfg.env, split)
         env_fn = make_env_fn(cfg.env, split, cfg.max_steps, cfg.state_key)
-        plan = EvalPlan.for_env(env_fn, split, args.episodes or max(cfg.eval_episodes, 1), seed=seeds.eval_plan(cfg.seed))
+        size = args.episodes if args.episodes is not None else max(cfg.eval_episodes, 1)
+        plan = EvalPlan.for_env(env_fn, split, size, seed=seeds.eval_plan(cfg.seed))
         if not 0 <= args.task < plan.num_episodes:
             raise ValueError(f"--task must be in 0..{plan.num_episodes - 1} (the panel's episodes), got {args.task}")
         with torch.no_grad():

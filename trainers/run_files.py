@@ -126,3 +126,20 @@ def real_dir(path: str | Path) -> Path:
     if path.is_symlink() or not path.is_dir():  # a link planted since the check above
         raise _refusal(path, "not a folder")
     return path
+
+
+def check_output_file(path: str | Path, flag: str) -> Path:
+    """``path`` as a file a command will write at its end, checked before the work that fills it:
+    a one-line :class:`~wrappers.errors.UserError` when it is a folder, lies under a file or in a
+    folder that does not exist, or cannot be written."""
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"{flag} {p} is a folder; name a file")
+    parent = p.absolute().parent
+    if not parent.exists():
+        raise UserError(f"{flag} {p}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise UserError(f"{flag} {p}: {parent} is a file, not a folder")
+    if not os.access(p if p.exists() else parent, os.W_OK):
+        raise UserError(f"{flag} {p} cannot be written (read-only)")
+    return p

@@ -35,6 +35,9 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """The checkpoint ``path`` names: the file itself, or a run dir's ``latest``."""
     p = Path(path)
     if p.is_dir():
+        if not (p / "checkpoints" / "latest").is_file():
+            raise CheckpointError(f"{p} has no checkpoint (no checkpoints/latest): it is not a run dir, or its run "
+                                  "has not saved one yet; pass a run dir that has, or a checkpoint file")
         return latest_checkpoint(p)
     if not p.is_file():
         raise CheckpointError(f"{p} is neither a run dir nor a checkpoint file")

@@ -256,7 +256,8 @@ def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys
 
 @pytest.mark.parametrize("argv,said", [(["/nonexistent/run"], "neither a run dir nor a checkpoint"),
                                        (["RUN", "--split", "hard"], "split"),
-                                       (["RUN", "--episodes", "0"], "--episodes must be >= 1")])
+                                       (["RUN", "--episodes", "0"], "--episodes must be >= 1"),
+                                       (["RUN", "--streams", "0"], "--streams must be >= 1")])
 def test_evaluate_bad_input_is_one_line(runs, capsys, argv, said):
     from trainers.evaluate import main
 
@@ -338,7 +339,8 @@ def test_the_export_manifest_names_its_run_and_the_prompt_the_policy_was_trained
 
     nested = tmp_path / "a" / "b" / "full"
     assert main([str(runs["a"]), str(nested)]) == 0
-    assert capsys.readouterr().out.strip() == f"-> {nested}: AutoModelForCausalLM.from_pretrained({str(nested)!r})"
+    assert capsys.readouterr().out.strip() == (f"-> {nested}: transformers.AutoModelForCausalLM.from_pretrained("
+                                               f"{str(nested)!r})")
     assert json.loads((nested / "progpo_export.json").read_text()) == expected(runs["a"], "full model", "tiny")
     (tmp_path / "empty").mkdir()
     assert main([str(runs["lora"]), str(tmp_path / "empty")]) == 0
@@ -500,3 +502,129 @@ def test_the_transcript_of_a_scripted_episode():
     assert steps[0]["observation"].strip() in text and "--- end ---" in text
     page = render_html("ep <2>", steps, "lost & done")
     assert "ep &lt;2&gt;" in page and "lost &amp; done" in page and page.count("<section>") == len(steps) + 1
+
+
+def test_export_leaves_the_policy_it_is_given_as_it_was_and_the_adapter_loads_offline_by_itself(runs, tmp_path, capsys):
+    """Exporting a LoRA policy (adapter with its base beside it, or merged) works on a copy: a
+    script that exports and then keeps evaluating still has the trained policy, LoRA layers and
+    all. The adapter's config names its base, so ``AutoPeftModelForCausalLM`` loads it offline,
+    and the line the command prints is that call."""
+    from peft import AutoPeftModelForCausalLM
+
+    from trainers.export import export_saved, main
+    from trainers.saved_policy import load_saved
+
+    saved = load_saved(runs["lora"])
+    ids = saved.policy.tokenizer("open the fridge", return_tensors="pt").input_ids
+    trained = _logits(saved.model, ids)
+    for name, merge in (("adapter", False), ("merged", True)):
+        export_saved(saved, tmp_path / name, merge=merge)
+        assert torch.equal(_logits(saved.model, ids), trained), name  # not the base model's logits
+        assert saved.model.peft_config["default"].base_model_name_or_path != str(tmp_path / "adapter" / "base")
+    config = json.loads((tmp_path / "adapter" / "adapter_config.json").read_text())
+    assert config["base_model_name_or_path"] == str(tmp_path / "adapter" / "base")
+    loaded = AutoPeftModelForCausalLM.from_pretrained(tmp_path / "adapter")
+    assert torch.allclose(_logits(loaded, ids), trained, atol=1e-5)
+    assert main([str(runs["lora"]), str(tmp_path / "again")]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line == f"-> {tmp_path / 'again'}: peft.AutoPeftModelForCausalLM.from_pretrained({str(tmp_path / 'again')!r})"
+
+
+@pytest.mark.parametrize("where, said", [
+    ("under_file", "is a file, not a folder"),
+    ("dangling", "is a link (dangling)"),
+    ("read_only", "is not writable"),
+])
+def test_export_checks_its_path_before_reading_the_checkpoint(runs, tmp_path, capsys, monkeypatch, where, said):
+    import os
+
+    import trainers.saved_policy as saved_policy
+    from trainers.export import main
+
+    monkeypatch.setattr(saved_policy, "load_saved", lambda *a, **k: pytest.fail("the checkpoint was read first"))
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "ro").mkdir()
+    target = {"under_file": tmp_path / "file" / "out", "dangling": tmp_path / "link",
+              "read_only": tmp_path / "ro" / "out"}[where]
+    if where == "read_only":
+        if os.geteuid() == 0:
+            monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path / "ro"))
+        else:
+            (tmp_path / "ro").chmod(0o500)
+    assert main([str(runs["lora"]), str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error:") and said in err and "\n" not in err
+
+
+def test_an_export_that_fails_midway_leaves_nothing_and_the_retry_succeeds(runs, tmp_path, monkeypatch, capsys):
+    """A full disk while the weights are written: nothing is left at OUT_DIR or beside it, and the
+    same command then succeeds."""
+    import trainers.export as export
+
+    real = export._write
+
+    def full_disk(*a, **k):
+        real(*a, **k)
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(export, "_write", full_disk)
+    assert export.main([str(runs["a"]), str(tmp_path / "out")]) == 2
+    assert "No space left on device" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+    monkeypatch.setattr(export, "_write", real)
+    assert export.main([str(runs["a"]), str(tmp_path / "out")]) == 0
+
+
+def test_evaluate_defaults_to_the_runs_own_eval_streams_and_reproduces_its_last_evaluation(tmp_path, capsys):
+    from trainers.evaluate import main
+
+    run = tmp_path / "streams2"
+    assert train([*FLAGS, "--eval-streams", "2", "--output-dir", str(run)]) == 0
+    final = [r for r in _records(run) if r.get("kind") == "eval"][-1]
+    assert main([str(run), "--json", str(tmp_path / "e.json")]) == 0
+    rec = json.loads((tmp_path / "e.json").read_text())["evaluation"]
+    assert (rec["eval/won"], rec["eval/success"]) == (final["eval/won"], final["eval/success"])
+
+
+@pytest.mark.parametrize("tool", ["evaluate", "play"])
+@pytest.mark.parametrize("where, said", [("folder", "is a folder; name a file"), ("missing", "does not exist"),
+                                         ("under_file", "is a file, not a folder")])
+def test_an_output_file_is_checked_before_the_episodes_play(runs, tmp_path, capsys, monkeypatch, tool, where, said):
+    import importlib
+
+    import trainers.evaluation as evaluation
+
+    monkeypatch.setattr(evaluation, "run_eval", lambda *a, **k: pytest.fail("played before the path was checked"))
+    monkeypatch.setattr(evaluation, "play_episodes", lambda *a, **k: pytest.fail("played before the path was checked"))
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    target = {"folder": tmp_path / "dir", "missing": tmp_path / "no" / "e.json", "under_file": tmp_path / "file" / "e"}[where]
+    flag = "--json" if tool == "evaluate" else "--html"
+    assert importlib.import_module(f"trainers.{tool}").main([str(runs["a"]), flag, str(target)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {flag} ") and said in err and "\n" not in err
+
+
+@pytest.mark.parametrize("tool", ["evaluate", "play", "export"])
+def test_a_run_dir_without_a_checkpoint_says_so_not_the_trainers_resume_advice(tool, tmp_path, capsys):
+    import importlib
+
+    (tmp_path / "run").mkdir()
+    argv = [str(tmp_path / "run")] + ([str(tmp_path / "out")] if tool == "export" else [])
+    assert importlib.import_module(f"trainers.{tool}").main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert "has no checkpoint (no checkpoints/latest)" in err and "--resume" not in err
+
+
+@pytest.mark.parametrize("argv, said", [(["--episodes", "-4"], "--episodes must be >= 1, got -4"),
+                                        (["--episodes", "0"], "--episodes must be >= 1, got 0"),
+                                        (["--top", "0"], "--top must be >= 1, got 0"),
+                                        (["--top", "-1"], "--top must be >= 1, got -1"),
+                                        (["--task", "-1"], "--task must be >= 0, got -1")])
+def test_play_refuses_sizes_below_one_in_one_line(runs, capsys, argv, said):
+    from trainers.play import main as play
+
+    assert play([str(runs["a"]), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"error: {said}"

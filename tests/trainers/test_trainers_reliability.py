@@ -221,6 +221,9 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
     ("advantage: {gama: 0.9}\n", "advantage: has no key 'gama'; did you mean gamma?"),
     ("advantage: {gamma: 0.9}\ngamma: 0.8\n", "gamma is set twice"),
     ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
+    # sizes that would end in a MemoryError after the run dir is claimed
+    ("eval_episodes: 1000000000\n", "eval_episodes 1000000000 is over 100,000"),
+    ("lora: true\nlora_r: 1000000000\n", "lora_r 1000000000 is over 8,192"),
     # a key set twice keeps the last value in plain YAML: refused at any depth
     ("advantage: {estimator: grpo}\nadvantage: {gamma: 0.9}\n", "line 2: key 'advantage' is set twice in one mapping"),
     ("notes:\n  run: {a: 1, a: 2}\n", "line 2: key 'a' is set twice in one mapping"),
