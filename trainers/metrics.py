@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping
@@ -24,7 +25,7 @@ from wrappers.errors import UserError
 from wrappers.signals import TAU_R, all_failed, coverage_rate
 
 __all__ = ["MetricsFileError", "MetricsLogger", "acted_metrics", "advantage_metrics", "restore_for_resume",
-           "rollout_metrics", "read_metrics", "scan_metrics"]
+           "rollout_metrics", "read_metrics", "scan_metrics", "wandb_run_id", "wandb_settings"]
 
 
 class MetricsFileError(UserError, ValueError):
@@ -135,8 +136,7 @@ class MetricsLogger:
         if wandb is not None:  # Weights & Biases (offline where WANDB_MODE=offline); resumed runs log on
             import wandb as wandb_lib
 
-            self.wandb_run = wandb_lib.init(**wandb, resume="allow" if resume_after is not None else None,
-                                            reinit="finish_previous")
+            self.wandb_run = wandb_lib.init(**wandb, resume="allow", reinit="finish_previous")
 
     def log(self, record: dict[str, Any]) -> None:
         with open_nofollow(self.path, "a") as fh:
@@ -282,14 +282,40 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_
             f"history (the file as found: {damaged.name})")
 
 
-def wandb_settings(config: Mapping[str, Any], run_dir: str | Path) -> dict[str, Any]:
-    """What ``wandb.init`` gets for a run: the project (``WANDB_PROJECT``, else ``progpo``), the run
-    dir's name, the config, and the run dir for its files (offline runs: ``wandb sync`` them later).
+#: the run dir's file that keeps its W&B run id, so that ``--resume`` logs on into the same W&B run
+WANDB_ID_FILE = "wandb_id"
 
-    >>> wandb_settings({"lr": 0.1}, "/tmp/runs/demo")["name"]
-    'demo'
+
+def wandb_run_id(run_dir: str | Path, resume: bool) -> str:
+    """The run's W&B id: the one kept in ``run_dir/wandb_id`` on a resume, else a new one (kept).
+
+    >>> import tempfile
+    >>> d = tempfile.mkdtemp()
+    >>> first = wandb_run_id(d, resume=False)
+    >>> wandb_run_id(d, resume=True) == first, wandb_run_id(d, resume=False) == first
+    (True, False)
+    """
+    path = Path(run_dir) / WANDB_ID_FILE
+    if resume and path.is_file() and not path.is_symlink():
+        kept = path.read_text(errors="replace").strip()
+        if kept.isalnum() and len(kept) <= 64:
+            return kept
+    run_id = uuid.uuid4().hex[:16]
+    write_atomic(path, run_id + "\n")
+    return run_id
+
+
+def wandb_settings(config: Mapping[str, Any], run_dir: str | Path, run_id: str | None = None) -> dict[str, Any]:
+    """What ``wandb.init`` gets for a run: the project (``WANDB_PROJECT``, else ``progpo``), the run's
+    id (:func:`wandb_run_id`: a resume continues the same W&B run), the run dir's full path as its
+    name (two dirs both called ``run`` stay apart), the config, and the run dir for its files
+    (offline runs: ``wandb sync`` them later).
+
+    >>> wandb_settings({"lr": 0.1}, "/tmp/runs/demo", "abc")["name"], wandb_settings({}, "/tmp/runs/demo", "abc")["id"]
+    ('/tmp/runs/demo', 'abc')
     """
     import os
 
-    return {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": Path(run_dir).name, "config": dict(config),
-            "dir": str(run_dir)}
+    out = {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": str(Path(run_dir).absolute()),
+           "config": dict(config), "dir": str(run_dir)}
+    return {**out, "id": run_id} if run_id else out

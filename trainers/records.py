@@ -22,7 +22,8 @@ from trainers import distributed
 from trainers.advantages import AdvantageConfig
 from trainers.console import bars_shown, iteration_line, progress_bar
 from trainers.credit import Credit
-from trainers.metrics import MetricsLogger, acted_metrics, restore_for_resume, advantage_metrics, rollout_metrics, wandb_settings
+from trainers.metrics import (WANDB_ID_FILE, MetricsLogger, acted_metrics, advantage_metrics, restore_for_resume, rollout_metrics,
+                             wandb_run_id, wandb_settings)
 from trainers.report import write_report
 from trainers.rollout import Rollout
 from trainers.run_dir import RunManifest
@@ -130,8 +131,11 @@ class RunRecorder:
                     if metrics_path.with_name("metrics.jsonl.damaged").exists():
                         manifest.record(metrics_path.with_name("metrics.jsonl.damaged"))
                     warnings.warn(said, UserWarning, stacklevel=4)
-            self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers,
-                                        wandb=wandb_settings(cfg.to_dict(), self.run_dir) if "wandb" in cfg.trackers else None,
+            wandb = None
+            if "wandb" in cfg.trackers:
+                manifest.record(self.run_dir / WANDB_ID_FILE)
+                wandb = wandb_settings(cfg.to_dict(), self.run_dir, wandb_run_id(self.run_dir, resumed_at is not None))
+            self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers, wandb=wandb,
                                         config=cfg.to_dict(), resume_after=resumed_at)
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
             write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_sections()))

@@ -74,7 +74,7 @@ def test_an_unreadable_run_is_a_row_not_a_traceback(tmp_path, capsys):
     (old / "runs" / methods.run_name("grpo", 0, "canonical") / "metrics.jsonl").write_text("[1, 2]\n")  # JSON, not a record
     assert _compare(tmp_path, old) == 0
     out = capsys.readouterr().out
-    assert "cannot read a run's records" in out and "0 of 1 shared runs bit-exact" in out
+    assert "line 1 is JSON but not a record (list)" in out and "0 of 1 shared runs bit-exact" in out
 
 
 @pytest.mark.parametrize("what", ["missing", "nothing shared"])
@@ -84,3 +84,53 @@ def test_nothing_to_compare_is_one_line(tmp_path, capsys, what):
     assert _compare(tmp_path, other) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: --compare-with:") and "\n" not in err
+
+
+def test_a_block_compared_with_its_own_folder_is_refused(tmp_path, capsys):
+    _block(tmp_path / "new", {("grpo", 0): 0.25})
+    assert _compare(tmp_path, tmp_path / "new") == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --compare-with:") and "this block's own folder" in err
+
+
+def _edit(block: Path, method: str, edit) -> None:
+    metrics = block / "runs" / methods.run_name(method, 0, "canonical") / "metrics.jsonl"
+    recs = [json.loads(ln) for ln in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps(edit(r)) + "\n" for r in recs))
+
+
+@pytest.mark.parametrize("edit, said", [
+    (lambda r: {**r, "eval/panel": "forged"} if r["kind"] == "eval" else r, "eval/panel (not a number, and not equal)"),
+    (lambda r: {**r, "eval/task_id": ["x", "y"]} if r["kind"] == "eval" else r, "eval/task_id"),
+])
+def test_a_forged_text_field_or_a_field_one_copy_alone_has_is_a_difference(tmp_path, capsys, edit, said):
+    _block(tmp_path / "new", {("grpo", 0): 0.25})
+    old = _block(tmp_path / "old", {("grpo", 0): 0.25})
+    _edit(tmp_path / "new", "grpo", lambda r: {**r, "eval/panel": "p", "eval/task_id": ["a", "b"]} if r["kind"] == "eval" else r)
+    _edit(old, "grpo", lambda r: {**r, "eval/panel": "p", "eval/task_id": ["a", "b"]} if r["kind"] == "eval" else r)
+    _edit(old, "grpo", edit)
+    assert _compare(tmp_path, old) == 0
+    out = capsys.readouterr().out
+    assert said in out and "0 of 1 shared runs bit-exact" in out
+
+
+def test_random_bytes_as_records_are_a_difference_not_zero_records(tmp_path, capsys):
+    _block(tmp_path / "new", {("grpo", 0): 0.25})
+    old = _block(tmp_path / "old", {("grpo", 0): 0.25})
+    for block in (tmp_path / "new", old):
+        (block / "runs" / methods.run_name("grpo", 0, "canonical") / "metrics.jsonl").write_bytes(bytes(range(256)) * 4)
+    assert _compare(tmp_path, old) == 0
+    out = capsys.readouterr().out
+    assert "line 1 is not JSON" in out and "0 of 1 shared runs bit-exact" in out
+
+
+def test_a_field_one_copy_alone_holds_is_named_and_not_counted_as_bit_exact(tmp_path, capsys):
+    _block(tmp_path / "new", {("grpo", 0): 0.25, ("gigpo", 0): 0.5})
+    old = _block(tmp_path / "old", {("grpo", 0): 0.25, ("gigpo", 0): 0.5})
+    _edit(old, "grpo", lambda r: {**r, "extra/field": 1.0} if r["kind"] == "train" else r)
+    assert _compare(tmp_path, old) == 0
+    out = capsys.readouterr().out
+    name = methods.run_name("grpo", 0, "canonical")
+    assert f"| {name} | 4 | bit-exact in the fields both hold; in one copy only: extra/field (the other copy) |" in out
+    assert out.rstrip().endswith(f"1 of 2 shared runs bit-exact; 1 more bit-exact in every field both copies hold, "
+                                 f"with fields one copy alone has ({name})")

@@ -56,7 +56,7 @@ def test_every_record_reaches_wandb_at_its_iteration(tmp_path, monkeypatch):
     run = tmp_path / "myrun"
     assert main([*FLAGS, "--report-to", "wandb", "--output-dir", str(run)]) == 0
     (init,) = fake.inits
-    assert init["name"] == "myrun" and init["dir"] == str(run) and init["config"]["report_to"] == "wandb"
+    assert init["name"] == str(run.absolute()) and init["dir"] == str(run) and init["config"]["report_to"] == "wandb"
     assert init["project"] == "progpo" and fake.finished == 1
     steps = [step for step, _ in fake.logged]
     assert steps == sorted(steps) and {1, 2} <= set(steps)
@@ -69,6 +69,22 @@ def test_every_record_reaches_wandb_at_its_iteration(tmp_path, monkeypatch):
                    and not isinstance(v, bool)}
         assert step == rec["iteration"] and logged == numbers
     assert not (run / "tensorboard").exists()  # only what report_to names
+
+
+def test_a_resumed_run_logs_on_into_the_same_wandb_run_and_two_dirs_named_run_stay_apart(tmp_path, monkeypatch):
+    fake = _FakeWandb()
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: object() if name == "wandb" else real(name, *a))
+    one, two = tmp_path / "a" / "run", tmp_path / "b" / "run"
+    assert main([*FLAGS, "--report-to", "wandb", "--output-dir", str(one)]) == 0
+    more = [*FLAGS, "--iterations", "3"]  # the later flag wins: one more iteration
+    assert main([*more, "--report-to", "wandb", "--output-dir", str(one), "--resume"]) == 0
+    assert main([*FLAGS, "--report-to", "wandb", "--output-dir", str(two)]) == 0
+    first, resumed, other = fake.inits
+    assert first["id"] and resumed["id"] == first["id"] and resumed["resume"] == "allow"
+    assert (one / "wandb_id").read_text().strip() == first["id"]
+    assert other["id"] != first["id"] and other["name"] != first["name"]
 
 
 def test_wandb_offline_writes_its_run_beside_the_runs_files(tmp_path, monkeypatch):
