@@ -114,14 +114,19 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
     out: dict[str, Any] = {}
     flat_sectioned: list[str] = []
     for key, value in data.items():
-        if key in SECTIONS and isinstance(value, dict):
+        if key in SECTIONS and not isinstance(value, dict):
+            raise ConfigError(f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
+                              f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}")
+        if key in SECTIONS:
             entries = []
             for sub, sub_value in value.items():
                 name = SECTIONS[key].get(sub) if isinstance(sub, str) else None
                 if name is None:
+                    home = [f"{sec}: {{{sub}: ...}}" for sec, keys in SECTIONS.items() if sec != key and sub in keys]
                     close = difflib.get_close_matches(str(sub), list(SECTIONS[key]), n=1, cutoff=0.6)
-                    raise ConfigError(f"{source}: {key}: has no key {sub!r}" + (f"; did you mean {close[0]}?" if close
-                                      else f"; it takes {', '.join(SECTIONS[key])}"))
+                    raise ConfigError(f"{source}: {key}: has no key {sub!r}" + (
+                        f"; {sub} goes under {' or '.join(home)}" if home else f"; did you mean {close[0]}?" if close
+                        else f"; it takes {', '.join(SECTIONS[key])}"))
                 entries.append((name, sub_value))
         else:
             entries = [(key, value)]
@@ -495,6 +500,10 @@ class TrainConfig:
         if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
             raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
                               "(leave them at auto with --backend vllm)")
+        if self.policy_mode == "score" and (self.decode != "auto" or self.rollout_dtype != "auto"):
+            raise ConfigError(f"decode {self.decode} / rollout_dtype {self.rollout_dtype}: they choose how generate mode "
+                              "samples answers; score mode samples no text (it scores the candidate commands): use "
+                              "--policy-mode generate, or leave them at auto")
         if self.backend == "vllm" and self.policy_mode != "generate":
             raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
                               "ranks the commands with the training model itself)")
@@ -818,6 +827,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     ns = build_parser().parse_args(argv)
     data: dict[str, Any] = load_yaml(ns.config) if ns.config else {}
     source = f"config {ns.config}" if ns.config else "config"
+    if ns.config and not data:  # an empty file, or one of comments only: said, not silently the defaults
+        print(f"note: {source} sets nothing: every field not given as a flag is at its default", file=sys.stderr)
     cfg = TrainConfig.from_dict(data, source)
     overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "notes" and getattr(ns, f.name) is not None}
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}

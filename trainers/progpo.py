@@ -75,10 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     lock = None
     with stop_request.stops_recorded():  # a Ctrl-C or SIGTERM that something swallows still stops the run
         try:
+            from trainers.build import resolve_device
             from trainers.trainer import Trainer
 
             if ns.resume and ns.overwrite:
                 raise ConfigError("--resume continues the run in --output-dir and --overwrite replaces it: pass one")
+            resolve_device(cfg.device)  # a device that is not there: refused before the run dir is claimed
             if int(os.environ.get("RANK", "0")) == 0:  # fail before the (slow) model load on a busy or used dir
                 lock = claim_run_dir(cfg.output_dir, resume=bool(ns.resume), overwrite=ns.overwrite)
             if ns.resume:  # fail before the (slow) model load when there is nothing to resume

@@ -134,3 +134,14 @@ def test_a_field_one_copy_alone_holds_is_named_and_not_counted_as_bit_exact(tmp_
     assert f"| {name} | 4 | bit-exact in the fields both hold; in one copy only: extra/field (the other copy) |" in out
     assert out.rstrip().endswith(f"1 of 2 shared runs bit-exact; 1 more bit-exact in every field both copies hold, "
                                  f"with fields one copy alone has ({name})")
+
+
+@pytest.mark.parametrize("where", ["file", "under_file", "new"])
+def test_report_out_is_checked_and_a_new_folder_is_not_made_for_a_refused_report(tmp_path, capsys, where):
+    (tmp_path / "file").write_text("x")
+    out = {"file": tmp_path / "file", "under_file": tmp_path / "file" / "x", "new": tmp_path / "new" / "lab"}[where]
+    assert cli.main(["--report", "--out", str(out), "--methods", "grpo", "--seeds", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    said = "is a file, not a folder" if where != "new" else "no finished run of grpo"
+    assert err.startswith("error:") and said in err and "\n" not in err
+    assert not (tmp_path / "new").exists() and (tmp_path / "file").read_text() == "x"

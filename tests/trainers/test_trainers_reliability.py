@@ -341,3 +341,37 @@ def test_every_rng_stream_survives_a_checkpoint_round_trip(tmp_path):
     draws()  # move every stream on
     restore_rng(load_checkpoint(latest_checkpoint(tmp_path))["rng"])
     assert draws() == first
+
+
+# ----------------------------------------------------------------------------- said, not silent
+@pytest.mark.parametrize("text, match", [
+    ("advantage: grpo\n", "advantage: is a section, a mapping of its keys (e.g. advantage: {estimator: 'grpo'})"),
+    ("tree: {gamma: 0.9}\n", "tree: has no key 'gamma'; gamma goes under advantage: {gamma: ...}"),
+])
+def test_a_section_written_wrong_says_where_its_keys_go(tmp_path, capsys, text, match):
+    p = tmp_path / "k.yaml"
+    p.write_text(text)
+    assert main(["--config", str(p), "--output-dir", str(tmp_path / "out")]) == 2
+    assert match in _one_line_error(capsys) and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flags", [["--decode", "static"], ["--rollout-dtype", "bf16"], ["--decode", "loop"]])
+def test_generate_mode_engine_flags_in_score_mode_are_refused(tmp_path, capsys, flags):
+    assert main([*RUN_FLAGS, *flags, "--output-dir", str(tmp_path / "out")]) == 2
+    assert "score mode samples no text" in _one_line_error(capsys) and not (tmp_path / "out").exists()
+
+
+def test_device_cuda_without_a_gpu_is_refused_before_the_run_dir_is_claimed(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert main([*RUN_FLAGS, "--device", "cuda", "--output-dir", str(tmp_path / "out")]) == 2
+    assert "no CUDA GPU is visible" in _one_line_error(capsys) and not (tmp_path / "out").exists()
+
+
+def test_an_empty_config_is_said_before_training_on_the_defaults(tmp_path, capsys, monkeypatch):
+    from trainers.config import parse_args
+
+    (tmp_path / "empty.yaml").write_text("# only a comment\n")
+    cfg, _ = parse_args(["--config", str(tmp_path / "empty.yaml")])
+    assert cfg == TrainConfig()
+    assert capsys.readouterr().err.strip() == (f"note: config {tmp_path / 'empty.yaml'} sets nothing: every field not "
+                                                "given as a flag is at its default")

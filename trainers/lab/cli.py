@@ -196,6 +196,20 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
     print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / args.json_name}")
 
 
+def check_out_folder(out: Path) -> None:
+    """``--out`` as a folder the table, plot and JSON can be written to (it may not exist yet):
+    :class:`LabError` for a file, a path under a file or a folder that is not writable."""
+    import os
+
+    above = out
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise LabError(f"--out {out}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise LabError(f"--out {out}: {above} is not writable")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.rerun:
@@ -218,11 +232,16 @@ def main(argv: list[str] | None = None) -> int:
         except LabError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-    args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     try:
+        if args.report:  # nothing runs: the folder must take the table before anything is read
+            check_out_folder(args.out)
+        else:
+            args.out.mkdir(parents=True, exist_ok=True)
         entries = collect(args)
-    except (LabError, RuntimeError) as err:
+        check_out_folder(args.out)
+        args.out.mkdir(parents=True, exist_ok=True)  # made once there is something to write
+    except (LabError, RuntimeError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     write(args, entries, time.perf_counter() - t0)
