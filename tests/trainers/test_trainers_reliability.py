@@ -375,3 +375,20 @@ def test_an_empty_config_is_said_before_training_on_the_defaults(tmp_path, capsy
     assert cfg == TrainConfig()
     assert capsys.readouterr().err.strip() == (f"note: config {tmp_path / 'empty.yaml'} sets nothing: every field not "
                                                 "given as a flag is at its default")
+
+
+def test_a_checkpoint_without_a_field_added_since_resumes_when_the_field_is_at_its_default(lora_run, tmp_path):
+    """A field the package gained after the checkpoint was written is absent from its config: it
+    had its default then, so the resume is accepted (a non-default value for it is still refused)."""
+    from trainers.config import EARLIER_VALUES
+
+    run = _copy(lora_run, tmp_path)
+    ckpt = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
+    data = load_checkpoint(ckpt)
+    newer = next(k for k, v in TrainConfig().to_dict().items()
+                 if k not in EARLIER_VALUES and k in data["config"] and v == data["config"][k] and k != "notes"
+                 and isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)
+    del data["config"][newer]
+    save_checkpoint(run, int(data["iteration"]), {k: v for k, v in data.items() if k not in ("format", "iteration")})
+    assert _resume(run) == 0
+    assert load_checkpoint(run / "checkpoints" / "iter_000002.pt")["iteration"] == 2
