@@ -119,7 +119,8 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
     bar = progress_bar(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
     try:
         stats = behaviour_clone(policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
-                                seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule)
+                                seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule,
+                                micro_batch=cfg.resolved_bc_micro_batch)
     finally:
         bar.close()
     rec: dict[str, Any] = {"iteration": 0, "kind": "init", "init": "bc", "bc/expert_success": float(np.mean(wins)),

@@ -237,6 +237,9 @@ class TrainConfig:
     bc_steps: int = _opt(60, "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
                              " RL little to add on easy, benchmarks/README.md)", "warm start")
     bc_batch_size: int = _opt(16, "decisions per behaviour-cloning step", "warm start")
+    bc_micro_batch_size: int = _opt(0, "decisions per forward/backward pass of a behaviour-cloning step, their "
+                                       "gradients summed (bounds the warm start's memory); 0: the whole step in one "
+                                       "pass for the tiny models, micro_batch_size for any other", "warm start")
     bc_lr: float = _opt(2e-3, "AdamW learning rate of behaviour cloning", "warm start")
     bc_lr_schedule: LrSchedule = _opt("constant", "constant | cosine (decays to 0 over bc_steps)", "warm start")
     bc_episodes: int = _opt(0, "expert episodes on train_split to clone (0: each task once)", "warm start")
@@ -434,7 +437,7 @@ class TrainConfig:
             raise ConfigError(f"group_size 1: {self.estimator} compares each trajectory with the others of its group, "
                               "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
                               "or more")
-        for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "lr_warmup_iterations",
+        for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "bc_micro_batch_size", "lr_warmup_iterations",
                      "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth", "tree_budget"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
@@ -571,6 +574,14 @@ class TrainConfig:
     def distill_label(self) -> str | None:
         """The teacher's label (``"privileged (not pure RL)"``, ``"hindsight (no ground truth)"``), None without one."""
         return distill_label(self.distill, self.skill_writer)
+
+    @property
+    def resolved_bc_micro_batch(self) -> int:
+        """Decisions per warm-start pass: ``bc_micro_batch_size``, or with 0 the whole step for a tiny
+        model (whose CPU figures were recorded that way) and ``micro_batch_size`` for any other."""
+        if self.bc_micro_batch_size:
+            return int(self.bc_micro_batch_size)
+        return 0 if str(self.model).startswith("tiny") else int(self.micro_batch_size)
 
     @property
     def resolved_step_timeout(self) -> float | str:

@@ -140,7 +140,8 @@ class RunRecorder:
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
             write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_sections()))
             self._record_provenance(resumed_at or 0)
-        self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True)
+        # no timed lines for the iterations: each prints its own line where no bar is drawn
+        self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True, lines=False)
         self.bar.update(resumed_at or 0)
 
     def log(self, record: dict[str, Any]) -> None:

@@ -81,11 +81,14 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
 
 def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_size: int = 16, lr: float = 1e-3,
                     seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None,
-                    lr_schedule: str = "constant") -> dict[str, float]:
+                    lr_schedule: str = "constant", micro_batch: int = 0) -> dict[str, float]:
     """Fit ``policy`` (an :class:`agents.score_policy.ScorePolicy`) to the demos: ``steps`` AdamW steps of
     mean -log pi(expert command). ``lr_schedule``: ``"constant"`` or ``"cosine"`` (lr decays to 0
     over the steps, so the clone ends at a settled point rather than wherever the last noisy step
-    left it). Returns ``bc/*`` metrics (loss, held-out step accuracy)."""
+    left it). ``micro_batch``: decisions per forward/backward pass, their gradients summed into the
+    batch's (0: the whole batch in one pass); a real model's activations over 16 prompts of
+    hundreds of tokens take tens of GB in one pass. Returns ``bc/*`` metrics (loss, held-out step
+    accuracy)."""
     if lr_schedule not in ("constant", "cosine"):
         raise ValueError(f"lr_schedule must be 'constant' or 'cosine', got {lr_schedule!r}")
     outs = [o for d in demos if (o := policy.forced_step(d.observation, d.info, d.history, d.action)) is not None]
@@ -111,10 +114,21 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
             cursor = 0
         batch = train[cursor:cursor + batch_size]
         cursor += batch_size
-        lps = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch)])
-        loss = -lps.mean()
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        if micro_batch <= 0 or micro_batch >= len(batch):
+            lps = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch)])
+            loss = -lps.mean()
+            loss.backward()
+        else:  # the same mean: each pass's sum of -log-probs, the gradients scaled by the count at the end
+            total, count = 0.0, 0
+            for start in range(0, len(batch), micro_batch):
+                part = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch[start:start + micro_batch])])
+                (-part.sum()).backward()
+                total, count = total - float(part.detach().sum()), count + part.numel()
+            for p in params:
+                if p.grad is not None:
+                    p.grad.div_(max(count, 1))
+            loss = torch.tensor(total / max(count, 1))
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()

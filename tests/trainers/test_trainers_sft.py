@@ -82,3 +82,36 @@ def test_init_std_is_for_random_tiny_models_only():
     with pytest.raises(ConfigError, match="init_std"):
         dataclasses.replace(TrainConfig(), tiny_init_std=-0.1).validate()
     dataclasses.replace(TrainConfig(), tiny_init_std=128 ** -0.5).validate()  # the CPU demo's tiny-128x2
+
+
+@pytest.mark.parametrize("micro", [1, 3])
+def test_micro_batches_give_the_whole_batch_step(micro, monkeypatch):
+    """A step in micro-batches (gradients summed, then scaled by the count) is the step of the whole
+    batch in one pass, to float rounding: the warm start's memory is bounded at no cost to what it learns."""
+    torch.set_num_threads(1)
+    norms: list[float] = []
+    clip = torch.nn.utils.clip_grad_norm_
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", lambda params, most: norms.append(float(clip(params, most))))
+    results = []
+    for m in (0, micro):
+        policy = _policy()
+        params = [p for p in policy.model.parameters() if p.requires_grad]
+        grads: list[list[torch.Tensor]] = []
+        stats = behaviour_clone(policy, DEMOS, steps=3, batch_size=8, lr=5e-3, seed=0, holdout=0.0, micro_batch=m,
+                                on_step=lambda _: grads.append([p.grad.detach().clone() for p in params]))
+        results.append((stats["bc/loss"], grads, [p.detach().clone() for p in params]))
+    (loss_a, grads_a, params_a), (loss_b, grads_b, params_b) = results
+    assert loss_b == pytest.approx(loss_a, rel=1e-5)
+    assert norms[3] == pytest.approx(norms[0], rel=1e-5)  # the first step's gradient norm before clipping
+    for a, b in zip(grads_a[0], grads_b[0]):  # the first step's (clipped) gradient: the batch mean's
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-7)
+    for a, b in zip(params_a, params_b):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
+
+
+def test_the_warm_start_passes_are_whole_steps_for_the_tiny_models_and_micro_batches_for_others():
+    assert TrainConfig(model="tiny-128x2").resolved_bc_micro_batch == 0  # its recorded CPU figures: unchanged
+    assert TrainConfig(model="smollm2").resolved_bc_micro_batch == TrainConfig().micro_batch_size
+    assert TrainConfig(model="smollm2", bc_micro_batch_size=2).resolved_bc_micro_batch == 2
+    with pytest.raises(ConfigError, match="bc_micro_batch_size must be an integer >= 0"):
+        TrainConfig(bc_micro_batch_size=-1)
