@@ -24,11 +24,11 @@ Example:
     >>> goal = {"asin": "B0", "name": "Acme Ground Coffee", "query": "coffee",
     ...         "product_category": "Grocery › Beverages › Coffee", "attributes": ["usda organic"],
     ...         "goal_options": {"size": "2 pound"}, "price_upper": 30.0}
-    >>> score, info = get_reward(product, goal, price=21.0, options={"size": "2 pound"})
-    >>> score, info["r_type"], info["r_att"], info["r_option"], info["r_price"]
-    (1.0, 1.0, 1.0, 1.0, True)
-    >>> get_reward(product, goal, price=35.0, options={"size": "12 ounce"})[0]  # 1 of 3
+    >>> get_reward(product, goal, price=35.0, options={"size": "12 ounce"})  # 1 of 3, as the original: a float
     0.3333333333333333
+    >>> score, info = get_reward(product, goal, price=21.0, options={"size": "2 pound"}, verbose=True)
+    >>> score, info["r_type"], info["r_att"], info["r_option"], info["r_price"], info["w_price"]
+    (1.0, 1.0, 1.0, 1.0, True, 0.3333333333333333)
 """
 from __future__ import annotations
 
@@ -198,10 +198,12 @@ def get_reward(
     price: float,
     options: Mapping[str, str],
     *,
-    verbose: bool = True,
+    verbose: bool = False,
     nouns: Callable[[str], list[str]] | None = None,
-) -> tuple[float, dict[str, Any]]:
-    """Score a purchase: ``(reward in [0, 1], breakdown)``.
+) -> float | tuple[float, dict[str, Any]]:
+    """Score a purchase: the reward in [0, 1], or with ``verbose`` ``(reward, breakdown)``: the
+    original's signature and return types, so that code written against
+    ``web_agent_site.engine.goal.get_reward`` runs unchanged.
 
     Args:
         purchased_product: the bought product (loaded form: ``name, Title, query,
@@ -210,12 +212,12 @@ def get_reward(
             price_upper``.
         price: the price paid (the catalog's drawn price of the product).
         options: the chosen options ``{option name: value}`` (only values are matched).
-        verbose: add the original's verbose keys (``w_att``, ``w_option``, ``w_price``,
-            ``query_match``, ``category_match``, ``title_score``) and the counts.
-        nouns: title-noun tagger (default: :func:`~progpo_envs.webshop.title_nouns.default_title_nouns`).
-
-    The breakdown always has ``r_type``, ``r_att``, ``r_option`` (``None`` when the goal has
-    no option) and ``r_price`` (bool).
+        verbose: return the breakdown too: the original's keys (``r_type``, ``r_att``, ``w_att``,
+            ``query_match``, ``category_match``, ``title_score``, ``r_option`` (``None`` when the
+            goal has no option), ``w_option``, ``r_price`` (bool), ``w_price``) and the counts
+            ``num_attr_matches``, ``num_option_matches``.
+        nouns: title-noun tagger (default: :func:`~progpo_envs.webshop.title_nouns.default_title_nouns`);
+            an addition of this package, keyword only.
     """
     type_info = get_type_reward(purchased_product, goal, nouns)
     upper = goal["price_upper"]
@@ -228,21 +230,20 @@ def get_reward(
     )
     denominator = len(goal["attributes"]) + len(goal_options) + 1
     reward = (n_att + n_opt + int(bool(r_price))) / denominator * type_info["r_type"]
+    if not verbose:
+        return reward
     info: dict[str, Any] = {
         "r_type": type_info["r_type"],
         "r_att": r_att,
+        "w_att": len(goal["attributes"]) / denominator,
+        "query_match": type_info["query_match"],
+        "category_match": type_info["category_match"],
+        "title_score": type_info["title_score"],
         "r_option": r_option,
+        "w_option": len(goal_options) / denominator,
         "r_price": r_price,
+        "w_price": 1 / denominator,
+        "num_attr_matches": n_att,
+        "num_option_matches": n_opt,
     }
-    if verbose:
-        info.update(
-            w_att=len(goal["attributes"]) / denominator,
-            w_option=len(goal_options) / denominator,
-            w_price=1 / denominator,
-            query_match=type_info["query_match"],
-            category_match=type_info["category_match"],
-            title_score=type_info["title_score"],
-            num_attr_matches=n_att,
-            num_option_matches=n_opt,
-        )
     return reward, info

@@ -189,7 +189,7 @@ class Shop:
         from progpo_envs.webshop.reward import get_reward
 
         product = self.by_asin[asin]
-        score, breakdown = get_reward(product, goal, self.prices.get(asin), dict(options))
+        score, breakdown = get_reward(product, goal, self.prices.get(asin), dict(options), verbose=True)
         return float(score), dict(breakdown or {})
 
     def new_session(self, goal_index: int) -> "ShopSession":

@@ -267,5 +267,6 @@ def test_real_goals_score_one_on_their_own_product(tmp_path: Path, shared_data: 
     nouns = TitleNouns(backend="rules")
     for goal in cat.goals[:200]:
         product = cat.by_asin[goal["asin"]]
-        _, info = get_reward(product, goal, cat.prices[goal["asin"]], dict(goal["goal_options"]), nouns=nouns)
+        _, info = get_reward(product, goal, cat.prices[goal["asin"]], dict(goal["goal_options"]), nouns=nouns,
+                             verbose=True)
         assert info["r_att"] == 1.0 and info["r_type"] == 1.0 and info["r_price"] is True

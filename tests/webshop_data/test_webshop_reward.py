@@ -50,7 +50,7 @@ def _product(**over):
 
 
 def score(product, goal, price, options):
-    return get_reward(product, goal, price, options, nouns=NOUNS)
+    return get_reward(product, goal, price, options, nouns=NOUNS, verbose=True)
 
 
 def test_exact_match_scores_one() -> None:
@@ -200,13 +200,37 @@ def test_human_goal_without_options() -> None:
     assert info["w_option"] == 0.0
 
 
-def test_non_verbose_breakdown_has_the_four_parts() -> None:
-    r, info = get_reward(_product(), _goal(), 39.0, {"size": "8.5"}, verbose=False, nouns=NOUNS)
-    assert set(info) == {"r_type", "r_att", "r_option", "r_price"} and r == pytest.approx(4 / 5)
+def test_the_original_signature_and_return_types() -> None:
+    """As ``web_agent_site.engine.goal.get_reward``: the reward alone by default (a float), and
+    ``(reward, info)`` with ``verbose=True``, whose info holds every key of the original's."""
+    r = get_reward(_product(), _goal(), 39.0, {"size": "8.5"}, nouns=NOUNS)
+    assert isinstance(r, float) and r == pytest.approx(4 / 5)
+    same, info = get_reward(_product(), _goal(), 39.0, {"size": "8.5"}, verbose=True, nouns=NOUNS)
+    assert same == r
+    assert {"r_type", "r_att", "w_att", "query_match", "category_match", "title_score", "r_option", "w_option",
+            "r_price", "w_price"} <= set(info)
+    assert info["w_att"] + info["w_option"] + info["w_price"] == pytest.approx(1.0)
+
+
+def test_cases_in_the_originals_format() -> None:
+    """The original's test layout: ``get_reward(purchased_product, goal, price, options)`` compared
+    with its expected total, and ``verbose=True`` unpacked as two values."""
+    cases = [  # (goal over, product over, price, options, expected reward)
+        ({}, {}, 39.0, {"color": "navy blue", "size": "8.5"}, 1.0),
+        ({}, {}, 61.0, {"color": "navy blue", "size": "8.5"}, 4 / 5),  # over the price limit
+        ({}, {}, 39.0, {"size": "8.5"}, 4 / 5),  # one option missing
+        ({"goal_options": []}, {}, 39.0, {"color": "red"}, 1.0),
+    ]
+    for goal_over, product_over, price, options, expected in cases:
+        goal, product = _goal(**goal_over), _product(**product_over)
+        total_reward = get_reward(product, goal, price, options)
+        assert total_reward == pytest.approx(expected)
+        total_reward, info = get_reward(product, goal, price, options, verbose=True)
+        assert total_reward == pytest.approx(expected) and isinstance(info, dict)
 
 
 def test_default_noun_tagger_is_used_without_argument() -> None:
-    r, info = get_reward(_product(), _goal(), 39.0, {"color": "navy blue", "size": "8.5"})
+    r, info = get_reward(_product(), _goal(), 39.0, {"color": "navy blue", "size": "8.5"}, verbose=True)
     assert r == 1.0 and info["title_score"] == 1.0
 
 
@@ -246,7 +270,7 @@ def test_every_generated_goal_is_attainable(catalog_1k) -> None:
     for goal in catalog_1k.goals:
         product = catalog_1k.by_asin[goal["asin"]]
         r, info = get_reward(product, goal, catalog_1k.prices[goal["asin"]],
-                             dict(goal["goal_options"]), nouns=NOUNS)
+                             dict(goal["goal_options"]), nouns=NOUNS, verbose=True)
         assert r == 1.0, (goal["instruction_text"], info)
 
 
