@@ -101,6 +101,11 @@ SECTIONS: dict[str, dict[str, str]] = {
 SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
 
 
+def _is_field(name: str) -> bool:
+    """Whether ``name`` is a :class:`TrainConfig` field (``distill`` is one, and a section too)."""
+    return name in {f.name for f in fields(TrainConfig)}
+
+
 def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = True) -> dict[str, Any]:
     """``data`` with its sections (:data:`SECTIONS`) spread into fields; a sectioned field at the top
     level is kept, with one deprecation line on stderr when ``warn``. A field set twice, or a key
@@ -114,10 +119,10 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
     out: dict[str, Any] = {}
     flat_sectioned: list[str] = []
     for key, value in data.items():
-        if key in SECTIONS and not isinstance(value, dict):
+        if key in SECTIONS and not isinstance(value, dict) and key not in SECTION_OF and not _is_field(key):
             raise ConfigError(f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
                               f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}")
-        if key in SECTIONS:
+        if key in SECTIONS and isinstance(value, dict):
             entries = []
             for sub, sub_value in value.items():
                 name = SECTIONS[key].get(sub) if isinstance(sub, str) else None

@@ -91,7 +91,7 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:
-        _write(saved, model, tokenizer, tmp, lora, merge, base_beside)
+        _write(saved, model, tokenizer, tmp, lora, merge, base_beside, out)
         if out.exists():
             out.rmdir()  # an empty folder the check accepted
         os.replace(tmp, out)
@@ -105,7 +105,8 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     return out
 
 
-def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool) -> None:
+def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool,
+           final: Path) -> None:
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     if base_beside:
@@ -121,6 +122,24 @@ def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge:
                 "prompt": {k: cfg.get(k) for k in PROMPT_FIELDS}, "estimator": cfg.get("estimator"),
                 "base": "base" if base_beside else cfg.get("model")}
     (out / "progpo_export.json").write_text(json.dumps(manifest, indent=1) + "\n")
+    _write_card(saved, out, manifest["weights"], final, base_beside)
+
+
+def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: bool) -> None:
+    """The Hugging Face model card (``README.md``), from the run dir's records and provenance where
+    they are kept; ``final``: where the export will lie once renamed into place."""
+    from trainers.metrics import scan_metrics
+    from trainers.model_card import last_evaluation, model_card
+    from trainers.provenance import read_provenance
+
+    run_dir = Path(saved.checkpoint).resolve().parent.parent  # RUN/checkpoints/iter_NNNNNN.pt
+    records = scan_metrics(run_dir / "metrics.jsonl")[0] if (run_dir / "metrics.jsonl").is_file() else []
+    records = [r for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= saved.iteration]
+    commits = [r.get("commit") for r in read_provenance(run_dir) if r.get("kind") == "provenance" and r.get("commit")]
+    cfg = {**saved.cfg.to_dict(), "train_split": saved.cfg.splits[0], "eval_split": saved.cfg.splits[1]}
+    (out / "README.md").write_text(model_card(cfg, weights, last_evaluation(records), str(final),
+                                              commits[-1] if commits else None,
+                                              base=str(final / "base") if base_beside else None))
 
 
 def load_line(out: Path) -> str:

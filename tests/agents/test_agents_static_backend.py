@@ -131,7 +131,7 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
 
     assert generation_engine(TrainConfig(), torch.device("cpu")) == {"decode": "loop", "rollout_dtype": None}
     assert generation_engine(TrainConfig(), torch.device("cuda")) == {"decode": "static", "rollout_dtype": "bf16"}
-    assert generation_engine(TrainConfig(bf16=False, decode="loop"), torch.device("cuda")) == {
+    assert generation_engine(TrainConfig(bf16=False, decode="loop", policy_mode="generate"), torch.device("cuda")) == {
         "decode": "loop", "rollout_dtype": None}
     assert generation_engine(TrainConfig(dist_strategy="fsdp2"), torch.device("cuda")) == {
         "decode": "loop", "rollout_dtype": None}

@@ -628,3 +628,32 @@ def test_play_refuses_sizes_below_one_in_one_line(runs, capsys, argv, said):
     assert play([str(runs["a"]), *argv]) == 2
     err = capsys.readouterr().err.strip()
     assert err == f"error: {said}"
+
+
+def test_an_export_carries_a_model_card_that_huggingface_hub_reads(runs, tmp_path):
+    """``README.md`` beside the weights: ``ModelCard.load`` parses its header, and its text names
+    the base, the method, the env and splits, the last evaluation with its interval, the commit
+    and how to load it."""
+    from huggingface_hub import ModelCard
+
+    from trainers.export import main
+    from trainers.model_card import last_evaluation
+
+    for run, name in ((runs["a"], "full"), (runs["lora"], "adapter")):
+        assert main([str(run), str(tmp_path / name)]) == 0
+        card = ModelCard.load(tmp_path / name / "README.md")
+        data = card.data.to_dict()
+        assert "progpo" in data["tags"] and data["library_name"] == ("peft" if name == "adapter" else "transformers")
+        last = last_evaluation(_records(run))
+        assert f"held-out success {last['success']:.3f} (95% bootstrap interval [{last['lo']:.3f}, " in card.text
+        assert "estimator: `progpo-gigpo`" in card.text and "env: `rooms`" in card.text
+        assert ("AutoPeftModelForCausalLM" if name == "adapter" else "AutoModelForCausalLM.from_pretrained") in card.text
+    assert data["base_model"] == str(tmp_path / "adapter" / "base")
+
+
+def test_a_privileged_teacher_is_named_so_in_the_card():
+    from trainers.model_card import model_card
+
+    text = model_card({"model": "tiny", "estimator": "gigpo", "distill": "privileged", "env": "alfworld"},
+                      "full model", None, "/x", None)
+    assert "privileged-teacher" in text and "**privileged**" in text and "not pure RL" in text
