@@ -1,10 +1,4 @@
-"""The credit-trap lab (:mod:`trainers.lab`): ``python benchmarks/progpo_effect.py ARGS`` is
-``python -m trainers.lab ARGS``.
-
-    python benchmarks/progpo_effect.py --lab alfworld             # every remedy on the pre-registered setting
-    python benchmarks/progpo_effect.py --lab confirm              # the pre-registered confirmatory experiment
-    python benchmarks/progpo_effect.py --report                   # the table of the runs finished so far
-"""
+"""An alias of ``python -m trainers.lab`` (the credit-trap lab's one command), kept for old scripts."""
 from __future__ import annotations
 
 import sys

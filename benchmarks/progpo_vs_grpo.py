@@ -142,7 +142,7 @@ def main() -> None:
     import yaml
 
     config = out / "run.yaml"
-    config.write_text(yaml.safe_dump({**base_config(args), "init_weights": str(init)}, sort_keys=False))
+    config.write_text(yaml.safe_dump({**base_config(args), "weights_file": str(init)}, sort_keys=False))
     print(f"ProGPO vs GRPO on ALFWorld easy-train (eval easy-valid): {args.methods} x seeds {args.seeds}, "
           f"{args.iterations} iterations x {args.num_groups} tasks x {args.group_size} members, max {args.max_steps} "
           f"steps, lr {args.lr}, warm start {args.bc_steps} bc steps, {args.workers} workers", flush=True)

@@ -1,12 +1,12 @@
 """Does one RL update transfer? Its effect on independent train and held-out batches.
 
     python benchmarks/update_transfer.py                    # default warm start, 2 updates, ~15 min on 2 cores
-    python benchmarks/update_transfer.py --init-weights w.pt --configs adam:3e-4,adam:1e-4,sgd:0.3 \\
+    python benchmarks/update_transfer.py --weights-file w.pt --configs adam:3e-4,adam:1e-4,sgd:0.3 \\
         --estimators progpo-gigpo,grpo --batches 3
 
 The CPU demo's RL gains little on held-out games (``benchmarks/README.md``). This script asks
 why, one update at a time, without the noise of a success-rate evaluation. From the policy pi_0
-RL starts from (the default behaviour-cloning warm start, or ``--init-weights``):
+RL starts from (the default behaviour-cloning warm start, or ``--weights-file``):
 
 * K update batches A_k: the trainer's own rollouts of iterations 1..K (8 tasks x 8, ``easy-train``);
 * two measurement batches played by pi_0: B_train (16 other ``easy-train`` tasks x 8) and
@@ -124,7 +124,7 @@ def make_optimizer(kind: str, params: list[torch.nn.Parameter], lr: float) -> to
 def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     """This benchmark's flags, and the rest (``python -m trainers.progpo`` options)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--init-weights", help="start from these weights instead of the default warm start")
+    p.add_argument("--weights-file", help="start from these weights instead of the default warm start")
     p.add_argument("--configs", default="adam:3e-4,adam:1e-4", help="optimizer:lr,... (adam | sgd)")
     p.add_argument("--estimators", default="progpo-gigpo", help="advantage estimators of the update, comma-separated")
     p.add_argument("--neg-scale", type=float, default=1.0,
@@ -141,7 +141,7 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 
 def main(argv: list[str] | None = None) -> int:
     args, trainer_args = parse(argv)
-    extra = ["--warm-start", "none", "--weights-file", args.init_weights] if args.init_weights else []
+    extra = ["--warm-start", "none", "--weights-file", args.weights_file] if args.weights_file else []
     cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress-bars", "--no-tensorboard",
                          *extra, *trainer_args])
     tr = Trainer(cfg)  # sets torch's threads from --torch-threads (default 1)

@@ -102,7 +102,7 @@ def make_teacher(cfg: TrainConfig, policy: TrainablePolicy, dist: distributed.Di
 
 
 def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, Any]:
-    """Behaviour cloning (``init: bc``) of ``cfg`` from an expert that reads only what the agent
+    """Behaviour cloning (``warm_start: bc``) of ``cfg`` from an expert that reads only what the agent
     reads (ALFWorld: the searching expert; WebShop: the instruction-following shopper); returns
     the ``init`` record."""
     import time

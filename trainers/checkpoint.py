@@ -261,10 +261,10 @@ def load_weights(model: torch.nn.Module, path: str | Path, model_name: str = "")
     :class:`CheckpointError` in one line."""
     p = Path(path)
     if not p.is_file():
-        raise CheckpointError(f"init_weights {p} does not exist")
+        raise CheckpointError(f"weights_file {p} does not exist")
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
     except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
-        raise CheckpointError(f"init_weights {p} cannot be loaded into model {model_name!r} "
+        raise CheckpointError(f"weights_file {p} cannot be loaded into model {model_name!r} "
                               f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err

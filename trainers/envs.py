@@ -42,12 +42,12 @@ class EnvInfo:
     score_template: str  # the prompt template of ``template: auto`` in score mode
     generate_template: str  # ... in generate mode
     auto_warm_start: bool  # ``init: auto`` clones the expert (score mode)
-    expert: str | None  # ``module:Class`` of the agent ``init: bc`` clones; None: no warm start
+    expert: str | None  # ``module:Class`` of the agent ``warm_start: bc`` clones; None: no warm start
     expert_name: str | None  # how the report names that agent
     privileged_info: bool  # offers ``info["privileged_text"]`` (``--distill privileged``)
 
     def make_expert(self) -> Any:
-        """A fresh instance of the agent ``init: bc`` clones."""
+        """A fresh instance of the agent ``warm_start: bc`` clones."""
         if self.expert is None:
             raise ValueError("this env has no expert to clone")
         module, name = self.expert.split(":")

@@ -7,7 +7,7 @@ run's last iteration is done (:func:`append_end`).
 Two runs compared side by side should differ only in what is compared: a paired difference across
 code versions or compute paths (a packed forward pass or one pass per decision, 1 or 2 threads)
 measures those too. The credit-trap lab reads these records and refuses to pair runs whose commit
-or compute path differ (``benchmarks/progpo_effect.py --allow-mixed`` overrides it, labelled).
+or compute path differ (``python -m trainers.lab --allow-mixed`` overrides it, labelled).
 
 >>> rec = provenance_record(1, {"batch_decisions": "on", "torch_threads": 1, "device": "cpu"})
 >>> rec["kind"], rec["iteration"], sorted(rec["compute"])[:3], rec["dirty"] in (True, False, None)

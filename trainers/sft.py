@@ -9,7 +9,7 @@ only what the agent reads (the handcoded expert reads hidden facts and cannot be
 Pieces: :func:`collect_demos` (play the expert, keep every decision), :func:`behaviour_clone`
 (AdamW on the mean negative log-likelihood, with held-out step accuracy).
 
-Example (toy-sized; the trainer runs this as its ``init: bc`` stage)::
+Example (toy-sized; the trainer runs this as its ``warm_start: bc`` stage)::
 
     >>> from trainers.envs import make_env_fn                                # doctest: +SKIP
     >>> demos, wins = collect_demos(make_env_fn("alfworld", "easy-train", 20), n_episodes=12)  # doctest: +SKIP

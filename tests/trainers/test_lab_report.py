@@ -56,7 +56,7 @@ def test_the_table_gives_each_method_s_mean_and_interval_over_seeds_cell_by_cell
     _assert_well_formed(text)
     lines = text.splitlines()
     assert lines[0] == "# ProGPO vs its base in the credit trap (`toy.yaml`, state key `canonical`)"
-    assert lines[2] == ("`python benchmarks/progpo_effect.py`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
+    assert lines[2] == ("`python -m trainers.lab`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
                         "held-out episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.")
     assert "| method | seeds | eval it 0 | eval it 6 | train, last 5 | all-failed it 1 |" in text
     for runs in (GIGPO, PROGPO):
@@ -89,7 +89,7 @@ def test_one_seed_has_no_interval_and_the_pilot_gives_the_mde():
     d = np.array([0.1, 0.3])
     mde = (t975(7) + 0.8416) * d.std(ddof=1) / np.sqrt(8)
     assert f"minimum detectable difference at 80% power with 8 seeds: {mde:.3f}" in pilot
-    assert "`python benchmarks/progpo_effect.py --pilot`" in pilot
+    assert "`python -m trainers.lab --pilot`" in pilot
     assert "minimum detectable" not in report.report(_args(pilot=True), GIGPO[:1] + PROGPO[:1], wall_s=0.0)
 
 
@@ -209,7 +209,7 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
         "### Labelled tracks: 1 comparisons against gigpo (final held-out success)",
         "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)",
         "## Where each remedy acted (mean over iterations and seeds)"]
-    assert "`python benchmarks/progpo_effect.py --lab alfworld`" in text
+    assert "`python -m trainers.lab --lab alfworld`" in text
     note = LAB_PRESETS["alfworld"]["provenance_note"]
     assert f"pairing them assumes one code version; {note}." in text
     missing = [m for m in LAB_PRESETS["alfworld"]["methods"] if m not in methods]

@@ -1,4 +1,4 @@
-"""The credit-trap lab (trainers.lab, benchmarks/progpo_effect.py) on a toy config: runs, resumes,
+"""The credit-trap lab (python -m trainers.lab) on a toy config: runs, resumes,
 records and re-runs bit for bit."""
 from __future__ import annotations
 

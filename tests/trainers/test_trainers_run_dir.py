@@ -110,7 +110,7 @@ def test_weights_files_round_trip_and_bad_ones_are_one_line(tmp_path):
     assert path == tmp_path / "deep" / "er" / "w.pt" and path.is_file()
     load_weights(b, path, "linear")
     assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
-    with pytest.raises(CheckpointError, match=r"^init_weights .*nope\.pt does not exist$"):
+    with pytest.raises(CheckpointError, match=r"^weights_file .*nope\.pt does not exist$"):
         load_weights(b, tmp_path / "nope.pt")
     other = save_weights(torch.nn.Linear(4, 2), tmp_path / "other.pt")
     with pytest.raises(CheckpointError, match=r"cannot be loaded into model 'linear' \(RuntimeError: "):
@@ -164,7 +164,7 @@ def test_a_weights_file_is_loaded_as_tensors_only_onto_the_cpu_and_a_failure_quo
         monkeypatch.setattr(model, "load_state_dict", refuse)
         with pytest.raises(CheckpointError) as info:
             load_weights(model, path)
-        assert str(info.value) == (f"init_weights {path} cannot be loaded into model '' "
+        assert str(info.value) == (f"weights_file {path} cannot be loaded into model '' "
                                    f"({type(cause).__name__}: {quoted})")
 
 

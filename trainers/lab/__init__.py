@@ -16,7 +16,7 @@ against another copy of the block.
     python -m trainers.lab --report          # the table of the runs finished so far
     python -m trainers.lab --lab alfworld --compare-with DIR   # which runs another copy reproduces
 
-(``python benchmarks/progpo_effect.py`` takes the same flags.)
+(``python -m trainers.lab`` takes the same flags.)
 
 ``--lab`` is the lab (``configs/credit_lab.yaml``: its setting, primary and secondary metrics and
 validity criteria, ``notes: preregistration: validity:``, were fixed before its comparison ran). Its report opens with the validity verdict

@@ -1,5 +1,5 @@
 """``python -m trainers.lab``: the credit-trap lab's command line (``benchmarks/progpo_effect.py`` is
-the same).
+an alias of it, kept for old scripts).
 
     python -m trainers.lab --lab alfworld        # every remedy on the pre-registered setting
     python -m trainers.lab --lab confirm         # the pre-registered confirmatory experiment

@@ -78,7 +78,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     title = f"The credit-trap lab, {args.lab} block" if args.lab else "ProGPO vs its base in the credit trap"
     command = f" --lab {args.lab}" if args.lab else " --pilot" if args.pilot else ""
     lines = [f"# {title} (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
-             f"`python benchmarks/progpo_effect.py{command}`: seeds {args.seeds}, "
+             f"`python -m trainers.lab{command}`: seeds {args.seeds}, "
              f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
              "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
              _provenance_line(args, entries), "", *_timing_lines(args, entries), *_partial_line(args, entries), *_verdict_lines(args, by),
