@@ -205,8 +205,14 @@ def test_resume_with_metrics_jsonl_a_directory_is_one_line(lora_run, tmp_path, c
 
 
 def test_intact_lora_run_resumes(lora_run, tmp_path):
+    import warnings
+
     run = _copy(lora_run, tmp_path)
-    assert _resume(run) == 0
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _resume(run) == 0
+    assert not [w for w in caught if "rebuilt" in str(w.message)]  # an intact metrics.jsonl is kept as it is
+    assert not (run / "metrics.jsonl.damaged").exists()
     assert load_checkpoint(run / "checkpoints" / "iter_000002.pt")["iteration"] == 2
 
 
