@@ -242,7 +242,7 @@ class TrainConfig:
     bc_steps: int = _opt(60, "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
                              " RL little to add on easy, benchmarks/README.md)", "warm start")
     bc_batch_size: int = _opt(16, "decisions per behaviour-cloning step", "warm start")
-    bc_micro_batch_size: int = _opt(0, "decisions per forward/backward pass of a behaviour-cloning step, their "
+    bc_micro_batch_size: int = _opt(0, "decisions per forward and backward pass of a behaviour cloning step, their "
                                        "gradients summed (bounds the warm start's memory); 0: the whole step in one "
                                        "pass for the tiny models, micro_batch_size for any other", "warm start")
     bc_lr: float = _opt(2e-3, "AdamW learning rate of behaviour cloning", "warm start")

@@ -100,8 +100,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--against", default=None, help="a second run dir or checkpoint, played on the same episodes: "
                                                      "prints the paired difference (this - other)")
     ap.add_argument("--streams", type=int, default=None,
-                    help="concurrent evaluation streams (CPU: processes; default: the run's eval_streams, whose "
-                         "figures it then reproduces)")
+                    help="concurrent evaluation streams (CPU: processes); default: the run's eval_streams, whose "
+                         "figures it then reproduces")
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON record to this file")
     args = ap.parse_args(argv)
     try:

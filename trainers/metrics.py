@@ -260,10 +260,13 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_
             checkpoint holds no history to rebuild it from.
     """
     path = Path(path)
-    if path.is_symlink() or (path.exists() and not path.is_file()):
+    lines = "".join(json.dumps(r) + "\n" for r in history)
+    if path.is_symlink():  # never read or written through: replaced by the run's own file
+        write_atomic(path, lines)
+        return f"{path} was a link; replaced it by the run's own file, rebuilt from the checkpoint's history"
+    if path.exists() and not path.is_file():
         raise MetricsFileError(f"{path} is not a regular file; move it away, and --resume rebuilds metrics.jsonl "
                                "from the checkpoint")
-    lines = "".join(json.dumps(r) + "\n" for r in history)
     if not path.exists():
         write_atomic(path, lines)
         return f"{path} was missing; rebuilt it from the checkpoint's history ({len(history)} records)"
