@@ -172,3 +172,47 @@ def test_history_clusters_never_collide_at_the_largest_state_id():
                     continue
                 hist = [tuple(states[(traj == traj[x]) & (t >= t[x] - k) & (t <= t[x])]) for x in (i, j)]
                 assert (c.ids[k, i] == c.ids[k, j]) == (hist[0] == hist[1])
+
+
+class _TablePolicy:
+    """A policy over three commands whose logits are a table row per prompt: what the updater
+    needs of a policy (log-probs with grad, the sampler's log-probs, sync), nothing more."""
+
+    def __init__(self) -> None:
+        torch.manual_seed(0)
+        self.model = torch.nn.Embedding(4, 3)
+        self.synced = 0
+
+    def compute_logprobs_and_entropy(self, outputs, batch_size=None, with_entropy=True):
+        lps = [torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs]
+        return lps, [torch.zeros(1) for _ in outputs]
+
+    def behaviour_logprobs(self, output):
+        return torch.tensor([output.old_action_logprob], dtype=torch.float32)
+
+    def sync(self) -> None:
+        self.synced += 1
+
+
+def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained_on():
+    from trainers.updater import Updater
+
+    policy = _TablePolicy()
+    cfg = config_for_tests(lr=0.1, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=True, loss_agg="token-mean",
+                           clip_eps=10.0, batch_decisions="off")
+    updater = Updater(cfg, policy, distributed.DistInfo(), torch.device("cpu"))
+    outputs = []
+    with torch.no_grad():
+        for prompt, chosen in ((0, 0), (1, 1), (2, 2)):
+            lp = float(torch.log_softmax(policy.model(torch.tensor(prompt)), -1)[chosen])
+            outputs.append(StepOutput(action=f"c{chosen}", prompt_ids=[prompt], candidate_ids=[[7], [8], [9]],
+                                      chosen_index=chosen, old_action_logprob=lp))
+    steps = [SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)]
+    before = [float(policy.compute_logprobs_and_entropy([o])[0][0]) for o in outputs]
+    stats = updater.update(steps, np.array([1.0, -1.0, 0.0]), iteration=1)
+    after = [float(policy.compute_logprobs_and_entropy([o])[0][0]) for o in outputs]
+    assert after[0] > before[0] and after[1] < before[1]  # up with a positive advantage, down with a negative
+    assert after[2] == before[2]  # a zero-advantage step skipped: its row untouched
+    assert stats["update/steps"] == 2.0 and stats["update/optimizer_steps"] == 1.0
+    assert stats["update/input_tokens"] == 2 * (1 + 3) and stats["update/lr"] == pytest.approx(0.1)
+    assert policy.synced == 1  # the sampler follows the new weights
