@@ -117,3 +117,24 @@ def test_a_stop_string_ending_exactly_at_a_host_look_is_cut_there(tiny, sync_eve
                                                                                       seed=seed)[0]
     assert got.finish_reason == "stop" and got.response_ids == ids[:at]
     _same(TransformersBackend(model, tok).generate(prompts, cfg.with_(stop=(stop,)), seed=seed), [got])
+
+
+def test_without_eos_tokens_no_token_ends_an_answer(tiny):
+    """A tokenizer with no EOS: the engines run every row to its length (or a stop string); no
+    token id stands in for the missing EOS."""
+    model, tok = tiny
+    prompts = [tok(p)["input_ids"] for p in ("open drawer 1", "go to cabinet 2", "take mug 1", "look around")]
+    cfg = SamplingConfig(temperature=1.5, max_new_tokens=14, n=16, stop=())
+    for seed in range(60):  # a draw of id 1, which a sentinel could be mistaken for
+        loop = TransformersBackend(model, tok)
+        loop.eos_ids = set()
+        free = loop.generate(prompts, cfg, seed=seed)
+        if any(t == 1 for g in free for t in g.response_ids):
+            break
+    else:
+        pytest.skip("no small token id drawn")
+    static = StaticCacheBackend(model, tok, compile=False, sync_every=4)
+    static.eos_ids = set()
+    got = static.generate(prompts, cfg, seed=seed)
+    _same(free, got)
+    assert all(g.finish_reason == "length" and len(g.response_ids) == 14 for g in got)
