@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend, make_backend
+from agents.backends import static as static_module
 from agents.backends.static import batch_bucket, length_bucket_of
 
 PROMPTS = ["You arrive at cabinet 1. The cabinet 1 is closed.", "hi", "Your task is to: put a clean mug in drawer 2.",
@@ -196,3 +197,44 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
     model, _ = make_tiny_model()
     enable_gradient_checkpointing(model)
     assert model.model.gradient_checkpointing
+
+
+def test_each_new_bucket_s_first_step_is_timed_and_counted_as_its_compilation(setup, caplog, monkeypatch):
+    """The compiled path's bookkeeping, without compiling (the plain step stands in for the
+    compiled one): each new (batch, cache) bucket's first step is counted and timed once; the
+    first call's buckets are logged at INFO, a bucket first met mid-run as a WARNING; decode steps
+    add up; the samples stay the loop engine's."""
+    import logging
+
+    model, tok, prompts = setup
+    cfg = SamplingConfig(temperature=1.0, max_new_tokens=6, stop=())
+    be = StaticCacheBackend(model, tok, compile=False, max_batch_size=8, length_bucket=64)
+    be.compile = True  # the compiled path's bookkeeping around the plain step
+    loop = TransformersBackend(model, tok, max_batch_size=8)
+    with caplog.at_level(logging.INFO, logger="agents.backends.static"):
+        _same(loop.generate(prompts, cfg, seed=1), be.generate(prompts, cfg, seed=1))
+        first = dict(be.stats)
+        _same(loop.generate(prompts[:4], cfg, seed=2), be.generate(prompts[:4], cfg, seed=2))  # batch bucket 4: new
+        _same(loop.generate(prompts[1:], cfg, seed=3), be.generate(prompts[1:], cfg, seed=3))  # bucket 4 again
+    assert first["compiles"] == 1 and first["compile_s"] > 0 and first["decode_steps"] == 6
+    assert be.stats["compiles"] == 2 and be.stats["compile_s"] > first["compile_s"]
+    assert be.stats["decode_steps"] == 18
+    logged = [(r.levelno, r.getMessage()) for r in caplog.records if r.name == "agents.backends.static"]
+    assert [level for level, _ in logged] == [logging.INFO, logging.WARNING]
+    assert logged[0][1].startswith("decode step compiled for batch 8 x cache 64 in ") and "mid-run" not in logged[0][1]
+    assert logged[1][1].startswith("decode step compiled for batch 4 x cache 64 in ") and logged[1][1].endswith(
+        " (mid-run: a shape bucket not seen before)")
+
+
+def test_compile_defaults_to_the_gpu_and_raises_dynamos_recompile_limit(setup):
+    import torch._dynamo
+
+    model, tok, _ = setup
+    assert StaticCacheBackend(model, tok).compile is False  # the CPU: no compilation unless asked
+    be = StaticCacheBackend(model, tok, compile=True)
+    limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
+    assert be.compile is True and getattr(torch._dynamo.config, limit) >= 64  # one graph per bucket, 8 is too few
+    assert be._step is not static_module._decode_step
+    for bad in ({"length_bucket": 0}, {"sync_every": 0}, {"max_caches": 0}):
+        with pytest.raises(ValueError, match="length_bucket, sync_every and max_caches must be >= 1"):
+            StaticCacheBackend(model, tok, **bad)
