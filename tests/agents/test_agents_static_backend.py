@@ -214,6 +214,7 @@ def test_each_new_bucket_s_first_step_is_timed_and_counted_as_its_compilation(se
     with caplog.at_level(logging.INFO, logger="agents.backends.static"):
         _same(loop.generate(prompts, cfg, seed=1), be.generate(prompts, cfg, seed=1))
         first = dict(be.stats)
+        assert first["compile_s"] < 60  # a step's time, not a clock reading
         _same(loop.generate(prompts[:4], cfg, seed=2), be.generate(prompts[:4], cfg, seed=2))  # batch bucket 4: new
         _same(loop.generate(prompts[1:], cfg, seed=3), be.generate(prompts[1:], cfg, seed=3))  # bucket 4 again
     assert first["compiles"] == 1 and first["compile_s"] > 0 and first["decode_steps"] == 6
@@ -226,15 +227,35 @@ def test_each_new_bucket_s_first_step_is_timed_and_counted_as_its_compilation(se
         " (mid-run: a shape bucket not seen before)")
 
 
+def test_a_bucket_met_after_a_single_decode_step_is_still_mid_run(setup, caplog):
+    import logging
+
+    model, tok, prompts = setup
+    be = StaticCacheBackend(model, tok, compile=False, max_batch_size=8, length_bucket=64)
+    be.compile = True
+    with caplog.at_level(logging.INFO, logger="agents.backends.static"):
+        # one token comes from the prompt's pass: one decode step counted, none run
+        be.generate(prompts, SamplingConfig(temperature=1.0, max_new_tokens=1, stop=()), seed=1)
+        be.generate(prompts[:2], SamplingConfig(temperature=1.0, max_new_tokens=2, stop=()), seed=1)
+    assert be.stats["decode_steps"] == 3 and be.stats["compiles"] == 1
+    assert [r.levelno for r in caplog.records if r.name == "agents.backends.static"] == [logging.WARNING]
+
+
 def test_compile_defaults_to_the_gpu_and_raises_dynamos_recompile_limit(setup):
     import torch._dynamo
 
     model, tok, _ = setup
-    assert StaticCacheBackend(model, tok).compile is False  # the CPU: no compilation unless asked
+    plain = StaticCacheBackend(model, tok)
+    assert plain.compile is False  # the CPU: no compilation unless asked
+    assert (plain.length_bucket, plain.sync_every, plain.max_caches) == (256, 16, 2)
+    gpu = StaticCacheBackend(model, tok, device="cuda")  # built lazily: no GPU needed to construct it
+    assert gpu.device.type == "cuda" and gpu.compile is True
+    assert getattr(gpu._step, "_torchdynamo_orig_callable", None) is static_module._decode_step
+    assert StaticCacheBackend(model, tok, device="meta").device.type == "meta"  # the device given, not the model's
     be = StaticCacheBackend(model, tok, compile=True)
     limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
     assert be.compile is True and getattr(torch._dynamo.config, limit) >= 64  # one graph per bucket, 8 is too few
-    assert be._step is not static_module._decode_step
+    assert getattr(be._step, "_torchdynamo_orig_callable", None) is static_module._decode_step
     for bad in ({"length_bucket": 0}, {"sync_every": 0}, {"max_caches": 0}):
         with pytest.raises(ValueError, match="length_bucket, sync_every and max_caches must be >= 1"):
             StaticCacheBackend(model, tok, **bad)
