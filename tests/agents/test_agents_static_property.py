@@ -43,6 +43,18 @@ def cases(draw, vocab: int):
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_the_static_engine_draws_the_loop_engines_samples_under_random_inputs(tiny, data):
+    _check_random_case(tiny, data)
+
+
+@settings(max_examples=15, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_the_static_engine_draws_the_loop_engines_samples_on_a_fixed_draw_of_cases(tiny, data):
+    """The same property on 15 cases drawn the same way every run (fast; the slow test draws 60
+    fresh ones)."""
+    _check_random_case(tiny, data)
+
+
+def _check_random_case(tiny, data) -> None:
     model, tok = tiny
     case = data.draw(cases(len(tok)))
     cfg = SamplingConfig(temperature=case["temperature"], top_p=case["top_p"], max_new_tokens=case["max_new_tokens"],
@@ -138,3 +150,26 @@ def test_without_eos_tokens_no_token_ends_an_answer(tiny):
     got = static.generate(prompts, cfg, seed=seed)
     _same(free, got)
     assert all(g.finish_reason == "length" and len(g.response_ids) == 14 for g in got)
+
+
+def test_a_stop_string_just_before_an_eos_found_in_the_same_look_ends_the_answer_there(tiny):
+    """A stop string whose last token comes right before an EOS, both met between two host looks:
+    the answer ends at the stop string, as the loop engine (which checks every token) ends it."""
+    model, tok = tiny
+    prompts = [tok("put a clean mug in drawer 2")["input_ids"]]
+    cfg = SamplingConfig(temperature=1.0, max_new_tokens=12, stop=())
+    for seed in range(300):
+        ids = TransformersBackend(model, tok).generate(prompts, cfg, seed=seed)[0].response_ids
+        p = 4  # the stop string's token; the EOS right after it, both before the look at 16
+        stop = tok.decode(ids[p: p + 1], skip_special_tokens=True)
+        fresh = stop.strip() and stop not in tok.decode(ids[:p], skip_special_tokens=True)
+        if fresh and ids[p + 1] not in ids[: p + 1]:
+            break
+    else:
+        pytest.fail("no seed gives such an answer")
+    stopped = cfg.with_(stop=(stop,))
+    loop, static = TransformersBackend(model, tok), StaticCacheBackend(model, tok, compile=False, sync_every=16)
+    loop.eos_ids = static.eos_ids = {ids[p + 1]}
+    want, got = loop.generate(prompts, stopped, seed=seed), static.generate(prompts, stopped, seed=seed)
+    _same(want, got)
+    assert got[0].finish_reason == "stop" and got[0].response_ids == ids[: p + 1]
