@@ -119,7 +119,7 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
     out: dict[str, Any] = {}
     flat_sectioned: list[str] = []
     for key, value in data.items():
-        if key in SECTIONS and not isinstance(value, dict) and key not in SECTION_OF and not _is_field(key):
+        if key in SECTIONS and not isinstance(value, dict) and not _is_field(key):
             raise ConfigError(f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
                               f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}")
         if key in SECTIONS and isinstance(value, dict):

@@ -42,6 +42,7 @@ def check_out_dir(out_dir: str | Path) -> Path:
     """``out_dir`` resolved, or a one-line :class:`~wrappers.errors.UserError` before any work: it
     must be absent or an empty directory, inside a folder that exists (or can be made) and is
     writable, and not a link."""
+    from trainers.run_files import check_can_make
     from wrappers.errors import UserError
 
     out = Path(out_dir)
@@ -50,14 +51,7 @@ def check_out_dir(out_dir: str | Path) -> Path:
                         "pick another OUT_DIR")
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not an empty directory; pick another OUT_DIR")
-    parent = out.absolute().parent
-    above = parent
-    while not above.exists():
-        above = above.parent
-    if not above.is_dir():
-        raise UserError(f"{out} cannot be made: {above} is a file, not a folder")
-    if not os.access(above, os.W_OK | os.X_OK):
-        raise UserError(f"{out} cannot be made: {above} is not writable")
+    check_can_make(out.absolute().parent, f"{out} cannot be made")
     return out.absolute()
 
 

@@ -15,7 +15,7 @@ import math
 import uuid
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -111,11 +111,8 @@ class MetricsLogger:
                  wandb: dict[str, Any] | None = None, config: Mapping[str, Any] | None = None) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        if resume_after is not None and self.path.exists():
-            # drop lines written after the checkpoint we resume from (a crash after it)
-            kept = [r for r in read_metrics(self.path) if r.get("iteration", 0) <= resume_after]
-            write_atomic(self.path, "".join(json.dumps(r) + "\n" for r in kept))
-        elif resume_after is None and self.path.exists():
+        # a resume appends to the file :func:`restore_for_resume` cut at the checkpoint; a fresh run starts it anew
+        if resume_after is None and self.path.exists():
             self.path.unlink()
         self.writer = None
         #: the files this logger writes (its event file found by listing: TensorBoard names it)
@@ -206,6 +203,20 @@ def acted_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> di
     return out
 
 
+def _parsed_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
+    """Each non-blank line of a ``metrics.jsonl`` with its number: the JSON value it holds, or
+    :data:`_NOT_JSON` (a torn or garbled line)."""
+    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), start=1):
+        if line.strip():
+            try:
+                yield number, json.loads(line)
+            except json.JSONDecodeError:
+                yield number, _NOT_JSON
+
+
+_NOT_JSON = object()
+
+
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     """The records of a ``metrics.jsonl``; reading stops at a torn (unparseable) line.
 
@@ -213,16 +224,13 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         MetricsFileError: a line parses as JSON but is not an object.
     """
     out = []
-    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), start=1):
-        if line.strip():
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                break  # a torn last line
-            if not isinstance(record, dict):
-                raise MetricsFileError(f"{path} line {number} is JSON but not a record ({type(record).__name__}); "
-                                       "delete that line or start a new --output-dir")
-            out.append(record)
+    for number, record in _parsed_lines(path):
+        if record is _NOT_JSON:
+            break  # a torn last line
+        if not isinstance(record, dict):
+            raise MetricsFileError(f"{path} line {number} is JSON but not a record ({type(record).__name__}); "
+                                   "delete that line or start a new --output-dir")
+        out.append(record)
     return out
 
 
@@ -232,28 +240,25 @@ def scan_metrics(path: str | Path) -> tuple[list[dict[str, Any]], str | None]:
     past a bad line, so that a caller can tell a torn last line from a garbled one in the middle."""
     out: list[dict[str, Any]] = []
     bad: str | None = None
-    for number, line in enumerate(Path(path).read_text(errors="replace").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
+    for number, record in _parsed_lines(path):
+        if record is _NOT_JSON:
             bad = bad or f"line {number} is not JSON"
-            continue
-        if not isinstance(record, dict):
+        elif not isinstance(record, dict):
             bad = bad or f"line {number} is JSON but not a record ({type(record).__name__})"
-            continue
-        out.append(record)
+        else:
+            out.append(record)
     return out, bad
 
 
-def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_at: int) -> str | None:
+def restore_for_resume(path: str | Path, history: list[dict[str, Any]],
+                       resumed_at: int) -> tuple[str | None, Path | None]:
     """Make ``metrics.jsonl`` hold exactly the checkpoint's ``history`` before a resume appends to it.
 
-    The checkpoint's history is every record up to the checkpoint, so a file that lost or garbled
-    lines is rebuilt from it rather than cut at the first bad line; the file as found is kept
-    beside it as ``metrics.jsonl.damaged``. Lines after the checkpoint (a crash after it) are left
-    for the logger to drop, as always. Returns the warning to give (``None``: nothing to say).
+    Lines after the checkpoint (a crash after it) are dropped, as always. The checkpoint's history
+    is every record up to the checkpoint, so a file that lost or garbled lines is rebuilt from it
+    rather than cut at the first bad line; the file as found is kept beside it as
+    ``metrics.jsonl.damaged``. Returns the warning to give (``None``: nothing to say) and the
+    damaged copy written (``None``: none).
 
     Raises:
         MetricsFileError: the path is not a regular file, or the file is damaged and the
@@ -263,17 +268,19 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_
     lines = "".join(json.dumps(r) + "\n" for r in history)
     if path.is_symlink():  # never read or written through: replaced by the run's own file
         write_atomic(path, lines)
-        return f"{path} was a link; replaced it by the run's own file, rebuilt from the checkpoint's history"
+        return f"{path} was a link; replaced it by the run's own file, rebuilt from the checkpoint's history", None
     if path.exists() and not path.is_file():
         raise MetricsFileError(f"{path} is not a regular file; move it away, and --resume rebuilds metrics.jsonl "
                                "from the checkpoint")
     if not path.exists():
         write_atomic(path, lines)
-        return f"{path} was missing; rebuilt it from the checkpoint's history ({len(history)} records)"
+        return f"{path} was missing; rebuilt it from the checkpoint's history ({len(history)} records)", None
     records, bad = scan_metrics(path)
-    upto = [json.dumps(r) for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= resumed_at]
-    if bad is None and upto == [json.dumps(r) for r in history]:
-        return None
+    upto = [r for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= resumed_at]
+    if bad is None and [json.dumps(r) for r in upto] == [json.dumps(r) for r in history]:
+        if len(upto) < len(records):
+            write_atomic(path, lines)
+        return None, None
     if not history:
         raise MetricsFileError(f"{path} {bad or 'does not match the checkpoint'}, and the checkpoint holds no history to "
                                "rebuild it from; repair that line or start a new --output-dir")
@@ -282,7 +289,7 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]], resumed_
     write_atomic(path, lines)
     why = bad or f"does not match the checkpoint's records up to iteration {resumed_at}"
     return (f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
-            f"history (the file as found: {damaged.name})")
+            f"history (the file as found: {damaged.name})"), damaged
 
 
 #: the run dir's file that keeps its W&B run id, so that ``--resume`` logs on into the same W&B run

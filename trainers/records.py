@@ -126,10 +126,10 @@ class RunRecorder:
             assert manifest is not None
             self.manifest = manifest
             if resumed_at is not None:
-                said = restore_for_resume(metrics_path, list(history), resumed_at)
+                said, damaged = restore_for_resume(metrics_path, list(history), resumed_at)
+                if damaged is not None:
+                    manifest.record(damaged)
                 if said:
-                    if metrics_path.with_name("metrics.jsonl.damaged").exists():
-                        manifest.record(metrics_path.with_name("metrics.jsonl.damaged"))
                     warnings.warn(said, UserWarning, stacklevel=4)
             wandb = None
             if "wandb" in cfg.trackers:

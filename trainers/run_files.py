@@ -143,3 +143,16 @@ def check_output_file(path: str | Path, flag: str) -> Path:
     if not os.access(p if p.exists() else parent, os.W_OK):
         raise UserError(f"{flag} {p} cannot be written (read-only)")
     return p
+
+
+def check_can_make(path: str | Path, said: str) -> None:
+    """That the folder ``path`` can be made (or written, where it exists): its nearest existing
+    ancestor is a folder, and a writable one; else a one-line :class:`~wrappers.errors.UserError`
+    that starts with ``said``."""
+    above = Path(path).absolute()
+    while not above.exists() and above != above.parent:
+        above = above.parent
+    if not above.is_dir():
+        raise UserError(f"{said}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise UserError(f"{said}: {above} is not writable")

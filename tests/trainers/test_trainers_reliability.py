@@ -398,3 +398,22 @@ def test_a_checkpoint_without_a_field_added_since_resumes_when_the_field_is_at_i
     save_checkpoint(run, int(data["iteration"]), {k: v for k, v in data.items() if k not in ("format", "iteration")})
     assert _resume(run) == 0
     assert load_checkpoint(run / "checkpoints" / "iter_000002.pt")["iteration"] == 2
+
+
+def test_records_written_after_the_checkpoint_are_dropped_on_resume_without_a_damaged_copy(lora_run, tmp_path):
+    """A crash after the checkpoint leaves records past it: the resume drops them quietly (the
+    iteration is played again), keeps every record up to the checkpoint, and writes no damaged copy."""
+    import json
+    import warnings
+
+    run = _copy(lora_run, tmp_path)
+    before = (run / "metrics.jsonl").read_text()
+    with (run / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"iteration": 2, "kind": "train", "success": 123.0}) + "\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _resume(run) == 0
+    assert not [w for w in caught if "rebuilt" in str(w.message)]
+    text = (run / "metrics.jsonl").read_text()
+    assert text.startswith(before) and "123.0" not in text and not (run / "metrics.jsonl.damaged").exists()
+    assert [json.loads(ln)["iteration"] for ln in text.splitlines() if json.loads(ln).get("kind") == "train"] == [1, 2]

@@ -199,15 +199,13 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
 def check_out_folder(out: Path) -> None:
     """``--out`` as a folder the table, plot and JSON can be written to (it may not exist yet):
     :class:`LabError` for a file, a path under a file or a folder that is not writable."""
-    import os
+    from trainers.run_files import check_can_make
+    from wrappers.errors import UserError
 
-    above = out
-    while not above.exists() and above != above.parent:
-        above = above.parent
-    if not above.is_dir():
-        raise LabError(f"--out {out}: {above} is a file, not a folder")
-    if not os.access(above, os.W_OK | os.X_OK):
-        raise LabError(f"--out {out}: {above} is not writable")
+    try:
+        check_can_make(out, f"--out {out}")
+    except UserError as err:
+        raise LabError(str(err)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

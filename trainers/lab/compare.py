@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from trainers.lab.methods import run_name
 from trainers.lab.runs import LabError, strict_compare
-from trainers.metrics import scan_metrics
+from trainers.metrics import TIMING_KEYS, scan_metrics
 
 __all__ = ["compare_blocks", "compare_runs"]
 
@@ -28,20 +29,25 @@ def _record_keys(records: list[dict]) -> set[tuple[str, int]]:
 
 
 def _timed(field: str) -> bool:
-    from trainers.metrics import TIMING_KEYS
-
     return field in TIMING_KEYS or field.startswith("time/")
+
+
+def _pairs(a: list[dict], b: list[dict]) -> Iterator[tuple[dict, dict]]:
+    """Each record of ``a`` with the record of ``b`` of the same kind and iteration, where there is one."""
+    theirs = {(r.get("kind"), r.get("iteration")): r for r in b}
+    for x in a:
+        y = theirs.get((x.get("kind"), x.get("iteration")))
+        if y is not None:
+            yield x, y
 
 
 def _text_difference(a: list[dict], b: list[dict]) -> str | None:
     """The first field, outside what :func:`strict_compare` weighs, that both runs' records hold
     with other values: one that is not a number (a task id, a panel, a list of them). ``None``:
     none. Wall-clock fields are left out."""
-    theirs = {(r.get("kind"), r.get("iteration")): r for r in b}
-    for x in a:
-        y = theirs.get((x.get("kind"), x.get("iteration")))
-        for field in sorted(set(x) & set(y or {})):
-            u, v = x[field], y[field]  # type: ignore[index]
+    for x, y in _pairs(a, b):
+        for field in sorted(set(x) & set(y)):
+            u, v = x[field], y[field]
             values = (u if isinstance(u, list) else [u]) + (v if isinstance(v, list) else [v])
             if not _timed(field) and u != v and not all(isinstance(e, (int, float)) or e is None for e in values):
                 return f"{x.get('kind')} iteration {x.get('iteration')} {field} (not a number, and not equal)"
@@ -51,14 +57,11 @@ def _text_difference(a: list[dict], b: list[dict]) -> str | None:
 def _fields_alone(a: list[dict], b: list[dict]) -> list[str]:
     """The fields that one run's records hold and the same record of the other run lacks (wall-clock
     fields left out), each named once with the copy that has it."""
-    theirs = {(r.get("kind"), r.get("iteration")): r for r in b}
     out: dict[str, None] = {}
-    for x in a:
-        y = theirs.get((x.get("kind"), x.get("iteration")))
-        if y is not None:
-            for field in sorted(set(x) ^ set(y)):
-                if not _timed(field):
-                    out[f"{field} ({'this' if field in x else 'the other'} copy)"] = None
+    for x, y in _pairs(a, b):
+        for field in sorted(set(x) ^ set(y)):
+            if not _timed(field):
+                out[f"{field} ({'this' if field in x else 'the other'} copy)"] = None
     return list(out)
 
 
