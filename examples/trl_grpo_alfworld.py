@@ -47,8 +47,12 @@ def main() -> None:
     from trl import GRPOConfig, GRPOTrainer
 
     from agents.models import load_model
-    from trainers.integrations.trl import (expert_warm_start, make_progress_conditioned_reward, make_rollout_func,
-                                           outcome_reward)
+    from trainers.integrations.trl import (
+        expert_warm_start,
+        make_progress_conditioned_reward,
+        make_rollout_func,
+        outcome_reward,
+    )
 
     on_gpu = torch.cuda.is_available() and args.vllm
     if not on_gpu:

@@ -26,8 +26,8 @@ import inspect
 import random
 import sys
 import time
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 

@@ -16,13 +16,15 @@ import argparse
 import dataclasses
 import math
 import re
+import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-import sys
 from typing import Any, Callable, Literal, NoReturn, get_args, get_origin, get_type_hints
 
 from progpo_envs.guard import check_import_names
-from trainers.advantages import ESTIMATORS, FUSIONS, AdvantageConfig
+from trainers.advantages import AdvantageConfig
+from trainers.advantages.registry import estimator as registered_estimator
+from trainers.advantages.registry import estimator_names, flat_options, load_plugin
 from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.strict_yaml import StrictYAMLError, load_strict
 from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
@@ -46,8 +48,6 @@ ROLLOUTS = ("flat", "tree")
 # (TrainConfig.validate) and its flag offers exactly these (build_parser). The tuples defined in
 # other modules stay the source of their choices.
 Env = Literal[ENVS]  # type: ignore[valid-type]
-Estimator = Literal[ESTIMATORS]  # type: ignore[valid-type]
-Fusion = Literal[FUSIONS]  # type: ignore[valid-type]
 StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]
 Scorer = Literal[SCORERS]  # type: ignore[valid-type]
 DistillMode = Literal[DISTILL_MODES]  # type: ignore[valid-type]
@@ -83,10 +83,10 @@ RENAMED = {"init": "warm_start", "init_weights": "weights_file", "init_std": "ti
 #: field}. A sectioned field written at the top level is read for one more release, with a
 #: deprecation line; the flags stay flat (``--gamma``, ``--tree-branches``, ``--distill-tau``).
 SECTIONS: dict[str, dict[str, str]] = {
-    "advantage": {name: name for name in (
+    "advantage": {**{name: name for name in (
         "estimator", "gamma", "omega", "progress_lambda", "group_norm", "coverage", "state_key", "scope", "tau_r",
-        "tau_p", "progress_gate", "shuffle_coverage", "success_threshold", "planpo_alpha_start", "planpo_alpha_end",
-        "hgpo_depth", "hgpo_alpha", "hgpo_fusion", "potential_credit")},
+        "tau_p", "progress_gate", "shuffle_coverage", *(flag for flag, _, _ in flat_options()))},
+                  "options": "estimator_options"},
     "tree": {name.removeprefix("tree_"): name for name in (
         "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_prune_margin", "tree_repeat_limit",
         "tree_budget", "tree_scorer", "tree_loop_penalty")},
@@ -185,7 +185,26 @@ EARLIER_VALUES: dict[str, Any] = {"batch_decisions": "off"}
 REPORT_TO = ("tensorboard", "wandb", "none")
 
 
+def _with_estimator_options(cls: type) -> type:
+    """``cls`` with a field for each built-in base's own options (``hgpo_depth``, ``success_threshold``),
+    read from the estimator registry, after ``shuffle_coverage``: each flag, YAML key and
+    ``--help`` line of a base's options comes from its options dataclass."""
+    annotations: dict[str, Any] = {}
+    for name, hint in cls.__annotations__.items():
+        annotations[name] = hint
+        if name != "shuffle_coverage":
+            continue
+        for flag, spec, f in flat_options():
+            choices = f.metadata.get("choices")
+            annotations[flag] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]
+            setattr(cls, flag, field(default=f.default, metadata={"help": f"{spec.name}: {f.metadata['help']}",
+                                                                  "group": "estimator", "option_of": spec.name}))
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass
+@_with_estimator_options
 class TrainConfig:
     """Everything a run needs; each field is a CLI flag (``--max-steps``) and a YAML key (``max_steps``).
 
@@ -198,6 +217,10 @@ class TrainConfig:
     ``python -m trainers.progpo --help`` lists the fields by section with their help.
     """
 
+    plugins: list[str] = field(default_factory=list, metadata={
+        "help": "modules or .py files imported first, each registering estimators (or teachers) of its own "
+                "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators entry point",
+        "group": "what to train"})
     # what to train
     env: Env = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
     train_split: str = _opt("auto", "auto: alfworld easy-train, webshop train", "what to train")
@@ -251,9 +274,8 @@ class TrainConfig:
     weights_file: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
                                  "anything else", "warm start")
     # estimator (trainers/advantages/)
-    estimator: Estimator = _opt("progpo-gigpo", "advantage estimator: grpo | rloo | gigpo | planpo (shorter successes "
-                                          "rank higher) | hgpo (step returns compared over matching histories) | "
-                                          "progpo-<any of them> (all-failed groups: ProGPO's progress term)",
+    estimator: str = _opt("progpo-gigpo", "advantage estimator: a registered base (--help lists them; --plugin adds "
+                                          "more) or progpo-<base> (all-failed groups: ProGPO's progress term)",
                                           "estimator")
     gamma: float = _opt(0.95, "discount of the step returns of GiGPO and HGPO (and of ProGPO's first-visit returns)",
                               "estimator")
@@ -274,20 +296,11 @@ class TrainConfig:
     progress_gate: ProgressGate = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
                                             "group)", "estimator")
     shuffle_coverage: bool = _opt(False, "control: permute coverage within each all-failed group", "estimator")
-    success_threshold: float = _opt(1.0, "PlanPO: an outcome at or above it is a success (a partial WebShop score "
-                                         "below it is not)", "estimator")
-    planpo_alpha_start: float = _opt(0.1, "PlanPO: weight of the turn term (shorter answers among successes) at the "
-                                          "first iteration, decaying linearly to planpo_alpha_end; generate mode only "
-                                          "(score mode: 0, it would reward short command names)", "estimator")
-    planpo_alpha_end: float = _opt(0.05, "PlanPO: weight of the turn term at the last iteration", "estimator")
-    hgpo_depth: int = _opt(2, "HGPO: the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is "
-                              "GiGPO's anchor grouping)", "estimator")
-    hgpo_alpha: float = _opt(1.0, "HGPO: depth weights (k + 1)^alpha of the power fusion", "estimator")
-    hgpo_fusion: Fusion = _opt("power", "HGPO: fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
-                                     "inverse-variance (of each cluster's mean return)", "estimator")
-    potential_credit: bool = _opt(False, "HGPO: add the transition credit gamma * Phi(s') - Phi(s) from depth-fused "
-                                         "state potentials (a reconstruction of arXiv 2607.04242, whose text is not "
-                                         "public)", "estimator")
+    estimator_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "the estimator's own options by name, e.g. a plug-in's (YAML: advantage: {options: {name: value}}; "
+                "flag: --estimator-option NAME=VALUE, repeated); a built-in base's options are flags of their own "
+                "(--hgpo-depth)", "group": "estimator"})
+    # (each built-in base's own options are fields here too, read from the registry: _with_estimator_options)
     # rollout (trainers/rollout.py, trainers/tree_rollout.py)
     rollout: RolloutKind = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
                                 "branching from the partial trajectories the tree scorer ranks highest (forks by "
@@ -410,7 +423,7 @@ class TrainConfig:
 
     def validate(self) -> None:
         """Raise :class:`ConfigError` on the first invalid value."""
-
+        self._load_plugins()
         for name, choices in closed_choices().items():
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
@@ -443,7 +456,7 @@ class TrainConfig:
                               "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
                               "or more")
         for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "bc_micro_batch_size", "lr_warmup_iterations",
-                     "eval_extra_episodes", "save_every", "min_new_tokens", "hgpo_depth", "tree_budget"):
+                     "eval_extra_episodes", "save_every", "min_new_tokens", "tree_budget"):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name, most in SIZE_LIMITS.items():  # checked before the run dir is claimed: no MemoryError after it
@@ -452,8 +465,7 @@ class TrainConfig:
                                   f"use at most {most:,}")
         for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
                      "tau_p", "progress_lambda", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
-                     "tiny_init_std", "success_threshold", "planpo_alpha_start", "planpo_alpha_end", "hgpo_alpha",
-                     "tree_prune_margin", "tree_loop_penalty", "distill_tau", "distill_lambda", "distill_gate_beta"):
+                     "tiny_init_std", "tree_prune_margin", "tree_loop_penalty", "distill_tau", "distill_lambda", "distill_gate_beta"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
@@ -482,11 +494,22 @@ class TrainConfig:
         self._check_report_to()
         self._check_engine()
         try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
+            self._check_estimator_options()
             self.advantage_config()
             self.policy_options()
             self.tree_config()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+
+    def _load_plugins(self) -> None:
+        """Import each of :attr:`plugins` (registered once per process)."""
+        if not isinstance(self.plugins, list) or not all(isinstance(p, str) for p in self.plugins):
+            raise ConfigError(f"plugins must be a list of modules or .py files, got {self.plugins!r}")
+        for plugin in self.plugins:
+            try:
+                load_plugin(plugin)
+            except ValueError as err:
+                raise ConfigError(str(err)) from None
 
     @property
     def trackers(self) -> tuple[str, ...]:
@@ -548,15 +571,34 @@ class TrainConfig:
             raise ConfigError(f"rollout_streams {n}: num_groups ({self.num_groups}) must be a multiple of it (each "
                               "stream plays a block of whole groups)")
 
+    def base_option_values(self, base: str | None = None) -> dict[str, Any]:
+        """The options of ``base`` (default: the configured one) by name: its flat fields
+        (``hgpo_depth``), then, for the configured base, :attr:`estimator_options` over them."""
+        spec = registered_estimator(base or self.estimator)
+        values = {f.name: getattr(self, flag) for flag, _, f in flat_options((spec.name,)) if hasattr(self, flag)}
+        if base is None or spec.name == registered_estimator(self.estimator).name:
+            values.update(self.estimator_options)
+        return values
+
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
         return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.progress_lambda,
                                norm=self.group_norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
                                tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
-                               shuffle_coverage=self.shuffle_coverage, success_threshold=self.success_threshold,
-                               planpo_alpha=self.planpo_alpha_start, hgpo_depth=self.hgpo_depth,
-                               hgpo_alpha=self.hgpo_alpha, hgpo_fusion=self.hgpo_fusion,  # type: ignore[arg-type]
-                               potential_credit=self.potential_credit)
+                               shuffle_coverage=self.shuffle_coverage, options=self.base_option_values())
+
+    def _check_estimator_options(self) -> None:
+        """Every registered base's options are valid, used or not; an ``exclusive`` one set while
+        another base trains is an error."""
+        if not isinstance(self.estimator_options, dict) or not all(isinstance(k, str) for k in self.estimator_options):
+            raise ConfigError(f"estimator_options must be a mapping (name: value), got {self.estimator_options!r}")
+        chosen = registered_estimator(self.estimator).name
+        for flag, spec, f in flat_options():
+            if hasattr(self, flag) and spec.name != chosen and f.metadata.get("exclusive") and getattr(self, flag) != f.default:
+                raise ConfigError(f"{flag} belongs to {spec.name} and progpo-{spec.name}, not {self.estimator}")
+        for flag, spec, _ in flat_options():
+            if hasattr(self, flag):
+                spec.make_options(self.base_option_values(spec.name))
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
@@ -796,6 +838,24 @@ def _yaml_section(group: str) -> str:
     return f" (in a YAML config: under {', '.join(s + ':' for s in found)})" if found else ""
 
 
+def _field_help(name: str) -> str:
+    return next(f.metadata["help"] for f in fields(TrainConfig) if f.name == name)
+
+
+def _name_value(text: str) -> tuple[str, Any]:
+    """``NAME=VALUE`` of ``--estimator-option``, the value read as a YAML scalar (``0.5``, ``true``, ``power``)."""
+    import yaml
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else value
+    except yaml.YAMLError:
+        parsed = value
+    return name.strip(), parsed if isinstance(parsed, (bool, int, float, str)) else value
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = _Parser(
         prog="python -m trainers.progpo",
@@ -809,10 +869,14 @@ def build_parser() -> argparse.ArgumentParser:
                     help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
     ap.add_argument("--overwrite", action="store_true",
                     help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)")
+    ap.add_argument("--plugin", dest="plugins", action="append", default=None, metavar="MODULE_OR_FILE",
+                    help=_field_help("plugins"))
+    ap.add_argument("--estimator-option", dest="estimator_options", action="append", default=None, type=_name_value,
+                    metavar="NAME=VALUE", help=_field_help("estimator_options"))
     sections: dict[str, argparse._ArgumentGroup] = {}
-    choices = closed_choices()
+    choices = {**closed_choices(), "estimator": estimator_names()}
     for f in fields(TrainConfig):
-        if f.name == "notes":
+        if f.name in ("notes", "plugins", "estimator_options"):
             continue
         group = f.metadata["group"]
         if group not in sections:
@@ -838,17 +902,44 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _early_plugins(argv: list[str] | None) -> None:
+    """Load the plug-ins that ``--plugin`` and the ``--config`` file's ``plugins:`` name before the
+    flags are built, so that ``--estimator`` offers their estimators."""
+    early = argparse.ArgumentParser(add_help=False)
+    early.add_argument("--config")
+    early.add_argument("--plugin", action="append", default=[])
+    ns, _ = early.parse_known_args(argv)
+    names = list(ns.plugin)
+    if ns.config:
+        try:
+            listed = load_yaml(ns.config).get("plugins", [])
+        except ConfigError:
+            listed = []  # the file's own error is said once, by the full parse
+        names += [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+    for plugin in names:
+        try:
+            load_plugin(plugin)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
     """CLI -> (config, namespace with ``config`` and ``resume``)."""
+    _early_plugins(sys.argv[1:] if argv is None else argv)
     ns = build_parser().parse_args(argv)
     data: dict[str, Any] = load_yaml(ns.config) if ns.config else {}
     source = f"config {ns.config}" if ns.config else "config"
     if ns.config and not data:  # an empty file, or one of comments only: said, not silently the defaults
         print(f"note: {source} sets nothing: every field not given as a flag is at its default", file=sys.stderr)
     cfg = TrainConfig.from_dict(data, source)
-    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name != "notes" and getattr(ns, f.name) is not None}
+    skip = ("notes", "plugins", "estimator_options")
+    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name not in skip and getattr(ns, f.name) is not None}
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
     overrides = upgrade_names({**overrides, **renamed}, source="command line", spell=_flag)
+    if ns.plugins:
+        overrides["plugins"] = list(dict.fromkeys([*cfg.plugins, *ns.plugins]))
+    if ns.estimator_options:
+        overrides["estimator_options"] = {**cfg.estimator_options, **dict(ns.estimator_options)}
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     return cfg, ns

@@ -1,8 +1,8 @@
 """The credit stage: an iteration's rollout -> each step's advantage, and where the groups failed.
 
 :class:`CreditAssigner` runs the configured estimator (:func:`trainers.advantages.step_advantages`)
-with this iteration's shuffle seed and PlanPO weight, pays the invalid-action penalty
-(:func:`trainers.advantages.penalized_advantages`), merges a tree's rows of one shared step, and
+with this iteration's shuffle seed and options (on the base's own schedule, as PlanPO's turn
+weight), pays the invalid-action penalty (:func:`trainers.advantages.penalized_advantages`), merges a tree's rows of one shared step, and
 gives the all-failed flag per group and per step (:class:`Credit`).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ import dataclasses
 import numpy as np
 
 from trainers import seeds
-from trainers.advantages import penalized_advantages, planpo_alpha, step_advantages
+from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
 from trainers.config import TrainConfig
 from trainers.rollout import Rollout
 
@@ -46,9 +46,7 @@ class CreditAssigner:
     def assign(self, rollout: Rollout, iteration: int) -> Credit:
         """The :class:`Credit` of ``rollout``, played at ``iteration``."""
         arrays = rollout.advantage_inputs()
-        adv_cfg = dataclasses.replace(self.adv_cfg, shuffle_seed=seeds.shuffle(self.cfg.seed, iteration),
-                                      planpo_alpha=self.planpo_turn_weight(iteration))
-        adv = step_advantages(**arrays, config=adv_cfg)
+        adv = step_advantages(**arrays, config=self.config_at(iteration))
         # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
         step_adv = penalized_advantages(rollout.merge_rows(adv.steps), [s.output for s in rollout.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
@@ -56,11 +54,14 @@ class CreditAssigner:
         step_failed = rollout.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
         return Credit(step_adv, adv.all_failed, step_failed, adv.acted)
 
-    def planpo_turn_weight(self, iteration: int) -> float:
-        """PlanPO's turn-term weight at ``iteration``: the linear schedule in generate mode, 0 in
-        score mode (there a response is a command's name, and the term would reward short names)."""
-        cfg = self.cfg
-        if self.adv_cfg.base != "planpo" or cfg.policy_mode != "generate":
-            return 0.0
-        return planpo_alpha(min(max(iteration, 1), cfg.iterations), cfg.iterations, cfg.planpo_alpha_start,
-                            cfg.planpo_alpha_end)
+    def config_at(self, iteration: int) -> AdvantageConfig:
+        """The estimator's config at ``iteration``: its shuffle seed, and the base's options on its
+        own schedule (PlanPO's turn weight: linear in generate mode, 0 in score mode)."""
+        cfg, adv_cfg = self.cfg, self.adv_cfg
+        config = dataclasses.replace(adv_cfg, shuffle_seed=seeds.shuffle(cfg.seed, iteration))
+        spec = adv_cfg.spec
+        if spec.schedule is None:
+            return config
+        options = spec.schedule(adv_cfg.base_options, iteration, cfg.iterations, cfg.policy_mode == "generate")
+        return dataclasses.replace(config, options={f.name: getattr(options, f.name)
+                                                    for f in dataclasses.fields(options)})

@@ -24,7 +24,7 @@ from trainers.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
 from wrappers.signals import TAU_R, all_failed, coverage_rate
 
-__all__ = ["MetricsFileError", "MetricsLogger", "acted_metrics", "advantage_metrics", "restore_for_resume",
+__all__ = ["MetricsFileError", "MetricsLogger", "advantage_metrics", "restore_for_resume",
            "rollout_metrics", "read_metrics", "scan_metrics", "wandb_run_id", "wandb_settings"]
 
 
@@ -180,27 +180,6 @@ def advantage_metrics(step_adv: np.ndarray, all_failed: np.ndarray, step_failed:
             "adv/progress_groups": float(np.sum(acted)),
             "adv/progress_group_frac": float(np.mean(acted)) if acted.size else 0.0,
             "adv/progress_step_frac": float(np.mean(acted_steps)) if acted_steps.size else 0.0}
-
-
-def acted_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dict[str, float]:
-    """Where a base estimator's own terms acted (:attr:`trainers.advantages.StepAdvantages.acted`),
-    as counts and shares: PlanPO's trajectory term (groups) and turn weight, HGPO's history peers
-    (steps). Empty for the estimators that report nothing, so their records keep their keys.
-
-    >>> acted_metrics({"planpo_groups": 2.0, "planpo_turn_alpha": 0.0}, 8, 100)
-    {'adv/planpo_groups': 2.0, 'adv/planpo_group_frac': 0.25, 'adv/planpo_turn_alpha': 0.0}
-    >>> acted_metrics({"hgpo_peer_steps": 30.0, "hgpo_deep_steps": 10.0}, 8, 100)
-    {'adv/hgpo_peer_step_frac': 0.3, 'adv/hgpo_deep_step_frac': 0.1}
-    """
-    out: dict[str, float] = {}
-    if "planpo_groups" in acted:
-        out["adv/planpo_groups"] = float(acted["planpo_groups"])
-        out["adv/planpo_group_frac"] = float(acted["planpo_groups"]) / max(n_groups, 1)
-        out["adv/planpo_turn_alpha"] = float(acted.get("planpo_turn_alpha", 0.0))
-    if "hgpo_peer_steps" in acted:
-        out["adv/hgpo_peer_step_frac"] = float(acted["hgpo_peer_steps"]) / max(n_steps, 1)
-        out["adv/hgpo_deep_step_frac"] = float(acted.get("hgpo_deep_steps", 0.0)) / max(n_steps, 1)
-    return out
 
 
 def _parsed_lines(path: str | Path) -> Iterator[tuple[int, Any]]:

@@ -26,13 +26,12 @@ from __future__ import annotations
 import errno
 import os
 import sys
-
 from pathlib import Path
 
+from trainers import stop_request
 from trainers.checkpoint import CheckpointError, latest_checkpoint
 from trainers.config import ConfigError, parse_args
 from trainers.forked import ShareKilled
-from trainers import stop_request
 from trainers.run_dir import claim_run_dir
 from trainers.stop_request import Terminated
 from wrappers.errors import UserError

@@ -22,8 +22,15 @@ from trainers import distributed
 from trainers.advantages import AdvantageConfig
 from trainers.console import bars_shown, iteration_line, progress_bar
 from trainers.credit import Credit
-from trainers.metrics import (WANDB_ID_FILE, MetricsLogger, acted_metrics, advantage_metrics, restore_for_resume, rollout_metrics,
-                             wandb_run_id, wandb_settings)
+from trainers.metrics import (
+    WANDB_ID_FILE,
+    MetricsLogger,
+    advantage_metrics,
+    restore_for_resume,
+    rollout_metrics,
+    wandb_run_id,
+    wandb_settings,
+)
 from trainers.report import write_report
 from trainers.rollout import Rollout
 from trainers.run_dir import RunManifest
@@ -71,7 +78,8 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
     rec.update(rollout_metrics(rollout, cfg.tau_r))
     rec.update(env_failures)
     rec.update(advantage_metrics(credit.steps, credit.all_failed, credit.step_failed, adv_cfg.progpo, adv_cfg.gate))
-    rec.update(acted_metrics(credit.acted, credit.all_failed.size, credit.steps.size))
+    if adv_cfg.spec.metrics is not None:  # where the base's own terms acted (PlanPO's groups, HGPO's peers)
+        rec.update(adv_cfg.spec.metrics(credit.acted, credit.all_failed.size, credit.steps.size))
     rec.setdefault("kl", 0.0)
     rec.setdefault("clip_fraction", 0.0)
     rec.update(stats)

@@ -20,6 +20,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from trainers.advantages.registry import estimator as registered_estimator
 from trainers.run_files import write_atomic
 from trainers.teacher_labels import distill_label
 
@@ -261,31 +262,14 @@ def _distill_paragraph(mode: str, label: str, train: Sequence[dict[str, Any]]) -
 
 
 def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
-    """One paragraph for PlanPO and HGPO: where their own terms acted (groups with a ranked success,
-    steps with history peers), and whether PlanPO's turn term was on."""
+    """The base estimator's own paragraph (:attr:`~trainers.advantages.registry.Estimator.report`):
+    where its terms acted (PlanPO's ranked groups, HGPO's history peers)."""
     train = [r for r in records if r.get("kind", "train") == "train" and "adv/groups" in r]
-    base = str(config.get("estimator", "")).removeprefix("progpo-")
-    if not train or base not in ("planpo", "hgpo"):
+    try:
+        spec = registered_estimator(str(config.get("estimator", "")))
+    except ValueError:  # a plug-in's run read where its plug-in is not loaded: no paragraph of its own
         return []
-    if base == "planpo":
-        acted = sum(float(r.get("adv/planpo_groups", 0.0)) for r in train)
-        groups = sum(float(r["adv/groups"]) for r in train)
-        alphas = [float(r.get("adv/planpo_turn_alpha", 0.0)) for r in train]
-        turn = (f"The turn term's weight went from {alphas[0]:.3f} to {alphas[-1]:.3f}." if any(alphas) else
-                "The turn term was off (alpha 0): in score mode a response is a command's name, and the term "
-                "would reward short names." if config.get("policy_mode") == "score" else
-                "The turn term was off (alpha 0).")
-        return ["## Where PlanPO acted", "",
-                f"The trajectory term (shorter successes rank higher) acted in **{acted:.0f} of {groups:.0f} "
-                f"groups** ({acted / max(groups, 1):.1%}): the groups with a success whose successes differ in "
-                f"length. {turn}", ""]
-    peer = sum(float(r.get("adv/hgpo_peer_step_frac", 0.0)) for r in train) / len(train)
-    deep = sum(float(r.get("adv/hgpo_deep_step_frac", 0.0)) for r in train) / len(train)
-    credit = " with the reconstructed potential credit (arXiv 2607.04242)" if config.get("potential_credit") else ""
-    return ["## Where HGPO acted", "",
-            f"On average {peer:.1%} of the steps of an iteration had a peer with the same state in their group, "
-            f"and {deep:.1%} one with the same state and at least the last state before it (depths 1.."
-            f"{config.get('hgpo_depth', 2)}, {config.get('hgpo_fusion', 'power')} fusion{credit}).", ""]
+    return spec.report(train, config) if train and spec.report is not None else []
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:

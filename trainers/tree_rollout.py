@@ -47,7 +47,7 @@ import numpy as np
 
 from agents.contract import Policy
 from trainers import seeds, stop_request
-from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, state_of, instruction_of
+from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, instruction_of, state_of
 from wrappers.errors import UserError
 
 __all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",

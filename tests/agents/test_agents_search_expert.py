@@ -42,8 +42,8 @@ def test_search_expert_decisions():
 
 @pytest.mark.parametrize("split", ["easy-valid", "valid"])
 def test_search_expert_wins_embedded_games_from_text_alone(split, alfworld_engine_available):
-    from trainers.sft import collect_demos
     from trainers.envs import make_env_fn
+    from trainers.sft import collect_demos
 
     demos, wins = collect_demos(make_env_fn("alfworld", split, 50))
     rate = sum(wins) / len(wins)

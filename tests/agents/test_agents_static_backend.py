@@ -176,10 +176,9 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
     included) up to float rounding, and the option reaches the model."""
     import json
 
+    from trainers.config import ConfigError, TrainConfig
     from trainers.progpo import main
     from trainers.updater import enable_gradient_checkpointing
-
-    from trainers.config import ConfigError, TrainConfig
 
     with pytest.raises(ConfigError, match="prompt trie"):
         TrainConfig(gradient_checkpointing=True, batch_decisions="tree")

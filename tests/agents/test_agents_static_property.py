@@ -5,7 +5,6 @@ batch: a GPU run (static engine) and its CPU rerun (loop engine) draw the same s
 from __future__ import annotations
 
 import pytest
-import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

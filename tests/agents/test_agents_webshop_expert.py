@@ -70,8 +70,8 @@ def test_score_mode_webshop_notes_policy_scores_the_noted_commands(ws_shop):
     import torch
 
     from progpo_envs.webshop.env import WebShopEnv
-    from trainers.config import TrainConfig
     from trainers.build import build_policy
+    from trainers.config import TrainConfig
 
     cfg = dataclasses.replace(TrainConfig(), env="webshop", template="webshop-notes", device="cpu", lora=False)
     policy = build_policy(cfg, torch.device("cpu"))

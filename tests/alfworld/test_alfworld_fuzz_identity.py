@@ -113,7 +113,6 @@ def test_memory_stays_flat_over_many_distinct_games(alfworld_engine, monkeypatch
     import gymnasium as gym
     from mementos import core
 
-    import progpo_envs  # noqa: F401
     from progpo_envs.alfworld.fast import grammar, memo, translation
 
     monkeypatch.setattr(memo, "MEMENTO_LIMIT", 5_000)

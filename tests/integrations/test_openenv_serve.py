@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -153,8 +153,9 @@ def test_http_reset_with_a_bad_task_id_is_a_4xx_with_one_line(webshop_url: str, 
 
 
 def test_oversized_http_bodies_get_413_and_memory_stays_bounded(webshop_url: str) -> None:
-    import psutil
     from concurrent.futures import ThreadPoolExecutor
+
+    import psutil
 
     big = b'{"action": {"command": "' + b"x" * (50 * 2**20) + b'"}}'
     from openenv_server import server_pid

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from progpo_envs.rooms import TextRoomsEnv
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 from trainers.integrations.verl import MissingColumnsError
 from trainers.integrations.verl_agent import (
@@ -19,7 +20,6 @@ from trainers.integrations.verl_agent import (
     webshop_projection,
 )
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
-from progpo_envs.rooms import TextRoomsEnv
 
 ANSWER = "<think>go on</think><action>{}</action>"
 

@@ -684,6 +684,7 @@ def test_the_primary_verdict_pools_the_registered_bases_per_seed(shift, decision
 
 def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path):
     import argparse
+
     import yaml
 
     shift = {0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}

@@ -18,8 +18,9 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from agents.contract import StepOutput  # noqa: E402
 from tiny_config import config_for_tests  # noqa: E402
+
+from agents.contract import StepOutput  # noqa: E402
 from trainers import distributed  # noqa: E402
 from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
 

@@ -44,7 +44,10 @@ def _batch(seed: int, n_groups: int = 6, size: int = 4, n_states: int = 4, max_l
             path = rng.integers(0, n_states, size=int(rng.integers(1, max_len + 1)) + 1)
             seen = {int(path[0])}
             for t in range(path.size - 1):
-                traj.append(i); idx.append(t); states.append(int(path[t])); nxt.append(int(path[t + 1]))
+                traj.append(i)
+                idx.append(t)
+                states.append(int(path[t]))
+                nxt.append(int(path[t + 1]))
                 fv.append(int(path[t + 1]) not in seen)
                 seen.add(int(path[t + 1]))
                 lengths.append(int(rng.integers(3, 40)))

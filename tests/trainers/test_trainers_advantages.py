@@ -13,8 +13,8 @@ from trainers.advantages import (
     discounted_returns,
     episode_advantages,
     factorize,
-    grpo_advantages,
     group_scope_first_visit,
+    grpo_advantages,
     progpo_episode_advantages,
     progpo_episode_advantages_batched,
     rloo_advantages,
@@ -242,7 +242,10 @@ def step_batch(draw):
             length = draw(st.integers(1, 5))
             path = draw(st.lists(st.integers(0, 4), min_size=length + 1, max_size=length + 1))
             for t in range(length):
-                straj.append(n); sidx.append(t); states.append(path[t]); nxt.append(path[t + 1])
+                straj.append(n)
+                sidx.append(t)
+                states.append(path[t])
+                nxt.append(path[t + 1])
             n += 1
     straj_a = np.array(straj)
     states_a, nxt_a = np.array(states), np.array(nxt)
@@ -282,7 +285,8 @@ def test_prop_step_level_order_and_batching(batch, cfg, rnd):
     perm = np.array(rnd.sample(range(n), n))
     sub, keep = _subset(batch, perm)
     permuted = step_advantages(**sub, config=cfg).steps
-    inv = np.empty(n, int); inv[perm] = np.arange(n)
+    inv = np.empty(n, int)
+    inv[perm] = np.arange(n)
     # map each permuted step back: same (original traj, t)
     orig = {(int(t), int(s)): a for t, s, a in zip(batch["step_traj"], batch["step_index"], full)}
     back = [orig[(int(perm[t]), int(s))] for t, s in zip(sub["step_traj"], sub["step_index"])]

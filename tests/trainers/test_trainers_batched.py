@@ -76,8 +76,9 @@ def test_token_micro_batches_hold_each_decision_once_and_keep_the_budget():
 def test_a_checkpoint_from_before_batching_resumes_only_on_the_per_decision_path(tmp_path):
     """A checkpoint whose config lacks ``batch_decisions`` ran one pass per decision: resuming it
     with the new default is refused in one line, with ``--batch-decisions off`` it continues."""
-    from trainers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
     from tiny_config import config_for_tests
+
+    from trainers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
     cfg = config_for_tests(output_dir=str(tmp_path / "run"), iterations=1, eval_episodes=0, batch_decisions="off")
     trainer = Trainer(cfg)

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_config import config_for_tests
 
 from trainers.metrics import TIMING_KEYS, read_metrics
 from trainers.progpo import main
 from trainers.trainer import Trainer
-from tiny_config import config_for_tests
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 
@@ -112,8 +112,8 @@ def test_length_normalized_scoring_flattens_tiny_policy():
     """Summed scores make an untrained model pick the shortest command; mean scores do not."""
     import dataclasses
 
-    from trainers.config import TrainConfig
     from trainers.build import build_policy
+    from trainers.config import TrainConfig
 
     torch.set_num_threads(1)
     cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False, policy_mode="score")

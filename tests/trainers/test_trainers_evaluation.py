@@ -8,10 +8,10 @@ import threading
 import numpy as np
 import pytest
 
-from trainers.evaluation import EvalPlan, random_baseline, run_eval
-from trainers.statistics import paired_bootstrap_ci
 from trainers.envs import make_env_fn
+from trainers.evaluation import EvalPlan, random_baseline, run_eval
 from trainers.report import rl_gain, write_report
+from trainers.statistics import paired_bootstrap_ci
 
 
 def test_plan_spreads_episodes_evenly_over_tasks():
@@ -306,9 +306,10 @@ def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp
 @pytest.mark.slow
 def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_available):
     """The default pipeline, shrunk: bc warm start -> iteration-0 evals -> RL -> final evals."""
+    import dataclasses
+
     from trainers.config import TrainConfig
     from trainers.trainer import Trainer
-    import dataclasses
 
     cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), iterations=1, num_groups=2, group_size=2,
                               max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress_bars=False,

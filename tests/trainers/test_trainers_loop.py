@@ -11,6 +11,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_policy import FakeScoringPolicy  # noqa: E402
+from tiny_config import config_for_tests  # noqa: E402
 
 from trainers.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
 from trainers.config import ConfigError, TrainConfig, build_parser, parse_args  # noqa: E402
@@ -20,7 +21,6 @@ from trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 from trainers.progpo import main  # noqa: E402
 from trainers.rollout import collect_rollout  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- losses

@@ -244,7 +244,8 @@ def test_config_fields_and_errors():
     assert {"planpo", "hgpo", "progpo-planpo", "progpo-hgpo"} <= set(ESTIMATORS)
     cfg = TrainConfig(estimator="progpo-hgpo", hgpo_depth=3, hgpo_fusion="inverse-variance", potential_credit=True)
     adv = cfg.advantage_config()
-    assert (adv.hgpo_depth, adv.hgpo_fusion, adv.potential_credit) == (3, "inverse-variance", True)
+    opts = adv.base_options
+    assert (opts.depth, opts.fusion, opts.potential_credit) == (3, "inverse-variance", True)
     for bad, match in [(dict(hgpo_fusion="mean"), "hgpo_fusion"), (dict(hgpo_depth=-1), "hgpo_depth"),
                        (dict(estimator="gigpo", potential_credit=True), "potential_credit"),
                        (dict(success_threshold=-0.5), "success_threshold")]:
@@ -256,9 +257,9 @@ def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     from trainers.credit import CreditAssigner
 
     gen = CreditAssigner(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none"))
-    assert [gen.planpo_turn_weight(i) for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
+    assert [gen.config_at(i).base_options.alpha for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
     score = CreditAssigner(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3))
-    assert [score.planpo_turn_weight(i) for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
+    assert [score.config_at(i).base_options.alpha for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.slow

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tiny_config import config_for_tests
 
 from trainers.config import TrainConfig, lr_warning
 from trainers.trainer import Trainer
 from trainers.updater import rollout_mismatch
-from tiny_config import config_for_tests
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -94,8 +94,11 @@ def test_closed_choices_come_from_the_field_types_and_the_flags_offer_exactly_th
     choices = closed_choices()
     hints = typing.get_type_hints(TrainConfig, vars(__import__("trainers.config", fromlist=["x"])))
     assert set(choices) == {name for name, hint in hints.items() if typing.get_origin(hint) is typing.Literal}
-    assert {"env", "estimator", "warm_start", "group_norm", "answer_format", "loss_agg", "device"} <= set(choices)
+    assert {"env", "hgpo_fusion", "warm_start", "group_norm", "answer_format", "loss_agg", "device"} <= set(choices)
     actions = {a.dest: a for a in build_parser()._actions}
+    from trainers.advantages import estimator_names
+
+    assert tuple(actions["estimator"].choices) == estimator_names()  # the registry's, plug-ins included
     for name, values in choices.items():
         assert tuple(actions[name].choices) == values, name
         default = getattr(TrainConfig(), name)

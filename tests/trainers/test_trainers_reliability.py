@@ -14,12 +14,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_policy import FakeScoringPolicy  # noqa: E402
+from tiny_config import config_for_tests  # noqa: E402
 
 from trainers.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
 from trainers.config import TrainConfig, parse_args  # noqa: E402
 from trainers.progpo import main  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
 
 RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
              "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1"]
@@ -301,8 +301,8 @@ class _RunsCode:
 @pytest.mark.parametrize("with_checksum", [True, False])
 def test_gpu_check_loads_run_weights_without_running_pickled_code(tmp_path, with_checksum):
     """``benchmarks/gpu_check.py fsdp`` reads two run dirs' weights: a crafted checkpoint is refused, unexecuted."""
-    import importlib.util
     import hashlib
+    import importlib.util
 
     spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).parents[2] / "benchmarks" / "gpu_check.py")
     gpu_check = importlib.util.module_from_spec(spec)

@@ -6,9 +6,9 @@ import dataclasses
 import pytest
 import torch
 
+from trainers.build import build_policy
 from trainers.config import ConfigError, TrainConfig
 from trainers.sft import Demo, behaviour_clone, step_accuracy
-from trainers.build import build_policy
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 

@@ -81,8 +81,9 @@ def test_alfworld_exact_key_is_the_raw_observation():
 def test_report_says_where_the_progress_term_acted(tmp_path):
     import json
 
-    from trainers.trainer import Trainer
     from tiny_config import config_for_tests
+
+    from trainers.trainer import Trainer
 
     cfg = config_for_tests(output_dir=str(tmp_path / "r"), estimator="progpo-grpo", eval_episodes=0, iterations=2)
     report = Trainer(cfg).train()

@@ -365,8 +365,8 @@ def test_hindsight_routes_no_step_and_reads_the_writers_skill_per_trajectory():
 
 
 def test_a_privileged_teacher_without_privileged_text_is_one_line():
-    from wrappers.errors import UserError
     from trainers.teachers import teacher_inputs
+    from wrappers.errors import UserError
 
     rollout = _routing_rollout()
     for t in rollout.trajectories:
@@ -452,8 +452,8 @@ def tiny_steps():
     sys.path.insert(0, str(Path(__file__).parent))
     from tiny_config import config_for_tests
 
-    from trainers.envs import make_env
     from trainers.build import build_policy
+    from trainers.envs import make_env
 
     policy = build_policy(config_for_tests(), torch.device("cpu"))
     env = make_env("rooms", "train", 4)

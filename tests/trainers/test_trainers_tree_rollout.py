@@ -13,13 +13,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 from fake_policy import FakeScoringPolicy  # noqa: E402
+from tiny_config import config_for_tests  # noqa: E402
 
 from agents.contract import StepOutput  # noqa: E402
 from trainers.advantages import ESTIMATORS, AdvantageConfig, step_advantages  # noqa: E402
 from trainers.envs import make_env_fn  # noqa: E402
 from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
 from trainers.trainer import Trainer  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
 from trainers.tree_rollout import (  # noqa: E402
     CoverageScorer,
     NondeterministicEnvError,

@@ -10,8 +10,18 @@ from hypothesis import strategies as st
 
 from progpo_envs.webshop.canonical import canonicalize_webshop
 from progpo_envs.webshop.pages import (
-    DONE, ITEM, RESULTS, SEARCH, SUB_PAGE, SUB_PAGES, PageView, ShopState, price_tag, read_page,
-    render_html, state_path,
+    DONE,
+    ITEM,
+    RESULTS,
+    SEARCH,
+    SUB_PAGE,
+    SUB_PAGES,
+    PageView,
+    ShopState,
+    price_tag,
+    read_page,
+    render_html,
+    state_path,
 )
 from progpo_envs.webshop.server import parse_path
 from progpo_envs.webshop.shop import Shop, ShopSession

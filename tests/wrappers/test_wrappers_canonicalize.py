@@ -11,8 +11,8 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wrappers import CanonicalizeObservation, FirstVisitCoverage, default_canonicalizer, identity_canonicalizer
 from progpo_envs.rooms import TextRoomsEnv
+from wrappers import CanonicalizeObservation, FirstVisitCoverage, default_canonicalizer, identity_canonicalizer
 
 
 def test_observation_unchanged_and_key_added_on_reset_and_step():

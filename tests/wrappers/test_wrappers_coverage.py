@@ -5,8 +5,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from wrappers import CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage, identity_canonicalizer
 from progpo_envs.rooms import TextRoomsEnv
+from wrappers import CanonicalizeObservation, FirstVisitBonus, FirstVisitCoverage, identity_canonicalizer
 
 LEFT, DOWN, RIGHT, UP = 0, 1, 2, 3
 

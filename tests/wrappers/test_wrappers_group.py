@@ -10,8 +10,8 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from wrappers import FirstVisitCoverage, GroupSeedSchedule, GroupVectorEnv
 from progpo_envs.rooms import SleepEnv, TextRoomsEnv
+from wrappers import FirstVisitCoverage, GroupSeedSchedule, GroupVectorEnv
 
 
 def sleep_envs(lengths, **kw):

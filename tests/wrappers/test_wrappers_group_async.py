@@ -8,9 +8,9 @@ import signal
 import numpy as np
 import pytest
 
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 from wrappers import GroupVectorEnv
 from wrappers.group.member_pools import MemberError
-from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 
 def _run(backend, steps=7):

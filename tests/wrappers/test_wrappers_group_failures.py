@@ -12,10 +12,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 from wrappers import GroupVectorEnv
 from wrappers.group import DEFAULT_STEP_TIMEOUT
 from wrappers.group.member_pools import UnsentActionError
-from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker processes cannot import this file
 

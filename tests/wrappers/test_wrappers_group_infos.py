@@ -10,10 +10,10 @@ import cloudpickle
 import numpy as np
 import pytest
 
+from progpo_envs.rooms import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
 from trainers.rollout import member_info
 from wrappers import GroupVectorEnv
 from wrappers.group.member_pools import MemberError
-from progpo_envs.rooms import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # worker processes cannot import this file
 

@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from wrappers import AdmissibleActionsToDiscrete, CanonicalizeObservation, FirstVisitCoverage, hashed_bag_of_words
 from progpo_envs.rooms import TextRoomsEnv
+from wrappers import AdmissibleActionsToDiscrete, CanonicalizeObservation, FirstVisitCoverage, hashed_bag_of_words
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,8 +120,8 @@ def test_example_runs_briefly(capsys):
 
 @pytest.mark.parametrize("bad", [b"\x01", b"1", "1", 1.0, True])
 def test_non_integer_action_is_a_type_error_and_the_env_does_not_move(bad):
-    from wrappers.sb3 import AdmissibleActionsToDiscrete
     from progpo_envs.rooms import TextRoomsEnv
+    from wrappers.sb3 import AdmissibleActionsToDiscrete
 
     env = AdmissibleActionsToDiscrete(TextRoomsEnv())
     env.reset(seed=0)

@@ -45,7 +45,8 @@ One module per family, and one implementation per formula:
 - :mod:`~trainers.advantages.grpo` (GRPO, RLOO), :mod:`~trainers.advantages.planpo`,
   :mod:`~trainers.advantages.hgpo` and :mod:`~trainers.advantages.progpo` (progress, first
   visits, the all-failed gate); GiGPO's anchor term is in :mod:`~trainers.advantages.segments`;
-- :mod:`~trainers.advantages.registry`: each base's episode term and step term, by name;
+- :mod:`~trainers.advantages.registry`: each base's episode term, step term, needs and options, by name;
+  a new base is one :func:`register_estimator` call, in the package or in a plug-in;
 - :mod:`~trainers.advantages.episode`: the episode level (:func:`episode_advantages`; the paper's
   :func:`progpo_episode_advantages`, one group, and its ``(B, G)`` form);
 - :mod:`~trainers.advantages.step`: the step level, :func:`step_advantages` with an
@@ -68,14 +69,25 @@ except ImportError:
     check_import_names(("wrappers",))
     raise
 
+# (importing gigpo, planpo and hgpo registers their bases)
 from trainers.advantages.config import AdvantageConfig
 from trainers.advantages.episode import episode_advantages, progpo_episode_advantages, progpo_episode_advantages_batched
-from trainers.advantages.grpo import grpo_advantages, rloo_advantages
 from trainers.advantages.gigpo import GiGPOConfig
+from trainers.advantages.grpo import grpo_advantages, rloo_advantages
 from trainers.advantages.hgpo import FUSIONS, HGPOConfig, hgpo_history_advantages, potential_credit
 from trainers.advantages.planpo import PlanPOConfig, planpo_alpha, planpo_episode_advantages, planpo_turn_advantages
 from trainers.advantages.progpo import group_scope_first_visit, progress_advantages, shuffle_within_groups
-from trainers.advantages.registry import BASES, ESTIMATORS
+from trainers.advantages.registry import (
+    Estimator,
+    StepContext,
+    base_names,
+    estimator,
+    estimator_names,
+    load_plugin,
+    option,
+    register,
+    register_estimator,
+)
 from trainers.advantages.segments import anchor_advantages, discounted_returns, factorize
 from trainers.advantages.step import StepAdvantages, penalized_advantages, step_advantages
 
@@ -83,6 +95,15 @@ __all__ = [
     "penalized_advantages",
     "BASES",
     "ESTIMATORS",
+    "Estimator",
+    "StepContext",
+    "base_names",
+    "estimator",
+    "estimator_names",
+    "load_plugin",
+    "option",
+    "register",
+    "register_estimator",
     "FUSIONS",
     "AdvantageConfig",
     "GiGPOConfig",
@@ -107,3 +128,12 @@ __all__ = [
     "planpo_turn_advantages",
     "potential_credit",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``BASES`` and ``ESTIMATORS``: the registered names now (a plug-in registered later is in the next read)."""
+    if name == "BASES":
+        return base_names()
+    if name == "ESTIMATORS":
+        return estimator_names()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,11 +1,12 @@
 """The estimator's options: :class:`AdvantageConfig` (defaults reproduce the papers)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from trainers.advantages.hgpo import Fusion
-from trainers.advantages.registry import BASE_ESTIMATORS, ESTIMATORS
+from trainers.advantages.registry import Estimator, base_names, estimator, option_fields
 from trainers.advantages.segments import Norm, check_norm
 from wrappers.signals import TAU_P, TAU_R
 
@@ -18,7 +19,7 @@ class AdvantageConfig:
     them; each base reads its own share as a frozen config (:attr:`options`). Defaults reproduce
     the papers.
 
-    estimator: one of :data:`ESTIMATORS` (a base of :data:`BASES`, or ``progpo-<base>``).
+    estimator: a registered base (:func:`~trainers.advantages.registry.base_names`), or ``progpo-<base>``.
     gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
         anchor term, HGPO's history term). lam: ProGPO lambda.
     norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), every level.
@@ -41,6 +42,8 @@ class AdvantageConfig:
         depth weights ``(k + 1)^alpha``, and the fusion (``power`` | ``inverse-variance``).
     potential_credit: HGPO: add the reconstructed transition credit of arXiv 2607.04242
         (:func:`~trainers.advantages.hgpo.potential_credit`) to the history term.
+    options: the base's own options by name (a plug-in's, or a built-in's beside its flat field
+        above, which it overrides), checked against its options dataclass.
     """
 
     estimator: str = "progpo-grpo"
@@ -62,12 +65,12 @@ class AdvantageConfig:
     hgpo_alpha: float = 1.0
     hgpo_fusion: Fusion = "power"
     potential_credit: bool = False
+    options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.gate not in ("all_failed", "always"):
             raise ValueError(f"gate must be 'all_failed' or 'always', got {self.gate!r}")
-        if self.estimator not in ESTIMATORS:
-            raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {self.estimator!r}")
+        spec = estimator(self.estimator)  # an unknown name: one line with the known ones
         check_norm(self.norm)
         if self.coverage not in ("rate", "count"):
             raise ValueError(f"coverage must be 'rate' or 'count', got {self.coverage!r}")
@@ -77,22 +80,40 @@ class AdvantageConfig:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if not self.eps >= 0.0:  # a negative eps can cancel a group's std and divide by 0
             raise ValueError(f"eps must be >= 0, got {self.eps}")
-        for base in BASE_ESTIMATORS.values():  # every base's own options are valid, used or not
-            if base.options is not None:
-                base.options(self)
+        if not isinstance(self.options, Mapping):
+            raise ValueError(f"options must be a mapping of the estimator's options, got {self.options!r}")
+        for name in base_names():  # every base's own options are valid, used or not
+            self.options_of(estimator(name), own=name == spec.name)
         if self.potential_credit and self.base != "hgpo":
             raise ValueError(f"potential_credit belongs to hgpo and progpo-hgpo, not {self.estimator}")
 
+    def _flat(self, spec: Estimator) -> dict[str, Any]:
+        """The base's options written as flat fields of this config (``hgpo_depth``)."""
+        names = {f.name for f in dataclasses.fields(self)}
+        return {f.name: getattr(self, spec.flag(f)) for f in option_fields(spec.options) if spec.flag(f) in names}
+
+    def options_of(self, spec: Estimator, own: bool = True) -> Any:
+        """``spec``'s options dataclass: its flat fields here, then (for the configured base, ``own``)
+        :attr:`options` over them."""
+        values = self._flat(spec)
+        if own:
+            values.update(self.options)
+        return spec.make_options(values, shared=self)
+
     @property
-    def options(self) -> Any:
+    def base_options(self) -> Any:
         """The base's own frozen config (``None`` for a base without options), e.g.
         :class:`~trainers.advantages.hgpo.HGPOConfig` for ``hgpo`` and ``progpo-hgpo``.
 
-        >>> AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=3).options.depth
+        >>> AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=3).base_options.depth
         3
         """
-        make = BASE_ESTIMATORS[self.base].options
-        return make(self) if make is not None else None
+        return self.options_of(estimator(self.estimator))
+
+    @property
+    def spec(self) -> Estimator:
+        """The registered base (:class:`~trainers.advantages.registry.Estimator`)."""
+        return estimator(self.estimator)
 
     @property
     def base(self) -> str:

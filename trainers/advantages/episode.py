@@ -1,7 +1,7 @@
 """The episode level: each trajectory's advantage ``A^E_i``, any estimator, many groups at once.
 
 :func:`episode_flat` is the one implementation: the base's episode term
-(:data:`~trainers.advantages.registry.BASE_ESTIMATORS`), with ProGPO's progress term where the
+(:func:`~trainers.advantages.registry.estimator`), with ProGPO's progress term where the
 estimator is ``progpo-<base>``. :func:`episode_advantages` takes any group ids;
 :func:`progpo_episode_advantages` is the paper's function (one group), and
 :func:`progpo_episode_advantages_batched` its ``(B, G)`` form.
@@ -11,11 +11,13 @@ array([-1.,  1.])
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from trainers.advantages.grpo import rows
 from trainers.advantages.progpo import with_progress
-from trainers.advantages.registry import BASE_ESTIMATORS, ESTIMATORS
+from trainers.advantages.registry import estimator as registered
 from trainers.advantages.segments import Norm, as_float, check_norm, dense_ids
 from wrappers.signals import TAU_P, TAU_R
 
@@ -25,11 +27,13 @@ __all__ = ["episode_advantages", "episode_flat", "progpo_episode_advantages", "p
 def episode_flat(
     r: np.ndarray, gid: np.ndarray, n: int, base: str, p: np.ndarray | None, *, lam: float, norm: str,
     tau_r: float, tau_p: float, eps: float, gate: str = "all_failed", failed: np.ndarray | None = None,
-    turns: np.ndarray | None = None, success_threshold: float = 1.0,
+    turns: np.ndarray | None = None, options: Any = None,
 ) -> np.ndarray:
     """A^E_i of every trajectory (flat arrays, dense group ids ``gid`` of ``n`` groups): the base's
     episode term, and with progress ``p`` ProGPO's term (:func:`~trainers.advantages.progpo.with_progress`)."""
-    adv = BASE_ESTIMATORS[base].episode(r, gid, n, eps=eps, norm=norm, turns=turns, success_threshold=success_threshold)
+    spec = registered(base)
+    opts = spec.make_options() if options is None else options
+    adv = spec.run_episode(r, gid, n, eps=eps, norm=norm, turns=turns, options=opts)
     if p is None:  # plain base estimator
         return adv
     return with_progress(adv, r, gid, n, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, gate=gate,
@@ -48,21 +52,21 @@ def episode_advantages(
     tau_p: float = TAU_P,
     eps: float = 1e-6,
     turns: np.ndarray | None = None,
-    success_threshold: float = 1.0,
+    **options: Any,
 ) -> np.ndarray:
     """Episode-level advantage of each trajectory, many (possibly ragged) groups at once.
 
     ``outcomes[i]`` is ``R_i``, ``group_ids[i]`` the group of trajectory ``i`` (any ints),
     ``coverage[i]`` its progress ``P_i`` (needed by ``progpo-*`` estimators), ``turns[i]`` its
-    number of turns ``T_i`` (needed by ``planpo`` and ``progpo-planpo``). GiGPO's and HGPO's
-    episode level is GRPO's.
+    number of turns ``T_i`` (needed by a base that needs ``turns``, as PlanPO). ``options``: the
+    base's own options by name (PlanPO's ``success_threshold``). GiGPO's and HGPO's episode level
+    is GRPO's.
 
     >>> episode_advantages(np.array([1., 0., 0., 0.]), np.array([0, 0, 1, 1]),
     ...                    np.array([.1, .2, .1, .3]), estimator="progpo-grpo").round(3)
     array([ 1., -1., -1.,  1.])
     """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"estimator must be one of {', '.join(ESTIMATORS)}, got {estimator!r}")
+    spec = registered(estimator)
     check_norm(norm)
     r = as_float(outcomes, "outcomes").reshape(-1)
     gid, n = dense_ids(group_ids)
@@ -78,8 +82,8 @@ def episode_advantages(
     t = None if turns is None else as_float(turns, "turns").reshape(-1)
     if t is not None and t.shape != r.shape:
         raise ValueError(f"turns has {t.size} entries, outcomes {r.size}")
-    return episode_flat(r, gid, n, estimator.removeprefix("progpo-"), p, lam=lam, norm=norm, tau_r=tau_r,
-                        tau_p=tau_p, eps=eps, turns=t, success_threshold=success_threshold)
+    return episode_flat(r, gid, n, spec.name, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, turns=t,
+                        options=spec.make_options(options))
 
 
 def _check_base(base: str) -> None:

@@ -42,10 +42,11 @@ array([ 1.,  1., -1., -1.])
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal, Mapping, Sequence
 
 import numpy as np
 
+from trainers.advantages.registry import Estimator, StepContext, grpo_episode, option, register_builtin
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 
 __all__ = ["Fusion", "HGPOConfig", "HistoryClusters", "FUSIONS", "history_clusters", "hgpo_history_advantages",
@@ -67,11 +68,15 @@ class HGPOConfig:
     ValueError: hgpo depth must be an integer >= 0, got -1
     """
 
-    depth: int = 2
-    alpha: float = 1.0
-    fusion: Fusion = "power"
-    potential_credit: bool = False
-    omega: float = 1.0
+    depth: int = option(2, "the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is GiGPO's "
+                           "anchor grouping)", flag="hgpo_depth", ge=0)
+    alpha: float = option(1.0, "depth weights (k + 1)^alpha of the power fusion", flag="hgpo_alpha", ge=0)
+    fusion: Fusion = option("power", "fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
+                            "inverse-variance (of each cluster's mean return)", flag="hgpo_fusion", choices=FUSIONS)
+    potential_credit: bool = option(False, "add the transition credit gamma * Phi(s') - Phi(s) from depth-fused state "
+                                    "potentials (a reconstruction of arXiv 2607.04242, whose text is not public)",
+                                    flag="potential_credit", exclusive=True)
+    omega: float = option(1.0, "weight of the history term", shared=True, ge=0)
 
     def __post_init__(self) -> None:
         if self.fusion not in FUSIONS:
@@ -215,3 +220,50 @@ def potential_credit(returns: np.ndarray, step_rewards: np.ndarray, step_traj: n
     grid = np.zeros((n_traj, t_max))  # Phi of (trajectory, time); 0 after the last step
     grid[traj, t] = phi
     return rew + gamma * grid[traj, t + 1] - phi
+
+
+def hgpo_step(ctx: StepContext) -> np.ndarray | None:
+    """HGPO: ``omega`` x the history term over depths 0..K (+ the potential credit)."""
+    if not ctx.traj.size:
+        return None
+    cfg, opts, traj, t = ctx.cfg, ctx.options, ctx.traj, ctx.t
+    rew, ret = ctx.returns()
+    s, step_group = ctx.states(), ctx.gid[traj]
+    clusters = history_clusters(step_group, traj, t, s, opts.depth)
+    term = hgpo_history_advantages(ret, step_group, traj, t, s, alpha=opts.alpha, fusion=opts.fusion,
+                                   eps=cfg.eps, norm=cfg.norm, clusters=clusters)
+    ctx.acted["hgpo_peer_steps"] = float(np.sum((clusters.count > 1).any(axis=0)))
+    ctx.acted["hgpo_deep_steps"] = float(np.sum((clusters.count[1:] > 1).any(axis=0)))
+    if opts.potential_credit:
+        term = term + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
+    return opts.omega * term
+
+
+def hgpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dict[str, float]:
+    """Where HGPO's history term acted: the share of steps with a peer at some depth, and at depth 1 or more.
+
+    >>> hgpo_metrics({"hgpo_peer_steps": 30.0, "hgpo_deep_steps": 10.0}, 8, 100)
+    {'adv/hgpo_peer_step_frac': 0.3, 'adv/hgpo_deep_step_frac': 0.1}
+    """
+    if "hgpo_peer_steps" not in acted:
+        return {}
+    return {"adv/hgpo_peer_step_frac": float(acted["hgpo_peer_steps"]) / max(n_steps, 1),
+            "adv/hgpo_deep_step_frac": float(acted.get("hgpo_deep_steps", 0.0)) / max(n_steps, 1)}
+
+
+def hgpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
+    """The report's paragraph: how often a step had a history peer."""
+    peer = sum(float(r.get("adv/hgpo_peer_step_frac", 0.0)) for r in train) / len(train)
+    deep = sum(float(r.get("adv/hgpo_deep_step_frac", 0.0)) for r in train) / len(train)
+    credit = " with the reconstructed potential credit (arXiv 2607.04242)" if config.get("potential_credit") else ""
+    return ["## Where HGPO acted", "",
+            f"On average {peer:.1%} of the steps of an iteration had a peer with the same state in their group, "
+            f"and {deep:.1%} one with the same state and at least the last state before it (depths 1.."
+            f"{config.get('hgpo_depth', 2)}, {config.get('hgpo_fusion', 'power')} fusion{credit}).", ""]
+
+
+register_builtin(Estimator("hgpo", grpo_episode, hgpo_step, needs=frozenset({"states"}), options=HGPOConfig,
+                   help="step returns compared over matching histories (GRPO's episode term plus omega x the "
+                        "history-depth term)", metrics=hgpo_metrics, report=hgpo_report,
+                   acted={"HGPO peer steps": "adv/hgpo_peer_step_frac",
+                          "HGPO deep steps": "adv/hgpo_deep_step_frac"}), rank=4)

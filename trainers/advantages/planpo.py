@@ -24,10 +24,12 @@ array([ 1.2247,  0.    , -1.2247])
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from trainers.advantages.registry import Estimator, StepContext, option, register_builtin
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 
 __all__ = ["PlanPOConfig", "planpo_alpha", "planpo_episode_advantages", "planpo_episode_flat", "planpo_turn_advantages"]
@@ -37,10 +39,16 @@ __all__ = ["PlanPOConfig", "planpo_alpha", "planpo_episode_advantages", "planpo_
 class PlanPOConfig:
     """PlanPO's own options: an outcome at or above ``success_threshold`` is a success (WebShop: a
     partial score below it is not); ``alpha`` weights the turn term at this iteration (the trainer
-    sets it from :func:`planpo_alpha`; 0 in score mode)."""
+    sets it from :func:`planpo_alpha` between ``alpha_start`` and ``alpha_end``; 0 in score mode)."""
 
-    success_threshold: float = 1.0
-    alpha: float = 0.1
+    success_threshold: float = option(1.0, "an outcome at or above it is a success (a partial WebShop score below it "
+                                      "is not)", flag="success_threshold", ge=0)
+    alpha: float = option(0.1, "weight of the turn term at this iteration (set from alpha_start and alpha_end)",
+                          flag="planpo_alpha", train=False, ge=0)
+    alpha_start: float = option(0.1, "weight of the turn term (shorter answers among successes) at the first "
+                                "iteration, decaying linearly to planpo_alpha_end; generate mode only (score mode: 0, "
+                                "it would reward short command names)", flag="planpo_alpha_start", ge=0)
+    alpha_end: float = option(0.05, "weight of the turn term at the last iteration", flag="planpo_alpha_end", ge=0)
 
 
 def _constant_segments(x: np.ndarray, seg: np.ndarray, n_seg: int) -> np.ndarray:
@@ -140,3 +148,76 @@ def planpo_alpha(iteration: int, iterations: int, start: float = 0.1, end: float
         raise ValueError(f"iteration must be in 1..{iterations}, got {iteration}")
     frac = (iteration - 1) / (iterations - 1) if iterations > 1 else 0.0
     return start + (end - start) * frac
+
+
+def planpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, turns: np.ndarray | None,
+                   options: PlanPOConfig | None = None, **_: Any) -> np.ndarray:
+    """PlanPO's trajectory term (needs the number of turns ``T_i``)."""
+    if turns is None:
+        raise ValueError("planpo needs the number of turns T_i of each trajectory")
+    threshold = (options or PlanPOConfig()).success_threshold
+    return planpo_episode_flat(r, turns, gid, n, success_threshold=threshold, eps=eps, norm=norm)
+
+
+def planpo_step(ctx: StepContext) -> np.ndarray | None:
+    """PlanPO: ``alpha`` x the turn term (one group's turn-t answers); counts where its
+    trajectory term acted."""
+    cfg, opts, r, gid, n_groups = ctx.cfg, ctx.options, ctx.r, ctx.gid, ctx.n_groups
+    planpo_ep = planpo_episode_flat(r, ctx.length, gid, n_groups, success_threshold=opts.success_threshold,
+                                    eps=cfg.eps, norm=cfg.norm) if r.size else np.zeros(0)
+    ctx.acted["planpo_groups"] = float(np.sum(np.bincount(gid, weights=(planpo_ep != 0).astype(float),
+                                                          minlength=n_groups) > 0)) if r.size else 0.0
+    alpha = opts.alpha if ctx.response_lengths is not None else 0.0
+    ctx.acted["planpo_turn_alpha"] = float(alpha)
+    if not (alpha and ctx.traj.size):
+        return None
+    return alpha * planpo_turn_advantages(r, gid, ctx.traj, ctx.t, ctx.response_lengths,
+                                          success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm)
+
+
+def planpo_schedule(options: PlanPOConfig, iteration: int, iterations: int, generate: bool) -> PlanPOConfig:
+    """The options at ``iteration``: the turn weight on its linear schedule in generate mode, 0 in
+    score mode (there a response is a command's name, and the term would reward short names).
+
+    >>> planpo_schedule(PlanPOConfig(), 1, 2, True).alpha, planpo_schedule(PlanPOConfig(), 1, 2, False).alpha
+    (0.1, 0.0)
+    """
+    if not generate:
+        return replace(options, alpha=0.0)
+    return replace(options, alpha=planpo_alpha(min(max(iteration, 1), iterations), iterations, options.alpha_start,
+                                               options.alpha_end))
+
+
+def planpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dict[str, float]:
+    """Where PlanPO acted: the groups its trajectory term ranked, and the turn weight used.
+
+    >>> planpo_metrics({"planpo_groups": 2.0, "planpo_turn_alpha": 0.0}, 8, 100)
+    {'adv/planpo_groups': 2.0, 'adv/planpo_group_frac': 0.25, 'adv/planpo_turn_alpha': 0.0}
+    """
+    if "planpo_groups" not in acted:
+        return {}
+    return {"adv/planpo_groups": float(acted["planpo_groups"]),
+            "adv/planpo_group_frac": float(acted["planpo_groups"]) / max(n_groups, 1),
+            "adv/planpo_turn_alpha": float(acted.get("planpo_turn_alpha", 0.0))}
+
+
+def planpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
+    """The report's paragraph: the groups PlanPO ranked, and whether its turn term was on."""
+    acted = sum(float(r.get("adv/planpo_groups", 0.0)) for r in train)
+    groups = sum(float(r["adv/groups"]) for r in train)
+    alphas = [float(r.get("adv/planpo_turn_alpha", 0.0)) for r in train]
+    turn = (f"The turn term's weight went from {alphas[0]:.3f} to {alphas[-1]:.3f}." if any(alphas) else
+            "The turn term was off (alpha 0): in score mode a response is a command's name, and the term "
+            "would reward short names." if config.get("policy_mode") == "score" else
+            "The turn term was off (alpha 0).")
+    return ["## Where PlanPO acted", "",
+            f"The trajectory term (shorter successes rank higher) acted in **{acted:.0f} of {groups:.0f} "
+            f"groups** ({acted / max(groups, 1):.1%}): the groups with a success whose successes differ in "
+            f"length. {turn}", ""]
+
+
+register_builtin(Estimator("planpo", planpo_episode, planpo_step, needs=frozenset({"turns"}),
+                   options=PlanPOConfig, help="shorter successes rank higher (the trajectory term z(R / T) among the "
+                   "successes, plus alpha x the turn term in generate mode)", metrics=planpo_metrics,
+                   acted={"PlanPO groups": "adv/planpo_group_frac"}, report=planpo_report,
+                   schedule=planpo_schedule), rank=3)

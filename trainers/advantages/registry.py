@@ -1,7 +1,8 @@
-"""The base estimators, by name: each one's episode term and step term.
+"""The base estimators, by name: each one registered once, with its terms, its needs and its options.
 
-A :class:`BaseEstimator` gives each trajectory its episode term ``A^E_i`` (:attr:`~BaseEstimator.episode`)
-and may add a step term to each step (:attr:`~BaseEstimator.step`, from a :class:`StepContext`):
+A base estimator (:class:`Estimator`) gives each trajectory its episode term ``A^E_i``
+(:attr:`~Estimator.episode`) and may add a step term to each step (:attr:`~Estimator.step`, from
+a :class:`StepContext`). The built-in bases register themselves in their family's module:
 
 ================  ===============================  =============================================
 base              episode term                     step term
@@ -13,38 +14,56 @@ planpo            z(R / T) among the successes     ``alpha`` x turn term (shorte
 hgpo              GRPO's                           ``omega`` x history-depth term (+ potential credit)
 ================  ===============================  =============================================
 
-Each base with options of its own reads them from a frozen config of its family's module
-(:class:`~trainers.advantages.gigpo.GiGPOConfig`, :class:`~trainers.advantages.planpo.PlanPOConfig`,
-:class:`~trainers.advantages.hgpo.HGPOConfig`), which :attr:`BaseEstimator.options` builds from
-the flat :class:`~trainers.advantages.config.AdvantageConfig` the flags and YAML write.
+Each base also runs as ``progpo-<base>`` (:func:`estimator_names`): ProGPO's progress term in its
+all-failed groups (:func:`trainers.advantages.progpo.with_progress`).
 
-Each base also runs as ``progpo-<base>`` (:data:`ESTIMATORS`): ProGPO's progress term in its
-all-failed groups (:func:`trainers.advantages.progpo.with_progress`). A new base is one entry
-of :data:`BASE_ESTIMATORS`.
+A new base is one registered function, in the package or outside it: the decorator
+:func:`register_estimator` on its step term (its episode term defaults to GRPO's), with a frozen
+dataclass of its options, each field an :func:`option` with its help text, default and bounds.
+Everything else reads the registry: the trainer's ``--estimator`` and the ``advantage:`` section
+(a plug-in's options go under ``advantage: {options: ...}`` or ``--estimator-option``), the
+records' "where it acted" metrics (:attr:`Estimator.metrics`), the run report
+(:attr:`Estimator.report`), the lab's methods and the verl estimators. A module that registers
+estimators is loaded by ``--plugin MODULE_OR_FILE`` or, once installed, through the entry point
+group ``progpo.estimators`` (:func:`load_entry_points`).
 
->>> sorted(BASE_ESTIMATORS) == sorted(BASES), STEP_BASES
-(True, ('gigpo', 'hgpo'))
+>>> @register_estimator("doc-demo", help="GRPO plus one constant", replace=True)
+... def _demo(ctx):
+...     return np.full(ctx.traj.size, 0.5)
+>>> "doc-demo" in base_names(), "progpo-doc-demo" in estimator_names()
+(True, True)
+>>> unregister("doc-demo")
 """
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import math
+import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from trainers.advantages.gigpo import GiGPOConfig
 from trainers.advantages.grpo import grpo_flat, rloo_flat
-from trainers.advantages.hgpo import HGPOConfig, hgpo_history_advantages, history_clusters, potential_credit
-from trainers.advantages.planpo import PlanPOConfig, planpo_episode_flat, planpo_turn_advantages
-from trainers.advantages.segments import anchor_advantages, as_float, discounted_returns
+from trainers.advantages.segments import as_float, discounted_returns
 
-__all__ = ["BASES", "BASE_ESTIMATORS", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "StepContext"]
+__all__ = ["BASES", "BASE_ESTIMATORS", "ENTRY_POINT_GROUP", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "Estimator",
+           "StepContext", "base_names", "check_options", "estimator", "estimator_names", "flat_options", "grpo_episode",
+           "load_entry_points", "load_plugin", "option", "option_fields", "register", "register_builtin", "register_estimator",
+           "unregister"]
+
+#: the entry point group of installed distributions that register estimators
+ENTRY_POINT_GROUP = "progpo.estimators"
 
 
 @dataclass
 class StepContext:
     """What a step term reads: the config (``cfg``: the shared options; ``options``: the base's
-    own frozen config, :attr:`BaseEstimator.options`), the trajectories (``r`` R_i, ``gid`` dense group,
+    own frozen config, :attr:`Estimator.options`), the trajectories (``r`` R_i, ``gid`` dense group,
     ``length`` T_i) and the steps (``traj``, ``t``, ``fv`` first visits as floats, ``failed`` each
     group's all-failed flag, ``state_ids``, ``step_rewards``, ``response_lengths``); ``acted``
     takes the counts of where the term acted."""
@@ -89,26 +108,278 @@ class StepContext:
         return s
 
 
-#: ``episode(r, gid, n, *, eps, norm, turns, success_threshold)``: the episode term of each trajectory
+#: ``episode(r, gid, n, *, eps, norm, turns, options)``: the episode term of each trajectory
 EpisodeTerm = Callable[..., np.ndarray]
 #: ``step(ctx)``: what the base adds to each step's advantage, or ``None``
 StepTerm = Callable[[StepContext], "np.ndarray | None"]
+#: what an estimator may need beside outcomes and groups
+NEEDS = ("states", "turns", "response_lengths")
+
+
+def option(default: Any, help: str, *, flag: str | None = None, ge: float | None = None,  # noqa: A002 - argparse's word
+           le: float | None = None, choices: Sequence[Any] | None = None, train: bool = True,
+           shared: bool = False, exclusive: bool = False) -> Any:
+    """A field of an estimator's options dataclass: its default, its one line of help, its bounds
+    (``ge`` / ``le``) or ``choices``. ``flag``: the flat name the trainer's flags, YAML and verl's
+    config spell it with (default ``<base>_<field>``); ``train=False``: set by the trainer itself
+    (PlanPO's per-iteration weight), not a flag of its own; ``shared``: the value of the shared
+    option of that name (``omega``) unless given; ``exclusive``: set away from its default while
+    another base trains, it is an error (a feature that would silently do nothing)."""
+    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "ge": ge, "le": le,
+                                                        "choices": tuple(choices) if choices else None,
+                                                        "train": train, "shared": shared, "exclusive": exclusive})
+
+
+def option_fields(options: type | None) -> tuple[dataclasses.Field, ...]:
+    """The fields of an options dataclass (none for ``None``)."""
+    return dataclasses.fields(options) if options is not None else ()
+
+
+def _check_value(owner: str, f: dataclasses.Field, value: Any) -> Any:
+    """``value`` checked against the field's default type, bounds and choices; ints are read as floats."""
+    meta, default = f.metadata, f.default
+    what = meta.get("flag") or f"{owner} option {f.name}"
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise ValueError(f"{what} must be true or false, got {value!r}")
+    elif isinstance(default, int):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{what} must be an integer, got {value!r}")
+    elif isinstance(default, float):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{what} must be a finite number, got {value!r}")
+        value = float(value)
+    elif isinstance(default, str) and not isinstance(value, str):
+        raise ValueError(f"{what} must be a string, got {value!r}")
+    if meta.get("ge") is not None and value < meta["ge"]:
+        raise ValueError(f"{what} must be >= {meta['ge']}, got {value!r}")
+    if meta.get("le") is not None and value > meta["le"]:
+        raise ValueError(f"{what} must be <= {meta['le']}, got {value!r}")
+    if meta.get("choices") and value not in meta["choices"]:
+        raise ValueError(f"{what} must be one of {', '.join(map(str, meta['choices']))}, got {value!r}")
+    return value
+
+
+def check_options(owner: str, options: type | None, values: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` checked against the options dataclass: no unknown name, each value of its type,
+    in its bounds and choices. Returns the values with ints made floats where a float is meant.
+
+    >>> from trainers.advantages.hgpo import HGPOConfig
+    >>> check_options("hgpo", HGPOConfig, {"depth": 3})
+    {'depth': 3}
+    >>> check_options("hgpo", HGPOConfig, {"dept": 3})
+    Traceback (most recent call last):
+    ...
+    ValueError: hgpo has no option 'dept'; it takes depth, alpha, fusion, potential_credit, omega
+    """
+    known = {f.name: f for f in option_fields(options)}
+    out = {}
+    for name, value in values.items():
+        if name not in known:
+            takes = ", ".join(known) if known else "no options"
+            raise ValueError(f"{owner} has no option {name!r}; it takes {takes}")
+        out[name] = _check_value(owner, known[name], value)
+    return out
 
 
 @dataclass(frozen=True)
-class BaseEstimator:
-    """A base estimator: its episode term, its step term (or none), whether the step term reads
-    the canonical states ``o_t``, and ``options``: its own frozen config out of the flat
-    :class:`~trainers.advantages.config.AdvantageConfig` (``None``: a base without options)."""
+class Estimator:
+    """A base estimator.
+
+    Attributes:
+        name: what ``--estimator`` takes (``progpo-<name>`` adds ProGPO's progress term).
+        episode: the episode term (default: GRPO's z-score, :func:`grpo_episode`).
+        step: the step term, or ``None``.
+        needs: what it reads beside outcomes and groups: ``states`` (the canonical ``o_t`` of each
+            step), ``turns`` (each trajectory's number of turns), ``response_lengths``.
+        options: its frozen options dataclass (each field an :func:`option`), or ``None``.
+        help: one line for ``--help`` and the lab.
+        metrics: ``(acted, n_groups, n_steps) -> {"adv/...": value}``: where its own terms acted,
+            from the counts its step term wrote into ``ctx.acted``.
+        report: ``(train_records, config) -> lines``: a paragraph of the run's report.
+        schedule: ``(options, iteration, iterations, generate) -> options``: its options at one
+            iteration of training (PlanPO's decaying turn weight).
+        acted: ``{label: metric}``: the shares of :attr:`metrics` the lab tabulates as where the
+            remedy acted (``{"HGPO peer steps": "adv/hgpo_peer_step_frac"}``).
+    """
 
     name: str
-    episode: EpisodeTerm
+    episode: EpisodeTerm | None = None
     step: StepTerm | None = None
-    needs_states: bool = False
-    options: Callable[[Any], Any] | None = None
+    needs: frozenset[str] = frozenset()
+    options: type | None = None
+    help: str = ""
+    metrics: Callable[[Mapping[str, float], int, int], dict[str, float]] | None = None
+    report: Callable[[Sequence[dict[str, Any]], Mapping[str, Any]], list[str]] | None = None
+    schedule: Callable[[Any, int, int, bool], Any] | None = None
+    acted: Mapping[str, str] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name or self.name.startswith("progpo-") or "+" in self.name:
+            raise ValueError(f"an estimator's name is a non-empty string without '+' that does not start with "
+                             f"'progpo-' (that prefix adds ProGPO's term), got {self.name!r}")
+        unknown = set(self.needs) - set(NEEDS)
+        if unknown:
+            raise ValueError(f"estimator {self.name}: needs takes {', '.join(NEEDS)}, got {', '.join(sorted(unknown))}")
+        if self.options is not None and not (dataclasses.is_dataclass(self.options)
+                                             and self.options.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+            raise ValueError(f"estimator {self.name}: options must be a frozen dataclass")
+
+    @property
+    def needs_states(self) -> bool:
+        return "states" in self.needs
+
+    def flag(self, f: dataclasses.Field) -> str:
+        """The flat name of one of its options (``hgpo_depth``)."""
+        return f.metadata.get("flag") or f"{self.name.replace('-', '_')}_{f.name}"
+
+    def make_options(self, values: Mapping[str, Any] | None = None, shared: Any = None) -> Any:
+        """Its options dataclass from ``values`` (checked, defaults for the rest); a field named
+        like a shared option of ``shared`` (``omega``) takes that value unless given."""
+        if self.options is None:
+            if values:
+                raise ValueError(f"{self.name} takes no options, got {', '.join(values)}")
+            return None
+        given = check_options(self.name, self.options, values or {})
+        for f in option_fields(self.options):
+            if f.name not in given and shared is not None and hasattr(shared, f.name) and f.metadata.get("shared"):
+                given[f.name] = getattr(shared, f.name)
+        return self.options(**given)
+
+    def run_episode(self, r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str,
+                    turns: np.ndarray | None, options: Any) -> np.ndarray:
+        """The episode term of each trajectory."""
+        term = self.episode or grpo_episode
+        return term(r, gid, n, eps=eps, norm=norm, turns=turns, options=options)
 
 
-def _grpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, **_: Any) -> np.ndarray:
+#: kept for code written against the first registry
+BaseEstimator = Estimator
+
+_REGISTRY: dict[str, Estimator] = {}
+_BUILTIN: dict[str, int] = {}  # a built-in base -> its rank in base_names()
+_ENTRY_POINTS_LOADED = False
+
+
+def register(spec: Estimator, *, replace: bool = False) -> Estimator:
+    """Register ``spec`` under its name; a name taken by another estimator is an error unless ``replace``."""
+    if spec.name in _REGISTRY and not replace and _REGISTRY[spec.name] != spec:
+        raise ValueError(f"estimator {spec.name!r} is registered already; pick another name (or replace=True)")
+    if spec.name in _BUILTIN and replace:
+        raise ValueError(f"estimator {spec.name!r} is built in; register yours under another name")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def register_estimator(name: str, *, episode: EpisodeTerm | None = None, needs: Sequence[str] = (),
+                       options: type | None = None, help: str = "",  # noqa: A002 - argparse's word
+                       metrics: Callable[..., dict[str, float]] | None = None,
+                       report: Callable[..., list[str]] | None = None, schedule: Callable[..., Any] | None = None,
+                       acted: Mapping[str, str] | None = None, replace: bool = False) -> Callable[[StepTerm], StepTerm]:
+    """Register the decorated function as the step term of the estimator ``name`` (the other
+    fields as :class:`Estimator`'s); returns the function unchanged."""
+
+    def decorate(step: StepTerm) -> StepTerm:
+        register(Estimator(name, episode=episode, step=step, needs=frozenset(needs), options=options, help=help,
+                           metrics=metrics, report=report, schedule=schedule, acted=dict(acted or {})),
+                 replace=replace)
+        return step
+
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove a registered estimator (tests; a built-in cannot be removed)."""
+    if name in _BUILTIN:
+        raise ValueError(f"estimator {name!r} is built in")
+    _REGISTRY.pop(name, None)
+
+
+def register_builtin(spec: Estimator, rank: int) -> Estimator:
+    """Register one of the package's own bases, listed at ``rank`` among them (whatever order
+    their modules are imported in)."""
+    register(spec)
+    _BUILTIN[spec.name] = rank
+    return spec
+
+
+def load_entry_points() -> None:
+    """Import every module of the ``progpo.estimators`` entry point group once (each registers
+    its estimators); a plug-in that fails to load is named in one line."""
+    global _ENTRY_POINTS_LOADED
+    if _ENTRY_POINTS_LOADED:
+        return
+    _ENTRY_POINTS_LOADED = True
+    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            ep.load()
+        except Exception as err:  # a broken plug-in must not hide the built-ins: said, and skipped
+            print(f"warning: estimator plug-in {ep.name} ({ep.value}) did not load: {type(err).__name__}: {err}",
+                  file=sys.stderr)
+
+
+def load_plugin(spec: str) -> None:
+    """Import a module that registers estimators or teachers: a dotted module name, or a ``.py``
+    file (loaded once per path). A missing one is a ``ValueError`` of one line."""
+    path = Path(spec)
+    if spec.endswith(".py"):
+        if not path.is_file():
+            raise ValueError(f"plugin {spec}: no such file")
+        name = f"progpo_plugin_{abs(hash(str(path.resolve())))}"
+        if name in sys.modules:
+            return
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        assert loader_spec is not None and loader_spec.loader is not None
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        try:
+            loader_spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[name]
+            raise
+        return
+    try:
+        importlib.import_module(spec)
+    except ModuleNotFoundError as err:
+        raise ValueError(f"plugin {spec}: {err}; pass an importable module or a .py file") from None
+
+
+def flat_options(bases: Sequence[str] | None = None) -> list[tuple[str, Estimator, dataclasses.Field]]:
+    """``(flag, base, field)`` of every option a base spells as a flat flag of its own (``hgpo_depth``):
+    not a shared one (``omega``), not one the trainer sets (``train=False``)."""
+    out = []
+    for name in base_names() if bases is None else bases:
+        spec = _REGISTRY[name]
+        for f in option_fields(spec.options):
+            if f.metadata.get("train", True) and not f.metadata.get("shared"):
+                out.append((spec.flag(f), spec, f))
+    return out
+
+
+def estimator(name: str) -> Estimator:
+    """The registered base ``name`` (``progpo-`` stripped); an unknown name is one line with the known ones."""
+    base = name.removeprefix("progpo-")
+    if base not in _REGISTRY:
+        load_entry_points()
+    if base not in _REGISTRY:
+        raise ValueError(f"estimator must be one of {', '.join(estimator_names())}, got {name!r}")
+    return _REGISTRY[base]
+
+
+def base_names() -> tuple[str, ...]:
+    """The registered bases: the built-ins by rank, then the others in their registration order."""
+    load_entry_points()
+    return tuple(sorted(_REGISTRY, key=lambda n: (n not in _BUILTIN, _BUILTIN.get(n, 0))))
+
+
+def estimator_names() -> tuple[str, ...]:
+    """Every estimator ``--estimator`` takes: each base, then each ``progpo-<base>``."""
+    bases = base_names()
+    return bases + tuple(f"progpo-{b}" for b in bases)
+
+
+def grpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, **_: Any) -> np.ndarray:
+    """GRPO's episode term: the outcome's z-score in its group (the default of a registered base)."""
     return grpo_flat(r, gid, n, eps, norm)
 
 
@@ -116,71 +387,21 @@ def _rloo_episode(r: np.ndarray, gid: np.ndarray, n: int, **_: Any) -> np.ndarra
     return rloo_flat(r, gid, n)
 
 
-def _planpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, turns: np.ndarray | None,
-                    success_threshold: float, **_: Any) -> np.ndarray:
-    if turns is None:
-        raise ValueError("planpo needs the number of turns T_i of each trajectory")
-    return planpo_episode_flat(r, turns, gid, n, success_threshold=success_threshold, eps=eps, norm=norm)
+register_builtin(Estimator("grpo", grpo_episode, help="the outcome's z-score in its group"), rank=0)
+register_builtin(Estimator("rloo", _rloo_episode, help="the outcome minus the mean of the group's others"), rank=1)
 
 
-def _gigpo_step(ctx: StepContext) -> np.ndarray | None:
-    """GiGPO: ``omega`` x the anchor-state term (steps of one group with the same ``o_t``)."""
-    if not ctx.traj.size:
-        return None
-    _, ret = ctx.returns()
-    s, step_group = ctx.states(), ctx.gid[ctx.traj]
-    _, skey = np.unique(s, return_inverse=True)
-    keys = step_group.astype(np.int64) * (int(skey.max()) + 1) + skey.reshape(-1)
-    return ctx.options.omega * anchor_advantages(ret, keys, ctx.cfg.eps, ctx.cfg.norm)
+def __getattr__(name: str) -> Any:
+    """``BASE_ESTIMATORS``, ``BASES``, ``ESTIMATORS``, ``STEP_BASES``: the registry now (a plug-in
+    registered later is in the next read)."""
+    if name == "BASE_ESTIMATORS":
+        base_names()
+        return dict(_REGISTRY)
+    if name == "BASES":
+        return base_names()
+    if name == "ESTIMATORS":
+        return estimator_names()
+    if name == "STEP_BASES":
+        return tuple(n for n in base_names() if _REGISTRY[n].needs_states)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-def _hgpo_step(ctx: StepContext) -> np.ndarray | None:
-    """HGPO: ``omega`` x the history term over depths 0..K (+ the potential credit)."""
-    if not ctx.traj.size:
-        return None
-    cfg, opts, traj, t = ctx.cfg, ctx.options, ctx.traj, ctx.t
-    rew, ret = ctx.returns()
-    s, step_group = ctx.states(), ctx.gid[traj]
-    clusters = history_clusters(step_group, traj, t, s, opts.depth)
-    term = hgpo_history_advantages(ret, step_group, traj, t, s, alpha=opts.alpha, fusion=opts.fusion,
-                                   eps=cfg.eps, norm=cfg.norm, clusters=clusters)
-    ctx.acted["hgpo_peer_steps"] = float(np.sum((clusters.count > 1).any(axis=0)))
-    ctx.acted["hgpo_deep_steps"] = float(np.sum((clusters.count[1:] > 1).any(axis=0)))
-    if opts.potential_credit:
-        term = term + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
-    return opts.omega * term
-
-
-def _planpo_step(ctx: StepContext) -> np.ndarray | None:
-    """PlanPO: ``alpha`` x the turn term (one group's turn-t answers); counts where its
-    trajectory term acted."""
-    cfg, opts, r, gid, n_groups = ctx.cfg, ctx.options, ctx.r, ctx.gid, ctx.n_groups
-    planpo_ep = planpo_episode_flat(r, ctx.length, gid, n_groups, success_threshold=opts.success_threshold,
-                                    eps=cfg.eps, norm=cfg.norm) if r.size else np.zeros(0)
-    ctx.acted["planpo_groups"] = float(np.sum(np.bincount(gid, weights=(planpo_ep != 0).astype(float),
-                                                          minlength=n_groups) > 0)) if r.size else 0.0
-    alpha = opts.alpha if ctx.response_lengths is not None else 0.0
-    ctx.acted["planpo_turn_alpha"] = float(alpha)
-    if not (alpha and ctx.traj.size):
-        return None
-    return alpha * planpo_turn_advantages(r, gid, ctx.traj, ctx.t, ctx.response_lengths,
-                                          success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm)
-
-
-#: the base estimators by name
-BASE_ESTIMATORS: dict[str, BaseEstimator] = {
-    "grpo": BaseEstimator("grpo", _grpo_episode),
-    "rloo": BaseEstimator("rloo", _rloo_episode),
-    "gigpo": BaseEstimator("gigpo", _grpo_episode, _gigpo_step, needs_states=True,
-                           options=lambda c: GiGPOConfig(omega=c.omega)),
-    "planpo": BaseEstimator("planpo", _planpo_episode, _planpo_step,
-                            options=lambda c: PlanPOConfig(success_threshold=c.success_threshold, alpha=c.planpo_alpha)),
-    "hgpo": BaseEstimator("hgpo", _grpo_episode, _hgpo_step, needs_states=True,
-                          options=lambda c: HGPOConfig(depth=c.hgpo_depth, alpha=c.hgpo_alpha, fusion=c.hgpo_fusion,
-                                                       potential_credit=c.potential_credit, omega=c.omega)),
-}
-#: the base estimators; each also has a ``progpo-`` variant
-BASES: tuple[str, ...] = tuple(BASE_ESTIMATORS)
-ESTIMATORS: tuple[str, ...] = BASES + tuple(f"progpo-{b}" for b in BASES)
-#: the bases with a step-level term on the canonical states (GiGPO's anchor groups, HGPO's history clusters)
-STEP_BASES: tuple[str, ...] = tuple(name for name, b in BASE_ESTIMATORS.items() if b.needs_states)

@@ -3,7 +3,7 @@
 :func:`step_advantages` computes first visits and progress
 (:func:`~trainers.advantages.progpo.progress_of`), the episode term of each trajectory
 (:func:`~trainers.advantages.episode.episode_flat`), and adds the base's step term
-(:class:`~trainers.advantages.registry.BaseEstimator`); :func:`penalized_advantages` takes each
+(:class:`~trainers.advantages.registry.Estimator`); :func:`penalized_advantages` takes each
 invalid answer's penalty off.
 """
 from __future__ import annotations
@@ -16,10 +16,10 @@ import numpy as np
 from trainers.advantages.config import AdvantageConfig
 from trainers.advantages.episode import episode_flat
 from trainers.advantages.progpo import all_failed_flat, progress_of, shuffle_within_groups
-from trainers.advantages.registry import BASE_ESTIMATORS, StepContext
+from trainers.advantages.registry import StepContext
 from trainers.advantages.segments import as_float, dense_ids
 
-__all__ = ["StepAdvantages", "penalized_advantages", "step_advantages"]
+__all__ = ["StepAdvantages", "base_step_term", "penalized_advantages", "step_advantages"]
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def step_advantages(
     gid, n_groups = dense_ids(traj_group)  # g of each trajectory
     length = np.bincount(traj, minlength=n_traj).astype(np.float64)  # T_i
     failed = all_failed_flat(r, gid, n_groups, cfg.tau_r) if n_traj else np.zeros(0, bool)  # max_i R_i < tau_R
-    base = BASE_ESTIMATORS[cfg.base]
+    base, options = cfg.spec, cfg.base_options
 
     need_states = base.needs_states or (cfg.progpo and cfg.scope == "group")
     if need_states and state_ids is None:
@@ -108,15 +108,40 @@ def step_advantages(
     if cfg.progpo:
         p_used = shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
     ep = episode_flat(r, gid, n_groups, cfg.base, p_used, lam=cfg.lam, norm=cfg.norm, tau_r=cfg.tau_r,
-                      tau_p=cfg.tau_p, eps=cfg.eps, gate=cfg.gate, failed=failed, turns=length,
-                      success_threshold=cfg.success_threshold)
+                      tau_p=cfg.tau_p, eps=cfg.eps, gate=cfg.gate, failed=failed, turns=length, options=options)
     adv = ep[traj]  # every step t of trajectory i starts from A^E_i
     acted: dict[str, float] = {}
 
     # Step level: the base's step term (GiGPO's anchor groups, HGPO's history clusters, PlanPO's turns).
-    ctx = StepContext(cfg, cfg.options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards,
+    ctx = StepContext(cfg, options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards,
                       response_lengths, acted)
     step_term = base.step(ctx) if base.step is not None else None
     if step_term is not None:
         adv = adv + step_term  # A_t = A^E_i + omega * A^S_t (PlanPO: + alpha * its turn term)
     return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed, acted=acted)
+
+
+def base_step_term(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
+                   config: AdvantageConfig, *, state_ids: np.ndarray | None = None,
+                   response_lengths: np.ndarray | None = None) -> np.ndarray | None:
+    """The base's step term alone (without ProGPO's first visits): what an integration adds to
+    an episode term it computed from its own columns (PlanPO's turn term on verl's step rows).
+    ``None`` where the base adds nothing.
+
+    >>> from trainers.advantages.config import AdvantageConfig
+    >>> base_step_term(np.array([1., 1.]), np.array([0, 0]), np.array([0, 1]), np.array([0, 0]),
+    ...                AdvantageConfig(estimator="planpo", planpo_alpha=0.5), response_lengths=np.array([2, 6])).round(4)
+    array([ 0.5, -0.5])
+    """
+    spec = config.spec
+    if spec.step is None:
+        return None
+    r = as_float(outcomes, "outcomes").reshape(-1)
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
+    gid, n_groups = dense_ids(traj_group)
+    length = np.bincount(traj, minlength=r.size).astype(np.float64)
+    failed = all_failed_flat(r, gid, n_groups, config.tau_r) if r.size else np.zeros(0, bool)
+    ctx = StepContext(config, config.base_options, r, gid, n_groups, length, traj, t, np.zeros(traj.size), failed,
+                      state_ids, None, response_lengths, {})
+    return spec.step(ctx)

@@ -35,12 +35,16 @@ on the rows' columns (:func:`advantage_per_row`): one implementation per formula
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
+from trainers.advantages.registry import base_names
+from trainers.advantages.registry import estimator as registered_estimator
+from trainers.advantages.step import base_step_term
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
 
@@ -62,8 +66,25 @@ __all__ = [
     "require_columns",
 ]
 
-ESTIMATOR_NAMES = ("progpo_grpo", "progpo_gigpo", "progpo_shaped_grpo", "planpo", "progpo_planpo", "hgpo",
-                   "progpo_hgpo")
+#: names verl and verl-agent give estimators of their own: a base of the same name is offered as
+#: ``progpo_<name>`` alone, never in place of theirs
+VERL_SHIPS = frozenset({"grpo", "rloo", "gigpo"})
+
+
+def _verl_name(estimator: str) -> str:
+    return estimator.replace("-", "_")
+
+
+def package_names() -> dict[str, str]:
+    """verl's name -> this package's estimator, read from the registry: ``progpo_<base>`` for every
+    base, and ``<base>`` for a base that reads more than the outcome (turns, states or a step term)
+    and that verl does not ship."""
+    out = {_verl_name(f"progpo-{name}"): f"progpo-{name}" for name in base_names()}
+    for name in base_names():
+        spec = registered_estimator(name)
+        if name not in VERL_SHIPS and (spec.needs or spec.step is not None):
+            out[_verl_name(name)] = name
+    return out
 
 
 def _cfg_get(config: Any, key: str, default: Any) -> Any:
@@ -80,8 +101,20 @@ def _cfg_get(config: Any, key: str, default: Any) -> Any:
     return getattr(config, key, default)
 
 
+_UNSET = object()
+
+
 def _progpo_config(config: Any, estimator: str, epsilon: float) -> AdvantageConfig:
-    """``AdvantageConfig`` from verl's ``algorithm`` config (keys of the module docstring)."""
+    """``AdvantageConfig`` from verl's ``algorithm`` config (keys of the module docstring): the
+    shared keys, and each of the base's own options as ``<base>_<option>`` (``hgpo_depth``)."""
+    spec = registered_estimator(estimator)
+    options = {}
+    for f in dataclasses.fields(spec.options) if spec.options is not None else ():
+        if f.metadata.get("shared"):
+            continue
+        value = _cfg_get(config, f"{_verl_name(spec.name)}_{f.name}", _UNSET)
+        if value is not _UNSET:
+            options[f.name] = type(f.default)(value) if isinstance(f.default, (bool, int, float, str)) else value
     return AdvantageConfig(
         estimator=estimator,
         lam=float(_cfg_get(config, "progpo_lam", 1.0)),
@@ -90,24 +123,25 @@ def _progpo_config(config: Any, estimator: str, epsilon: float) -> AdvantageConf
         omega=float(_cfg_get(config, "gigpo_omega", _cfg_get(config, "step_advantage_w", 1.0))),
         gamma=float(_cfg_get(config, "gigpo_gamma", 0.95)),
         eps=float(epsilon),
-        success_threshold=float(_cfg_get(config, "planpo_success_threshold", 1.0)),
-        planpo_alpha=float(_cfg_get(config, "planpo_alpha", 0.1)),
-        hgpo_depth=int(_cfg_get(config, "hgpo_depth", 2)),
-        hgpo_alpha=float(_cfg_get(config, "hgpo_alpha", 1.0)),
-        hgpo_fusion=str(_cfg_get(config, "hgpo_fusion", "power")),  # type: ignore[arg-type]
-        potential_credit=bool(_cfg_get(config, "hgpo_potential_credit", False)),
+        options=options,
     )
 
 
-#: the columns each estimator reads from ``non_tensor_batch`` (one value per row)
-REQUIRED_COLUMNS = {
-    "progpo_grpo": ("progpo_outcome", "progpo_coverage_rate"),
-    "progpo_gigpo": ("traj_uid", "anchor_obs", "progpo_outcome", "progpo_first_visit", "progpo_step"),
-    "planpo": ("progpo_outcome", "progpo_turns"),
-    "progpo_planpo": ("progpo_outcome", "progpo_turns", "progpo_coverage_rate"),
-    "hgpo": ("traj_uid", "anchor_obs", "progpo_outcome", "progpo_step"),
-    "progpo_hgpo": ("traj_uid", "anchor_obs", "progpo_outcome", "progpo_first_visit", "progpo_step"),
-}
+def required_columns(name: str) -> tuple[str, ...]:
+    """The columns the column estimator ``name`` reads from ``non_tensor_batch``, from its base's needs."""
+    estimator = package_names()[name]
+    spec = registered_estimator(estimator)
+    cols = ["traj_uid", "anchor_obs"] if spec.needs_states else []
+    cols.append("progpo_outcome")
+    if "turns" in spec.needs:
+        cols.append("progpo_turns")
+    if estimator.startswith("progpo-"):
+        cols.append("progpo_first_visit" if spec.needs_states else "progpo_coverage_rate")
+    if spec.needs_states:
+        cols.append("progpo_step")
+    return tuple(cols)
+
+
 _HOW_TO_PROVIDE = (
     "verl 0.9: `pip install progpo[verl]` (its verl.plugins entry point forwards the columns) and return them per "
     "response from the agent loop's extra_fields or the reward function's reward_extra_info; verl-agent: build the "
@@ -123,7 +157,7 @@ class MissingColumnsError(UserError, ValueError):
 def require_columns(name: str, non_tensor_batch: Mapping[str, Any] | None) -> Mapping[str, Any]:
     """``non_tensor_batch`` when it holds every column of :data:`REQUIRED_COLUMNS` ``[name]``; else one clear error."""
     have = set(non_tensor_batch or ())
-    missing = [c for c in REQUIRED_COLUMNS[name] if c not in have]
+    missing = [c for c in required_columns(name) if c not in have]
     if missing:
         raise MissingColumnsError(f"{name}: non_tensor_batch lacks {', '.join(missing)}"
                                   f"{' (no non_tensor_batch was passed)' if non_tensor_batch is None else ''}; "
@@ -156,11 +190,11 @@ def _episode_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfi
     """An episode-level estimator's advantage of each row (rows of one ``traj_uid`` count once)."""
     traj, n_traj = _trajectories(len(index), ntb)
     cover = _per_trajectory(ntb["progpo_coverage_rate"], traj, n_traj) if cfg.progpo else None
-    turns = _per_trajectory(ntb["progpo_turns"], traj, n_traj) if cfg.base == "planpo" else None
+    turns = _per_trajectory(ntb["progpo_turns"], traj, n_traj) if "turns" in cfg.spec.needs else None
     adv = episode_advantages(_per_trajectory(ntb["progpo_outcome"], traj, n_traj),
                              factorize(list(_per_trajectory(index, traj, n_traj, object))), cover,
                              estimator=cfg.estimator, lam=cfg.lam, tau_r=cfg.tau_r, tau_p=cfg.tau_p, eps=cfg.eps,
-                             turns=turns, success_threshold=cfg.success_threshold)
+                             turns=turns, **dict(cfg.options))
     return adv[traj]
 
 
@@ -183,33 +217,26 @@ def _step_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
     return out.steps
 
 
-def _planpo_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
-                 response_lengths: np.ndarray | None) -> np.ndarray:
-    """PlanPO: the trajectory term from the columns; on step rows, plus ``planpo_alpha`` times the
-    turn term over the rows' response lengths."""
+def _turn_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
+               response_lengths: np.ndarray | None) -> np.ndarray:
+    """A base that reads each trajectory's turns (PlanPO): its episode term from the columns; on
+    step rows (``traj_uid``, ``progpo_step``) plus its step term over the rows' response lengths
+    (PlanPO: ``planpo_alpha`` times the turn term)."""
     adv = _episode_rows(index, ntb, cfg)
-    if "traj_uid" not in ntb or "progpo_step" not in ntb or response_lengths is None or not cfg.planpo_alpha:
+    if "traj_uid" not in ntb or "progpo_step" not in ntb or response_lengths is None:
         return adv
-    from trainers.advantages import planpo_turn_advantages
-
     step_traj, n_traj = _trajectories(len(index), ntb)
     groups = factorize(list(_per_trajectory(index, step_traj, n_traj, object)))
-    turn = planpo_turn_advantages(_per_trajectory(ntb["progpo_outcome"], step_traj, n_traj), groups, step_traj,
-                                  np.asarray(ntb["progpo_step"], dtype=np.int64), response_lengths,
-                                  success_threshold=cfg.success_threshold, eps=cfg.eps)
-    return adv + cfg.planpo_alpha * turn
-
-
-#: verl's name -> this package's estimator
-_PACKAGE_NAMES = {"progpo_grpo": "progpo-grpo", "progpo_gigpo": "progpo-gigpo", "planpo": "planpo",
-                  "progpo_planpo": "progpo-planpo", "hgpo": "hgpo", "progpo_hgpo": "progpo-hgpo"}
+    term = base_step_term(_per_trajectory(ntb["progpo_outcome"], step_traj, n_traj), groups, step_traj,
+                          np.asarray(ntb["progpo_step"], dtype=np.int64), cfg, response_lengths=response_lengths)
+    return adv if term is None else adv + term
 
 
 def advantage_per_row(name: str, index: np.ndarray, non_tensor_batch: Mapping[str, Any] | None, *,
                       config: Any = None, epsilon: float = 1e-6,
                       response_lengths: np.ndarray | None = None) -> np.ndarray:
     """The advantage of each row under the column estimator ``name`` (a key of
-    :data:`REQUIRED_COLUMNS`): what the verl estimators broadcast over the response tokens and
+    :func:`required_columns`): what the verl estimators broadcast over the response tokens and
     what verl-agent's ``compute_advantage`` branch calls. ``response_lengths``: each row's
     response token count (PlanPO's turn term on step rows). Without the columns it raises
     :class:`MissingColumnsError`.
@@ -218,12 +245,15 @@ def advantage_per_row(name: str, index: np.ndarray, non_tensor_batch: Mapping[st
     ...                   "progpo_turns": np.array([2, 4])}).round(4).tolist()
     [1.0, -1.0]
     """
+    if name not in package_names():
+        raise MissingColumnsError(f"{name}: not a column estimator of this package (one of "
+                                  f"{', '.join(package_names())})")
     ntb = require_columns(name, non_tensor_batch)
-    cfg = _progpo_config(config, _PACKAGE_NAMES[name], epsilon)
-    if cfg.base == "planpo":
-        return _planpo_rows(np.asarray(index), ntb, cfg, response_lengths)
-    if cfg.base in ("gigpo", "hgpo"):
+    cfg = _progpo_config(config, package_names()[name], epsilon)
+    if cfg.spec.needs_states:
         return _step_rows(np.asarray(index), ntb, cfg, response_lengths)
+    if "turns" in cfg.spec.needs:
+        return _turn_rows(np.asarray(index), ntb, cfg, response_lengths)
     return _episode_rows(np.asarray(index), ntb, cfg)
 
 
@@ -318,23 +348,46 @@ def compute_progpo_shaped_grpo_advantage(
     return _broadcast(episode_advantages(scores, np.asarray(index), estimator="grpo", eps=cfg.eps), response_mask)
 
 
-#: verl's estimator name -> function (what :func:`register` puts into verl's registry)
-ESTIMATORS = {"progpo_grpo": compute_progpo_grpo_advantage, "progpo_gigpo": compute_progpo_gigpo_advantage,
-              "progpo_shaped_grpo": compute_progpo_shaped_grpo_advantage, "planpo": compute_planpo_advantage,
-              "progpo_planpo": compute_progpo_planpo_advantage, "hgpo": compute_hgpo_advantage,
-              "progpo_hgpo": compute_progpo_hgpo_advantage}
-#: the estimators that read ProGPO's columns from ``non_tensor_batch``
-COLUMN_ESTIMATORS = tuple(REQUIRED_COLUMNS)
+_BUILT = {"progpo_grpo": compute_progpo_grpo_advantage, "progpo_gigpo": compute_progpo_gigpo_advantage,
+          "planpo": compute_planpo_advantage, "progpo_planpo": compute_progpo_planpo_advantage,
+          "hgpo": compute_hgpo_advantage, "progpo_hgpo": compute_progpo_hgpo_advantage}
+
+
+def estimators() -> dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]]:
+    """verl's estimator name -> function (what :func:`register` puts into verl's registry): a
+    column estimator for every name of :func:`package_names` (a plug-in's included), and
+    ``progpo_shaped_grpo``."""
+    out: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
+    for name, estimator in package_names().items():
+        if name not in _BUILT:
+            _BUILT[name] = _column_estimator(name, f"{estimator} over the rows' columns (:func:`advantage_per_row`).")
+        out[name] = _BUILT[name]
+    out["progpo_shaped_grpo"] = compute_progpo_shaped_grpo_advantage
+    return out
+
+
+def __getattr__(name: str) -> Any:
+    """``ESTIMATORS``, ``ESTIMATOR_NAMES``, ``REQUIRED_COLUMNS``, ``COLUMN_ESTIMATORS``: the registry
+    now (an estimator a plug-in registered later is in the next read)."""
+    if name == "ESTIMATORS":
+        return estimators()
+    if name == "ESTIMATOR_NAMES":
+        return tuple(estimators())
+    if name == "REQUIRED_COLUMNS":
+        return {n: required_columns(n) for n in package_names()}
+    if name == "COLUMN_ESTIMATORS":
+        return tuple(package_names())
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def register() -> None:
-    """Register the estimators of :data:`ESTIMATORS` with verl's ``register_adv_est`` (idempotent).
+    """Register the estimators of :func:`estimators` with verl's ``register_adv_est`` (idempotent).
 
     The ``verl.plugins`` entry point (:mod:`trainers.integrations.verl_plugin`) calls this in every
     process that imports verl; a manual call only reaches the process it runs in.
     """
     from verl.trainer.ppo import core_algos
 
-    for name, fn in ESTIMATORS.items():
+    for name, fn in estimators().items():
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)

@@ -22,8 +22,26 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from trainers.lab.analysis import auc, completeness, families, primary_verdict, progpo_on_off, registered_primary, validity, validity_criteria
-from trainers.lab.methods import DEFAULT_METHODS, EXPLORATORY, LAB_PRESETS, METHODS, NOT_REGISTERED, run_name
+from trainers.advantages.registry import load_plugin
+from trainers.lab.analysis import (
+    auc,
+    completeness,
+    families,
+    primary_verdict,
+    progpo_on_off,
+    registered_primary,
+    validity,
+    validity_criteria,
+)
+from trainers.lab.methods import (
+    DEFAULT_METHODS,
+    EXPLORATORY,
+    LAB_PRESETS,
+    NOT_REGISTERED,
+    is_method,
+    method_axes,
+    run_name,
+)
 from trainers.lab.report import plot, report
 from trainers.lab.runs import (
     ROOT,
@@ -58,10 +76,14 @@ def build_parser() -> argparse.ArgumentParser:
                          "where each remedy acted; writes credit_lab.json")
     ap.add_argument("--config", type=Path, default=None,
                     help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
-    ap.add_argument("--methods", nargs="+", default=None, choices=list(METHODS),
+    ap.add_argument("--methods", nargs="+", default=None,
                     help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
-                         "always, shuffled); the other remedies: planpo, progpo-planpo, hgpo, progpo-hgpo, gigpo+tree, "
-                         "progpo-gigpo+tree, gigpo+tree-random, gigpo+hindsight, gigpo+privileged (labelled: not pure RL)")
+                         "always, shuffled): any registered estimator (a plug-in's too) or progpo-<estimator>, with at "
+                         "most one suffix +tree, +tree-random, +hindsight, +privileged (the last two labelled: not "
+                         "pure RL), or a ProGPO control (always, shuffled)")
+    ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                    help="a module or .py file that registers estimators, imported here and by every run (repeat "
+                         "for several)")
     ap.add_argument("--seeds", type=int, nargs="+", default=None,
                     help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
                          "--lab's where it names them: confirm 8-23, tree 24-51)")
@@ -99,9 +121,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def method_error(method: str) -> ValueError:
+    """Why ``method`` is not one the lab knows."""
+    try:
+        method_axes(method)
+    except ValueError as err:
+        return err
+    return ValueError(f"method {method!r}")
+
+
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags, with the ``--lab`` preset's settings where they are not given; paths resolved."""
-    args = build_parser().parse_args(argv)
+    ap = build_parser()
+    args = ap.parse_args(argv)
+    args.plugin = [str(Path(p).resolve()) if p.endswith(".py") else p for p in args.plugin]
+    for plugin in args.plugin:
+        try:
+            load_plugin(plugin)
+        except ValueError as err:
+            ap.error(str(err))
+    for method in args.methods or ():
+        if not is_method(method):
+            ap.error(str(method_error(method)))
     preset = LAB_PRESETS.get(args.lab, {})
     args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
     args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
@@ -212,9 +253,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.rerun:
         seed_text, method = args.rerun
-        if not seed_text.isdigit() or method not in METHODS:
+        if not seed_text.isdigit() or not is_method(method):
             what = (f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit()
-                    else f"unknown METHOD {method!r} (one of {', '.join(METHODS)})")
+                    else str(method_error(method)))
             print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
             return 2
         return rerun(args, int(seed_text), method)

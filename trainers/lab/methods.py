@@ -11,7 +11,9 @@ they appear.
 """
 from __future__ import annotations
 
-__all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "DEFAULT_METHODS", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
+from trainers.advantages.registry import base_names, estimator, estimator_names
+
+__all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "CONTROLS", "SUFFIXES", "SUFFIX_LABELS", "label_of", "DEFAULT_METHODS", "is_method", "method_axes", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
            "LAB_PRESETS", "METHODS", "METHOD_AXES", "NOT_REGISTERED", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
            "run_name"]
 
@@ -23,25 +25,46 @@ AXES = {"estimator": "gigpo", "rollout": "flat", "tree_scorer": "coverage", "dis
         "progress_gate": "all_failed", "shuffle_coverage": False}
 
 
-#: each method's axes where they differ from ``AXES``
-METHOD_AXES: dict[str, dict[str, object]] = {
-    "gigpo": {},
-    "progpo-gigpo": {"estimator": "progpo-gigpo"},
-    "grpo": {"estimator": "grpo"},
-    "progpo-grpo": {"estimator": "progpo-grpo"},
-    "always": {"estimator": "progpo-gigpo", "progress_gate": "always"},
-    "shuffled": {"estimator": "progpo-gigpo", "shuffle_coverage": True},
-    # the other remedies, named by their three axes (estimator+collector+teacher)
-    "planpo": {"estimator": "planpo"},
-    "progpo-planpo": {"estimator": "progpo-planpo"},
-    "hgpo": {"estimator": "hgpo"},
-    "progpo-hgpo": {"estimator": "progpo-hgpo"},
-    "gigpo+tree": {"rollout": "tree"},
-    "progpo-gigpo+tree": {"estimator": "progpo-gigpo", "rollout": "tree"},
-    "gigpo+tree-random": {"rollout": "tree", "tree_scorer": "random"},
-    "gigpo+hindsight": {"distill": "hindsight"},
-    "gigpo+privileged": {"distill": "privileged"},
+#: the ProGPO controls, on the lab's base estimator (``AXES["estimator"]``)
+CONTROLS: dict[str, dict[str, object]] = {
+    "always": {"estimator": "progpo-" + str(AXES["estimator"]), "progress_gate": "always"},
+    "shuffled": {"estimator": "progpo-" + str(AXES["estimator"]), "shuffle_coverage": True},
 }
+#: what ``<estimator>+<suffix>`` adds to an estimator: a collector or a teacher
+SUFFIXES: dict[str, dict[str, object]] = {
+    "tree": {"rollout": "tree"},
+    "tree-random": {"rollout": "tree", "tree_scorer": "random"},
+    "hindsight": {"distill": "hindsight"},
+    "privileged": {"distill": "privileged"},
+}
+
+
+def method_axes(method: str) -> dict[str, object]:
+    """``method``'s axes where they differ from :data:`AXES`: a control, or a registered
+    estimator (:func:`~trainers.advantages.registry.estimator_names`, plug-ins included) with at
+    most one ``+suffix`` of :data:`SUFFIXES`. An unknown name is a ``ValueError`` of one line.
+
+    >>> method_axes("progpo-hgpo+tree")
+    {'estimator': 'progpo-hgpo', 'rollout': 'tree'}
+    """
+    if method in CONTROLS:
+        return dict(CONTROLS[method])
+    name, _, suffix = method.partition("+")
+    if name not in estimator_names() or (suffix and suffix not in SUFFIXES):
+        raise ValueError(f"unknown method {method!r}: a control ({', '.join(CONTROLS)}) or an estimator "
+                         f"({', '.join(estimator_names())}) with at most one of "
+                         f"{', '.join('+' + s for s in SUFFIXES)}")
+    axes: dict[str, object] = {} if name == AXES["estimator"] else {"estimator": name}
+    return {**axes, **SUFFIXES.get(suffix, {})}
+
+
+def is_method(method: str) -> bool:
+    """Whether :func:`method_axes` knows ``method``."""
+    try:
+        method_axes(method)
+    except ValueError:
+        return False
+    return True
 
 
 def axes_of(method: str) -> dict[str, object]:
@@ -50,7 +73,7 @@ def axes_of(method: str) -> dict[str, object]:
     >>> axes_of("gigpo+tree-random")["tree_scorer"], axes_of("gigpo+tree-random")["distill"]
     ('random', 'none')
     """
-    return {**AXES, **METHOD_AXES[method]}
+    return {**AXES, **method_axes(method)}
 
 
 def method_args(method: str) -> list[str]:
@@ -63,6 +86,11 @@ def method_args(method: str) -> list[str]:
     return args
 
 
+#: the methods of the package's own estimators: each base and its ``progpo-`` variant, the
+#: controls, and each with a collector or teacher suffix on the lab's base estimator
+METHOD_AXES: dict[str, dict[str, object]] = {
+    m: method_axes(m) for m in (*estimator_names(), *CONTROLS,
+                                *(f"{pre}{AXES['estimator']}+{suffix}" for pre in ("", "progpo-") for suffix in SUFFIXES))}
 METHODS = {m: method_args(m) for m in METHOD_AXES}
 
 
@@ -70,8 +98,18 @@ METHODS = {m: method_args(m) for m in METHOD_AXES}
 DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "shuffled")
 
 
-#: methods that use privileged information: labelled wherever they appear, never ranked with pure RL
-LABELS = {"gigpo+privileged": "privileged (not pure RL)", "gigpo+hindsight": "hindsight (no ground truth)"}
+#: the teachers' labels: a method with one of these suffixes uses more than the reward (privileged
+#: information, or hindsight), is labelled wherever it appears and never ranked with pure RL
+SUFFIX_LABELS = {"privileged": "privileged (not pure RL)", "hindsight": "hindsight (no ground truth)"}
+
+
+def label_of(method: str) -> str | None:
+    """The label of ``method``'s teacher, ``None`` for pure RL."""
+    return SUFFIX_LABELS.get(method.partition("+")[2])
+
+
+#: the labelled methods among :data:`METHOD_AXES`
+LABELS = {m: label for m in METHOD_AXES if (label := label_of(m)) is not None}
 
 
 def labelled(method: str) -> str:
@@ -80,7 +118,8 @@ def labelled(method: str) -> str:
     >>> labelled("gigpo+privileged"), labelled("gigpo")
     ('gigpo+privileged [privileged (not pure RL)]', 'gigpo')
     """
-    return f"{method} [{LABELS[method]}]" if method in LABELS else method
+    label = label_of(method)
+    return f"{method} [{label}]" if label else method
 
 
 #: the lab's pure-RL methods, then its labelled tracks (ranked apart)
@@ -128,15 +167,23 @@ NOT_REGISTERED = "descriptive: these comparisons against gigpo are not among the
 LAB_BASES = ("gigpo", "progpo-gigpo")
 
 
-#: where each remedy acted: per-iteration train metrics, averaged over a run's iterations
-ACTED_KEYS = {"ProGPO groups": "adv/progress_group_frac", "PlanPO groups": "adv/planpo_group_frac",
-              "HGPO peer steps": "adv/hgpo_peer_step_frac", "HGPO deep steps": "adv/hgpo_deep_step_frac",
-              "tree forks": "rollout/forks", "tree pruned": "rollout/pruned", "teacher groups": "distill/group_frac"}
+def _acted() -> tuple[dict[str, str], dict[str, str]]:
+    """Where each remedy acted: ``label -> per-iteration train metric`` and ``label -> the part of a
+    method's name that says it has the remedy`` (ProGPO's term, each registered base's own terms
+    (:attr:`~trainers.advantages.registry.Estimator.acted`), the tree, the teachers)."""
+    keys, by = {"ProGPO groups": "adv/progress_group_frac"}, {"ProGPO groups": "progpo-"}
+    for name in base_names():
+        for label, key in estimator(name).acted.items():
+            keys[label], by[label] = key, name
+    for label, key, part in (("tree forks", "rollout/forks", "+tree"), ("tree pruned", "rollout/pruned", "+tree"),
+                             ("teacher groups", "distill/group_frac", f"{AXES['estimator']}+")):
+        keys[label], by[label] = key, part
+    return keys, by
 
 
-#: the part of a method's name that says it has the remedy (a metric is logged for methods without it too)
-ACTED_BY = {"ProGPO groups": "progpo-", "PlanPO groups": "planpo", "HGPO peer steps": "hgpo",
-            "HGPO deep steps": "hgpo", "tree forks": "+tree", "tree pruned": "+tree", "teacher groups": "gigpo+"}
+#: where each remedy acted: per-iteration train metrics, averaged over a run's iterations, and the
+#: part of a method's name that says it has the remedy (a metric is logged for methods without it too)
+ACTED_KEYS, ACTED_BY = _acted()
 
 
 #: paired differences reported: each ProGPO against its base; each control against the base and

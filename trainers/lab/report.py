@@ -7,10 +7,30 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.analysis import (auc, completeness, families, final_success, mde_80, paired, primary_verdict, progpo_on_off,
-                                   registered_primary, series, validity)
-from trainers.lab.methods import (ACTED_BY, ACTED_KEYS, EXPLORATORY, LAB_BASES, LAB_PRESETS, LABELS, NOT_REGISTERED, PAIRS,
-                                  labelled)
+from trainers.lab.analysis import (
+    auc,
+    completeness,
+    families,
+    final_success,
+    mde_80,
+    paired,
+    primary_verdict,
+    progpo_on_off,
+    registered_primary,
+    series,
+    validity,
+)
+from trainers.lab.methods import (
+    ACTED_BY,
+    ACTED_KEYS,
+    EXPLORATORY,
+    LAB_BASES,
+    LAB_PRESETS,
+    LABELS,
+    NOT_REGISTERED,
+    PAIRS,
+    labelled,
+)
 from trainers.lab.significance import episodes_to_reach, holm
 from trainers.statistics import mean_ci
 

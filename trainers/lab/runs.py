@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
-from trainers.lab.methods import ACTED_KEYS, AXES, METHODS, TRAIN_KEYS, axes_of, run_name
+from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
 from trainers.metrics import read_metrics
 from trainers.strict_yaml import StrictYAMLError, load_strict
 
@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
 def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: int, out_dir: Path) -> list[str]:
     return ["--config", str(args.config), "--seed", str(seed), "--iterations", str(iterations),
             "--state-key", args.state_key, "--eval-every", str(max(iterations // 2, 1)), "--save-every", "1",
-            "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out_dir), *METHODS[method]]
+            "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out_dir), *method_args(method),
+            *(arg for plugin in getattr(args, "plugin", None) or () for arg in ("--plugin", plugin))]
 
 
 def run_trainer(cmd: list[str], log: Path, root: Path = ROOT) -> None:
