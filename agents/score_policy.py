@@ -27,11 +27,11 @@ import torch
 
 from agents.batching import decision_key
 from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
-from agents.tree_attention import tree_attention_error, tree_candidate_logprobs
 from agents.memory import MEMORY_KINDS, command_notes
 from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
 from agents.prompting import admissible_commands, fill_placeholders
 from agents.prompting import goal_text as _goal_text
+from agents.tree_attention import tree_attention_error, tree_candidate_logprobs
 
 __all__ = ["ScorePolicy", "repeated_commands"]
 

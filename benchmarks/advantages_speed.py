@@ -22,7 +22,13 @@ if str(ROOT) not in sys.path:  # run as a script from a checkout that is not ins
     sys.path.insert(0, str(ROOT))
 
 from bench_timing import median_time
-from trainers.advantages import AdvantageConfig, progpo_episode_advantages, progpo_episode_advantages_batched, step_advantages
+
+from trainers.advantages import (
+    AdvantageConfig,
+    progpo_episode_advantages,
+    progpo_episode_advantages_batched,
+    step_advantages,
+)
 
 
 def make_batch(b: int, g: int, t: int, seed: int = 0) -> dict[str, np.ndarray]:

@@ -228,7 +228,6 @@ def update_agreement(w0: dict[str, Any], wa: dict[str, Any], wb: dict[str, Any],
 def fsdp(args: argparse.Namespace) -> int:
     """FSDP2 at world size 1 against the plain update on the same batch: the rollouts must be
     identical (same seed), the update statistics equal, and the weight updates the same."""
-    import torch
 
     from agents.models import load_model
 

@@ -31,7 +31,7 @@ CYCLES = {
 
 
 def in_process(env_name: str, steps: int, seed: int) -> float:
-    from progpo_envs.serve import CommandAction, ENVIRONMENT_CLASSES
+    from progpo_envs.serve import ENVIRONMENT_CLASSES, CommandAction
 
     env = ENVIRONMENT_CLASSES[env_name](max_episode_steps=10**6)
     env.reset(seed=seed)

@@ -28,11 +28,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_timing import median_time  # noqa: E402
+
 from agents.backends import SamplingConfig, TransformersBackend  # noqa: E402
 from agents.logprobs import candidate_logprobs, sequence_logprobs  # noqa: E402
 from agents.models import load_model  # noqa: E402
 from agents.prompting import build_messages, render_prompt  # noqa: E402
-from bench_timing import median_time  # noqa: E402
 
 COMMANDS = ["go to bed 1", "go to desk 1", "go to desk 2", "go to drawer 1", "go to drawer 2", "go to drawer 3",
             "go to drawer 4", "go to drawer 5", "go to drawer 6", "go to garbagecan 1", "go to laundryhamper 1",

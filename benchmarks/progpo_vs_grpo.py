@@ -44,8 +44,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from trainers.lab.significance import episodes_to_reach  # noqa: E402
-from trainers.statistics import mean_ci  # noqa: E402
 from trainers.metrics import read_metrics  # noqa: E402
+from trainers.statistics import mean_ci  # noqa: E402
 
 METHODS = {
     "grpo": ["--estimator", "grpo"],

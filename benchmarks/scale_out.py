@@ -31,9 +31,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from wrappers import GroupVectorEnv  # noqa: E402
 from ray_cluster import LoopbackRayCluster  # noqa: E402
+
 from progpo_envs.rooms import SleepEnv  # noqa: E402
+from wrappers import GroupVectorEnv  # noqa: E402
 
 NODE_ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
 

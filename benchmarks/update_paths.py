@@ -147,7 +147,8 @@ def measure(name: str, policy: GeneratePolicy, steps: list[StepOutput], args: ar
 def profile(policy: GeneratePolicy, steps: list[StepOutput], args: argparse.Namespace, optimizer: torch.optim.Optimizer,
             autocast: Any) -> list[dict[str, Any]]:
     """The ten operators with the most self time over one ``length`` update (device time on a GPU)."""
-    from torch.profiler import ProfilerActivity, profile as torch_profile
+    from torch.profiler import ProfilerActivity
+    from torch.profiler import profile as torch_profile
 
     device = next(policy.model.parameters()).device
     policy.options = policy.options.replace(logit_chunk=0)

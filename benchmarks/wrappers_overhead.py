@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # run as a script from a checkout that is not installed
     sys.path.insert(0, str(ROOT))
 
-from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 from progpo_envs.rooms import SleepEnv
+from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 
 STEP_20MS_US = 20_000.0
 

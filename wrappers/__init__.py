@@ -34,8 +34,8 @@ _SOURCES = {
 
 if TYPE_CHECKING:
     from wrappers.canonicalize import (
-        Canonicalizer,
         CanonicalizeObservation,
+        Canonicalizer,
         default_canonicalizer,
         encode_observation,
         identity_canonicalizer,

@@ -30,7 +30,6 @@ from progpo_envs.alfworld.install import (  # noqa: F401  (re-exported: the engi
     import_alfworld,
     require_engine,
 )
-from progpo_envs.alfworld.text import NOTHING_HAPPENS
 
 
 def _import_demangler() -> Any:

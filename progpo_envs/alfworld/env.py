@@ -48,17 +48,16 @@ from __future__ import annotations
 
 import os
 import string
-from pathlib import Path
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 from gymnasium import spaces
 
+from progpo_envs.alfworld import text as patterns
 from progpo_envs.alfworld.embedded import embedded_root
 from progpo_envs.alfworld.engine import StockEngine
 from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, check_split, discover_games, resolve_data_dir
 from progpo_envs.alfworld.install import require_engine
-from progpo_envs.alfworld import text as patterns
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
 #: human-written task sentences may contain.

@@ -45,7 +45,14 @@ from typing import Any
 
 import gymnasium as gym
 
-from wrappers.group.member_pools import Crashed, MemberError, check_member_spaces, describe_error, check_timeout, step_payloads
+from wrappers.group.member_pools import (
+    Crashed,
+    MemberError,
+    check_member_spaces,
+    check_timeout,
+    describe_error,
+    step_payloads,
+)
 
 __all__ = ["RayMemberPool", "import_ray"]
 

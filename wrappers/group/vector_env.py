@@ -14,9 +14,17 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from wrappers.group.member_pools import (AsyncMemberPool, Crashed, MemberError, SyncMemberPool, UnsentActionError, describe_error,
-                                  check_timeout)
-from wrappers.signals import TAU_R, all_failed as outcomes_all_failed
+from wrappers.group.member_pools import (
+    AsyncMemberPool,
+    Crashed,
+    MemberError,
+    SyncMemberPool,
+    UnsentActionError,
+    check_timeout,
+    describe_error,
+)
+from wrappers.signals import TAU_R
+from wrappers.signals import all_failed as outcomes_all_failed
 
 if TYPE_CHECKING:
     from wrappers.group.ray_pool import RayMemberPool

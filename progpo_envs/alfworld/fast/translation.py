@@ -29,8 +29,8 @@ from typing import Any, Sequence
 import fast_downward
 from textworld.logic import Proposition, Variable
 
-from progpo_envs.alfworld.install import RestoreArgv
 from progpo_envs.alfworld.fast.memo import LRU, sha
+from progpo_envs.alfworld.install import RestoreArgv
 from progpo_envs.cache import cache_root
 
 __all__ = ["CACHE_ENV_SWITCH", "Translation", "disk_cache_dir", "translation", "warm_translation_cache"]
