@@ -218,7 +218,7 @@ class TrainConfig:
     """
 
     plugins: list[str] = field(default_factory=list, metadata={
-        "help": "modules or .py files imported first, each registering estimators (or teachers) of its own "
+        "help": "modules or .py files imported first, each registering estimators of its own "
                 "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators entry point",
         "group": "what to train"})
     # what to train
