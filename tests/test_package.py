@@ -185,7 +185,7 @@ PURE_MODULES = {
     "trainers.advantages": {"wrappers", "wrappers.signals"},
     "trainers.losses": set(),
     "trainers.seeds": set(),
-    "trainers.teacher_labels": set(),
+    "trainers.teacher_registry": set(),
     "trainers.statistics": {"wrappers", "wrappers.signals"},
     "wrappers.signals": set(),
     "wrappers.canonicalize": set(),

@@ -13,7 +13,7 @@ Modules:
   numpy; single group, batched and step level).
 * :mod:`trainers.ppo` -- the PPO-clip update; :mod:`trainers.losses` -- its loss, KL and entropy.
 * :mod:`trainers.teachers` -- ``--distill``: the privileged (I-SDPO) and hindsight (SEED) teachers'
-  losses; :mod:`trainers.teacher_labels` -- their names and labels (standard library only).
+  losses; :mod:`trainers.teacher_registry` -- the teachers by name, their labels and reports (standard library only).
 * :mod:`trainers.sft` -- the behaviour-cloning warm start.
 * :mod:`trainers.evaluation` -- held-out evaluation plans; :mod:`trainers.statistics` -- t
   intervals, the paired bootstrap, the AUC of coverage for success; :mod:`trainers.report` --

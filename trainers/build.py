@@ -10,6 +10,7 @@ import torch
 from agents.contract import TrainablePolicy
 from trainers import distributed
 from trainers.config import ConfigError, TrainConfig
+from trainers.teacher_registry import teacher as registered_teacher
 
 __all__ = ["build_policy", "env_fns", "generation_engine", "make_teacher", "resolve_device", "shared_model", "warm_start"]
 
@@ -68,7 +69,8 @@ def env_fns(cfg: TrainConfig, env_fn: Callable[[], Any] | None = None,
         for split in {*cfg.splits, *([cfg.resolved_eval_extra_split] if cfg.resolved_eval_extra_split else [])}:
             check_split(cfg.env, split)
     train_split, eval_split = cfg.splits
-    privileged = {"privileged_info": True} if cfg.distill == "privileged" and ENV_TABLE[cfg.env].privileged_info else {}
+    reads = cfg.distill != "none" and registered_teacher(cfg.distill).privileged
+    privileged = {"privileged_info": True} if reads and ENV_TABLE[cfg.env].privileged_info else {}
     return (env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged),
             eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key))
 
@@ -86,19 +88,14 @@ def shared_model(cfg: TrainConfig, model: torch.nn.Module, dist: distributed.Dis
 
 
 def make_teacher(cfg: TrainConfig, policy: TrainablePolicy, dist: distributed.DistInfo) -> Any:
-    """The teacher of ``cfg.distill`` (:class:`trainers.teachers.Teacher`), or ``None``."""
-    from trainers.teachers import PolicySkillWriter, Teacher, TemplateSkillWriter
-
+    """The teacher of ``cfg.distill``, built by its registration
+    (:class:`trainers.teacher_registry.TeacherSpec`), or ``None``."""
     if cfg.distill == "none":
         return None
     if dist.enabled:
         raise ConfigError(f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
                           "torchrun / accelerate launch or use --distill none")
-    writer = None
-    if cfg.distill == "hindsight":
-        writer = PolicySkillWriter(policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()
-    return Teacher(cfg.distill, policy, policy.model, writer, tau=cfg.distill_tau, coef=cfg.distill_lambda,
-                   beta=cfg.distill_gate_beta, top_k=cfg.distill_top_k)
+    return registered_teacher(cfg.distill).build(cfg, policy, policy.model)
 
 
 def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, Any]:

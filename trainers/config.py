@@ -27,7 +27,8 @@ from trainers.advantages.registry import estimator as registered_estimator
 from trainers.advantages.registry import estimator_names, flat_options, load_plugin
 from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.strict_yaml import StrictYAMLError, load_strict
-from trainers.teacher_labels import DISTILL_MODES, SKILL_WRITERS, distill_label
+from trainers.teacher_registry import SKILL_WRITERS, label_of, teacher_names
+from trainers.teacher_registry import teacher as registered_teacher
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
@@ -50,7 +51,6 @@ ROLLOUTS = ("flat", "tree")
 Env = Literal[ENVS]  # type: ignore[valid-type]
 StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]
 Scorer = Literal[SCORERS]  # type: ignore[valid-type]
-DistillMode = Literal[DISTILL_MODES]  # type: ignore[valid-type]
 SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]
 AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]
 RolloutKind = Literal[ROLLOUTS]  # type: ignore[valid-type]
@@ -91,7 +91,7 @@ SECTIONS: dict[str, dict[str, str]] = {
         "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_prune_margin", "tree_repeat_limit",
         "tree_budget", "tree_scorer", "tree_loop_penalty")},
     "distill": {"mode": "distill", "skill_writer": "skill_writer", "tau": "distill_tau", "lambda": "distill_lambda",
-                "gate_beta": "distill_gate_beta", "top_k": "distill_top_k"},
+                "gate_beta": "distill_gate_beta", "top_k": "distill_top_k", "options": "teacher_options"},
     "ppo": {name: name for name in (
         "lr", "weight_decay", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "loss_agg", "lr_warmup_iterations",
         "ppo_epochs", "num_minibatches", "micro_batch_size", "micro_batch_tokens", "batch_decisions",
@@ -218,8 +218,9 @@ class TrainConfig:
     """
 
     plugins: list[str] = field(default_factory=list, metadata={
-        "help": "modules or .py files imported first, each registering estimators of its own "
-                "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators entry point",
+        "help": "modules or .py files imported first, each registering estimators or teachers of its own "
+                "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators and "
+                "progpo.teachers entry points",
         "group": "what to train"})
     # what to train
     env: Env = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
@@ -318,10 +319,12 @@ class TrainConfig:
                                         " random (the control)", "rollout")
     tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
     # teacher (trainers/teachers.py): a distillation loss beside the RL loss
-    distill: DistillMode = _opt("none", "none | privileged (I-SDPO: all-failed groups are distilled from an EMA teacher that "
-                                "reads the env's privileged text -- the expert plan / the target product: NOT pure RL) "
-                                "| hindsight (SEED: a gated pull toward the choices the policy makes with a hindsight "
-                                "skill of its own trajectory in context, every group)", "teacher")
+    distill: str = _opt("none", " | ".join(["none (RL alone)", *(f"{name} ({registered_teacher(name).help})"
+                                                                  for name in teacher_names()[1:]),
+                                            "a plug-in's (--plugin)"]), "teacher")
+    teacher_options: dict[str, Any] = field(default_factory=dict, metadata={
+        "help": "a plug-in teacher's own options by name, read by its factory (YAML: distill: {options: {name: "
+                "value}}; flag: --teacher-option NAME=VALUE, repeated)", "group": "teacher"})
     skill_writer: SkillWriter = _opt("template", "hindsight: who writes the skills: template (sentences from the trajectory "
                                          "alone, no ground truth) | policy (generate mode: the policy writes them)",
                                          "teacher")
@@ -427,12 +430,7 @@ class TrainConfig:
         for name, choices in closed_choices().items():
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
-        if self.distill == "hindsight" and self.skill_writer == "policy" and self.policy_mode != "generate":
-            raise ConfigError("skill_writer policy needs --policy-mode generate (the policy writes the skills); score "
-                              "mode uses the template writer")
-        if self.distill == "privileged" and not ENV_TABLE[self.env].privileged_info:
-            raise ConfigError(f"distill privileged reads the env's privileged text, which the {self.env} env does not "
-                              "offer (ALFWorld and WebShop do); use --distill hindsight or none")
+        self._check_teacher()
         if self.resolved_warm_start == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
             raise ConfigError("warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
                               "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
@@ -500,6 +498,23 @@ class TrainConfig:
             self.tree_config()
         except ValueError as err:
             raise ConfigError(str(err)) from None
+
+    def _check_teacher(self) -> None:
+        """The teacher is registered, and this config is one it can run with."""
+        if self.distill not in teacher_names():
+            raise ConfigError(f"distill must be one of {', '.join(teacher_names())}, got {self.distill!r}")
+        if not isinstance(self.teacher_options, dict) or not all(isinstance(k, str) for k in self.teacher_options):
+            raise ConfigError(f"teacher_options must be a mapping (name: value), got {self.teacher_options!r}")
+        if self.distill == "none":
+            return
+        spec = registered_teacher(self.distill)
+        reason = spec.check(self) if spec.check is not None else None
+        if reason:
+            raise ConfigError(reason)
+        if spec.privileged and not ENV_TABLE[self.env].privileged_info:
+            others = [n for n in teacher_names() if n != "none" and not registered_teacher(n).privileged]
+            raise ConfigError(f"distill {self.distill} reads the env's privileged text, which the {self.env} env does "
+                              f"not offer (ALFWorld and WebShop do); use --distill {' or '.join([*others, 'none'])}")
 
     def _load_plugins(self) -> None:
         """Import each of :attr:`plugins` (registered once per process)."""
@@ -620,7 +635,7 @@ class TrainConfig:
     @property
     def distill_label(self) -> str | None:
         """The teacher's label (``"privileged (not pure RL)"``, ``"hindsight (no ground truth)"``), None without one."""
-        return distill_label(self.distill, self.skill_writer)
+        return label_of(vars(self))
 
     @property
     def resolved_bc_micro_batch(self) -> int:
@@ -874,9 +889,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--estimator-option", dest="estimator_options", action="append", default=None, type=_name_value,
                     metavar="NAME=VALUE", help=_field_help("estimator_options"))
     sections: dict[str, argparse._ArgumentGroup] = {}
-    choices = {**closed_choices(), "estimator": estimator_names()}
+    ap.add_argument("--teacher-option", dest="teacher_options", action="append", default=None, type=_name_value,
+                    metavar="NAME=VALUE", help=_field_help("teacher_options"))
+    choices = {**closed_choices(), "estimator": estimator_names(), "distill": teacher_names()}
     for f in fields(TrainConfig):
-        if f.name in ("notes", "plugins", "estimator_options"):
+        if f.name in ("notes", "plugins", "estimator_options", "teacher_options"):
             continue
         group = f.metadata["group"]
         if group not in sections:
@@ -932,7 +949,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     if ns.config and not data:  # an empty file, or one of comments only: said, not silently the defaults
         print(f"note: {source} sets nothing: every field not given as a flag is at its default", file=sys.stderr)
     cfg = TrainConfig.from_dict(data, source)
-    skip = ("notes", "plugins", "estimator_options")
+    skip = ("notes", "plugins", "estimator_options", "teacher_options")
     overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name not in skip and getattr(ns, f.name) is not None}
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
     overrides = upgrade_names({**overrides, **renamed}, source="command line", spell=_flag)
@@ -940,6 +957,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
         overrides["plugins"] = list(dict.fromkeys([*cfg.plugins, *ns.plugins]))
     if ns.estimator_options:
         overrides["estimator_options"] = {**cfg.estimator_options, **dict(ns.estimator_options)}
+    if ns.teacher_options:
+        overrides["teacher_options"] = {**cfg.teacher_options, **dict(ns.teacher_options)}
     if overrides:
         cfg = dataclasses.replace(cfg, **overrides)
     return cfg, ns

@@ -17,6 +17,9 @@ from typing import Any
 
 import yaml
 
+from trainers.teacher_registry import label_of, teacher_names
+from trainers.teacher_registry import teacher as registered_teacher
+
 __all__ = ["last_evaluation", "model_card"]
 
 
@@ -42,7 +45,7 @@ def model_card(cfg: dict[str, Any], weights: str, evaluation: dict[str, Any] | N
     """The card's text: a YAML header, then the training method, the evaluation and the loading line."""
     adapter = weights == "peft adapter"
     teacher = cfg.get("distill") or "none"
-    privileged = teacher == "privileged"
+    privileged = teacher in teacher_names() and teacher != "none" and registered_teacher(teacher).privileged
     header: dict[str, Any] = {"base_model": base or str(cfg.get("model")),
                               "library_name": "peft" if adapter else "transformers",
                               "tags": ["progpo", "reinforcement-learning", "llm-agent", str(cfg.get("env"))]
@@ -50,7 +53,7 @@ def model_card(cfg: dict[str, Any], weights: str, evaluation: dict[str, Any] | N
                               "pipeline_tag": "text-generation"}
     teacher_text = ("none" if teacher == "none" else
                     f"{teacher} (**privileged**: the teacher read information the agent never sees; not pure RL)"
-                    if privileged else f"{teacher} (no ground truth)")
+                    if privileged else label_of(cfg) or f"{teacher} (a plug-in teacher, not loaded here)")
     if evaluation is None:
         eval_text = "no held-out evaluation was recorded"
     else:

@@ -80,7 +80,7 @@ class PPOConfig:
 
 class AuxTerm(Protocol):
     """An auxiliary loss beside PPO-clip's, as the targets of one update
-    (:class:`trainers.teachers.DistillTargets` is one). It may take some steps of a mini-batch in
+    (:class:`trainers.teachers.PrivilegedTargets` and :class:`~trainers.teachers.HindsightTargets` are two). It may take some steps of a mini-batch in
     place of the RL loss (:meth:`split`), add a term to each micro-batch's loss
     (:meth:`micro_term`), and reports its statistics summed over ranks (:meth:`stats`)."""
 
@@ -269,7 +269,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
         for part in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
             part = part.tolist()
             kd_part: list[int] = []
-            if aux is not None:  # (a privileged teacher's steps take its loss, not the RL loss)
+            if aux is not None:  # (the term routes some steps to its own loss, e.g. a privileged teacher)
                 part, kd_part = aux.split(part)
             mb_tokens, mb_weight = comm.sum([sum(n_tok[j] for j in part), sum(tok_w[j] * n_tok[j] for j in part)])
             mb_tokens = int(mb_tokens)

@@ -22,7 +22,8 @@ import numpy as np
 
 from trainers.advantages.registry import estimator as registered_estimator
 from trainers.run_files import write_atomic
-from trainers.teacher_labels import distill_label
+from trainers.teacher_registry import label_of, teacher_names
+from trainers.teacher_registry import teacher as registered_teacher
 
 __all__ = ["write_report", "plot_curves", "rl_gain"]
 
@@ -69,7 +70,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     plot_curves(records, run / "curves.png", title=f"{config.get('estimator', '')} on {config.get('env', '')}")
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
-    label = distill_label(str(config.get("distill", "none")), str(config.get("skill_writer", "template")))
+    label = label_of(config)
     lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}"
              + (f", distill {label}" if label else ""), ""]
     if label:
@@ -246,19 +247,12 @@ def _progress_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -
     return lines + [""]
 
 
-def _distill_paragraph(mode: str, label: str, train: Sequence[dict[str, Any]]) -> str:
-    """What the teacher did, and what information it used."""
-    share = np.mean([float(r.get("distill/group_frac", 0.0)) for r in train]) if train else 0.0
-    kl = np.mean([float(r.get("distill/kl", 0.0)) for r in train]) if train else 0.0
-    gate = np.mean([float(r.get("distill/gate", 0.0)) for r in train]) if train else 0.0
-    if mode == "privileged":
-        return (f"**Teacher: {label}.** The all-failed groups ({share:.1%} of the groups on average) were trained by "
-                f"self-distillation from an EMA teacher that read the env's privileged text (the expert's plan / the "
-                f"target product), mean symmetric KL {kl:.4f}: in those groups this run imitates, it does not learn "
-                "from reward alone. Samples of what the teacher read: distill_samples.jsonl.")
-    return (f"**Teacher: {label}.** Every group got SEED's gated distillation term toward the choices made with a "
-            f"hindsight skill of its own trajectory in context (mean gate {gate:.3f}). Samples of the skills: "
-            "distill_samples.jsonl.")
+def _distill_paragraph(name: str, label: str, train: Sequence[dict[str, Any]]) -> str:
+    """What the teacher did, and what information it used (its registration's paragraph)."""
+    spec = registered_teacher(name) if name in teacher_names() else None
+    if spec is None or spec.report is None:
+        return f"**Teacher: {label}.**"
+    return spec.report(train, label)
 
 
 def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:

@@ -20,9 +20,11 @@
   l_theta))``, beta 5, lambda 0.01, on every group. With the template writer (the CPU default)
   the skill reads only the trajectory: "hindsight (no ground truth)".
 
-The losses are pure torch functions here; :class:`DistillTargets` applies them to an update's
-batch (it is the update's :class:`~trainers.ppo.AuxTerm`), and :class:`Teacher` builds those
-targets (no gradient) as the update's :class:`~trainers.updater.AuxiliaryLoss`.
+The losses are pure torch functions here; :class:`PrivilegedTargets` and :class:`HindsightTargets`
+apply them to an update's batch (each is the update's :class:`~trainers.ppo.AuxTerm`: the routing
+of steps to the teacher's loss is the teacher's own), and :class:`PrivilegedTeacher` and
+:class:`HindsightTeacher` build those targets (no gradient) as the update's
+:class:`~trainers.updater.AuxiliaryLoss`. Both are registered in :mod:`trainers.teacher_registry`.
 
 >>> import torch
 >>> p = torch.log(torch.tensor([[0.5, 0.5]])); q = torch.log(torch.tensor([[0.9, 0.1]]))
@@ -42,12 +44,13 @@ import numpy as np
 import torch
 
 from agents.contract import scoring_with
-from trainers.teacher_labels import DISTILL_MODES, PRIVILEGED_KEY, SKILL_WRITERS, distill_label
+from trainers.teacher_registry import PRIVILEGED_KEY
 from wrappers.errors import UserError
 
-__all__ = ["DISTILL_MODES", "PRIVILEGED_KEY", "SKILL_WRITERS", "DistillTargets", "PolicySkillWriter", "SkillWriter",
-           "Teacher", "TemplateSkillWriter", "Transcript", "distill_label", "ema_update", "entropies", "entropy_weights", "normalised_weights",
-           "gated_distill", "symmetric_kl", "teacher_inputs", "topk_symmetric_kl", "transcripts_of", "TeacherInputs"]
+__all__ = ["HindsightTargets", "HindsightTeacher", "PolicySkillWriter", "PrivilegedTargets", "PrivilegedTeacher",
+           "SkillWriter", "Teacher", "TeacherInputs", "TemplateSkillWriter", "Transcript", "ema_update", "entropies",
+           "entropy_weights", "gated_distill", "hindsight_inputs", "make_hindsight", "make_privileged",
+           "normalised_weights", "privileged_inputs", "symmetric_kl", "topk_symmetric_kl", "transcripts_of"]
 
 # ----------------------------------------------------------------------------------------------
 # Losses: pure torch.
@@ -115,39 +118,32 @@ def ema_update(teacher: torch.nn.Module, student: torch.nn.Module, tau: float) -
 
 
 @dataclass
-class DistillTargets:
-    """What :func:`trainers.ppo.ppo_update` needs for the teacher's term, per step of the batch.
+class PrivilegedTargets:
+    """What :func:`trainers.ppo.ppo_update` needs for the privileged teacher's term, per step of the
+    batch (the update's :class:`~trainers.ppo.AuxTerm`).
 
-    routed: privileged: the step takes the distillation loss instead of the RL loss.
-    teacher: privileged: the teacher's log-distribution of a routed step (score mode ``[K]``;
-        generate mode ``[n, k]``, its top-k tokens), else None.
+    routed: the step takes the distillation loss instead of the RL loss (its group failed completely).
+    teacher: the teacher's log-distribution of a routed step (score mode ``[K]``; generate mode
+        ``[n, k]``, its top-k tokens), else None.
     index: generate mode: the top-k token ids ``[n, k]``; else None.
-    weight: privileged: each routed step's per-row weights (:func:`entropy_weights`).
-    skill: hindsight: ``l_skill``, the log-probs of the step's own tokens with the skill in context.
-    coef, beta: hindsight's lambda and gate beta.
+    weight: each routed step's per-row weights (:func:`entropy_weights`).
     """
 
-    mode: str
     routed: list[bool] = field(default_factory=list)
     teacher: list[torch.Tensor | None] = field(default_factory=list)
     index: list[torch.Tensor | None] = field(default_factory=list)
     weight: list[torch.Tensor | None] = field(default_factory=list)
-    skill: list[torch.Tensor | None] = field(default_factory=list)
-    coef: float = 0.01
-    beta: float = 5.0
-    #: the update's sums: privileged, the weighted KL and its weight; hindsight, the gates and their tokens
-    sums: dict[str, float] = field(default_factory=lambda: {"kl": 0.0, "kl_weight": 0.0, "gate": 0.0, "gate_tokens": 0.0})
+    #: the update's sums: the weighted KL and its weight
+    sums: dict[str, float] = field(default_factory=lambda: {"kl": 0.0, "kl_weight": 0.0})
 
     def split(self, part: list[int]) -> tuple[list[int], list[int]]:
-        """Privileged: a mini-batch's routed steps take the distillation loss, the others the RL loss."""
-        if self.mode != "privileged":
-            return part, []
+        """A mini-batch's routed steps take the distillation loss, the others the RL loss."""
         return [j for j in part if not self.routed[j]], [j for j in part if self.routed[j]]
 
     def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
-        """The privileged teacher's loss on a mini-batch's ``routed`` steps: the weighted mean of the
-        symmetric KL between teacher and student over their decisions (score mode) or response
-        tokens (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
+        """The loss on a mini-batch's ``routed`` steps: the weighted mean of the symmetric KL
+        between teacher and student over their decisions (score mode) or response tokens
+        (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
         from trainers.ppo import micro_batches
 
         if learner.distributions is None:
@@ -169,11 +165,41 @@ class DistillTargets:
 
     def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
                    loss_scale: float) -> torch.Tensor | None:
-        """Hindsight: SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] -
-        l_theta)) / mb_weight`` (the RL loss's token weights and normaliser), over the steps that
-        have a skill. Privileged: none."""
-        if self.mode != "hindsight":
-            return None
+        """No term beside the RL loss (the routed steps take their own loss)."""
+        return None
+
+    def stats(self, comm: Any) -> dict[str, float]:
+        """The mean symmetric KL under the entropy weights."""
+        kl, kl_w = comm.sum(list(self.sums.values()))
+        return {"distill/kl": kl / kl_w if kl_w > 0 else 0.0}
+
+
+@dataclass
+class HindsightTargets:
+    """What :func:`trainers.ppo.ppo_update` needs for the hindsight teacher's term, per step of the
+    batch (the update's :class:`~trainers.ppo.AuxTerm`).
+
+    skill: ``l_skill``, the log-probs of the step's own tokens with the skill in context (None:
+        no skill). coef, beta: SEED's lambda and gate beta.
+    """
+
+    skill: list[torch.Tensor | None] = field(default_factory=list)
+    coef: float = 0.01
+    beta: float = 5.0
+    #: the update's sums: the gates and their tokens
+    sums: dict[str, float] = field(default_factory=lambda: {"gate": 0.0, "gate_tokens": 0.0})
+
+    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
+        """Every step takes the RL loss (the term is added to it)."""
+        return part, []
+
+    def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
+        """No step is routed away from the RL loss."""
+
+    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
+                   loss_scale: float) -> torch.Tensor | None:
+        """SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] - l_theta)) /
+        mb_weight`` (the RL loss's token weights and normaliser), over the steps that have a skill."""
         offsets = np.cumsum([0] + [batch.token_counts[j] for j in micro])
         terms, gates, weights = [], [], []
         for i, j in enumerate(micro):
@@ -193,10 +219,8 @@ class DistillTargets:
         return self.coef * loss_scale * (torch.cat(weights) * torch.cat(terms)).sum() / mb_weight
 
     def stats(self, comm: Any) -> dict[str, float]:
-        """Privileged: the mean symmetric KL under the entropy weights; hindsight: the mean gate."""
-        kl, kl_w, gate, gate_n = comm.sum(list(self.sums.values()))
-        if self.mode == "privileged":
-            return {"distill/kl": kl / kl_w if kl_w > 0 else 0.0}
+        """The mean gate."""
+        gate, gate_n = comm.sum(list(self.sums.values()))
         return {"distill/gate": gate / gate_n if gate_n > 0 else 0.0}
 
 
@@ -298,31 +322,27 @@ def _with_context(step: Any, prefix: list[int]) -> Any:
 
 
 class Teacher:
-    """Builds the batch's :class:`DistillTargets` (no gradient) and keeps the EMA teacher.
+    """What the two built-in teachers share: the policy they distill into, the samples of what
+    they read, and the encoding of a context text. A teacher is the update's
+    :class:`~trainers.updater.AuxiliaryLoss`: :meth:`inputs` of a rollout, :meth:`kept` steps,
+    :meth:`loss_targets` of the update's steps (no gradient) and :meth:`after_step`.
 
     Args:
-        mode: ``privileged`` | ``hindsight``.
         policy: the student (its ``distributions``, ``compute_logprobs_and_entropy``, ``tokenizer``).
-        model: the student's module (the EMA teacher starts as its copy).
-        writer: hindsight's :class:`SkillWriter`. tau: EMA rate. coef, beta: hindsight's lambda
-        and gate beta. top_k: generate mode, privileged: tokens compared per position.
+        model: the student's module.
+        samples_per_iteration: context texts kept per iteration for ``distill_samples.jsonl``.
     """
 
-    def __init__(self, mode: str, policy: Any, model: torch.nn.Module, writer: SkillWriter | None = None, *,
-                 tau: float = 0.05, coef: float = 0.01, beta: float = 5.0, top_k: int = 20,
-                 samples_per_iteration: int = 4) -> None:
-        if mode not in ("privileged", "hindsight"):
-            raise ValueError(f"mode must be privileged or hindsight, got {mode!r}")
-        if not 0.0 <= tau <= 1.0:
-            raise ValueError(f"tau must be in [0, 1] (the EMA rate of the teacher), got {tau!r}")
+    #: the registered name (:mod:`trainers.teacher_registry`), written with each sample
+    name = "teacher"
+
+    def __init__(self, policy: Any, model: torch.nn.Module, *, samples_per_iteration: int = 4) -> None:
         if not hasattr(policy, "distributions"):
-            raise UserError(f"distill {mode}: the policy {type(policy).__name__} has no distributions() to distill "
+            raise UserError(f"distill {self.name}: the policy {type(policy).__name__} has no distributions() to distill "
                             "into (the LLM policies of agents.policy have)")
-        self.mode, self.policy, self.model, self.writer = mode, policy, model, writer
-        self.tau, self.coef, self.beta, self.top_k = tau, coef, beta, top_k
+        self.policy, self.model = policy, model
         self.samples_per_iteration = samples_per_iteration
-        #: privileged: the EMA teacher, a copy of the student made at the first update (after any
-        #: warm start), or restored from a checkpoint
+        #: an EMA teacher's weights (a checkpoint keeps them), None for a teacher without one
         self.ema: torch.nn.Module | None = None
         self.samples: list[dict[str, Any]] = []
 
@@ -335,66 +355,26 @@ class Teacher:
         return self.ema
 
     def after_step(self) -> None:
-        """After each optimizer step: the EMA teacher follows the student."""
-        if self.ema is not None:
-            ema_update(self.ema, self.model, self.tau)
-
-    def inputs(self, rollout: Any, step_failed: Sequence[bool], env: str = "this") -> "TeacherInputs":
-        """This teacher's inputs of an iteration's ``rollout`` (:func:`teacher_inputs`)."""
-        return teacher_inputs(self.mode, rollout, step_failed, self.writer, env=env)
-
-    def kept(self, inputs: "TeacherInputs", n_steps: int) -> list[bool]:
-        """Steps that take a loss whatever their advantage: hindsight's term acts on every step,
-        privileged's loss on the routed ones."""
-        return [True] * n_steps if self.mode == "hindsight" else list(inputs.routed)
+        """After each optimizer step (the EMA teacher follows the student)."""
 
     def loss_targets(self, steps: Sequence[Any], chosen: Sequence[int], inputs: "TeacherInputs",
-                     iteration: int) -> tuple[DistillTargets, dict[str, float]]:
+                     iteration: int) -> tuple[Any, dict[str, float]]:
         """:meth:`targets` of an iteration's :class:`TeacherInputs`, with their metrics."""
         out, stats = self.targets(steps, chosen, inputs.texts, inputs.routed, iteration)
         return out, {**stats, **inputs.metrics}
 
+    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
+                routed: Sequence[bool], iteration: int) -> tuple[Any, dict[str, float]]:
+        raise NotImplementedError
+
     def _encode(self, text: str) -> list[int]:
         return list(self.policy.tokenizer.encode(text.strip() + "\n\n", add_special_tokens=False))
 
-    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
-                routed: Sequence[bool], iteration: int) -> tuple[DistillTargets, dict[str, float]]:
-        """Targets of the ``chosen`` steps (indices into ``steps``); ``texts[i]``: the context text
-        of step i (the privileged text, or its trajectory's skill); ``routed[i]``: privileged,
-        step i's group failed completely."""
-        out = DistillTargets(self.mode, coef=self.coef, beta=self.beta)
-        n = len(chosen)
-        out.routed = [bool(routed[i]) for i in chosen] if self.mode == "privileged" else [False] * n
-        out.teacher, out.index, out.weight, out.skill = [None] * n, [None] * n, [None] * n, [None] * n
-        work = [j for j in range(n) if (out.routed[j] if self.mode == "privileged" else texts[chosen[j]])]
-        if not work:
-            return out, {"distill/steps": 0.0}
-        prefix = {text: self._encode(text) for text in {texts[chosen[j]] or "" for j in work}}  # once per text
-        ctx = [_with_context(steps[chosen[j]].output, prefix[texts[chosen[j]] or ""]) for j in work]
-        with torch.no_grad():
-            if self.mode == "privileged":
-                with scoring_with(self.policy, self.ensure_ema()):
-                    dists = self.policy.distributions(ctx)
-                h_rows = []
-                for j, d in zip(work, dists):
-                    d = d.detach().float().cpu()
-                    if d.dim() == 2:  # generate mode: the teacher's top-k tokens per position
-                        top, idx = d.topk(min(self.top_k, d.shape[-1]), dim=-1)
-                        out.teacher[j], out.index[j] = top, idx
-                    else:
-                        out.teacher[j], d = d, d[None]
-                    h_rows.append(entropies(d))
-                w = normalised_weights(torch.cat(h_rows))  # over every routed row of the batch
-                at = 0
-                for j, h in zip(work, h_rows):
-                    out.weight[j] = w[at: at + h.numel()]
-                    at += h.numel()
-            else:
-                lps, _ = self.policy.compute_logprobs_and_entropy(ctx, with_entropy=False)
-                for j, lp in zip(work, lps):
-                    out.skill[j] = lp.detach().float().cpu()
-        self._sample(steps, chosen, texts, work, iteration)
-        return out, {"distill/steps": float(len(work))}
+    def _contexts(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
+                  work: Sequence[int]) -> list[Any]:
+        """The ``work`` steps' outputs with their context text before the prompt (encoded once per text)."""
+        prefix = {text: self._encode(text) for text in {texts[chosen[j]] or "" for j in work}}
+        return [_with_context(steps[chosen[j]].output, prefix[texts[chosen[j]] or ""]) for j in work]
 
     def _sample(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None], work: Sequence[int],
                 iteration: int) -> None:
@@ -405,10 +385,117 @@ class Teacher:
                 continue
             seen.add(text)
             step = steps[chosen[j]]
-            self.samples.append({"iteration": iteration, "mode": self.mode, "context": text, "observation": step.obs[:300],
+            self.samples.append({"iteration": iteration, "mode": self.name, "context": text, "observation": step.obs[:300],
                                  "action": step.action})
             if len(seen) >= self.samples_per_iteration:
                 break
+
+
+class PrivilegedTeacher(Teacher):
+    """I-SDPO: an EMA of the student reads the env's privileged text and re-scores the student's
+    own decisions in the all-failed groups, whose steps take the distillation loss instead of the
+    RL loss. ``tau``: EMA rate; ``top_k``: generate mode, tokens compared per position."""
+
+    name = "privileged"
+
+    def __init__(self, policy: Any, model: torch.nn.Module, *, tau: float = 0.05, top_k: int = 20,
+                 samples_per_iteration: int = 4) -> None:
+        if not 0.0 <= tau <= 1.0:
+            raise ValueError(f"tau must be in [0, 1] (the EMA rate of the teacher), got {tau!r}")
+        super().__init__(policy, model, samples_per_iteration=samples_per_iteration)
+        self.tau, self.top_k = tau, top_k
+
+    def after_step(self) -> None:
+        """The EMA teacher follows the student."""
+        if self.ema is not None:
+            ema_update(self.ema, self.model, self.tau)
+
+    def inputs(self, rollout: Any, step_failed: Sequence[bool], env: str = "this") -> "TeacherInputs":
+        """This teacher's inputs of an iteration's ``rollout`` (:func:`privileged_inputs`)."""
+        return privileged_inputs(rollout, step_failed, env=env)
+
+    def kept(self, inputs: "TeacherInputs", n_steps: int) -> list[bool]:
+        """The routed steps take its loss whatever their advantage."""
+        return list(inputs.routed)
+
+    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
+                routed: Sequence[bool], iteration: int) -> tuple[PrivilegedTargets, dict[str, float]]:
+        """Targets of the ``chosen`` steps (indices into ``steps``); ``texts[i]``: step i's
+        privileged text; ``routed[i]``: step i's group failed completely."""
+        n = len(chosen)
+        out = PrivilegedTargets(routed=[bool(routed[i]) for i in chosen])
+        out.teacher, out.index, out.weight = [None] * n, [None] * n, [None] * n
+        work = [j for j in range(n) if out.routed[j]]
+        if not work:
+            return out, {"distill/steps": 0.0}
+        ctx = self._contexts(steps, chosen, texts, work)
+        with torch.no_grad():
+            with scoring_with(self.policy, self.ensure_ema()):
+                dists = self.policy.distributions(ctx)
+            h_rows = []
+            for j, d in zip(work, dists):
+                d = d.detach().float().cpu()
+                if d.dim() == 2:  # generate mode: the teacher's top-k tokens per position
+                    top, idx = d.topk(min(self.top_k, d.shape[-1]), dim=-1)
+                    out.teacher[j], out.index[j] = top, idx
+                else:
+                    out.teacher[j], d = d, d[None]
+                h_rows.append(entropies(d))
+            w = normalised_weights(torch.cat(h_rows))  # over every routed row of the batch
+            at = 0
+            for j, h in zip(work, h_rows):
+                out.weight[j] = w[at: at + h.numel()]
+                at += h.numel()
+        self._sample(steps, chosen, texts, work, iteration)
+        return out, {"distill/steps": float(len(work))}
+
+
+class HindsightTeacher(Teacher):
+    """SEED: the student re-scores its own sampled actions with a hindsight skill of its
+    trajectory in context, and a gated term pulls it there on every group. ``writer``: the
+    :class:`SkillWriter`; ``coef``, ``beta``: the term's lambda and gate beta."""
+
+    name = "hindsight"
+
+    def __init__(self, policy: Any, model: torch.nn.Module, writer: "SkillWriter | None" = None, *,
+                 coef: float = 0.01, beta: float = 5.0, samples_per_iteration: int = 4) -> None:
+        super().__init__(policy, model, samples_per_iteration=samples_per_iteration)
+        self.writer, self.coef, self.beta = writer, coef, beta
+
+    def inputs(self, rollout: Any, step_failed: Sequence[bool], env: str = "this") -> "TeacherInputs":
+        """This teacher's inputs of an iteration's ``rollout`` (:func:`hindsight_inputs`)."""
+        return hindsight_inputs(rollout, self.writer)
+
+    def kept(self, inputs: "TeacherInputs", n_steps: int) -> list[bool]:
+        """Its term acts on every step."""
+        return [True] * n_steps
+
+    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
+                routed: Sequence[bool], iteration: int) -> tuple[HindsightTargets, dict[str, float]]:
+        """Targets of the ``chosen`` steps; ``texts[i]``: the skill of step i's trajectory."""
+        n = len(chosen)
+        out = HindsightTargets(skill=[None] * n, coef=self.coef, beta=self.beta)
+        work = [j for j in range(n) if texts[chosen[j]]]
+        if not work:
+            return out, {"distill/steps": 0.0}
+        ctx = self._contexts(steps, chosen, texts, work)
+        with torch.no_grad():
+            lps, _ = self.policy.compute_logprobs_and_entropy(ctx, with_entropy=False)
+            for j, lp in zip(work, lps):
+                out.skill[j] = lp.detach().float().cpu()
+        self._sample(steps, chosen, texts, work, iteration)
+        return out, {"distill/steps": float(len(work))}
+
+
+def make_privileged(cfg: Any, policy: Any, model: torch.nn.Module) -> PrivilegedTeacher:
+    """The privileged teacher of a run's config (``distill_tau``, ``distill_top_k``)."""
+    return PrivilegedTeacher(policy, model, tau=cfg.distill_tau, top_k=cfg.distill_top_k)
+
+
+def make_hindsight(cfg: Any, policy: Any, model: torch.nn.Module) -> HindsightTeacher:
+    """The hindsight teacher of a run's config (``skill_writer``, ``distill_lambda``, ``distill_gate_beta``)."""
+    writer = PolicySkillWriter(policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()
+    return HindsightTeacher(policy, model, writer, coef=cfg.distill_lambda, beta=cfg.distill_gate_beta)
 
 
 def transcripts_of(rollout: Any) -> list[Transcript]:
@@ -433,32 +520,31 @@ class TeacherInputs:
     metrics: dict[str, float]
 
 
-def teacher_inputs(mode: str, rollout: Any, step_failed: Sequence[bool], writer: SkillWriter | None = None,
-                   env: str = "this") -> TeacherInputs:
-    """Per step of ``rollout``, the teacher's context and routing.
-
-    ``privileged``: the privileged text of the step's trajectory; a step takes the distillation
-    loss exactly when its group failed completely (``step_failed``, the estimator's all-failed flag
-    per step), the others the RL loss alone. ``hindsight``: the skill ``writer`` wrote for the
-    step's trajectory; no step is routed (the gated term applies to every group).
+def privileged_inputs(rollout: Any, step_failed: Sequence[bool], env: str = "this") -> TeacherInputs:
+    """Per step of ``rollout``, the privileged teacher's context and routing: the privileged text of
+    the step's trajectory; a step takes the distillation loss exactly when its group failed
+    completely (``step_failed``, the estimator's all-failed flag per step), the others the RL loss alone.
 
     Raises:
-        UserError: privileged mode on a rollout whose env offered no privileged text.
+        UserError: a rollout whose env offered no privileged text.
     """
-    if mode == "privileged":
-        texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
-        if rollout.steps and not any(texts):
-            raise UserError(f"distill privileged: the {env} env gave no info['{PRIVILEGED_KEY}'] at reset; only an env "
-                            "that offers privileged text can be distilled from it (ALFWorld, WebShop)")
-        routed = [bool(f) for f in step_failed]
-        groups = {t.group for t in rollout.trajectories}
-        failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}
-        share = len(failed_groups) / max(len(groups), 1)
-    else:
-        if writer is None:
-            raise ValueError("hindsight needs a skill writer")
-        skills = writer.write(transcripts_of(rollout))
-        texts = [skills[s.traj] for s in rollout.steps]
-        routed = [False] * len(rollout.steps)
-        share = 1.0 if rollout.steps else 0.0
+    texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
+    if rollout.steps and not any(texts):
+        raise UserError(f"distill privileged: the {env} env gave no info['{PRIVILEGED_KEY}'] at reset; only an env "
+                        "that offers privileged text can be distilled from it (ALFWorld, WebShop)")
+    routed = [bool(f) for f in step_failed]
+    groups = {t.group for t in rollout.trajectories}
+    failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}
+    share = len(failed_groups) / max(len(groups), 1)
     return TeacherInputs(texts, routed, {"distill/group_frac": share})
+
+
+def hindsight_inputs(rollout: Any, writer: "SkillWriter | None") -> TeacherInputs:
+    """Per step of ``rollout``, the hindsight teacher's context: the skill ``writer`` wrote for the
+    step's trajectory; no step is routed (the gated term applies to every group)."""
+    if writer is None:
+        raise ValueError("hindsight needs a skill writer")
+    skills = writer.write(transcripts_of(rollout))
+    texts = [skills[s.traj] for s in rollout.steps]
+    share = 1.0 if rollout.steps else 0.0
+    return TeacherInputs(texts, [False] * len(rollout.steps), {"distill/group_frac": share})

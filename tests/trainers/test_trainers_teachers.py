@@ -13,7 +13,8 @@ import torch
 
 from trainers.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
 from trainers.teachers import (
-    DistillTargets,
+    HindsightTargets,
+    PrivilegedTargets,
     TemplateSkillWriter,
     Transcript,
     ema_update,
@@ -112,9 +113,8 @@ def _toy_update(routed: list[bool], mode: str = "privileged") -> tuple[torch.Ten
     old = [torch.log(torch.tensor([1 / 3])), torch.log(torch.tensor([1 / 3]))]
     batch = UpdateBatch(steps, old, None, torch.tensor([5.0, 1.0]), [1, 1], [1.0, 1.0], [1, 1], [(0,), (1,)], 2)
     if mode == "privileged":
-        batch.aux = DistillTargets("privileged", routed=routed, teacher=[teacher if r else None for r in routed],
-                                       index=[None, None], weight=[torch.ones(1) if r else None for r in routed],
-                                       skill=[None, None])
+        batch.aux = PrivilegedTargets(routed=routed, teacher=[teacher if r else None for r in routed],
+                                      index=[None, None], weight=[torch.ones(1) if r else None for r in routed])
     opt = torch.optim.SGD([theta], lr=1.0)
     ppo_update(batch, PPOConfig(num_minibatches=1, max_grad_norm=1e9), Learner(forward, lambda: [], opt, [theta],
                distributions=distributions), Comm(), torch.Generator().manual_seed(0))
@@ -283,12 +283,12 @@ def test_a_privileged_teacher_on_an_env_without_privileged_text_is_refused_befor
 @pytest.mark.parametrize("tau", [2.0, 1.0001])
 def test_an_ema_rate_above_one_is_refused(tau):
     from trainers.config import ConfigError, TrainConfig
-    from trainers.teachers import Teacher
+    from trainers.teachers import PrivilegedTeacher
 
     with pytest.raises(ConfigError, match="distill_tau must be in \\[0, 1\\]"):
         TrainConfig(distill_tau=tau)
     with pytest.raises(ValueError, match="tau must be in"):
-        Teacher("privileged", policy=object(), model=None, writer=None, tau=tau)
+        PrivilegedTeacher(policy=object(), model=None, tau=tau)
 
 
 def test_distill_config_errors():
@@ -339,12 +339,12 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     advantage stage to its teacher inputs."""
     from trainers.config import TrainConfig
     from trainers.credit import CreditAssigner
-    from trainers.teachers import teacher_inputs
+    from trainers.teachers import privileged_inputs
 
     rollout = _routing_rollout()
     credit = CreditAssigner(TrainConfig(estimator=estimator, seed=0)).assign(rollout, 1)
     assert credit.all_failed.tolist() == [True, False]
-    teach = teacher_inputs("privileged", rollout, credit.step_failed)
+    teach = privileged_inputs(rollout, credit.step_failed)
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
     assert teach.routed == [g == 0 for g in groups] and sum(teach.routed) == 4
     assert teach.texts == [rollout.trajectories[s.traj].privileged for s in rollout.steps]
@@ -352,47 +352,47 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
 
 
 def test_hindsight_routes_no_step_and_reads_the_writers_skill_per_trajectory():
-    from trainers.teachers import teacher_inputs
+    from trainers.teachers import hindsight_inputs
 
     class Writer:
         def write(self, transcripts):
             return [f"skill {k}" for k in range(len(transcripts))]
 
     rollout = _routing_rollout()
-    teach = teacher_inputs("hindsight", rollout, [True] * len(rollout.steps), Writer())
+    teach = hindsight_inputs(rollout, Writer())
     assert teach.routed == [False] * 8 and teach.metrics == {"distill/group_frac": 1.0}
     assert teach.texts == [f"skill {s.traj}" for s in rollout.steps]
 
 
 def test_a_privileged_teacher_without_privileged_text_is_one_line():
-    from trainers.teachers import teacher_inputs
+    from trainers.teachers import privileged_inputs
     from wrappers.errors import UserError
 
     rollout = _routing_rollout()
     for t in rollout.trajectories:
         t.privileged = ""
     with pytest.raises(UserError, match="gave no info\\['privileged_text'\\]"):
-        teacher_inputs("privileged", rollout, [False] * 8, env="rooms")
+        privileged_inputs(rollout, [False] * 8, env="rooms")
 
 
 def test_a_single_all_failed_group_is_the_whole_share_and_an_empty_rollout_none():
     from trainers.rollout import Rollout
-    from trainers.teachers import teacher_inputs
+    from trainers.teachers import hindsight_inputs, privileged_inputs
 
     full = _routing_rollout()
     rollout = Rollout(steps=[s for s in full.steps if s.traj < 2],
                       trajectories=[t for t in full.trajectories if t.group == 0])
-    teach = teacher_inputs("privileged", rollout, [True] * len(rollout.steps))
+    teach = privileged_inputs(rollout, [True] * len(rollout.steps))
     assert teach.metrics == {"distill/group_frac": 1.0} and all(teach.routed)
 
     class Writer:
         def write(self, transcripts):
             return []
 
-    empty = teacher_inputs("hindsight", Rollout(), [], Writer())
+    empty = hindsight_inputs(Rollout(), Writer())
     assert (empty.texts, empty.routed, empty.metrics) == ([], [], {"distill/group_frac": 0.0})
     with pytest.raises(ValueError, match="hindsight needs a skill writer"):
-        teacher_inputs("hindsight", Rollout(), [])
+        hindsight_inputs(Rollout(), None)
 
 
 def test_transcripts_end_with_the_last_observation_each_trajectory_reached():
@@ -407,12 +407,12 @@ def test_transcripts_end_with_the_last_observation_each_trajectory_reached():
 def test_the_ema_teacher_is_a_frozen_copy_that_follows_the_student_at_rate_tau():
     from types import SimpleNamespace
 
-    from trainers.teachers import Teacher
+    from trainers.teachers import PrivilegedTeacher
 
     student = torch.nn.Linear(2, 1)
     with torch.no_grad():
         student.weight.fill_(1.0)
-    teacher = Teacher("privileged", SimpleNamespace(distributions=None), student, tau=0.25)
+    teacher = PrivilegedTeacher(SimpleNamespace(distributions=None), student, tau=0.25)
     teacher.after_step()  # no teacher yet: nothing to follow
     assert teacher.ema is None
     ema = teacher.ensure_ema()
@@ -428,18 +428,20 @@ def test_the_ema_teacher_is_a_frozen_copy_that_follows_the_student_at_rate_tau()
 def test_teacher_arguments():
     from types import SimpleNamespace
 
-    from trainers.teachers import Teacher
+    from trainers.teacher_registry import teacher
+    from trainers.teachers import HindsightTeacher, PrivilegedTeacher
     from wrappers.errors import UserError
 
     policy, model = SimpleNamespace(distributions=None), torch.nn.Linear(1, 1)
-    with pytest.raises(ValueError, match="mode must be privileged or hindsight, got 'other'"):
-        Teacher("other", policy, model)
+    with pytest.raises(ValueError, match="distill must be one of none, privileged, hindsight, got 'other'"):
+        teacher("other")
     for tau in (0.0, 1.0):  # both ends allowed: a frozen teacher, a teacher that is the student
-        assert Teacher("privileged", policy, model, tau=tau).tau == tau
+        assert PrivilegedTeacher(policy, model, tau=tau).tau == tau
     with pytest.raises(UserError, match="the policy object has no distributions"):
-        Teacher("privileged", object(), model)
-    t = Teacher("hindsight", policy, model)
-    assert (t.tau, t.coef, t.beta, t.top_k, t.samples_per_iteration) == (0.05, 0.01, 5.0, 20, 4)
+        PrivilegedTeacher(object(), model)
+    p, h = PrivilegedTeacher(policy, model), HindsightTeacher(policy, model)
+    assert (p.tau, p.top_k, p.samples_per_iteration, h.coef, h.beta, h.samples_per_iteration) == (0.05, 20, 4, 0.01,
+                                                                                                 5.0, 4)
 
 
 # ----------------------------------------------------------------------------- targets on a real tiny policy
@@ -467,14 +469,14 @@ def tiny_steps():
 
 
 def test_privileged_targets_are_the_ema_teachers_candidate_distribution_with_the_text_before_the_prompt(tiny_steps):
-    from trainers.teachers import Teacher, _with_context
+    from trainers.teachers import PrivilegedTeacher, _with_context
 
     policy, steps = tiny_steps
-    teacher = Teacher("privileged", policy, policy.model, tau=0.1)
+    teacher = PrivilegedTeacher(policy, policy.model, tau=0.1)
     texts = ["Expert plan: go to the kitchen", "", "Expert plan: take the key", "Expert plan: go to the kitchen"]
     out, stats = teacher.targets(steps, [0, 1, 2, 3], texts, [True, False, True, True], iteration=7)
     assert stats == {"distill/steps": 3.0} and out.routed == [True, False, True, True]
-    assert out.teacher[1] is None and out.weight[1] is None and out.skill == [None] * 4
+    assert out.teacher[1] is None and out.weight[1] is None and not hasattr(out, "skill")
     for j in (0, 2, 3):
         k = len(steps[j].output.candidates)
         assert out.teacher[j].shape == (k,) and torch.logsumexp(out.teacher[j], 0).item() == pytest.approx(0.0, abs=1e-5)
@@ -489,22 +491,22 @@ def test_privileged_targets_are_the_ema_teachers_candidate_distribution_with_the
     # one sample per distinct text, at most samples_per_iteration, with what the teacher read
     assert [s["context"] for s in teacher.samples] == [texts[0], texts[2]]
     assert all(s["iteration"] == 7 and s["mode"] == "privileged" for s in teacher.samples)
-    capped = Teacher("privileged", policy, policy.model, samples_per_iteration=1)
+    capped = PrivilegedTeacher(policy, policy.model, samples_per_iteration=1)
     capped.targets(steps, [0, 1, 2, 3], texts, [True, False, True, True], iteration=7)
     assert [s["context"] for s in capped.samples] == [texts[0]]  # the cap holds per iteration
-    none, stats = Teacher("privileged", policy, policy.model).targets(steps, [0, 1], texts, [False] * 4, 1)
+    none, stats = PrivilegedTeacher(policy, policy.model).targets(steps, [0, 1], texts, [False] * 4, 1)
     assert stats == {"distill/steps": 0.0} and none.teacher == [None, None]
 
 
 def test_hindsight_targets_score_the_chosen_command_after_the_skill(tiny_steps):
-    from trainers.teachers import Teacher, _with_context
+    from trainers.teachers import HindsightTeacher, _with_context
 
     policy, steps = tiny_steps
-    teacher = Teacher("hindsight", policy, policy.model, coef=0.2, beta=3.0)
+    teacher = HindsightTeacher(policy, policy.model, coef=0.2, beta=3.0)
     texts = ["Hindsight from an earlier attempt: the key is in the kitchen", None, "", "Hindsight: look first"]
     out, stats = teacher.targets(steps, [0, 1, 2, 3], texts, [True] * 4, iteration=1)
-    assert stats == {"distill/steps": 2.0} and out.routed == [False] * 4  # hindsight routes nothing
-    assert (out.coef, out.beta) == (0.2, 3.0) and out.teacher == [None] * 4
+    assert stats == {"distill/steps": 2.0} and out.split([0, 1, 2, 3]) == ([0, 1, 2, 3], [])  # routes nothing
+    assert (out.coef, out.beta) == (0.2, 3.0) and not hasattr(out, "teacher")
     assert out.skill[1] is None and out.skill[2] is None
     for j in (0, 3):
         want, _ = policy.compute_logprobs_and_entropy([_with_context(steps[j].output, teacher._encode(texts[j]))],
@@ -571,28 +573,28 @@ def test_the_policy_writes_skills_only_in_generate_mode_from_the_last_eight_step
 def test_past_a_zero_advantage_a_privileged_teacher_keeps_its_routed_steps_and_hindsight_keeps_all(tiny_steps):
     """With ``skip_zero_advantage`` the update drops steps without an advantage unless the teacher
     keeps them: the privileged teacher keeps exactly the steps it routes to distillation."""
-    from trainers.teachers import Teacher, teacher_inputs
+    from trainers.teachers import HindsightTeacher, PrivilegedTeacher, hindsight_inputs, privileged_inputs
 
     policy, _ = tiny_steps
     rollout = _routing_rollout()
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
-    privileged = teacher_inputs("privileged", rollout, [g == 0 for g in groups])
-    assert Teacher("privileged", policy, policy.model).kept(privileged, 8) == [g == 0 for g in groups]
+    privileged = privileged_inputs(rollout, [g == 0 for g in groups])
+    assert PrivilegedTeacher(policy, policy.model).kept(privileged, 8) == [g == 0 for g in groups]
 
     class Writer:
         def write(self, transcripts):
             return ["skill"] * len(transcripts)
 
-    hindsight = teacher_inputs("hindsight", rollout, [False] * 8, Writer())
-    assert Teacher("hindsight", policy, policy.model).kept(hindsight, 8) == [True] * 8
+    hindsight = hindsight_inputs(rollout, Writer())
+    assert HindsightTeacher(policy, policy.model).kept(hindsight, 8) == [True] * 8
 
 
 def test_the_distillation_statistics_are_weighted_means():
     from trainers.ppo import Comm
-    from trainers.teachers import DistillTargets
+    from trainers.teachers import PrivilegedTargets
 
-    priv = DistillTargets("privileged", sums={"kl": 3.0, "kl_weight": 2.0, "gate": 0.0, "gate_tokens": 0.0})
+    priv = PrivilegedTargets(sums={"kl": 3.0, "kl_weight": 2.0})
     assert priv.stats(Comm()) == {"distill/kl": 1.5}
-    hind = DistillTargets("hindsight", sums={"kl": 0.0, "kl_weight": 0.0, "gate": 3.0, "gate_tokens": 4.0})
+    hind = HindsightTargets(sums={"gate": 3.0, "gate_tokens": 4.0})
     assert hind.stats(Comm()) == {"distill/gate": 0.75}
-    assert DistillTargets("privileged").stats(Comm()) == {"distill/kl": 0.0}  # nothing routed: no division by zero
+    assert PrivilegedTargets().stats(Comm()) == {"distill/kl": 0.0}  # nothing routed: no division by zero

@@ -319,7 +319,7 @@ def load_entry_points() -> None:
 
 
 def load_plugin(spec: str) -> None:
-    """Import a module that registers estimators: a dotted module name, or a ``.py``
+    """Import a module that registers estimators or teachers: a dotted module name, or a ``.py``
     file (loaded once per path). A missing one is a ``ValueError`` of one line."""
     path = Path(spec)
     if spec.endswith(".py"):

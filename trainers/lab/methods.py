@@ -12,6 +12,8 @@ they appear.
 from __future__ import annotations
 
 from trainers.advantages.registry import base_names, estimator, estimator_names
+from trainers.teacher_registry import label_of as teacher_label
+from trainers.teacher_registry import teacher_names
 
 __all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "CONTROLS", "SUFFIXES", "SUFFIX_LABELS", "label_of", "DEFAULT_METHODS", "is_method", "method_axes", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
            "LAB_PRESETS", "METHODS", "METHOD_AXES", "NOT_REGISTERED", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
@@ -34,8 +36,7 @@ CONTROLS: dict[str, dict[str, object]] = {
 SUFFIXES: dict[str, dict[str, object]] = {
     "tree": {"rollout": "tree"},
     "tree-random": {"rollout": "tree", "tree_scorer": "random"},
-    "hindsight": {"distill": "hindsight"},
-    "privileged": {"distill": "privileged"},
+    **{name: {"distill": name} for name in teacher_names()[1:]},  # a registered teacher's (a plug-in's too)
 }
 
 
@@ -50,12 +51,13 @@ def method_axes(method: str) -> dict[str, object]:
     if method in CONTROLS:
         return dict(CONTROLS[method])
     name, _, suffix = method.partition("+")
-    if name not in estimator_names() or (suffix and suffix not in SUFFIXES):
+    suffixes = {**SUFFIXES, **{t: {"distill": t} for t in teacher_names()[1:]}}
+    if name not in estimator_names() or (suffix and suffix not in suffixes):
         raise ValueError(f"unknown method {method!r}: a control ({', '.join(CONTROLS)}) or an estimator "
                          f"({', '.join(estimator_names())}) with at most one of "
-                         f"{', '.join('+' + s for s in SUFFIXES)}")
+                         f"{', '.join('+' + s for s in suffixes)}")
     axes: dict[str, object] = {} if name == AXES["estimator"] else {"estimator": name}
-    return {**axes, **SUFFIXES.get(suffix, {})}
+    return {**axes, **suffixes.get(suffix, {})}
 
 
 def is_method(method: str) -> bool:
@@ -100,12 +102,13 @@ DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "sh
 
 #: the teachers' labels: a method with one of these suffixes uses more than the reward (privileged
 #: information, or hindsight), is labelled wherever it appears and never ranked with pure RL
-SUFFIX_LABELS = {"privileged": "privileged (not pure RL)", "hindsight": "hindsight (no ground truth)"}
+SUFFIX_LABELS = {name: teacher_label({"distill": name}) for name in teacher_names()[1:]}
 
 
 def label_of(method: str) -> str | None:
     """The label of ``method``'s teacher, ``None`` for pure RL."""
-    return SUFFIX_LABELS.get(method.partition("+")[2])
+    suffix = method.partition("+")[2]
+    return teacher_label({"distill": suffix}) if suffix in teacher_names()[1:] else None
 
 
 #: the labelled methods among :data:`METHOD_AXES`
