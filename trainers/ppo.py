@@ -278,7 +278,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
             optimizer.zero_grad(set_to_none=True)
             share = len(part) / (len(part) + len(kd_part))  # each step counts once, in one of the two losses
             if kd_part:
-                aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]
+                aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]  # kd_part is non-empty only when aux is set
             for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []:
                 if micro is None:  # padding: a zero-weight pass over any step
                     pad = learner.pad_forward()

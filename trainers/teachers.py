@@ -148,14 +148,14 @@ class PrivilegedTargets:
 
         if learner.distributions is None:
             raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
-        total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr]
+        total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr]  # a routed step always has its weights
         if total_w <= 0:
             return
         for micro in micro_batches(routed, batch.cost, cfg, batch.keys or None):
             dists = learner.distributions([batch.outputs[j] for j in micro])
             losses = []
             for j, d in zip(micro, dists):
-                t, w = self.teacher[j].to(d.device), self.weight[j].to(d.device)  # type: ignore[union-attr]
+                t, w = self.teacher[j].to(d.device), self.weight[j].to(d.device)  # type: ignore[union-attr]  # a routed step always has its teacher and weights
                 idx = self.index[j]
                 kl = topk_symmetric_kl(t, idx.to(d.device), d) if idx is not None else symmetric_kl(t, d.float()).reshape(1)
                 losses.append((w.reshape(-1) * kl.reshape(-1)).sum())

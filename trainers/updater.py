@@ -218,7 +218,7 @@ class Updater:
         if self.aux is not None:
             def distributions(micro: list[Any]) -> list[torch.Tensor]:
                 with self.autocast():
-                    return self.policy.distributions(micro)  # type: ignore[attr-defined]
+                    return self.policy.distributions(micro)  # type: ignore[attr-defined]  # a policy with a teacher has distributions(), checked when the teacher is built
 
             learner.distributions, learner.after_step = distributions, self.aux.after_step
         return learner
@@ -245,7 +245,7 @@ class Updater:
     def _reference(self) -> Iterator[None]:
         """Make ``policy.compute_logprobs`` use the frozen initial policy."""
         if self.cfg.lora:
-            with self.model.disable_adapter():  # type: ignore[operator]
+            with self.model.disable_adapter():  # type: ignore[operator]  # only with LoRA, whose peft model has disable_adapter
                 yield
             return
         assert self.ref_model is not None
@@ -260,4 +260,4 @@ class Updater:
         for c in micro_batches(range(len(outputs)), cost, ppo_cfg, keys):
             for j, lp in zip(c, self._logprobs([outputs[j] for j in c])):
                 out[j] = lp.detach().float().cpu()
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # every slot is filled by the micro-batches, which cover every step

@@ -18,7 +18,7 @@ Example:
 """
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 #: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
 #: one wrapper does not import the group vector env's worker pools (multiprocessing) or the SB3 adapter
@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from wrappers.signals import all_failed, coverage_rate
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     if name in _SOURCES:
         import importlib
 

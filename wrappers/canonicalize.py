@@ -24,7 +24,7 @@ import hashlib
 import math
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -248,11 +248,11 @@ class CanonicalizeObservation(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._last = key
         return info
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         self._last = None
         obs, info = self.env.reset(seed=seed, options=options)
         return obs, self._canonical(obs, info)
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         return obs, reward, terminated, truncated, self._canonical(obs, info, rejected=is_rejected(info))

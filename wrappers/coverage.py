@@ -130,7 +130,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._current_canonical = info.get("canonical_obs")
         self._has_current = True
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         key = self._key(obs, info)
         self._visited = {key}
@@ -138,7 +138,7 @@ class FirstVisitCoverage(gym.Wrapper, gym.utils.RecordConstructorArgs):
         self._enter(info)
         return obs, self._report(info, True)
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._steps += 1
         if is_rejected(info) and self._has_current:
@@ -173,7 +173,7 @@ class FirstVisitBonus(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
         super().__init__(env)
         self.coef = float(coef)
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         if "first_visit" not in info:
             raise KeyError("FirstVisitBonus needs info['first_visit']: wrap the env in FirstVisitCoverage first")
@@ -181,5 +181,5 @@ class FirstVisitBonus(gym.RewardWrapper, gym.utils.RecordConstructorArgs):
         info["extrinsic_reward"] = reward
         return obs, self.reward(reward, info["first_visit"]), terminated, truncated, info
 
-    def reward(self, reward: SupportsFloat, first_visit: bool = False) -> float:  # type: ignore[override]
+    def reward(self, reward: SupportsFloat, first_visit: bool = False) -> float:
         return float(reward) + self.coef * float(first_visit)

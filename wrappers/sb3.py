@@ -36,7 +36,7 @@ import hashlib
 import numbers
 import re
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -164,11 +164,11 @@ class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
         out.update(extra)
         return out
 
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         return self._encode(obs, info), self._info(info)
 
-    def step(self, action: Any):
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         k = _command_index(action)
         if not self._commands:
             command, invalid = self.fallback_command, k != 0

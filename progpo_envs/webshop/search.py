@@ -272,7 +272,7 @@ class _Postings:
         out = tuple(np.concatenate(part) if part else np.zeros(0, dtype) for part, dtype in zip(self.parts, empty))
         for buffer in (*self.parts, self.chunk_ids, self.flat_terms, self.chunk_off):
             buffer.clear()
-        return out  # type: ignore[return-value]
+        return out  # type: ignore[return-value]  # four arrays, in the order of the annotation
 
 
 def _bm25_csc(postings: _Postings, n_vocab: int, k1: float, b: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

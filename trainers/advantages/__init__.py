@@ -62,7 +62,7 @@ array([ 1., -1.])
 from __future__ import annotations
 
 try:  # another distribution's `wrappers` first on sys.path: one line that says so
-    import wrappers.signals  # noqa: F401
+    import wrappers.signals  # noqa: F401  # imported first, to fail in one line when another `wrappers` shadows this one
 except ImportError:
     from progpo_envs.guard import check_import_names
 

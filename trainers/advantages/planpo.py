@@ -150,7 +150,7 @@ def planpo_alpha(iteration: int, iterations: int, start: float = 0.1, end: float
     return start + (end - start) * frac
 
 
-def planpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, turns: np.ndarray | None,
+def planpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: Norm, turns: np.ndarray | None,
                    options: PlanPOConfig | None = None, **_: Any) -> np.ndarray:
     """PlanPO's trajectory term (needs the number of turns ``T_i``)."""
     if turns is None:
@@ -169,7 +169,7 @@ def planpo_step(ctx: StepContext) -> np.ndarray | None:
                                                           minlength=n_groups) > 0)) if r.size else 0.0
     alpha = opts.alpha if ctx.response_lengths is not None else 0.0
     ctx.acted["planpo_turn_alpha"] = float(alpha)
-    if not (alpha and ctx.traj.size):
+    if not (alpha and ctx.traj.size) or ctx.response_lengths is None:
         return None
     return alpha * planpo_turn_advantages(r, gid, ctx.traj, ctx.t, ctx.response_lengths,
                                           success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm)

@@ -127,4 +127,5 @@ def progress_of(cfg: Any, first_visit: np.ndarray | None, traj: np.ndarray, t: n
         fv_b = group_scope_first_visit(fv_b, traj, t, gid, np.asarray(state_ids), np.asarray(next_ids))
     fv = fv_b.astype(np.float64)
     found = np.bincount(traj, weights=fv, minlength=n_traj)  # D_i - 1
-    return fv, (found if cfg.coverage == "count" else coverage_rate(found, length))  # P_i
+    progress = found if cfg.coverage == "count" else np.asarray(coverage_rate(found, length))
+    return fv, progress  # P_i

@@ -130,12 +130,12 @@ def option(default: Any, help: str, *, flag: str | None = None, ge: float | None
                                                         "train": train, "shared": shared, "exclusive": exclusive})
 
 
-def option_fields(options: type | None) -> tuple[dataclasses.Field, ...]:
+def option_fields(options: type | None) -> tuple[dataclasses.Field[Any], ...]:
     """The fields of an options dataclass (none for ``None``)."""
     return dataclasses.fields(options) if options is not None else ()
 
 
-def _check_value(owner: str, f: dataclasses.Field, value: Any) -> Any:
+def _check_value(owner: str, f: dataclasses.Field[Any], value: Any) -> Any:
     """``value`` checked against the field's default type, bounds and choices; ints are read as floats."""
     meta, default = f.metadata, f.default
     what = meta.get("flag") or f"{owner} option {f.name}"
@@ -222,14 +222,14 @@ class Estimator:
         if unknown:
             raise ValueError(f"estimator {self.name}: needs takes {', '.join(NEEDS)}, got {', '.join(sorted(unknown))}")
         if self.options is not None and not (dataclasses.is_dataclass(self.options)
-                                             and self.options.__dataclass_params__.frozen):  # type: ignore[attr-defined]
+                                             and self.options.__dataclass_params__.frozen):  # type: ignore[attr-defined]  # set by @dataclass; typeshed's type has no __dataclass_params__
             raise ValueError(f"estimator {self.name}: options must be a frozen dataclass")
 
     @property
     def needs_states(self) -> bool:
         return "states" in self.needs
 
-    def flag(self, f: dataclasses.Field) -> str:
+    def flag(self, f: dataclasses.Field[Any]) -> str:
         """The flat name of one of its options (``hgpo_depth``)."""
         return f.metadata.get("flag") or f"{self.name.replace('-', '_')}_{f.name}"
 
@@ -344,7 +344,7 @@ def load_plugin(spec: str) -> None:
         raise ValueError(f"plugin {spec}: {err}; pass an importable module or a .py file") from None
 
 
-def flat_options(bases: Sequence[str] | None = None) -> list[tuple[str, Estimator, dataclasses.Field]]:
+def flat_options(bases: Sequence[str] | None = None) -> list[tuple[str, Estimator, dataclasses.Field[Any]]]:
     """``(flag, base, field)`` of every option a base spells as a flat flag of its own (``hgpo_depth``):
     not a shared one (``omega``), not one the trainer sets (``train=False``)."""
     out = []

@@ -117,11 +117,12 @@ def discounted_returns(
     # Very long, very uneven trajectories: sort by (traj, t) and recurse step by step.
     order = np.lexsort((t, traj))
     out = np.empty_like(r)
-    acc, prev = 0.0, -1
+    prev = -1
+    run = 0.0
     for k in order[::-1]:
-        acc = r[k] + (gamma * acc if traj[k] == prev else 0.0)
+        run = r[k] + (gamma * run if traj[k] == prev else 0.0)
         prev = traj[k]
-        out[k] = acc
+        out[k] = run
     return out
 
 

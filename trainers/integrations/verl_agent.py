@@ -341,7 +341,7 @@ def collector_class(base: type) -> type:
     (:meth:`ProGPOEnvironmentManager.progpo_signals`) into each step row, so that they reach
     ``non_tensor_batch`` through verl-agent's own ``gather_rollout_data``."""
 
-    class _Collector(base):  # type: ignore[misc, valid-type]
+    class _Collector(base):  # type: ignore[misc, valid-type]  # base is verl-agent's class, known at run time only
         __doc__ = collector_class.__doc__
 
         def vanilla_multi_turn_loop(self, gen_batch: Any, actor_rollout_wg: Any, envs: Any) -> Any:
@@ -409,7 +409,7 @@ def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str,
         data.batch["returns"] = data.batch["advantages"].clone()
         return data
 
-    compute_advantage._progpo = True  # type: ignore[attr-defined]
+    compute_advantage._progpo = True  # type: ignore[attr-defined]  # a marker on the function: the patch is applied once
     compute_advantage._progpo_options = opts  # type: ignore[attr-defined]  # a later install() updates them
     return compute_advantage
 
@@ -456,7 +456,7 @@ def install(config: Any = None) -> dict[str, str]:
                 with open_dict(config):
                     config.algorithm.adv_estimator = name
 
-        __init__._progpo = True  # type: ignore[attr-defined]
+        __init__._progpo = True  # type: ignore[attr-defined]  # as above
         trainer_cls.__init__ = __init__
     done["trainer"] = "verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__ accepts " + ", ".join(PROGPO_ESTIMATORS)
     return done

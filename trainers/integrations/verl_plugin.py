@@ -98,7 +98,7 @@ def _patch_legacy(module: Any) -> None:
         data.batch["advantages"], data.batch["returns"] = adv, ret
         return data
 
-    compute_advantage._progpo = True  # type: ignore[attr-defined]
+    compute_advantage._progpo = True  # type: ignore[attr-defined]  # a marker on the function: the patch is applied once
     module.compute_advantage = compute_advantage
     _PATCHED[module.__name__] = "compute_advantage passes non_tensor_batch to " + ", ".join(COLUMN_ESTIMATORS)
 
@@ -139,7 +139,7 @@ def _patch_v1_base(module: Any) -> None:
         finally:
             _V1_COLUMNS.reset(token)
 
-    _compute_advantage._progpo = True  # type: ignore[attr-defined]
+    _compute_advantage._progpo = True  # type: ignore[attr-defined]  # as above
     cls._compute_advantage = _compute_advantage
     _PATCHED[module.__name__] = "PPOTrainer._compute_advantage reads ProGPO columns from extra_fields"
 

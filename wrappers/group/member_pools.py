@@ -131,7 +131,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         raise StepTimeout(f"step did not return within {seconds} s")
 
     previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
+    signal.setitimer(signal.ITIMER_REAL, seconds)  # type: ignore[arg-type]  # usable above: seconds is not None
     try:
         yield
     finally:
@@ -139,7 +139,7 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_member_spaces(spaces: Sequence[tuple[gym.Space, gym.Space]]) -> tuple[gym.Space, gym.Space]:
+def check_member_spaces(spaces: Sequence[tuple[gym.Space[Any], gym.Space[Any]]]) -> tuple[gym.Space[Any], gym.Space[Any]]:
     """The one (observation, action) space pair every member shares; a member with others is refused."""
     obs_space, act_space = spaces[0]
     for i, (o, a) in enumerate(spaces[1:], start=1):
@@ -174,13 +174,13 @@ class SyncMemberPool:
     def pids(self) -> list[int | None]:
         return [None] * len(self.envs)
 
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
+    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
         """Reset members ``indices``; returns a list of ``((obs, info), restarted=False)``."""
         return [(self.envs[i].reset(seed=s, options=o), False) for i, s, o in zip(indices, seeds, options)]
 
-    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
+    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple[Any, ...] | Crashed]:
         """Step members ``indices``; a member whose ``step`` raises (or times out) gives :class:`Crashed`."""
-        results: list[tuple | Crashed] = []
+        results: list[tuple[Any, ...] | Crashed] = []
         for i, a in zip(indices, actions):
             try:
                 with _alarm(self.step_timeout):
@@ -300,14 +300,14 @@ class AsyncMemberPool:
     # -- process management -------------------------------------------------------------
     def _launch(self, i: int) -> None:
         parent, child = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(
+        proc = self._ctx.Process(  # type: ignore[attr-defined]  # every start method's context has Process; the stub's BaseContext does not
             target=_worker, args=(i, self._fns[i], child), name=f"GroupVectorEnv-member-{i}", daemon=True
         )
         proc.start()
         child.close()  # the worker holds the only other end: its death gives EOF here
         self._procs[i], self._conns[i] = proc, parent
 
-    def _await_ready(self, i: int) -> tuple[gym.Space, gym.Space, dict]:
+    def _await_ready(self, i: int) -> tuple[gym.Space[Any], gym.Space[Any], dict[str, Any]]:
         answer = self._receive(i, self.start_timeout)
         if isinstance(answer, Crashed):
             raise RuntimeError(f"env_fns_or_id: worker for member {i} died while creating its env ({answer.reason})")
@@ -340,7 +340,7 @@ class AsyncMemberPool:
         self.restarts += 1
 
     # -- messaging ----------------------------------------------------------------------
-    def _send(self, i: int, message: tuple | bytes) -> bool:
+    def _send(self, i: int, message: tuple[Any, ...] | bytes) -> bool:
         """Send a request (a tuple, or one already serialized with ``ForkingPickler``)."""
         conn = self._conns[i]
         if conn is None:
@@ -353,7 +353,7 @@ class AsyncMemberPool:
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             return False
 
-    def _receive(self, i: int, timeout: float | None) -> tuple | Crashed:
+    def _receive(self, i: int, timeout: float | None) -> tuple[Any, ...] | Crashed:
         answer = self._receive_raw(i, timeout)
         if not isinstance(answer, Crashed):
             self._unanswered.discard(i)
@@ -366,7 +366,7 @@ class AsyncMemberPool:
             if isinstance(answer, Crashed):
                 self._restart(i)
 
-    def _receive_raw(self, i: int, timeout: float | None) -> tuple | Crashed:
+    def _receive_raw(self, i: int, timeout: float | None) -> tuple[Any, ...] | Crashed:
         conn, proc = self._conns[i], self._procs[i]
         if conn is None or proc is None:
             return Crashed("worker not running")
@@ -387,7 +387,7 @@ class AsyncMemberPool:
             if deadline is not None and time.monotonic() >= deadline:
                 return Crashed(f"worker did not answer within {timeout} s")
 
-    def _unwrap(self, i: int, answer: tuple, what: str) -> Any:
+    def _unwrap(self, i: int, answer: tuple[Any, ...], what: str) -> Any:
         status, payload = answer
         if status == "error":
             name, message, tb = payload
@@ -395,7 +395,7 @@ class AsyncMemberPool:
         return payload
 
     # -- pool API -----------------------------------------------------------------------
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
+    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
         """Reset members ``indices`` in parallel; returns ``((obs, info), restarted)`` per member."""
         self._check_open()
         self._resync()
@@ -413,7 +413,7 @@ class AsyncMemberPool:
             results.append((self._unwrap(i, answer, "reset"), restarted))
         return results
 
-    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
+    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple[Any, ...] | Crashed]:
         """Step members ``indices`` in parallel.
 
         Every action is serialized first: one that cannot be raises :class:`UnsentActionError`
@@ -425,7 +425,7 @@ class AsyncMemberPool:
         self._resync()
         sent = [self._send(i, p) for i, p in zip(indices, payloads)]
         answers = [self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
-        results: list[tuple | Crashed] = []
+        results: list[tuple[Any, ...] | Crashed] = []
         for i, answer in zip(indices, answers):
             if isinstance(answer, Crashed):
                 self._restart(i)

@@ -75,7 +75,7 @@ class _MemberActor:
     def __init__(self, env_fns: Sequence[EnvFn]) -> None:
         self.envs = [fn() for fn in env_fns]
 
-    def describe(self) -> tuple[int, str, list[tuple[gym.Space, gym.Space]], dict]:
+    def describe(self) -> tuple[int, str, list[tuple[gym.Space[Any], gym.Space[Any]]], dict[str, Any]]:
         """(pid, Ray node id, per-env (observation, action) spaces, metadata of env 0)."""
         import ray
 
@@ -89,7 +89,7 @@ class _MemberActor:
         except Exception as err:  # noqa: BLE001 - the caller decides (step: truncate, reset: raise)
             return "error", (type(err).__name__, str(err), traceback.format_exc())
 
-    def reset(self, slots: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]) -> list[_Answer]:
+    def reset(self, slots: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[_Answer]:
         return [self._call(functools.partial(self.envs[s].reset, seed=seed, options=o)) for s, seed, o in zip(slots, seeds, options)]
 
     def step(self, slots: Sequence[int], actions: Sequence[Any]) -> list[_Answer]:
@@ -173,7 +173,7 @@ class RayMemberPool:
         self._actors[a] = handle
         return handle.describe.remote()
 
-    def _await_ready(self, a: int, ref: Any) -> tuple:
+    def _await_ready(self, a: int, ref: Any) -> tuple[Any, ...]:
         ray = self._ray
         try:
             described = ray.get(ref, timeout=self.start_timeout)
@@ -259,7 +259,7 @@ class RayMemberPool:
         """Ray node id of each member's actor."""
         return [d[1] if (d := self._described[a]) else None for a, _ in self._where]
 
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict | None]):
+    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
         """Reset members ``indices``; returns ``((obs, info), restarted)`` per member."""
         self._resync()
         answers = self._call("reset", indices, (seeds, options), self.reset_timeout)
@@ -285,14 +285,14 @@ class RayMemberPool:
             results.append((payload, restarted[p]))
         return results
 
-    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
+    def step(self, indices: Sequence[int], actions: Sequence[Any]) -> list[tuple[Any, ...] | Crashed]:
         """Step members ``indices``; see the module docs for what a failure gives."""
         step_payloads(indices, actions, "Ray actor")  # every action picklable, or nobody moves
         self._resync()
         lost = {i: Crashed(self._lost.pop(i)) for i in indices if i in self._lost}
         live = [p for p, i in enumerate(indices) if i not in lost]
         answers = self._call("step", [indices[p] for p in live], ([actions[p] for p in live],), self.step_timeout)
-        results: list[tuple | Crashed] = [lost.get(i, Crashed("no answer")) for i in indices]
+        results: list[tuple[Any, ...] | Crashed] = [lost.get(i, Crashed("no answer")) for i in indices]
         for p, answer in zip(live, answers):
             i = indices[p]
             if isinstance(answer, Crashed):

@@ -39,9 +39,9 @@ DEFAULT_STEP_TIMEOUT = 600.0
 
 
 def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:  # type: ignore[operator, unused-ignore]  # an Integral compares with an int; its stub has no __lt__
         raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if maximum is not None and value > maximum:
+    if maximum is not None and value > maximum:  # type: ignore[operator]  # as above
         raise ValueError(f"{name} must be an int <= {maximum} (2**63 - 1), got {value!r}")
     return int(value)
 
@@ -97,11 +97,11 @@ class GroupSeedSchedule:
         self.num_groups = num_groups
         self.per_group: list[int] | None = None
         if seed is None:
-            self.entropy: int | None = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]
+            self.entropy: int | None = int(np.random.SeedSequence().entropy)  # type: ignore[arg-type]  # SeedSequence() drew its own entropy, an int; the stub allows a sequence
         elif isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
             self.entropy = _check_int("seed", seed, 0)
         else:
-            seeds = list(seed)
+            seeds = list(seed)  # type: ignore[arg-type]  # the int case returned above (numbers.Integral does not narrow)
             if len(seeds) != num_groups:
                 raise ValueError(f"seed: expected {num_groups} per-group seeds, got {len(seeds)}")
             self.per_group = [_check_int("seed (each per-group seed)", s, 0, _MAX_TASK_SEED) for s in seeds]
@@ -165,7 +165,7 @@ def _resolve_env_fns(
     if callable(env_fns_or_id):
         return [functools.partial(env_fns_or_id, **kw) for kw in kwargs_list]
     if isinstance(env_fns_or_id, Sequence):
-        fns = list(env_fns_or_id)
+        fns: list[Callable[..., gym.Env]] = list(env_fns_or_id)  # type: ignore[arg-type]  # a str returned above
         if len(fns) != num_envs:
             raise ValueError(
                 f"env_fns_or_id: a list must hold one env factory per member ({num_envs} = num_groups * group_size), "
@@ -249,9 +249,9 @@ class GroupVectorEnv(VectorEnv):
             _check_int("seed", seed, 0)
         if not isinstance(autoreset, bool):
             raise TypeError(f"autoreset must be True or False, got {autoreset!r}")
-        self.autoreset = autoreset
+        self.autoreset: bool = autoreset
         self.num_envs = self.num_groups * self.group_size
-        self.tau_r = float(tau_r)
+        self.tau_r: float = float(tau_r)
         self.backend = backend
         auto_timeout = isinstance(step_timeout, str)
         if auto_timeout and step_timeout != "auto":
@@ -274,8 +274,8 @@ class GroupVectorEnv(VectorEnv):
                 self.pool.step_timeout = check_timeout("metadata['step_timeout']", declared) or DEFAULT_STEP_TIMEOUT
             except ValueError:
                 self.pool.step_timeout = DEFAULT_STEP_TIMEOUT
-        self.member_errors = 0
-        self._interrupted = False
+        self.member_errors: int = 0
+        self._interrupted: bool = False
 
         self.single_observation_space = self.pool.single_observation_space
         self.single_action_space = self.pool.single_action_space
@@ -289,13 +289,13 @@ class GroupVectorEnv(VectorEnv):
         if isinstance(env_fns_or_id, str):
             self.spec = gym.spec(env_fns_or_id)
 
-        self.group_ids = np.repeat(np.arange(self.num_groups), self.group_size)
-        self.schedule = GroupSeedSchedule(seed, self.num_groups)
-        self._episode = np.full(self.num_groups, -1, dtype=np.int64)  # k of each group's current task
+        self.group_ids: np.ndarray = np.repeat(np.arange(self.num_groups), self.group_size)
+        self.schedule: GroupSeedSchedule = GroupSeedSchedule(seed, self.num_groups)
+        self._episode: np.ndarray = np.full(self.num_groups, -1, dtype=np.int64)  # k of each group's current task
         self._obs: list[Any] = [None] * self.num_envs
-        self._done = np.zeros(self.num_envs, dtype=bool)
-        self._outcomes = np.zeros(self.num_envs, dtype=np.float64)
-        self._needs_reset = True
+        self._done: np.ndarray = np.zeros(self.num_envs, dtype=bool)
+        self._outcomes: np.ndarray = np.zeros(self.num_envs, dtype=np.float64)
+        self._needs_reset: bool = True
         #: groups whose autoreset raised: {group: one-line reason}; retried on the next step()
         self._pending_reset: dict[int, str] = {}
 
@@ -305,7 +305,7 @@ class GroupVectorEnv(VectorEnv):
 
     def _batch_obs(self) -> Any:
         out = create_empty_array(self.single_observation_space, self.num_envs)
-        return concatenate(self.single_observation_space, self._obs, out)
+        return concatenate(self.single_observation_space, self._obs, out)  # type: ignore[arg-type]  # out is an array of the space's shape here, never None
 
     def _group_seeds_from(self, seed: Any) -> GroupSeedSchedule | None:
         """Validate ``reset(seed=...)``: None, an int, or one seed per group / per member."""
@@ -332,15 +332,15 @@ class GroupVectorEnv(VectorEnv):
             )
         return GroupSeedSchedule(seeds, self.num_groups)
 
-    def _group_options(self, options: Any) -> list[dict | None]:
+    def _group_options(self, options: Any) -> list[dict[str, Any] | None]:
         if options is None or isinstance(options, Mapping):
-            return [options] * self.num_groups  # type: ignore[list-item]
+            return [options] * self.num_groups  # type: ignore[list-item]  # a Mapping is one group's options, repeated
         if isinstance(options, Sequence) and not isinstance(options, (str, bytes)) and len(options) == self.num_groups:
             if all(o is None or isinstance(o, Mapping) for o in options):
                 return list(options)
         raise ValueError(f"options must be None, a dict, or a list of {self.num_groups} dicts (one per group)")
 
-    def _reset_groups(self, groups: Sequence[int], options: Sequence[dict | None]) -> dict[int, tuple[Any, dict]]:
+    def _reset_groups(self, groups: Sequence[int], options: Sequence[dict[str, Any] | None]) -> dict[int, tuple[Any, dict[str, Any]]]:
         """Start the next scheduled task in ``groups``; returns {member: (obs, reset info)}."""
         indices, seeds, opts = [], [], []
         for g, o in zip(groups, options):
@@ -351,7 +351,7 @@ class GroupVectorEnv(VectorEnv):
                 seeds.append(seed)
                 opts.append(o)
         results = self.pool.reset(indices, seeds, opts)
-        out: dict[int, tuple[Any, dict]] = {}
+        out: dict[int, tuple[Any, dict[str, Any]]] = {}
         for i, seed, ((obs, info), restarted) in zip(indices, seeds, results):
             info = dict(info)
             info["task_seed"] = seed
@@ -395,7 +395,7 @@ class GroupVectorEnv(VectorEnv):
 
     # -- VectorEnv API -----------------------------------------------------------------------
     def reset(
-        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | Sequence[dict] | None = None
+        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | Sequence[dict[str, Any]] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Start every group on a new task.
 
@@ -436,7 +436,7 @@ class GroupVectorEnv(VectorEnv):
 
     # -- members one by one, outside the group schedule (a tree rollout's branches) ------------
     def reset_members(self, members: Sequence[int], task_seeds: Sequence[int],
-                      options: Sequence[dict | None] | None = None) -> list[tuple[Any, dict]]:
+                      options: Sequence[dict[str, Any] | None] | None = None) -> list[tuple[Any, dict[str, Any]]]:
         """Reset ``members`` to the given task seeds (and options); their ``(obs, info)``. The
         groups' schedule is left alone: ``step()`` is refused until the next ``reset()``."""
         self._check_open()
@@ -444,7 +444,7 @@ class GroupVectorEnv(VectorEnv):
         opts = list(options) if options is not None else [None] * len(members)
         return [obs_info for obs_info, _ in self.pool.reset(list(members), [int(t) for t in task_seeds], opts)]
 
-    def step_members(self, members: Sequence[int], actions: Sequence[Any]) -> list[tuple | Crashed]:
+    def step_members(self, members: Sequence[int], actions: Sequence[Any]) -> list[tuple[Any, ...] | Crashed]:
         """Step ``members`` in their own episodes: per member its ``(obs, reward, terminated,
         truncated, info)``, or a :class:`~wrappers.group.member_pools.Crashed` (no tuple) where its
         worker died, hung or raised. ``step()`` is refused until the next ``reset()``."""
@@ -452,12 +452,12 @@ class GroupVectorEnv(VectorEnv):
         self._needs_reset = True
         return self.pool.step(list(members), list(actions))
 
-    def fork(self, member: int, task_seed: int, options: dict | None,
-             actions: Sequence[Any]) -> tuple[tuple[Any, dict], list[tuple | Crashed]]:
+    def fork(self, member: int, task_seed: int, options: dict[str, Any] | None,
+             actions: Sequence[Any]) -> tuple[tuple[Any, dict[str, Any]], list[tuple[Any, ...] | Crashed]]:
         """``member`` reset to ``task_seed`` and made to replay ``actions`` (a branch from a shared
         prefix): the reset's ``(obs, info)`` and each step's result, up to the first that crashed."""
         reset = self.reset_members([member], [task_seed], [options])[0]
-        results: list[tuple | Crashed] = []
+        results: list[tuple[Any, ...] | Crashed] = []
         for action in actions:
             results.append(self.step_members([member], [action])[0])
             if not isinstance(results[-1], tuple):
@@ -525,8 +525,8 @@ class GroupVectorEnv(VectorEnv):
                 finished_now.append(i)
                 info = {**info, "final_obs": obs, "final_info": dict(info)}
             per_member[i] = info
-        for i in np.flatnonzero(waiting):
-            per_member[i] = retried.get(int(i), {"worker_restarted": False})
+        for i in map(int, np.flatnonzero(waiting)):
+            per_member[i] = retried.get(i, {"worker_restarted": False})
 
         completed = sorted({int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()})
         if completed:
@@ -559,7 +559,7 @@ class GroupVectorEnv(VectorEnv):
             per_member[i]["waiting"] = bool(waiting[i])
         return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
 
-    def _try_reset_group(self, g: int) -> tuple[dict[int, tuple[Any, dict]], Exception | None]:
+    def _try_reset_group(self, g: int) -> tuple[dict[int, tuple[Any, dict[str, Any]]], Exception | None]:
         """Reset group ``g`` to its next scheduled task: (its members' resets, None), or ({}, the
         error) when a member's reset raised (the schedule has then moved on to that task)."""
         try:
@@ -570,10 +570,10 @@ class GroupVectorEnv(VectorEnv):
         except Exception as err:  # noqa: BLE001 - the caller reports it (infos or one-line MemberError)
             return {}, err
 
-    def _autoreset(self, groups: Sequence[int]) -> dict[int, tuple[Any, dict]]:
+    def _autoreset(self, groups: Sequence[int]) -> dict[int, tuple[Any, dict[str, Any]]]:
         """Reset each finished group to its next task; a group whose reset raises is kept for a
         retry on the next ``step()`` (:attr:`_pending_reset`) instead of losing this step."""
-        out: dict[int, tuple[Any, dict]] = {}
+        out: dict[int, tuple[Any, dict[str, Any]]] = {}
         for g in groups:
             resets, err = self._try_reset_group(g)
             out.update(resets)

@@ -31,8 +31,8 @@ from progpo_envs.alfworld.install import require_engine
 
 require_engine()  # one clear error when the extra is missing, before any TextWorld import below
 
-from progpo_envs.alfworld.fast.env import FastEngine, FastPddlEnv  # noqa: E402
-from progpo_envs.alfworld.fast.memo import clear_caches  # noqa: E402
-from progpo_envs.alfworld.fast.translation import warm_translation_cache  # noqa: E402
+from progpo_envs.alfworld.fast.env import FastEngine, FastPddlEnv  # noqa: E402  # after require_engine(): one clear error when the extra is missing
+from progpo_envs.alfworld.fast.memo import clear_caches  # noqa: E402  # as above
+from progpo_envs.alfworld.fast.translation import warm_translation_cache  # noqa: E402  # as above
 
 __all__ = ["FastEngine", "FastPddlEnv", "clear_caches", "warm_translation_cache"]
