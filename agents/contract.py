@@ -42,9 +42,11 @@ class StepOutput:
         penalty: ``invalid_penalty`` for an invalid answer, else 0.
         reason: the parser's reason (``"ok"`` ...).
         finish_reason: ``"stop"`` / ``"length"`` (generate mode), ``"score"`` (score mode).
-        candidates / candidate_ids / chosen_index / old_action_logprob: score mode only --
-            the commands scored, their response token ids, the index drawn, and the log-prob
-            of the drawn command under the candidate softmax.
+        candidates: score mode only -- the commands scored.
+        candidate_ids: score mode only -- their response token ids.
+        chosen_index: score mode only -- the index drawn.
+        old_action_logprob: score mode only -- the log-prob of the drawn command under the
+            candidate softmax.
     """
 
     action: str

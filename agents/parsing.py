@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 __all__ = ["FORMATS", "ParsedAction", "parse_action", "sanitize_text"]
 
+#: the answer formats of generate mode: a thought then the action, the action alone, or the raw text
 FORMATS = ("think_action", "action", "raw")
 
 _WS = re.compile(r"\s+")

@@ -5,7 +5,7 @@ Run (extra ``[openenv]``: ``pip install "progpo[openenv,alfworld,webshop]"``)::
     python -m progpo_envs.serve --env alfworld --port 8011            # 127.0.0.1:8011
     python -m progpo_envs.serve --env webshop --port 8012 --max-sessions 64 --host 0.0.0.0
 
-The app is built by ``openenv-core``'s :func:`create_fastapi_app`, so the routes are OpenEnv's
+The app is built by ``openenv-core``'s ``create_fastapi_app``, so the routes are OpenEnv's
 standard ones: ``POST /reset {"seed", "episode_id", "task_id"?}``, ``POST /step {"action":
 {"command": "..."}}`` (an action that does not fit the schema gets HTTP 422), ``GET /schema``,
 ``GET /health``, ``GET /metadata`` and ``/ws`` sessions. As in every OpenEnv server, the HTTP

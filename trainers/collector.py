@@ -76,9 +76,12 @@ class Rollouts:
     """The envs of this process's groups and the iteration's rollout on them.
 
     Args:
-        cfg: the run configuration. policy: what acts. env_fn: a member env factory.
-        dist: the run's processes. shard: the groups played here. autocast: the forward passes'
-        autocast (the update's).
+        cfg: the run configuration.
+        policy: what acts.
+        env_fn: a member env factory.
+        dist: the run's processes.
+        shard: the groups played here.
+        autocast: the forward passes' autocast (the update's).
     """
 
     def __init__(self, cfg: TrainConfig, policy: Any, env_fn: Callable[[], Any], dist: distributed.DistInfo,
@@ -98,7 +101,7 @@ class Rollouts:
                               seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout, **extra)
 
     def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
-        """One training rollout of this rank's groups (``shard``, default :attr:`shard`: all B
+        """One training rollout of this rank's groups (``shard``, default ``self.shard``: all B
         groups for one process) x G members on this iteration's tasks; shard k samples with
         :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed). With
         ``rollout_streams`` k > 1, the rollout of all B groups that k ranks would play together

@@ -68,7 +68,7 @@ class Evaluator:
 
         The record holds ``eval/success`` (won), ``eval/episodes``, ``eval/split``, the usual
         rollout diagnostics under ``eval/``, and ``eval/won``: the per-episode wins, in plan order,
-        so that two evaluations can be compared pairwise (:func:`trainers.evaluation.paired_bootstrap_ci`).
+        so that two evaluations can be compared pairwise (:func:`trainers.statistics.paired_bootstrap_ci`).
         Several processes: rank 0 evaluates, the others wait and return ``{}``.
         """
         if self.dist.enabled:

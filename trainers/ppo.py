@@ -105,7 +105,8 @@ class UpdateBatch:
 
     Attributes:
         outputs: each step's policy output (what ``Learner.forward`` re-scores).
-        old_logprobs / ref_logprobs: per step, the old (behaviour) and reference log-probs, CPU float32.
+        old_logprobs: per step, the old (behaviour) log-probs, CPU float32.
+        ref_logprobs: per step, the reference log-probs, CPU float32.
         advantages: per step, its advantage (invalid-action penalty included).
         token_counts: per step, log-prob elements (tokens; score mode: 1).
         token_weights: per step, the loss weight of each of its tokens.

@@ -66,7 +66,7 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
                  env_failures: dict[str, float], stats: dict[str, float], times: tuple[float, float, float],
                  dist: distributed.DistInfo, device: torch.device) -> dict[str, Any]:
     """The iteration's metrics record (over every rank's groups); ``adv_cfg``: the estimator's
-    config (:attr:`trainers.credit.CreditAssigner.adv_cfg`); ``times``: when the rollout, the
+    config (``CreditAssigner.adv_cfg``); ``times``: when the rollout, the
     update and the iteration's end began (``time.perf_counter``)."""
     t0, t1, t2 = times
     tree_stats = dict(rollout.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
@@ -104,7 +104,7 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
 
 def engine_metrics(policy: Any) -> dict[str, float]:
     """The generation engine's one-time costs so far, when it counts them
-    (:attr:`agents.backends.static.StaticCacheBackend.stats`): ``time/compile_s`` and ``gen/compiles``."""
+    (``StaticCacheBackend.stats``): ``time/compile_s`` and ``gen/compiles``."""
     stats = getattr(getattr(policy, "backend", None), "stats", None)
     if not isinstance(stats, dict):
         return {}

@@ -65,8 +65,8 @@ def _bisect_t(df: int, p: float) -> float:
 
 
 def t_two_sided_p(t: float, df: int) -> float:
-    """P(|T| >= |t|) for Student's t with an integer ``df`` >= 1, in closed form (Abramowitz and
-    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(|t| / sqrt(df))).
+    """P(``|T| >= |t|``) for Student's t with an integer ``df`` >= 1, in closed form (Abramowitz and
+    Stegun 26.7.3-4: a finite series in cos(theta), theta = atan(``|t|`` / sqrt(df))).
 
     >>> round(t_two_sided_p(2.306, 8), 4), round(t_two_sided_p(0.0, 3), 4)
     (0.05, 1.0)

@@ -122,11 +122,12 @@ class PrivilegedTargets:
     """What :func:`trainers.ppo.ppo_update` needs for the privileged teacher's term, per step of the
     batch (the update's :class:`~trainers.ppo.AuxTerm`).
 
-    routed: the step takes the distillation loss instead of the RL loss (its group failed completely).
-    teacher: the teacher's log-distribution of a routed step (score mode ``[K]``; generate mode
-        ``[n, k]``, its top-k tokens), else None.
-    index: generate mode: the top-k token ids ``[n, k]``; else None.
-    weight: each routed step's per-row weights (:func:`entropy_weights`).
+    Attributes:
+        routed: the step takes the distillation loss instead of the RL loss (its group failed completely).
+        teacher: the teacher's log-distribution of a routed step (score mode ``[K]``; generate mode
+            ``[n, k]``, its top-k tokens), else None.
+        index: generate mode: the top-k token ids ``[n, k]``; else None.
+        weight: each routed step's per-row weights (:func:`entropy_weights`).
     """
 
     routed: list[bool] = field(default_factory=list)
@@ -179,8 +180,10 @@ class HindsightTargets:
     """What :func:`trainers.ppo.ppo_update` needs for the hindsight teacher's term, per step of the
     batch (the update's :class:`~trainers.ppo.AuxTerm`).
 
-    skill: ``l_skill``, the log-probs of the step's own tokens with the skill in context (None:
-        no skill). coef, beta: SEED's lambda and gate beta.
+    Attributes:
+        skill: ``l_skill``, the log-probs of the step's own tokens with the skill in context (None:
+            no skill).
+        coef, beta: SEED's lambda and gate beta.
     """
 
     skill: list[torch.Tensor | None] = field(default_factory=list)

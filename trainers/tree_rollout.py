@@ -19,7 +19,7 @@ prefix, so a child in a free member slot is a reset plus a replay of the parent'
 replayed step must reproduce the recorded observation, else :class:`NondeterministicEnvError`
 (an env that is not deterministic cannot be branched). Replay steps are counted apart from
 policy decisions (``rollout/replay_steps``). The first child keeps the parent's slot and env: no
-replay. A fork is :meth:`wrappers.GroupVectorEnv.fork` (its ``reset_members`` / ``step_members``
+replay. A fork is ``GroupVectorEnv.fork`` (its ``reset_members`` / ``step_members``
 drive given members outside the group schedule), on every backend: sync, processes and Ray.
 
 **Budget.** Each tree may take at most ``budget`` policy decisions (default ``group_size x

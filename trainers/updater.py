@@ -44,7 +44,7 @@ def warmup_factor(iteration: int, warmup_iterations: int) -> float:
 
 
 def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Tensor]) -> dict[str, float]:
-    """:func:`agents.logprobs.logprob_mismatch` (max / mean |logp_sampler - logp_trainer| over the
+    """:func:`agents.logprobs.logprob_mismatch` (max / mean ``|logp_sampler - logp_trainer|`` over the
     action tokens) under the metric names ``rollout/logprob_mismatch_max`` / ``_mean``.
 
     >>> rollout_mismatch([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.5, -2.0])])["rollout/logprob_mismatch_max"]

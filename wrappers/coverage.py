@@ -54,6 +54,7 @@ from wrappers.signals import coverage_rate
 
 __all__ = ["FirstVisitBonus", "FirstVisitCoverage"]
 
+#: ``key_fn(observation, info) -> hashable``: the state identity first visits are counted on
 KeyFn = Callable[[Any, Mapping[str, Any]], Hashable]
 
 

@@ -25,7 +25,7 @@ DECODES = ("loop", "static")
 def make_backend(name: str, model: Any, tokenizer: Any, **kw: Any) -> GenerationBackend:
     """Build a backend by name.
 
-    * ``"transformers"`` / ``"hf"``: :class:`TransformersBackend(model, tokenizer, **kw)`, or with
+    * ``"transformers"`` / ``"hf"``: ``TransformersBackend(model, tokenizer, **kw)``, or with
       ``decode="static"`` :class:`StaticCacheBackend` (the same samples, fewer per-step costs).
     * ``"vllm"``: :func:`~agents.backends.vllm_backend.make_vllm_backend`: the engine loads the
       checkpoint named by ``kw["model_path"]`` (default: ``model.config.name_or_path``, the

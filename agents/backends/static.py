@@ -11,7 +11,7 @@ per-step costs of that loop taken out:
   cache to a multiple of ``length_bucket`` positions, so the decode step sees a handful of shapes
   in a run. With ``compile`` the step is ``torch.compile``-d (CUDA graphs on a GPU:
   ``mode="reduce-overhead"``) once per bucket; each compilation is logged and counted in
-  :attr:`StaticCacheBackend.stats`;
+  ``StaticCacheBackend.stats``;
 - **the bookkeeping stays on the device**: tokens and log-probs go into preallocated tensors, EOS
   is tested there, and the host looks only every ``sync_every`` steps (stop strings are then
   found at their exact position: a row decoded past its stop string keeps nothing of it). The

@@ -28,6 +28,7 @@ from wrappers.errors import UserError
 
 CHROMIUM_BINARY = os.environ.get("PROGPO_CHROMIUM", "/usr/bin/chromium")
 CHROMEDRIVER_BINARY = os.environ.get("PROGPO_CHROMEDRIVER", "/usr/bin/chromedriver")
+#: the headless Chromium flags the browser mode starts with
 CHROMIUM_FLAGS = (
     "--headless=new",
     "--no-sandbox",

@@ -354,7 +354,7 @@ def _check(num_products: int, workers: int) -> None:
 
 
 def iter_catalog(num_products: int = 1000, seed: int = 0, *, workers: int = 1) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
-    """Yield ``(raw_item, ins_entry)`` for products ``0 .. num_products - 1``, lazily.
+    """Yield ``(raw_item, ins_entry)`` for products ``0`` to ``num_products - 1``, lazily.
 
     ``workers > 1`` draws blocks of :data:`BLOCK` products in that many processes (same
     products, same order; worth it from ~100k products).

@@ -36,6 +36,7 @@ class ProductType(NamedTuple):
     price: tuple[float, float]
 
 
+#: option type -> the values a generated product draws its options from
 OPTION_POOLS: dict[str, tuple[str, ...]] = {
     "apparel_colors": (
         "Black", "White", "Navy Blue", "Grey", "Heather Grey", "Red", "Burgundy", "Olive Green",

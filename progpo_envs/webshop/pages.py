@@ -61,6 +61,7 @@ NEXT_PAGE = "Next >"
 PREV_PAGE = "< Prev"
 BACK_TO_SEARCH = "Back to Search"
 SEARCH_BUTTON = "Search"
+#: the item page's sub-pages, as the original shop names its buttons
 SUB_PAGES = ("Description", "Features", "Reviews")
 OBS_SEP = " [SEP] "
 

@@ -49,7 +49,9 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+#: results a search returns (the original shop's 50)
 SEARCH_RETURN_N = 50
+#: results shown per page
 PRODUCT_WINDOW = 10
 BM25_K1 = 0.9
 BM25_B = 0.4

@@ -60,6 +60,7 @@ neither no not only other same several some such too very just also up down out 
 further once here there own s t
 """.split())
 
+#: words of a title that describe rather than name the product
 ADJECTIVES: frozenset[str] = frozenset("""
 black white red blue green grey gray pink purple yellow orange brown beige navy khaki teal
 turquoise maroon burgundy ivory cream tan olive coral lavender violet magenta fuchsia silver

@@ -50,7 +50,7 @@ One module per family, and one implementation per formula:
 - :mod:`~trainers.advantages.episode`: the episode level (:func:`episode_advantages`; the paper's
   :func:`progpo_episode_advantages`, one group, and its ``(B, G)`` form);
 - :mod:`~trainers.advantages.step`: the step level, :func:`step_advantages` with an
-  :class:`AdvantageConfig` (``estimator`` one of :data:`ESTIMATORS`), which is what the trainer
+  :class:`AdvantageConfig` (``estimator`` one of :func:`estimator_names`), which is what the trainer
   calls (rollout -> :func:`step_advantages` -> ``trainers.losses``).
 
 >>> import numpy as np

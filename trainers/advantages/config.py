@@ -16,34 +16,35 @@ __all__ = ["AdvantageConfig"]
 @dataclass(frozen=True)
 class AdvantageConfig:
     """Options of :func:`step_advantages`, flat as the flags and the ``advantage:`` section write
-    them; each base reads its own share as a frozen config (:attr:`options`). Defaults reproduce
+    them; each base reads its own share as a frozen config (:attr:`base_options`). Defaults reproduce
     the papers.
 
-    estimator: a registered base (:func:`~trainers.advantages.registry.base_names`), or ``progpo-<base>``.
-    gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
-        anchor term, HGPO's history term). lam: ProGPO lambda.
-    norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), every level.
-    eps: added to every group's std before the division, >= 0 (with 0, a group of equal values
-        gets 0).
-    coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
-    scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
-    gate: where the progress term applies: ``all_failed`` (ProGPO: it replaces the base
-        estimator in all-failed groups only) or ``always`` (control: it is ADDED to the base
-        estimator's A^E in every group; in an all-failed group the base is 0, so there it
-        equals ProGPO).
-    shuffle_coverage: control: permute the progress values P_i within each all-failed group
-        (seeded by ``shuffle_seed``) before the advantage, which keeps their distribution and
-        breaks their link to the trajectories.
-    success_threshold: PlanPO: an outcome at or above it is a success (WebShop: a partial score
-        below it is not).
-    planpo_alpha: PlanPO: weight of the turn term at this iteration (the trainer sets it from
-        :func:`~trainers.advantages.planpo.planpo_alpha`; 0 in score mode, and whenever no response lengths are given).
-    hgpo_depth, hgpo_alpha, hgpo_fusion: HGPO: the deepest history matched (K), the power of the
-        depth weights ``(k + 1)^alpha``, and the fusion (``power`` | ``inverse-variance``).
-    potential_credit: HGPO: add the reconstructed transition credit of arXiv 2607.04242
-        (:func:`~trainers.advantages.hgpo.potential_credit`) to the history term.
-    options: the base's own options by name (a plug-in's, or a built-in's beside its flat field
-        above, which it overrides), checked against its options dataclass.
+    Attributes:
+        estimator: a registered base (:func:`~trainers.advantages.registry.base_names`), or ``progpo-<base>``.
+        gamma, omega: discount of the step returns and weight of the step-level term (GiGPO's
+            anchor term, HGPO's history term). lam: ProGPO lambda.
+        norm: ``mean_std`` (divide by std + eps) or ``mean`` (only center), every level.
+        eps: added to every group's std before the division, >= 0 (with 0, a group of equal values
+            gets 0).
+        coverage: ``rate`` (P = (D - 1) / T) or ``count`` (P = D - 1).
+        scope: ``episode`` (first visit within the episode) or ``group`` (once per group).
+        gate: where the progress term applies: ``all_failed`` (ProGPO: it replaces the base
+            estimator in all-failed groups only) or ``always`` (control: it is ADDED to the base
+            estimator's A^E in every group; in an all-failed group the base is 0, so there it
+            equals ProGPO).
+        shuffle_coverage: control: permute the progress values P_i within each all-failed group
+            (seeded by ``shuffle_seed``) before the advantage, which keeps their distribution and
+            breaks their link to the trajectories.
+        success_threshold: PlanPO: an outcome at or above it is a success (WebShop: a partial score
+            below it is not).
+        planpo_alpha: PlanPO: weight of the turn term at this iteration (the trainer sets it from
+            :func:`~trainers.advantages.planpo.planpo_alpha`; 0 in score mode, and whenever no response lengths are given).
+        hgpo_depth, hgpo_alpha, hgpo_fusion: HGPO: the deepest history matched (K), the power of the
+            depth weights ``(k + 1)^alpha``, and the fusion (``power`` | ``inverse-variance``).
+        potential_credit: HGPO: add the reconstructed transition credit of arXiv 2607.04242
+            (:func:`~trainers.advantages.hgpo.potential_credit`) to the history term.
+        options: the base's own options by name (a plug-in's, or a built-in's beside its flat field
+            above, which it overrides), checked against its options dataclass.
     """
 
     estimator: str = "progpo-grpo"

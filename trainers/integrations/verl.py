@@ -155,7 +155,7 @@ class MissingColumnsError(UserError, ValueError):
 
 
 def require_columns(name: str, non_tensor_batch: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    """``non_tensor_batch`` when it holds every column of :data:`REQUIRED_COLUMNS` ``[name]``; else one clear error."""
+    """``non_tensor_batch`` when it holds every column of :func:`required_columns` ``(name)``; else one clear error."""
     have = set(non_tensor_batch or ())
     missing = [c for c in required_columns(name) if c not in have]
     if missing:

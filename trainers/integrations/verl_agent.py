@@ -25,7 +25,7 @@ what it installs reaches the process that collects rollouts and computes advanta
    (``autoreset=False``). ``obs["text"]`` is the whole user turn (task, history of
    ``env.history_length`` steps, current observation, admissible actions, the
    ``<think>``/``<action>`` format instruction; this package's prompt templates).
-2. :class:`ProGPOTrajectoryCollector`, a subclass of verl-agent's ``TrajectoryCollector`` that
+2. ``ProGPOTrajectoryCollector``, a subclass of verl-agent's ``TrajectoryCollector`` that
    adds, to every step row, ``progpo_outcome`` (the env's outcome, not verl-agent's penalised
    reward), ``progpo_first_visit``, ``progpo_coverage_rate``, ``progpo_turns`` and ``progpo_step``: they land in
    ``non_tensor_batch``. It replaces ``agent_system.multi_turn_rollout.TrajectoryCollector``, which
@@ -120,7 +120,7 @@ class ProGPOEnvironmentManager:
     and for ``step`` rewards, dones (True from an env's last step on; its group is then held until
     the next ``reset``) and one info dict per env (the env's info, ``is_action_valid``, ``won``).
     :meth:`progpo_signals` gives, per env and collector step, the columns
-    :class:`ProGPOTrajectoryCollector` puts into the batch.
+    ``ProGPOTrajectoryCollector`` puts into the batch.
 
     >>> from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
     >>> from progpo_envs.rooms import TextRoomsEnv

@@ -6,14 +6,14 @@ verl 0.9 loads every entry point of that group unless ``VERL_USE_EXTERNAL_PLUGIN
 entry points are off, ``VERL_USE_EXTERNAL_MODULES=trainers.integrations.verl_plugin`` does the
 same. Nothing else is needed: set ``algorithm.adv_estimator=progpo_grpo`` (or ``progpo_gigpo``,
 ``progpo_shaped_grpo``, ``planpo``, ``progpo_planpo``, ``hgpo``, ``progpo_hgpo``) and return the
-columns of :data:`trainers.integrations.verl.REQUIRED_COLUMNS` per response.
+columns of :func:`trainers.integrations.verl.required_columns` per response.
 
 What it does, once per process, when the verl module in question is first imported (an import
 hook, so loading this plugin costs nothing and imports nothing of verl's trainer; a patch that
 fails warns with a ``RuntimeWarning`` and leaves that module as verl wrote it, so ``import verl``
 never fails because of the plugin; it needs only ``trainers.integrations``, not ``agents``):
 
-* ``verl.trainer.ppo.core_algos``: registers :data:`trainers.integrations.verl.ESTIMATORS`.
+* ``verl.trainer.ppo.core_algos``: registers :func:`trainers.integrations.verl.estimators`.
 * ``verl.trainer.ppo.ray_trainer.compute_advantage`` (legacy trainer; v1 delegates non-GRPO
   estimators to it): for a column estimator, passes ``non_tensor_batch`` to it, as verl does for
   GDPO. The estimator raises one line when a column is missing; it never falls back to GRPO.

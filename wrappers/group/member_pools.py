@@ -54,6 +54,7 @@ from wrappers.errors import UserError
 __all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout",
            "check_member_spaces", "describe_error"]
 
+#: a factory that builds one member's env
 EnvFn = Callable[[], gym.Env]
 
 

@@ -56,6 +56,7 @@ from wrappers.group.member_pools import (
 
 __all__ = ["RayMemberPool", "import_ray"]
 
+#: a factory that builds one member's env
 EnvFn = Callable[[], gym.Env]
 _Answer = tuple[str, Any]  # ("ok", result) or ("error", (type name, message, traceback))
 

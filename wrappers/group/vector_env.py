@@ -216,7 +216,8 @@ class GroupVectorEnv(VectorEnv):
             a fixed-size rollout batch (verl-agent's collector) where a group plays one task.
 
     Raises:
-        ValueError / TypeError: bad arguments, each message naming the argument.
+        ValueError: a bad argument value, the message naming the argument.
+        TypeError: an argument of the wrong type, the message naming the argument.
     """
 
     def __init__(
