@@ -11,6 +11,8 @@ Example:
     >>> lp.exp().round(decimals=3).tolist()   # the last two tokens fall outside the nucleus
     [[1.0, 0.0, 0.0]]
 """
+# Over 500 lines: the sampler's exact log-probs and the batched scoring that must agree with them, kept side
+# by side.
 from __future__ import annotations
 
 from typing import Any, Sequence

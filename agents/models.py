@@ -27,6 +27,8 @@ Example:
     >>> model.config.model_type, tok.eos_token
     ('qwen2', '<|im_end|>')
 """
+# Over 500 lines: the four kinds of model names (bundled GGUF, tiny random, local, hub) share one loader and
+# its offline checks.
 from __future__ import annotations
 
 import hashlib

@@ -32,6 +32,7 @@ that route their attention through that interface (Qwen2, Llama and their kin) q
     >>> [len(lp) for lp in lps[0]] == [len(c) for c in cands]
     True
 """
+# Over 500 lines: the prompt trie, its chunked sparse attention and the model patch, which only work together.
 from __future__ import annotations
 
 import contextlib

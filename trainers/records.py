@@ -13,13 +13,12 @@ import json
 import sys
 import warnings
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import torch
 
 from trainers import distributed
-from trainers.advantages import AdvantageConfig
 from trainers.console import bars_shown, iteration_line, progress_bar
 from trainers.credit import Credit
 from trainers.metrics import (
@@ -32,10 +31,13 @@ from trainers.metrics import (
     wandb_settings,
 )
 from trainers.report import write_report
-from trainers.rollout import Rollout
 from trainers.run_dir import RunManifest
 from trainers.run_files import open_nofollow, write_atomic
 from trainers.sharding import merge_rollouts, rollout_summary
+
+if TYPE_CHECKING:  # annotations only: the records read the estimator's config and the rollout, never build them
+    from trainers.advantages import AdvantageConfig
+    from trainers.rollout import Rollout
 
 __all__ = ["RunRecorder", "engine_metrics", "gather_credit", "train_record"]
 

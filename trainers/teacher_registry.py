@@ -20,11 +20,11 @@ one's own is one file: :func:`register_teacher` with a factory, loaded by ``--pl
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import statistics
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
+
+from trainers.plugins import load_entry_point_group
 
 __all__ = ["DISTILL_MODES", "ENTRY_POINT_GROUP", "PRIVILEGED_KEY", "SKILL_WRITERS", "TeacherSpec", "distill_label",
            "label_of", "register_teacher", "teacher", "teacher_names", "unregister_teacher"]
@@ -75,7 +75,6 @@ class TeacherSpec:
 
 _TEACHERS: dict[str, TeacherSpec] = {}
 _BUILTIN: set[str] = set()
-_ENTRY_POINTS_LOADED = False
 
 
 def register_teacher(spec: TeacherSpec, *, replace: bool = False, builtin: bool = False) -> TeacherSpec:
@@ -96,16 +95,7 @@ def unregister_teacher(name: str) -> None:
 
 
 def _load_entry_points() -> None:
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as err:  # a broken plug-in must not hide the built-ins: said, and skipped
-            print(f"warning: teacher plug-in {ep.name} ({ep.value}) did not load: {type(err).__name__}: {err}",
-                  file=sys.stderr)
+    load_entry_point_group(ENTRY_POINT_GROUP, "teacher")
 
 
 def teacher_names() -> tuple[str, ...]:

@@ -31,6 +31,7 @@ of steps to the teacher's loss is the teacher's own), and :class:`PrivilegedTeac
 >>> round(float(symmetric_kl(p, q)), 4)  # 0.5 * (0.5108 + 0.3681)
 0.4394
 """
+# Over 500 lines: the two built-in teachers: their losses, their update terms and their skill writers.
 from __future__ import annotations
 
 import copy

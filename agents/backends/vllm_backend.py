@@ -37,6 +37,7 @@ Example (needs vLLM):
     >>> backend.startup_check["logprob_max_abs_diff"] < 1e-3                 # doctest: +SKIP
     True
 """
+# Over 500 lines: vLLM in process and as a server, on CUDA and on the CPU, with weight sync and sleep mode.
 from __future__ import annotations
 
 import json

@@ -26,6 +26,7 @@ Usage::
     python -m progpo_envs.alfworld.generate --out /tmp/hard --per-type 2 --difficulty hard
     python -m progpo_envs.alfworld.generate --build-default   # rebuilds the embedded set
 """
+# Over 500 lines: one generator: layouts, placements, goals and the PDDL it writes depend on each other.
 from __future__ import annotations
 
 import argparse

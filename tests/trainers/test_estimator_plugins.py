@@ -16,7 +16,9 @@ import pytest
 
 from trainers.advantages import AdvantageConfig, option, registry, step_advantages
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
+
 EXAMPLE = ROOT / "examples" / "custom_estimator.py"
 TINY = ["--model", "tiny", "--env", "rooms", "--warm-start", "none", "--iterations", "1", "--num-groups", "2",
         "--group-size", "3", "--max-steps", "4", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
@@ -29,14 +31,11 @@ def novelty():
     registry.load_plugin(str(EXAMPLE))
     yield registry.estimator("novelty")
     registry.unregister("novelty")
-    for name in [m for m in sys.modules if m.startswith("progpo_plugin_")]:
-        del sys.modules[name]
+    forget_plugin_files()
 
 
 def _train(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "trainers.progpo", *TINY, "--output-dir", str(tmp_path / "run"),
-                           *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    return train(tmp_path, TINY, *flags)
 
 
 def test_the_decorator_registers_a_base_and_its_progpo_variant(novelty) -> None:

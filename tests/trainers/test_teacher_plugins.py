@@ -5,7 +5,6 @@ changed."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,9 @@ import pytest
 
 from trainers import teacher_registry
 
-ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).parent))
+from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
+
 EXAMPLE = ROOT / "examples" / "custom_teacher.py"
 TINY = ["--model", "tiny", "--env", "rooms", "--warm-start", "none", "--iterations", "2", "--num-groups", "2",
         "--group-size", "4", "--max-steps", "20", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
@@ -29,14 +30,11 @@ def self_imitation():
     load_plugin(str(EXAMPLE))
     yield teacher_registry.teacher("self-imitation")
     teacher_registry.unregister_teacher("self-imitation")
-    for name in [m for m in sys.modules if m.startswith("progpo_plugin_")]:
-        del sys.modules[name]
+    forget_plugin_files()
 
 
 def _train(tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "trainers.progpo", *TINY, "--output-dir", str(tmp_path / "run"),
-                           *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    return train(tmp_path, TINY, *flags)
 
 
 def test_the_registry_names_the_built_ins_and_refuses_a_taken_name() -> None:

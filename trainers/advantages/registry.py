@@ -37,19 +37,15 @@ group ``progpo.estimators`` (:func:`load_entry_points`).
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import importlib.metadata
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from trainers.advantages.grpo import grpo_flat, rloo_flat
 from trainers.advantages.segments import as_float, discounted_returns
+from trainers.plugins import load_entry_point_group, load_plugin
 
 __all__ = ["BASES", "BASE_ESTIMATORS", "ENTRY_POINT_GROUP", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "Estimator",
            "StepContext", "base_names", "check_options", "estimator", "estimator_names", "flat_options", "grpo_episode",
@@ -258,7 +254,6 @@ BaseEstimator = Estimator
 
 _REGISTRY: dict[str, Estimator] = {}
 _BUILTIN: dict[str, int] = {}  # a built-in base -> its rank in base_names()
-_ENTRY_POINTS_LOADED = False
 
 
 def register(spec: Estimator, *, replace: bool = False) -> Estimator:
@@ -306,42 +301,7 @@ def register_builtin(spec: Estimator, rank: int) -> Estimator:
 def load_entry_points() -> None:
     """Import every module of the ``progpo.estimators`` entry point group once (each registers
     its estimators); a plug-in that fails to load is named in one line."""
-    global _ENTRY_POINTS_LOADED
-    if _ENTRY_POINTS_LOADED:
-        return
-    _ENTRY_POINTS_LOADED = True
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as err:  # a broken plug-in must not hide the built-ins: said, and skipped
-            print(f"warning: estimator plug-in {ep.name} ({ep.value}) did not load: {type(err).__name__}: {err}",
-                  file=sys.stderr)
-
-
-def load_plugin(spec: str) -> None:
-    """Import a module that registers estimators or teachers: a dotted module name, or a ``.py``
-    file (loaded once per path). A missing one is a ``ValueError`` of one line."""
-    path = Path(spec)
-    if spec.endswith(".py"):
-        if not path.is_file():
-            raise ValueError(f"plugin {spec}: no such file")
-        name = f"progpo_plugin_{abs(hash(str(path.resolve())))}"
-        if name in sys.modules:
-            return
-        loader_spec = importlib.util.spec_from_file_location(name, path)
-        assert loader_spec is not None and loader_spec.loader is not None
-        module = importlib.util.module_from_spec(loader_spec)
-        sys.modules[name] = module
-        try:
-            loader_spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[name]
-            raise
-        return
-    try:
-        importlib.import_module(spec)
-    except ModuleNotFoundError as err:
-        raise ValueError(f"plugin {spec}: {err}; pass an importable module or a .py file") from None
+    load_entry_point_group(ENTRY_POINT_GROUP, "estimator")
 
 
 def flat_options(bases: Sequence[str] | None = None) -> list[tuple[str, Estimator, dataclasses.Field[Any]]]:

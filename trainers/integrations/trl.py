@@ -58,6 +58,8 @@ loss by a constant (Adam is almost invariant to it; or scale ``learning_rate`` f
 GPU variant: ``GRPOConfig(use_vllm=True, vllm_mode="colocate", ...)``; the rollout then generates
 with TRL's vLLM engine (see ``examples/trl_grpo_alfworld.py``).
 """
+# Over 500 lines: TRL's rollout function, reward functions and dataset builder, which its GRPOTrainer takes
+# together.
 from __future__ import annotations
 
 import math

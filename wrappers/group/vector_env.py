@@ -1,6 +1,7 @@
 """The body of :class:`GroupVectorEnv` and its task schedule (:class:`GroupSeedSchedule`); the
 package's docstring (:mod:`wrappers.group`) describes the layout, the schedule, the autoreset
 mode and the infos."""
+# Over 500 lines: one class, whose reset, step, group autoreset and forking share the members' state.
 from __future__ import annotations
 
 import functools
