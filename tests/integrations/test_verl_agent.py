@@ -3,6 +3,8 @@ the real ALFWorld engine, the signals it records, the estimator branch on a verl
 batch. verl-agent's own loop is exercised by ``scripts/check_verl_agent.py`` (needs a checkout)."""
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -20,6 +22,9 @@ from trainers.integrations.verl_agent import (
     webshop_projection,
 )
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
+
+sys.path.insert(0, str(Path(__file__).parent))
+from step_rows import step_rows  # noqa: E402
 
 ANSWER = "<think>go on</think><action>{}</action>"
 
@@ -90,11 +95,7 @@ def test_finished_groups_are_held_and_signals_align() -> None:
 def _verl_agent_batch(rng: np.random.Generator, duplicate: int = 3):
     """verl-agent's layout: one row per step, ``uid`` = group, ``traj_uid``; the last rows copied as
     ``adjust_batch`` copies rows to fill the batch."""
-    lengths = rng.integers(2, 6, 8)
-    traj = np.repeat(np.arange(8), lengths)
-    t = np.concatenate([np.arange(k) for k in lengths])
-    anchors = np.array([f"room {v}" for v in rng.integers(0, 4, traj.size)], dtype=object)
-    first = rng.uniform(size=traj.size) < 0.5
+    lengths, traj, t, anchors, first = step_rows(rng)
     outcome = np.zeros(8)
     outcome[5] = 1.0  # group 1 has a success, group 0 is all-failed
     cover = rng.uniform(size=8).round(3)

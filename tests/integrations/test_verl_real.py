@@ -28,6 +28,10 @@ from verl.trainer.ppo.v1 import trainer_base  # noqa: E402
 from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict  # noqa: E402
 
 from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(__file__))
+from step_rows import step_rows  # noqa: E402
+
 from trainers.integrations.verl import MissingColumnsError  # noqa: E402
 
 PROBE = ("import sys, verl; from verl.trainer.ppo import core_algos, ray_trainer; "
@@ -104,12 +108,7 @@ def test_legacy_compute_advantage_is_progpo_with_columns_and_raises_without() ->
 
 
 def test_legacy_progpo_gigpo_on_step_rows_equals_step_advantages() -> None:
-    rng = np.random.default_rng(3)
-    lengths = rng.integers(2, 6, 8)
-    step_traj = np.repeat(np.arange(8), lengths)
-    step_t = np.concatenate([np.arange(k) for k in lengths])
-    anchors = np.array([f"room {v}" for v in rng.integers(0, 4, step_traj.size)], dtype=object)
-    first = rng.uniform(size=step_traj.size) < 0.5
+    _, step_traj, step_t, anchors, first = step_rows(np.random.default_rng(3))
     outcome = np.zeros(8)
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
@@ -138,12 +137,7 @@ def test_legacy_planpo_on_episode_rows_and_hgpo_on_step_rows() -> None:
                                    atol=1e-6)
     with pytest.raises(MissingColumnsError, match="planpo: non_tensor_batch lacks progpo_turns"):
         _legacy("planpo", {"uid": uid, "progpo_outcome": outcome}, mask, scores)
-    rng = np.random.default_rng(5)
-    lengths = rng.integers(2, 6, 8)
-    step_traj = np.repeat(np.arange(8), lengths)
-    step_t = np.concatenate([np.arange(k) for k in lengths])
-    anchors = np.array([f"room {v}" for v in rng.integers(0, 3, step_traj.size)], dtype=object)
-    first = rng.uniform(size=step_traj.size) < 0.5
+    _, step_traj, step_t, anchors, first = step_rows(np.random.default_rng(5), n_states=3)
     outcome = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
