@@ -8,7 +8,7 @@ members of a group from shared prefixes (:func:`trainers.tree_rollout.collect_tr
 and the forked rollout streams (``rollout_streams`` k > 1).
 
     >>> from trainers.config import TrainConfig
-    >>> type(make_collector(TrainConfig(rollout="tree", group_size=4))).__name__
+    >>> type(make_collector(TrainConfig(rollout="tree", group_size=4).rollout_section())).__name__
     'TreeCollector'
 """
 from __future__ import annotations
@@ -19,9 +19,10 @@ from typing import Any, Callable, Protocol, Sequence
 import torch
 
 from trainers import distributed, seeds
-from trainers.config import ConfigError, TrainConfig
+from trainers.config import ConfigError
 from trainers.console import progress_bar
 from trainers.rollout import Rollout, collect_rollout
+from trainers.sections import RolloutSection
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts
 from trainers.tree_rollout import collect_tree_rollout
@@ -50,33 +51,33 @@ class FlatCollector:
 
 @dataclasses.dataclass(frozen=True)
 class TreeCollector:
-    """Members branch from the prefixes a group shares (``cfg.tree_config``)."""
+    """Members branch from the prefixes a group shares (``section.tree``, seeded per rollout)."""
 
-    cfg: TrainConfig
+    section: RolloutSection
 
     def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
                 on_step: Callable[[int], Any]) -> Rollout:
-        return collect_tree_rollout(envs, policy, tasks, seed=seed, cfg=self.cfg.tree_config(seed),
-                                    max_steps=self.cfg.max_steps, on_step=on_step)
+        return collect_tree_rollout(envs, policy, tasks, seed=seed, cfg=dataclasses.replace(self.section.tree, seed=seed),
+                                    max_steps=self.section.max_steps, on_step=on_step)
 
 
 #: ``--rollout`` -> the collector a config gets
-COLLECTORS: dict[str, Callable[[TrainConfig], Collector]] = {
-    "flat": lambda cfg: FlatCollector(cfg.history_k),
+COLLECTORS: dict[str, Callable[[RolloutSection], Collector]] = {
+    "flat": lambda section: FlatCollector(section.history_k),
     "tree": TreeCollector,
 }
 
 
-def make_collector(cfg: TrainConfig) -> Collector:
-    """The :class:`Collector` of ``cfg.rollout``."""
-    return COLLECTORS[cfg.rollout](cfg)
+def make_collector(section: RolloutSection) -> Collector:
+    """The :class:`Collector` of ``section.rollout``."""
+    return COLLECTORS[section.rollout](section)
 
 
 class Rollouts:
     """The envs of this process's groups and the iteration's rollout on them.
 
     Args:
-        cfg: the run configuration.
+        cfg: the collection stage's section of the run's configuration.
         policy: what acts.
         env_fn: a member env factory.
         dist: the run's processes.
@@ -84,7 +85,7 @@ class Rollouts:
         autocast: the forward passes' autocast (the update's).
     """
 
-    def __init__(self, cfg: TrainConfig, policy: Any, env_fn: Callable[[], Any], dist: distributed.DistInfo,
+    def __init__(self, cfg: RolloutSection, policy: Any, env_fn: Callable[[], Any], dist: distributed.DistInfo,
                  shard: range, autocast: Callable[[], Any]) -> None:
         self.cfg, self.policy, self.env_fn, self.dist, self.shard, self.autocast = cfg, policy, env_fn, dist, shard, autocast
         self.collector = make_collector(cfg)
@@ -98,7 +99,7 @@ class Rollouts:
         cfg = self.cfg
         extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}
         return GroupVectorEnv(self.env_fn, num_groups=len(self.shard), group_size=cfg.group_size, backend=cfg.env_backend,
-                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.resolved_step_timeout, **extra)
+                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.step_timeout, **extra)
 
     def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
         """One training rollout of this rank's groups (``shard``, default ``self.shard``: all B

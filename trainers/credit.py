@@ -13,8 +13,8 @@ import numpy as np
 
 from trainers import seeds
 from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
-from trainers.config import TrainConfig
 from trainers.rollout import Rollout
+from trainers.sections import CreditSection
 
 __all__ = ["Credit", "CreditAssigner"]
 
@@ -39,9 +39,9 @@ class Credit:
 class CreditAssigner:
     """The configured estimator, as an iteration's stage."""
 
-    def __init__(self, cfg: TrainConfig) -> None:
-        self.cfg = cfg
-        self.adv_cfg = cfg.advantage_config()
+    def __init__(self, section: CreditSection) -> None:
+        self.section = section
+        self.adv_cfg = section.advantage
 
     def assign(self, rollout: Rollout, iteration: int) -> Credit:
         """The :class:`Credit` of ``rollout``, played at ``iteration``."""
@@ -57,11 +57,11 @@ class CreditAssigner:
     def config_at(self, iteration: int) -> AdvantageConfig:
         """The estimator's config at ``iteration``: its shuffle seed, and the base's options on its
         own schedule (PlanPO's turn weight: linear in generate mode, 0 in score mode)."""
-        cfg, adv_cfg = self.cfg, self.adv_cfg
-        config = dataclasses.replace(adv_cfg, shuffle_seed=seeds.shuffle(cfg.seed, iteration))
+        section, adv_cfg = self.section, self.adv_cfg
+        config = dataclasses.replace(adv_cfg, shuffle_seed=seeds.shuffle(section.seed, iteration))
         spec = adv_cfg.spec
         if spec.schedule is None:
             return config
-        options = spec.schedule(adv_cfg.base_options, iteration, cfg.iterations, cfg.policy_mode == "generate")
+        options = spec.schedule(adv_cfg.base_options, iteration, section.iterations, section.generate)
         return dataclasses.replace(config, options={f.name: getattr(options, f.name)
                                                     for f in dataclasses.fields(options)})

@@ -13,11 +13,11 @@ from typing import Any, Callable
 import torch
 
 from trainers import distributed, seeds
-from trainers.config import TrainConfig
 from trainers.console import progress_bar
 from trainers.envs import make_env_fn
 from trainers.evaluation import EvalPlan, episode_records, example_episodes, random_baseline, run_eval
 from trainers.metrics import rollout_metrics
+from trainers.sections import EvalSection
 
 __all__ = ["Evaluator"]
 
@@ -26,12 +26,15 @@ class Evaluator:
     """Evaluations of ``policy`` on the run's splits.
 
     Args:
-        cfg: the run configuration. policy: the policy evaluated by default.
-        eval_env_fn: the eval split's member env factory. dist: the run's processes.
-        device: where the model is. autocast: the forward passes' autocast.
+        cfg: the evaluation stage's section of the run's configuration.
+        policy: the policy evaluated by default.
+        eval_env_fn: the eval split's member env factory.
+        dist: the run's processes.
+        device: where the model is.
+        autocast: the forward passes' autocast.
     """
 
-    def __init__(self, cfg: TrainConfig, policy: Any, eval_env_fn: Callable[[], Any], dist: distributed.DistInfo,
+    def __init__(self, cfg: EvalSection, policy: Any, eval_env_fn: Callable[[], Any], dist: distributed.DistInfo,
                  device: torch.device, autocast: Callable[[], Any]) -> None:
         self.cfg, self.policy, self.eval_env_fn, self.dist = cfg, policy, eval_env_fn, dist
         self.device, self.autocast = device, autocast
@@ -87,14 +90,14 @@ class Evaluator:
         try:
             with torch.no_grad(), self.autocast():
                 # the random baseline draws from one generator: one stream keeps its draws in order
-                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.resolved_step_timeout,
+                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.step_timeout,
                                    streams=cfg.eval_streams if policy is None else 1, processes=self.in_processes())
         finally:
             bar.close()
         rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
                                "eval/episodes": len(rollout.trajectories), "eval/panel": plan.panel()}
-        if cfg.distill_label and policy is None:  # the held-out success of a policy trained with a teacher says so
-            rec["distill"] = cfg.distill_label
+        if cfg.teacher_label and policy is None:  # the held-out success of a policy trained with a teacher says so
+            rec["distill"] = cfg.teacher_label
         rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))
         played = episode_records(rollout)
         rec["eval/won"] = played["won"]

@@ -84,9 +84,9 @@ class Trainer:
         self.teacher = make_teacher(cfg, self.policy, self.dist)
         # the stages of an iteration
         self.updater = Updater(cfg, self.policy, self.dist, self.device, aux=self.teacher)
-        self.rollouts = Rollouts(cfg, self.policy, self.env_fn, self.dist, shard, self.updater.autocast)
-        self.credit = CreditAssigner(cfg)
-        self.evaluator = Evaluator(cfg, self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast)
+        self.rollouts = Rollouts(cfg.rollout_section(), self.policy, self.env_fn, self.dist, shard, self.updater.autocast)
+        self.credit = CreditAssigner(cfg.credit_section())
+        self.evaluator = Evaluator(cfg.eval_section(), self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast)
         self.checkpoints = RunCheckpoints(cfg, self.model, self.updater.optimizer, self.dist, self.teacher)
         self.recorder = RunRecorder(cfg, self.dist.is_main)
         self.history: list[dict[str, Any]] = []

@@ -48,11 +48,11 @@ def test_the_shuffled_coverage_control_draws_a_new_permutation_each_iteration():
     cfg = config_for_tests(estimator="progpo-gigpo", shuffle_coverage=True, group_size=6, num_groups=1)
     # all failed: the progress term acts, on coverage shuffled within the group
     rollout = _rollout([[0.0] * 6], [[6] * 6], [[1, 2, 3, 4, 5, 6]])
-    credit = CreditAssigner(cfg)
+    credit = CreditAssigner(cfg.credit_section())
     by_iteration = [credit.assign(rollout, it).steps for it in range(1, 7)]
     np.testing.assert_array_equal(credit.assign(rollout, 3).steps, by_iteration[2])  # the same iteration: the same
     assert len({a.tobytes() for a in by_iteration}) > 1  # another iteration: another permutation
-    other_seed = CreditAssigner(dataclasses.replace(cfg, seed=cfg.seed + 1))
+    other_seed = CreditAssigner(dataclasses.replace(cfg, seed=cfg.seed + 1).credit_section())
     assert any(not np.array_equal(other_seed.assign(rollout, it).steps, a) for it, a in enumerate(by_iteration, 1))
 
 
@@ -106,7 +106,7 @@ def test_shards_play_disjoint_slices_whose_union_is_the_unsharded_schedule():
             return Rollout()
 
     envs = SimpleNamespace(worker_restarts=0, member_errors=0, close=lambda: None)
-    rollouts = Rollouts(cfg, SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, distributed.DistInfo(),
+    rollouts = Rollouts(cfg.rollout_section(), SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, distributed.DistInfo(),
                         range(6), lambda: torch.autocast("cpu", enabled=False))
     rollouts.collector, rollouts.envs = Fake(), envs
     for k in range(3):
@@ -125,7 +125,7 @@ def test_the_random_baselines_figure_does_not_depend_on_the_eval_streams():
     def baseline(streams: int) -> dict:
         cfg = config_for_tests(eval_episodes=12, eval_streams=streams, max_steps=5)
         fn = make_env_fn(cfg.env, cfg.splits[1], cfg.max_steps, cfg.state_key)
-        ev = Evaluator(cfg, SimpleNamespace(model=torch.nn.Linear(1, 1)), fn, distributed.DistInfo(),
+        ev = Evaluator(cfg.eval_section(), SimpleNamespace(model=torch.nn.Linear(1, 1)), fn, distributed.DistInfo(),
                        torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False))
         return ev.random_baseline(0)
 
@@ -142,8 +142,8 @@ def test_the_runs_tau_r_reaches_the_recorded_metrics(tau_r, failed):
 
     cfg = config_for_tests(tau_r=tau_r, num_groups=1)
     rollout = _rollout([[0.5, 0.5]], [[2, 3]])  # partial scores: all-failed only under tau_r above 0.5
-    credit = CreditAssigner(cfg).assign(rollout, 1)
-    rec = train_record(cfg, CreditAssigner(cfg).adv_cfg, 1, rollout, credit, {}, {}, (0.0, 0.0, 0.0),
+    credit = CreditAssigner(cfg.credit_section()).assign(rollout, 1)
+    rec = train_record(cfg, CreditAssigner(cfg.credit_section()).adv_cfg, 1, rollout, credit, {}, {}, (0.0, 0.0, 0.0),
                        distributed.DistInfo(), torch.device("cpu"))
     assert rec["all_failed_frac"] == failed
     assert bool(credit.all_failed[0]) == bool(failed)

@@ -26,7 +26,7 @@ def _defaults(module_name: str):
             continue
         if dataclasses.is_dataclass(obj):
             for f in dataclasses.fields(obj):
-                if f.name in ("tau_r", "tau_p"):
+                if f.name in ("tau_r", "tau_p") and f.default is not dataclasses.MISSING:  # a required field has none
                     yield f"{module_name}.{name}.{f.name}", f.name, f.default
         candidates = [obj] if inspect.isfunction(obj) else \
             [m for m in vars(obj).values() if inspect.isfunction(m)] if inspect.isclass(obj) else []

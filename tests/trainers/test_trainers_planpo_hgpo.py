@@ -256,9 +256,9 @@ def test_config_fields_and_errors():
 def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     from trainers.credit import CreditAssigner
 
-    gen = CreditAssigner(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none"))
+    gen = CreditAssigner(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none").credit_section())
     assert [gen.config_at(i).base_options.alpha for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
-    score = CreditAssigner(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3))
+    score = CreditAssigner(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3).credit_section())
     assert [score.config_at(i).base_options.alpha for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
 
 

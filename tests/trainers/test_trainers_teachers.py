@@ -342,7 +342,7 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     from trainers.teachers import privileged_inputs
 
     rollout = _routing_rollout()
-    credit = CreditAssigner(TrainConfig(estimator=estimator, seed=0)).assign(rollout, 1)
+    credit = CreditAssigner(TrainConfig(estimator=estimator, seed=0).credit_section()).assign(rollout, 1)
     assert credit.all_failed.tolist() == [True, False]
     teach = privileged_inputs(rollout, credit.step_failed)
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
