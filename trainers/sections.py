@@ -1,20 +1,27 @@
 """Each loop stage's own typed section of a run's configuration: what the stage reads, and no
-more (:meth:`trainers.config.TrainConfig.credit_section`, ``rollout_section``, ``eval_section``
-build them). A stage, its tests and a caller that drives it alone need only its section.
+more (:func:`credit_section`, :func:`rollout_section`, :func:`update_section` and
+:func:`eval_section` build them from a :class:`~trainers.config.TrainConfig`). A stage, its tests
+and a caller that drives it alone need only its section.
 
 >>> from trainers.config import TrainConfig
->>> section = TrainConfig(estimator="grpo", iterations=3).credit_section()
+>>> section = credit_section(TrainConfig(estimator="grpo", iterations=3))
 >>> section.advantage.estimator, section.iterations, section.generate
 ('grpo', 3, False)
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from trainers.advantages import AdvantageConfig
+from trainers.ppo import PPOConfig
 from trainers.tree_rollout import TreeConfig
 
-__all__ = ["CreditSection", "EvalSection", "RolloutSection"]
+if TYPE_CHECKING:  # the sections are read from a config; the config does not import them
+    from trainers.config import TrainConfig
+
+__all__ = ["CreditSection", "EvalSection", "RolloutSection", "UpdateSection", "credit_section", "eval_section",
+           "rollout_section", "update_section"]
 
 
 @dataclass(frozen=True)
@@ -92,3 +99,64 @@ class EvalSection:
     step_timeout: float | str
     progress_bars: bool
     teacher_label: str | None
+
+
+@dataclass(frozen=True)
+class UpdateSection:
+    """What the update stage (:class:`trainers.updater.Updater`) reads.
+
+    Attributes:
+        ppo: PPO-clip's options (:class:`trainers.ppo.PPOConfig`).
+        lr: AdamW's learning rate. weight_decay: AdamW's weight decay.
+        lr_warmup_iterations: iterations of linear warm-up.
+        loss_agg: token-mean | traj-mean.
+        skip_zero_advantage: drop steps with advantage 0 when no other term acts on them.
+        recompute_old_logprobs: old log-probs from a training-side forward, not the sampler.
+        vllm: whether vLLM samples (its log-probs are always recomputed).
+        bf16: bf16 autocast on a GPU.
+        gradient_checkpointing: recompute activations in the backward pass.
+        lora: LoRA adapters (the KL reference is the adapter-free model).
+        batch_decisions: tree | on | off.
+        seed: the run's seed (each update's mini-batch order).
+        progress_bars: whether a bar is drawn.
+    """
+
+    ppo: PPOConfig
+    lr: float
+    weight_decay: float
+    lr_warmup_iterations: int
+    loss_agg: str
+    skip_zero_advantage: bool
+    recompute_old_logprobs: bool
+    vllm: bool
+    bf16: bool
+    gradient_checkpointing: bool
+    lora: bool
+    batch_decisions: str
+    seed: int
+    progress_bars: bool
+
+
+def credit_section(cfg: TrainConfig) -> CreditSection:
+    """The credit stage's section of ``cfg``."""
+    return CreditSection(cfg.advantage_config(), cfg.seed, cfg.iterations, cfg.policy_mode == "generate")
+
+
+def rollout_section(cfg: TrainConfig) -> RolloutSection:
+    """The collection stage's section of ``cfg``."""
+    return RolloutSection(cfg.num_groups, cfg.group_size, cfg.max_steps, cfg.seed, cfg.tau_r, cfg.env_backend,
+                          cfg.ray_num_cpus, cfg.resolved_step_timeout, cfg.rollout, cfg.tree_config(), cfg.history_k,
+                          cfg.rollout_streams, cfg.progress_bars)
+
+
+def update_section(cfg: TrainConfig) -> UpdateSection:
+    """The update stage's section of ``cfg``."""
+    return UpdateSection(PPOConfig.from_config(cfg), cfg.lr, cfg.weight_decay, cfg.lr_warmup_iterations, cfg.loss_agg,
+                         cfg.skip_zero_advantage, cfg.recompute_old_logprobs, cfg.backend == "vllm", cfg.bf16,
+                         cfg.gradient_checkpointing, cfg.lora, cfg.batch_decisions, cfg.seed, cfg.progress_bars)
+
+
+def eval_section(cfg: TrainConfig) -> EvalSection:
+    """The evaluation stage's section of ``cfg``."""
+    return EvalSection(cfg.env, cfg.splits, cfg.eval_episodes, cfg.eval_streams, cfg.max_steps, cfg.state_key,
+                       cfg.seed, cfg.tau_r, cfg.resolved_step_timeout, cfg.progress_bars, cfg.distill_label)

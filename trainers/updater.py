@@ -21,9 +21,10 @@ import torch
 from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy, scoring_with
 from trainers import distributed, seeds
-from trainers.config import ConfigError, TrainConfig
+from trainers.config import ConfigError
 from trainers.console import progress_bar
 from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
+from trainers.sections import UpdateSection
 
 __all__ = ["AuxiliaryLoss", "Updater", "rollout_mismatch", "warmup_factor"]
 
@@ -90,14 +91,14 @@ class Updater:
     """The optimizer, the KL reference and autocast of a run, and its update.
 
     Args:
-        cfg: the run configuration (``lr``, ``kl_coef``, ``bf16``, the PPO fields...).
+        cfg: the update stage's section of the run's configuration (``lr``, ``bf16``, PPO-clip's options...).
         policy: the policy whose model is trained.
         dist: the run's processes (:func:`trainers.distributed.setup`).
         device: where the model is.
         aux: a loss term beside PPO's, or ``None``.
     """
 
-    def __init__(self, cfg: TrainConfig, policy: TrainablePolicy, dist: distributed.DistInfo, device: torch.device,
+    def __init__(self, cfg: UpdateSection, policy: TrainablePolicy, dist: distributed.DistInfo, device: torch.device,
                  aux: AuxiliaryLoss | None = None) -> None:
         self.cfg, self.policy, self.dist, self.device, self.aux = cfg, policy, dist, device, aux
         self.model: torch.nn.Module = policy.model
@@ -108,7 +109,7 @@ class Updater:
         #: log-probs are recomputed by the trainer's forward pass, and the measured mismatch is
         #: logged (rollout/logprob_mismatch_*)
         sampler = getattr(getattr(policy, "backend", None), "model", policy.model)
-        self.recompute_old = bool(cfg.recompute_old_logprobs or cfg.backend == "vllm" or sampler is not policy.model)
+        self.recompute_old = bool(cfg.recompute_old_logprobs or cfg.vllm or sampler is not policy.model)
         self.params = [p for p in self.model.parameters() if p.requires_grad]
         if not self.params:
             raise ConfigError("the policy model has no trainable parameters")
@@ -118,7 +119,7 @@ class Updater:
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(self.model)
         self.ref_model: torch.nn.Module | None = None
-        if cfg.kl_coef > 0 and not cfg.lora:
+        if cfg.ppo.kl_coef > 0 and not cfg.lora:
             self.ref_model = copy.deepcopy(self.model).eval()
             for p in self.ref_model.parameters():
                 p.requires_grad_(False)
@@ -138,7 +139,7 @@ class Updater:
         """The steps that take a loss: all, or, with ``skip_zero_advantage`` and no KL or entropy
         term, those with an advantage or that the auxiliary term keeps."""
         cfg, idx = self.cfg, list(range(len(advantages)))
-        if not (cfg.skip_zero_advantage and cfg.kl_coef == 0 and cfg.entropy_coef == 0):
+        if not (cfg.skip_zero_advantage and cfg.ppo.kl_coef == 0 and cfg.ppo.entropy_coef == 0):
             return idx
         kept = self.aux.kept(aux_inputs, len(idx)) if self.aux is not None and aux_inputs is not None else None
         return [i for i in idx if advantages[i] != 0.0 or (kept is not None and kept[i])]
@@ -148,7 +149,7 @@ class Updater:
         """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
         ``loss_agg: traj-mean``), with the auxiliary term when ``aux_inputs`` is given."""
         cfg = self.cfg
-        ppo_cfg = PPOConfig.from_config(cfg)
+        ppo_cfg = cfg.ppo
         idx = self._chosen(advantages, aux_inputs)
         comm = comm_for(self.dist)
         n_global = int(comm.sum([len(idx)])[0])
@@ -177,7 +178,7 @@ class Updater:
         self.model.train()
         gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
-        bar = progress_bar(cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
+        bar = progress_bar(ppo_cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
         try:
             stats.update(ppo_update(batch, ppo_cfg, self._learner(outputs[0] if outputs else steps[0].output), comm, gen,
                                     on_micro_batch=lambda: bar.update(1)))
@@ -198,7 +199,7 @@ class Updater:
             else:
                 old = [self.policy.behaviour_logprobs(o) for o in outputs]
             ref: list[torch.Tensor] | None = None
-            if self.cfg.kl_coef > 0:
+            if self.cfg.ppo.kl_coef > 0:
                 with self._reference():
                     ref = self._detached_logprobs(outputs, cost, keys, ppo_cfg)
         return old, ref
@@ -230,7 +231,7 @@ class Updater:
 
     def _logprobs_entropy(self, outputs: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """New log-probs, plus exact entropies when the bonus is on."""
-        if self.cfg.entropy_coef > 0:
+        if self.cfg.ppo.entropy_coef > 0:
             lps, ents = self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=True,
                                                                  **self._pass_size(outputs))
             return list(lps), list(ents)

@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 import torch
 
+from trainers.sections import credit_section, eval_section, rollout_section, update_section  # noqa: E402
+
 sys.path.insert(0, str(Path(__file__).parent))
 
 from tiny_config import config_for_tests  # noqa: E402
@@ -48,11 +50,11 @@ def test_the_shuffled_coverage_control_draws_a_new_permutation_each_iteration():
     cfg = config_for_tests(estimator="progpo-gigpo", shuffle_coverage=True, group_size=6, num_groups=1)
     # all failed: the progress term acts, on coverage shuffled within the group
     rollout = _rollout([[0.0] * 6], [[6] * 6], [[1, 2, 3, 4, 5, 6]])
-    credit = CreditAssigner(cfg.credit_section())
+    credit = CreditAssigner(credit_section(cfg))
     by_iteration = [credit.assign(rollout, it).steps for it in range(1, 7)]
     np.testing.assert_array_equal(credit.assign(rollout, 3).steps, by_iteration[2])  # the same iteration: the same
     assert len({a.tobytes() for a in by_iteration}) > 1  # another iteration: another permutation
-    other_seed = CreditAssigner(dataclasses.replace(cfg, seed=cfg.seed + 1).credit_section())
+    other_seed = CreditAssigner(credit_section(dataclasses.replace(cfg, seed=cfg.seed + 1)))
     assert any(not np.array_equal(other_seed.assign(rollout, it).steps, a) for it, a in enumerate(by_iteration, 1))
 
 
@@ -62,7 +64,7 @@ def _updater(**overrides):
 
     cfg = config_for_tests(**overrides)
     policy = SimpleNamespace(model=torch.nn.Linear(3, 2))
-    return Updater(cfg, policy, distributed.DistInfo(), torch.device("cpu"))
+    return Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
 
 
 @pytest.mark.parametrize("overrides, kept", [
@@ -106,7 +108,7 @@ def test_shards_play_disjoint_slices_whose_union_is_the_unsharded_schedule():
             return Rollout()
 
     envs = SimpleNamespace(worker_restarts=0, member_errors=0, close=lambda: None)
-    rollouts = Rollouts(cfg.rollout_section(), SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, distributed.DistInfo(),
+    rollouts = Rollouts(rollout_section(cfg), SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, distributed.DistInfo(),
                         range(6), lambda: torch.autocast("cpu", enabled=False))
     rollouts.collector, rollouts.envs = Fake(), envs
     for k in range(3):
@@ -125,7 +127,7 @@ def test_the_random_baselines_figure_does_not_depend_on_the_eval_streams():
     def baseline(streams: int) -> dict:
         cfg = config_for_tests(eval_episodes=12, eval_streams=streams, max_steps=5)
         fn = make_env_fn(cfg.env, cfg.splits[1], cfg.max_steps, cfg.state_key)
-        ev = Evaluator(cfg.eval_section(), SimpleNamespace(model=torch.nn.Linear(1, 1)), fn, distributed.DistInfo(),
+        ev = Evaluator(eval_section(cfg), SimpleNamespace(model=torch.nn.Linear(1, 1)), fn, distributed.DistInfo(),
                        torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False))
         return ev.random_baseline(0)
 
@@ -142,8 +144,8 @@ def test_the_runs_tau_r_reaches_the_recorded_metrics(tau_r, failed):
 
     cfg = config_for_tests(tau_r=tau_r, num_groups=1)
     rollout = _rollout([[0.5, 0.5]], [[2, 3]])  # partial scores: all-failed only under tau_r above 0.5
-    credit = CreditAssigner(cfg.credit_section()).assign(rollout, 1)
-    rec = train_record(cfg, CreditAssigner(cfg.credit_section()).adv_cfg, 1, rollout, credit, {}, {}, (0.0, 0.0, 0.0),
+    credit = CreditAssigner(credit_section(cfg)).assign(rollout, 1)
+    rec = train_record(cfg, CreditAssigner(credit_section(cfg)).adv_cfg, 1, rollout, credit, {}, {}, (0.0, 0.0, 0.0),
                        distributed.DistInfo(), torch.device("cpu"))
     assert rec["all_failed_frac"] == failed
     assert bool(credit.all_failed[0]) == bool(failed)
@@ -201,7 +203,7 @@ def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained
     policy = _TablePolicy()
     cfg = config_for_tests(lr=0.1, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=True, loss_agg="token-mean",
                            clip_eps=10.0, batch_decisions="off")
-    updater = Updater(cfg, policy, distributed.DistInfo(), torch.device("cpu"))
+    updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     outputs = []
     with torch.no_grad():
         for prompt, chosen in ((0, 0), (1, 1), (2, 2)):

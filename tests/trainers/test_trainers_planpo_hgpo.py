@@ -21,6 +21,7 @@ from trainers.advantages import (
 )
 from trainers.advantages.hgpo import history_clusters
 from trainers.config import ConfigError, TrainConfig
+from trainers.sections import credit_section  # noqa: E402
 
 EPS = 1e-6
 
@@ -256,9 +257,9 @@ def test_config_fields_and_errors():
 def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     from trainers.credit import CreditAssigner
 
-    gen = CreditAssigner(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none").credit_section())
+    gen = CreditAssigner(credit_section(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none")))
     assert [gen.config_at(i).base_options.alpha for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
-    score = CreditAssigner(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3).credit_section())
+    score = CreditAssigner(credit_section(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3)))
     assert [score.config_at(i).base_options.alpha for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
 
 

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from trainers.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
+from trainers.sections import credit_section  # noqa: E402
 from trainers.teachers import (
     HindsightTargets,
     PrivilegedTargets,
@@ -342,7 +343,7 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     from trainers.teachers import privileged_inputs
 
     rollout = _routing_rollout()
-    credit = CreditAssigner(TrainConfig(estimator=estimator, seed=0).credit_section()).assign(rollout, 1)
+    credit = CreditAssigner(credit_section(TrainConfig(estimator=estimator, seed=0))).assign(rollout, 1)
     assert credit.all_failed.tolist() == [True, False]
     teach = privileged_inputs(rollout, credit.step_failed)
     groups = [rollout.trajectories[s.traj].group for s in rollout.steps]
