@@ -45,8 +45,10 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
     """The three rollouts of one seed."""
     import torch
 
+    from trainers.collector import make_collector
     from trainers.config import TrainConfig, load_yaml
     from trainers.metrics import rollout_metrics
+    from trainers.sections import rollout_section
     from trainers.trainer import Trainer
 
     torch.set_num_threads(1)
@@ -58,6 +60,8 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
     rows, budget = [], 0
     for name, change in VARIANTS.items():
         tr.cfg = dataclasses.replace(base, **change, tree_budget=budget)
+        tr.rollouts.cfg = rollout_section(tr.cfg)  # the collection stage reads its own section
+        tr.rollouts.collector = make_collector(tr.rollouts.cfg)
         t0 = time.perf_counter()
         rollout = tr.rollout(1)
         seconds = time.perf_counter() - t0

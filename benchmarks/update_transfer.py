@@ -176,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
                     j = (k_upd + 1) % len(updates)
                     tr.updater.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
                                                     args.anchor_states, args.seed + k_upd).wrap(tr.updater.optimizer)
-                tr.cfg.lr = lr  # Trainer.update sets the optimizer's lr from the config
+                tr.cfg.lr = lr
+                tr.updater.cfg = dataclasses.replace(tr.updater.cfg, lr=lr)  # the update stage reads its own section
                 adv = step_adv(tr, rollout, estimator)
                 adv = np.where(adv < 0, args.neg_scale * adv, adv)
                 res["steps"].append(tr.update(rollout.steps, adv, 1)["update/steps"])
