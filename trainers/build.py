@@ -10,6 +10,7 @@ import torch
 from agents.contract import TrainablePolicy
 from trainers import distributed
 from trainers.config import ConfigError, TrainConfig
+from trainers.teacher_registry import reads_privileged
 from trainers.teacher_registry import teacher as registered_teacher
 
 __all__ = ["build_policy", "env_fns", "generation_engine", "make_teacher", "resolve_device", "shared_model", "warm_start"]
@@ -69,8 +70,8 @@ def env_fns(cfg: TrainConfig, env_fn: Callable[[], Any] | None = None,
         for split in {*cfg.splits, *([cfg.resolved_eval_extra_split] if cfg.resolved_eval_extra_split else [])}:
             check_split(cfg.env, split)
     train_split, eval_split = cfg.splits
-    reads = cfg.distill != "none" and registered_teacher(cfg.distill).privileged
-    privileged = {"privileged_info": True} if reads and ENV_TABLE[cfg.env].privileged_info else {}
+    reads = reads_privileged(cfg.distill) and ENV_TABLE[cfg.env].privileged_info
+    privileged = {"privileged_info": True} if reads else {}
     return (env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged),
             eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key))
 

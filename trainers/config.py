@@ -26,10 +26,11 @@ from typing import Any, Callable, Literal, NoReturn, get_args, get_origin, get_t
 from progpo_envs.guard import check_import_names
 from trainers.advantages import AdvantageConfig
 from trainers.advantages.registry import estimator as registered_estimator
-from trainers.advantages.registry import estimator_names, flat_options, load_plugin
+from trainers.advantages.registry import estimator_names, exclusive_conflict, flat_options
 from trainers.envs import ENV_TABLE, STATE_KEYS
+from trainers.plugins import load_plugins
 from trainers.strict_yaml import StrictYAMLError, load_strict
-from trainers.teacher_registry import SKILL_WRITERS, label_of, teacher_names
+from trainers.teacher_registry import SKILL_WRITERS, label_of, reads_privileged, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
 from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
@@ -514,7 +515,7 @@ class TrainConfig:
         if reason:
             raise ConfigError(reason)
         if spec.privileged and not ENV_TABLE[self.env].privileged_info:
-            others = [n for n in teacher_names() if n != "none" and not registered_teacher(n).privileged]
+            others = [n for n in teacher_names()[1:] if not reads_privileged(n)]
             raise ConfigError(f"distill {self.distill} reads the env's privileged text, which the {self.env} env does "
                               f"not offer (ALFWorld and WebShop do); use --distill {' or '.join([*others, 'none'])}")
 
@@ -522,11 +523,10 @@ class TrainConfig:
         """Import each of :attr:`plugins` (registered once per process)."""
         if not isinstance(self.plugins, list) or not all(isinstance(p, str) for p in self.plugins):
             raise ConfigError(f"plugins must be a list of modules or .py files, got {self.plugins!r}")
-        for plugin in self.plugins:
-            try:
-                load_plugin(plugin)
-            except ValueError as err:
-                raise ConfigError(str(err)) from None
+        try:
+            load_plugins(self.plugins)
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
 
     @property
     def trackers(self) -> tuple[str, ...]:
@@ -609,13 +609,11 @@ class TrainConfig:
         another base trains is an error."""
         if not isinstance(self.estimator_options, dict) or not all(isinstance(k, str) for k in self.estimator_options):
             raise ConfigError(f"estimator_options must be a mapping (name: value), got {self.estimator_options!r}")
-        chosen = registered_estimator(self.estimator).name
-        for flag, spec, f in flat_options():
-            if hasattr(self, flag) and spec.name != chosen and f.metadata.get("exclusive") and getattr(self, flag) != f.default:
-                raise ConfigError(f"{flag} belongs to {spec.name} and progpo-{spec.name}, not {self.estimator}")
-        for flag, spec, _ in flat_options():
-            if hasattr(self, flag):
-                spec.make_options(self.base_option_values(spec.name))
+        conflict = exclusive_conflict(self.estimator, lambda flag: getattr(self, flag, None))
+        if conflict:
+            raise ConfigError(conflict)
+        for base in dict.fromkeys(spec.name for flag, spec, _ in flat_options() if hasattr(self, flag)):
+            registered_estimator(base).make_options(self.base_option_values(base))
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
@@ -890,9 +888,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help=_field_help("plugins"))
     ap.add_argument("--estimator-option", dest="estimator_options", action="append", default=None, type=_name_value,
                     metavar="NAME=VALUE", help=_field_help("estimator_options"))
-    sections: dict[str, argparse._ArgumentGroup] = {}
     ap.add_argument("--teacher-option", dest="teacher_options", action="append", default=None, type=_name_value,
                     metavar="NAME=VALUE", help=_field_help("teacher_options"))
+    sections: dict[str, argparse._ArgumentGroup] = {}
     choices = {**closed_choices(), "estimator": estimator_names(), "distill": teacher_names()}
     for f in fields(TrainConfig):
         if f.name in ("notes", "plugins", "estimator_options", "teacher_options"):
@@ -935,11 +933,10 @@ def _early_plugins(argv: list[str] | None) -> None:
         except ConfigError:
             listed = []  # the file's own error is said once, by the full parse
         names += [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
-    for plugin in names:
-        try:
-            load_plugin(plugin)
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
+    try:
+        load_plugins(names)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:

@@ -63,5 +63,4 @@ class CreditAssigner:
         if spec.schedule is None:
             return config
         options = spec.schedule(adv_cfg.base_options, iteration, section.iterations, section.generate)
-        return dataclasses.replace(config, options={f.name: getattr(options, f.name)
-                                                    for f in dataclasses.fields(options)})
+        return dataclasses.replace(config, options=dataclasses.asdict(options))

@@ -17,8 +17,7 @@ from typing import Any
 
 import yaml
 
-from trainers.teacher_registry import label_of, teacher_names
-from trainers.teacher_registry import teacher as registered_teacher
+from trainers.teacher_registry import label_of, reads_privileged
 
 __all__ = ["last_evaluation", "model_card"]
 
@@ -45,7 +44,7 @@ def model_card(cfg: dict[str, Any], weights: str, evaluation: dict[str, Any] | N
     """The card's text: a YAML header, then the training method, the evaluation and the loading line."""
     adapter = weights == "peft adapter"
     teacher = cfg.get("distill") or "none"
-    privileged = teacher in teacher_names() and teacher != "none" and registered_teacher(teacher).privileged
+    privileged = reads_privileged(teacher)
     header: dict[str, Any] = {"base_model": base or str(cfg.get("model")),
                               "library_name": "peft" if adapter else "transformers",
                               "tags": ["progpo", "reinforcement-learning", "llm-agent", str(cfg.get("env"))]

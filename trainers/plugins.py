@@ -10,8 +10,9 @@ import importlib.metadata
 import importlib.util
 import sys
 from pathlib import Path
+from typing import Sequence
 
-__all__ = ["load_entry_point_group", "load_plugin"]
+__all__ = ["load_entry_point_group", "load_plugin", "load_plugins"]
 
 _LOADED_GROUPS: set[str] = set()
 
@@ -55,3 +56,9 @@ def load_plugin(spec: str) -> None:
         importlib.import_module(spec)
     except ModuleNotFoundError as err:
         raise ValueError(f"plugin {spec}: {err}; pass an importable module or a .py file") from None
+
+
+def load_plugins(specs: Sequence[str]) -> None:
+    """:func:`load_plugin` each of ``specs``, in order; the first that cannot load is a ``ValueError``."""
+    for spec in specs:
+        load_plugin(spec)

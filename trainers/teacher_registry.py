@@ -27,7 +27,7 @@ from typing import Any, Callable, Mapping, Sequence
 from trainers.plugins import load_entry_point_group
 
 __all__ = ["DISTILL_MODES", "ENTRY_POINT_GROUP", "PRIVILEGED_KEY", "SKILL_WRITERS", "TeacherSpec", "distill_label",
-           "label_of", "register_teacher", "teacher", "teacher_names", "unregister_teacher"]
+           "label_of", "reads_privileged", "register_teacher", "teacher", "teacher_names", "unregister_teacher"]
 
 #: the entry point group of installed distributions that register teachers
 ENTRY_POINT_GROUP = "progpo.teachers"
@@ -111,6 +111,12 @@ def teacher(name: str) -> TeacherSpec:
     if name not in _TEACHERS:
         raise ValueError(f"distill must be one of {', '.join(teacher_names())}, got {name!r}")
     return _TEACHERS[name]
+
+
+def reads_privileged(name: str) -> bool:
+    """Whether ``name`` is a registered teacher that reads the env's privileged text (``none``,
+    and a teacher whose plug-in is not loaded here, do not)."""
+    return name != "none" and name in teacher_names() and _TEACHERS[name].privileged
 
 
 def label_of(config: Mapping[str, Any]) -> str | None:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from trainers.advantages.hgpo import Fusion
-from trainers.advantages.registry import Estimator, base_names, estimator, option_fields
+from trainers.advantages.registry import Estimator, base_names, estimator, exclusive_conflict, option_fields
 from trainers.advantages.segments import Norm, check_norm
 from wrappers.signals import TAU_P, TAU_R
 
@@ -85,8 +85,10 @@ class AdvantageConfig:
             raise ValueError(f"options must be a mapping of the estimator's options, got {self.options!r}")
         for name in base_names():  # every base's own options are valid, used or not
             self.options_of(estimator(name), own=name == spec.name)
-        if self.potential_credit and self.base != "hgpo":
-            raise ValueError(f"potential_credit belongs to hgpo and progpo-hgpo, not {self.estimator}")
+        fields = {f.name for f in dataclasses.fields(self)}
+        conflict = exclusive_conflict(self.estimator, lambda flag: getattr(self, flag) if flag in fields else None)
+        if conflict:
+            raise ValueError(conflict)
 
     def _flat(self, spec: Estimator) -> dict[str, Any]:
         """The base's options written as flat fields of this config (``hgpo_depth``)."""

@@ -48,7 +48,7 @@ from trainers.advantages.segments import as_float, discounted_returns
 from trainers.plugins import load_entry_point_group, load_plugin
 
 __all__ = ["BASES", "BASE_ESTIMATORS", "ENTRY_POINT_GROUP", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "Estimator",
-           "StepContext", "base_names", "check_options", "estimator", "estimator_names", "flat_options", "grpo_episode",
+           "StepContext", "base_names", "check_options", "estimator", "estimator_names", "exclusive_conflict", "flat_options", "grpo_episode",
            "load_entry_points", "load_plugin", "option", "option_fields", "register", "register_builtin", "register_estimator",
            "unregister"]
 
@@ -314,6 +314,22 @@ def flat_options(bases: Sequence[str] | None = None) -> list[tuple[str, Estimato
             if f.metadata.get("train", True) and not f.metadata.get("shared"):
                 out.append((spec.flag(f), spec, f))
     return out
+
+
+def exclusive_conflict(name: str, value_of: Callable[[str], Any]) -> str | None:
+    """Why a config of the estimator ``name`` sets another base's ``exclusive`` option (one it
+    would silently ignore) away from its default, or ``None``; ``value_of(flag)`` reads a flat
+    option's value, ``None`` where the config has no such field.
+
+    >>> exclusive_conflict("gigpo", {"potential_credit": True}.get)
+    'potential_credit belongs to hgpo and progpo-hgpo, not gigpo'
+    """
+    chosen = estimator(name).name
+    for flag, spec, f in flat_options():
+        value = value_of(flag)
+        if spec.name != chosen and f.metadata.get("exclusive") and value is not None and value != f.default:
+            return f"{flag} belongs to {spec.name} and progpo-{spec.name}, not {name}"
+    return None
 
 
 def estimator(name: str) -> Estimator:

@@ -39,6 +39,27 @@ class StepAdvantages:
     acted: dict[str, float] = field(default_factory=dict)
 
 
+def _batch(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
+           tau_r: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+    """The arrays a step term reads, checked against each other: ``R_i``, each step's trajectory
+    ``i`` and time ``t``, each trajectory's dense group, the number of groups, ``T_i``, and each
+    group's all-failed flag."""
+    r = as_float(outcomes, "outcomes").reshape(-1)  # R_i, outcome of trajectory i
+    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)  # i of each step
+    t = np.asarray(step_index, dtype=np.int64).reshape(-1)  # t of each step
+    n_traj, n_steps = r.size, traj.size
+    if np.asarray(traj_group).size != n_traj:
+        raise ValueError(f"traj_group has {np.asarray(traj_group).size} entries, outcomes {n_traj}")
+    if t.size != n_steps:
+        raise ValueError(f"step_index has {t.size} entries, step_traj {n_steps}")
+    if n_steps and (traj.min() < 0 or traj.max() >= n_traj):
+        raise ValueError(f"step_traj must index trajectories 0..{n_traj - 1}")
+    gid, n_groups = dense_ids(traj_group)  # g of each trajectory
+    length = np.bincount(traj, minlength=n_traj).astype(np.float64)  # T_i
+    failed = all_failed_flat(r, gid, n_groups, tau_r) if n_traj else np.zeros(0, bool)  # max_i R_i < tau_R
+    return r, traj, t, gid, n_groups, length, failed
+
+
 def penalized_advantages(advantages: np.ndarray, outputs: Sequence[Any]) -> np.ndarray:
     """Each step's advantage minus its policy output's ``penalty`` (an answer that did not parse
     into a command pays ``invalid_penalty``; a valid one 0).
@@ -79,19 +100,7 @@ def step_advantages(
     array([ 1.,  1., -1., -1.])
     """
     cfg = config
-    r = as_float(outcomes, "outcomes").reshape(-1)  # R_i, outcome of trajectory i
-    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)  # i of each step
-    t = np.asarray(step_index, dtype=np.int64).reshape(-1)  # t of each step
-    n_traj, n_steps = r.size, traj.size
-    if np.asarray(traj_group).size != n_traj:
-        raise ValueError(f"traj_group has {np.asarray(traj_group).size} entries, outcomes {n_traj}")
-    if t.size != n_steps:
-        raise ValueError(f"step_index has {t.size} entries, step_traj {n_steps}")
-    if n_steps and (traj.min() < 0 or traj.max() >= n_traj):
-        raise ValueError(f"step_traj must index trajectories 0..{n_traj - 1}")
-    gid, n_groups = dense_ids(traj_group)  # g of each trajectory
-    length = np.bincount(traj, minlength=n_traj).astype(np.float64)  # T_i
-    failed = all_failed_flat(r, gid, n_groups, cfg.tau_r) if n_traj else np.zeros(0, bool)  # max_i R_i < tau_R
+    r, traj, t, gid, n_groups, length, failed = _batch(outcomes, traj_group, step_traj, step_index, cfg.tau_r)
     base, options = cfg.spec, cfg.base_options
 
     need_states = base.needs_states or (cfg.progpo and cfg.scope == "group")
@@ -136,12 +145,7 @@ def base_step_term(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.n
     spec = config.spec
     if spec.step is None:
         return None
-    r = as_float(outcomes, "outcomes").reshape(-1)
-    traj = np.asarray(step_traj, dtype=np.int64).reshape(-1)
-    t = np.asarray(step_index, dtype=np.int64).reshape(-1)
-    gid, n_groups = dense_ids(traj_group)
-    length = np.bincount(traj, minlength=r.size).astype(np.float64)
-    failed = all_failed_flat(r, gid, n_groups, config.tau_r) if r.size else np.zeros(0, bool)
+    r, traj, t, gid, n_groups, length, failed = _batch(outcomes, traj_group, step_traj, step_index, config.tau_r)
     ctx = StepContext(config, config.base_options, r, gid, n_groups, length, traj, t, np.zeros(traj.size), failed,
                       state_ids, None, response_lengths, {})
     return spec.step(ctx)

@@ -22,7 +22,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from trainers.advantages.registry import load_plugin
 from trainers.lab.analysis import (
     auc,
     completeness,
@@ -38,7 +37,6 @@ from trainers.lab.methods import (
     EXPLORATORY,
     LAB_PRESETS,
     NOT_REGISTERED,
-    is_method,
     method_axes,
     run_name,
 )
@@ -58,6 +56,7 @@ from trainers.lab.runs import (
     run_one,
     run_record,
 )
+from trainers.plugins import load_plugins
 
 __all__ = ["main", "parse"]
 
@@ -121,28 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def method_error(method: str) -> ValueError:
-    """Why ``method`` is not one the lab knows."""
-    try:
-        method_axes(method)
-    except ValueError as err:
-        return err
-    return ValueError(f"method {method!r}")
-
-
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The flags, with the ``--lab`` preset's settings where they are not given; paths resolved."""
     ap = build_parser()
     args = ap.parse_args(argv)
     args.plugin = [str(Path(p).resolve()) if p.endswith(".py") else p for p in args.plugin]
-    for plugin in args.plugin:
-        try:
-            load_plugin(plugin)
-        except ValueError as err:
-            ap.error(str(err))
-    for method in args.methods or ():
-        if not is_method(method):
-            ap.error(str(method_error(method)))
+    try:
+        load_plugins(args.plugin)
+        for method in args.methods or ():
+            method_axes(method)  # an unknown one: its one line, below
+    except ValueError as err:
+        ap.error(str(err))
     preset = LAB_PRESETS.get(args.lab, {})
     args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
     args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
@@ -253,10 +241,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.rerun:
         seed_text, method = args.rerun
-        if not seed_text.isdigit() or not is_method(method):
-            what = (f"SEED must be a whole number, got {seed_text!r}" if not seed_text.isdigit()
-                    else str(method_error(method)))
-            print(f"error: --rerun SEED METHOD: {what}", file=sys.stderr)
+        try:
+            if not seed_text.isdigit():
+                raise ValueError(f"SEED must be a whole number, got {seed_text!r}")
+            method_axes(method)
+        except ValueError as err:
+            print(f"error: --rerun SEED METHOD: {err}", file=sys.stderr)
             return 2
         return rerun(args, int(seed_text), method)
     if args.compare_with is not None:

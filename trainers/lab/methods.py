@@ -15,7 +15,7 @@ from trainers.advantages.registry import base_names, estimator, estimator_names
 from trainers.teacher_registry import label_of as teacher_label
 from trainers.teacher_registry import teacher_names
 
-__all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "CONTROLS", "SUFFIXES", "SUFFIX_LABELS", "label_of", "DEFAULT_METHODS", "is_method", "method_axes", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
+__all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "CONTROLS", "COLLECTOR_SUFFIXES", "label_of", "suffixes", "DEFAULT_METHODS", "is_method", "method_axes", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
            "LAB_PRESETS", "METHODS", "METHOD_AXES", "NOT_REGISTERED", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
            "run_name"]
 
@@ -32,18 +32,24 @@ CONTROLS: dict[str, dict[str, object]] = {
     "always": {"estimator": "progpo-" + str(AXES["estimator"]), "progress_gate": "always"},
     "shuffled": {"estimator": "progpo-" + str(AXES["estimator"]), "shuffle_coverage": True},
 }
-#: what ``<estimator>+<suffix>`` adds to an estimator: a collector or a teacher
-SUFFIXES: dict[str, dict[str, object]] = {
+#: what ``<estimator>+<suffix>`` adds to an estimator, for the collectors; a registered teacher's
+#: name adds that teacher (:func:`suffixes`)
+COLLECTOR_SUFFIXES: dict[str, dict[str, object]] = {
     "tree": {"rollout": "tree"},
     "tree-random": {"rollout": "tree", "tree_scorer": "random"},
-    **{name: {"distill": name} for name in teacher_names()[1:]},  # a registered teacher's (a plug-in's too)
 }
+
+
+def suffixes() -> dict[str, dict[str, object]]:
+    """Every ``+suffix`` a method may carry: the collectors', then each registered teacher's (a
+    plug-in's too, once loaded)."""
+    return {**COLLECTOR_SUFFIXES, **{name: {"distill": name} for name in teacher_names()[1:]}}
 
 
 def method_axes(method: str) -> dict[str, object]:
     """``method``'s axes where they differ from :data:`AXES`: a control, or a registered
     estimator (:func:`~trainers.advantages.registry.estimator_names`, plug-ins included) with at
-    most one ``+suffix`` of :data:`SUFFIXES`. An unknown name is a ``ValueError`` of one line.
+    most one ``+suffix`` of :func:`suffixes`. An unknown name is a ``ValueError`` of one line.
 
     >>> method_axes("progpo-hgpo+tree")
     {'estimator': 'progpo-hgpo', 'rollout': 'tree'}
@@ -51,13 +57,13 @@ def method_axes(method: str) -> dict[str, object]:
     if method in CONTROLS:
         return dict(CONTROLS[method])
     name, _, suffix = method.partition("+")
-    suffixes = {**SUFFIXES, **{t: {"distill": t} for t in teacher_names()[1:]}}
-    if name not in estimator_names() or (suffix and suffix not in suffixes):
+    known = suffixes()
+    if name not in estimator_names() or (suffix and suffix not in known):
         raise ValueError(f"unknown method {method!r}: a control ({', '.join(CONTROLS)}) or an estimator "
                          f"({', '.join(estimator_names())}) with at most one of "
-                         f"{', '.join('+' + s for s in suffixes)}")
+                         f"{', '.join('+' + s for s in known)}")
     axes: dict[str, object] = {} if name == AXES["estimator"] else {"estimator": name}
-    return {**axes, **suffixes.get(suffix, {})}
+    return {**axes, **known.get(suffix, {})}
 
 
 def is_method(method: str) -> bool:
@@ -92,7 +98,7 @@ def method_args(method: str) -> list[str]:
 #: controls, and each with a collector or teacher suffix on the lab's base estimator
 METHOD_AXES: dict[str, dict[str, object]] = {
     m: method_axes(m) for m in (*estimator_names(), *CONTROLS,
-                                *(f"{pre}{AXES['estimator']}+{suffix}" for pre in ("", "progpo-") for suffix in SUFFIXES))}
+                                *(f"{pre}{AXES['estimator']}+{suffix}" for pre in ("", "progpo-") for suffix in suffixes()))}
 METHODS = {m: method_args(m) for m in METHOD_AXES}
 
 
@@ -100,13 +106,10 @@ METHODS = {m: method_args(m) for m in METHOD_AXES}
 DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "shuffled")
 
 
-#: the teachers' labels: a method with one of these suffixes uses more than the reward (privileged
-#: information, or hindsight), is labelled wherever it appears and never ranked with pure RL
-SUFFIX_LABELS = {name: teacher_label({"distill": name}) for name in teacher_names()[1:]}
-
-
 def label_of(method: str) -> str | None:
-    """The label of ``method``'s teacher, ``None`` for pure RL."""
+    """The label of ``method``'s teacher, ``None`` for pure RL: a method with a teacher uses more
+    than the reward (privileged information, or hindsight), is labelled wherever it appears and
+    is never ranked with pure RL."""
     suffix = method.partition("+")[2]
     return teacher_label({"distill": suffix}) if suffix in teacher_names()[1:] else None
 
