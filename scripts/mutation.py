@@ -65,9 +65,11 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"]),
     "saved-policy": (["trainers/saved_policy.py", "trainers/export.py", "trainers/evaluate.py"],
                      [T + "test_trainers_after_training.py"]),
-    # the loop's stages, each with direct tests of its contract (fakes for its collaborators)
+    # the loop's stages: direct tests of each contract (fakes for its collaborators), and the run-dir
+    # ownership and rollout-stream tests that cover them through a trainer
     "stages": ([f"trainers/{m}.py" for m in ("credit", "updater", "collector", "evaluator", "records", "run_checkpoints")],
-               [T + "test_stages.py", T + "test_trainers_reliability.py", T + "test_provenance_times.py"]),
+               [T + "test_stages.py", T + "test_stage_contracts.py", T + "test_trainers_reliability.py",
+                T + "test_provenance_times.py", T + "test_trainers_run_ownership.py", T + "test_trainers_distributed.py"]),
     # the GPU's default engine, against the loop decoder as the reference
     "static-decoder": (["agents/backends/static.py"],
                        ["tests/agents/test_agents_static_backend.py", "tests/agents/test_agents_static_property.py"]),

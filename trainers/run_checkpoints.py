@@ -104,6 +104,10 @@ class RunCheckpoints:
             raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
                                   "resume with the same settings or start a new --output-dir")
         self.check_owner(path, data)
+        saved_world = int((data.get("distributed") or {}).get("world_size", 1))
+        if saved_world != self.dist.world_size:  # before any state is loaded, and not taken for a shape mismatch
+            raise CheckpointError(f"checkpoint {path} was written by {saved_world} process(es); resume it with "
+                                  f"{saved_world} (this run has {self.dist.world_size})")
         try:
             self._load_state(path, data)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
@@ -117,10 +121,6 @@ class RunCheckpoints:
             self.teacher.ensure_ema().load_state_dict(data["teacher_ema"])
         self.optimizer.load_state_dict(data["optimizer"])
         restore_rng(data["rng"])
-        saved_world = int((data.get("distributed") or {}).get("world_size", 1))
-        if saved_world != self.dist.world_size:
-            raise CheckpointError(f"checkpoint {path} was written by {saved_world} process(es); resume it with "
-                                  f"{saved_world} (this run has {self.dist.world_size})")
         if self.dist.enabled:
             restore_rng(data["distributed"]["rng"][self.dist.rank])
 
@@ -165,8 +165,9 @@ class RunCheckpoints:
         checkpoint continued in a new dir) starts it, taking the earlier run's files as its own."""
         manifest = RunManifest.load(self.run_dir)
         if manifest is None:
+            earlier = earlier_run_files(self.run_dir)[0]  # read before the new manifest, which lists none of them yet
             manifest = RunManifest.create(self.run_dir, self.resumed_run_id)
-            manifest.record(*earlier_run_files(self.run_dir)[0])
+            manifest.record(*earlier)
         return manifest
 
 
