@@ -95,7 +95,7 @@ class Rollouts:
         self.env_failures: dict[str, float] = {}
 
     def make_envs(self) -> Any:
-        from wrappers import GroupVectorEnv
+        from wrappers.group import GroupVectorEnv
 
         cfg = self.cfg
         extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}

@@ -33,6 +33,7 @@ from trainers.metrics import (
 from trainers.report import write_report
 from trainers.run_dir import RunManifest
 from trainers.run_files import open_nofollow, write_atomic
+from trainers.sections import RunSection
 from trainers.sharding import merge_rollouts, rollout_summary
 
 if TYPE_CHECKING:  # annotations only: the records read the estimator's config and the rollout, never build them
@@ -117,10 +118,10 @@ class RunRecorder:
     """The files and console lines of a run (rank 0 writes; the other ranks' calls do nothing).
 
     Args:
-        cfg: the run configuration. main: whether this process is rank 0.
+        cfg: the run dir's section of the run's configuration. main: whether this process is rank 0.
     """
 
-    def __init__(self, cfg: Any, main: bool) -> None:
+    def __init__(self, cfg: RunSection, main: bool) -> None:
         self.cfg, self.main = cfg, main
         self.run_dir = Path(cfg.output_dir)
         self.manifest: RunManifest | None = None
@@ -144,11 +145,11 @@ class RunRecorder:
             wandb = None
             if "wandb" in cfg.trackers:
                 manifest.record(self.run_dir / WANDB_ID_FILE)
-                wandb = wandb_settings(cfg.to_dict(), self.run_dir, wandb_run_id(self.run_dir, resumed_at is not None))
+                wandb = wandb_settings(dict(cfg.config), self.run_dir, wandb_run_id(self.run_dir, resumed_at is not None))
             self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers, wandb=wandb,
-                                        config=cfg.to_dict(), resume_after=resumed_at)
+                                        config=dict(cfg.config), resume_after=resumed_at)
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
-            write_atomic(self.run_dir / "config.yaml", _to_yaml(cfg.to_sections()))
+            write_atomic(self.run_dir / "config.yaml", _to_yaml(dict(cfg.sections)))
             self._record_provenance(resumed_at or 0)
         # no timed lines for the iterations: each prints its own line where no bar is drawn
         self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True, lines=False)
@@ -192,7 +193,7 @@ class RunRecorder:
         last = [r["iteration"] for r in history if isinstance(r.get("iteration"), int)]
         append_end(self.run_dir, max(last, default=0))
         self.manifest.record(self.run_dir / "summary.md", self.run_dir / "curves.png")
-        return write_report(self.run_dir, list(history), self.cfg.to_dict())
+        return write_report(self.run_dir, list(history), dict(self.cfg.config))
 
     def _record_provenance(self, iteration: int) -> None:
         """Append where this process runs the run (:mod:`trainers.provenance`) to
@@ -201,13 +202,15 @@ class RunRecorder:
 
         assert self.manifest is not None
         self.manifest.record(self.run_dir / "provenance.jsonl")
-        append_provenance(self.run_dir, iteration, self.cfg.to_dict())
+        append_provenance(self.run_dir, iteration, self.cfg.config)
 
 
 def _to_yaml(data: dict[str, Any]) -> str:
     import yaml
 
-    class NoAliases(yaml.SafeDumper):  # config.yaml is read back by a loader that refuses aliases
+    # config.yaml is read back by a loader that refuses aliases; PyYAML has no type stubs here, so
+    # its dumper is Any to the type checker
+    class NoAliases(yaml.SafeDumper):  # type: ignore[misc]
         def ignore_aliases(self, data: Any) -> bool:
             return True
 

@@ -33,6 +33,7 @@ from trainers.checkpoint import (
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
 from trainers.metrics import read_metrics
 from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
+from trainers.sections import RunSection
 
 __all__ = ["RESUME_COMPATIBLE", "RunCheckpoints", "load_weights", "save_weights"]
 
@@ -47,11 +48,11 @@ class RunCheckpoints:
     """The checkpoints of the run in ``cfg.output_dir``.
 
     Args:
-        cfg: the run configuration. model / optimizer: what is saved and restored.
+        cfg: the run dir's section of the run's configuration. model / optimizer: what is saved and restored.
         dist: the run's processes. teacher: a teacher whose EMA copy is saved with the run, or None.
     """
 
-    def __init__(self, cfg: TrainConfig, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+    def __init__(self, cfg: RunSection, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
                  dist: distributed.DistInfo, teacher: Any = None) -> None:
         self.cfg, self.model, self.optimizer, self.dist, self.teacher = cfg, model, optimizer, dist, teacher
         self.run_dir = Path(cfg.output_dir)
@@ -75,7 +76,7 @@ class RunCheckpoints:
         ema = self.teacher.ema if self.teacher is not None else None
         path = save_checkpoint(self.run_dir, iteration, {
             "run_id": manifest.run_id if manifest is not None else None,
-            "config": self.cfg.to_dict(),
+            "config": dict(self.cfg.config),
             "model": trainable_state(self.model, self.cfg.lora),
             "optimizer": self.optimizer.state_dict(),
             "rng": capture_rng(),
@@ -96,7 +97,7 @@ class RunCheckpoints:
         if not isinstance(saved, dict):
             raise CheckpointError(f"checkpoint {path}: 'config' must be a mapping, got {type(saved).__name__}")
         saved = upgrade_names(saved, warn=False)  # a checkpoint written before a field was renamed
-        now = self.cfg.to_dict()
+        now = dict(self.cfg.config)
         # a field added since the checkpoint was written had its earlier meaning, else its default
         defaults = {**TrainConfig().to_dict(), **EARLIER_VALUES}
         diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k, defaults.get(k)) != now[k])

@@ -1,6 +1,6 @@
 """Each loop stage's own typed section of a run's configuration: what the stage reads, and no
-more (:func:`credit_section`, :func:`rollout_section`, :func:`update_section` and
-:func:`eval_section` build them from a :class:`~trainers.config.TrainConfig`). A stage, its tests
+more (:func:`credit_section`, :func:`rollout_section`, :func:`update_section`, :func:`eval_section`
+and :func:`run_section` build them from a :class:`~trainers.config.TrainConfig`). A stage, its tests
 and a caller that drives it alone need only its section.
 
 >>> from trainers.config import TrainConfig
@@ -11,7 +11,7 @@ and a caller that drives it alone need only its section.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Mapping
 
 from trainers.advantages import AdvantageConfig
 from trainers.ppo import PPOConfig
@@ -20,8 +20,8 @@ from trainers.tree_rollout import TreeConfig
 if TYPE_CHECKING:  # the sections are read from a config; the config does not import them
     from trainers.config import TrainConfig
 
-__all__ = ["CreditSection", "EvalSection", "RolloutSection", "UpdateSection", "credit_section", "eval_section",
-           "rollout_section", "update_section"]
+__all__ = ["CreditSection", "EvalSection", "RolloutSection", "RunSection", "UpdateSection", "credit_section",
+           "eval_section", "rollout_section", "run_section", "update_section"]
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,31 @@ class UpdateSection:
     progress_bars: bool
 
 
+@dataclass(frozen=True)
+class RunSection:
+    """What the run dir's stages (:class:`trainers.records.RunRecorder`,
+    :class:`trainers.run_checkpoints.RunCheckpoints`) read.
+
+    Attributes:
+        output_dir: the run dir. iterations: the run's iterations (the bar, the console line).
+        trackers: where the records go beside ``metrics.jsonl`` (``tensorboard``, ``wandb``).
+        progress_bars: whether a bar is drawn.
+        seed: the run's seed (a checkpoint's env schedule). lora: whether only the adapter is saved.
+        config: the whole configuration as flat fields (what a checkpoint holds, what a resume
+            compares, what the provenance and the report read); a snapshot, not to be changed.
+        sections: the same in sections (``config.yaml``).
+    """
+
+    output_dir: str
+    iterations: int
+    trackers: tuple[str, ...]
+    progress_bars: bool
+    seed: int
+    lora: bool
+    config: Mapping[str, Any]
+    sections: Mapping[str, Any]
+
+
 def credit_section(cfg: TrainConfig) -> CreditSection:
     """The credit stage's section of ``cfg``."""
     return CreditSection(cfg.advantage_config(), cfg.seed, cfg.iterations, cfg.policy_mode == "generate")
@@ -160,3 +185,9 @@ def eval_section(cfg: TrainConfig) -> EvalSection:
     """The evaluation stage's section of ``cfg``."""
     return EvalSection(cfg.env, cfg.splits, cfg.eval_episodes, cfg.eval_streams, cfg.max_steps, cfg.state_key,
                        cfg.seed, cfg.tau_r, cfg.resolved_step_timeout, cfg.progress_bars, cfg.distill_label)
+
+
+def run_section(cfg: TrainConfig) -> RunSection:
+    """The run dir's section of ``cfg`` (its flat fields and sections taken now)."""
+    return RunSection(cfg.output_dir, cfg.iterations, tuple(cfg.trackers), cfg.progress_bars, cfg.seed, cfg.lora,
+                      cfg.to_dict(), cfg.to_sections())

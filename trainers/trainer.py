@@ -39,7 +39,7 @@ from trainers.credit import Credit, CreditAssigner
 from trainers.evaluator import Evaluator
 from trainers.records import RunRecorder, engine_metrics, train_record
 from trainers.run_checkpoints import RunCheckpoints, load_weights, save_weights
-from trainers.sections import credit_section, eval_section, rollout_section, update_section
+from trainers.sections import credit_section, eval_section, rollout_section, run_section, update_section
 from trainers.updater import Updater
 
 __all__ = ["Trainer", "build_policy"]
@@ -88,8 +88,8 @@ class Trainer:
         self.rollouts = Rollouts(rollout_section(cfg), self.policy, self.env_fn, self.dist, shard, self.updater.autocast)
         self.credit = CreditAssigner(credit_section(cfg))
         self.evaluator = Evaluator(eval_section(cfg), self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast)
-        self.checkpoints = RunCheckpoints(cfg, self.model, self.updater.optimizer, self.dist, self.teacher)
-        self.recorder = RunRecorder(cfg, self.dist.is_main)
+        self.checkpoints = RunCheckpoints(run_section(cfg), self.model, self.updater.optimizer, self.dist, self.teacher)
+        self.recorder = RunRecorder(run_section(cfg), self.dist.is_main)
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
 

@@ -79,12 +79,13 @@ def enable_gradient_checkpointing(model: torch.nn.Module) -> None:
     """Recompute each layer's activations in the backward pass (transformers' own checkpointing,
     non-reentrant): less memory per token, so longer micro-batches fit; it acts in training mode
     only, so acting and sampling are unchanged."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # transformers' and peft's methods, looked up by name: a plain torch module has neither
+    base: Any = getattr(model, "get_base_model")() if hasattr(model, "get_base_model") else model
     if not hasattr(base, "gradient_checkpointing_enable"):
         raise ConfigError(f"gradient_checkpointing: {type(base).__name__} has no gradient_checkpointing_enable")
     base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     if hasattr(model, "enable_input_require_grads"):  # LoRA: frozen embeddings would cut the graph
-        model.enable_input_require_grads()
+        getattr(model, "enable_input_require_grads")()
 
 
 class Updater:
@@ -114,7 +115,7 @@ class Updater:
         if not self.params:
             raise ConfigError("the policy model has no trainable parameters")
         # a GPU steps every parameter in one fused kernel (the same AdamW, fp32 state)
-        fused = {"fused": True} if device.type == "cuda" else {}
+        fused: dict[str, Any] = {"fused": True} if device.type == "cuda" else {}
         self.optimizer = torch.optim.AdamW(self.params, lr=cfg.lr, weight_decay=cfg.weight_decay, **fused)
         if cfg.gradient_checkpointing:
             enable_gradient_checkpointing(self.model)

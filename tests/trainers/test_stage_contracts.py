@@ -33,7 +33,7 @@ from trainers.metrics import read_metrics  # noqa: E402
 from trainers.provenance import read_provenance  # noqa: E402
 from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
 from trainers.run_dir import RunManifest  # noqa: E402
-from trainers.sections import eval_section, rollout_section, update_section  # noqa: E402
+from trainers.sections import eval_section, rollout_section, run_section, update_section  # noqa: E402
 
 MAIN, OTHER_RANK = distributed.DistInfo(), distributed.DistInfo(rank=1, world_size=2)
 
@@ -69,13 +69,13 @@ def _recorder(tmp_path: Path, main: bool = True, **overrides):
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
     cfg = config_for_tests(output_dir=str(run), **overrides)
-    return RunRecorder(cfg, main), RunManifest.create(run), run
+    return RunRecorder(run_section(cfg), main), RunManifest.create(run), run
 
 
 def test_a_fresh_run_starts_its_config_metrics_and_provenance_and_lists_them(tmp_path, bars):
     recorder, manifest, run = _recorder(tmp_path, iterations=5)
     recorder.start(manifest, [], None)
-    assert yaml.safe_load((run / "config.yaml").read_text()) == recorder.cfg.to_sections()
+    assert yaml.safe_load((run / "config.yaml").read_text()) == config_for_tests(output_dir=str(run), iterations=5).to_sections()
     (prov,) = read_provenance(run)
     assert prov["kind"] == "provenance" and prov["iteration"] == 0
     assert {"metrics.jsonl", "config.yaml", "provenance.jsonl"} <= RunManifest.load(run).files
@@ -222,7 +222,7 @@ def _checkpoints(run: Path, teacher=None, dist=MAIN, shape=(3, 2), **overrides):
     cfg = config_for_tests(output_dir=str(run), **overrides)
     model = torch.nn.Linear(*shape)
     optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
-    return RunCheckpoints(cfg, model, optimizer, dist, teacher)
+    return RunCheckpoints(run_section(cfg), model, optimizer, dist, teacher)
 
 
 def _train_a_step(ck) -> None:
@@ -248,7 +248,7 @@ def test_a_checkpoint_holds_the_run_its_config_schedule_history_and_state(tmp_pa
     assert path is not None and path.is_file()
     assert {Path(p).relative_to(run).as_posix() for p in checkpoint_files(run, 2)} <= RunManifest.load(run).files
     data = load_checkpoint(path)
-    assert data["run_id"] == manifest.run_id and data["config"] == ck.cfg.to_dict()
+    assert data["run_id"] == manifest.run_id and data["config"] == config_for_tests(output_dir=str(run)).to_dict()
     assert data["env_schedule"] == {"seed": ck.cfg.seed, "next_iteration": 3, "eval_seed": seeds.eval_plan(ck.cfg.seed)}
     assert data["history"] == HISTORY and "teacher_ema" not in data
     assert all(torch.equal(data["model"][k], v) for k, v in ck.model.state_dict().items())
@@ -363,7 +363,7 @@ def test_without_run_ids_the_dirs_config_and_history_decide(tmp_path, config, hi
     run, manifest, ck, path = _saved_run(tmp_path)
     data = load_checkpoint(path)
     data.pop("run_id")
-    cfg = ck.cfg.to_sections() if config == "same" else {"lr": 0.5} if config == "other" else None
+    cfg = config_for_tests(output_dir=str(run)).to_sections() if config == "same" else {"lr": 0.5} if config == "other" else None
     d = _dir_without_ids(tmp_path, cfg, history)
     target = _checkpoints(d)
     if refused is None:
@@ -386,7 +386,7 @@ def test_only_rank_0_judges_ownership_but_every_rank_takes_the_run_id(tmp_path):
 
 def test_a_resumed_run_without_a_manifest_starts_one_with_the_checkpoints_id_and_the_earlier_files(tmp_path):
     run, manifest, ck, path = _saved_run(tmp_path)
-    d = _dir_without_ids(tmp_path, ck.cfg.to_sections(), HISTORY)
+    d = _dir_without_ids(tmp_path, config_for_tests(output_dir=str(run)).to_sections(), HISTORY)
     target = _checkpoints(d)
     target.check_owner(path, load_checkpoint(path))
     opened = target.open_manifest()
@@ -681,3 +681,132 @@ def test_evaluation_streams_fork_only_for_a_model_on_the_cpu(monkeypatch):
     ev.device = torch.device("cuda")
     assert ev.in_processes() is False
 
+
+
+def test_an_evaluation_asks_for_each_splits_own_env_and_plays_it_with_the_runs_settings(monkeypatch):
+    import trainers.evaluator as evaluator
+
+    ev, cfg, fn = _evaluator(eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True)
+    asked, played, metrics, bars_made = [], [], [], []
+    split_env_fn, run_eval, rollout_metrics = ev.split_env_fn, evaluator.run_eval, evaluator.rollout_metrics
+    monkeypatch.setattr(ev, "split_env_fn", lambda split: (asked.append(split), split_env_fn(split))[1])
+    monkeypatch.setattr(evaluator, "run_eval", lambda *a, **kw: (played.append((a[1], kw)), run_eval(*a, **{**kw, "processes": False}))[1])
+    monkeypatch.setattr(evaluator, "rollout_metrics", lambda *a, **kw: (metrics.append((a[1:], kw)), rollout_metrics(*a, **kw))[1])
+    monkeypatch.setattr(evaluator, "progress_bar", lambda *a: (bars_made.append(_Bar(*a)), bars_made[-1])[1])
+    rec = ev.evaluate(3, split=cfg.splits[0], episodes=2)
+    assert asked == [cfg.splits[0], cfg.splits[0]]  # the plan's tasks and the env played: that split's
+    env_fn, kw = played[0]
+    assert env_fn.args == (cfg.env, cfg.splits[0], cfg.max_steps, cfg.state_key)
+    assert (kw["streams"], kw["step_timeout"], kw["processes"]) == (2, 9.0, ev.in_processes())
+    assert metrics == [((0.7,), {"prefix": "eval/"})]
+    (bar,) = bars_made
+    assert bar.made[:3] == (2 * cfg.max_steps, f"eval {cfg.splits[0]} 3", True) and bar.closed
+    assert bar.n > 0  # the steps played move the bar
+    assert rec["iteration"] == 3
+    played.clear()
+    ev.evaluate(3, policy=ev.policy)
+    assert played[0][1]["streams"] == 1  # a caller's policy (the random baseline) plays in one stream
+
+
+def test_the_random_baseline_draws_with_the_runs_seed_at_its_iteration(monkeypatch):
+    import trainers.evaluator as evaluator
+
+    ev, cfg, _ = _evaluator(eval_episodes=2, seed=11)
+    seeds_given = []
+    real = evaluator.random_baseline
+    monkeypatch.setattr(evaluator, "random_baseline", lambda seed: (seeds_given.append(seed), real(seed))[1])
+    rec = ev.random_baseline(7)
+    assert seeds_given == [11] and rec["iteration"] == 7 and rec["kind"] == "baseline"
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_with_several_processes_rank_0_evaluates_on_full_weights_and_the_others_wait(monkeypatch, rank):
+    from contextlib import contextmanager
+
+    ev, cfg, _ = _evaluator(eval_episodes=2)
+    ev.dist = distributed.DistInfo(rank=rank, world_size=2)
+    events = []
+
+    @contextmanager
+    def full_weights(model, info):
+        events.append(("gather", model is ev.policy.model, info.rank))
+        yield
+        events.append("release")
+
+    monkeypatch.setattr(distributed, "full_weights", full_weights)
+    monkeypatch.setattr(distributed, "barrier", lambda: events.append("barrier"))
+    rec = ev.evaluate(5, split=cfg.splits[0], episodes=2, kind="final", policy=None)
+    assert events == [("gather", True, rank), "barrier", "release"]
+    if rank:
+        assert rec == {}
+    else:
+        assert (rec["iteration"], rec["eval/split"], rec["eval/episodes"], rec["kind"]) == (5, cfg.splits[0], 2, "final")
+
+
+# ----------------------------------------------------------------------------- several processes' checkpoints
+def test_with_several_processes_rank_0_writes_every_ranks_rng_and_the_others_write_nothing(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    manifest = RunManifest.create(run)
+    waits = []
+    monkeypatch.setattr(distributed, "barrier", lambda: waits.append(1))
+    other = _checkpoints(run, dist=OTHER_RANK)
+    monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: None)  # rank 0 gathers
+    assert other.save(2, HISTORY, None) is None and waits == [1]
+    assert not (run / "checkpoints").exists()
+    monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: [obj, {"rank": 1}])
+    main = _checkpoints(run, dist=distributed.DistInfo(rank=0, world_size=2))
+    path = main.save(2, HISTORY, manifest)
+    data = load_checkpoint(path)
+    assert data["distributed"]["world_size"] == 2 and data["distributed"]["rng"][1] == {"rank": 1}
+    assert set(data["distributed"]["rng"][0]) == set(data["rng"]) and waits == [1, 1]
+
+
+def test_each_rank_resumes_its_own_rng_stream(tmp_path, monkeypatch):
+    from trainers.checkpoint import capture_rng
+
+    run, manifest, ck, path = _saved_run(tmp_path)
+    data = load_checkpoint(path)
+    torch.manual_seed(1234)
+    rank1 = capture_rng()
+    draw1 = torch.rand(2)
+    data["distributed"] = {"world_size": 2, "rng": [data["rng"], rank1]}
+    path = save_checkpoint(run, 3, data)
+    resumed = _checkpoints(run, dist=distributed.DistInfo(rank=1, world_size=2))
+    resumed.resume(str(path))
+    assert torch.equal(torch.rand(2), draw1)
+
+
+def test_a_teachers_ema_is_restored_only_where_both_the_run_and_the_checkpoint_have_one(tmp_path):
+    run, manifest, ck, path = _saved_run(tmp_path, teacher=None)
+    assert "teacher_ema" not in load_checkpoint(path)
+    teacher = _Teacher()
+    _checkpoints(run, teacher=teacher).resume("latest")
+    assert teacher.ema is None  # nothing saved: the teacher starts its own EMA
+    data = load_checkpoint(path)
+    data["teacher_ema"] = torch.nn.Linear(3, 2).state_dict()
+    later = save_checkpoint(run, 3, data)
+    assert _checkpoints(run, teacher=None).resume(str(later))[1] == 3  # a run without a teacher ignores it
+
+
+def test_a_run_id_that_is_not_text_counts_as_none(tmp_path):
+    run, manifest, ck, path = _saved_run(tmp_path)
+    data = load_checkpoint(path)
+    data["run_id"] = 12345
+    target = _checkpoints(_dir_without_ids(tmp_path, None, None))
+    target.check_owner(path, data)
+    assert target.resumed_run_id is None
+
+
+def test_claim_refuses_a_used_dir_unless_resumed_or_overwritten(tmp_path):
+    from trainers.run_dir import RunDirError
+
+    run, manifest, ck, path = _saved_run(tmp_path)
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HISTORY))
+    manifest.record(run / "metrics.jsonl")
+    with pytest.raises(RunDirError):
+        _checkpoints(run).claim(resume=False, overwrite=False)
+    _checkpoints(run).claim(resume=True, overwrite=False).release()
+    assert (run / "metrics.jsonl").exists()
+    _checkpoints(run).claim(resume=False, overwrite=True).release()
+    assert not (run / "metrics.jsonl").exists()
