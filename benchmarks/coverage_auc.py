@@ -61,7 +61,7 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
     """Warm start once, then the same rollout under each state key: per key, trajectory arrays."""
     import torch
 
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     torch.set_num_threads(max(cfg.torch_threads, 1))
     cfg = dataclasses.replace(cfg, num_groups=groups, progress_bars=False, tensorboard=False)

@@ -104,7 +104,7 @@ def iteration_phases(rec: dict[str, Any], steps: int) -> dict[str, Any]:
     >>> p["paper_iteration_s_estimate"]  # 20 + 10 + 14 * 50
     730.0
     """
-    from trainers.report import phase_seconds
+    from trainers.runs.summary import phase_seconds
 
     compile_s = float(rec.get("time/compile_s", 0.0))
     sec = phase_seconds(rec, compile_s)  # the first decode step of each bucket compiles
@@ -182,7 +182,7 @@ def _yaml(path: Path) -> dict[str, Any]:
 def _weights(run_dir: str) -> dict[str, Any]:
     """The latest checkpoint's weights, loaded as the trainer loads them: verified against its
     checksum and unpickled with ``weights_only`` (a crafted run dir cannot run code)."""
-    from trainers.checkpoint import latest_checkpoint, load_checkpoint
+    from trainers.runs.checkpoint import latest_checkpoint, load_checkpoint
 
     return load_checkpoint(latest_checkpoint(run_dir), require=("model",))["model"]
 

@@ -44,7 +44,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from trainers.lab.significance import episodes_to_reach  # noqa: E402
-from trainers.metrics import read_metrics  # noqa: E402
+from trainers.runs.metrics import read_metrics  # noqa: E402
 from trainers.statistics import mean_ci  # noqa: E402
 
 METHODS = {
@@ -76,7 +76,7 @@ def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
     import torch
 
     from trainers.config import TrainConfig
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     torch.set_num_threads(1)
     cfg = dataclasses.replace(TrainConfig(**base_config(args)), warm_start="bc", bc_steps=args.bc_steps,

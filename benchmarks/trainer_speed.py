@@ -96,7 +96,7 @@ class PeakPss:
 def child(args: argparse.Namespace) -> None:
     """One path in this process: the warm start, ``--iterations`` iterations, then the evaluations."""
     from trainers.config import parse_args
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp, PeakPss() as pss:
         argv = ["--config", args.config, "--output-dir", tmp, "--no-progress-bars", "--no-tensorboard", "--save-every", "0",

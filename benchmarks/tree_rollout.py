@@ -45,11 +45,11 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
     """The three rollouts of one seed."""
     import torch
 
-    from trainers.collector import make_collector
     from trainers.config import TrainConfig, load_yaml
-    from trainers.metrics import rollout_metrics
-    from trainers.sections import rollout_section
-    from trainers.trainer import Trainer
+    from trainers.loop.collector import make_collector
+    from trainers.loop.sections import rollout_section
+    from trainers.loop.trainer import Trainer
+    from trainers.runs.metrics import rollout_metrics
 
     torch.set_num_threads(1)
     base = TrainConfig.from_dict({**load_yaml(config), "seed": seed, "eval_episodes": 0, "progress": False,

@@ -6,7 +6,7 @@
 
 The steps are shaped like a rollout's: per group a prompt prefix its members share, growing by a
 history turn each step, and fixed-length answers. Each path runs the package's own update,
-:func:`trainers.ppo.ppo_update` (one mini-batch: forward and backward per micro-batch of
+:func:`trainers.loop.ppo.ppo_update` (one mini-batch: forward and backward per micro-batch of
 ``--micro-batch-tokens`` positions, gradient clipping, one AdamW step, fused on a GPU), after the
 old log-probs' forward passes over the same micro-batches, as the trainer runs them:
 
@@ -43,8 +43,8 @@ from agents.batching import step_key, step_tokens  # noqa: E402
 from agents.contract import StepOutput  # noqa: E402
 from agents.generate_policy import GeneratePolicy  # noqa: E402
 from agents.models import load_model  # noqa: E402
-from trainers.ppo import Comm, Learner, PPOConfig, UpdateBatch, micro_batches, ppo_update  # noqa: E402
-from trainers.updater import enable_gradient_checkpointing  # noqa: E402
+from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, micro_batches, ppo_update  # noqa: E402
+from trainers.loop.updater import enable_gradient_checkpointing  # noqa: E402
 
 PATHS = ("prefix", "length", "length + logit chunks", "length + checkpointing")
 

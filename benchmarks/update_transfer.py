@@ -12,7 +12,7 @@ RL starts from (the default behaviour-cloning warm start, or ``--weights-file``)
 * two measurement batches played by pi_0: B_train (16 other ``easy-train`` tasks x 8) and
   B_held (16 ``easy-valid`` tasks x 8, the held-out floor plans).
 
-For each (estimator, optimizer, lr), from pi_0 with a fresh optimizer, one ``Trainer.update`` (:meth:`trainers.updater.Updater.update`) on
+For each (estimator, optimizer, lr), from pi_0 with a fresh optimizer, one ``Trainer.update`` (:meth:`trainers.loop.updater.Updater.update`) on
 A_k with that estimator's advantages gives pi_1 (``steps``: the steps it updated, those with
 A != 0); then on each B (trajectory i, T_i steps,
 GRPO outcome advantage A_t of its group, N trajectories):
@@ -45,9 +45,9 @@ sys.path.insert(0, str(ROOT))
 
 from trainers.advantages import step_advantages  # noqa: E402
 from trainers.config import parse_args  # noqa: E402
-from trainers.rollout import Rollout, collect_rollout  # noqa: E402
+from trainers.loop.trainer import Trainer  # noqa: E402
+from trainers.rollouts.rollout import Rollout, collect_rollout  # noqa: E402
 from trainers.seeds import task_seeds  # noqa: E402
-from trainers.trainer import Trainer  # noqa: E402
 
 
 def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Rollout:

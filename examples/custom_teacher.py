@@ -11,10 +11,10 @@ In a YAML config: ``plugins: [examples/custom_teacher.py]`` and
 entry point ``[project.entry-points."progpo.teachers"] self-imitation = "my_package.self_imitation"``
 loads it everywhere.
 
-A teacher is the update's auxiliary loss (:class:`trainers.updater.AuxiliaryLoss`): per
+A teacher is the update's auxiliary loss (:class:`trainers.loop.updater.AuxiliaryLoss`): per
 iteration its :meth:`~SelfImitation.inputs` of the rollout, the steps it :meth:`~SelfImitation.kept`
 at zero advantage, and its :meth:`~SelfImitation.loss_targets` for the update's steps, whose
-``micro_term`` adds to each micro-batch's RL loss (:class:`trainers.ppo.AuxTerm`).
+``micro_term`` adds to each micro-batch's RL loss (:class:`trainers.loop.ppo.AuxTerm`).
 """
 from __future__ import annotations
 

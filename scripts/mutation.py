@@ -54,20 +54,21 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                     ["tests/wrappers/test_wrappers_group.py", "tests/wrappers/test_wrappers_group_infos.py",
                      "tests/wrappers/test_wrappers_group_failures.py"]),
     "webshop-reward": (["progpo_envs/webshop/reward.py"], ["tests/webshop_data/test_webshop_reward.py"]),
-    "run-dir": (["trainers/run_dir.py", "trainers/checkpoint.py", "trainers/run_files.py"],
+    "run-dir": (["trainers/runs/run_dir.py", "trainers/runs/checkpoint.py", "trainers/runs/run_files.py"],
                 [T + "test_trainers_run_dir.py", T + "test_trainers_run_ownership.py", T + "test_trainers_planted_links.py",
                  T + "test_trainers_reliability.py"]),
     "statistics": (["trainers/statistics.py", "trainers/lab/significance.py"], [T + "test_trainers_statistics.py"]),
     "teacher-routing": (["trainers/teachers.py"], [T + "test_trainers_teachers.py"]),
-    "eval-panel": (["trainers/evaluation.py"], [T + "test_trainers_evaluation.py"]),
+    "eval-panel": (["trainers/rollouts/eval_episodes.py"], [T + "test_trainers_evaluation.py"]),
     "lab": (["trainers/lab/analysis.py", "trainers/lab/runs.py"], [T + "test_progpo_effect_benchmark.py",
                                                                   T + "test_lab_runs.py"]),
     "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"]),
-    "saved-policy": (["trainers/saved_policy.py", "trainers/export.py", "trainers/evaluate.py"],
+    "saved-policy": (["trainers/saved_policy.py", "trainers/cli/export.py", "trainers/cli/evaluate.py"],
                      [T + "test_trainers_after_training.py"]),
     # the loop's stages: direct tests of each contract (fakes for its collaborators), and the run-dir
     # ownership and rollout-stream tests that cover them through a trainer
-    "stages": ([f"trainers/{m}.py" for m in ("credit", "updater", "collector", "evaluator", "records", "run_checkpoints")],
+    "stages": ([f"trainers/loop/{m}.py" for m in ("credit", "updater", "collector", "evaluator", "train_record")]
+               + [f"trainers/runs/{m}.py" for m in ("records", "run_checkpoints")],
                [T + "test_stages.py", T + "test_stage_contracts.py", T + "test_trainers_reliability.py",
                 T + "test_provenance_times.py", T + "test_trainers_run_ownership.py", T + "test_trainers_distributed.py"]),
     # the GPU's default engine, against the loop decoder as the reference

@@ -52,5 +52,5 @@ def test_docstring_examples(name: str) -> None:
 
 def test_the_walk_finds_the_modules_with_examples():
     assert {"wrappers.coverage", "wrappers.canonicalize", "wrappers.signals", "wrappers.group",
-            "progpo_envs.webshop.reward", "trainers.ppo", "trainers.teachers", "trainers.tree_rollout",
-            "trainers.run_files"} <= set(MODULES)
+            "progpo_envs.webshop.reward", "trainers.loop.ppo", "trainers.teachers", "trainers.rollouts.tree_rollout",
+            "trainers.runs.run_files"} <= set(MODULES)

@@ -107,8 +107,8 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
 
     import numpy as np
 
-    from trainers.console import progress_bar
     from trainers.envs import ENV_TABLE
+    from trainers.runs.console import progress_bar
     from trainers.sft import behaviour_clone, collect_demos
 
     t0 = time.perf_counter()

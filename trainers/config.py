@@ -29,10 +29,10 @@ from trainers.advantages.registry import estimator as registered_estimator
 from trainers.advantages.registry import estimator_names, exclusive_conflict, flat_options
 from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.plugins import load_plugins
+from trainers.rollouts.tree_rollout import SCORERS, TreeConfig
 from trainers.strict_yaml import StrictYAMLError, load_strict
 from trainers.teacher_registry import SKILL_WRITERS, label_of, reads_privileged, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
-from trainers.tree_rollout import SCORERS, TreeConfig
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
 
@@ -305,7 +305,7 @@ class TrainConfig:
                 "flag: --estimator-option NAME=VALUE, repeated); a built-in base's options are flags of their own "
                 "(--hgpo-depth)", "group": "estimator"})
     # (each built-in base's own options are fields here too, read from the registry: _with_estimator_options)
-    # rollout (trainers/rollout.py, trainers/tree_rollout.py)
+    # rollout (trainers/rollouts/rollout.py, trainers/rollouts/tree_rollout.py)
     rollout: RolloutKind = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
                                 "branching from the partial trajectories the tree scorer ranks highest (forks by "
                                 "replay; the leaves are the group)", "rollout")
@@ -616,7 +616,7 @@ class TrainConfig:
             registered_estimator(base).make_options(self.base_option_values(base))
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
-        """The tree rollout's options (:class:`trainers.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
+        """The tree rollout's options (:class:`trainers.rollouts.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
         return TreeConfig(branches=self.tree_branches, interval=self.tree_interval, children=self.tree_children,
                           top_k=self.tree_top_k, prune_margin=self.tree_prune_margin,
                           repeat_limit=self.tree_repeat_limit, budget=self.tree_budget,

@@ -5,7 +5,7 @@ launch --num-processes N``: both set ``RANK`` / ``WORLD_SIZE`` / ``LOCAL_RANK`` 
 ``MASTER_ADDR`` / ``MASTER_PORT``, and :func:`setup` joins the process group from them (gloo on
 CPU, NCCL on GPU, one GPU per local rank). Without them it is a no-op (world size 1).
 
-How a run is split (see :class:`~trainers.trainer.Trainer`):
+How a run is split (see :class:`~trainers.loop.trainer.Trainer`):
 
 * **Groups.** Rank r plays groups ``shard_groups(B, W, r)`` of the B groups of an iteration, a
   contiguous block; a group never straddles ranks, so per-group advantages are computed

@@ -2,7 +2,7 @@
 LoRA) read from the checkpoint, its trainable weights from the checkpoint, verified first.
 
 ``PATH`` is a run dir (its ``latest`` checkpoint) or a checkpoint file. The tools that read a
-saved policy (:mod:`trainers.evaluate`, :mod:`trainers.export`) go through :func:`load_saved`.
+saved policy (:mod:`trainers.cli.evaluate`, :mod:`trainers.cli.export`) go through :func:`load_saved`.
 """
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainers.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
+from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
 from wrappers.errors import UserError
 
 __all__ = ["SavedPolicy", "load_saved", "resolve_checkpoint", "saved_config"]

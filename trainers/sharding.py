@@ -3,10 +3,10 @@
 Rank r of a multi-process run plays a contiguous block of the iteration's groups
 (:func:`trainers.distributed.shard_groups`). Rank 0 merges every rank's summary, in rank order,
 into the rollout a single process would have collected over all the groups, and computes the
-iteration's metrics on it (:func:`trainers.metrics.rollout_metrics` reads only what a summary
+iteration's metrics on it (:func:`trainers.runs.metrics.rollout_metrics` reads only what a summary
 keeps).
 
->>> from trainers.rollout import Rollout, StepRecord, Trajectory
+>>> from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 >>> def shard(n):
 ...     return Rollout(steps=[StepRecord(0, 0, object(), "a", "b", True, 0.0, True, "go")],
 ...                    trajectories=[Trajectory(0, 0, "t", "x", outcome=n)], seconds=n, response_tokens=2)
@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from trainers.rollout import Rollout
+from trainers.rollouts.rollout import Rollout
 
 __all__ = ["merge_rollouts", "rollout_summary"]
 

@@ -2,7 +2,7 @@
 
 A teacher adds a distillation loss beside the RL loss (``--distill NAME``). Its registration
 (:class:`TeacherSpec`) says how a run builds it (``make``: the update's auxiliary loss,
-:class:`trainers.updater.AuxiliaryLoss`), the label its runs carry wherever they appear (a
+:class:`trainers.loop.updater.AuxiliaryLoss`), the label its runs carry wherever they appear (a
 teacher that reads privileged information is never pure RL), whether it reads the env's
 privileged text, which configs it cannot run with, and its paragraph of the run report. The
 trainer's ``--distill`` choices, its validation, the records, the report and the lab's

@@ -21,10 +21,10 @@
   the skill reads only the trajectory: "hindsight (no ground truth)".
 
 The losses are pure torch functions here; :class:`PrivilegedTargets` and :class:`HindsightTargets`
-apply them to an update's batch (each is the update's :class:`~trainers.ppo.AuxTerm`: the routing
+apply them to an update's batch (each is the update's :class:`~trainers.loop.ppo.AuxTerm`: the routing
 of steps to the teacher's loss is the teacher's own), and :class:`PrivilegedTeacher` and
 :class:`HindsightTeacher` build those targets (no gradient) as the update's
-:class:`~trainers.updater.AuxiliaryLoss`. Both are registered in :mod:`trainers.teacher_registry`.
+:class:`~trainers.loop.updater.AuxiliaryLoss`. Both are registered in :mod:`trainers.teacher_registry`.
 
 >>> import torch
 >>> p = torch.log(torch.tensor([[0.5, 0.5]])); q = torch.log(torch.tensor([[0.9, 0.1]]))
@@ -120,8 +120,8 @@ def ema_update(teacher: torch.nn.Module, student: torch.nn.Module, tau: float) -
 
 @dataclass
 class PrivilegedTargets:
-    """What :func:`trainers.ppo.ppo_update` needs for the privileged teacher's term, per step of the
-    batch (the update's :class:`~trainers.ppo.AuxTerm`).
+    """What :func:`trainers.loop.ppo.ppo_update` needs for the privileged teacher's term, per step of the
+    batch (the update's :class:`~trainers.loop.ppo.AuxTerm`).
 
     Attributes:
         routed: the step takes the distillation loss instead of the RL loss (its group failed completely).
@@ -146,7 +146,7 @@ class PrivilegedTargets:
         """The loss on a mini-batch's ``routed`` steps: the weighted mean of the symmetric KL
         between teacher and student over their decisions (score mode) or response tokens
         (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
-        from trainers.ppo import micro_batches
+        from trainers.loop.ppo import micro_batches
 
         if learner.distributions is None:
             raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
@@ -178,8 +178,8 @@ class PrivilegedTargets:
 
 @dataclass
 class HindsightTargets:
-    """What :func:`trainers.ppo.ppo_update` needs for the hindsight teacher's term, per step of the
-    batch (the update's :class:`~trainers.ppo.AuxTerm`).
+    """What :func:`trainers.loop.ppo.ppo_update` needs for the hindsight teacher's term, per step of the
+    batch (the update's :class:`~trainers.loop.ppo.AuxTerm`).
 
     Attributes:
         skill: ``l_skill``, the log-probs of the step's own tokens with the skill in context (None:
@@ -328,7 +328,7 @@ def _with_context(step: Any, prefix: list[int]) -> Any:
 class Teacher:
     """What the two built-in teachers share: the policy they distill into, the samples of what
     they read, and the encoding of a context text. A teacher is the update's
-    :class:`~trainers.updater.AuxiliaryLoss`: :meth:`inputs` of a rollout, :meth:`kept` steps,
+    :class:`~trainers.loop.updater.AuxiliaryLoss`: :meth:`inputs` of a rollout, :meth:`kept` steps,
     :meth:`loss_targets` of the update's steps (no gradient) and :meth:`after_step`.
 
     Args:

@@ -1,7 +1,7 @@
 """ProGPO's two signals, each defined here once: the first-visit coverage rate and the all-failed test.
 
 :class:`~wrappers.FirstVisitCoverage` (per step), :class:`~wrappers.GroupVectorEnv` (per group),
-``trainers.advantages`` (the estimator) and ``trainers.metrics`` (the logs) all call these, so the
+``trainers.advantages`` (the estimator) and ``trainers.runs.metrics`` (the logs) all call these, so the
 number an env reports, the one the estimator uses and the one the logs show cannot drift apart.
 
 >>> coverage_rate(3, 6), coverage_rate(0, 0)

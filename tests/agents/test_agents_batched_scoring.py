@@ -28,7 +28,7 @@ def model_tok():
 def alfworld_steps(model_tok):
     """Step outputs of 2 groups x 3 members over 5 vector steps of real ALFWorld games."""
     from trainers.envs import make_env_fn
-    from trainers.rollout import collect_rollout
+    from trainers.rollouts.rollout import collect_rollout
     from wrappers import GroupVectorEnv
 
     model, tok = model_tok

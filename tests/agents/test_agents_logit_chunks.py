@@ -15,7 +15,7 @@ import torch
 from agents.logprobs import chunked_head_logprobs, sequence_logprobs
 from agents.models import make_tiny_model
 from trainers.config import ConfigError, TrainConfig
-from trainers.ppo import PPOConfig, micro_batches
+from trainers.loop.ppo import PPOConfig, micro_batches
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 

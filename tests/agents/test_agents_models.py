@@ -203,7 +203,7 @@ def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_
                 fn("progpo-test/not-cached")
             except ModelLoadError as exc:
                 out.setdefault("errors", []).append(str(exc))
-        from trainers.progpo import main
+        from trainers.cli.train import main
         out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
                               "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress-bars"])
         print("RESULT" + json.dumps(out))
@@ -255,7 +255,7 @@ def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tm
     script = textwrap.dedent('''
         import json, sys
         from agents.models import load_model
-        from trainers.progpo import main
+        from trainers.cli.train import main
         out = {}
         out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
                               "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress-bars"])

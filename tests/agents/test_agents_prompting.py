@@ -124,7 +124,7 @@ def test_extends_chains_of_any_depth_with_parents_next_to_the_file(tmp_path, mon
     ({"a.yaml": "extends: 7\nname: a\n"}, "'extends' must name a template"),
 ])
 def test_bad_template_is_one_cli_line(tmp_path, capsys, files, match):
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     for name, text in files.items():
         (tmp_path / name).write_text(text)

@@ -127,8 +127,8 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
     import json
 
     from trainers.build import generation_engine
+    from trainers.cli.train import main
     from trainers.config import ConfigError, TrainConfig
-    from trainers.progpo import main
 
     assert generation_engine(TrainConfig(), torch.device("cpu")) == {"decode": "loop", "rollout_dtype": None}
     assert generation_engine(TrainConfig(), torch.device("cuda")) == {"decode": "static", "rollout_dtype": "bf16"}
@@ -176,9 +176,9 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
     included) up to float rounding, and the option reaches the model."""
     import json
 
+    from trainers.cli.train import main
     from trainers.config import ConfigError, TrainConfig
-    from trainers.progpo import main
-    from trainers.updater import enable_gradient_checkpointing
+    from trainers.loop.updater import enable_gradient_checkpointing
 
     with pytest.raises(ConfigError, match="prompt trie"):
         TrainConfig(gradient_checkpointing=True, batch_decisions="tree")

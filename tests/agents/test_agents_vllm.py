@@ -234,7 +234,7 @@ def test_an_exported_policy_loads_in_the_vllm_backend(engines, tmp_path):
     """`python -m trainers.export RUN OUT` writes a model dir the vLLM backend serves as it is: its
     start-up check (vLLM's log-probs against the HF recompute of the same weights) holds, and it
     samples from the trained weights, not the initial ones."""
-    from trainers.export import main as export
+    from trainers.cli.export import main as export
 
     run, out = tmp_path / "run", tmp_path / "exported"
     # the run in a process of its own: a trainer ends by tearing down torch.distributed, which

@@ -16,7 +16,7 @@ import yaml
 
 from trainers.config import EARLIER_VALUES
 from trainers.lab import cli, methods, runs
-from trainers.metrics import read_metrics
+from trainers.runs.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
 from lab_records import run_with_evals, write_kept_run  # noqa: E402

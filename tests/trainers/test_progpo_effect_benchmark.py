@@ -560,7 +560,7 @@ def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
     _sys.path.insert(0, str(ROOT / "benchmarks"))
     from ray_cluster import LoopbackRayCluster
 
-    from trainers.metrics import TIMING_KEYS
+    from trainers.runs.metrics import TIMING_KEYS
 
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)

@@ -1,9 +1,9 @@
 """The run-dir stages and the rest of the loop's stages, each on its own: what it writes, what it
 hands on, what it refuses.
 
-Records (:class:`trainers.records.RunRecorder`): the files a run starts with, a resume's rebuilt
+Records (:class:`trainers.runs.records.RunRecorder`): the files a run starts with, a resume's rebuilt
 metrics, the bar and the per-iteration line, the teacher's samples, the report's end line, and a
-non-main process that writes nothing. Run checkpoints (:class:`trainers.run_checkpoints.RunCheckpoints`):
+non-main process that writes nothing. Run checkpoints (:class:`trainers.runs.run_checkpoints.RunCheckpoints`):
 what a checkpoint holds, a round trip of weights, optimizer, RNG and teacher, and each reason a
 resume is refused. Updater, collector and evaluator: the recomputed old log-probs and their
 mismatch, gradient checkpointing, the rollout streams' blocks, the tree collector's seed and an
@@ -28,12 +28,12 @@ from tiny_config import config_for_tests  # noqa: E402
 
 from agents.contract import StepOutput  # noqa: E402
 from trainers import distributed, seeds  # noqa: E402
-from trainers.checkpoint import CheckpointError, checkpoint_files, load_checkpoint, save_checkpoint  # noqa: E402
-from trainers.metrics import read_metrics  # noqa: E402
-from trainers.provenance import read_provenance  # noqa: E402
-from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
-from trainers.run_dir import RunManifest  # noqa: E402
-from trainers.sections import eval_section, rollout_section, run_section, update_section  # noqa: E402
+from trainers.loop.sections import eval_section, rollout_section, run_section, update_section  # noqa: E402
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
+from trainers.runs.checkpoint import CheckpointError, checkpoint_files, load_checkpoint, save_checkpoint  # noqa: E402
+from trainers.runs.metrics import read_metrics  # noqa: E402
+from trainers.runs.provenance import read_provenance  # noqa: E402
+from trainers.runs.run_dir import RunManifest  # noqa: E402
 
 MAIN, OTHER_RANK = distributed.DistInfo(), distributed.DistInfo(rank=1, world_size=2)
 
@@ -58,13 +58,13 @@ class _Bar:
 
 @pytest.fixture
 def bars(monkeypatch):
-    import trainers.records
+    import trainers.runs.records
 
-    monkeypatch.setattr(trainers.records, "progress_bar", _Bar)
+    monkeypatch.setattr(trainers.runs.records, "progress_bar", _Bar)
 
 
 def _recorder(tmp_path: Path, main: bool = True, **overrides):
-    from trainers.records import RunRecorder
+    from trainers.runs.records import RunRecorder
 
     run = tmp_path / "run"
     run.mkdir(exist_ok=True)
@@ -195,7 +195,7 @@ def test_a_process_other_than_rank_0_writes_nothing(tmp_path, bars):
 
 
 def test_config_yaml_keeps_the_sections_order_and_writes_no_aliases():
-    from trainers.records import _to_yaml
+    from trainers.runs.records import _to_yaml
 
     shared = [1, 2]
     text = _to_yaml({"run": {"seed": 3}, "advantage": {"a": shared, "b": shared}})
@@ -217,7 +217,7 @@ class _Teacher:
 
 
 def _checkpoints(run: Path, teacher=None, dist=MAIN, shape=(3, 2), **overrides):
-    from trainers.run_checkpoints import RunCheckpoints
+    from trainers.runs.run_checkpoints import RunCheckpoints
 
     cfg = config_for_tests(output_dir=str(run), **overrides)
     model = torch.nn.Linear(*shape)
@@ -396,7 +396,7 @@ def test_a_resumed_run_without_a_manifest_starts_one_with_the_checkpoints_id_and
 
 
 def test_claim_locks_the_run_dir_against_a_second_process(tmp_path):
-    from trainers.run_dir import RunDirError
+    from trainers.runs.run_dir import RunDirError
 
     run = tmp_path / "run"
     run.mkdir()
@@ -418,7 +418,7 @@ def test_claim_locks_the_run_dir_against_a_second_process(tmp_path):
     ("run: 3", False),  # a section written as a scalar
 ])
 def test_a_dirs_config_yaml_is_the_checkpoints_config_in_sections_or_flat(tmp_path, text, same):
-    from trainers.run_checkpoints import _same_config
+    from trainers.runs.run_checkpoints import _same_config
 
     cfg = config_for_tests()
     flat = cfg.to_dict()
@@ -430,7 +430,7 @@ def test_a_dirs_config_yaml_is_the_checkpoints_config_in_sections_or_flat(tmp_pa
 
 
 def test_a_config_yaml_that_cannot_be_read_is_not_the_checkpoints(tmp_path):
-    from trainers.run_checkpoints import _same_config
+    from trainers.runs.run_checkpoints import _same_config
 
     (tmp_path / "config.yaml").write_bytes(b"\xff\xfe lr: 1")
     assert _same_config(tmp_path / "config.yaml", {"lr": 1}) is False
@@ -471,7 +471,7 @@ def _outputs(policy, offsets):
 
 
 def test_a_sampler_of_its_own_gets_its_old_logprobs_recomputed_and_the_mismatch_logged_per_step():
-    from trainers.updater import Updater
+    from trainers.loop.updater import Updater
 
     policy = _Recorded()
     cfg = config_for_tests(lr=0.0, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=False, batch_decisions="off")
@@ -485,7 +485,7 @@ def test_a_sampler_of_its_own_gets_its_old_logprobs_recomputed_and_the_mismatch_
 
 
 def test_the_same_sampler_and_trainer_use_the_samplers_logprobs():
-    from trainers.updater import Updater
+    from trainers.loop.updater import Updater
 
     policy = _Recorded()
     policy.backend = SimpleNamespace(model=policy.model)
@@ -499,7 +499,7 @@ def test_the_same_sampler_and_trainer_use_the_samplers_logprobs():
 
 @pytest.mark.parametrize("batch_decisions, size", [("off", None), ("on", 3)])
 def test_with_token_micro_batches_a_micro_batch_is_one_forward_pass(batch_decisions, size):
-    from trainers.updater import Updater
+    from trainers.loop.updater import Updater
 
     policy = _Recorded()
     cfg = config_for_tests(lr=0.0, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=False,
@@ -514,7 +514,7 @@ def test_with_token_micro_batches_a_micro_batch_is_one_forward_pass(batch_decisi
 
 def test_gradient_checkpointing_is_enabled_non_reentrant_on_the_base_model_and_lora_inputs_keep_the_graph():
     from trainers.config import ConfigError
-    from trainers.updater import enable_gradient_checkpointing
+    from trainers.loop.updater import enable_gradient_checkpointing
 
     calls = []
     base = SimpleNamespace(gradient_checkpointing_enable=lambda **kw: calls.append(("base", kw)))
@@ -529,7 +529,7 @@ def test_gradient_checkpointing_is_enabled_non_reentrant_on_the_base_model_and_l
 
 
 def test_the_mismatch_metrics_carry_the_rollout_prefix():
-    from trainers.updater import rollout_mismatch
+    from trainers.loop.updater import rollout_mismatch
 
     m = rollout_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])], [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])])
     assert m == {"rollout/logprob_mismatch_max": 0.5, "rollout/logprob_mismatch_mean": 0.25}
@@ -538,8 +538,8 @@ def test_the_mismatch_metrics_carry_the_rollout_prefix():
 # ----------------------------------------------------------------------------- collector
 def test_rollout_streams_are_refused_in_one_line_where_they_cannot_fork(monkeypatch):
     import trainers.forked
-    from trainers.collector import check_rollout_streams
     from trainers.config import ConfigError
+    from trainers.loop.collector import check_rollout_streams
 
     with pytest.raises(ConfigError, match=r"^rollout_streams 2: a run in several processes already splits its groups; "
                                           r"use --rollout-streams 1 under torchrun$"):
@@ -574,7 +574,7 @@ def test_rollout_streams_play_block_k_as_rank_k_and_merge_the_blocks_in_order(mo
     trainer's envs, block k > 1 on envs of its own (closed after), without a bar; the env
     failures of the blocks summed."""
     import trainers.forked
-    from trainers.collector import Rollouts
+    from trainers.loop.collector import Rollouts
     from trainers.seeds import task_seeds
 
     cfg = config_for_tests(num_groups=4, group_size=2, rollout_streams=2, progress_bars=True)
@@ -610,7 +610,7 @@ def test_rollout_streams_play_block_k_as_rank_k_and_merge_the_blocks_in_order(mo
 
 
 def test_the_tree_collector_seeds_each_rollouts_tree_and_passes_the_episode_cap(monkeypatch):
-    import trainers.collector as collector
+    import trainers.loop.collector as collector
 
     cfg = config_for_tests(rollout="tree", group_size=4, max_steps=7)
     section = rollout_section(cfg)
@@ -631,8 +631,8 @@ def test_the_tree_collector_seeds_each_rollouts_tree_and_passes_the_episode_cap(
 # ----------------------------------------------------------------------------- evaluator
 def _evaluator(**overrides):
     from trainers.envs import make_env_fn
-    from trainers.evaluation import random_baseline
-    from trainers.evaluator import Evaluator
+    from trainers.loop.evaluator import Evaluator
+    from trainers.rollouts.eval_episodes import random_baseline
 
     cfg = config_for_tests(max_steps=4, **overrides)
     fn = make_env_fn(cfg.env, cfg.splits[1], cfg.max_steps, cfg.state_key)
@@ -684,7 +684,7 @@ def test_evaluation_streams_fork_only_for_a_model_on_the_cpu(monkeypatch):
 
 
 def test_an_evaluation_asks_for_each_splits_own_env_and_plays_it_with_the_runs_settings(monkeypatch):
-    import trainers.evaluator as evaluator
+    import trainers.loop.evaluator as evaluator
 
     ev, cfg, fn = _evaluator(eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True)
     asked, played, metrics, bars_made = [], [], [], []
@@ -709,7 +709,7 @@ def test_an_evaluation_asks_for_each_splits_own_env_and_plays_it_with_the_runs_s
 
 
 def test_the_random_baseline_draws_with_the_runs_seed_at_its_iteration(monkeypatch):
-    import trainers.evaluator as evaluator
+    import trainers.loop.evaluator as evaluator
 
     ev, cfg, _ = _evaluator(eval_episodes=2, seed=11)
     seeds_given = []
@@ -763,7 +763,7 @@ def test_with_several_processes_rank_0_writes_every_ranks_rng_and_the_others_wri
 
 
 def test_each_rank_resumes_its_own_rng_stream(tmp_path, monkeypatch):
-    from trainers.checkpoint import capture_rng
+    from trainers.runs.checkpoint import capture_rng
 
     run, manifest, ck, path = _saved_run(tmp_path)
     data = load_checkpoint(path)
@@ -799,7 +799,7 @@ def test_a_run_id_that_is_not_text_counts_as_none(tmp_path):
 
 
 def test_claim_refuses_a_used_dir_unless_resumed_or_overwritten(tmp_path):
-    from trainers.run_dir import RunDirError
+    from trainers.runs.run_dir import RunDirError
 
     run, manifest, ck, path = _saved_run(tmp_path)
     (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HISTORY))
@@ -810,3 +810,105 @@ def test_claim_refuses_a_used_dir_unless_resumed_or_overwritten(tmp_path):
     assert (run / "metrics.jsonl").exists()
     _checkpoints(run).claim(resume=False, overwrite=True).release()
     assert not (run / "metrics.jsonl").exists()
+
+
+def test_an_fsdp2_checkpoint_holds_the_full_state_gathered_from_the_shards(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    run.mkdir()
+    full_model, full_optimizer = {"weight": torch.ones(2, 3), "bias": torch.ones(2)}, {"state": {}, "param_groups": []}
+    asked = []
+    monkeypatch.setattr(distributed, "full_state_dicts", lambda m, o: (asked.append((m, o)), (full_model, full_optimizer))[1])
+    monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: [obj, obj])
+    monkeypatch.setattr(distributed, "barrier", lambda: None)
+    ck = _checkpoints(run, dist=distributed.DistInfo(rank=0, world_size=2, strategy="fsdp2"))
+    data = load_checkpoint(ck.save(1, HISTORY[:1], RunManifest.create(run)))
+    assert asked == [(ck.model, ck.optimizer)]
+    assert all(torch.equal(data["model"][k], v) for k, v in full_model.items()) and data["optimizer"] == full_optimizer
+    plain = _checkpoints(tmp_path / "plain", dist=distributed.DistInfo(rank=0, world_size=2, strategy="ddp"))
+    (tmp_path / "plain").mkdir()
+    data = load_checkpoint(plain.save(1, HISTORY[:1], None))
+    assert len(asked) == 1 and all(torch.equal(data["model"][k], v) for k, v in plain.model.state_dict().items())
+
+
+def test_the_per_iteration_line_is_printed_only_where_no_bar_is_drawn_and_flushed_at_once(tmp_path, monkeypatch, bars):
+    import trainers.runs.records as records
+
+    class Stderr:
+        def __init__(self) -> None:
+            self.text, self.flushes = "", 0
+
+        def write(self, s: str) -> int:
+            self.text += s
+            return len(s)
+
+        def flush(self) -> None:
+            self.flushes += 1
+
+    asked = []
+    recorder, manifest, _ = _recorder(tmp_path, iterations=2, progress_bars=True)
+    recorder.start(manifest, [], None)
+    err = Stderr()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(records, "bars_shown", lambda enabled: (asked.append(enabled), False)[1])
+    recorder.iteration_done({"iteration": 1})
+    assert asked == [True] and err.text.startswith("iteration 1/2:") and err.flushes >= 1
+    monkeypatch.setattr(records, "bars_shown", lambda enabled: True)  # a terminal: the bar says it
+    recorder.iteration_done({"iteration": 2})
+    assert err.text.count("\n") == 1
+    recorder.close()
+
+
+def test_old_field_names_in_a_checkpoint_and_a_flat_config_yaml_resume_without_a_deprecation_line(tmp_path, capsys):
+    run, manifest, ck, path = _saved_run(tmp_path)
+    data = load_checkpoint(path)
+    data.pop("run_id")
+    data["config"]["init"] = data["config"].pop("warm_start")  # written before warm_start had its name
+    later = save_checkpoint(run, 3, data)
+    flat = config_for_tests(output_dir=str(run)).to_dict()
+    flat["init"] = flat.pop("warm_start")
+    d = _dir_without_ids(tmp_path, flat, HISTORY)  # a run dir of a version before sections and renames
+    capsys.readouterr()
+    assert _checkpoints(d).resume(str(later))[0] == HISTORY
+    assert "deprecated" not in capsys.readouterr().err  # the user's own config was not written in these names
+
+
+def test_the_history_in_metrics_jsonl_is_compared_whatever_the_order_of_its_keys(tmp_path):
+    run, manifest, ck, path = _saved_run(tmp_path)
+    data = load_checkpoint(path)
+    data.pop("run_id")
+    d = _dir_without_ids(tmp_path, None, None)
+    (d / "metrics.jsonl").write_text("".join(json.dumps(dict(reversed(list(r.items())))) + "\n" for r in HISTORY))
+    _checkpoints(d).check_owner(path, data)
+
+
+def test_an_existing_manifest_is_kept_with_its_id_and_files(tmp_path):
+    d = _dir_without_ids(tmp_path, None, None)
+    manifest = RunManifest.create(d, "f" * 32)
+    manifest.record(d / "notes.txt")
+    target = _checkpoints(d)
+    target.resumed_run_id = "0" * 32
+    opened = target.open_manifest()
+    assert opened.run_id == "f" * 32 and opened.files == {"notes.txt"}
+
+
+def test_each_refusal_of_a_resume_names_the_checkpoint(tmp_path):
+    run, manifest, ck, path = _saved_run(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    RunManifest.create(other)
+    with pytest.raises(CheckpointError) as refused:
+        _checkpoints(other).resume(str(path))
+    assert str(refused.value).startswith(f"checkpoint {path} belongs to another run than the one in {other}")
+    with pytest.raises(CheckpointError) as refused:
+        _checkpoints(run, shape=(4, 2)).resume(str(path))
+    assert str(refused.value).startswith(f"checkpoint {path} does not match this model/optimizer")
+
+
+def test_a_config_yaml_whose_sections_cannot_be_read_is_not_the_checkpoints(tmp_path):
+    from trainers.runs.run_checkpoints import _same_config
+
+    cfg = config_for_tests()
+    sections = cfg.to_sections()
+    sections["ppo"] = 3  # a section written as a scalar
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(sections))
+    assert _same_config(tmp_path / "config.yaml", {"seed": cfg.seed}) is False

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainers.sections import credit_section, eval_section, rollout_section, update_section  # noqa: E402
+from trainers.loop.sections import credit_section, eval_section, rollout_section, update_section  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -24,7 +24,7 @@ from tiny_config import config_for_tests  # noqa: E402
 
 from agents.contract import StepOutput  # noqa: E402
 from trainers import distributed  # noqa: E402
-from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
 
 
 def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[list[int]] | None = None) -> Rollout:
@@ -45,7 +45,7 @@ def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[
 
 # ----------------------------------------------------------------------------- credit
 def test_the_shuffled_coverage_control_draws_a_new_permutation_each_iteration():
-    from trainers.credit import CreditAssigner
+    from trainers.loop.credit import CreditAssigner
 
     cfg = config_for_tests(estimator="progpo-gigpo", shuffle_coverage=True, group_size=6, num_groups=1)
     # all failed: the progress term acts, on coverage shuffled within the group
@@ -60,7 +60,7 @@ def test_the_shuffled_coverage_control_draws_a_new_permutation_each_iteration():
 
 # ----------------------------------------------------------------------------- updater
 def _updater(**overrides):
-    from trainers.updater import Updater
+    from trainers.loop.updater import Updater
 
     cfg = config_for_tests(**overrides)
     policy = SimpleNamespace(model=torch.nn.Linear(3, 2))
@@ -79,7 +79,7 @@ def test_zero_advantage_steps_are_skipped_only_when_no_other_term_acts_on_them(o
 
 def test_the_kl_reference_is_the_policy_after_the_warm_start(tmp_path):
     """RL starts from the cloned policy: iteration 1's first pass has KL 0 to its reference."""
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     cfg = config_for_tests(env="alfworld", warm_start="bc", bc_steps=3, bc_lr=5e-2, kl_coef=0.1, eval_episodes=0,
                            max_steps=6, output_dir=str(tmp_path / "run"))
@@ -96,7 +96,7 @@ def test_the_kl_reference_is_the_policy_after_the_warm_start(tmp_path):
 
 # ----------------------------------------------------------------------------- collector
 def test_shards_play_disjoint_slices_whose_union_is_the_unsharded_schedule():
-    from trainers.collector import Rollouts
+    from trainers.loop.collector import Rollouts
     from trainers.seeds import task_seeds
 
     cfg = config_for_tests(num_groups=6, group_size=2)
@@ -122,7 +122,7 @@ def test_shards_play_disjoint_slices_whose_union_is_the_unsharded_schedule():
 # ----------------------------------------------------------------------------- evaluator
 def test_the_random_baselines_figure_does_not_depend_on_the_eval_streams():
     from trainers.envs import make_env_fn
-    from trainers.evaluator import Evaluator
+    from trainers.loop.evaluator import Evaluator
 
     def baseline(streams: int) -> dict:
         cfg = config_for_tests(eval_episodes=12, eval_streams=streams, max_steps=5)
@@ -139,8 +139,8 @@ def test_the_random_baselines_figure_does_not_depend_on_the_eval_streams():
 # ----------------------------------------------------------------------------- records
 @pytest.mark.parametrize("tau_r, failed", [(1.0, 1.0), (0.4, 0.0)])
 def test_the_runs_tau_r_reaches_the_recorded_metrics(tau_r, failed):
-    from trainers.credit import CreditAssigner
-    from trainers.records import train_record
+    from trainers.loop.credit import CreditAssigner
+    from trainers.loop.train_record import train_record
 
     cfg = config_for_tests(tau_r=tau_r, num_groups=1)
     rollout = _rollout([[0.5, 0.5]], [[2, 3]])  # partial scores: all-failed only under tau_r above 0.5
@@ -198,7 +198,7 @@ class _TablePolicy:
 
 
 def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained_on():
-    from trainers.updater import Updater
+    from trainers.loop.updater import Updater
 
     policy = _TablePolicy()
     cfg = config_for_tests(lr=0.1, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=True, loss_agg="token-mean",

@@ -329,7 +329,7 @@ class _RolePolicy:
 
 def _role_rollout(env_name: str, roles: list[str], steps: int):
     from trainers.envs import make_env_fn
-    from trainers.rollout import collect_rollout
+    from trainers.rollouts.rollout import collect_rollout
     from wrappers import GroupVectorEnv
 
     envs = GroupVectorEnv(make_env_fn(env_name, "train", max_steps=steps), num_groups=1, group_size=len(roles))
@@ -371,8 +371,8 @@ def test_invalid_action_spam_earns_less_than_valid_exploration(env_name, estimat
 
 
 def test_success_counts_wins_not_partial_scores():
-    from trainers.metrics import rollout_metrics
-    from trainers.rollout import Rollout, Trajectory
+    from trainers.rollouts.rollout import Rollout, Trajectory
+    from trainers.runs.metrics import rollout_metrics
 
     trajs = [Trajectory(group=0, member=0, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
              Trajectory(group=0, member=1, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
@@ -392,7 +392,7 @@ def test_rollout_fills_won_from_info_or_from_the_outcome():
     import gymnasium as gym
 
     from agents.contract import StepOutput
-    from trainers.rollout import collect_rollout
+    from trainers.rollouts.rollout import collect_rollout
     from wrappers import GroupVectorEnv
 
     class Score(gym.Env):

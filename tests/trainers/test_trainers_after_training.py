@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainers.progpo import main as train
+from trainers.cli.train import main as train
 
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
          "--iterations", "2", "--eval-episodes", "8", "--warm-start", "none", "--no-progress-bars", "--no-tensorboard",
@@ -30,7 +30,7 @@ def _records(run: Path) -> list[dict]:
 
 
 def test_evaluate_replays_the_runs_own_final_evaluation(runs, tmp_path, capsys):
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     assert main([str(runs["a"]), "--episodes", "8", "--against", str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
     out = json.loads((tmp_path / "e.json").read_text())
@@ -49,8 +49,8 @@ def test_evaluate_against_plays_the_same_split_episodes_and_streams(runs, tmp_pa
     """``--against`` plays the other checkpoint on this evaluation's split (not its run's default)
     and episode count, with the same streams; the JSON holds both records and the paired
     difference, and the printed lines give each checkpoint's figures and the paired interval."""
-    import trainers.evaluation as evaluation
-    from trainers.evaluate import main
+    import trainers.rollouts.eval_episodes as evaluation
+    from trainers.cli.evaluate import main
     from trainers.statistics import paired_bootstrap_ci
 
     streams: list[int] = []
@@ -84,7 +84,7 @@ def test_evaluate_against_plays_the_same_split_episodes_and_streams(runs, tmp_pa
 
 
 def test_evaluate_without_json_prints_the_records_scalars_as_its_last_line(runs, tmp_path, capsys):
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     assert main([str(runs["a"]), "--episodes", "4"]) == 0
     last = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -97,7 +97,7 @@ def test_evaluate_without_json_prints_the_records_scalars_as_its_last_line(runs,
 def test_paired_differences_of_partial_scores_come_with_their_own_interval():
     """WebShop-like records (scores that are not the outcomes): the paired score difference is
     given beside the success one; records whose scores are their outcomes get none."""
-    from trainers.evaluate import _paired
+    from trainers.cli.evaluate import _paired
     from trainers.statistics import paired_bootstrap_ci
 
     def record(won, score):
@@ -119,7 +119,7 @@ def test_evaluate_by_default_plays_the_runs_own_panel_with_both_intervals_at_see
     last evaluation; the success and score intervals are the seed-0 bootstraps over episodes."""
     import numpy as np
 
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
     from trainers.statistics import paired_bootstrap_ci
 
     assert main([str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
@@ -150,7 +150,7 @@ def test_evaluate_prints_partial_scores_task_types_and_the_paired_interval_in_or
     """The printed lines of a WebShop-like pair of evaluations, checked against their own records."""
     import random
 
-    import trainers.evaluate as evaluate
+    import trainers.cli.evaluate as evaluate
     import trainers.saved_policy as saved_policy
     from trainers.statistics import paired_bootstrap_ci
 
@@ -197,7 +197,7 @@ def _without_config(run: Path, into: Path) -> Path:
     the run's ``config.yaml`` (a checkpoint written before checkpoints carried their config)."""
     import shutil
 
-    from trainers.checkpoint import load_checkpoint, save_checkpoint
+    from trainers.runs.checkpoint import load_checkpoint, save_checkpoint
     from trainers.saved_policy import resolve_checkpoint
 
     into.mkdir()
@@ -239,7 +239,7 @@ def test_help_names_the_tool_and_says_what_every_argument_is(tool, said, capsys)
 
 
 def test_evaluate_plays_a_single_episode(runs, tmp_path):
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     assert main([str(runs["a"]), "--episodes", "1", "--json", str(tmp_path / "one.json")]) == 0
     assert json.loads((tmp_path / "one.json").read_text())["evaluation"]["eval/episodes"] >= 1
@@ -247,7 +247,7 @@ def test_evaluate_plays_a_single_episode(runs, tmp_path):
 
 def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys):
     """Two runs of other seeds evaluate other panels at the same split and size: no paired interval."""
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     assert main([str(runs["a"]), "--episodes", "8", "--against", str(runs["other_seed"])]) == 2
     err = capsys.readouterr().err.strip()
@@ -259,7 +259,7 @@ def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys
                                        (["RUN", "--episodes", "0"], "--episodes must be >= 1"),
                                        (["RUN", "--streams", "0"], "--streams must be >= 1")])
 def test_evaluate_bad_input_is_one_line(runs, capsys, argv, said):
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     assert main([str(runs["a"]) if a == "RUN" else a for a in argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -267,8 +267,8 @@ def test_evaluate_bad_input_is_one_line(runs, capsys, argv, said):
 
 
 def test_a_checkpoint_that_does_not_fit_its_model_is_one_line(runs, tmp_path, capsys):
-    from trainers.checkpoint import load_checkpoint, save_checkpoint
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
+    from trainers.runs.checkpoint import load_checkpoint, save_checkpoint
     from trainers.saved_policy import resolve_checkpoint as resolve
 
     config = load_checkpoint(resolve(runs["a"]))["config"]
@@ -279,7 +279,7 @@ def test_a_checkpoint_that_does_not_fit_its_model_is_one_line(runs, tmp_path, ca
 
 
 def test_a_saved_policy_loads_in_eval_mode_with_the_config_it_was_trained_with(runs, tmp_path):
-    from trainers.checkpoint import load_checkpoint
+    from trainers.runs.checkpoint import load_checkpoint
     from trainers.saved_policy import load_saved, resolve_checkpoint, saved_config
 
     saved = load_saved(runs["a"])
@@ -305,7 +305,7 @@ def _logits(model, ids):
 def test_export_gives_a_transformers_model_with_the_policys_logits(runs, tmp_path, capsys):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.export import main
+    from trainers.cli.export import main
     from trainers.saved_policy import load_saved
 
     out = tmp_path / "exported"
@@ -326,8 +326,8 @@ def test_export_gives_a_transformers_model_with_the_policys_logits(runs, tmp_pat
 def test_the_export_manifest_names_its_run_and_the_prompt_the_policy_was_trained_with(runs, tmp_path, capsys):
     """``progpo_export.json`` in full, for a full model and for a LoRA adapter (whose tiny base is
     written beside it) and its merge; OUT_DIR may be nested or an empty dir, never a file."""
-    from trainers.checkpoint import load_checkpoint
-    from trainers.export import PROMPT_FIELDS, main
+    from trainers.cli.export import PROMPT_FIELDS, main
+    from trainers.runs.checkpoint import load_checkpoint
     from trainers.saved_policy import resolve_checkpoint
 
     def expected(run, weights, base):
@@ -357,7 +357,7 @@ def test_the_export_manifest_names_its_run_and_the_prompt_the_policy_was_trained
 
 def test_an_adapter_whose_base_loads_by_name_is_written_without_it(runs, tmp_path, monkeypatch):
     """A base another process can load (a local dir or a hub name) is named, not copied."""
-    import trainers.export as export
+    import trainers.cli.export as export
     from trainers.saved_policy import load_saved
 
     assert export._loadable_by_name(str(tmp_path)) and export._loadable_by_name("HuggingFaceTB/SmolLM2-135M-Instruct")
@@ -370,8 +370,8 @@ def test_an_adapter_whose_base_loads_by_name_is_written_without_it(runs, tmp_pat
 
 
 def test_load_saved_takes_the_device_and_overrides_it_is_given(runs, tmp_path, capsys):
-    from trainers.checkpoint import load_checkpoint, save_checkpoint
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
+    from trainers.runs.checkpoint import load_checkpoint, save_checkpoint
     from trainers.saved_policy import load_saved, resolve_checkpoint
 
     data = load_checkpoint(resolve_checkpoint(runs["a"]))
@@ -388,7 +388,7 @@ def test_load_saved_takes_the_device_and_overrides_it_is_given(runs, tmp_path, c
 def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.export import main
+    from trainers.cli.export import main
     from trainers.saved_policy import load_saved
 
     saved = load_saved(runs["lora"])
@@ -411,8 +411,8 @@ def test_a_lora_run_exports_its_adapter_or_the_merged_model(runs, tmp_path):
 
 
 def test_play_shows_an_episode_as_the_agent_lived_it(runs, tmp_path, capsys):
-    from trainers.evaluate import main as evaluate
-    from trainers.play import main as play
+    from trainers.cli.evaluate import main as evaluate
+    from trainers.cli.play import main as play
 
     assert evaluate([str(runs["a"]), "--episodes", "8", "--json", str(tmp_path / "e.json")]) == 0
     task_ids = json.loads((tmp_path / "e.json").read_text())["evaluation"]["eval/task_id"]
@@ -432,7 +432,7 @@ def test_play_shows_an_episode_as_the_agent_lived_it(runs, tmp_path, capsys):
 
 
 def test_play_of_an_episode_outside_the_panel_is_one_line(runs, capsys):
-    from trainers.play import main as play
+    from trainers.cli.play import main as play
 
     assert play([str(runs["a"]), "--task", "99", "--episodes", "8"]) == 2
     err = capsys.readouterr().err.strip()
@@ -456,7 +456,7 @@ def test_a_smollm2_lora_run_exports_merged_weights_with_its_logits(tmp_path):
     transformers and gives the trained policy's logits."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trainers.export import main as export
+    from trainers.cli.export import main as export
     from trainers.saved_policy import load_saved
 
     run = tmp_path / "run"
@@ -477,9 +477,9 @@ def test_the_transcript_of_a_scripted_episode():
     the transcript shows each observation, the command, its reward and coverage, then the end."""
     from agents.contract import StepOutput
     from trainers import seeds
+    from trainers.cli.play import episode_steps, render_html, render_text
     from trainers.envs import make_env_fn
-    from trainers.evaluation import EvalPlan, play_episodes
-    from trainers.play import episode_steps, render_html, render_text
+    from trainers.rollouts.eval_episodes import EvalPlan, play_episodes
 
     class Scripted:
         def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
@@ -511,7 +511,7 @@ def test_export_leaves_the_policy_it_is_given_as_it_was_and_the_adapter_loads_of
     and the line the command prints is that call."""
     from peft import AutoPeftModelForCausalLM
 
-    from trainers.export import export_saved, main
+    from trainers.cli.export import export_saved, main
     from trainers.saved_policy import load_saved
 
     saved = load_saved(runs["lora"])
@@ -539,7 +539,7 @@ def test_export_checks_its_path_before_reading_the_checkpoint(runs, tmp_path, ca
     import os
 
     import trainers.saved_policy as saved_policy
-    from trainers.export import main
+    from trainers.cli.export import main
 
     monkeypatch.setattr(saved_policy, "load_saved", lambda *a, **k: pytest.fail("the checkpoint was read first"))
     (tmp_path / "file").write_text("x")
@@ -560,7 +560,7 @@ def test_export_checks_its_path_before_reading_the_checkpoint(runs, tmp_path, ca
 def test_an_export_that_fails_midway_leaves_nothing_and_the_retry_succeeds(runs, tmp_path, monkeypatch, capsys):
     """A full disk while the weights are written: nothing is left at OUT_DIR or beside it, and the
     same command then succeeds."""
-    import trainers.export as export
+    import trainers.cli.export as export
 
     real = export._write
 
@@ -577,7 +577,7 @@ def test_an_export_that_fails_midway_leaves_nothing_and_the_retry_succeeds(runs,
 
 
 def test_evaluate_defaults_to_the_runs_own_eval_streams_and_reproduces_its_last_evaluation(tmp_path, capsys):
-    from trainers.evaluate import main
+    from trainers.cli.evaluate import main
 
     run = tmp_path / "streams2"
     assert train([*FLAGS, "--eval-streams", "2", "--output-dir", str(run)]) == 0
@@ -593,7 +593,7 @@ def test_evaluate_defaults_to_the_runs_own_eval_streams_and_reproduces_its_last_
 def test_an_output_file_is_checked_before_the_episodes_play(runs, tmp_path, capsys, monkeypatch, tool, where, said):
     import importlib
 
-    import trainers.evaluation as evaluation
+    import trainers.rollouts.eval_episodes as evaluation
 
     monkeypatch.setattr(evaluation, "run_eval", lambda *a, **k: pytest.fail("played before the path was checked"))
     monkeypatch.setattr(evaluation, "play_episodes", lambda *a, **k: pytest.fail("played before the path was checked"))
@@ -623,7 +623,7 @@ def test_a_run_dir_without_a_checkpoint_says_so_not_the_trainers_resume_advice(t
                                         (["--top", "-1"], "--top must be >= 1, got -1"),
                                         (["--task", "-1"], "--task must be >= 0, got -1")])
 def test_play_refuses_sizes_below_one_in_one_line(runs, capsys, argv, said):
-    from trainers.play import main as play
+    from trainers.cli.play import main as play
 
     assert play([str(runs["a"]), *argv]) == 2
     err = capsys.readouterr().err.strip()
@@ -636,7 +636,7 @@ def test_an_export_carries_a_model_card_that_huggingface_hub_reads(runs, tmp_pat
     and how to load it."""
     from huggingface_hub import ModelCard
 
-    from trainers.export import main
+    from trainers.cli.export import main
     from trainers.model_card import last_evaluation
 
     for run, name in ((runs["a"], "full"), (runs["lora"], "adapter")):

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from trainers.config import parse_args
-from trainers.ppo import PPOConfig, micro_batches
-from trainers.trainer import Trainer
+from trainers.loop.ppo import PPOConfig, micro_batches
+from trainers.loop.trainer import Trainer
 
 TRAP = ["--config", "configs/alfworld_trap.yaml", "--iterations", "3", "--num-groups", "2", "--group-size", "4",
         "--max-steps", "6", "--bc-steps", "5", "--eval-episodes", "0", "--save-every", "0", "--no-progress-bars",
@@ -78,7 +78,7 @@ def test_a_checkpoint_from_before_batching_resumes_only_on_the_per_decision_path
     with the new default is refused in one line, with ``--batch-decisions off`` it continues."""
     from tiny_config import config_for_tests
 
-    from trainers.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
+    from trainers.runs.checkpoint import CheckpointError, load_checkpoint, save_checkpoint
 
     cfg = config_for_tests(output_dir=str(tmp_path / "run"), iterations=1, eval_episodes=0, batch_decisions="off")
     trainer = Trainer(cfg)

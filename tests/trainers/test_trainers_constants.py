@@ -11,7 +11,7 @@ import pytest
 
 from wrappers.signals import TAU_P, TAU_R
 
-MODULES = ("trainers.advantages", "trainers.config", "trainers.metrics", "trainers.statistics",
+MODULES = ("trainers.advantages", "trainers.config", "trainers.runs.metrics", "trainers.statistics",
            "trainers.integrations.trl", "wrappers.group", "wrappers.signals")
 
 

@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from trainers.checkpoint import load_checkpoint
 from trainers.config import parse_args
 from trainers.distributed import shard_groups, shard_seed
-from trainers.metrics import TIMING_KEYS, read_metrics
+from trainers.loop.trainer import Trainer
+from trainers.runs.checkpoint import load_checkpoint
+from trainers.runs.metrics import TIMING_KEYS, read_metrics
 from trainers.sharding import merge_rollouts
-from trainers.trainer import Trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "4", "--group-size", "2",
@@ -60,7 +60,7 @@ def test_shard_helpers():
 
 
 def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards():
-    from trainers.rollout import Rollout, StepRecord, Trajectory
+    from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 
     def shard(n_groups: int, seconds: float) -> Rollout:
         trajs = [Trajectory(group=g, member=2 * g + m, task_id=f"t{g}", task_type="x") for g in range(n_groups) for m in range(2)]

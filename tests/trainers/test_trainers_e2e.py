@@ -8,9 +8,9 @@ import pytest
 import torch
 from tiny_config import config_for_tests
 
-from trainers.metrics import TIMING_KEYS, read_metrics
-from trainers.progpo import main
-from trainers.trainer import Trainer
+from trainers.cli.train import main
+from trainers.loop.trainer import Trainer
+from trainers.runs.metrics import TIMING_KEYS, read_metrics
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 

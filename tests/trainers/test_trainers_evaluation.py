@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from trainers.envs import make_env_fn
-from trainers.evaluation import EvalPlan, random_baseline, run_eval
-from trainers.report import rl_gain, write_report
+from trainers.rollouts.eval_episodes import EvalPlan, random_baseline, run_eval
+from trainers.runs.summary import rl_gain, write_report
 from trainers.statistics import paired_bootstrap_ci
 
 
@@ -140,7 +140,7 @@ def test_run_eval_in_streams_plays_the_same_episodes_with_env_calls_on_the_calli
 def test_streams_are_dealt_the_episodes_of_a_chunk_in_turn(monkeypatch):
     """Episode i of a chunk goes to stream i mod streams (the copies of one task, which cost
     alike, spread over the streams); one stream plays each chunk in plan order."""
-    from trainers import evaluation
+    from trainers.rollouts import eval_episodes as evaluation
 
     dealt: list[tuple[int, list[int]]] = []
     play = evaluation._EvalLane.play
@@ -287,7 +287,7 @@ def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp
     import dataclasses
 
     from trainers.config import TrainConfig
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), num_groups=2, group_size=2, max_steps=5,
                               eval_episodes=12, progress_bars=False, tensorboard=False, model="tiny",
@@ -309,7 +309,7 @@ def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_avai
     import dataclasses
 
     from trainers.config import TrainConfig
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), iterations=1, num_groups=2, group_size=2,
                               max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress_bars=False,
@@ -356,7 +356,7 @@ def test_every_evaluation_of_a_run_plays_one_panel_and_records_it(tmp_path):
     from tiny_config import config_for_tests
 
     from trainers import seeds
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     cfg = config_for_tests(iterations=2, eval_every=1, eval_episodes=6, output_dir=str(tmp_path / "run"),
                            warm_start="none", eval_extra_split="none")
@@ -371,7 +371,7 @@ def test_every_evaluation_of_a_run_plays_one_panel_and_records_it(tmp_path):
 
 
 def test_a_paired_comparison_refuses_evaluations_of_different_panels(tmp_path):
-    from trainers.evaluation import PanelMismatch
+    from trainers.rollouts.eval_episodes import PanelMismatch
 
     plan = EvalPlan("valid", ("a", "b"), 2, seed=1)
     other = EvalPlan("valid", ("a", "b"), 2, seed=2)
@@ -387,7 +387,7 @@ def test_a_paired_comparison_refuses_evaluations_of_different_panels(tmp_path):
 def test_example_episodes_pick_the_first_won_and_lost_and_abridge_them():
     from types import SimpleNamespace as S
 
-    from trainers.evaluation import example_episodes
+    from trainers.rollouts.eval_episodes import example_episodes
 
     trajs = [S(won=False, task_id="t0", task_type="pick", outcome=0.0, length=3),
              S(won=True, task_id="t1", task_type="heat", outcome=1.0, length=14),
@@ -408,7 +408,7 @@ def test_example_episodes_pick_the_first_won_and_lost_and_abridge_them():
 
 def test_play_episodes_plays_the_panels_episodes_it_is_given():
     from agents.contract import StepOutput
-    from trainers.evaluation import play_episodes
+    from trainers.rollouts.eval_episodes import play_episodes
 
     class First:
         def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
@@ -425,7 +425,7 @@ def test_play_episodes_plays_the_panels_episodes_it_is_given():
 
 
 def test_panels_differ_with_the_split_tasks_order_or_seed_and_an_unrecorded_panel_passes():
-    from trainers.evaluation import PanelMismatch, check_same_panel
+    from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 
     base = EvalPlan("valid", ("a", "b"), 2, seed=3)
     others = [EvalPlan("test", ("a", "b"), 2, seed=3), EvalPlan("valid", ("b", "a"), 2, seed=3),
@@ -466,7 +466,7 @@ def test_a_plan_for_an_env_takes_its_task_ids_and_an_env_without_them_gets_disti
 
 
 def test_a_panel_mismatch_says_what_differs_and_why_it_matters():
-    from trainers.evaluation import PanelMismatch, check_same_panel
+    from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 
     with pytest.raises(PanelMismatch) as err:
         check_same_panel({"eval/panel": "ab"}, {"eval/panel": "cd"})
@@ -477,7 +477,7 @@ def test_a_panel_mismatch_says_what_differs_and_why_it_matters():
 def test_episode_records_keep_each_episodes_task_outcome_and_win():
     from types import SimpleNamespace as S
 
-    from trainers.evaluation import episode_records
+    from trainers.rollouts.eval_episodes import episode_records
 
     rollout = S(trajectories=[S(task_id="t0", won=True, outcome=1.0), S(task_id="t1", won=False, outcome=0.25),
                               S(task_id="t0", won=np.bool_(False), outcome=0)])
@@ -488,7 +488,7 @@ def test_episode_records_keep_each_episodes_task_outcome_and_win():
 def test_example_episodes_default_abridgement_and_a_second_win_before_the_first_loss():
     from types import SimpleNamespace as S
 
-    from trainers.evaluation import example_episodes
+    from trainers.rollouts.eval_episodes import example_episodes
 
     trajs = [S(won=True, task_id="w0", task_type="pick", outcome=1.0, length=13),
              S(won=True, task_id="w1", task_type="pick", outcome=1.0, length=1),
@@ -538,7 +538,7 @@ def test_play_episodes_cuts_a_hung_step_off_at_its_step_timeout():
     import gymnasium as gym
 
     from agents.contract import StepOutput
-    from trainers.evaluation import play_episodes
+    from trainers.rollouts.eval_episodes import play_episodes
 
     class HangsOnce(gym.Wrapper):
         def step(self, action):

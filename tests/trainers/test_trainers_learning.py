@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainers.metrics import read_metrics
-from trainers.progpo import main
+from trainers.cli.train import main
+from trainers.runs.metrics import read_metrics
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 

@@ -13,14 +13,14 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_policy import FakeScoringPolicy  # noqa: E402
 from tiny_config import config_for_tests  # noqa: E402
 
-from trainers.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from trainers.cli.train import main  # noqa: E402
 from trainers.config import ConfigError, TrainConfig, build_parser, parse_args  # noqa: E402
 from trainers.envs import make_env_fn  # noqa: E402
-from trainers.losses import low_var_kl, ppo_clip_loss  # noqa: E402
-from trainers.metrics import TIMING_KEYS, read_metrics  # noqa: E402
-from trainers.progpo import main  # noqa: E402
-from trainers.rollout import collect_rollout  # noqa: E402
-from trainers.trainer import Trainer  # noqa: E402
+from trainers.loop.losses import low_var_kl, ppo_clip_loss  # noqa: E402
+from trainers.loop.trainer import Trainer  # noqa: E402
+from trainers.rollouts.rollout import collect_rollout  # noqa: E402
+from trainers.runs.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
+from trainers.runs.metrics import TIMING_KEYS, read_metrics  # noqa: E402
 
 
 # ----------------------------------------------------------------------------- losses
@@ -104,7 +104,7 @@ def test_traj_mean_loss_weighs_each_trajectory_the_same_whatever_its_length():
 
 
 def test_lr_warmup_scales_the_first_iterations():
-    from trainers.updater import warmup_factor
+    from trainers.loop.updater import warmup_factor
 
     cfg = config_for_tests(lr=1e-3, lr_warmup_iterations=3)
     trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainers.losses import ppo_clip_loss
+from trainers.loop.losses import ppo_clip_loss
 from trainers.seeds import step as step_seed
 
 

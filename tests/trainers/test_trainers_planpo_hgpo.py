@@ -21,7 +21,7 @@ from trainers.advantages import (
 )
 from trainers.advantages.hgpo import history_clusters
 from trainers.config import ConfigError, TrainConfig
-from trainers.sections import credit_section  # noqa: E402
+from trainers.loop.sections import credit_section  # noqa: E402
 
 EPS = 1e-6
 
@@ -255,7 +255,7 @@ def test_config_fields_and_errors():
 
 
 def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
-    from trainers.credit import CreditAssigner
+    from trainers.loop.credit import CreditAssigner
 
     gen = CreditAssigner(credit_section(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none")))
     assert [gen.config_at(i).base_options.alpha for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
@@ -273,7 +273,7 @@ def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     ("hgpo", ["--hgpo-fusion", "inverse-variance", "--potential-credit"]),
 ])
 def test_two_iterations_on_rooms(tmp_path, estimator, extra):
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     out = tmp_path / "run"
     assert main(["--env", "rooms", "--model", "tiny", "--estimator", estimator, "--iterations", "2",

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from trainers.checkpoint import save_checkpoint
-from trainers.progpo import main
-from trainers.run_dir import MANIFEST_NAME, RunDirError, RunManifest, claim_run_dir
-from trainers.run_files import LinkedPathError, create_fresh, open_nofollow, real_dir, write_atomic
+from trainers.cli.train import main
+from trainers.runs.checkpoint import save_checkpoint
+from trainers.runs.run_dir import MANIFEST_NAME, RunDirError, RunManifest, claim_run_dir
+from trainers.runs.run_files import LinkedPathError, create_fresh, open_nofollow, real_dir, write_atomic
 
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
          "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
@@ -130,7 +130,7 @@ def test_a_manifest_that_is_a_folder_is_refused_before_anything_is_deleted(tmp_p
 
 
 def test_an_oversized_manifest_is_refused_unread(tmp_path, monkeypatch):
-    import trainers.run_dir as run_dir
+    import trainers.runs.run_dir as run_dir
 
     monkeypatch.setattr(run_dir, "MANIFEST_MAX_BYTES", 1024)
     (tmp_path / MANIFEST_NAME).write_text(json.dumps({"format": "progpo-run-v1", "run_id": "x",
@@ -210,7 +210,7 @@ def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_
 
 
 def test_a_run_file_name_planted_as_a_link_in_a_dir_without_manifest_is_not_taken_for_the_runs(tmp_path):
-    from trainers.run_dir import earlier_run_files
+    from trainers.runs.run_dir import earlier_run_files
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -227,7 +227,7 @@ def test_a_manifest_entry_outside_the_run_dir_is_never_listed_nor_deleted(tmp_pa
     no-op too."""
     import json
 
-    from trainers.run_dir import MANIFEST_NAME, RunManifest
+    from trainers.runs.run_dir import MANIFEST_NAME, RunManifest
 
     run = tmp_path / "run"
     run.mkdir()
@@ -276,7 +276,7 @@ def test_a_link_planted_where_a_run_folder_was_just_made_is_refused(tmp_path, ou
 def test_every_manifest_that_is_not_a_runs_is_refused_in_one_line(tmp_path, outside, monkeypatch):
     """By kind (a link, a folder, a FIFO), by size (a manifest of exactly the limit is read, one byte
     more is refused unread), by encoding and syntax, and by content (format, run id, file list)."""
-    import trainers.run_dir as run_dir
+    import trainers.runs.run_dir as run_dir
 
     path = tmp_path / MANIFEST_NAME
     fix = "remove it or pick another --output-dir"

@@ -11,8 +11,8 @@ import torch
 from tiny_config import config_for_tests
 
 from trainers.config import TrainConfig, lr_warning
-from trainers.trainer import Trainer
-from trainers.updater import rollout_mismatch
+from trainers.loop.trainer import Trainer
+from trainers.loop.updater import rollout_mismatch
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_policy import FakeScoringPolicy  # noqa: E402
 from tiny_config import config_for_tests  # noqa: E402
 
-from trainers.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
+from trainers.cli.train import main  # noqa: E402
 from trainers.config import TrainConfig, parse_args  # noqa: E402
-from trainers.progpo import main  # noqa: E402
-from trainers.trainer import Trainer  # noqa: E402
+from trainers.loop.trainer import Trainer  # noqa: E402
+from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
 
 RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
              "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1"]
@@ -100,7 +100,7 @@ def test_a_stop_that_comes_while_a_checkpoint_is_written_lands_after_it(tmp_path
     """Unheld, the handler's exception inside torch's writer became "unexpected pos": the checkpoint
     was lost and the stop read as a full disk. Held, the checkpoint completes and the stop follows."""
     from trainers import stop_request
-    from trainers.checkpoint import latest_checkpoint
+    from trainers.runs.checkpoint import latest_checkpoint
 
     real_save = torch.save
     monkeypatch.setattr(torch, "save", lambda obj, fh: real_save(obj, _SignalMidWrite(fh, sig)))
@@ -243,7 +243,7 @@ def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, mon
     def no_model(*a, **k):
         raise AssertionError("the model must not be loaded for a bad config")
 
-    monkeypatch.setattr("trainers.trainer.build_policy", no_model)
+    monkeypatch.setattr("trainers.loop.trainer.build_policy", no_model)
     p = tmp_path / "k.yaml"
     p.write_text(text)
     out = tmp_path / "out"
@@ -331,7 +331,7 @@ def test_every_rng_stream_survives_a_checkpoint_round_trip(tmp_path):
     import numpy as np
     import torch
 
-    from trainers.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
+    from trainers.runs.checkpoint import capture_rng, latest_checkpoint, load_checkpoint, restore_rng, save_checkpoint
 
     random.seed(11)
     np.random.seed(12)

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from trainers.cli.train import main
 from trainers.config import ConfigError, TrainConfig
-from trainers.progpo import main
 
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "2", "--group-size", "2", "--max-steps", "3",
          "--iterations", "2", "--eval-episodes", "4", "--warm-start", "none", "--no-progress-bars",

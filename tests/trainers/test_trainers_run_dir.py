@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trainers.checkpoint import latest_checkpoint, save_checkpoint
-from trainers.progpo import main
-from trainers.run_dir import RunDirError, claim_run_dir
+from trainers.cli.train import main
+from trainers.runs.checkpoint import latest_checkpoint, save_checkpoint
+from trainers.runs.run_dir import RunDirError, claim_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
@@ -61,7 +61,7 @@ def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path):
 
 def test_second_process_on_the_same_dir_is_refused_with_the_holders_pid(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from trainers.run_dir import claim_run_dir; "
+        [sys.executable, "-c", "import sys, time; from trainers.runs.run_dir import claim_run_dir; "
          f"lock = claim_run_dir({str(tmp_path)!r}, resume=False); print('held', flush=True); time.sleep(60)"],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
@@ -103,7 +103,7 @@ def test_weights_files_round_trip_and_bad_ones_are_one_line(tmp_path):
     """save_weights / load_weights: a warm start shared by several runs (--weights-file)."""
     import torch
 
-    from trainers.checkpoint import CheckpointError, load_weights, save_weights
+    from trainers.runs.checkpoint import CheckpointError, load_weights, save_weights
 
     a, b = torch.nn.Linear(3, 2), torch.nn.Linear(3, 2)
     path = save_weights(a, tmp_path / "deep" / "er" / "w.pt")  # folders made as needed
@@ -136,7 +136,7 @@ def test_a_weights_file_is_loaded_as_tensors_only_onto_the_cpu_and_a_failure_quo
     characters, or nothing when the cause has no message."""
     import torch
 
-    from trainers.checkpoint import CheckpointError, load_weights
+    from trainers.runs.checkpoint import CheckpointError, load_weights
 
     model = torch.nn.Linear(3, 2)
     marker = tmp_path / "marker"
@@ -169,7 +169,7 @@ def test_a_weights_file_is_loaded_as_tensors_only_onto_the_cpu_and_a_failure_quo
 
 
 def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
-    from trainers.run_dir import RunManifest, claim_run_dir
+    from trainers.runs.run_dir import RunManifest, claim_run_dir
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -189,7 +189,7 @@ def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
 
 
 def test_a_run_from_before_manifests_is_recognised_by_its_own_formats(tmp_path):
-    from trainers.run_dir import earlier_run_files
+    from trainers.runs.run_dir import earlier_run_files
 
     run = tmp_path / "run"
     run.mkdir()
@@ -217,7 +217,7 @@ def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refus
     import yaml
 
     from trainers.config import TrainConfig
-    from trainers.run_dir import earlier_run_files
+    from trainers.runs.run_dir import earlier_run_files
 
     run = tmp_path / "run"
     run.mkdir()
@@ -262,7 +262,7 @@ def test_an_os_error_on_the_run_dir_is_named_in_one_line(tmp_path, monkeypatch):
 
 
 def test_the_latest_pointer_is_read_whatever_its_bytes_and_must_name_a_file_of_its_own_folder(tmp_path):
-    from trainers.checkpoint import CheckpointError
+    from trainers.runs.checkpoint import CheckpointError
 
     ckpt = tmp_path / "checkpoints"
     with pytest.raises(CheckpointError) as info:
@@ -283,7 +283,7 @@ def test_the_latest_pointer_is_read_whatever_its_bytes_and_must_name_a_file_of_i
 
 
 def test_overwrite_removes_the_emptied_run_folders_deepest_first_and_keeps_those_with_others_files(tmp_path):
-    from trainers.run_dir import RunManifest
+    from trainers.runs.run_dir import RunManifest
 
     run = tmp_path / "run"
     run.mkdir()
@@ -308,7 +308,7 @@ def test_overwrite_removes_the_emptied_run_folders_deepest_first_and_keeps_those
 
 
 def test_overwrite_never_deletes_below_a_linked_folder_at_any_depth(tmp_path):
-    from trainers.run_dir import RunManifest
+    from trainers.runs.run_dir import RunManifest
 
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "sub").mkdir(parents=True)
@@ -326,7 +326,7 @@ def test_overwrite_never_deletes_below_a_linked_folder_at_any_depth(tmp_path):
 def test_a_checkpoint_is_loaded_as_tensors_only_onto_the_cpu(tmp_path, monkeypatch):
     import torch
 
-    from trainers.checkpoint import FORMAT, CheckpointError, load_checkpoint
+    from trainers.runs.checkpoint import FORMAT, CheckpointError, load_checkpoint
 
     with pytest.raises(CheckpointError) as info:
         load_checkpoint(tmp_path / "none.pt")
@@ -347,7 +347,7 @@ def test_a_checkpoint_is_loaded_as_tensors_only_onto_the_cpu(tmp_path, monkeypat
 def test_a_checksum_file_that_cannot_be_read_or_does_not_match_is_named_with_the_fix(tmp_path):
     import torch
 
-    from trainers.checkpoint import CheckpointError, checksum_path, verify_file
+    from trainers.runs.checkpoint import CheckpointError, checksum_path, verify_file
 
     p = tmp_path / "iter_000001.pt"
     torch.save({"a": torch.zeros(2)}, p)
@@ -374,7 +374,7 @@ def test_a_checksum_file_that_cannot_be_read_or_does_not_match_is_named_with_the
 def test_a_trainable_state_that_does_not_fit_says_how(tmp_path):
     import torch
 
-    from trainers.checkpoint import load_trainable_state
+    from trainers.runs.checkpoint import load_trainable_state
 
     model = torch.nn.Sequential(*[torch.nn.Linear(2, 2) for _ in range(3)])
     full = {k: v.clone() for k, v in model.state_dict().items()}
@@ -394,7 +394,7 @@ def test_a_trainable_state_that_does_not_fit_says_how(tmp_path):
 def test_a_gpu_checkpoints_rng_states_are_put_back_on_a_gpu_and_skipped_without_one(monkeypatch):
     import torch
 
-    from trainers.checkpoint import capture_rng, restore_rng
+    from trainers.runs.checkpoint import capture_rng, restore_rng
 
     state = {**capture_rng(), "cuda": ["cuda-state-0"]}
     restored = []
@@ -412,7 +412,7 @@ def test_a_gpu_checkpoints_rng_states_are_put_back_on_a_gpu_and_skipped_without_
 def test_a_checkpoint_that_cannot_be_used_is_refused_in_one_line_that_names_the_cause(tmp_path, monkeypatch):
     import torch
 
-    from trainers.checkpoint import FORMAT, CheckpointError, load_checkpoint
+    from trainers.runs.checkpoint import FORMAT, CheckpointError, load_checkpoint
 
     def refused(path, **kw):
         with pytest.raises(CheckpointError) as info:
@@ -454,7 +454,7 @@ def test_a_checkpoint_that_cannot_be_used_is_refused_in_one_line_that_names_the_
 def test_a_fresh_run_refuses_a_dir_in_its_way_in_one_line_that_says_what_to_do(tmp_path, monkeypatch):
     import errno
 
-    from trainers.checkpoint import FORMAT, load_checkpoint
+    from trainers.runs.checkpoint import FORMAT, load_checkpoint
 
     run = tmp_path / "run"
     run.mkdir()
@@ -489,7 +489,7 @@ def test_an_earlier_runs_plot_checkpoints_and_unreadable_files_by_their_formats(
     """Without a manifest: a plot is a PNG with Matplotlib's mark in its first 200 bytes, a text
     file that names Matplotlib is not; checkpoints by their names; a file that cannot be read is
     left to the user, and the files after it are still looked at."""
-    from trainers.run_dir import earlier_run_files
+    from trainers.runs.run_dir import earlier_run_files
 
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -521,7 +521,7 @@ def test_an_earlier_runs_plot_checkpoints_and_unreadable_files_by_their_formats(
 def test_a_gpu_machines_rng_states_are_captured(monkeypatch):
     import torch
 
-    from trainers.checkpoint import capture_rng
+    from trainers.runs.checkpoint import capture_rng
 
     assert "cuda" not in capture_rng()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -537,7 +537,7 @@ def test_the_files_of_a_checkpoint_and_a_failed_write_in_one_line(tmp_path, monk
 
     import torch
 
-    from trainers.checkpoint import CheckpointError, checkpoint_files, save_checkpoint
+    from trainers.runs.checkpoint import CheckpointError, checkpoint_files, save_checkpoint
 
     ckpt = tmp_path / "checkpoints"
     assert checkpoint_files(tmp_path, 3) == (ckpt / "iter_000003.pt", ckpt / "iter_000003.pt.sha256", ckpt / "latest")
@@ -558,8 +558,8 @@ def test_the_files_of_a_checkpoint_and_a_failed_write_in_one_line(tmp_path, monk
 
 
 def test_a_failed_atomic_write_leaves_no_temp_file_and_raises_its_own_error(tmp_path, monkeypatch):
-    from trainers import run_files
-    from trainers.run_files import write_atomic
+    from trainers.runs import run_files
+    from trainers.runs.run_files import write_atomic
 
     target = tmp_path / "manifest.json"
     target.write_text("before")
@@ -603,8 +603,8 @@ def test_a_crash_between_the_checkpoint_and_its_checksum_leaves_no_stale_checksu
     file lands, so a crash in between leaves a file the zip CRCs check, not a false 'corrupt'."""
     import os
 
-    from trainers import checkpoint
-    from trainers.checkpoint import checksum_path, load_checkpoint, verify_file
+    from trainers.runs import checkpoint
+    from trainers.runs.checkpoint import checksum_path, load_checkpoint, verify_file
 
     path = save_checkpoint(tmp_path, 3, {"history": [{"iteration": 1}]})
     real_replace = os.replace
@@ -624,7 +624,7 @@ def test_a_crash_between_the_checkpoint_and_its_checksum_leaves_no_stale_checksu
 
 
 def test_a_checksum_written_in_upper_case_hex_is_read(tmp_path):
-    from trainers.checkpoint import checksum_path, verify_file
+    from trainers.runs.checkpoint import checksum_path, verify_file
 
     path = save_checkpoint(tmp_path, 1, {})
     sums = checksum_path(path)
@@ -634,7 +634,7 @@ def test_a_checksum_written_in_upper_case_hex_is_read(tmp_path):
 
 
 def test_a_run_folder_that_is_a_file_or_a_link_is_refused_word_for_word(tmp_path):
-    from trainers.run_files import LinkedPathError, real_dir
+    from trainers.runs.run_files import LinkedPathError, real_dir
 
     (tmp_path / "afile").write_text("x")
     with pytest.raises(LinkedPathError) as info:
@@ -670,7 +670,7 @@ def test_a_config_that_sets_a_field_twice_is_a_users_not_a_runs(tmp_path):
     import yaml
 
     from trainers.config import TrainConfig
-    from trainers.run_dir import earlier_run_files
+    from trainers.runs.run_dir import earlier_run_files
 
     run = tmp_path / "run"
     run.mkdir()
@@ -684,8 +684,8 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
     import fcntl
     import os
 
-    import trainers.run_dir as run_dir
-    from trainers.run_dir import RunDirLock
+    import trainers.runs.run_dir as run_dir
+    from trainers.runs.run_dir import RunDirLock
 
     run = tmp_path / "run"
     run.mkdir()
@@ -720,7 +720,7 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
 
     monkeypatch.setattr(run_dir, "open_nofollow", open_fails)
     assert refused() == f"cannot use output dir {run}: Permission denied; {fix}"
-    from trainers.run_files import open_nofollow as real_open
+    from trainers.runs.run_files import open_nofollow as real_open
 
     class FullDisk:
         def __init__(self, fh):

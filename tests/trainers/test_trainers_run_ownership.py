@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from trainers.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
-from trainers.progpo import main
-from trainers.run_dir import MANIFEST_NAME, RunManifest
+from trainers.cli.train import main
+from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, save_checkpoint
+from trainers.runs.run_dir import MANIFEST_NAME, RunManifest
 
 ROOT = Path(__file__).resolve().parents[2]
 FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
@@ -156,7 +156,7 @@ def test_unusable_output_dir_is_one_line(tmp_path, capsys, case):
 def full_disk_at_iteration_2(monkeypatch):
     """Every write of iteration 2's checkpoint fails with ENOSPC (its temp file is created, then
     written through /dev/full), as on a disk that fills up part-way."""
-    import trainers.checkpoint as checkpoint
+    import trainers.runs.checkpoint as checkpoint
 
     real = checkpoint.create_fresh
 
@@ -231,7 +231,7 @@ def test_a_stop_signal_swallowed_by_a_finalizer_still_stops_the_run(tmp_path, mo
     import signal
 
     from trainers import stop_request
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     signum = getattr(signal, sig)
     before = signal.getsignal(signum)

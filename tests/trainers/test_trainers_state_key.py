@@ -83,7 +83,7 @@ def test_report_says_where_the_progress_term_acted(tmp_path):
 
     from tiny_config import config_for_tests
 
-    from trainers.trainer import Trainer
+    from trainers.loop.trainer import Trainer
 
     cfg = config_for_tests(output_dir=str(tmp_path / "r"), estimator="progpo-grpo", eval_episodes=0, iterations=2)
     report = Trainer(cfg).train()

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from trainers.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
-from trainers.sections import credit_section  # noqa: E402
+from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
+from trainers.loop.sections import credit_section  # noqa: E402
 from trainers.teachers import (
     HindsightTargets,
     PrivilegedTargets,
@@ -159,7 +159,7 @@ def test_the_skill_writer_never_sees_the_answer():
     instruction and the pages the agent saw, never the target product, its options or its asin."""
     from agents.contract import StepOutput
     from trainers.envs import make_env_fn
-    from trainers.rollout import collect_rollout
+    from trainers.rollouts.rollout import collect_rollout
     from wrappers import GroupVectorEnv
 
     class FirstCommand:
@@ -200,7 +200,7 @@ def _records(run: Path) -> list[dict]:
 def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
     if env == "alfworld":
         request.getfixturevalue("alfworld_engine_available")
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     args = ["--config", "configs/webshop_cpu_demo.yaml", "--bc-episodes", "20"] if env == "webshop" else \
         ["--env", "alfworld", "--max-steps", "8", "--eval-extra-split", "none"]
@@ -231,8 +231,8 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
 def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_available):
     """Two iterations of --distill privileged on ALFWorld, labelled; the EMA teacher is in the
     checkpoint: 1 + 1 iterations (resumed) = 2 iterations."""
-    from trainers.metrics import TIMING_KEYS
-    from trainers.progpo import main
+    from trainers.cli.train import main
+    from trainers.runs.metrics import TIMING_KEYS
 
     args = ["--env", "alfworld", "--max-steps", "6", "--eval-extra-split", "none", "--distill", "privileged",
             "--num-groups", "2", "--group-size", "4", "--bc-steps", "5", "--eval-episodes", "0", "--no-progress-bars",
@@ -257,7 +257,7 @@ def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_availabl
 
 def test_the_held_out_records_of_a_run_with_a_teacher_carry_its_label(tmp_path):
     """Readers and tools take the held-out success from the eval records: they say "teacher" too."""
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     run = tmp_path / "run"
     assert main(["--env", "rooms", "--model", "tiny", "--distill", "hindsight", "--iterations", "1", "--num-groups", "1",
@@ -271,7 +271,7 @@ def test_the_held_out_records_of_a_run_with_a_teacher_carry_its_label(tmp_path):
 
 
 def test_a_privileged_teacher_on_an_env_without_privileged_text_is_refused_before_the_run_dir(tmp_path, capsys):
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     run = tmp_path / "run"
     assert main(["--env", "rooms", "--model", "tiny", "--distill", "privileged", "--output-dir", str(run),
@@ -307,7 +307,7 @@ def test_distill_config_errors():
 @pytest.mark.parametrize("mode,extra", [("privileged", []), ("hindsight", ["--skill-writer", "policy"])])
 def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available):
     """Generate mode: the privileged teacher compares its top-k tokens; the policy writes the skills."""
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     run = tmp_path / "run"
     assert main(["--env", "alfworld", "--policy-mode", "generate", "--warm-start", "none", "--max-new-tokens", "8",
@@ -322,7 +322,7 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
 def _routing_rollout():
     """Two groups of two on the same task: group 0 failed completely, group 1 had a success."""
     from agents.contract import StepOutput
-    from trainers.rollout import Rollout, StepRecord, Trajectory
+    from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 
     trajs = [Trajectory(group=g, member=2 * g + m, task_id="t", task_type="pick", outcome=float(g == 1 and m == 0),
                         length=2, won=g == 1 and m == 0, privileged=f"Expert plan: group {g} member {m}")
@@ -339,7 +339,7 @@ def test_the_privileged_teacher_takes_the_steps_of_all_failed_groups_and_only_th
     completely, the RL loss alone on the groups with a success; traced from the trainer's own
     advantage stage to its teacher inputs."""
     from trainers.config import TrainConfig
-    from trainers.credit import CreditAssigner
+    from trainers.loop.credit import CreditAssigner
     from trainers.teachers import privileged_inputs
 
     rollout = _routing_rollout()
@@ -377,7 +377,7 @@ def test_a_privileged_teacher_without_privileged_text_is_one_line():
 
 
 def test_a_single_all_failed_group_is_the_whole_share_and_an_empty_rollout_none():
-    from trainers.rollout import Rollout
+    from trainers.rollouts.rollout import Rollout
     from trainers.teachers import hindsight_inputs, privileged_inputs
 
     full = _routing_rollout()
@@ -591,7 +591,7 @@ def test_past_a_zero_advantage_a_privileged_teacher_keeps_its_routed_steps_and_h
 
 
 def test_the_distillation_statistics_are_weighted_means():
-    from trainers.ppo import Comm
+    from trainers.loop.ppo import Comm
     from trainers.teachers import PrivilegedTargets
 
     priv = PrivilegedTargets(sums={"kl": 3.0, "kl_weight": 2.0})

@@ -18,9 +18,9 @@ from tiny_config import config_for_tests  # noqa: E402
 from agents.contract import StepOutput  # noqa: E402
 from trainers.advantages import ESTIMATORS, AdvantageConfig, step_advantages  # noqa: E402
 from trainers.envs import make_env_fn  # noqa: E402
-from trainers.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
-from trainers.trainer import Trainer  # noqa: E402
-from trainers.tree_rollout import (  # noqa: E402
+from trainers.loop.trainer import Trainer  # noqa: E402
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
+from trainers.rollouts.tree_rollout import (  # noqa: E402
     CoverageScorer,
     NondeterministicEnvError,
     RandomScorer,
@@ -208,7 +208,7 @@ def test_tree_rollout_trains_with_every_estimator(tmp_path, estimator):
 def test_two_tree_iterations_from_the_cli(tmp_path, env, extra, request):
     if env == "alfworld":
         request.getfixturevalue("alfworld_engine_available")
-    from trainers.progpo import main
+    from trainers.cli.train import main
 
     model = ["--model", "tiny"] if env == "rooms" else []
     assert main(["--env", env, *model, "--rollout", "tree", "--iterations", "2", "--num-groups", "2",

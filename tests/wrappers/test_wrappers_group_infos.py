@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from progpo_envs.rooms import MIXED_INFO_VALUES, MixedInfoEnv, TextRoomsEnv
-from trainers.rollout import member_info
+from trainers.rollouts.rollout import member_info
 from wrappers import GroupVectorEnv
 from wrappers.group.member_pools import MemberError
 

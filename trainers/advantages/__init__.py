@@ -10,7 +10,7 @@ Pure numpy functions, no env, no model. Notation follows the ProGPO paper (its a
   "Failed" is about the *outcome reward*, not about winning: as in the paper, a group with a
   partial WebShop score (``0 < R_i < 1``) has an outcome signal, so it is not all-failed and
   keeps the base estimator, although no member *won* (the ``success`` metric counts wins only,
-  see :func:`trainers.metrics.rollout_metrics`).
+  see :func:`trainers.runs.metrics.rollout_metrics`).
 - GiGPO step level: steps of one group with the same current canonical state ``o_t`` form an
   anchor group; ``A^S = (ret_t - mean_anchor ret) / (std_anchor ret + eps)`` where ``ret_t`` is
   the discounted (``gamma``) return from step ``t``; a step alone in its anchor group gets 0.
@@ -51,7 +51,7 @@ One module per family, and one implementation per formula:
   :func:`progpo_episode_advantages`, one group, and its ``(B, G)`` form);
 - :mod:`~trainers.advantages.step`: the step level, :func:`step_advantages` with an
   :class:`AdvantageConfig` (``estimator`` one of :func:`estimator_names`), which is what the trainer
-  calls (rollout -> :func:`step_advantages` -> ``trainers.losses``).
+  calls (rollout -> :func:`step_advantages` -> ``trainers.loop.losses``).
 
 >>> import numpy as np
 >>> progpo_episode_advantages(np.array([0.0, 0.0]), np.array([0.2, 0.6])).round(4)

@@ -228,7 +228,7 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
 def check_out_folder(out: Path) -> None:
     """``--out`` as a folder the table, plot and JSON can be written to (it may not exist yet):
     :class:`LabError` for a file, a path under a file or a folder that is not writable."""
-    from trainers.run_files import check_can_make
+    from trainers.runs.run_files import check_can_make
     from wrappers.errors import UserError
 
     try:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainers.lab.methods import run_name
 from trainers.lab.runs import LabError, strict_compare
-from trainers.metrics import TIMING_KEYS, scan_metrics
+from trainers.runs.metrics import TIMING_KEYS, scan_metrics
 
 __all__ = ["compare_blocks", "compare_runs"]
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
-from trainers.metrics import read_metrics
+from trainers.runs.metrics import read_metrics
 from trainers.strict_yaml import StrictYAMLError, load_strict
 
 __all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
@@ -117,7 +117,7 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     one evaluation with a success), and what ``method`` names. :class:`LabError` otherwise."""
     import yaml
 
-    from trainers.metrics import MetricsFileError
+    from trainers.runs.metrics import MetricsFileError
 
     where = f"run {method} seed {seed} ({run_dir})"
     try:
@@ -179,10 +179,10 @@ def panel_problem(entries: list[dict]) -> str | None:
 
 def provenance_of(run_dir: Path) -> dict | None:
     """Where and when a kept run ran: its commit (``None``: not recorded), compute path, machine and,
-    where recorded, its start and end (UTC) and hosts (:func:`trainers.provenance.run_times`); or
+    where recorded, its start and end (UTC) and hosts (:func:`trainers.runs.provenance.run_times`); or
     ``None`` for a run from before provenance was recorded. A run resumed on other code or another
     path gives the first difference as its commit (``"mixed: ..."``), which pairs with nothing."""
-    from trainers.provenance import read_provenance, run_times
+    from trainers.runs.provenance import read_provenance, run_times
 
     every = read_provenance(run_dir)
     recs = [r for r in every if r.get("kind", "provenance") == "provenance"]
@@ -403,7 +403,7 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
     ...                [{"kind": "eval", "iteration": 0, "eval/score_mean": 0.5}], 2)
     (1, None)
     """
-    from trainers.metrics import TIMING_KEYS
+    from trainers.runs.metrics import TIMING_KEYS
 
     def key(r: dict) -> tuple:
         return r.get("kind"), r.get("iteration")

@@ -26,7 +26,7 @@ from typing import Any
 
 from trainers.lab.methods import run_name
 from trainers.lab.runs import ROOT, LabError, load_run, rerun_records, strict_compare
-from trainers.metrics import read_metrics
+from trainers.runs.metrics import read_metrics
 
 __all__ = ["VERIFIED_NAME", "resolve_commit", "verified_commits", "verify_at", "worktree_at"]
 

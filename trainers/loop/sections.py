@@ -11,11 +11,12 @@ and a caller that drives it alone need only its section.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING
 
 from trainers.advantages import AdvantageConfig
-from trainers.ppo import PPOConfig
-from trainers.tree_rollout import TreeConfig
+from trainers.loop.ppo import PPOConfig
+from trainers.rollouts.tree_rollout import TreeConfig
+from trainers.runs.run_dir import RunSection
 
 if TYPE_CHECKING:  # the sections are read from a config; the config does not import them
     from trainers.config import TrainConfig
@@ -26,7 +27,7 @@ __all__ = ["CreditSection", "EvalSection", "RolloutSection", "RunSection", "Upda
 
 @dataclass(frozen=True)
 class CreditSection:
-    """What the credit stage (:class:`trainers.credit.CreditAssigner`) reads.
+    """What the credit stage (:class:`trainers.loop.credit.CreditAssigner`) reads.
 
     Attributes:
         advantage: the estimator and its options.
@@ -43,7 +44,7 @@ class CreditSection:
 
 @dataclass(frozen=True)
 class RolloutSection:
-    """What the collection stage (:class:`trainers.collector.Rollouts`) reads.
+    """What the collection stage (:class:`trainers.loop.collector.Rollouts`) reads.
 
     Attributes:
         num_groups: B tasks per iteration. group_size: G members per task.
@@ -75,7 +76,7 @@ class RolloutSection:
 
 @dataclass(frozen=True)
 class EvalSection:
-    """What the evaluation stage (:class:`trainers.evaluator.Evaluator`) reads.
+    """What the evaluation stage (:class:`trainers.loop.evaluator.Evaluator`) reads.
 
     Attributes:
         env: the env's name. splits: (train split, eval split).
@@ -103,10 +104,10 @@ class EvalSection:
 
 @dataclass(frozen=True)
 class UpdateSection:
-    """What the update stage (:class:`trainers.updater.Updater`) reads.
+    """What the update stage (:class:`trainers.loop.updater.Updater`) reads.
 
     Attributes:
-        ppo: PPO-clip's options (:class:`trainers.ppo.PPOConfig`).
+        ppo: PPO-clip's options (:class:`trainers.loop.ppo.PPOConfig`).
         lr: AdamW's learning rate. weight_decay: AdamW's weight decay.
         lr_warmup_iterations: iterations of linear warm-up.
         loss_agg: token-mean | traj-mean.
@@ -135,31 +136,6 @@ class UpdateSection:
     batch_decisions: str
     seed: int
     progress_bars: bool
-
-
-@dataclass(frozen=True)
-class RunSection:
-    """What the run dir's stages (:class:`trainers.records.RunRecorder`,
-    :class:`trainers.run_checkpoints.RunCheckpoints`) read.
-
-    Attributes:
-        output_dir: the run dir. iterations: the run's iterations (the bar, the console line).
-        trackers: where the records go beside ``metrics.jsonl`` (``tensorboard``, ``wandb``).
-        progress_bars: whether a bar is drawn.
-        seed: the run's seed (a checkpoint's env schedule). lora: whether only the adapter is saved.
-        config: the whole configuration as flat fields (what a checkpoint holds, what a resume
-            compares, what the provenance and the report read); a snapshot, not to be changed.
-        sections: the same in sections (``config.yaml``).
-    """
-
-    output_dir: str
-    iterations: int
-    trackers: tuple[str, ...]
-    progress_bars: bool
-    seed: int
-    lora: bool
-    config: Mapping[str, Any]
-    sections: Mapping[str, Any]
 
 
 def credit_section(cfg: TrainConfig) -> CreditSection:

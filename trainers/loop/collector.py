@@ -1,14 +1,14 @@
 """The collection stage: one rollout per iteration, of this process's groups, on its tasks.
 
 How the members' episodes are played is a :class:`Collector`: :class:`FlatCollector` plays one
-episode per member (:func:`trainers.rollout.collect_rollout`); :class:`TreeCollector` branches the
-members of a group from shared prefixes (:func:`trainers.tree_rollout.collect_tree_rollout`).
+episode per member (:func:`trainers.rollouts.rollout.collect_rollout`); :class:`TreeCollector` branches the
+members of a group from shared prefixes (:func:`trainers.rollouts.tree_rollout.collect_tree_rollout`).
 :data:`COLLECTORS` maps ``--rollout`` to them. :class:`Rollouts` owns the
 :class:`~wrappers.GroupVectorEnv` of the groups, the iteration's task seeds and sampling seed,
 and the forked rollout streams (``rollout_streams`` k > 1).
 
     >>> from trainers.config import TrainConfig
-    >>> from trainers.sections import rollout_section
+    >>> from trainers.loop.sections import rollout_section
     >>> type(make_collector(rollout_section(TrainConfig(rollout="tree", group_size=4)))).__name__
     'TreeCollector'
 """
@@ -21,12 +21,12 @@ import torch
 
 from trainers import distributed, seeds
 from trainers.config import ConfigError
-from trainers.console import progress_bar
-from trainers.rollout import Rollout, collect_rollout
-from trainers.sections import RolloutSection
+from trainers.loop.sections import RolloutSection
+from trainers.rollouts.rollout import Rollout, collect_rollout
+from trainers.rollouts.tree_rollout import collect_tree_rollout
+from trainers.runs.console import progress_bar
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts
-from trainers.tree_rollout import collect_tree_rollout
 
 __all__ = ["COLLECTORS", "Collector", "FlatCollector", "Rollout", "Rollouts", "TreeCollector", "check_rollout_streams",
            "make_collector"]

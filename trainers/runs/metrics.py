@@ -19,8 +19,8 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from trainers.rollout import Rollout
-from trainers.run_files import open_nofollow, real_dir, write_atomic
+from trainers.rollouts.rollout import Rollout
+from trainers.runs.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
 from wrappers.signals import TAU_R, all_failed, coverage_rate
 
@@ -52,7 +52,7 @@ def rollout_metrics(rollout: Rollout, tau_r: float = TAU_R, prefix: str = "") ->
     ``repeated_action_rate``: fraction of steps whose action was already issued earlier in the
     same episode from the same canonical state (the "look again / reopen the drawer" trap).
 
-    >>> from trainers.rollout import Rollout, Trajectory
+    >>> from trainers.rollouts.rollout import Rollout, Trajectory
     >>> rollout = Rollout(trajectories=[Trajectory(0, 0, "t", "x", outcome=0.5, length=1, won=False),
     ...                            Trajectory(0, 1, "t", "x", outcome=1.0, length=1, won=True)])
     >>> m = rollout_metrics(rollout)

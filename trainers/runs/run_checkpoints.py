@@ -1,7 +1,7 @@
 """A run's checkpoints and ownership: saving its state, resuming from it, whose run a checkpoint
 is, and the lock on the run dir.
 
-:class:`RunCheckpoints` writes a checkpoint (:func:`trainers.checkpoint.save_checkpoint`: model,
+:class:`RunCheckpoints` writes a checkpoint (:func:`trainers.runs.checkpoint.save_checkpoint`: model,
 optimizer, RNG states, the env schedule, the history, an EMA teacher) every ``save_every``
 iterations, and loads one back on ``--resume``: only with the config it was written with (bar
 :data:`RESUME_COMPATIBLE`), with the process count that wrote it, and only into its own run dir
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from trainers import distributed, seeds
-from trainers.checkpoint import (
+from trainers.runs.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,
     capture_rng,
@@ -31,9 +31,8 @@ from trainers.checkpoint import (
     trainable_state,
 )
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
-from trainers.metrics import read_metrics
-from trainers.run_dir import RunDirLock, RunManifest, claim_run_dir, earlier_run_files
-from trainers.sections import RunSection
+from trainers.runs.metrics import read_metrics
+from trainers.runs.run_dir import RunDirLock, RunManifest, RunSection, claim_run_dir, earlier_run_files
 
 __all__ = ["RESUME_COMPATIBLE", "RunCheckpoints", "load_weights", "save_weights"]
 
@@ -157,7 +156,7 @@ class RunCheckpoints:
                 raise CheckpointError(f"{where} (its history differs from {metrics_file.name}); {advice}")
 
     def claim(self, resume: bool, overwrite: bool) -> RunDirLock:
-        """Lock the run dir for this run (:func:`trainers.run_dir.claim_run_dir`): a fresh run
+        """Lock the run dir for this run (:func:`trainers.runs.run_dir.claim_run_dir`): a fresh run
         refuses a dir holding an earlier run unless ``overwrite``; a second process is refused."""
         return claim_run_dir(self.run_dir, resume=resume, overwrite=overwrite)
 

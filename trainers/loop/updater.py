@@ -4,7 +4,7 @@
 of the KL term (a copy of the starting model, or with LoRA the base under a disabled adapter) and
 bf16 autocast (fp32 master weights). :meth:`Updater.update` picks the steps that take a loss,
 re-scores their old and reference log-probs where it must, builds the
-:class:`~trainers.ppo.UpdateBatch` and runs :func:`~trainers.ppo.ppo_update`. A loss term beside
+:class:`~trainers.loop.ppo.UpdateBatch` and runs :func:`~trainers.loop.ppo.ppo_update`. A loss term beside
 PPO's (a teacher's distillation) comes in through :class:`AuxiliaryLoss`; the update knows no
 teacher.
 """
@@ -22,9 +22,9 @@ from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy, scoring_with
 from trainers import distributed, seeds
 from trainers.config import ConfigError
-from trainers.console import progress_bar
-from trainers.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
-from trainers.sections import UpdateSection
+from trainers.loop.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
+from trainers.loop.sections import UpdateSection
+from trainers.runs.console import progress_bar
 
 __all__ = ["AuxiliaryLoss", "Updater", "rollout_mismatch", "warmup_factor"]
 

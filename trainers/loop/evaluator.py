@@ -1,6 +1,6 @@
 """The evaluation stage: a run's fixed held-out episodes, played by its policy, as one record.
 
-:class:`Evaluator` plays a split's :class:`~trainers.evaluation.EvalPlan` (the same episodes at
+:class:`Evaluator` plays a split's :class:`~trainers.rollouts.eval_episodes.EvalPlan` (the same episodes at
 every evaluation, a pure function of the run's seed) in ``eval_streams`` streams, forked processes
 where the model is on the CPU, and returns the ``eval`` record: success, the per-episode wins and
 scores in plan order (for paired comparisons), the panel's fingerprint, rollout diagnostics and
@@ -13,11 +13,11 @@ from typing import Any, Callable
 import torch
 
 from trainers import distributed, seeds
-from trainers.console import progress_bar
 from trainers.envs import make_env_fn
-from trainers.evaluation import EvalPlan, episode_records, example_episodes, random_baseline, run_eval
-from trainers.metrics import rollout_metrics
-from trainers.sections import EvalSection
+from trainers.loop.sections import EvalSection
+from trainers.rollouts.eval_episodes import EvalPlan, episode_records, example_episodes, random_baseline, run_eval
+from trainers.runs.console import progress_bar
+from trainers.runs.metrics import rollout_metrics
 
 __all__ = ["Evaluator"]
 

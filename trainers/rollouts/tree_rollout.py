@@ -12,7 +12,7 @@ A flat rollout plays G independent episodes of a task. A tree rollout (after PAT
 4. repeat until every branch has ended or the tree's decision budget is spent.
 
 The leaves (ended, pruned or cut by the budget) are the task's group for any estimator; a step
-shared by several leaves is one step of the batch (:meth:`trainers.rollout.Rollout.merge_rows`).
+shared by several leaves is one step of the batch (:meth:`trainers.rollouts.rollout.Rollout.merge_rows`).
 
 **Forking by replay.** The package's envs are deterministic given the reset seed and the action
 prefix, so a child in a free member slot is a reset plus a replay of the parent's actions; each
@@ -47,7 +47,7 @@ import numpy as np
 
 from agents.contract import Policy
 from trainers import seeds, stop_request
-from trainers.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, instruction_of, state_of
+from trainers.rollouts.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, instruction_of, state_of
 from wrappers.errors import UserError
 
 __all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
@@ -398,8 +398,8 @@ def collect_tree_rollout(
 ) -> Rollout:
     """One tree per task of ``task_seeds`` over the members of ``envs`` (a
     :class:`wrappers.GroupVectorEnv`; group g's G members are tree g's slots). ``seed`` seeds
-    the policy's sampling as :func:`trainers.rollout.collect_rollout` does; ``scorer`` defaults to
-    :func:`make_scorer` ``(cfg)``. Returns a :class:`~trainers.rollout.Rollout` whose trajectories
+    the policy's sampling as :func:`trainers.rollouts.rollout.collect_rollout` does; ``scorer`` defaults to
+    :func:`make_scorer` ``(cfg)``. Returns a :class:`~trainers.rollouts.rollout.Rollout` whose trajectories
     are the leaves, with their ``rows`` and ``tree_stats`` set."""
     t0 = time.perf_counter()
     if len(task_seeds) != envs.num_groups:

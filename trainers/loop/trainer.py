@@ -2,19 +2,19 @@
 
 One iteration (:meth:`Trainer.train_iteration`) is five calls, each into the module that holds it:
 
-1. collect -- :class:`~trainers.collector.Rollouts`: the B groups of a
+1. collect -- :class:`~trainers.loop.collector.Rollouts`: the B groups of a
    :class:`~wrappers.GroupVectorEnv` reset to this iteration's tasks (task seeds are a pure
    function of ``(seed, iteration)``, so a resumed run replays the schedule), and G members
-   played each, flat (:func:`~trainers.rollout.collect_rollout`) or as a tree
-   (:func:`~trainers.tree_rollout.collect_tree_rollout`);
-2. credit -- :class:`~trainers.credit.CreditAssigner`: the configured estimator
+   played each, flat (:func:`~trainers.rollouts.rollout.collect_rollout`) or as a tree
+   (:func:`~trainers.rollouts.tree_rollout.collect_tree_rollout`);
+2. credit -- :class:`~trainers.loop.credit.CreditAssigner`: the configured estimator
    (:mod:`trainers.advantages`), the invalid-action penalty, the all-failed flags;
-3. update -- :class:`~trainers.updater.Updater`: PPO-clip epochs (:func:`~trainers.ppo.ppo_update`,
-   :mod:`trainers.losses`), with a teacher's term (:mod:`trainers.teachers`) when one is set;
-4. evaluate -- :class:`~trainers.evaluator.Evaluator`, every ``eval_every`` iterations;
-5. record -- :func:`~trainers.records.train_record` and :class:`~trainers.records.RunRecorder`
+3. update -- :class:`~trainers.loop.updater.Updater`: PPO-clip epochs (:func:`~trainers.loop.ppo.ppo_update`,
+   :mod:`trainers.loop.losses`), with a teacher's term (:mod:`trainers.teachers`) when one is set;
+4. evaluate -- :class:`~trainers.loop.evaluator.Evaluator`, every ``eval_every`` iterations;
+5. record -- :func:`~trainers.loop.train_record.train_record` and :class:`~trainers.runs.records.RunRecorder`
    (JSONL, TensorBoard, W&B, the report); checkpoints every ``save_every``
-   (:class:`~trainers.run_checkpoints.RunCheckpoints`).
+   (:class:`~trainers.runs.run_checkpoints.RunCheckpoints`).
 
 The policy is any :class:`agents.contract.TrainablePolicy` (``act``, ``compute_logprobs_and_entropy``,
 ``behaviour_logprobs``, ``sync``, ``model``): :func:`~trainers.build.build_policy` makes the LLM one
@@ -33,14 +33,15 @@ import torch
 from agents.contract import TrainablePolicy
 from trainers import distributed, stop_request
 from trainers.build import build_policy, env_fns, make_teacher, resolve_device, shared_model, warm_start
-from trainers.collector import Rollout, Rollouts, check_rollout_streams
 from trainers.config import TrainConfig, lr_warning
-from trainers.credit import Credit, CreditAssigner
-from trainers.evaluator import Evaluator
-from trainers.records import RunRecorder, engine_metrics, train_record
-from trainers.run_checkpoints import RunCheckpoints, load_weights, save_weights
-from trainers.sections import credit_section, eval_section, rollout_section, run_section, update_section
-from trainers.updater import Updater
+from trainers.loop.collector import Rollout, Rollouts, check_rollout_streams
+from trainers.loop.credit import Credit, CreditAssigner
+from trainers.loop.evaluator import Evaluator
+from trainers.loop.sections import credit_section, eval_section, rollout_section, run_section, update_section
+from trainers.loop.train_record import engine_metrics, train_record
+from trainers.loop.updater import Updater
+from trainers.runs.records import RunRecorder
+from trainers.runs.run_checkpoints import RunCheckpoints, load_weights, save_weights
 
 __all__ = ["Trainer", "build_policy"]
 
@@ -131,20 +132,20 @@ class Trainer:
         return rec
 
     def rollout(self, iteration: int) -> Rollout:
-        """This iteration's training rollout (:meth:`trainers.collector.Rollouts.rollout`)."""
+        """This iteration's training rollout (:meth:`trainers.loop.collector.Rollouts.rollout`)."""
         return self.rollouts.rollout(iteration)
 
     def advantages(self, rollout: Rollout, iteration: int) -> Credit:
-        """The credit of ``rollout`` (:meth:`trainers.credit.CreditAssigner.assign`)."""
+        """The credit of ``rollout`` (:meth:`trainers.loop.credit.CreditAssigner.assign`)."""
         return self.credit.assign(rollout, iteration)
 
     def update(self, steps: Sequence[Any], advantages: np.ndarray, iteration: int, teach: Any = None) -> dict[str, float]:
-        """PPO-clip epochs over ``steps`` (:meth:`trainers.updater.Updater.update`)."""
+        """PPO-clip epochs over ``steps`` (:meth:`trainers.loop.updater.Updater.update`)."""
         return self.updater.update(steps, advantages, iteration, teach)
 
     def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
                  policy: Any = None) -> dict[str, Any]:
-        """The eval record of ``split`` (:meth:`trainers.evaluator.Evaluator.evaluate`)."""
+        """The eval record of ``split`` (:meth:`trainers.loop.evaluator.Evaluator.evaluate`)."""
         return self.evaluator.evaluate(iteration, split, episodes, kind, policy)
 
     # ------------------------------------------------------------------ iteration 0
@@ -178,7 +179,7 @@ class Trainer:
         return save_weights(self.model, path)
 
     def save(self, iteration: int) -> Path | None:
-        """Write a checkpoint (:meth:`trainers.run_checkpoints.RunCheckpoints.save`)."""
+        """Write a checkpoint (:meth:`trainers.runs.run_checkpoints.RunCheckpoints.save`)."""
         return self.checkpoints.save(iteration, self.history, self.recorder.manifest)
 
     def resume(self, where: str) -> int:
@@ -190,7 +191,7 @@ class Trainer:
     def train(self, resume: str | None = None, overwrite: bool = False, run_lock: Any = None) -> Path:
         """Run (or continue) the configured iterations; returns the report's path.
 
-        The run owns ``cfg.output_dir`` (:func:`trainers.run_dir.claim_run_dir`): a fresh run
+        The run owns ``cfg.output_dir`` (:func:`trainers.runs.run_dir.claim_run_dir`): a fresh run
         refuses a directory holding an earlier run unless ``overwrite``, and a second process on
         the same directory is refused. ``run_lock``: a lock the caller already took.
         """

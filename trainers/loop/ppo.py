@@ -1,13 +1,13 @@
 """The PPO-clip update over an iteration's recorded steps: one function, read top to bottom.
 
 :func:`ppo_update` runs the epochs and mini-batches of one iteration: per mini-batch, forward
-passes in micro-batches, the clipped loss (:func:`trainers.losses.ppo_clip_loss`) weighted so that
+passes in micro-batches, the clipped loss (:func:`trainers.loop.losses.ppo_clip_loss`) weighted so that
 the mini-batch's loss is its token-weighted mean, backward, gradient clipping, one AdamW step.
 Everything that several processes change (sums over ranks, the gradient all-reduce of replicated
 weights, the lockstep padding of sharded ones) sits behind a :class:`Comm`
 (:func:`comm_for`): with one process every call is the identity.
 
-What feeds it (:meth:`trainers.updater.Updater.update`): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
+What feeds it (:meth:`trainers.loop.updater.Updater.update`): one :class:`UpdateBatch` -- the chosen steps' policy outputs,
 their old and reference log-probs, advantages (the invalid-action penalty already paid, see
 :func:`trainers.advantages.penalized_advantages`), token weights (:func:`token_weights`)
 and token costs -- a :class:`PPOConfig` and a :class:`Learner` (forward passes and the optimizer).
@@ -24,7 +24,7 @@ import torch
 
 from agents.batching import chunks
 from trainers import distributed, stop_request
-from trainers.losses import ppo_clip_loss
+from trainers.loop.losses import ppo_clip_loss
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
@@ -123,13 +123,13 @@ class UpdateBatch:
     token_counts: list[int]
     token_weights: list[float]
     cost: list[int] = field(default_factory=list)
-    keys: list[tuple] = field(default_factory=list)
+    keys: list[tuple[Any, ...]] = field(default_factory=list)
     n_global: int = 0
     aux: AuxTerm | None = None
 
     @classmethod
     def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
-              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, cost: list[int], keys: list[tuple],
+              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, cost: list[int], keys: list[tuple[Any, ...]],
               n_global: int) -> "UpdateBatch":
         """The batch of the ``chosen`` steps (indices into ``step_traj``, every step's trajectory):
         token counts from ``old``, token weights by ``loss_agg``; ``cost`` / ``keys``:
@@ -218,8 +218,8 @@ class Comm:
     def sum(self, values: Sequence[float]) -> list[float]:
         return list(values)
 
-    def pad_micro_batches(self, micros: list[list[int] | None]) -> list[list[int] | None]:
-        return micros
+    def pad_micro_batches(self, micros: Sequence[list[int] | None]) -> list[list[int] | None]:
+        return list(micros)
 
     def after_backward(self, params: Sequence[torch.nn.Parameter]) -> None:
         pass
@@ -242,8 +242,8 @@ class ShardedComm(ReplicatedComm):
     def __init__(self, world_size: int) -> None:
         self.loss_scale = float(world_size)
 
-    def pad_micro_batches(self, micros: list[list[int] | None]) -> list[list[int] | None]:
-        return micros + [None] * (int(distributed.all_reduce_max([len(micros)])[0]) - len(micros))
+    def pad_micro_batches(self, micros: Sequence[list[int] | None]) -> list[list[int] | None]:
+        return [*micros, *[None] * (int(distributed.all_reduce_max([len(micros)])[0]) - len(micros))]
 
     def after_backward(self, params: Sequence[torch.nn.Parameter]) -> None:
         pass  # FSDP2 reduce-scatters the gradients itself
@@ -267,8 +267,8 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
     aux = batch.aux
     for _ in range(cfg.ppo_epochs):
         perm = torch.randperm(len(batch.outputs), generator=gen).tolist()
-        for part in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
-            part = part.tolist()
+        for chunk in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
+            part: list[int] = chunk.tolist()
             kd_part: list[int] = []
             if aux is not None:  # (the term routes some steps to its own loss, e.g. a privileged teacher)
                 part, kd_part = aux.split(part)
@@ -283,7 +283,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
             for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []:
                 if micro is None:  # padding: a zero-weight pass over any step
                     pad = learner.pad_forward()
-                    (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()
+                    (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
                     continue
                 stop_request.raise_if_requested()
                 new, ents = learner.forward([batch.outputs[j] for j in micro])
@@ -304,7 +304,7 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                 term = aux.micro_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale) if aux is not None else None
                 if term is not None:
                     loss = loss + term
-                loss.backward()
+                loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
                 for key in sums:  # pg_loss and kl are means under the token weights, the others token means
                     sums[key] += float(getattr(out, key)) * (w_sum if key in WEIGHTED else k)
                 tok_total += k

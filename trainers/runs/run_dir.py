@@ -46,12 +46,12 @@ import sys
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Mapping
 
-from trainers.run_files import LinkedPathError, open_nofollow, write_atomic
+from trainers.runs.run_files import LinkedPathError, open_nofollow, write_atomic
 from wrappers.errors import UserError
 
-__all__ = ["MANIFEST_NAME", "RUN_FILES", "RunDirError", "RunDirLock", "RunManifest", "claim_run_dir",
+__all__ = ["MANIFEST_NAME", "RUN_FILES", "RunDirError", "RunDirLock", "RunManifest", "RunSection", "claim_run_dir",
            "earlier_run_files"]
 
 #: What a run writes into its output directory (top-level names).
@@ -120,6 +120,31 @@ class RunDirLock:
 
     def __exit__(self, *exc: object) -> None:
         self.release()
+
+
+@dataclass(frozen=True)
+class RunSection:
+    """What the run dir's stages (:class:`trainers.runs.records.RunRecorder`,
+    :class:`trainers.runs.run_checkpoints.RunCheckpoints`) read.
+
+    Attributes:
+        output_dir: the run dir. iterations: the run's iterations (the bar, the console line).
+        trackers: where the records go beside ``metrics.jsonl`` (``tensorboard``, ``wandb``).
+        progress_bars: whether a bar is drawn.
+        seed: the run's seed (a checkpoint's env schedule). lora: whether only the adapter is saved.
+        config: the whole configuration as flat fields (what a checkpoint holds, what a resume
+            compares, what the provenance and the report read); a snapshot, not to be changed.
+        sections: the same in sections (``config.yaml``).
+    """
+
+    output_dir: str
+    iterations: int
+    trackers: tuple[str, ...]
+    progress_bars: bool
+    seed: int
+    lora: bool
+    config: Mapping[str, Any]
+    sections: Mapping[str, Any]
 
 
 @dataclass

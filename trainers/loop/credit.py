@@ -13,8 +13,8 @@ import numpy as np
 
 from trainers import seeds
 from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
-from trainers.rollout import Rollout
-from trainers.sections import CreditSection
+from trainers.loop.sections import CreditSection
+from trainers.rollouts.rollout import Rollout
 
 __all__ = ["Credit", "CreditAssigner"]
 

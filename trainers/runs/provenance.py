@@ -27,7 +27,7 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from trainers.run_files import open_nofollow
+from trainers.runs.run_files import open_nofollow
 
 __all__ = ["COMPUTE_FIELDS", "FILE_NAME", "append_end", "append_provenance", "compute_path", "git_state",
            "provenance_record", "read_provenance", "run_times", "utc_now"]

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trainers.advantages.registry import estimator as registered_estimator
-from trainers.run_files import write_atomic
+from trainers.runs.run_files import write_atomic
 from trainers.teacher_registry import label_of, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
 
@@ -201,7 +201,7 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     with its 95% bootstrap interval (None without two comparable evaluations).
 
     Raises:
-        trainers.evaluation.PanelMismatch: the two evaluations played different episodes.
+        trainers.rollouts.eval_episodes.PanelMismatch: the two evaluations played different episodes.
     """
     from trainers.statistics import paired_bootstrap_ci
 
@@ -210,7 +210,7 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     if not starts or len(evals) < 2 or evals[-1] is starts[0]:
         return None
     a, b = starts[0], evals[-1]
-    from trainers.evaluation import check_same_panel
+    from trainers.rollouts.eval_episodes import check_same_panel
 
     check_same_panel(a, b, f"the {kind} at iteration 0 and at iteration {b.get('iteration')}")
     out = {"split": a.get("eval/split"), "episodes": a.get("eval/episodes"), "start": a["eval/success"],
@@ -267,7 +267,7 @@ def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> li
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
-    from trainers.evaluation import PanelMismatch
+    from trainers.rollouts.eval_episodes import PanelMismatch
 
     try:
         g = rl_gain(records)

@@ -131,9 +131,9 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
       first stream plays, its rollouts when it is done; an error in it is raised here, and an
       error or interrupt here stops it.
 
-    Returns a :class:`trainers.rollout.Rollout` whose trajectories follow ``plan.episodes()``.
+    Returns a :class:`trainers.rollouts.rollout.Rollout` whose trajectories follow ``plan.episodes()``.
     """
-    from trainers.rollout import Rollout
+    from trainers.rollouts.rollout import Rollout
 
     if int(streams) < 1:
         raise ValueError(f"streams must be >= 1, got {streams}")
@@ -194,7 +194,7 @@ class _EvalLane:
 
     def play(self, indices: Sequence[int]) -> Any:
         """Play episodes ``indices`` of the plan (its trajectory ``j`` is episode ``indices[j]``)."""
-        from trainers.rollout import collect_rollout
+        from trainers.rollouts.rollout import collect_rollout
         from wrappers import GroupVectorEnv
 
         episodes = self.plan.episodes()

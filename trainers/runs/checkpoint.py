@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from trainers import stop_request
-from trainers.run_files import LinkedPathError, create_fresh, real_dir
+from trainers.runs.run_files import LinkedPathError, create_fresh, real_dir
 from wrappers.errors import UserError
 
 __all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checkpoint_files", "checksum_path", "latest_checkpoint",
