@@ -912,3 +912,48 @@ def test_a_config_yaml_whose_sections_cannot_be_read_is_not_the_checkpoints(tmp_
     sections["ppo"] = 3  # a section written as a scalar
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(sections))
     assert _same_config(tmp_path / "config.yaml", {"seed": cfg.seed}) is False
+
+
+@pytest.mark.parametrize("resumed_at", [None, 1])
+def test_a_wandb_run_gets_the_runs_config_dir_and_kept_id_and_its_id_file_is_listed(tmp_path, monkeypatch, resumed_at):
+    """The W&B path with stand-ins for W&B itself (the extra is optional): what the recorder hands
+    the settings and the logger."""
+    import trainers.runs.records as records
+    from trainers.config import TrainConfig
+
+    monkeypatch.setattr(TrainConfig, "_check_report_to", lambda self: None)  # W&B's extra need not be installed
+    seen: dict = {}
+
+    class Logger:
+        def __init__(self, run_dir, tensorboard, wandb, config, resume_after) -> None:
+            seen["logger"] = (run_dir, tensorboard, wandb, config, resume_after)
+            self.files = [run_dir / "metrics.jsonl"]
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(records, "wandb_run_id", lambda run_dir, resuming: (seen.update(id=(run_dir, resuming)), "id7")[1])
+    monkeypatch.setattr(records, "wandb_settings", lambda config, run_dir, run_id: (seen.update(settings=(config, run_dir, run_id)),
+                                                                                   {"mode": "offline"})[1])
+    monkeypatch.setattr(records, "MetricsLogger", Logger)
+    monkeypatch.setattr(records, "restore_for_resume", lambda *a: (None, None))
+    recorder, manifest, run = _recorder(tmp_path, report_to="wandb,tensorboard", tensorboard=True)
+    recorder.start(manifest, HISTORY[:1] if resumed_at else [], resumed_at)
+    config = config_for_tests(output_dir=str(run), report_to="wandb,tensorboard", tensorboard=True).to_dict()
+    assert seen["id"] == (run, resumed_at is not None)
+    assert seen["settings"] == (config, run, "id7")
+    assert seen["logger"] == (run, True, {"mode": "offline"}, config, resumed_at)
+    assert records.WANDB_ID_FILE in RunManifest.load(run).files
+    recorder.close()
+
+
+def test_without_wandb_the_logger_gets_no_wandb_settings(tmp_path, monkeypatch):
+    import trainers.runs.records as records
+
+    seen = []
+    real = records.MetricsLogger
+    monkeypatch.setattr(records, "MetricsLogger", lambda *a, **kw: (seen.append(kw), real(*a, **kw))[1])
+    recorder, manifest, run = _recorder(tmp_path, report_to="tensorboard", tensorboard=False)
+    recorder.start(manifest, [], None)
+    recorder.close()
+    assert seen[0]["wandb"] is None and seen[0]["tensorboard"] is False and records.WANDB_ID_FILE not in RunManifest.load(run).files

@@ -63,7 +63,7 @@ class RunCheckpoints:
         and the others return ``None`` once it is written)."""
         extra: dict[str, Any] = {}
         if self.dist.enabled:
-            if self.dist.strategy == "fsdp2":  # the full state gathered from the shards (FSDP2 runs need GPUs; no test runs it)
+            if self.dist.strategy == "fsdp2":  # the full state gathered from the shards (FSDP2 runs need GPUs; a test takes this path with a stand-in gather)
                 extra["model"], extra["optimizer"] = distributed.full_state_dicts(self.model, self.optimizer)
             rngs = distributed.gather_objects(capture_rng(), self.dist.world_size)
             if not self.dist.is_main:
