@@ -39,6 +39,8 @@ import os
 import re
 import shutil
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -510,8 +512,6 @@ def _hub_unreachable(endpoint: str, timeout: float = 3.0) -> str | None:
     Any HTTP answer, even an error status, counts as reachable; what stays is a refused or
     failed connection, a name that does not resolve, or no answer within ``timeout`` seconds.
     """
-    import urllib.error
-    import urllib.request
 
     request = urllib.request.Request(endpoint.rstrip("/") + "/api/models?limit=1", method="HEAD")
     try:

@@ -34,7 +34,7 @@ class ImportNameConflictError(ImportError):
 def _owner(name: str) -> tuple[str, str]:
     """(who installs the top-level ``name`` besides progpo, how to get rid of it), for the message."""
     try:
-        from importlib.metadata import packages_distributions
+        from importlib.metadata import packages_distributions  # the error path only: the guard runs on every import
 
         dists = sorted(set(packages_distributions().get(name, [])) - {"progpo"})
     except Exception:  # noqa: BLE001 - only decorates the message

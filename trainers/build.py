@@ -3,6 +3,7 @@ LLM policy, the env factories, the model shared over processes, the teacher, the
 warm start."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
 import torch
@@ -103,7 +104,6 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
     """Behaviour cloning (``warm_start: bc``) of ``cfg`` from an expert that reads only what the agent
     reads (ALFWorld: the searching expert; WebShop: the instruction-following shopper); returns
     the ``init`` record."""
-    import time
 
     import numpy as np
 

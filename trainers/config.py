@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import difflib
+import importlib.util
 import math
 import re
 import sys
@@ -117,7 +119,6 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
     >>> flatten_sections({"advantage": {"estimator": "gigpo"}, "tree": {"branches": 2}, "seed": 3})
     {'estimator': 'gigpo', 'tree_branches': 2, 'seed': 3}
     """
-    import difflib
 
     out: dict[str, Any] = {}
     flat_sectioned: list[str] = []
@@ -564,7 +565,6 @@ class TrainConfig:
         if "none" in items and len(items) > 1:
             raise ConfigError(f"report_to none reports to nothing else; got {self.report_to!r}")
         if "wandb" in items:
-            import importlib.util
 
             if importlib.util.find_spec("wandb") is None:
                 raise ConfigError("report_to wandb needs Weights & Biases: pip install 'progpo[wandb]' (or drop wandb "
@@ -829,8 +829,6 @@ class _Parser(argparse.ArgumentParser):
     suggested (``--estimater`` -> ``--estimator``), instead of the whole usage of 100 flags."""
 
     def error(self, message: str) -> NoReturn:
-        import difflib
-        import re
 
         hint = ""
         unknown = re.match(r"unrecognized arguments: (\S+)", message)

@@ -24,8 +24,12 @@ have not seen.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import gc
+import multiprocessing
 import pickle
+import signal
+import sys
 from typing import Any, Callable, Sequence
 
 from trainers import stop_request
@@ -39,7 +43,6 @@ Job = Callable[[Callable[[int], None]], Any]
 
 def can_fork() -> bool:
     """Whether this platform starts processes by ``fork`` (Linux, macOS; not Windows)."""
-    import multiprocessing
 
     return "fork" in multiprocessing.get_all_start_methods()
 
@@ -56,7 +59,6 @@ def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None
     process leaves the signal handlers of this one behind (a signal ends it) and, on Linux,
     ends when this process dies.
     """
-    import multiprocessing
 
     import torch
 
@@ -160,7 +162,6 @@ def _ended_early(who: str, exitcode: int | None) -> BaseException:
     >>> print(_ended_early("stream 1", -9))
     stream 1 was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use fewer streams (--eval-streams, --rollout-streams) or free memory
     """
-    import signal
 
     if exitcode == -signal.SIGINT:
         return KeyboardInterrupt()
@@ -174,7 +175,6 @@ def _ended_early(who: str, exitcode: int | None) -> BaseException:
 
 def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
     """What a forked process runs: ``job``, its step counts and then its result or error sent down ``conn``."""
-    import signal
 
     import torch
 
@@ -218,9 +218,6 @@ def _collector_off() -> Any:
 def _end_with_parent() -> None:
     """Ask Linux to kill this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``); elsewhere
     a share whose parent died ends at its next message (a broken pipe)."""
-    import ctypes
-    import signal
-    import sys
 
     if sys.platform.startswith("linux"):
         with contextlib.suppress(OSError, AttributeError):

@@ -6,6 +6,7 @@ saved policy (:mod:`trainers.cli.evaluate`, :mod:`trainers.cli.export`) go throu
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,7 +64,6 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
 def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> SavedPolicy:
     """Load the policy saved at ``path`` on ``device`` (``overrides``: config fields replaced, e.g.
     ``output_dir``). A checkpoint that does not fit its own config's model raises one line."""
-    import dataclasses
 
     import torch
 

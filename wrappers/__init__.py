@@ -18,6 +18,7 @@ Example:
 """
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
 #: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _SOURCES:
-        import importlib
 
         value = getattr(importlib.import_module(f"wrappers.{_SOURCES[name]}"), name)
         globals()[name] = value  # later lookups skip this function

@@ -40,6 +40,7 @@ Example (needs vLLM):
 # Over 500 lines: vLLM in process and as a server, on CUDA and on the CPU, with weight sync and sleep mode.
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -369,7 +370,6 @@ class VLLMBackend:
         vLLM receives plain checkpoint names.
         """
         if hasattr(model, "merge_and_unload") and hasattr(model, "get_base_model"):
-            import copy
 
             model = copy.deepcopy(model).merge_and_unload()
         for name, tensor in model.state_dict().items():

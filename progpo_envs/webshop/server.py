@@ -35,6 +35,7 @@ from __future__ import annotations
 import json
 import secrets
 import threading
+from html import escape
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
@@ -211,7 +212,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(body)
 
     def _error(self, status: int, message: str) -> None:
-        from html import escape
 
         body = (f"<!DOCTYPE html><html><head>{STATUS_META.format(status=int(status))}</head>"
                 f"<body><h1>{int(status)}</h1><p>{escape(message)}</p></body></html>")

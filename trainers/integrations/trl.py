@@ -62,7 +62,9 @@ with TRL's vLLM engine (see ``examples/trl_grpo_alfworld.py``).
 # together.
 from __future__ import annotations
 
+import importlib.metadata as md
 import math
+import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -365,7 +367,6 @@ def generation_hook(trainer: Any) -> Callable[..., Any]:
     """``trainer._generate_single_turn``, TRL's own (private) generation path, or one clear error."""
     hook = getattr(trainer, "_generate_single_turn", None)
     if not callable(hook):
-        import importlib.metadata as md
 
         try:
             version = md.version("trl")
@@ -484,7 +485,6 @@ def expert_warm_start(model: Any, tokenizer: Any, rollout: Any, *, episodes: int
     answer in format, so rewards and advantages differ within a group from the first step.
     Returns ``{"loss_first", "loss_last", "episodes", "expert_wins"}``.
     """
-    import random
 
     import torch
 

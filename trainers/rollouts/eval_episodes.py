@@ -18,6 +18,8 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import queue
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -54,8 +56,6 @@ class EvalPlan:
         >>> a.panel() == EvalPlan("valid", ("t1", "t2"), 2, seed=5).panel(), a.panel() == EvalPlan("valid", ("t1", "t2"), 2, seed=6).panel()
         (True, False)
         """
-        import hashlib
-        import json
 
         played = [[task, seeds.eval_task(self.seed, i)] for i, task in enumerate(self.episodes())]
         return hashlib.sha256(json.dumps([self.split, played]).encode("utf-8")).hexdigest()[:16]

@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import os
 import json
 import math
 import uuid
@@ -303,7 +304,6 @@ def wandb_settings(config: Mapping[str, Any], run_dir: str | Path, run_id: str |
     >>> wandb_settings({"lr": 0.1}, "/tmp/runs/demo", "abc")["name"], wandb_settings({}, "/tmp/runs/demo", "abc")["id"]
     ('/tmp/runs/demo', 'abc')
     """
-    import os
 
     out = {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": str(Path(run_dir).absolute()),
            "config": dict(config), "dir": str(run_dir)}

@@ -19,6 +19,7 @@ or compute path differ (``python -m trainers.lab --allow-mixed`` overrides it, l
 """
 from __future__ import annotations
 
+from importlib import metadata
 import datetime
 import json
 import platform
@@ -70,7 +71,6 @@ def _cpu_model() -> str:
 
 
 def _versions() -> dict[str, str | None]:
-    from importlib import metadata
 
     out: dict[str, str | None] = {"python": platform.python_version()}
     for name in ("torch", "transformers", "numpy"):

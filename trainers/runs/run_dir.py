@@ -37,6 +37,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 import contextlib
 import errno
 import json
@@ -83,7 +84,7 @@ class RunDirLock:
     """An exclusive advisory lock on ``<run_dir>/.lock`` (released on :meth:`release` or exit)."""
 
     def __init__(self, run_dir: Path) -> None:
-        import fcntl
+        import fcntl  # POSIX only: imported where the lock is taken, not where the module is read
 
         self.path = run_dir / LOCK_NAME
         try:  # a planted link at .lock is refused, never followed (the PID would land in its target)
@@ -246,7 +247,6 @@ def _first_json_record(path: Path, is_ours: Callable[[dict], bool] = lambda r: "
 
 def _config_written_by_a_run(path: Path) -> bool:
     """A ``config.yaml`` a run wrote lists (nearly) every :class:`TrainConfig` field; a user's lists a few."""
-    import dataclasses
 
     import yaml
 
