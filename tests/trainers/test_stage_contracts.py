@@ -686,7 +686,8 @@ def test_evaluation_streams_fork_only_for_a_model_on_the_cpu(monkeypatch):
 def test_an_evaluation_asks_for_each_splits_own_env_and_plays_it_with_the_runs_settings(monkeypatch):
     import trainers.loop.evaluator as evaluator
 
-    ev, cfg, fn = _evaluator(eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True)
+    ev, cfg, fn = _evaluator(eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True,
+                             state_key="exact")
     asked, played, metrics, bars_made = [], [], [], []
     split_env_fn, run_eval, rollout_metrics = ev.split_env_fn, evaluator.run_eval, evaluator.rollout_metrics
     monkeypatch.setattr(ev, "split_env_fn", lambda split: (asked.append(split), split_env_fn(split))[1])
@@ -723,7 +724,7 @@ def test_the_random_baseline_draws_with_the_runs_seed_at_its_iteration(monkeypat
 def test_with_several_processes_rank_0_evaluates_on_full_weights_and_the_others_wait(monkeypatch, rank):
     from contextlib import contextmanager
 
-    ev, cfg, _ = _evaluator(eval_episodes=2)
+    ev, cfg, _ = _evaluator(eval_episodes=2, distill="hindsight")
     ev.dist = distributed.DistInfo(rank=rank, world_size=2)
     events = []
 
@@ -735,12 +736,14 @@ def test_with_several_processes_rank_0_evaluates_on_full_weights_and_the_others_
 
     monkeypatch.setattr(distributed, "full_weights", full_weights)
     monkeypatch.setattr(distributed, "barrier", lambda: events.append("barrier"))
-    rec = ev.evaluate(5, split=cfg.splits[0], episodes=2, kind="final", policy=None)
+    rec = ev.evaluate(5, split=cfg.splits[0], episodes=3, kind="final", policy=None)
     assert events == [("gather", True, rank), "barrier", "release"]
     if rank:
         assert rec == {}
     else:
-        assert (rec["iteration"], rec["eval/split"], rec["eval/episodes"], rec["kind"]) == (5, cfg.splits[0], 2, "final")
+        assert (rec["iteration"], rec["eval/split"], rec["eval/episodes"], rec["kind"]) == (5, cfg.splits[0], 3, "final")
+        assert rec["distill"] == eval_section(cfg).teacher_label  # the run's own policy, trained with its teacher
+        assert "distill" not in ev.evaluate(5, episodes=2, policy=ev.policy)  # a caller's policy is not the run's
 
 
 # ----------------------------------------------------------------------------- several processes' checkpoints
@@ -754,12 +757,13 @@ def test_with_several_processes_rank_0_writes_every_ranks_rng_and_the_others_wri
     monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: None)  # rank 0 gathers
     assert other.save(2, HISTORY, None) is None and waits == [1]
     assert not (run / "checkpoints").exists()
-    monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: [obj, {"rank": 1}])
+    sizes = []
+    monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: (sizes.append(n), [obj, {"rank": 1}])[1])
     main = _checkpoints(run, dist=distributed.DistInfo(rank=0, world_size=2))
     path = main.save(2, HISTORY, manifest)
     data = load_checkpoint(path)
     assert data["distributed"]["world_size"] == 2 and data["distributed"]["rng"][1] == {"rank": 1}
-    assert set(data["distributed"]["rng"][0]) == set(data["rng"]) and waits == [1, 1]
+    assert set(data["distributed"]["rng"][0]) == set(data["rng"]) and waits == [1, 1] and sizes == [2]
 
 
 def test_each_rank_resumes_its_own_rng_stream(tmp_path, monkeypatch):
@@ -876,8 +880,9 @@ def test_the_history_in_metrics_jsonl_is_compared_whatever_the_order_of_its_keys
     run, manifest, ck, path = _saved_run(tmp_path)
     data = load_checkpoint(path)
     data.pop("run_id")
+    data["history"] = [dict(reversed(list(r.items()))) for r in HISTORY]  # keys in no sorted order
     d = _dir_without_ids(tmp_path, None, None)
-    (d / "metrics.jsonl").write_text("".join(json.dumps(dict(reversed(list(r.items())))) + "\n" for r in HISTORY))
+    (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in HISTORY))
     _checkpoints(d).check_owner(path, data)
 
 
@@ -957,3 +962,25 @@ def test_without_wandb_the_logger_gets_no_wandb_settings(tmp_path, monkeypatch):
     recorder.start(manifest, [], None)
     recorder.close()
     assert seen[0]["wandb"] is None and seen[0]["tensorboard"] is False and records.WANDB_ID_FILE not in RunManifest.load(run).files
+
+
+def test_a_checkpoint_that_kept_no_config_resumes_under_the_values_it_implies(tmp_path):
+    """A checkpoint without its config (as a foreign tool might write it) is compared with what a
+    missing field means (its earlier value, else its default): a run on those resumes it, another
+    config is refused by name."""
+    from trainers.config import EARLIER_VALUES, TrainConfig
+    from trainers.runs.run_checkpoints import RunCheckpoints
+
+    run, manifest, ck, path = _saved_run(tmp_path)
+    data = load_checkpoint(path)
+    data.pop("config")
+    data.pop("run_id")
+    bare = save_checkpoint(run, 3, data)
+    model = torch.nn.Linear(3, 2)
+    implied = TrainConfig(output_dir=str(run), **EARLIER_VALUES)
+    default = RunCheckpoints(run_section(implied), model, torch.optim.AdamW(model.parameters()), MAIN)
+    assert default.resume(str(bare))[0] == HISTORY
+    with pytest.raises(CheckpointError, match=r"\(lr differ\)"):
+        RunCheckpoints(run_section(TrainConfig(output_dir=str(run), lr=0.5, **EARLIER_VALUES)), model,
+                       torch.optim.AdamW(model.parameters()), MAIN).resume(str(bare))
+

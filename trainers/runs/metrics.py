@@ -10,9 +10,9 @@
 """
 from __future__ import annotations
 
-import os
 import json
 import math
+import os
 import uuid
 from collections import defaultdict
 from pathlib import Path

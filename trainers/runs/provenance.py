@@ -19,12 +19,12 @@ or compute path differ (``python -m trainers.lab --allow-mixed`` overrides it, l
 """
 from __future__ import annotations
 
-from importlib import metadata
 import datetime
 import json
 import platform
 import socket
 import subprocess
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Mapping
 

@@ -15,9 +15,9 @@ from typing import Any, Sequence
 
 from trainers.runs.console import bars_shown, iteration_line, progress_bar
 from trainers.runs.metrics import WANDB_ID_FILE, MetricsLogger, restore_for_resume, wandb_run_id, wandb_settings
-from trainers.runs.summary import write_report
 from trainers.runs.run_dir import RunManifest, RunSection
 from trainers.runs.run_files import open_nofollow, write_atomic
+from trainers.runs.summary import write_report
 
 __all__ = ["RunRecorder"]
 

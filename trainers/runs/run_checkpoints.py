@@ -16,6 +16,7 @@ from typing import Any
 import torch
 
 from trainers import distributed, seeds
+from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
 from trainers.runs.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,
@@ -30,7 +31,6 @@ from trainers.runs.checkpoint import (
     save_weights,
     trainable_state,
 )
-from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
 from trainers.runs.metrics import read_metrics
 from trainers.runs.run_dir import RunDirLock, RunManifest, RunSection, claim_run_dir, earlier_run_files
 
@@ -109,13 +109,13 @@ class RunCheckpoints:
             raise CheckpointError(f"checkpoint {path} was written by {saved_world} process(es); resume it with "
                                   f"{saved_world} (this run has {self.dist.world_size})")
         try:
-            self._load_state(path, data)
+            self._load_state(data)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
             raise CheckpointError(f"checkpoint {path} does not match this model/optimizer "
                                   f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
         return list(data["history"]), int(data["iteration"]) + 1
 
-    def _load_state(self, path: Path, data: dict[str, Any]) -> None:
+    def _load_state(self, data: dict[str, Any]) -> None:
         load_trainable_state(self.model, data["model"], self.cfg.lora)
         if self.teacher is not None and data.get("teacher_ema") is not None:
             self.teacher.ensure_ema().load_state_dict(data["teacher_ema"])

@@ -37,8 +37,8 @@ Example:
 """
 from __future__ import annotations
 
-import dataclasses
 import contextlib
+import dataclasses
 import errno
 import json
 import os
