@@ -239,3 +239,86 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
                                config="configs/credit_lab.yaml"), pure_only, wall_s=0.0)
     _assert_well_formed(text)
     assert "### Pure RL remedies" in text and "### Labelled tracks" not in text and "## Labelled tracks" not in text
+
+
+# ----------------------------------------------------------------------------- the plot
+def _figure(monkeypatch, tmp_path, args, entries):
+    """The figure ``report.plot`` draws, kept from its close (it is written to a PNG too)."""
+    import matplotlib.pyplot as plt
+
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)
+    report.plot(args, entries, tmp_path / "curves.png")
+    assert (tmp_path / "curves.png").stat().st_size > 0
+    return kept[0]
+
+
+PANELS = [("held-out eval success", "eval", "eval/success"), ("train success", "train", "train/success"),
+          ("all-failed fraction", "train", "all_failed_fraction"), ("coverage rate", "train", "coverage_rate"),
+          ("repeated-action rate", "train", "repeat_rate")]
+
+
+def test_each_panel_draws_every_methods_mean_over_seeds_with_its_interval(monkeypatch, tmp_path):
+    from trainers.statistics import mean_ci
+
+    entries = GIGPO + PROGPO
+    fig = _figure(monkeypatch, tmp_path, _args(methods=["gigpo", "progpo-gigpo", "grpo"]), entries)
+    axes = fig.axes
+    order = [0, 1, 3, 4, 5]  # the grid's panels in drawing order; axes[2] is the (empty) forest panel
+    assert [axes[k].get_title() for k in order] == [t for t, _, _ in PANELS]
+    assert not axes[2].axison  # no lab block: no forest panel
+    width = 0.8 * min(1.0, 3.0 / 2)
+    for k, (title, part, key) in zip(order, PANELS):
+        ax = axes[k]
+        assert ax.get_xlabel() == "iteration" and ax.get_ylim() == (-0.05, 1.05)
+        if part == "eval":  # points with error bars: the label is the container's
+            drawn = [(c.get_label(), c.lines[0]) for c in ax.containers]
+        else:
+            drawn = [(ln.get_label(), ln) for ln in ax.get_lines()]
+        assert [name for name, _ in drawn] == ["gigpo", "progpo-gigpo"]  # grpo has no runs: not drawn
+        lines = [ln for _, ln in drawn]
+        for i, (ln, runs) in enumerate(zip(lines, (GIGPO, PROGPO))):
+            rows = [[r[key] for r in e[part]] for e in runs]
+            mean, half = mean_ci(np.asarray(rows, dtype=float))
+            xs = np.array([r["iteration"] for r in runs[0][part]], dtype=float)
+            np.testing.assert_allclose(ln.get_ydata(), mean)
+            np.testing.assert_allclose(ln.get_xdata(), xs + ((i - 0.5) * width if part == "eval" else 0.0))
+            assert ln.get_linestyle() == "-"
+        if part == "train":  # a band per method around its mean, the interval's half-width either side
+            bands = ax.collections
+            assert len(bands) == 2 and all(abs(b.get_alpha() - 0.15) < 1e-9 for b in bands)
+            rows = [[r[key] for r in e[part]] for e in GIGPO]
+            mean, half = mean_ci(np.asarray(rows, dtype=float))
+            ys = bands[0].get_paths()[0].vertices[:, 1]
+            assert np.isclose(ys.max(), (mean + half).max()) and np.isclose(ys.min(), (mean - half).min())
+    assert lines[0].get_color() != lines[1].get_color()
+    legend = fig.legends[0]
+    assert [t.get_text() for t in legend.get_texts()] == ["gigpo", "progpo-gigpo"]
+    assert fig._suptitle.get_text() == "toy.yaml, state key canonical: mean and 95% CI over seeds [0, 1]"
+
+
+def test_the_forest_panel_shows_each_methods_paired_difference_from_gigpo_and_labels_teachers(monkeypatch, tmp_path):
+    from trainers.lab.analysis import final_success, paired
+
+    entries = _lab_block()
+    methods = ["grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "gigpo+privileged"]
+    fig = _figure(monkeypatch, tmp_path, _args(lab="alfworld", methods=methods, seeds=[0, 1, 2]), entries)
+    forest = fig.axes[2]
+    assert forest.axison and forest.get_title().startswith("final held-out success - gigpo")
+    by = {m: [e for e in entries if e["method"] == m] for m in methods}
+    rows = ["grpo", "progpo-gigpo", "planpo", "progpo-planpo", "gigpo+privileged"]  # pure first, labelled below
+    points = [ln for ln in forest.get_lines() if ln.get_marker() == "o"]
+    assert len(points) == len(rows)
+    for y, (m, ln) in enumerate(zip(rows, points)):
+        d = paired(by, m, "gigpo", final_success)
+        assert ln.get_xdata()[0] == pytest.approx(d["mean"]) and ln.get_ydata()[0] == -y
+    ticks = [t.get_text() for t in forest.get_yticklabels()]
+    assert ticks[0] == "grpo (3)" and ticks[-1] == "gigpo+privileged [privileged] (3)"
+    vertical = [ln for ln in forest.get_lines() if list(ln.get_xdata()) == [0.0, 0.0]]
+    rule = [ln for ln in forest.get_lines() if list(ln.get_ydata()) == [-3.5, -3.5]]
+    assert vertical and rule  # zero marked; the labelled track set apart below the pure ones
+    teacher = [ln for ln in fig.axes[1].get_lines() if ln.get_label().startswith("gigpo+privileged")][0]
+    assert teacher.get_linestyle() == "--" and teacher.get_label() == "gigpo+privileged [privileged (not pure RL)]"
+    assert len(fig.legends[0].get_texts()) == len(methods)
+    bands = fig.axes[1].collections
+    assert len(bands) == len(methods) and all(abs(b.get_alpha() - 0.05) < 1e-9 for b in bands)  # many methods: fainter
