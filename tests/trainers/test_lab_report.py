@@ -322,3 +322,63 @@ def test_the_forest_panel_shows_each_methods_paired_difference_from_gigpo_and_la
     assert len(fig.legends[0].get_texts()) == len(methods)
     bands = fig.axes[1].collections
     assert len(bands) == len(methods) and all(abs(b.get_alpha() - 0.05) < 1e-9 for b in bands)  # many methods: fainter
+
+
+# ----------------------------------------------------------------------------- the header's lines
+def _with_provenance(entries: list[dict], commits: list[str | None], starts: list[str | None]) -> list[dict]:
+    out = []
+    for e, commit, start in zip(entries, commits, starts):
+        e = dict(e)
+        if commit is not None:
+            e["provenance"] = {"commit": commit, "compute": {"device": "cpu"}, **({"started": start} if start else {})}
+        out.append(e)
+    return out
+
+
+def test_a_registered_blocks_header_gives_its_commit_time_and_its_first_and_last_starts():
+    entries = _with_provenance(GIGPO + PROGPO, ["c0ffee"] * 4,
+                               ["2026-12-06T17:00:00Z", None, "2026-12-06T16:50:00Z", "2026-12-06T18:30:00Z"])
+    reg = ("0123456789abcdef0123", "2026-12-06T16:41:15Z")
+    lines = report.report(_args(registration=reg), entries, wall_s=1.0).splitlines()
+    assert ("Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its first run started "
+            "2026-12-06T16:50:00Z and its last 2026-12-06T18:30:00Z (3 of 4 runs record a start).") in lines
+    assert "Provenance: every run on commit c0ffee, compute path {\"device\": \"cpu\"}." in lines
+    no_starts = report.report(_args(registration=reg), _with_provenance(GIGPO, ["c0ffee"] * 2, [None, None]), 1.0)
+    assert ("Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its runs record no start time "
+            "(run before start times were recorded).") in no_starts.splitlines()
+    assert "Registration:" not in report.report(_args(), entries, wall_s=1.0)  # not a registered block
+
+
+def test_the_provenance_line_reads_the_first_runs_record():
+    first_bare = _with_provenance(GIGPO + PROGPO, [None, "c0ffee", "c0ffee", "c0ffee"], [None] * 4)
+    assert "Provenance: not recorded" in report.report(_args(), first_bare, wall_s=1.0)
+    first_other = _with_provenance(GIGPO + PROGPO, ["aaaa", "bbbb", "bbbb", "bbbb"], [None] * 4)
+    assert "Provenance: every run on commit aaaa," in report.report(_args(), first_other, wall_s=1.0)
+
+
+def test_the_header_counts_the_episodes_an_iteration_plays_and_the_first_evaluations_size():
+    entries = [dict(e, config={"num_groups": 4}) for e in GIGPO + PROGPO]  # no group size recorded
+    for e in entries:
+        e["eval"] = [dict(e["eval"][0], **{"eval/episodes": 8}), dict(e["eval"][1], **{"eval/episodes": 16})]
+    line = report.report(_args(), entries, wall_s=1.0).splitlines()[2]
+    assert "6 iterations x 0 episodes; eval on 8 held-out episodes" in line
+
+
+def test_the_on_off_rows_give_final_and_auc_differences_and_the_pooled_row():
+    def diff(mean: float, lo: float, hi: float) -> dict:
+        return {"seeds": [0, 1, 2], "mean": mean, "lo": lo, "hi": hi, "p": 0.01}
+
+    res = {"pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.1, 0.02, 0.18), "p": 0.02}],
+           "pooled": diff(0.1, 0.02, 0.18)}
+    res_auc = {"pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.05, -0.01, 0.11), "p": 0.09}],
+               "pooled": diff(0.05, -0.01, 0.11)}
+    lines = report._on_off_lines(res, res_auc, preregistered=True)
+    assert "| progpo-gigpo | gigpo | 3 | +0.100 [+0.020, +0.180] | 0.020 (Holm 0.020) | +0.050 [-0.010, +0.110] | 0.090 |" in lines
+    assert "| **pooled over the 1 bases** | | 3 | +0.100 [+0.020, +0.180] | 0.010 | +0.050 [-0.010, +0.110] | 0.010 |" in lines
+
+
+@pytest.mark.parametrize("p_holm, bold", [(0.05, False), (0.0499, True)])
+def test_a_holm_adjusted_p_is_bold_only_below_alpha(p_holm, bold):
+    row = {"method": "planpo", "seeds": 8, "diff": None, "p": 0.01, "p_holm": p_holm}
+    last = report._multiplicity_lines([row], "Against gigpo")[-1]
+    assert last == f"| planpo | 8 | - | 0.010 | {'**' if bold else ''}{p_holm:.3f}{'**' if bold else ''} |"
