@@ -382,3 +382,34 @@ def test_a_holm_adjusted_p_is_bold_only_below_alpha(p_holm, bold):
     row = {"method": "planpo", "seeds": 8, "diff": None, "p": 0.01, "p_holm": p_holm}
     last = report._multiplicity_lines([row], "Against gigpo")[-1]
     assert last == f"| planpo | 8 | - | 0.010 | {'**' if bold else ''}{p_holm:.3f}{'**' if bold else ''} |"
+
+
+def test_the_forest_panel_colours_each_kind_of_method_and_draws_each_interval(monkeypatch, tmp_path):
+    """ProGPO's rows blue, labelled (privileged) tracks grey, the rest black; each point's
+    horizontal bar spans its 95% interval; zero is a red line; no rule without a labelled track."""
+    from matplotlib.colors import to_rgba
+
+    from trainers.lab.analysis import final_success, paired
+
+    entries = _lab_block()
+    methods = ["grpo", "gigpo", "progpo-gigpo", "gigpo+privileged"]
+    fig = _figure(monkeypatch, tmp_path, _args(lab="alfworld", methods=methods, seeds=[0, 1, 2]), entries)
+    forest = fig.axes[2]
+    by = {m: [e for e in entries if e["method"] == m] for m in methods}
+    rows = ["grpo", "progpo-gigpo", "gigpo+privileged"]
+    containers = forest.containers
+    assert len(containers) == len(rows)
+    for y, (m, c) in enumerate(zip(rows, containers)):
+        d = paired(by, m, "gigpo", final_success)
+        point = c.lines[0]
+        expected = {"grpo": "black", "progpo-gigpo": "tab:blue", "gigpo+privileged": "tab:gray"}[m]
+        assert to_rgba(point.get_color()) == to_rgba(expected)
+        (bar,) = c.lines[2]  # the horizontal interval
+        (x0, y0), (x1, _) = bar.get_segments()[0]
+        assert (x0, x1) == (pytest.approx(d["mean"] - d["half"]), pytest.approx(d["mean"] + d["half"])) and y0 == -y
+    assert list(forest.get_yticks()) == [0, -1, -2]
+    zero = [ln for ln in forest.get_lines() if list(ln.get_xdata()) == [0.0, 0.0]][0]
+    assert to_rgba(zero.get_color()) == to_rgba("tab:red")
+    pure_only = _figure(monkeypatch, tmp_path, _args(lab="alfworld", methods=["grpo", "gigpo", "progpo-gigpo"],
+                                                     seeds=[0, 1, 2]), entries).axes[2]
+    assert not [ln for ln in pure_only.get_lines() if list(ln.get_ydata()) == [-1.5, -1.5]]  # no labelled track: no rule
