@@ -20,7 +20,8 @@ lint:
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "ruff==0.17.6"
 	$(PYTHON) -m ruff check .
 
-# mypy: strict on wrappers/, trainers/advantages/ and the loop's stages (config: pyproject.toml [tool.mypy])
+# mypy: the wrappers, the trainer and the agents, strict on wrappers/, trainers/advantages/ and the loop's stages
+# (config: pyproject.toml [tool.mypy])
 typecheck: install
 	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "mypy==2.4.1"
 	$(PYTHON) -m mypy

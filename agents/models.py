@@ -441,7 +441,7 @@ def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) 
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     tok.padding_side = "left"
-    return model.to(device).eval(), tok
+    return model.to(device).eval(), tok  # type: ignore[arg-type]  # transformers types to() through a decorator that hides its device argument
 
 
 _TINY_HEAD_DIM = 32
@@ -607,8 +607,9 @@ def load_model(
         return _load_smollm2(dtype, device)
     if spec is not None:
         return make_tiny_model(**spec, dtype=dtype, device=device)
-    if random_spec(key) is not None:
-        return make_tiny_model(**random_spec(key), dtype=dtype, device=device)
+    drawn = random_spec(key)
+    if drawn is not None:
+        return make_tiny_model(**drawn, dtype=dtype, device=device)
     path = Path(key).expanduser()
     if not path.is_dir():
         if not is_hub_name(key):

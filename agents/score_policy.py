@@ -21,7 +21,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -135,7 +135,7 @@ class ScorePolicy(LLMPolicy):
         for i, key in enumerate(keys):
             first.setdefault(key, i)
         unique = list(first.values())
-        score = packed_candidate_logprobs
+        score: Callable[..., list[list[torch.Tensor]]] = packed_candidate_logprobs
         if self.options.packing == "tree":
             error = tree_attention_error(self.model)
             if error:

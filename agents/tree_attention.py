@@ -258,7 +258,7 @@ def _row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: _C
                                              enable_gqa=k.shape[0] != heads)
         parts.append(out.transpose(1, 2).reshape(groups * width, heads, dim))
     kept = torch.cat(parts)[layout.row_take]
-    return q.new_zeros(n, heads, dim).index_copy(0, layout.rows, kept)[None]
+    return q.new_zeros(n, heads, dim).index_copy(0, layout.rows, kept)[None]  # type: ignore[arg-type]  # a chunked layout on this path has its rows (the caller checks)
 
 
 def _no_mask(*args: Any, **kwargs: Any) -> None:
@@ -416,7 +416,8 @@ def _passes(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], 
     tokens each (a prompt's prefix shared with the previous prompt counts once)."""
     passes: list[list[int]] = []
     current: list[int] = []
-    used, prev = 0, ()
+    used = 0
+    prev: tuple[int, ...] = ()
     for i in order:
         prompt, cands = tuple(decisions[i][0]), decisions[i][1]
         k = _common_prefix(prompt, prev)

@@ -226,7 +226,8 @@ def full_weights(model: torch.nn.Module, info: DistInfo) -> Iterator[None]:
     if info.strategy != "fsdp2" or not info.enabled:
         yield
         return
-    modules = [m for m in model.modules() if hasattr(m, "unshard") and hasattr(m, "set_reshard_after_forward")]
+    # FSDP2's methods, looked up by name: a plain module has none of them
+    modules: list[Any] = [m for m in model.modules() if hasattr(m, "unshard") and hasattr(m, "set_reshard_after_forward")]
     for m in modules:
         m.set_reshard_after_forward(False)
     for m in modules:

@@ -115,7 +115,7 @@ def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any,
         from progpo_envs.webshop.canonical import canonicalize_webshop
 
         return canonicalize_webshop
-    from wrappers import default_canonicalizer
+    from wrappers.canonicalize import default_canonicalizer
 
     return default_canonicalizer
 
@@ -123,7 +123,8 @@ def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any,
 def make_env(name: str, split: str, max_steps: int, state_key: str = "canonical", **kwargs: Any) -> gym.Env:
     """Build one wrapped env (see module docs); ``state_key`` picks the canonicalizer
     (:func:`canonicalizer_for`), the one hook through which coverage and anchors get their key."""
-    from wrappers import CanonicalizeObservation, FirstVisitCoverage
+    from wrappers.canonicalize import CanonicalizeObservation
+    from wrappers.coverage import FirstVisitCoverage
 
     if name == "rooms":
         from progpo_envs.rooms import TextRoomsEnv

@@ -180,8 +180,8 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers (a training run's stop-and-save)
         signal.signal(sig, signal.SIG_DFL)
-    for sig in stop_request.held_signals():  # one that came during the fork ends this process now, as it would have
-        signal.raise_signal(sig)
+    for number in stop_request.held_signals():  # one that came during the fork ends this process now, as it would have
+        signal.raise_signal(number)
     _end_with_parent()
     torch.set_num_threads(threads)
     try:

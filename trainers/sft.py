@@ -58,7 +58,7 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
         ids = getattr(env.unwrapped, "task_ids", None)  # WebShop has none: its goal comes from the seed
         if ids is None and n_episodes is None:
             raise ValueError("collect_demos: this env lists no task ids; pass n_episodes (bc_episodes)")
-        n = len(ids) if n_episodes is None else int(n_episodes)
+        n = len(ids) if n_episodes is None and ids is not None else int(n_episodes)  # type: ignore[arg-type]  # one of the two is set, checked above
         demos: list[Demo] = []
         wins: list[bool] = []
         for e in range(n):
@@ -120,15 +120,15 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
             loss = -lps.mean()
             loss.backward()
         else:  # the same mean: each pass's sum of -log-probs, the gradients scaled by the count at the end
-            total, count = 0.0, 0
+            neg_sum, count = 0.0, 0
             for start in range(0, len(batch), micro_batch):
                 part = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch[start:start + micro_batch])])
                 (-part.sum()).backward()
-                total, count = total - float(part.detach().sum()), count + part.numel()
+                neg_sum, count = neg_sum - float(part.detach().sum()), count + part.numel()
             for p in params:
                 if p.grad is not None:
                     p.grad.div_(max(count, 1))
-            loss = torch.tensor(total / max(count, 1))
+            loss = torch.tensor(neg_sum / max(count, 1))
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()

@@ -117,7 +117,7 @@ def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m, half
 
 
-def paired_bootstrap_ci(start: Sequence[float], end: Sequence[float], n_boot: int = 10_000, seed: int = 0,
+def paired_bootstrap_ci(start: Sequence[float] | np.ndarray, end: Sequence[float] | np.ndarray, n_boot: int = 10_000, seed: int = 0,
                         alpha: float = 0.05) -> tuple[float, float, float]:
     """(mean(end - start), lower, upper): percentile bootstrap over paired episodes.
 

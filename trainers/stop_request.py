@@ -117,5 +117,5 @@ def signals_held() -> Iterator[None]:
             signal.signal(sig, handler)
         held = sorted(set(_held))
         _held.clear()
-        for sig in held:
-            signal.raise_signal(sig)
+        for number in held:
+            signal.raise_signal(number)

@@ -150,7 +150,7 @@ class PrivilegedTargets:
 
         if learner.distributions is None:
             raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
-        total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr]  # a routed step always has its weights
+        total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr, misc]  # a routed step always has its weights (Optional in the list type)
         if total_w <= 0:
             return
         for micro in micro_batches(routed, batch.cost, cfg, batch.keys or None):

@@ -195,7 +195,7 @@ class _EvalLane:
     def play(self, indices: Sequence[int]) -> Any:
         """Play episodes ``indices`` of the plan (its trajectory ``j`` is episode ``indices[j]``)."""
         from trainers.rollouts.rollout import collect_rollout
-        from wrappers import GroupVectorEnv
+        from wrappers.group import GroupVectorEnv
 
         episodes = self.plan.episodes()
         chunk = [episodes[i] for i in indices]

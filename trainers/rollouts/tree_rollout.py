@@ -100,8 +100,11 @@ class TreeConfig:
 class PartialTrajectory(Protocol):
     """What a scorer reads of a branch: its first-visit flags and actions so far."""
 
-    first_visits: list[bool]
-    actions: list[str]
+    @property
+    def first_visits(self) -> list[bool]: ...
+
+    @property
+    def actions(self) -> list[str]: ...
 
 
 class Scorer(Protocol):
@@ -375,8 +378,8 @@ class _TreeCollector:
             for s in b.path:
                 if owner[s] < 0:
                     owner[s] = j
-        for s, j in zip(rollout.steps, owner):
-            s.traj = int(j)
+        for rec, leaf in zip(rollout.steps, owner):
+            rec.traj = int(leaf)
         rollout.rows = [(j, i) for j, b in enumerate(leaves) for i in b.path]
         rollout.tree_stats = {"rollout/decisions": float(len(rollout.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
                          "rollout/leaves": float(len(leaves)), "rollout/branches": float(self.counts.branches),

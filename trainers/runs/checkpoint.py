@@ -53,7 +53,7 @@ def capture_rng() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),  # type: ignore[attr-defined]  # numpy's stub types the legacy state tuple loosely: keys is an array
                   "has_gauss": int(has_gauss), "cached": float(cached)},
         "torch": torch.get_rng_state(),
     }

@@ -74,7 +74,7 @@ def open_nofollow(path: str | Path, mode: str = "w", encoding: str | None = "utf
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise _refusal(path, "not a regular file")
         os.set_blocking(fd, True)
-        return os.fdopen(fd, mode, **({} if binary else {"encoding": encoding}))
+        return os.fdopen(fd, mode) if binary else os.fdopen(fd, mode, encoding=encoding)
     except BaseException:
         os.close(fd)
         raise
