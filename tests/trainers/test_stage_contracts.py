@@ -11,6 +11,7 @@ evaluation record's fields.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import sys
@@ -623,7 +624,7 @@ def test_the_tree_collector_seeds_each_rollouts_tree_and_passes_the_episode_cap(
     monkeypatch.setattr(collector, "collect_tree_rollout", fake)
     step = object()
     assert collector.make_collector(section).collect("envs", "policy", [5, 6], 42, step) == "rollout"
-    assert seen["cfg"].seed == 42 and seen["cfg"] == __import__("dataclasses").replace(section.tree, seed=42)
+    assert seen["cfg"].seed == 42 and seen["cfg"] == dataclasses.replace(section.tree, seed=42)
     assert (seen["envs"], seen["policy"], seen["tasks"], seen["seed"], seen["max_steps"], seen["on_step"]) == \
         ("envs", "policy", [5, 6], 42, 7, step)
 

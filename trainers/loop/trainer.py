@@ -89,8 +89,9 @@ class Trainer:
         self.rollouts = Rollouts(rollout_section(cfg), self.policy, self.env_fn, self.dist, shard, self.updater.autocast)
         self.credit = CreditAssigner(credit_section(cfg))
         self.evaluator = Evaluator(eval_section(cfg), self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast)
-        self.checkpoints = RunCheckpoints(run_section(cfg), self.model, self.updater.optimizer, self.dist, self.teacher)
-        self.recorder = RunRecorder(run_section(cfg), self.dist.is_main)
+        run = run_section(cfg)  # one snapshot of the config for the checkpoints and the records
+        self.checkpoints = RunCheckpoints(run, self.model, self.updater.optimizer, self.dist, self.teacher)
+        self.recorder = RunRecorder(run, self.dist.is_main)
         self.history: list[dict[str, Any]] = []
         self.start_iteration = 1
 
