@@ -15,10 +15,11 @@ install:
 run: install
 	$(PYTHON) -m trainers.progpo
 
-# ruff's lint over the whole tree (config: pyproject.toml [tool.ruff]; also a pre-commit hook)
+# ruff's lint and format check over the whole tree (config: pyproject.toml [tool.ruff]; also pre-commit hooks)
 lint:
 	@$(PYTHON) -m ruff --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "ruff==0.17.6"
 	$(PYTHON) -m ruff check .
+	$(PYTHON) -m ruff format --check .
 
 # mypy: the wrappers, the trainer and the agents, strict on wrappers/, trainers/advantages/ and the loop's stages
 # (config: pyproject.toml [tool.mypy])

@@ -13,6 +13,7 @@ Example:
     >>> agent.act(["obs"], [{"admissible_commands": ["look", "inventory"]}])[0] in ("look", "inventory")
     True
 """
+
 from __future__ import annotations
 
 import re
@@ -22,8 +23,15 @@ import numpy as np
 
 from agents.prompting import admissible_commands
 
-__all__ = ["ALFWorldExpertAgent", "PASSIVE", "RandomAgent", "WebShopOracleAgent", "expert_plans_from_envs", "passive",
-           "templated"]
+__all__ = [
+    "ALFWorldExpertAgent",
+    "PASSIVE",
+    "RandomAgent",
+    "WebShopOracleAgent",
+    "expert_plans_from_envs",
+    "passive",
+    "templated",
+]
 
 
 #: commands that never change an ALFWorld state: the evaluation's random baseline leaves them out
@@ -53,13 +61,24 @@ class RandomAgent:
             interface) instead of strings.
     """
 
-    def __init__(self, seed: int | None = 0, fallback: str = "look", leave_out: Callable[[str], bool] = templated,
-                 step_outputs: bool = False) -> None:
+    def __init__(
+        self,
+        seed: int | None = 0,
+        fallback: str = "look",
+        leave_out: Callable[[str], bool] = templated,
+        step_outputs: bool = False,
+    ) -> None:
         self.rng = np.random.default_rng(seed)
         self.fallback, self.leave_out, self.step_outputs = fallback, leave_out, step_outputs
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Any = None, *, seed: int | None = None) -> list[Any]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Any = None,
+        *,
+        seed: int | None = None,
+    ) -> list[Any]:
         from agents.contract import StepOutput
 
         if seed is not None:
@@ -108,8 +127,14 @@ class ALFWorldExpertAgent:
         self.plans = [list(p or []) for p in plans]
         self._cursor = [0] * len(self.plans)
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Any = None, *, seed: int | None = None) -> list[str]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Any = None,
+        *,
+        seed: int | None = None,
+    ) -> list[str]:
         out = []
         for i, info in enumerate(infos):
             plan = info.get("expert_plan") or info.get("walkthrough")
@@ -205,6 +230,12 @@ class WebShopOracleAgent:
             return "click[back to search]"
         return cmds[0] if cmds else "click[back to search]"
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Any = None, *, seed: int | None = None) -> list[str]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Any = None,
+        *,
+        seed: int | None = None,
+    ) -> list[str]:
         return [self._one(i, dict(info)) for i, info in enumerate(infos)]

@@ -9,6 +9,7 @@ Example:
     >>> token_chunks([3, 3, 5, 1], 10)   # rows x longest row <= 10
     [[0, 1], [2, 3]]
 """
+
 from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
@@ -20,7 +21,7 @@ def chunks(items: Iterable[int], size: int) -> list[list[int]]:
     """``items`` in consecutive chunks of ``size`` (the last one shorter)."""
     items = list(items)
     size = max(1, int(size))
-    return [items[i:i + size] for i in range(0, len(items), size)]
+    return [items[i : i + size] for i in range(0, len(items), size)]
 
 
 def decision_tokens(prompt: Sequence[int], continuations: Sequence[Sequence[int]]) -> int:

@@ -13,6 +13,7 @@ Example (a scripted policy):
     >>> out.action, out.valid, out.penalty, out.response_ids
     ('go to desk 1', True, 0.0, [])
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -68,8 +69,14 @@ class StepOutput:
 class Policy(Protocol):
     """What playing needs from a policy: one recorded decision per observation."""
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[StepOutput]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> list[StepOutput]:
         """``histories[i]``: env i's earlier (observation, action) pairs; ``seed`` fixes the sampling."""
         ...
 
@@ -79,8 +86,9 @@ class TrainablePolicy(Policy, Protocol):
 
     model: Any
 
-    def compute_logprobs_and_entropy(self, steps: Sequence[Any], batch_size: int | None = None,
-                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def compute_logprobs_and_entropy(
+        self, steps: Sequence[Any], batch_size: int | None = None, with_entropy: bool = True
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Log-probs with grad of recorded steps under the live model (entropies when asked)."""
         ...
 

@@ -21,6 +21,7 @@ Example:
     >>> bool((lp - policy.behaviour_logprobs(out)).abs().max() < 1e-4)
     True
 """
+
 from __future__ import annotations
 
 from typing import Any, Sequence
@@ -40,15 +41,28 @@ class GeneratePolicy(LLMPolicy):
 
     mode = "generate"
 
-    def __init__(self, model: Any, tokenizer: Any, backend: GenerationBackend | None = None,
-                 env_name: str = "alfworld", options: PolicyOptions | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        backend: GenerationBackend | None = None,
+        env_name: str = "alfworld",
+        options: PolicyOptions | None = None,
+        **overrides: Any,
+    ) -> None:
         if backend is None:
             raise ValueError("generate mode needs a backend (agents.backends.make_backend)")
         super().__init__(model, tokenizer, backend, env_name, options, **overrides)
         self.backend: GenerationBackend = backend
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[StepOutput]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> list[StepOutput]:
         prompts, _ = self._prompts(observations, infos, histories)
         return [self._from_generation(g) for g in self.backend.generate(prompts, self.sampling, seed=seed)]
 
@@ -59,14 +73,20 @@ class GeneratePolicy(LLMPolicy):
         else:
             action = parsed.fallback if self.options.invalid_handling == "send" else self.noop_action
         return StepOutput(
-            prompt_ids=list(g.prompt_ids), response_ids=list(g.response_ids),
-            old_logprobs=list(g.logprobs), text=g.text, action=action, valid=parsed.valid,
-            penalty=0.0 if parsed.valid else self.options.invalid_penalty, reason=parsed.reason,
+            prompt_ids=list(g.prompt_ids),
+            response_ids=list(g.response_ids),
+            old_logprobs=list(g.logprobs),
+            text=g.text,
+            action=action,
+            valid=parsed.valid,
+            penalty=0.0 if parsed.valid else self.options.invalid_penalty,
+            reason=parsed.reason,
             finish_reason=g.finish_reason,
         )
 
-    def compute_logprobs_and_entropy(self, steps: Sequence[StepOutput], batch_size: int | None = None,
-                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def compute_logprobs_and_entropy(
+        self, steps: Sequence[StepOutput], batch_size: int | None = None, with_entropy: bool = True
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Per-token log-probs of ``response_ids`` given ``prompt_ids`` under the sampling
         distribution (temperature, top-p), ``batch_size`` sequences (default 8) per forward pass."""
         steps = list(steps)
@@ -75,10 +95,15 @@ class GeneratePolicy(LLMPolicy):
         if not steps:
             return [], []
         lps, ents = sequence_logprobs(
-            self.model, [s.prompt_ids for s in steps], [s.response_ids for s in steps],
-            pad_token_id=self.pad_token_id, temperature=self.sampling.temperature,
+            self.model,
+            [s.prompt_ids for s in steps],
+            [s.response_ids for s in steps],
+            pad_token_id=self.pad_token_id,
+            temperature=self.sampling.temperature,
             top_p=1.0 if self.sampling.greedy else self.sampling.top_p,
-            with_entropy=with_entropy, batch_size=batch_size or 8, logit_chunk=self.options.logit_chunk,
+            with_entropy=with_entropy,
+            batch_size=batch_size or 8,
+            logit_chunk=self.options.logit_chunk,
         )
         return lps, (ents or [])
 
@@ -89,9 +114,14 @@ class GeneratePolicy(LLMPolicy):
         steps = list(steps)
         if not steps:
             return []
-        return sequence_distributions(self.model, [s.prompt_ids for s in steps], [s.response_ids for s in steps],
-                                      pad_token_id=self.pad_token_id, temperature=self.sampling.temperature,
-                                      batch_size=8)
+        return sequence_distributions(
+            self.model,
+            [s.prompt_ids for s in steps],
+            [s.response_ids for s in steps],
+            pad_token_id=self.pad_token_id,
+            temperature=self.sampling.temperature,
+            batch_size=8,
+        )
 
     def sync(self) -> None:
         """Sample from the trained weights from now on (the vLLM backend copies them over)."""

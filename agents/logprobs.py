@@ -11,6 +11,7 @@ Example:
     >>> lp.exp().round(decimals=3).tolist()   # the last two tokens fall outside the nucleus
     [[1.0, 0.0, 0.0]]
 """
+
 # Over 500 lines: the sampler's exact log-probs and the batched scoring that must agree with them, kept side
 # by side.
 from __future__ import annotations
@@ -21,8 +22,17 @@ import torch
 
 from agents.batching import token_chunks
 
-__all__ = ["candidate_logprobs", "chunked_head_logprobs", "head_inputs", "left_padded", "logprob_mismatch", "packed_candidate_logprobs", "processed_log_softmax",
-           "sequence_distributions", "sequence_logprobs"]
+__all__ = [
+    "candidate_logprobs",
+    "chunked_head_logprobs",
+    "head_inputs",
+    "left_padded",
+    "logprob_mismatch",
+    "packed_candidate_logprobs",
+    "processed_log_softmax",
+    "sequence_distributions",
+    "sequence_logprobs",
+]
 
 
 def processed_log_softmax(
@@ -57,8 +67,9 @@ def processed_log_softmax(
     return torch.log_softmax(x, dim=-1)
 
 
-def left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
-                device: Any) -> tuple[torch.Tensor, torch.Tensor]:
+def left_padded(
+    seqs: Sequence[Sequence[int]], width: int, pad_token_id: int, device: Any
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token ids and attention mask of ``seqs`` left-padded to ``width``, on ``device`` (as the
     backends and the log-prob passes feed a batch of prompts).
 
@@ -69,8 +80,8 @@ def left_padded(seqs: Sequence[Sequence[int]], width: int, pad_token_id: int,
     ids = torch.full((len(seqs), width), pad_token_id, dtype=torch.long)
     mask = torch.zeros((len(seqs), width), dtype=torch.long)
     for i, s in enumerate(seqs):
-        ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-        mask[i, width - len(s):] = 1
+        ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+        mask[i, width - len(s) :] = 1
     return ids.to(device), mask.to(device)
 
 
@@ -115,8 +126,8 @@ def sequence_logprobs(
     out_lp: list[torch.Tensor] = []
     out_ent: list[torch.Tensor] = []
     for start in range(0, len(prompts), max(1, batch_size)):
-        chunk_p = prompts[start: start + batch_size]
-        chunk_r = responses[start: start + batch_size]
+        chunk_p = prompts[start : start + batch_size]
+        chunk_r = responses[start : start + batch_size]
         seqs = [list(p) + list(r) for p, r in zip(chunk_p, chunk_r)]
         if any(len(p) == 0 for p in chunk_p):
             raise ValueError("every prompt needs at least one token")
@@ -128,21 +139,28 @@ def sequence_logprobs(
             out_ent += [torch.zeros(0, device=device) for _ in seqs]
             continue
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        targets = ids[:, width - r_max:]
+        targets = ids[:, width - r_max :]
         if logit_chunk > 0:
             hidden = head_inputs(model, ids, mask, pos, r_max + 1)[:, :-1]
-            tok_lp, ent = chunked_head_logprobs(hidden, model.get_output_embeddings(), targets, temperature, top_p,
-                                                chunk=logit_chunk, with_entropy=with_entropy)
+            tok_lp, ent = chunked_head_logprobs(
+                hidden,
+                model.get_output_embeddings(),
+                targets,
+                temperature,
+                top_p,
+                chunk=logit_chunk,
+                with_entropy=with_entropy,
+            )
         else:
-            logits = _forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :]
+            logits = _forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1) : -1, :]
             logp = processed_log_softmax(logits, temperature, top_p, keep=targets)
             tok_lp = logp.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
             ent = _entropy(logp) if with_entropy else None
         for i, r in enumerate(chunk_r):
             n = len(r)
-            out_lp.append(tok_lp[i, r_max - n:])
+            out_lp.append(tok_lp[i, r_max - n :])
             if ent is not None:
-                out_ent.append(ent[i, r_max - n:])
+                out_ent.append(ent[i, r_max - n :])
     return out_lp, (out_ent if with_entropy else None)
 
 
@@ -154,20 +172,35 @@ def head_inputs(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Te
     is checked against the output head applied to the hidden state it returned: a model whose
     logits are more than ``head(hidden)`` (soft-capping, a logit scale) is refused, loudly.
     """
-    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, output_hidden_states=True,
-                logits_to_keep=1)
+    out = model(
+        input_ids=ids,
+        attention_mask=mask,
+        position_ids=pos,
+        use_cache=False,
+        output_hidden_states=True,
+        logits_to_keep=1,
+    )
     hidden = out.hidden_states[-1]
     with torch.no_grad():
         mine = model.get_output_embeddings()(hidden[:, -1:]).float()
         if not torch.allclose(mine, out.logits.float(), rtol=1e-3, atol=1e-3):
-            raise ValueError(f"logit_chunk: {type(model).__name__}'s logits are not its output head applied to its "
-                             "last hidden state (soft-capping or a logit scale?); use logit chunks of 0")
+            raise ValueError(
+                f"logit_chunk: {type(model).__name__}'s logits are not its output head applied to its "
+                "last hidden state (soft-capping or a logit scale?); use logit chunks of 0"
+            )
     return hidden[:, -keep:]
 
 
-def chunked_head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor, temperature: float = 1.0,
-                          top_p: float = 1.0, *, chunk: int = 1024,
-                          with_entropy: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+def chunked_head_logprobs(
+    hidden: torch.Tensor,
+    head: Any,
+    targets: torch.Tensor,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    *,
+    chunk: int = 1024,
+    with_entropy: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Log-probs of ``targets`` (and entropies) under ``head(hidden)`` processed as
     :func:`processed_log_softmax`, ``chunk`` positions at a time.
 
@@ -205,7 +238,7 @@ def chunked_head_logprobs(hidden: torch.Tensor, head: Any, targets: torch.Tensor
     recompute = torch.is_grad_enabled() and (flat_h.requires_grad or any(p.requires_grad for p in head.parameters()))
     lps, ents = [], []
     for s in range(0, b * r, chunk):
-        x, t = flat_h[s: s + chunk], flat_t[s: s + chunk]
+        x, t = flat_h[s : s + chunk], flat_t[s : s + chunk]
         lp, ent = checkpoint(piece, x, t, use_reentrant=False) if recompute else piece(x, t)
         lps.append(lp)
         ents.append(ent)
@@ -240,8 +273,8 @@ def sequence_distributions(
     device = next(model.parameters()).device
     out: list[torch.Tensor] = []
     for start in range(0, len(prompts), max(1, batch_size)):
-        chunk_p = prompts[start: start + batch_size]
-        chunk_r = responses[start: start + batch_size]
+        chunk_p = prompts[start : start + batch_size]
+        chunk_r = responses[start : start + batch_size]
         if any(len(p) == 0 for p in chunk_p):
             raise ValueError("every prompt needs at least one token")
         seqs = [list(p) + list(r) for p, r in zip(chunk_p, chunk_r)]
@@ -251,8 +284,8 @@ def sequence_distributions(
             continue
         ids, mask = left_padded(seqs, width, pad_token_id, device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        logp = processed_log_softmax(_forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1): -1, :], temperature)
-        out += [logp[i, r_max - len(r):] for i, r in enumerate(chunk_r)]
+        logp = processed_log_softmax(_forward(model, ids, mask, pos, r_max + 1)[:, -(r_max + 1) : -1, :], temperature)
+        out += [logp[i, r_max - len(r) :] for i, r in enumerate(chunk_r)]
     return out
 
 
@@ -282,13 +315,19 @@ def candidate_logprobs(
         raise ValueError("every candidate needs at least one token")
     impl = str(getattr(getattr(model, "config", None), "_attn_implementation", "") or "")
     if "flash" in impl:
-        return sequence_logprobs(model, [prompt] * len(candidates), candidates, pad_token_id=pad_token_id,
-                                 temperature=temperature, batch_size=batch_size)[0]
+        return sequence_logprobs(
+            model,
+            [prompt] * len(candidates),
+            candidates,
+            pad_token_id=pad_token_id,
+            temperature=temperature,
+            batch_size=batch_size,
+        )[0]
     device = next(model.parameters()).device
     n_prompt = len(prompt)
     results: list[torch.Tensor] = []
     for start in range(0, len(candidates), max(1, batch_size)):
-        chunk = [list(c) for c in candidates[start: start + batch_size]]
+        chunk = [list(c) for c in candidates[start : start + batch_size]]
         total = n_prompt + sum(len(c) for c in chunk)
         allowed = torch.zeros((total, total), dtype=torch.bool)
         allowed[:n_prompt, :n_prompt] = torch.ones((n_prompt, n_prompt), dtype=torch.bool).tril()
@@ -297,15 +336,16 @@ def candidate_logprobs(
         offset = n_prompt
         for c in chunk:
             n = len(c)
-            allowed[offset: offset + n, :n_prompt] = True
-            allowed[offset: offset + n, offset: offset + n] = torch.ones((n, n), dtype=torch.bool).tril()
+            allowed[offset : offset + n, :n_prompt] = True
+            allowed[offset : offset + n, offset : offset + n] = torch.ones((n, n), dtype=torch.bool).tril()
             positions += range(n_prompt, n_prompt + n)
             rows.append([n_prompt - 1] + list(range(offset, offset + n - 1)))
             offset += n
         ids = torch.tensor([list(prompt) + [t for c in chunk for t in c]], dtype=torch.long, device=device)
         keep = total - n_prompt + 1  # logits of rows n_prompt-1 .. total-1
-        logits = _forward(model, ids, allowed[None, None].to(device),
-                          torch.tensor([positions], dtype=torch.long, device=device), keep)[0, -keep:]
+        logits = _forward(
+            model, ids, allowed[None, None].to(device), torch.tensor([positions], dtype=torch.long, device=device), keep
+        )[0, -keep:]
         logp = processed_log_softmax(logits, temperature, 1.0)
         for c, r in zip(chunk, rows):
             idx = torch.tensor([x - (n_prompt - 1) for x in r], dtype=torch.long, device=device)
@@ -353,14 +393,16 @@ def packed_candidate_logprobs(
     impl = str(getattr(getattr(model, "config", None), "_attn_implementation", "") or "")
     if "flash" in impl:
         for i in todo:
-            out[i] = candidate_logprobs(model, decisions[i][0], decisions[i][1], pad_token_id=pad_token_id,
-                                        temperature=temperature)
+            out[i] = candidate_logprobs(
+                model, decisions[i][0], decisions[i][1], pad_token_id=pad_token_id, temperature=temperature
+            )
         return out
     rows = _pack_rows(decisions, sorted(todo, key=lambda i: tuple(decisions[i][0])), max(1, int(row_tokens)))
     rows.sort(key=lambda r: r.size)
     for chunk in token_chunks([r.size for r in rows], max(1, int(max_tokens))):
-        for row, lps in zip([rows[j] for j in chunk], _tree_pass(model, [rows[j] for j in chunk], pad_token_id,
-                                                                 temperature)):
+        for row, lps in zip(
+            [rows[j] for j in chunk], _tree_pass(model, [rows[j] for j in chunk], pad_token_id, temperature)
+        ):
             for i, mine in zip(row.decisions, lps):
                 out[i] = mine
     return out
@@ -412,8 +454,9 @@ class _TreeRow:
         return len(self.tokens) + self.tail_tokens
 
 
-def _pack_rows(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int],
-               row_tokens: int) -> list[_TreeRow]:
+def _pack_rows(
+    decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int], row_tokens: int
+) -> list[_TreeRow]:
     rows: list[_TreeRow] = []
     row = _TreeRow()
     for i in order:
@@ -428,7 +471,9 @@ def _pack_rows(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]
     return rows
 
 
-def _tree_pass(model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperature: float) -> list[list[list[torch.Tensor]]]:
+def _tree_pass(
+    model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperature: float
+) -> list[list[list[torch.Tensor]]]:
     """One forward pass over left-padded tree rows; per row, per decision, per candidate log-probs."""
     import numpy as np
 
@@ -466,12 +511,17 @@ def _tree_pass(model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperat
         anc = allowed[r]
         for j, p in enumerate(parents):
             if p >= 0:
-                anc[start + j, start: start + j] = anc[start + p, start: start + j]
+                anc[start + j, start : start + j] = anc[start + p, start : start + j]
             anc[start + j, start + j] = True
         for j in range(start):  # padding: itself only
             anc[j, j] = True
-    logits = _forward(model, torch.from_numpy(ids).to(device), torch.from_numpy(allowed)[:, None].to(device),
-                      torch.from_numpy(pos).to(device), keep)[:, -keep:]
+    logits = _forward(
+        model,
+        torch.from_numpy(ids).to(device),
+        torch.from_numpy(allowed)[:, None].to(device),
+        torch.from_numpy(pos).to(device),
+        keep,
+    )[:, -keep:]
     logp = processed_log_softmax(logits, temperature, 1.0)
     # one gather for every candidate token of the pass (an index op per candidate would give each
     # its own full-size gradient buffer), then split per candidate
@@ -485,10 +535,10 @@ def _tree_pass(model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperat
         out.append([[next(values) for _ in per_cand] for per_cand in mine])
     return out
 
+
 def _forward(model: Any, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, keep: int) -> torch.Tensor:
     try:
-        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False,
-                    logits_to_keep=keep)
+        out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False, logits_to_keep=keep)
     except TypeError:  # models without logits_to_keep
         out = model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
     return out.logits
@@ -519,9 +569,15 @@ def logprob_mismatch(old: Sequence[Any], new: Sequence[Any]) -> dict[str, float]
     diff = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
     finite = diff[torch.isfinite(diff)]
     if finite.numel() < diff.numel():  # -inf on one side only: report it, do not hide it
-        return {"logprob_mismatch_max": float("inf"), "logprob_mismatch_mean": float("inf"),
-                "logprob_mismatch_tokens": float(diff.numel())}
+        return {
+            "logprob_mismatch_max": float("inf"),
+            "logprob_mismatch_mean": float("inf"),
+            "logprob_mismatch_tokens": float(diff.numel()),
+        }
     if diff.numel() == 0:
         return {"logprob_mismatch_max": 0.0, "logprob_mismatch_mean": 0.0, "logprob_mismatch_tokens": 0.0}
-    return {"logprob_mismatch_max": float(diff.max()), "logprob_mismatch_mean": float(diff.mean()),
-            "logprob_mismatch_tokens": float(diff.numel())}
+    return {
+        "logprob_mismatch_max": float(diff.max()),
+        "logprob_mismatch_mean": float(diff.mean()),
+        "logprob_mismatch_tokens": float(diff.numel()),
+    }

@@ -22,6 +22,7 @@ Example:
     carrying: mug 1. done: nothing yet.
     seen: nothing yet.
 """
+
 from __future__ import annotations
 
 import threading
@@ -30,9 +31,17 @@ from typing import Sequence
 
 from progpo_envs.alfworld import text as patterns
 
-__all__ = ["CLOSED_CLASSES", "GoalSpec", "TranscriptState", "alfworld_memory", "command_notes", "goal_words", "object_class", "parse_goal",
-           "search_order"]
-
+__all__ = [
+    "CLOSED_CLASSES",
+    "GoalSpec",
+    "TranscriptState",
+    "alfworld_memory",
+    "command_notes",
+    "goal_words",
+    "object_class",
+    "parse_goal",
+    "search_order",
+]
 
 
 #: receptacle classes that start closed in ALFWorld (a prior any household agent has): a searcher
@@ -84,8 +93,10 @@ def parse_goal(goal: str, receptacle_classes: set[str] | frozenset[str]) -> Goal
     return GoalSpec(target, place, transform, _APPLIANCE.get(transform or ""), lamp)
 
 
-_FUNCTION_WORDS = frozenset("a an some the put in on and it them two find examine look at under with then place "
-                            "clean hot cool cold heat lamp light".split())
+_FUNCTION_WORDS = frozenset(
+    "a an some the put in on and it them two find examine look at under with then place "
+    "clean hot cool cold heat lamp light".split()
+)
 
 
 def search_order(places: Sequence[str]) -> list[str]:
@@ -122,8 +133,9 @@ class TranscriptState:
     spec: GoalSpec | None = None  # the task sentence, parsed
 
     @classmethod
-    def parse(cls, goal: str, history: Sequence[tuple[str, str]], observation: str,
-              admissible: Sequence[str]) -> "TranscriptState":
+    def parse(
+        cls, goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str]
+    ) -> "TranscriptState":
         """Replay ``history`` (oldest first; each pair = observation shown, action taken) + the
         current ``observation``. An action counts only when the observation after it is not
         "Nothing happens."."""
@@ -141,21 +153,21 @@ class TranscriptState:
                 st.location = m.group(1)
                 if st.location not in st.visited:
                     st.visited.append(st.location)
-            elif (m := patterns.TAKE.match(a)):
+            elif m := patterns.TAKE.match(a):
                 st.held = m.group(1)
-            elif (m := patterns.PUT.match(a)):
+            elif m := patterns.PUT.match(a):
                 obj, rec = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
                 st.held = None
                 st.done.append(f"put {obj} in {rec}")
-            elif (m := patterns.OPEN.match(a)):
+            elif m := patterns.OPEN.match(a):
                 if m.group(1) not in st.opened:
                     st.opened.append(m.group(1))
-            elif (m := patterns.CLOSE.match(a)):
+            elif m := patterns.CLOSE.match(a):
                 if m.group(1) in st.opened:
                     st.opened.remove(m.group(1))
-            elif (m := patterns.TRANSFORM.match(a)):
+            elif m := patterns.TRANSFORM.match(a):
                 st.done.append(f"{m.group(1)} {m.group(2)}")
-            elif (m := patterns.USE.match(a)):
+            elif m := patterns.USE.match(a):
                 st.done.append(f"use {m.group(1)}")
             st._see(after, words)
         places = [m.group(1) for c in admissible if (m := patterns.GO.match(" ".join(str(c).split())))]
@@ -182,11 +194,19 @@ class TranscriptState:
         visited places, the hint that would do the exploring for the policy)."""
         seen = ", ".join(f"{o} at {w}" for o, w in self.seen.items()) or "nothing yet"
         head = f"{self.spec.render()}\n" if self.spec is not None else ""
-        places = (f"visited: {', '.join(self.visited) or 'nowhere yet'}. "
-                  f"not visited: {', '.join(self.unvisited) or 'none'}.\n") if exploration else ""
-        return (f"{head}{places}"
-                f"carrying: {self.held or 'nothing'}. done: {', '.join(self.done) or 'nothing yet'}.\n"
-                f"seen: {seen}.")
+        places = (
+            (
+                f"visited: {', '.join(self.visited) or 'nowhere yet'}. "
+                f"not visited: {', '.join(self.unvisited) or 'none'}.\n"
+            )
+            if exploration
+            else ""
+        )
+        return (
+            f"{head}{places}"
+            f"carrying: {self.held or 'nothing'}. done: {', '.join(self.done) or 'nothing yet'}.\n"
+            f"seen: {seen}."
+        )
 
 
 #: ``memory`` values of a template: ``alfworld`` (every fact), ``alfworld-task`` (no exploration
@@ -194,8 +214,9 @@ class TranscriptState:
 MEMORY_KINDS = ("alfworld", "alfworld-task")
 
 
-def _parsed(goal: str, history: Sequence[tuple[str, str]], observation: str,
-            admissible: Sequence[str]) -> TranscriptState:
+def _parsed(
+    goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str]
+) -> TranscriptState:
     """:meth:`TranscriptState.parse`, kept per thread for the next call with the same transcript:
     a decision's memory lines and its command notes read the same one (a vector step renders
     every prompt, then writes every note). Callers only read the state: it is shared."""
@@ -216,14 +237,21 @@ _PARSED = threading.local()
 _PARSED_KEPT = 256
 
 
-def alfworld_memory(goal: str, history: Sequence[tuple[str, str]], observation: str,
-                    admissible: Sequence[str], exploration: bool = True) -> str:
+def alfworld_memory(
+    goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str], exploration: bool = True
+) -> str:
     """:meth:`TranscriptState.render` of the parsed transcript (the prompt's ``{memory}``)."""
     return _parsed(goal, history, observation, admissible).render(exploration)
 
 
-def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str],
-                  commands: Sequence[str], exploration: bool = True) -> list[str]:
+def command_notes(
+    goal: str,
+    history: Sequence[tuple[str, str]],
+    observation: str,
+    admissible: Sequence[str],
+    commands: Sequence[str],
+    exploration: bool = True,
+) -> list[str]:
     """What the transcript says about each of ``commands``, as a short note to write before it.
 
     The memory lines already hold these facts (visited places, where task objects were seen, what
@@ -257,13 +285,22 @@ def command_notes(goal: str, history: Sequence[tuple[str, str]], observation: st
     for c in commands:
         a = " ".join(str(c).split())
         note = ""
-        if (m := patterns.GO.match(a)):
+        if m := patterns.GO.match(a):
             x = m.group(1)
-            note = ("seen target" if x in seen_at else "task place" if object_class(x) in places
-                    else "" if not exploration else "visited" if x in st.visited else "new")
-        elif (m := patterns.TAKE.match(a)):
+            note = (
+                "seen target"
+                if x in seen_at
+                else "task place"
+                if object_class(x) in places
+                else ""
+                if not exploration
+                else "visited"
+                if x in st.visited
+                else "new"
+            )
+        elif m := patterns.TAKE.match(a):
             note = "target" if spec is not None and object_class(m.group(1)) == spec.target else "other"
-        elif (m := patterns.PUT.match(a)):
+        elif m := patterns.PUT.match(a):
             rec = m.group(2) or m.group(4)
             note = "task place" if spec is not None and spec.place and object_class(rec) == spec.place else ""
         out.append(f"{note}: " if note else "")

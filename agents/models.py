@@ -27,6 +27,7 @@ Example:
     >>> model.config.model_type, tok.eos_token
     ('qwen2', '<|im_end|>')
 """
+
 # Over 500 lines: the four kinds of model names (bundled GGUF, tiny random, local, hub) share one loader and
 # its offline checks.
 from __future__ import annotations
@@ -176,9 +177,7 @@ def _build_smollm2_cache(out: Path) -> None:
     hf_logging.set_verbosity_error()
     try:
         tok = AutoTokenizer.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name)
-        quant = AutoModelForCausalLM.from_pretrained(
-            gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32
-        )
+        quant = AutoModelForCausalLM.from_pretrained(gguf_file.parent, gguf_file=gguf_file.name, dtype=torch.float32)
     except Exception as exc:  # corrupt / truncated file, incompatible gguf version
         raise ModelLoadError(
             f"could not read the SmolLM2 GGUF file {gguf_file} ({type(exc).__name__}: {exc}). "
@@ -222,57 +221,159 @@ def _load_smollm2(dtype: torch.dtype, device: str | torch.device) -> tuple[Any, 
 # --------------------------------------------------------------------------------------------
 def _tiny_corpus() -> list[str]:
     """A deterministic ALFWorld/WebShop-like corpus for training the tiny tokenizer."""
-    recs = ["cabinet", "countertop", "drawer", "fridge", "microwave", "sinkbasin", "stoveburner",
-            "shelf", "garbagecan", "diningtable", "sidetable", "desk", "bed", "sofa", "toilet",
-            "bathtubbasin", "coffeemachine", "dresser", "safe", "armchair", "cart", "toaster"]
-    objs = ["apple", "mug", "cup", "knife", "plate", "bowl", "egg", "lettuce", "tomato", "potato",
-            "bread", "pan", "pot", "spatula", "fork", "spoon", "book", "pen", "pencil", "cd",
-            "cellphone", "keychain", "pillow", "vase", "statue", "watch", "towel", "soapbar",
-            "candle", "cloth", "laptop", "remotecontrol", "newspaper", "creditcard", "desklamp"]
+    recs = [
+        "cabinet",
+        "countertop",
+        "drawer",
+        "fridge",
+        "microwave",
+        "sinkbasin",
+        "stoveburner",
+        "shelf",
+        "garbagecan",
+        "diningtable",
+        "sidetable",
+        "desk",
+        "bed",
+        "sofa",
+        "toilet",
+        "bathtubbasin",
+        "coffeemachine",
+        "dresser",
+        "safe",
+        "armchair",
+        "cart",
+        "toaster",
+    ]
+    objs = [
+        "apple",
+        "mug",
+        "cup",
+        "knife",
+        "plate",
+        "bowl",
+        "egg",
+        "lettuce",
+        "tomato",
+        "potato",
+        "bread",
+        "pan",
+        "pot",
+        "spatula",
+        "fork",
+        "spoon",
+        "book",
+        "pen",
+        "pencil",
+        "cd",
+        "cellphone",
+        "keychain",
+        "pillow",
+        "vase",
+        "statue",
+        "watch",
+        "towel",
+        "soapbar",
+        "candle",
+        "cloth",
+        "laptop",
+        "remotecontrol",
+        "newspaper",
+        "creditcard",
+        "desklamp",
+    ]
     verbs = ["go to", "take", "put", "open", "close", "heat", "cool", "clean", "use", "examine"]
     lines: list[str] = []
     for i, (r, o) in enumerate(itertools.product(recs, objs)):
         n, m = i % 9 + 1, i % 4 + 1
         v = verbs[i % len(verbs)]
         lines.append(f"You arrive at {r} {n}. On the {r} {n}, you see a {o} {m}.")
-        lines.append(f"<think>I need to find the {o}. It may be in the {r}.</think>"
-                     f"<action>{v} {o} {m} from {r} {n}</action>")
-        lines.append(f"Your task is to: put a clean {o} in {r}. The {r} {n} is open. "
-                     f"Nothing happens. You pick up the {o} {m} from the {r} {n}.")
-    prods = ["shoes", "t-shirt", "jeans", "dress", "jacket", "headphones", "shampoo", "lotion",
-             "coffee", "tea", "snacks", "phone case", "charger", "backpack", "watch band", "socks"]
-    adjs = ["red", "black", "white", "blue", "navy", "green", "pink", "gray", "large", "small",
-            "x-large", "medium", "cotton", "leather", "organic", "wireless", "waterproof"]
+        lines.append(
+            f"<think>I need to find the {o}. It may be in the {r}.</think><action>{v} {o} {m} from {r} {n}</action>"
+        )
+        lines.append(
+            f"Your task is to: put a clean {o} in {r}. The {r} {n} is open. "
+            f"Nothing happens. You pick up the {o} {m} from the {r} {n}."
+        )
+    prods = [
+        "shoes",
+        "t-shirt",
+        "jeans",
+        "dress",
+        "jacket",
+        "headphones",
+        "shampoo",
+        "lotion",
+        "coffee",
+        "tea",
+        "snacks",
+        "phone case",
+        "charger",
+        "backpack",
+        "watch band",
+        "socks",
+    ]
+    adjs = [
+        "red",
+        "black",
+        "white",
+        "blue",
+        "navy",
+        "green",
+        "pink",
+        "gray",
+        "large",
+        "small",
+        "x-large",
+        "medium",
+        "cotton",
+        "leather",
+        "organic",
+        "wireless",
+        "waterproof",
+    ]
     for i, (p, a) in enumerate(itertools.product(prods, adjs)):
         price = 10 + (i * 7) % 90
         asin = f"b0{(i * 7919) % 10**8:08d}"
         lines.append(f"i need {a} {p}, and price lower than {price}.00 dollars")
-        lines.append(f"search[{a} {p}] click[{asin}] click[{a}] click[buy now] click[next >] "
-                     f"click[< prev] click[back to search] click[description] click[features]")
-        lines.append(f"[SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
-                     f"{asin.upper()} [SEP] {a.title()} {p.title()} for Men and Women [SEP] ${price}.99")
+        lines.append(
+            f"search[{a} {p}] click[{asin}] click[{a}] click[buy now] click[next >] "
+            f"click[< prev] click[back to search] click[description] click[features]"
+        )
+        lines.append(
+            f"[SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
+            f"{asin.upper()} [SEP] {a.title()} {p.title()} for Men and Women [SEP] ${price}.99"
+        )
     # every ALFWorld class name and the words of the memory template (agents/templates/
     # alfworld_memory.yaml), so that the CPU demo's prompts stay short
-    more = ("alarmclock baseballbat basketball blinds boots box butterknife chair coffeetable curtains dishsponge "
-            "floorlamp footstool glassbottle handtowel handtowelholder houseplant kettle ladle laundryhamper "
-            "lightswitch mirror ottoman painting paintinghanger papertowelroll peppershaker plunger poster saltshaker "
-            "scrubbrush showerdoor showerglass sink soapbottle spraybottle stoveknob teddybear television "
-            "tennisracket tissuebox toiletpaper toiletpaperhanger toiletpaperroll towelholder tvstand wateringcan "
-            "window winebottle").split()
+    more = (
+        "alarmclock baseballbat basketball blinds boots box butterknife chair coffeetable curtains dishsponge "
+        "floorlamp footstool glassbottle handtowel handtowelholder houseplant kettle ladle laundryhamper "
+        "lightswitch mirror ottoman painting paintinghanger papertowelroll peppershaker plunger poster saltshaker "
+        "scrubbrush showerdoor showerglass sink soapbottle spraybottle stoveknob teddybear television "
+        "tennisracket tissuebox toiletpaper toiletpaperhanger toiletpaperroll towelholder tvstand wateringcan "
+        "window winebottle"
+    ).split()
     for i, o in enumerate(more):
         r = recs[i % len(recs)]
         lines.append(f"You arrive at {o} {i % 5 + 1}. On the {o} {i % 3 + 1}, you see a {o} 2. take {o} 1 from {r} 2")
         lines.append(f"task: put some {o} on {o}. find two {o} and put them in {r}. look at {o} under the desklamp.")
     for i in range(len(recs)):
         r, o = recs[i], objs[i % len(objs)]
-        lines.append(f"visited: {r} 1, {r} 2. not visited: {recs[i - 1]} 1. carrying: {o} 1. done: clean {o} 1, "
-                     f"heat {o} 2, cool {o} 3, use desklamp 1, put {o} 1 in {r} 1. seen: {o} 1 at {r} 3. "
-                     f"nothing nowhere none yet. last: now: household agent. In it, you see nothing.")
-        lines.append(f"target: {o}. clean it at sinkbasin. heat it at microwave. cool it at fridge. "
-                     f"use the desklamp. place: {r}. unknown")
-    lines += ["Your admissible actions of the current situation are: look, inventory, help.",
-              "You are in the middle of a room. Looking quickly around you, you see nothing.",
-              "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ"]
+        lines.append(
+            f"visited: {r} 1, {r} 2. not visited: {recs[i - 1]} 1. carrying: {o} 1. done: clean {o} 1, "
+            f"heat {o} 2, cool {o} 3, use desklamp 1, put {o} 1 in {r} 1. seen: {o} 1 at {r} 3. "
+            f"nothing nowhere none yet. last: now: household agent. In it, you see nothing."
+        )
+        lines.append(
+            f"target: {o}. clean it at sinkbasin. heat it at microwave. cool it at fridge. "
+            f"use the desklamp. place: {r}. unknown"
+        )
+    lines += [
+        "Your admissible actions of the current situation are: look, inventory, help.",
+        "You are in the middle of a room. Looking quickly around you, you see nothing.",
+        "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ",
+    ]
     return lines
 
 
@@ -296,7 +397,9 @@ def make_tiny_tokenizer(vocab: int = 2048) -> Any:
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
         bpe.decoder = decoders.ByteLevel()
         trainer = trainers.BpeTrainer(
-            vocab_size=vocab, special_tokens=TINY_SPECIAL_TOKENS, show_progress=False,
+            vocab_size=vocab,
+            special_tokens=TINY_SPECIAL_TOKENS,
+            show_progress=False,
             initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
         )
         bpe.train_from_iterator(_tiny_corpus(), trainer=trainer)
@@ -306,7 +409,10 @@ def make_tiny_tokenizer(vocab: int = 2048) -> Any:
         _write_atomically(target, build, _TINY_TOKENIZER_VERSION)
     tok = PreTrainedTokenizerFast(
         tokenizer_file=str(target / "tokenizer.json"),
-        eos_token="<|im_end|>", pad_token="<|endoftext|>", bos_token=None, unk_token=None,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
         additional_special_tokens=["<|im_start|>"],
     )
     tok.chat_template = CHATML_TEMPLATE
@@ -370,9 +476,15 @@ def make_tiny_model(
     tok = make_tiny_tokenizer(vocab)
     if model_vocab is not None and model_vocab < len(tok):
         raise ValueError(f"model_vocab ({model_vocab}) must be >= the tokenizer's size ({len(tok)})")
-    shape = dict(vocab_size=model_vocab or len(tok), hidden_size=hidden, num_hidden_layers=layers,
-                 num_attention_heads=heads, num_key_value_heads=kv_heads,
-                 intermediate_size=intermediate or 4 * hidden, max_position_embeddings=max_positions)
+    shape = dict(
+        vocab_size=model_vocab or len(tok),
+        hidden_size=hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv_heads,
+        intermediate_size=intermediate or 4 * hidden,
+        max_position_embeddings=max_positions,
+    )
     model = _draw_tiny(arch, _tiny_config(arch, shape, tok, init_std, rope_theta), seed, device, init_on_device)
     model.generation_config.eos_token_id = tok.eos_token_id
     model.generation_config.pad_token_id = tok.pad_token_id
@@ -386,8 +498,14 @@ def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, ro
     """The transformers config of a tiny model: ``shape``, tied embeddings, the tokenizer's special ids."""
     from transformers import LlamaConfig, Qwen2Config
 
-    common: dict[str, Any] = dict(**shape, tie_word_embeddings=True, eos_token_id=tok.eos_token_id,
-                                  pad_token_id=tok.pad_token_id, bos_token_id=None, initializer_range=float(init_std))
+    common: dict[str, Any] = dict(
+        **shape,
+        tie_word_embeddings=True,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+        bos_token_id=None,
+        initializer_range=float(init_std),
+    )
     if rope_theta is not None:
         common["rope_theta"] = float(rope_theta)
     return Qwen2Config(**common) if arch == "qwen2" else LlamaConfig(**common)
@@ -408,14 +526,27 @@ def _draw_tiny(arch: str, config: Any, seed: int, device: str | torch.device, in
         return cls(config)
 
 
-def _tiny_name(arch: str, hidden: int, layers: int, heads: int, kv_heads: int, intermediate: int | None,
-               vocab: int, max_positions: int) -> str:
+def _tiny_name(
+    arch: str,
+    hidden: int,
+    layers: int,
+    heads: int,
+    kv_heads: int,
+    intermediate: int | None,
+    vocab: int,
+    max_positions: int,
+) -> str:
     """The :func:`load_model` name that rebuilds this shape (``materialize`` and the vLLM
     backend rely on it), or a descriptive name no loader accepts for other shapes."""
-    rest_default = (intermediate in (None, 4 * hidden) and vocab == 2048 and max_positions == 8192)
+    rest_default = intermediate in (None, 4 * hidden) and vocab == 2048 and max_positions == 8192
     if rest_default and (hidden, layers, heads, kv_heads) == (64, 2, 4, 2):
         return f"tiny-{arch}"
-    if rest_default and arch == "qwen2" and heads == kv_heads == hidden // _TINY_HEAD_DIM and hidden % _TINY_HEAD_DIM == 0:
+    if (
+        rest_default
+        and arch == "qwen2"
+        and heads == kv_heads == hidden // _TINY_HEAD_DIM
+        and hidden % _TINY_HEAD_DIM == 0
+    ):
         return f"tiny-{hidden}x{layers}"
     return f"tiny-{arch}-custom-h{hidden}-l{layers}-a{heads}-kv{kv_heads}-i{intermediate or 4 * hidden}-v{vocab}"
 
@@ -433,7 +564,9 @@ def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) 
     if tok_cfg.is_file() and (Path(path) / "tokenizer.json").is_file():
         try:
             plain = json.loads(tok_cfg.read_text()).get("tokenizer_class") in (
-                "TokenizersBackend", "PreTrainedTokenizerFast")
+                "TokenizersBackend",
+                "PreTrainedTokenizerFast",
+            )
         except (OSError, ValueError):
             plain = False
     tok = PreTrainedTokenizerFast.from_pretrained(path) if plain else AutoTokenizer.from_pretrained(path)
@@ -470,8 +603,9 @@ def tiny_spec(name: str) -> dict[str, Any] | None:
         return None
     hidden, layers = int(m.group(1)), int(m.group(2))
     if hidden < _TINY_HEAD_DIM or hidden % _TINY_HEAD_DIM or layers < 1:
-        raise ModelLoadError(f"model {name!r}: tiny-<hidden>x<layers> needs hidden a multiple of "
-                             f"{_TINY_HEAD_DIM} and layers >= 1")
+        raise ModelLoadError(
+            f"model {name!r}: tiny-<hidden>x<layers> needs hidden a multiple of {_TINY_HEAD_DIM} and layers >= 1"
+        )
     heads = hidden // _TINY_HEAD_DIM
     return {"arch": "qwen2", "hidden": hidden, "layers": layers, "heads": heads, "kv_heads": heads}
 
@@ -551,8 +685,11 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     if path is None or not (path / "config.json").is_file():
         unreachable = None if offline else _hub_unreachable(endpoint)
         if offline or unreachable:
-            how = ("and HF_HUB_OFFLINE=1 is set" if offline
-                   else f"and the hub ({endpoint}) cannot be reached ({unreachable})")
+            how = (
+                "and HF_HUB_OFFLINE=1 is set"
+                if offline
+                else f"and the hub ({endpoint}) cannot be reached ({unreachable})"
+            )
             raise ModelLoadError(
                 f"model {name!r} is not in the local Hugging Face cache ({cache}) {how}; download it where the "
                 f"hub is reachable (`hf download {name}`) and copy the cache, point HF_ENDPOINT at a mirror, or "
@@ -569,8 +706,10 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
             "pass a local directory"
         ) from exc
     if not (path / "config.json").is_file():
-        raise ModelLoadError(f"model {name!r}: the cached snapshot {path} has no config.json (incomplete "
-                             f"download); run `hf download {name}` again or pass a local directory")
+        raise ModelLoadError(
+            f"model {name!r}: the cached snapshot {path} has no config.json (incomplete "
+            f"download); run `hf download {name}` again or pass a local directory"
+        )
     return path
 
 
@@ -615,7 +754,8 @@ def load_model(
         if not is_hub_name(key):
             raise ModelLoadError(
                 f"could not load model {key!r}: not a local directory, a hub name org/name, 'smollm2', "
-                f"'tiny[-<hidden>x<layers>]' or one of {', '.join(RANDOM_ARCHS)}")
+                f"'tiny[-<hidden>x<layers>]' or one of {', '.join(RANDOM_ARCHS)}"
+            )
         path = resolve_hub_model(key)
     try:
         return _from_pretrained(str(path), dtype, device)
@@ -659,5 +799,7 @@ def materialize(name_or_path: str = "smollm2") -> Path:
         return path
     if is_hub_name(key):
         return resolve_hub_model(key)
-    raise ModelLoadError(f"{key!r} is not a known model name ('smollm2', 'tiny[-<hidden>x<layers>]'), a local "
-                         "directory or a hub name org/name")
+    raise ModelLoadError(
+        f"{key!r} is not a known model name ('smollm2', 'tiny[-<hidden>x<layers>]'), a local "
+        "directory or a hub name org/name"
+    )

@@ -34,6 +34,7 @@ Example:
     >>> parse_action("look\\nthen go", fmt="raw").action
     'look'
 """
+
 from __future__ import annotations
 
 import re
@@ -103,14 +104,13 @@ def _extract_action(text: str, start: int, max_action_chars: int) -> ParsedActio
         return ParsedAction(None, False, "missing <action> tag", _tail(text))
     closed = _ACTION_CLOSE.search(text, opened.end())
     if closed is None:
-        body = _clean(text[opened.end():])[:max_action_chars]
+        body = _clean(text[opened.end() :])[:max_action_chars]
         return ParsedAction(None, False, "unclosed <action> tag", body)
-    body = _clean(text[opened.end(): closed.start()])
+    body = _clean(text[opened.end() : closed.start()])
     if not body:
         return ParsedAction(None, False, "empty action", "")
     if len(body) > max_action_chars:
-        return ParsedAction(None, False, f"action longer than {max_action_chars} characters",
-                            body[:max_action_chars])
+        return ParsedAction(None, False, f"action longer than {max_action_chars} characters", body[:max_action_chars])
     if _ACTION_OPEN.search(body):
         # "<action><action>x</action>": nested open tag, ambiguous.
         return ParsedAction(None, False, "nested <action> tag", _tail(body))
@@ -137,8 +137,9 @@ def parse_action(
             line = _clean(line)
             if line:
                 if len(line) > max_action_chars:
-                    return ParsedAction(None, False, f"action longer than {max_action_chars} characters",
-                                        line[:max_action_chars])
+                    return ParsedAction(
+                        None, False, f"action longer than {max_action_chars} characters", line[:max_action_chars]
+                    )
                 return ParsedAction(line, True, "ok", line)
         return ParsedAction(None, False, "empty output", "")
     if fmt == "action":

@@ -18,6 +18,7 @@ Example:
     >>> type(policy).__name__, policy.history_k
     ('ScorePolicy', 2)
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -27,15 +28,32 @@ from agents.generate_policy import GeneratePolicy
 from agents.policy_base import LLMPolicy, PolicyOptions, StepOutput, TrainablePolicy
 from agents.score_policy import ScorePolicy, repeated_commands
 
-__all__ = ["GeneratePolicy", "LLMPolicy", "POLICY_MODES", "PolicyOptions", "SamplingConfig", "ScorePolicy",
-           "StepOutput", "TrainablePolicy", "make_policy", "repeated_commands"]
+__all__ = [
+    "GeneratePolicy",
+    "LLMPolicy",
+    "POLICY_MODES",
+    "PolicyOptions",
+    "SamplingConfig",
+    "ScorePolicy",
+    "StepOutput",
+    "TrainablePolicy",
+    "make_policy",
+    "repeated_commands",
+]
 
 #: the policy class of each mode
 POLICY_MODES: dict[str, type[LLMPolicy]] = {"score": ScorePolicy, "generate": GeneratePolicy}
 
 
-def make_policy(mode: str, model: Any, tokenizer: Any, backend: GenerationBackend | None = None,
-                env_name: str = "alfworld", options: PolicyOptions | None = None, **overrides: Any) -> LLMPolicy:
+def make_policy(
+    mode: str,
+    model: Any,
+    tokenizer: Any,
+    backend: GenerationBackend | None = None,
+    env_name: str = "alfworld",
+    options: PolicyOptions | None = None,
+    **overrides: Any,
+) -> LLMPolicy:
     """The policy of ``mode`` (``"score"`` or ``"generate"``); see :class:`~agents.policy_base.LLMPolicy`."""
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {', '.join(POLICY_MODES)}, got {mode!r}")

@@ -14,6 +14,7 @@ its defaults from it). :class:`~agents.contract.TrainablePolicy` (in :mod:`agent
 :class:`LLMPolicy` is the base of the two modes (:class:`agents.score_policy.ScorePolicy`,
 :class:`agents.generate_policy.GeneratePolicy`): model, tokenizer, template and prompt.
 """
+
 from __future__ import annotations
 
 import abc
@@ -92,8 +93,12 @@ class PolicyOptions:
     logit_chunk: int = 0
 
     def __post_init__(self) -> None:
-        for name, choices in (("fmt", FORMATS), ("invalid_handling", ("send", "noop")), ("score_norm", ("sum", "mean")),
-                              ("packing", ("rows", "tree"))):
+        for name, choices in (
+            ("fmt", FORMATS),
+            ("invalid_handling", ("send", "noop")),
+            ("score_norm", ("sum", "mean")),
+            ("packing", ("rows", "tree")),
+        ):
             if getattr(self, name) not in choices:
                 raise ValueError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         if isinstance(self.history_k, bool) or not isinstance(self.history_k, int) or self.history_k < 0:
@@ -104,8 +109,9 @@ class PolicyOptions:
         if int(self.logit_chunk) < 0:
             raise ValueError(f"logit_chunk must be >= 0 (0: off), got {self.logit_chunk!r}")
         if self.sampling.n != 1:
-            raise ValueError("a policy takes one answer per observation: use SamplingConfig(n=1) "
-                             "(groups come from G env copies)")
+            raise ValueError(
+                "a policy takes one answer per observation: use SamplingConfig(n=1) (groups come from G env copies)"
+            )
 
     def replace(self, **changes: Any) -> "PolicyOptions":
         """A copy with ``changes`` applied (and validated)."""
@@ -135,8 +141,15 @@ class LLMPolicy(abc.ABC):
     #: ``"score"`` or ``"generate"``
     mode: str = ""
 
-    def __init__(self, model: Any, tokenizer: Any, backend: GenerationBackend | None = None,
-                 env_name: str = "alfworld", options: PolicyOptions | None = None, **overrides: Any) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        backend: GenerationBackend | None = None,
+        env_name: str = "alfworld",
+        options: PolicyOptions | None = None,
+        **overrides: Any,
+    ) -> None:
         options = options or PolicyOptions()
         if overrides:
             options = options.replace(**overrides)
@@ -168,14 +181,23 @@ class LLMPolicy(abc.ABC):
         step = info.get("step")
         step = int(step) if step is not None else len(history)
         messages = build_messages(
-            self.env_name, goal=_goal_text(info.get("goal", "")), observation=observation,
-            admissible=admissible_for_prompt(info), history=list(history), step=step, k=self.history_k,
+            self.env_name,
+            goal=_goal_text(info.get("goal", "")),
+            observation=observation,
+            admissible=admissible_for_prompt(info),
+            history=list(history),
+            step=step,
+            k=self.history_k,
             fmt=self.prompt_format,
         )
         return render_prompt(self.tokenizer, messages)
 
-    def _prompts(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-                 histories: Sequence[Sequence[tuple[str, str]]] | None) -> tuple[list[list[int]], list[Any]]:
+    def _prompts(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None,
+    ) -> tuple[list[list[int]], list[Any]]:
         """Check the batch's lengths and render its prompts: (prompts, histories)."""
         n = len(observations)
         hs = list(histories) if histories is not None else [[] for _ in range(n)]
@@ -184,13 +206,20 @@ class LLMPolicy(abc.ABC):
         return [self.prompt_ids(o, dict(i), h) for o, i, h in zip(observations, infos, hs)], hs
 
     @abc.abstractmethod
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[StepOutput]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> list[StepOutput]:
         """One decision per observation (batched). ``histories[i]``: env i's earlier pairs."""
 
     @abc.abstractmethod
-    def compute_logprobs_and_entropy(self, steps: Sequence[StepOutput], batch_size: int | None = None,
-                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def compute_logprobs_and_entropy(
+        self, steps: Sequence[StepOutput], batch_size: int | None = None, with_entropy: bool = True
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Log-probs WITH grad under the current ``self.model``, and entropies (an empty list unless
         ``with_entropy``), in one forward pass."""
 
@@ -212,5 +241,7 @@ class LLMPolicy(abc.ABC):
 
     def __repr__(self) -> str:
         name = getattr(getattr(self.model, "config", None), "name_or_path", type(self.model).__name__)
-        return (f"{type(self).__name__}(model={name!r}, env={self.template.name!r}, fmt={self.prompt_format!r}, "
-                f"history_k={self.history_k}, sampling={self.sampling})")
+        return (
+            f"{type(self).__name__}(model={name!r}, env={self.template.name!r}, fmt={self.prompt_format!r}, "
+            f"history_k={self.history_k}, sampling={self.sampling})"
+        )

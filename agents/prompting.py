@@ -15,6 +15,7 @@ Example:
     >>> "Action 1: 'go to countertop 1'" in msgs[1]["content"]
     True
 """
+
 from __future__ import annotations
 
 import functools
@@ -29,8 +30,17 @@ from agents.memory import MEMORY_KINDS, alfworld_memory
 from agents.parsing import FORMATS, sanitize_text
 from wrappers.errors import UserError
 
-__all__ = ["PromptTemplate", "TemplateError", "admissible_commands", "build_messages", "fill_placeholders", "goal_text", "load_template",
-           "render_prompt", "template_name"]
+__all__ = [
+    "PromptTemplate",
+    "TemplateError",
+    "admissible_commands",
+    "build_messages",
+    "fill_placeholders",
+    "goal_text",
+    "load_template",
+    "render_prompt",
+    "template_name",
+]
 
 _ALIASES = {
     "alfworld": "alfworld",
@@ -47,9 +57,14 @@ _TEMPLATES = Path(__file__).resolve().parent / "templates"
 #: ``alfworld-notes``: the same with a note before each scored command; ``alfworld-task-notes``:
 #: the notes and memory of the task only, no exploration hints; ``webshop-notes``: compact WebShop
 #: with a note before each scored command)
-_BUILTIN = {"alfworld": "alfworld", "webshop": "webshop", "alfworld-memory": "alfworld_memory",
-            "alfworld-notes": "alfworld_notes", "alfworld-task-notes": "alfworld_task_notes",
-            "webshop-notes": "webshop_notes"}
+_BUILTIN = {
+    "alfworld": "alfworld",
+    "webshop": "webshop",
+    "alfworld-memory": "alfworld_memory",
+    "alfworld-notes": "alfworld_notes",
+    "alfworld-task-notes": "alfworld_task_notes",
+    "webshop-notes": "webshop_notes",
+}
 #: the largest template file read
 _MAX_TEMPLATE_BYTES = 2**20
 _FALLBACK_CHATML = (
@@ -94,7 +109,9 @@ class PromptTemplate:
                 ok = isinstance(value, int) and not isinstance(value, bool) and value > 0
                 kind = "an integer > 0"
             elif key == "format_instructions":
-                ok = isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+                ok = isinstance(value, dict) and all(
+                    isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+                )
                 kind = "a mapping of format name: text"
             else:
                 ok, kind = isinstance(value, str), "a string"
@@ -184,7 +201,8 @@ def _template_data(env_name: str, folder: Path | None = None) -> tuple[dict[str,
             what = "is not a regular file" if path.exists() else "does not exist"
             raise TemplateError(
                 f"no prompt template {env_name!r} ({source} {what}): use 'alfworld', 'alfworld-memory', 'webshop' or "
-                "a path to a YAML file with the fields of agents/templates/alfworld.yaml")
+                "a path to a YAML file with the fields of agents/templates/alfworld.yaml"
+            )
         if path.stat().st_size > _MAX_TEMPLATE_BYTES:
             raise TemplateError(f"prompt template {source} is over {_MAX_TEMPLATE_BYTES // 2**20} MiB")
     try:
@@ -256,8 +274,9 @@ def build_messages(
     )
     memory = tpl.extra.get("memory")
     if memory in MEMORY_KINDS:  # a summary of the whole transcript (agents/memory.py)
-        values["memory"] = alfworld_memory(str(goal), list(history), str(observation), list(admissible),
-                                           exploration=memory == "alfworld")
+        values["memory"] = alfworld_memory(
+            str(goal), list(history), str(observation), list(admissible), exploration=memory == "alfworld"
+        )
     body = (tpl.user if shown else tpl.user_first).format(**values)
     return [{"role": "system", "content": tpl.system.strip()}, {"role": "user", "content": body}]
 
@@ -269,7 +288,5 @@ def render_prompt(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
     only (no extra BOS is added).
     """
     template = getattr(tokenizer, "chat_template", None) or _FALLBACK_CHATML
-    text = tokenizer.apply_chat_template(
-        messages, chat_template=template, tokenize=False, add_generation_prompt=True
-    )
+    text = tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True)
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])

@@ -19,6 +19,7 @@ Example:
     >>> abs(lp.item() - policy.behaviour_logprobs(out).item()) < 1e-4
     True
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
@@ -88,27 +89,41 @@ class ScorePolicy(LLMPolicy):
             ids = cache[text] = tuple(self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return list(ids)
 
-    def command_notes(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
-                      commands: Sequence[str]) -> list[str]:
+    def command_notes(
+        self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]], commands: Sequence[str]
+    ) -> list[str]:
         """The note written before each candidate when the template's ``score_response`` has
         ``{note}`` and its ``memory`` is ``alfworld`` / ``alfworld-task``
         (:func:`agents.memory.command_notes`) or ``webshop``
         (:func:`agents.webshop_expert.webshop_command_notes`); else empty notes."""
         memory = self.template.extra.get("memory")
-        if ("{note}" not in str(self.template.extra.get("score_response") or "")
-                or memory not in (*MEMORY_KINDS, "webshop")):
+        if "{note}" not in str(self.template.extra.get("score_response") or "") or memory not in (
+            *MEMORY_KINDS,
+            "webshop",
+        ):
             return [""] * len(commands)
         if memory == "webshop":
             from agents.webshop_expert import webshop_command_notes
 
-            return webshop_command_notes(_goal_text(info.get("goal", "")), str(observation), commands,
-                                         (info.get("state") or {}).get("options") or {})
-        return command_notes(_goal_text(info.get("goal", "")), list(history), str(observation),
-                             admissible_for_prompt(info), commands, exploration=memory == "alfworld")
+            return webshop_command_notes(
+                _goal_text(info.get("goal", "")),
+                str(observation),
+                commands,
+                (info.get("state") or {}).get("options") or {},
+            )
+        return command_notes(
+            _goal_text(info.get("goal", "")),
+            list(history),
+            str(observation),
+            admissible_for_prompt(info),
+            commands,
+            exploration=memory == "alfworld",
+        )
 
     # ------------------------------------------------------------------ scoring
-    def _score(self, prompt: list[int], candidate_ids: list[list[int]],
-               memo: dict[Any, list[torch.Tensor]] | None = None) -> list[torch.Tensor]:
+    def _score(
+        self, prompt: list[int], candidate_ids: list[list[int]], memo: dict[Any, list[torch.Tensor]] | None = None
+    ) -> list[torch.Tensor]:
         """Per-token log-probs of each candidate after ``prompt`` (prompt encoded once).
 
         ``memo`` reuses the result for an identical (prompt, candidates) pair within one call:
@@ -117,8 +132,14 @@ class ScorePolicy(LLMPolicy):
         key = decision_key(prompt, candidate_ids)
         if memo is not None and key in memo:
             return memo[key]
-        out = candidate_logprobs(self.model, prompt, candidate_ids, pad_token_id=self.pad_token_id,
-                                 temperature=self.sampling.temperature, batch_size=self.options.score_batch_size)
+        out = candidate_logprobs(
+            self.model,
+            prompt,
+            candidate_ids,
+            pad_token_id=self.pad_token_id,
+            temperature=self.sampling.temperature,
+            batch_size=self.options.score_batch_size,
+        )
         if memo is not None:
             memo[key] = out
         return out
@@ -139,11 +160,18 @@ class ScorePolicy(LLMPolicy):
         if self.options.packing == "tree":
             error = tree_attention_error(self.model)
             if error:
-                raise ValueError(f"batch_decisions tree cannot score with this model: {error}; "
-                                 "use batch_decisions on (packed rows) or off")
+                raise ValueError(
+                    f"batch_decisions tree cannot score with this model: {error}; "
+                    "use batch_decisions on (packed rows) or off"
+                )
             score = tree_candidate_logprobs
-        scored = score(self.model, [decisions[i] for i in unique], pad_token_id=self.pad_token_id,
-                       temperature=self.sampling.temperature, max_tokens=self.options.batch_tokens)
+        scored = score(
+            self.model,
+            [decisions[i] for i in unique],
+            pad_token_id=self.pad_token_id,
+            temperature=self.sampling.temperature,
+            max_tokens=self.options.batch_tokens,
+        )
         by_key = {keys[i]: lps for i, lps in zip(unique, scored)}
         return [by_key[key] for key in keys]
 
@@ -159,11 +187,20 @@ class ScorePolicy(LLMPolicy):
             return self._command_scores(self._score(step.prompt_ids, step.candidate_ids or []))
 
     # ------------------------------------------------------------------ acting
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[StepOutput]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> list[StepOutput]:
         prompts, hs = self._prompts(observations, infos, histories)
-        tried = ([repeated_commands(o, h) for o, h in zip(observations, hs)] if self.options.avoid_repeats
-                 else [frozenset()] * len(prompts))
+        tried = (
+            [repeated_commands(o, h) for o, h in zip(observations, hs)]
+            if self.options.avoid_repeats
+            else [frozenset()] * len(prompts)
+        )
         cands = [self.candidates(dict(i), t) for i, t in zip(infos, tried)]
         notes = [self.command_notes(o, dict(i), h, cs) for o, h, i, cs in zip(observations, hs, infos, cands)]
         cand_ids = [[self._candidate_ids(c, n) for c, n in zip(cs, ns)] for cs, ns in zip(cands, notes)]
@@ -177,26 +214,52 @@ class ScorePolicy(LLMPolicy):
         outs: list[StepOutput] = []
         for prompt, cs, ns, ids, mine in zip(prompts, cands, notes, cand_ids, per_env):
             if not cs:
-                outs.append(StepOutput(prompt_ids=prompt, response_ids=[], old_logprobs=[], text="",
-                                       action=self.noop_action, valid=False, penalty=self.options.invalid_penalty,
-                                       reason="no admissible commands to score", finish_reason="score",
-                                       candidates=[], candidate_ids=[], chosen_index=None, old_action_logprob=None))
+                outs.append(
+                    StepOutput(
+                        prompt_ids=prompt,
+                        response_ids=[],
+                        old_logprobs=[],
+                        text="",
+                        action=self.noop_action,
+                        valid=False,
+                        penalty=self.options.invalid_penalty,
+                        reason="no admissible commands to score",
+                        finish_reason="score",
+                        candidates=[],
+                        candidate_ids=[],
+                        chosen_index=None,
+                        old_action_logprob=None,
+                    )
+                )
                 continue
             log_pi = torch.log_softmax(self._command_scores(mine).float(), dim=-1)
             if self.sampling.greedy:
                 k = int(torch.argmax(log_pi))
             else:
                 k = int(torch.multinomial(log_pi.exp(), 1, generator=gen))
-            outs.append(StepOutput(
-                prompt_ids=prompt, response_ids=ids[k], old_logprobs=mine[k].tolist(),
-                text=self._response_text(cs[k], ns[k]), action=cs[k], valid=True, penalty=0.0, reason="ok",
-                finish_reason="score", candidates=cs, candidate_ids=ids, chosen_index=k,
-                old_action_logprob=float(log_pi[k]), extra={"candidate_logprobs": log_pi.tolist()},
-            ))
+            outs.append(
+                StepOutput(
+                    prompt_ids=prompt,
+                    response_ids=ids[k],
+                    old_logprobs=mine[k].tolist(),
+                    text=self._response_text(cs[k], ns[k]),
+                    action=cs[k],
+                    valid=True,
+                    penalty=0.0,
+                    reason="ok",
+                    finish_reason="score",
+                    candidates=cs,
+                    candidate_ids=ids,
+                    chosen_index=k,
+                    old_action_logprob=float(log_pi[k]),
+                    extra={"candidate_logprobs": log_pi.tolist()},
+                )
+            )
         return outs
 
-    def forced_step(self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]],
-                    action: str) -> StepOutput | None:
+    def forced_step(
+        self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]], action: str
+    ) -> StepOutput | None:
         """The step this policy WOULD record had it chosen ``action`` (teacher forcing).
 
         For behaviour cloning: ``compute_logprobs([step])`` is then log pi(action | prompt) under the
@@ -209,14 +272,25 @@ class ScorePolicy(LLMPolicy):
         notes = self.command_notes(observation, dict(info), history, cands)
         ids = [self._candidate_ids(c, n) for c, n in zip(cands, notes)]
         k = cands.index(action)
-        return StepOutput(prompt_ids=self.prompt_ids(observation, dict(info), history), response_ids=ids[k],
-                          old_logprobs=[], text=self._response_text(action, notes[k]), action=action, valid=True,
-                          penalty=0.0, reason="ok", finish_reason="score", candidates=cands, candidate_ids=ids,
-                          chosen_index=k)
+        return StepOutput(
+            prompt_ids=self.prompt_ids(observation, dict(info), history),
+            response_ids=ids[k],
+            old_logprobs=[],
+            text=self._response_text(action, notes[k]),
+            action=action,
+            valid=True,
+            penalty=0.0,
+            reason="ok",
+            finish_reason="score",
+            candidates=cands,
+            candidate_ids=ids,
+            chosen_index=k,
+        )
 
     # ------------------------------------------------------------------ training-time log-probs
-    def compute_logprobs_and_entropy(self, steps: Sequence[StepOutput], batch_size: int | None = None,
-                                     with_entropy: bool = True) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    def compute_logprobs_and_entropy(
+        self, steps: Sequence[StepOutput], batch_size: int | None = None, with_entropy: bool = True
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """Per step a 1-element tensor: the candidate-softmax log-prob of the chosen command (a step
         without candidates gives a constant 0), and the softmax's entropy."""
         steps = list(steps)
@@ -248,8 +322,12 @@ class ScorePolicy(LLMPolicy):
         scored = [s for s in steps if s.candidate_ids]
         per_token = iter(self._score_all([(s.prompt_ids, s.candidate_ids) for s in scored]))  # type: ignore[misc]  # as above
         device = next(self.model.parameters()).device
-        return [torch.log_softmax(self._command_scores(next(per_token)).float(), dim=-1) if s.candidate_ids
-                else torch.zeros(0, device=device) for s in steps]
+        return [
+            torch.log_softmax(self._command_scores(next(per_token)).float(), dim=-1)
+            if s.candidate_ids
+            else torch.zeros(0, device=device)
+            for s in steps
+        ]
 
     def behaviour_logprobs(self, step: StepOutput) -> torch.Tensor:
         """The candidate-softmax log-prob of the command drawn (1 element; the per-token

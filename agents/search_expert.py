@@ -19,6 +19,7 @@ Example:
     >>> agent.act(["On the shelf 1, you see a mug 1."], [info], [[("...", "go to desk 1"), ("...", "go to shelf 1")]])
     ['take mug 1 from shelf 1']
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,9 @@ def _find(admissible: Sequence[str], pattern: str) -> str | None:
     return next((c for c in admissible if rx.match(c)), None)
 
 
-def search_action(goal: str, task_type: str, history: Sequence[tuple[str, str]], observation: str,
-                  admissible: Sequence[str]) -> str:
+def search_action(
+    goal: str, task_type: str, history: Sequence[tuple[str, str]], observation: str, admissible: Sequence[str]
+) -> str:
     """The searching expert's next command (always one of ``admissible`` when it is not empty).
 
     ``task_type`` is accepted for callers that have it; the expert reads the task from the
@@ -109,8 +111,16 @@ class ALFWorldSearchAgent:
     ``histories[i]`` must be env i's whole episode so far (``(observation, action)`` pairs).
     """
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Sequence[Sequence[tuple[str, str]]] | None = None, *, seed: int | None = None) -> list[str]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
+        *,
+        seed: int | None = None,
+    ) -> list[str]:
         histories = histories if histories is not None else [[] for _ in observations]
-        return [search_action(str(i.get("goal", "")), str(i.get("task_type", "")), h, o, admissible_commands(i))
-                for o, i, h in zip(observations, infos, histories)]
+        return [
+            search_action(str(i.get("goal", "")), str(i.get("task_type", "")), h, o, admissible_commands(i))
+            for o, i, h in zip(observations, infos, histories)
+        ]

@@ -32,6 +32,7 @@ that route their attention through that interface (Qwen2, Llama and their kin) q
     >>> [len(lp) for lp in lps[0]] == [len(c) for c in cands]
     True
 """
+
 # Over 500 lines: the prompt trie, its chunked sparse attention and the model patch, which only work together.
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class TokenTrie:
                     parents += [path[k - 1] if k else -1] + list(range(start, len(tokens) - 1))
                     depth += range(k, len(seq))
                 path = path[:k] + list(range(start, len(tokens)))
-                predictors[(i, j)] = path[n_prompt - 1: n_prompt - 1 + len(cand)]
+                predictors[(i, j)] = path[n_prompt - 1 : n_prompt - 1 + len(cand)]
                 prev, first = seq, False
         return cls(tokens, parents, depth, predictors)
 
@@ -162,8 +163,13 @@ class _ChunkLayout:
             allowed = np.zeros((len(ids), chunk, width + chunk), dtype=bool)
             for g, c in enumerate(ids):
                 cls._fill(parents, depth, c * chunk, min((c + 1) * chunk, n), width, keys[g], allowed[g])
-            groups.append((torch.tensor(ids, device=device), torch.from_numpy(keys).to(device),
-                           torch.from_numpy(allowed).to(device)))
+            groups.append(
+                (
+                    torch.tensor(ids, device=device),
+                    torch.from_numpy(keys).to(device),
+                    torch.from_numpy(allowed).to(device),
+                )
+            )
         flat = [c for ids, _, _ in groups for c in ids.tolist()]
         order = np.empty(chunks, dtype=np.int64)
         order[flat] = np.arange(chunks)
@@ -179,54 +185,65 @@ class _ChunkLayout:
         self.row_groups, take = [], np.zeros(len(kept), dtype=np.int64)
         offset = 0
         for ids, keys, allowed in self.groups:
-            spans = [(g, c, *np.searchsorted(kept, [c * self.chunk, (c + 1) * self.chunk]))
-                     for g, c in enumerate(ids.tolist())]
+            spans = [
+                (g, c, *np.searchsorted(kept, [c * self.chunk, (c + 1) * self.chunk]))
+                for g, c in enumerate(ids.tolist())
+            ]
             spans = [(g, c, a, b) for g, c, a, b in spans if b > a]
             if not spans:
                 continue
             width = max(b - a for _, _, a, b in spans)
             query = np.zeros((len(spans), width), dtype=np.int64)
             for r, (_, c, a, b) in enumerate(spans):
-                query[r, :b - a], query[r, b - a:] = kept[a:b], kept[a]
+                query[r, : b - a], query[r, b - a :] = kept[a:b], kept[a]
                 take[a:b] = offset + r * width + np.arange(b - a)
             offset += query.size
             local = torch.from_numpy(query - (query // self.chunk * self.chunk)).to(device)
             picked = torch.tensor([g for g, _, _, _ in spans], device=device)
-            self.row_groups.append((torch.from_numpy(query).to(device), keys[picked],
-                                    allowed[picked[:, None], local]))
+            self.row_groups.append((torch.from_numpy(query).to(device), keys[picked], allowed[picked[:, None], local]))
         self.row_take = torch.from_numpy(take).to(device)
 
     @staticmethod
-    def _fill(parents: list[int], depth: list[int], a: int, b: int, width: int, keys: np.ndarray,
-              mask: np.ndarray) -> None:
+    def _fill(
+        parents: list[int], depth: list[int], a: int, b: int, width: int, keys: np.ndarray, mask: np.ndarray
+    ) -> None:
         """Keys and allowed pairs of the chunk of tokens ``[a, b)``."""
         path, x = [], parents[a]
         while x >= 0:
             path.append(x)
             x = parents[x]
-        keys[:len(path)] = path[::-1]  # the path to a, by depth: key column d holds depth d
-        keys[width: width + b - a] = range(a, b)
+        keys[: len(path)] = path[::-1]  # the path to a, by depth: key column d holds depth d
+        keys[width : width + b - a] = range(a, b)
         for x in range(a, b):
             p, row = parents[x], x - a
             if p >= a:  # its parent is in the chunk: the parent's keys and itself
                 mask[row] = mask[p - a]
             elif p >= 0:  # its parent is on the path: the path down to it
-                mask[row, :depth[p] + 1] = True
+                mask[row, : depth[p] + 1] = True
             mask[row, width + row] = True
         for row in range(b - a, mask.shape[0]):  # padding rows see themselves only
             mask[row, width + row] = True
 
 
-def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, attention_mask: Any,
-               dropout: float = 0.0, scaling: float | None = None, **kwargs: Any) -> tuple[torch.Tensor, None]:
+def _attention(
+    module: Any,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: Any,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, None]:
     """transformers' attention-interface signature: chunked tree attention when the forward pass
     carries a ``tree_layout`` (:class:`_ChunkLayout`), SDPA for anything else."""
     layout = kwargs.pop("tree_layout", None)
     if not isinstance(layout, _ChunkLayout):
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        return sdpa_attention_forward(
+            module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
+        )
     q, k, v = query[0], key[0], value[0]  # (heads, n, head_dim); k, v: (kv_heads, n, head_dim)
     heads, n, dim = q.shape
     if layout.row_groups is not None and module is layout.rows_module:
@@ -237,15 +254,23 @@ def _attention(module: Any, query: torch.Tensor, key: torch.Tensor, value: torch
     q = q.reshape(heads, chunks, layout.chunk, dim).transpose(0, 1)  # (chunks, heads, chunk, head_dim)
     parts = []
     for ids, keys, allowed in layout.groups:
-        parts.append(F.scaled_dot_product_attention(q[ids], k[:, keys].transpose(0, 1), v[:, keys].transpose(0, 1),
-                                                    attn_mask=allowed[:, None], scale=scaling,
-                                                    enable_gqa=k.shape[0] != heads))
+        parts.append(
+            F.scaled_dot_product_attention(
+                q[ids],
+                k[:, keys].transpose(0, 1),
+                v[:, keys].transpose(0, 1),
+                attn_mask=allowed[:, None],
+                scale=scaling,
+                enable_gqa=k.shape[0] != heads,
+            )
+        )
     out = torch.cat(parts)[layout.order]
     return out.transpose(1, 2).reshape(chunks * layout.chunk, heads, dim)[:n][None], None
 
 
-def _row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: _ChunkLayout,
-                   scaling: float | None) -> torch.Tensor:
+def _row_attention(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: _ChunkLayout, scaling: float | None
+) -> torch.Tensor:
     """The last layer's tree attention at the layout's kept rows only, as ``[1, n, heads, dim]``
     with zeros at the other rows (the output projection's hook drops them)."""
     heads, n, dim = q.shape
@@ -253,9 +278,14 @@ def _row_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, layout: _C
     for query, keys, allowed in layout.row_groups or []:
         groups, width = query.shape
         q_rows = q[:, query.reshape(-1)].reshape(heads, groups, width, dim).transpose(0, 1)
-        out = F.scaled_dot_product_attention(q_rows, k[:, keys].transpose(0, 1), v[:, keys].transpose(0, 1),
-                                             attn_mask=allowed[:, None], scale=scaling,
-                                             enable_gqa=k.shape[0] != heads)
+        out = F.scaled_dot_product_attention(
+            q_rows,
+            k[:, keys].transpose(0, 1),
+            v[:, keys].transpose(0, 1),
+            attn_mask=allowed[:, None],
+            scale=scaling,
+            enable_gqa=k.shape[0] != heads,
+        )
         parts.append(out.transpose(1, 2).reshape(groups * width, heads, dim))
     kept = torch.cat(parts)[layout.row_take]
     return q.new_zeros(n, heads, dim).index_copy(0, layout.rows, kept)[None]  # type: ignore[arg-type]  # a chunked layout on this path has its rows (the caller checks)
@@ -318,8 +348,11 @@ class _TreeMode:
         last = layers[-1] if layers else None
         # a layer without the pre-norm parts is never cut (its pruned check fails: computed in full)
         parts = ("input_layernorm", "post_attention_layernorm", "mlp")
-        self.layer = (last if all(hasattr(last, a) for a in parts)
-                      and hasattr(getattr(last, "self_attn", None), "o_proj") else None)
+        self.layer = (
+            last
+            if all(hasattr(last, a) for a in parts) and hasattr(getattr(last, "self_attn", None), "o_proj")
+            else None
+        )
         self.saved: Any = None
         self.hook: Any = None
 
@@ -387,8 +420,13 @@ class _TreeMode:
         return forward
 
 
-def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], temperature: float,
-               chunk: int, prune: bool) -> list[list[torch.Tensor]]:
+def _tree_pass(
+    model: Any,
+    decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]],
+    temperature: float,
+    chunk: int,
+    prune: bool,
+) -> list[list[torch.Tensor]]:
     device = next(model.parameters()).device
     trie = TokenTrie.build(decisions)
     layout = _ChunkLayout.of(trie, chunk, device)
@@ -399,9 +437,13 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
             if mode.layer is None:
                 raise TypeError(f"{type(model).__name__} has no model.layers to take the last one of")
             layout.keep_rows(order, mode.layer.self_attn, device)
-        out = model(input_ids=torch.tensor([trie.tokens], device=device), tree_layout=layout,
-                    position_ids=torch.tensor([trie.depth], device=device), use_cache=False,
-                    logits_to_keep=0 if prune else torch.tensor(order, device=device))
+        out = model(
+            input_ids=torch.tensor([trie.tokens], device=device),
+            tree_layout=layout,
+            position_ids=torch.tensor([trie.depth], device=device),
+            use_cache=False,
+            logits_to_keep=0 if prune else torch.tensor(order, device=device),
+        )
     logp = processed_log_softmax(out.logits[0], temperature, 1.0)
     pairs = [(i, j) for i, (_, cands) in enumerate(decisions) for j in range(len(cands))]
     rows = torch.tensor([row_of[p] for pair in pairs for p in trie.predictors[pair]], dtype=torch.long, device=device)
@@ -410,8 +452,9 @@ def _tree_pass(model: Any, decisions: Sequence[tuple[Sequence[int], Sequence[Seq
     return [[next(values) for _ in cands] for _, cands in decisions]
 
 
-def _passes(decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int],
-            max_tokens: int) -> list[list[int]]:
+def _passes(
+    decisions: Sequence[tuple[Sequence[int], Sequence[Sequence[int]]]], order: Sequence[int], max_tokens: int
+) -> list[list[int]]:
     """Split ``order`` (decisions sorted by prompt) into passes of at most ``max_tokens`` new trie
     tokens each (a prompt's prefix shared with the previous prompt counts once)."""
     passes: list[list[int]] = []
@@ -465,8 +508,10 @@ def tree_candidate_logprobs(
     out: list[list[torch.Tensor]] = [[] for _ in decisions]
     todo = sorted((i for i, (_, cands) in enumerate(decisions) if len(cands)), key=lambda i: tuple(decisions[i][0]))
     for batch in _passes(decisions, todo, max(1, int(max_tokens))):
-        for i, lps in zip(batch, _tree_pass(model, [decisions[i] for i in batch], temperature, max(1, int(chunk)),
-                                                          bool(last_layer_rows))):
+        for i, lps in zip(
+            batch,
+            _tree_pass(model, [decisions[i] for i in batch], temperature, max(1, int(chunk)), bool(last_layer_rows)),
+        ):
             out[i] = lps
     return out
 
@@ -505,14 +550,15 @@ def _check(model: Any, last_layer_rows: bool) -> str | None:
     param = next(model.parameters())
     try:  # in the model's own precision: autocast would round the two paths differently
         with torch.no_grad(), torch.autocast(device_type=param.device.type, enabled=False):
-            tree = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4,
-                                           last_layer_rows=last_layer_rows)
+            tree = tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=4, last_layer_rows=last_layer_rows)
             ref = [candidate_logprobs(model, p, cs, pad_token_id=0) for p, cs in decisions]
     except Exception as exc:  # noqa: BLE001 -- any failure means the path does not apply; say which
         return f"{type(model).__name__}: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
     gap = max(float((a - b).abs().max()) for xs, ys in zip(tree, ref) for a, b in zip(xs, ys))
     tolerance = 1e-4 if param.dtype == torch.float32 else 0.1  # a misrouted attention is off by whole nats
     if not gap <= tolerance:
-        return (f"{type(model).__name__} does not route its attention through transformers' attention interface "
-                f"(tree and per-decision log-probs differ by {gap:.2g})")
+        return (
+            f"{type(model).__name__} does not route its attention through transformers' attention interface "
+            f"(tree and per-decision log-probs differ by {gap:.2g})"
+        )
     return None

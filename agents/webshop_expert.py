@@ -23,6 +23,7 @@ Example:
     >>> agent.act([obs], [info])
     ['click[b02]']
 """
+
 from __future__ import annotations
 
 import re
@@ -87,8 +88,9 @@ def product_scores(observation: str, products: Sequence[str], instruction: str) 
     return out
 
 
-def webshop_command_notes(instruction: str, observation: str, commands: Sequence[str],
-                          chosen: Mapping[str, Any] = {}) -> list[str]:  # noqa: B006 - read only
+def webshop_command_notes(
+    instruction: str, observation: str, commands: Sequence[str], chosen: Mapping[str, Any] = {}
+) -> list[str]:  # noqa: B006 - read only
     """The note written before each scored command (the ``webshop-notes`` template):
     ``best match`` on the listed product(s) whose title shares the most words with the
     instruction, ``named`` on an option value the instruction names; no note otherwise.
@@ -105,7 +107,9 @@ def webshop_command_notes(instruction: str, observation: str, commands: Sequence
         scores = product_scores(observation, listed, instruction)
         top = max(scores)
         best = {p for p, s in zip(listed, scores) if s == top and top > 0}
-    named = set(named_options(instruction, [c for c in clicks if c is not None], chosen)) if "buy now" in clicks else set()
+    named = (
+        set(named_options(instruction, [c for c in clicks if c is not None], chosen)) if "buy now" in clicks else set()
+    )
     return ["best match: " if c in best else "named: " if c in named else "" for c in clicks]
 
 
@@ -121,8 +125,11 @@ class WebShopInstructionAgent:
         if "buy now" in clicks:  # item page
             # each named value once: two values of one option group (both named) would undo each other
             clicked = {a[6:-1] for _, a in history if str(a).startswith("click[")}
-            named = [v for v in named_options(instruction, clicks, (info.get("state") or {}).get("options") or {})
-                     if v not in clicked]
+            named = [
+                v
+                for v in named_options(instruction, clicks, (info.get("state") or {}).get("options") or {})
+                if v not in clicked
+            ]
             return f"click[{named[0]}]" if named else "click[buy now]"
         products = [c for c in clicks if c not in _BUTTONS]
         if products:  # results page: titles follow their ASIN in the page text
@@ -132,7 +139,13 @@ class WebShopInstructionAgent:
             return "click[< prev]"
         return "click[back to search]" if "back to search" in clicks else (f"click[{clicks[0]}]" if clicks else "")
 
-    def act(self, observations: Sequence[str], infos: Sequence[dict[str, Any]],
-            histories: Any = None, *, seed: int | None = None) -> list[str]:
+    def act(
+        self,
+        observations: Sequence[str],
+        infos: Sequence[dict[str, Any]],
+        histories: Any = None,
+        *,
+        seed: int | None = None,
+    ) -> list[str]:
         hists = list(histories) if histories is not None else [()] * len(observations)
         return [self._one(str(o), dict(i), h or ()) for o, i, h in zip(observations, infos, hists)]

@@ -8,6 +8,7 @@ of ``--repeats`` runs. Baseline: the same ProGPO-GiGPO computed group by group w
 single-group function and Python dicts for the anchor groups (measured on a subset of groups
 and scaled), i.e. what a straightforward implementation does.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,15 +43,22 @@ def make_batch(b: int, g: int, t: int, seed: int = 0) -> dict[str, np.ndarray]:
     state_ids = traj_group[step_traj] * pool + rng.integers(0, pool, n * t)
     next_ids = np.roll(state_ids, -1)
     first_visit = rng.random(n * t) < 0.4
-    return dict(outcomes=outcomes, traj_group=traj_group, step_traj=step_traj, step_index=step_index,
-                state_ids=state_ids, next_ids=next_ids, first_visit=first_visit)
+    return dict(
+        outcomes=outcomes,
+        traj_group=traj_group,
+        step_traj=step_traj,
+        step_index=step_index,
+        state_ids=state_ids,
+        next_ids=next_ids,
+        first_visit=first_visit,
+    )
 
 
 def loop_baseline(batch: dict[str, np.ndarray], n_groups: int, g: int, t: int, gamma: float = 0.95) -> None:
     """ProGPO-GiGPO group by group, Python dict anchor groups (the reference a user would write)."""
     for grp in range(n_groups):
         sl = slice(grp * g * t, (grp + 1) * g * t)
-        r = batch["outcomes"][grp * g:(grp + 1) * g]
+        r = batch["outcomes"][grp * g : (grp + 1) * g]
         fv = batch["first_visit"][sl].reshape(g, t)
         ep = progpo_episode_advantages(r, fv.mean(axis=1), base="gigpo")
         failed = r.max() < 1e-3
@@ -71,7 +79,6 @@ def loop_baseline(batch: dict[str, np.ndarray], n_groups: int, g: int, t: int, g
                     adv[i, k] += a
 
 
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--groups", type=int, default=4096)
@@ -88,13 +95,24 @@ def main() -> None:
     sub = min(args.baseline_groups, b)
     base_s = median_time(lambda: loop_baseline(batch, sub, g, t), max(1, args.repeats // 2)) * b / sub
     rows.append(("per-group loop, progpo-gigpo (baseline)", base_s))
-    rows.append(("progpo_episode_advantages_batched (B,G)", median_time(
-        lambda: progpo_episode_advantages_batched(batch["outcomes"].reshape(b, g), fv_rate), args.repeats)))
+    rows.append(
+        (
+            "progpo_episode_advantages_batched (B,G)",
+            median_time(
+                lambda: progpo_episode_advantages_batched(batch["outcomes"].reshape(b, g), fv_rate), args.repeats
+            ),
+        )
+    )
     for est in ("grpo", "rloo", "progpo-grpo", "gigpo", "progpo-gigpo"):
         cfg = AdvantageConfig(estimator=est)
         rows.append((f"step_advantages {est}", median_time(lambda: step_advantages(**batch, config=cfg), args.repeats)))
     cfg = AdvantageConfig(estimator="progpo-gigpo", scope="group")
-    rows.append(("step_advantages progpo-gigpo scope=group", median_time(lambda: step_advantages(**batch, config=cfg), args.repeats)))
+    rows.append(
+        (
+            "step_advantages progpo-gigpo scope=group",
+            median_time(lambda: step_advantages(**batch, config=cfg), args.repeats),
+        )
+    )
     print(f"batch: {b} groups x {g} trajectories x {t} steps = {n_steps:,} steps; median of {args.repeats} runs")
     print(f"{'estimator':44s} {'time (s)':>10s} {'steps/s':>14s} {'vs baseline':>12s}")
     for name, sec in rows:

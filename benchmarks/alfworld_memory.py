@@ -9,6 +9,7 @@ as textworld alone behaves). The per-game LRUs (64 translations, 64 grammars) fi
     python benchmarks/alfworld_memory.py
     python benchmarks/alfworld_memory.py --games 200
 """
+
 from __future__ import annotations
 
 import argparse

@@ -11,6 +11,7 @@ a member that finished waits for its group, and its no-op steps are not counted.
     python benchmarks/alfworld_speed.py                       # real games from ../shared/data
     python benchmarks/alfworld_speed.py --games 6 --steps 30 --repeats 3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,8 +92,14 @@ def _play(args: tuple[bool, list[str], int, int, int, str]) -> dict[str, object]
                 eng.step(cmd)
                 step.append(time.perf_counter() - t)
     where, lib_mb = _lib_mapping()
-    return {"load": load, "reset": reset, "step": step, "rss": _rss_mb() - base, "rss_total": _rss_mb(),
-            "lib": f"{where} ({lib_mb:.0f} MB resident)"}
+    return {
+        "load": load,
+        "reset": reset,
+        "step": step,
+        "rss": _rss_mb() - base,
+        "rss_total": _rss_mb(),
+        "lib": f"{where} ({lib_mb:.0f} MB resident)",
+    }
 
 
 def _q(xs: list[float], q: float) -> float:
@@ -103,8 +110,9 @@ def _q(xs: list[float], q: float) -> float:
 def _throughput(workers: int, seconds: float) -> float:
     from wrappers.group import GroupVectorEnv
 
-    envs = GroupVectorEnv("ProGPO-ALFWorld-v0", num_groups=1, group_size=workers, backend="async", seed=0,
-                          env_kwargs={"split": "valid"})
+    envs = GroupVectorEnv(
+        "ProGPO-ALFWorld-v0", num_groups=1, group_size=workers, backend="async", seed=0, env_kwargs={"split": "valid"}
+    )
     rng = random.Random(0)
     _, infos = envs.reset()
     cmds = [list(c) for c in infos["admissible_commands"]]
@@ -148,30 +156,47 @@ def main() -> int:
                     res[key] = pool.apply(_play, ((fast, games, args.steps, args.repeats, 0, cache),))
         rows.append((name, len(games), res))
 
-    print(f"\nALFWorld engine, {args.games} games/source, {args.steps} steps x {args.repeats} episodes per game "
-          f"(+1 load), times in ms\n")
-    hdr = ("games", "engine", "load p50", "reset p50", "reset p90", "step p50", "step p90", "peak RSS MB",
-           "libdownward.so")
+    print(
+        f"\nALFWorld engine, {args.games} games/source, {args.steps} steps x {args.repeats} episodes per game "
+        f"(+1 load), times in ms\n"
+    )
+    hdr = (
+        "games",
+        "engine",
+        "load p50",
+        "reset p50",
+        "reset p90",
+        "step p50",
+        "step p90",
+        "peak RSS MB",
+        "libdownward.so",
+    )
     print("| " + " | ".join(hdr) + " |\n|" + "---|" * len(hdr))
     med = statistics.median
     for name, n, res in rows:
         for key, r in res.items():
-            print(f"| {name} | {key} | {1e3 * med(r['load']):.0f} | "
-                  f"{1e3 * med(r['reset']):.1f} | {1e3 * _q(r['reset'], .9):.1f} | "
-                  f"{1e3 * med(r['step']):.2f} | {1e3 * _q(r['step'], .9):.2f} | "
-                  f"{r['rss']:.0f} (+{r['rss_total'] - r['rss']:.0f} import) | {r['lib']} |")
+            print(
+                f"| {name} | {key} | {1e3 * med(r['load']):.0f} | "
+                f"{1e3 * med(r['reset']):.1f} | {1e3 * _q(r['reset'], 0.9):.1f} | "
+                f"{1e3 * med(r['step']):.2f} | {1e3 * _q(r['step'], 0.9):.2f} | "
+                f"{r['rss']:.0f} (+{r['rss_total'] - r['rss']:.0f} import) | {r['lib']} |"
+            )
         s, c, w = res["stock"], res["fast (cold)"], res["fast (disk cache)"]
-        print(f"| {name} | **speed-up** | {med(s['load']) / med(c['load']):.1f}x cold, "
-              f"{med(s['load']) / med(w['load']):.0f}x disk | {med(s['reset']) / med(c['reset']):.0f}x | "
-              f"{_q(s['reset'], .9) / _q(c['reset'], .9):.0f}x | {med(s['step']) / med(c['step']):.0f}x | "
-              f"{_q(s['step'], .9) / _q(c['step'], .9):.0f}x | | |")
+        print(
+            f"| {name} | **speed-up** | {med(s['load']) / med(c['load']):.1f}x cold, "
+            f"{med(s['load']) / med(w['load']):.0f}x disk | {med(s['reset']) / med(c['reset']):.0f}x | "
+            f"{_q(s['reset'], 0.9) / _q(c['reset'], 0.9):.0f}x | {med(s['step']) / med(c['step']):.0f}x | "
+            f"{_q(s['step'], 0.9) / _q(c['step'], 0.9):.0f}x | | |"
+        )
     if not args.no_throughput:
         from progpo_envs.alfworld.fast import warm_translation_cache
         from progpo_envs.alfworld.games import discover_games
 
         warm_translation_cache([str(g.path) for g in discover_games(embedded_root() / "json_2.1.1", "valid")])
-        print("\nGroupVectorEnv(async), fast path, generated games (valid split, a new task every episode, "
-              "translation disk cache warm), random policy over admissible commands:\n")
+        print(
+            "\nGroupVectorEnv(async), fast path, generated games (valid split, a new task every episode, "
+            "translation disk cache warm), random policy over admissible commands:\n"
+        )
         print("| workers | steps/s |\n|---|---:|")
         for w in (1, 2):
             print(f"| {w} | {_throughput(w, args.seconds):.0f} |")

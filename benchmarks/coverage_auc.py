@@ -18,6 +18,7 @@ built from the raw transcript) and its sampling is seeded per step, so the two r
 identical but for the coverage (the script checks the outcomes match). It prints a table and
 writes ``--out`` (JSON: config, per key: overall and per task type AUC, pairs, groups, CI).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,8 +72,11 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for key in keys_for(cfg.env):
         trainer.close()
-        trainer.env_fn = (functools.partial(carry_free_env, cfg.splits[0], cfg.max_steps) if key == "carry-free"
-                          else make_env_fn(cfg.env, cfg.splits[0], cfg.max_steps, key))
+        trainer.env_fn = (
+            functools.partial(carry_free_env, cfg.splits[0], cfg.max_steps)
+            if key == "carry-free"
+            else make_env_fn(cfg.env, cfg.splits[0], cfg.max_steps, key)
+        )
         rollout = trainer.rollout(iteration)
         out[key] = {
             "coverage": np.array([t.coverage_rate for t in rollout.trajectories]),
@@ -86,8 +90,9 @@ def rollouts(cfg: TrainConfig, groups: int, iteration: int) -> dict[str, dict]:
     ref = out[STATE_KEYS[0]]
     for key, d in out.items():
         if not (np.array_equal(d["outcome"], ref["outcome"]) and d["actions"] == ref["actions"]):
-            raise RuntimeError(f"the {key!r} rollout differs from the {STATE_KEYS[0]!r} one: the comparison would "
-                               "not be paired")
+            raise RuntimeError(
+                f"the {key!r} rollout differs from the {STATE_KEYS[0]!r} one: the comparison would not be paired"
+            )
     return out
 
 
@@ -109,9 +114,11 @@ def mismatch(data: dict[str, dict]) -> str:
         return ""
     canon, free = data["canonical"]["first_visit"], data["carry-free"]["first_visit"]
     extra = int(np.sum(canon & ~free))
-    return (f"Carried-object mismatch: {extra} of the canonical key's {int(canon.sum())} first visits "
-            f"({extra / max(int(canon.sum()), 1):.1%}) are places already seen, revisited while carrying an object "
-            f"(the carry-free key counts {int(free.sum())}).")
+    return (
+        f"Carried-object mismatch: {extra} of the canonical key's {int(canon.sum())} first visits "
+        f"({extra / max(int(canon.sum()), 1):.1%}) are places already seen, revisited while carrying an object "
+        f"(the carry-free key counts {int(free.sum())})."
+    )
 
 
 def table(result: dict[str, dict], data: dict[str, dict], tau_r: float) -> str:
@@ -119,9 +126,13 @@ def table(result: dict[str, dict], data: dict[str, dict], tau_r: float) -> str:
     won = d["outcome"] >= tau_r
     groups = np.unique(d["group"])
     mixed = sum(1 for g in groups if 0 < won[d["group"] == g].sum() < (d["group"] == g).sum())
-    lines = [f"{len(d['outcome'])} trajectories in {len(groups)} groups; R > 0 in {won.mean():.3f} of them; "
-             f"{mixed} mixed groups, {sum(1 for g in groups if not won[d['group'] == g].any())} all-failed", "",
-             "| task type | key | AUC | 95% CI | pairs | mixed groups |", "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        f"{len(d['outcome'])} trajectories in {len(groups)} groups; R > 0 in {won.mean():.3f} of them; "
+        f"{mixed} mixed groups, {sum(1 for g in groups if not won[d['group'] == g].any())} all-failed",
+        "",
+        "| task type | key | AUC | 95% CI | pairs | mixed groups |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     for tt in result[STATE_KEYS[0]]:
         for key in data:
             r = result[key][tt]
@@ -137,8 +148,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=32, help="groups of group_size trajectories (one task each)")
     ap.add_argument("--bc-steps", type=int, default=None, help="override the warm start's cloning steps")
     ap.add_argument("--iteration", type=int, default=1, help="whose task schedule (the trainer's) to play")
-    ap.add_argument("--tau-r", type=float, default=None,
-                    help="outcome that counts as R > 0 (default the config's tau_r; 1.0 on WebShop: success = score 1)")
+    ap.add_argument(
+        "--tau-r",
+        type=float,
+        default=None,
+        help="outcome that counts as R > 0 (default the config's tau_r; 1.0 on WebShop: success = score 1)",
+    )
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/coverage_auc_<env>.json)")
     args = ap.parse_args(argv)
     data = load_yaml(args.config) if args.config else {}
@@ -152,14 +167,27 @@ def main(argv: list[str] | None = None) -> int:
     text = table(result, raw, tau)
     if mismatch(raw):
         text += "\n\n" + mismatch(raw)
-    print(f"{cfg.env}: warm start {cfg.resolved_warm_start} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
-          f"max {cfg.max_steps} steps, R > 0 means outcome >= {tau}, {time.perf_counter() - t0:.0f} s")
+    print(
+        f"{cfg.env}: warm start {cfg.resolved_warm_start} ({cfg.bc_steps} steps), {cfg.group_size} per group, "
+        f"max {cfg.max_steps} steps, R > 0 means outcome >= {tau}, {time.perf_counter() - t0:.0f} s"
+    )
     print(text)
     suffix = "" if args.tau_r is None else f"_tau{args.tau_r:g}"
     out = Path(args.out) if args.out else ROOT / "benchmarks" / "results" / f"coverage_auc_{cfg.env}{suffix}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"config": cfg.to_dict(), "groups": args.groups, "iteration": args.iteration, "tau_r": tau,
-                               "auc": result, "table": text}, indent=1))
+    out.write_text(
+        json.dumps(
+            {
+                "config": cfg.to_dict(),
+                "groups": args.groups,
+                "iteration": args.iteration,
+                "tau_r": tau,
+                "auc": result,
+                "table": text,
+            },
+            indent=1,
+        )
+    )
     print(f"-> {out}")
     return 0
 

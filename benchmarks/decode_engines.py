@@ -14,6 +14,7 @@ the same prompts (left-padded, of several lengths, as a rollout's are):
 
 Prints one table (tokens/s, ratio to ``loop``) and writes it as JSON with ``--json``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,9 +38,11 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_engine(backend: Any, prompts: list[list[int]], cfg: SamplingConfig, repeats: int, device: torch.device,
-                autocast: bool) -> dict[str, float]:
+def time_engine(
+    backend: Any, prompts: list[list[int]], cfg: SamplingConfig, repeats: int, device: torch.device, autocast: bool
+) -> dict[str, float]:
     """The first call's seconds (compilation included) and the median of ``repeats`` more calls."""
+
     def call(seed: int) -> float:
         _sync(device)
         t0 = time.perf_counter()
@@ -63,8 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tokens", type=int, default=32, help="tokens per answer (fixed)")
     ap.add_argument("--prompt-tokens", type=int, default=200, help="the longest prompt; the others are shorter")
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per engine (after the first)")
-    ap.add_argument("--engines", default="loop,static,static+compile,static+compile bf16",
-                    help="comma-separated: loop, static, static+compile, each optionally followed by ' bf16'")
+    ap.add_argument(
+        "--engines",
+        default="loop,static,static+compile,static+compile bf16",
+        help="comma-separated: loop, static, static+compile, each optionally followed by ' bf16'",
+    )
     ap.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     ap.add_argument("--json", help="write the rows here")
     args = ap.parse_args(argv)
@@ -75,8 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     model.eval()
     gen = torch.Generator().manual_seed(0)
     vocab = min(int(model.config.vocab_size), len(tok))
-    prompts = [torch.randint(3, vocab, (args.prompt_tokens - 7 * (i % 16),), generator=gen).tolist()
-               for i in range(args.batch)]
+    prompts = [
+        torch.randint(3, vocab, (args.prompt_tokens - 7 * (i % 16),), generator=gen).tolist() for i in range(args.batch)
+    ]
     cfg = SamplingConfig(max_new_tokens=args.tokens, min_new_tokens=args.tokens, stop=(), temperature=1.0)
     autocast = device.type == "cuda"  # the loop engine's bf16: autocast over the fp32 weights, as the trainer runs it
     rows = []
@@ -93,16 +100,22 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"engine": name, **res, "compiles": getattr(backend, "stats", {}).get("compiles", 0.0)})
         del backend
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "loop"), None)
-    print(f"{args.model} on {device.type}, {args.batch} prompts (<= {args.prompt_tokens} tokens) x {args.tokens} "
-          f"new tokens, median of {args.repeats}")
+    print(
+        f"{args.model} on {device.type}, {args.batch} prompts (<= {args.prompt_tokens} tokens) x {args.tokens} "
+        f"new tokens, median of {args.repeats}"
+    )
     print("| engine | tokens/s | x loop | first call (s) | compiled graphs |\n|---|---|---|---|---|")
     for r in rows:
         ratio = f"{r['tokens_per_s'] / base:.2f}" if base else "-"
         print(f"| {r['engine']} | {r['tokens_per_s']:,.0f} | {ratio} | {r['first_s']:.1f} | {r['compiles']:.0f} |")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"model": args.model, "device": device.type, "batch": args.batch,
-                                               "tokens": args.tokens, "rows": rows}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {"model": args.model, "device": device.type, "batch": args.batch, "tokens": args.tokens, "rows": rows},
+                indent=1,
+            )
+        )
     return 0
 
 

@@ -9,6 +9,7 @@
 Each subcommand reads what the trainer wrote (``metrics.jsonl``, checkpoints) and writes one
 JSON; ``report`` merges them and prints one table. Nothing here needs a network.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,12 @@ def preflight(args: argparse.Namespace) -> int:
             missing.append("a CUDA GPU")
         else:
             props = torch.cuda.get_device_properties(0)
-            out.update(gpu=props.name, gpu_mem_gib=round(props.total_memory / 2**30, 1),
-                       cuda=torch.version.cuda, gpus=torch.cuda.device_count())
+            out.update(
+                gpu=props.name,
+                gpu_mem_gib=round(props.total_memory / 2**30, 1),
+                cuda=torch.version.cuda,
+                gpus=torch.cuda.device_count(),
+            )
             out["bf16_matmul_tflops"] = round(matmul_tflops("cuda", 8192, torch.bfloat16), 1)
     else:
         out["fp32_matmul_tflops"] = round(matmul_tflops("cpu", 512, torch.float32, reps=3), 3)
@@ -110,9 +115,14 @@ def iteration_phases(rec: dict[str, Any], steps: int) -> dict[str, Any]:
     sec = phase_seconds(rec, compile_s)  # the first decode step of each bucket compiles
     it_s = float(rec.get("time/iteration_s", 0.0))
     per_step = sum(v for k, v in sec.items() if k != "reset") / steps
-    return {"seconds": sec, "one_time_s": compile_s, "per_iteration_s": sec["reset"], "per_step_s": per_step,
-            "unattributed_s": it_s - compile_s - sum(sec.values()),
-            "paper_iteration_s_estimate": compile_s + sec["reset"] + per_step * PAPER_STEPS}
+    return {
+        "seconds": sec,
+        "one_time_s": compile_s,
+        "per_iteration_s": sec["reset"],
+        "per_step_s": per_step,
+        "unattributed_s": it_s - compile_s - sum(sec.values()),
+        "paper_iteration_s_estimate": compile_s + sec["reset"] + per_step * PAPER_STEPS,
+    }
 
 
 def iteration(args: argparse.Namespace) -> int:
@@ -132,19 +142,28 @@ def iteration(args: argparse.Namespace) -> int:
     # that take a loss (update/tokens)
     upd_tokens = float(rec.get("update/input_tokens", rec.get("update/tokens", 0.0))) * int(cfg.get("ppo_epochs", 1))
     out = {
-        "model": cfg["model"], "params": params, "envs": f"{cfg['num_groups']} x {cfg['group_size']}",
-        "steps_per_episode": steps, "response_tokens_per_step": cfg["max_new_tokens"],
-        **_engine_of(cfg), "env_steps": rec.get("env_steps"),
-        "response_tokens": rec.get("rollout/response_tokens"), "update_tokens": upd_tokens,
+        "model": cfg["model"],
+        "params": params,
+        "envs": f"{cfg['num_groups']} x {cfg['group_size']}",
+        "steps_per_episode": steps,
+        "response_tokens_per_step": cfg["max_new_tokens"],
+        **_engine_of(cfg),
+        "env_steps": rec.get("env_steps"),
+        "response_tokens": rec.get("rollout/response_tokens"),
+        "update_tokens": upd_tokens,
         "update_loss_tokens": rec.get("update/tokens"),
-        **{f"{k}_s": v for k, v in sec.items()}, "compile_s": phases["one_time_s"], "compiles": rec.get("gen/compiles"),
-        "iteration_s": rec.get("time/iteration_s", 0.0), "unattributed_s": phases["unattributed_s"],
+        **{f"{k}_s": v for k, v in sec.items()},
+        "compile_s": phases["one_time_s"],
+        "compiles": rec.get("gen/compiles"),
+        "iteration_s": rec.get("time/iteration_s", 0.0),
+        "unattributed_s": phases["unattributed_s"],
         "generation_tokens_per_s": rec.get("rollout/response_tokens", 0.0) / max(sec["generate"], 1e-9),
         "update_tokens_per_s": upd_tokens / max(sec["update"], 1e-9),
         # forward + backward: about 6 N FLOPs per token processed
         "update_tflops": 6 * params * upd_tokens / max(sec["update"], 1e-9) / 1e12,
         "peak_gpu_mem_gib": rec.get("gpu/peak_mem_gib"),
-        "per_step_s": phases["per_step_s"], "per_iteration_s": phases["per_iteration_s"],
+        "per_step_s": phases["per_step_s"],
+        "per_iteration_s": phases["per_iteration_s"],
         "paper_iteration_s_estimate": phases["paper_iteration_s_estimate"],
         "vs_published": {k: phases["paper_iteration_s_estimate"] / v for k, v in PUBLISHED_S.items()},
     }
@@ -220,9 +239,14 @@ def update_agreement(w0: dict[str, Any], wa: dict[str, Any], wb: dict[str, Any],
             worst, worst_key = diff, k
     cosine = dot / math.sqrt(na * nb) if na > 0 and nb > 0 else float("nan")
     in_range = -1.0 - 1e-9 <= cosine <= 1.0 + 1e-9
-    return {"weight_update_cosine": cosine, "weight_update_max_abs_diff": worst, "weight_update_max_abs": max_abs,
-            "worst_tensor": worst_key, "params_compared": len(keys),
-            "updates_agree": bool(in_range and cosine > 1 - tol)}
+    return {
+        "weight_update_cosine": cosine,
+        "weight_update_max_abs_diff": worst,
+        "weight_update_max_abs": max_abs,
+        "worst_tensor": worst_key,
+        "params_compared": len(keys),
+        "updates_agree": bool(in_range and cosine > 1 - tol),
+    }
 
 
 def fsdp(args: argparse.Namespace) -> int:
@@ -232,13 +256,21 @@ def fsdp(args: argparse.Namespace) -> int:
     from agents.models import load_model
 
     plain, sharded = _train_record(args.plain), _train_record(args.fsdp)
-    same_batch = all(plain.get(k) == sharded.get(k) for k in ("success", "coverage_rate", "adv/abs_mean", "update/tokens"))
+    same_batch = all(
+        plain.get(k) == sharded.get(k) for k in ("success", "coverage_rate", "adv/abs_mean", "update/tokens")
+    )
     w0 = {k: v.cpu() for k, v in load_model(args.model, device=args.device)[0].state_dict().items()}
     agreement = update_agreement(w0, _weights(args.plain), _weights(args.fsdp), args.tol)
     rel = abs(plain["update/grad_norm"] - sharded["update/grad_norm"]) / max(abs(plain["update/grad_norm"]), 1e-12)
-    out = {"same_batch": same_batch, "grad_norm_plain": plain["update/grad_norm"], "grad_norm_fsdp2": sharded["update/grad_norm"],
-           "grad_norm_rel_diff": rel, "pg_loss_plain": plain["update/pg_loss"], "pg_loss_fsdp2": sharded["update/pg_loss"],
-           **agreement}
+    out = {
+        "same_batch": same_batch,
+        "grad_norm_plain": plain["update/grad_norm"],
+        "grad_norm_fsdp2": sharded["update/grad_norm"],
+        "grad_norm_rel_diff": rel,
+        "pg_loss_plain": plain["update/pg_loss"],
+        "pg_loss_fsdp2": sharded["update/pg_loss"],
+        **agreement,
+    }
     out["ok"] = bool(same_batch and rel < args.tol and agreement["updates_agree"])
     _write(args.json, out)
     return 0 if out["ok"] else 1
@@ -248,10 +280,15 @@ def short(args: argparse.Namespace) -> int:
     """The short end-to-end run: its train record and its report exist and say what ProGPO did."""
     rec = _train_record(args.run_dir)
     report = (Path(args.run_dir) / "summary.md").read_text()
-    out = {"success": rec.get("success"), "all_failed_frac": rec.get("all_failed_frac"),
-           "coverage_rate": rec.get("coverage_rate"), "progress_groups": rec.get("adv/progress_groups"),
-           "iteration_s": rec.get("time/iteration_s"), "report_lines": len(report.splitlines()),
-           "report_says_where_progpo_acted": "Where ProGPO acted" in report}
+    out = {
+        "success": rec.get("success"),
+        "all_failed_frac": rec.get("all_failed_frac"),
+        "coverage_rate": rec.get("coverage_rate"),
+        "progress_groups": rec.get("adv/progress_groups"),
+        "iteration_s": rec.get("time/iteration_s"),
+        "report_lines": len(report.splitlines()),
+        "report_says_where_progpo_acted": "Where ProGPO acted" in report,
+    }
     out["ok"] = bool(out["report_says_where_progpo_acted"])
     _write(args.json, out)
     return 0 if out["ok"] else 1
@@ -269,9 +306,13 @@ def _engine_rows(engines: dict[str, Any]) -> list[tuple[str, str]]:
     rows = engines.get("rows", [])
     base = next((r["tokens_per_s"] for r in rows if r["engine"] == "loop"), None)
     shape = f"{engines.get('batch')} x {engines.get('tokens')}"
-    return [(f"engine {r['engine']} ({shape}): tokens/s, x loop, first call s",
-             f"{_fmt(r['tokens_per_s'])}, {_fmt(r['tokens_per_s'] / base, 2) if base else '-'}, {_fmt(r['first_s'])}")
-            for r in rows]
+    return [
+        (
+            f"engine {r['engine']} ({shape}): tokens/s, x loop, first call s",
+            f"{_fmt(r['tokens_per_s'])}, {_fmt(r['tokens_per_s'] / base, 2) if base else '-'}, {_fmt(r['first_s'])}",
+        )
+        for r in rows
+    ]
 
 
 def _update_path_rows(paths: dict[str, Any], peak: Any) -> list[tuple[str, str]]:
@@ -280,13 +321,22 @@ def _update_path_rows(paths: dict[str, Any], peak: Any) -> list[tuple[str, str]]
     operators."""
     rows = paths.get("rows", [])
     base = next((r["seconds"] for r in rows if r["path"] == "prefix"), None)
-    out = [(f"update path {r['path']} ({paths.get('steps')} steps): TFLOP/s, % of matmul, padding, peak GiB, x prefix",
+    out = [
+        (
+            f"update path {r['path']} ({paths.get('steps')} steps): TFLOP/s, % of matmul, padding, peak GiB, x prefix",
             f"{_fmt(r['update_tflops'])}, {_fmt(_share(r['update_tflops'], peak), 1)}%, {100 * r['padding']:.1f}%, "
-            f"{_fmt(r.get('peak_gpu_mem_gib'))}, {_fmt(base / r['seconds'], 2) if base else '-'}") for r in rows]
+            f"{_fmt(r.get('peak_gpu_mem_gib'))}, {_fmt(base / r['seconds'], 2) if base else '-'}",
+        )
+        for r in rows
+    ]
     top = paths.get("profile", [])
     if top:
-        out.append(("update's costliest operators (share of self time)",
-                    "; ".join(f"{t['op']} {100 * t['share']:.0f}%" for t in top[:5])))
+        out.append(
+            (
+                "update's costliest operators (share of self time)",
+                "; ".join(f"{t['op']} {100 * t['share']:.0f}%" for t in top[:5]),
+            )
+        )
     return out
 
 
@@ -297,9 +347,11 @@ def _share(x: Any, of: Any) -> float | None:
 
 def report(args: argparse.Namespace) -> int:
     out_dir = Path(args.out)
-    parts = {name: json.loads((out_dir / f"{name}.json").read_text())
-             for name in ("preflight", "iteration", "engines", "update_paths", "fsdp", "short")
-             if (out_dir / f"{name}.json").exists()}
+    parts = {
+        name: json.loads((out_dir / f"{name}.json").read_text())
+        for name in ("preflight", "iteration", "engines", "update_paths", "fsdp", "short")
+        if (out_dir / f"{name}.json").exists()
+    }
     steps = {}
     status_file = out_dir / "steps.txt"
     if status_file.exists():
@@ -310,31 +362,50 @@ def report(args: argparse.Namespace) -> int:
     (out_dir / "gpu_check.json").write_text(json.dumps(merged, indent=1, default=str))
     pre, it, fs, sh = (parts.get(k, {}) for k in ("preflight", "iteration", "fsdp", "short"))
     peak = pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops"))
-    rows = [("device", f"{pre.get('gpu', pre.get('device'))} ({pre.get('gpu_mem_gib', '-')} GiB)"),
-            ("python / torch / transformers", f"{pre.get('python')} / {pre.get('torch')} / {pre.get('transformers')}"),
-            ("matmul TFLOP/s", _fmt(pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops")), 2)),
-            ("paper-shaped model", _fmt(it.get("model"))),
-            ("envs x steps x answer tokens", f"{it.get('envs')} x {it.get('steps_per_episode')} x {it.get('response_tokens_per_step')}"),
-            ("decode engine / rollout weights", f"{_fmt(it.get('decode'))} / {_fmt(it.get('rollout_dtype'))}"),
-            ("generation tokens/s (target 12,000)", _fmt(it.get("generation_tokens_per_s"))),
-            ("update input tokens/s (prompt + response)", _fmt(it.get("update_tokens_per_s"))),
-            ("update TFLOP/s at 6 N per token, % of measured matmul (target 35%)",
-             f"{_fmt(it.get('update_tflops'))}, {_fmt(_share(it.get('update_tflops'), peak), 1)}%"),
-            ("peak GPU memory (GiB)", _fmt(it.get("peak_gpu_mem_gib"))),
-            ("one-time: compile (s, graphs)", f"{_fmt(it.get('compile_s'))}, {_fmt(it.get('compiles'), 0)}"),
-            ("per iteration: env reset (s)", _fmt(it.get("reset_s"))),
-            ("per step s: generate / env / loop / credit / old-logprob / update",
-             " / ".join(_fmt(it.get(f"{k}_s")) for k in ("generate", "env", "rollout_other", "credit", "old_logprob",
-                                                         "update"))),
-            ("unattributed s (target within 5%)", f"{_fmt(it.get('unattributed_s'), 2)} of {_fmt(it.get('iteration_s'))}"),
-            (f"{PAPER_STEPS}-step iteration, estimated (s; target 400)", _fmt(it.get("paper_iteration_s_estimate"))),
-            *_engine_rows(parts.get("engines", {})),
-            *_update_path_rows(parts.get("update_paths", {}), peak),
-            *[(f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2)) for k, v in PUBLISHED_S.items()],
-            ("FSDP2 (world 1) vs plain update", f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
-             f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}"),
-            ("short ProGPO iteration", f"{'ok' if sh.get('ok') else 'FAIL' if sh else '-'}: success {_fmt(sh.get('success'), 3)}, "
-             f"all-failed {_fmt(sh.get('all_failed_frac'), 3)}, progress groups {_fmt(sh.get('progress_groups'), 0)}")]
+    rows = [
+        ("device", f"{pre.get('gpu', pre.get('device'))} ({pre.get('gpu_mem_gib', '-')} GiB)"),
+        ("python / torch / transformers", f"{pre.get('python')} / {pre.get('torch')} / {pre.get('transformers')}"),
+        ("matmul TFLOP/s", _fmt(pre.get("bf16_matmul_tflops", pre.get("fp32_matmul_tflops")), 2)),
+        ("paper-shaped model", _fmt(it.get("model"))),
+        (
+            "envs x steps x answer tokens",
+            f"{it.get('envs')} x {it.get('steps_per_episode')} x {it.get('response_tokens_per_step')}",
+        ),
+        ("decode engine / rollout weights", f"{_fmt(it.get('decode'))} / {_fmt(it.get('rollout_dtype'))}"),
+        ("generation tokens/s (target 12,000)", _fmt(it.get("generation_tokens_per_s"))),
+        ("update input tokens/s (prompt + response)", _fmt(it.get("update_tokens_per_s"))),
+        (
+            "update TFLOP/s at 6 N per token, % of measured matmul (target 35%)",
+            f"{_fmt(it.get('update_tflops'))}, {_fmt(_share(it.get('update_tflops'), peak), 1)}%",
+        ),
+        ("peak GPU memory (GiB)", _fmt(it.get("peak_gpu_mem_gib"))),
+        ("one-time: compile (s, graphs)", f"{_fmt(it.get('compile_s'))}, {_fmt(it.get('compiles'), 0)}"),
+        ("per iteration: env reset (s)", _fmt(it.get("reset_s"))),
+        (
+            "per step s: generate / env / loop / credit / old-logprob / update",
+            " / ".join(
+                _fmt(it.get(f"{k}_s")) for k in ("generate", "env", "rollout_other", "credit", "old_logprob", "update")
+            ),
+        ),
+        ("unattributed s (target within 5%)", f"{_fmt(it.get('unattributed_s'), 2)} of {_fmt(it.get('iteration_s'))}"),
+        (f"{PAPER_STEPS}-step iteration, estimated (s; target 400)", _fmt(it.get("paper_iteration_s_estimate"))),
+        *_engine_rows(parts.get("engines", {})),
+        *_update_path_rows(parts.get("update_paths", {}), peak),
+        *[
+            (f"ratio to {k} ({v:.0f} s)", _fmt((it.get("vs_published") or {}).get(k), 2))
+            for k, v in PUBLISHED_S.items()
+        ],
+        (
+            "FSDP2 (world 1) vs plain update",
+            f"{'ok' if fs.get('ok') else 'FAIL' if fs else '-'}: grad-norm rel diff "
+            f"{_fmt(fs.get('grad_norm_rel_diff'), 2) if fs else '-'}, update cosine {_fmt(fs.get('weight_update_cosine'), 6) if fs else '-'}",
+        ),
+        (
+            "short ProGPO iteration",
+            f"{'ok' if sh.get('ok') else 'FAIL' if sh else '-'}: success {_fmt(sh.get('success'), 3)}, "
+            f"all-failed {_fmt(sh.get('all_failed_frac'), 3)}, progress groups {_fmt(sh.get('progress_groups'), 0)}",
+        ),
+    ]
     width = max(len(r[0]) for r in rows)
     print(f"| {'measure':{width}s} | value |\n|{'-' * (width + 2)}|---|")
     for name, value in rows:
@@ -359,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
     parsers["fsdp"].add_argument("fsdp")
     parsers["fsdp"].add_argument("--model", required=True)
     parsers["fsdp"].add_argument("--device", default="cpu")
-    parsers["fsdp"].add_argument("--tol", type=float, default=1e-3, help="grad-norm relative difference / 1 - cosine allowed")
+    parsers["fsdp"].add_argument(
+        "--tol", type=float, default=1e-3, help="grad-norm relative difference / 1 - cosine allowed"
+    )
     parsers["report"].add_argument("out")
     args = ap.parse_args(argv)
     return commands[args.cmd](args)

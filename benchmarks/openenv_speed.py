@@ -12,6 +12,7 @@ timeout plus one reaper pass), then plays ``--resets`` resets, each in a new /ws
 prints the server's RSS every quarter (it must stay bounded: sessions are closed, not kept).
 Everything runs on loopback, under ``--deadline`` seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,9 @@ def load_test(args: argparse.Namespace) -> None:
     from openenv_server import idle_and_reconnect, running_server, server_pid
 
     t_start = time.monotonic()
-    with running_server("webshop", "--max-sessions", str(args.max_sessions), "--idle-timeout",
-                        str(args.idle_timeout)) as url:
+    with running_server(
+        "webshop", "--max-sessions", str(args.max_sessions), "--idle-timeout", str(args.idle_timeout)
+    ) as url:
         proc = psutil.Process(server_pid(url))
         waited = idle_and_reconnect(url, sessions=args.max_sessions, deadline=args.deadline / 2)
         ws_url = url.replace("http://", "ws://") + "/ws"
@@ -86,13 +88,17 @@ def load_test(args: argparse.Namespace) -> None:
         rss0 = proc.memory_info().rss / 2**20
         marks = asyncio.run(resets())
     print(f"webshop server: {args.max_sessions} idle sessions, idle timeout {args.idle_timeout} s")
-    print(f"new client got a slot after {waited:.1f} s (bound: timeout + one reaper pass = "
-          f"{args.idle_timeout + max(args.idle_timeout / 4, 5.0):.1f} s)")
+    print(
+        f"new client got a slot after {waited:.1f} s (bound: timeout + one reaper pass = "
+        f"{args.idle_timeout + max(args.idle_timeout / 4, 5.0):.1f} s)"
+    )
     print(f"{'resets':>8}{'server RSS MiB':>16}")
     print(f"{0:>8}{rss0:>16.0f}")
     for k, rss in marks:
         print(f"{k:>8}{rss:>16.0f}")
-    print(f"RSS growth over {args.resets} resets: {marks[-1][1] - rss0:+.0f} MiB; wall {time.monotonic() - t_start:.0f} s")
+    print(
+        f"RSS growth over {args.resets} resets: {marks[-1][1] - rss0:+.0f} MiB; wall {time.monotonic() - t_start:.0f} s"
+    )
 
 
 def main() -> None:

@@ -17,6 +17,7 @@ Prompts are real ALFWorld-template prompts (~350 tokens with SmolLM2's tokenizer
     python benchmarks/policy_speed.py --models tiny --threads 2 --repeats 5
     python benchmarks/policy_speed.py --vllm                # adds vLLM rows on a CUDA GPU
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,19 +36,45 @@ from agents.logprobs import candidate_logprobs, sequence_logprobs  # noqa: E402
 from agents.models import load_model  # noqa: E402
 from agents.prompting import build_messages, render_prompt  # noqa: E402
 
-COMMANDS = ["go to bed 1", "go to desk 1", "go to desk 2", "go to drawer 1", "go to drawer 2", "go to drawer 3",
-            "go to drawer 4", "go to drawer 5", "go to drawer 6", "go to garbagecan 1", "go to laundryhamper 1",
-            "go to safe 1", "go to shelf 1", "go to shelf 2", "go to shelf 3", "go to shelf 4", "go to shelf 5",
-            "go to shelf 6", "inventory", "look"]
-OBS = ("You are in the middle of a room. Looking quickly around you, you see a bed 1, a desk 2, a desk 1, "
-       "a drawer 6, a drawer 5, a drawer 4, a drawer 3, a drawer 2, a drawer 1, a garbagecan 1, a laundryhamper 1, "
-       "a safe 1, a shelf 6, a shelf 5, a shelf 4, a shelf 3, a shelf 2, and a shelf 1.")
-
+COMMANDS = [
+    "go to bed 1",
+    "go to desk 1",
+    "go to desk 2",
+    "go to drawer 1",
+    "go to drawer 2",
+    "go to drawer 3",
+    "go to drawer 4",
+    "go to drawer 5",
+    "go to drawer 6",
+    "go to garbagecan 1",
+    "go to laundryhamper 1",
+    "go to safe 1",
+    "go to shelf 1",
+    "go to shelf 2",
+    "go to shelf 3",
+    "go to shelf 4",
+    "go to shelf 5",
+    "go to shelf 6",
+    "inventory",
+    "look",
+]
+OBS = (
+    "You are in the middle of a room. Looking quickly around you, you see a bed 1, a desk 2, a desk 1, "
+    "a drawer 6, a drawer 5, a drawer 4, a drawer 3, a drawer 2, a drawer 1, a garbagecan 1, a laundryhamper 1, "
+    "a safe 1, a shelf 6, a shelf 5, a shelf 4, a shelf 3, a shelf 2, and a shelf 1."
+)
 
 
 def prompt_ids(tok: Any, i: int) -> list[int]:
-    msgs = build_messages("alfworld", goal="put two cd in safe.", observation=f"{OBS} (variant {i})",
-                          admissible=COMMANDS, history=[], step=0, fmt="think_action")
+    msgs = build_messages(
+        "alfworld",
+        goal="put two cd in safe.",
+        observation=f"{OBS} (variant {i})",
+        admissible=COMMANDS,
+        history=[],
+        step=0,
+        fmt="think_action",
+    )
     return render_prompt(tok, msgs)
 
 
@@ -62,13 +89,20 @@ def bench_model(name: str, batches: list[int], new_tokens: int, repeats: int, ro
         ids = torch.full((b, width), tok.pad_token_id, dtype=torch.long)
         mask = torch.zeros_like(ids)
         for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p)
+            mask[i, width - len(p) :] = 1
 
         def hf_generate() -> None:
             with torch.no_grad():
-                model.generate(input_ids=ids, attention_mask=mask, do_sample=True, max_new_tokens=new_tokens,
-                               min_new_tokens=new_tokens, pad_token_id=tok.pad_token_id, top_k=0)
+                model.generate(
+                    input_ids=ids,
+                    attention_mask=mask,
+                    do_sample=True,
+                    max_new_tokens=new_tokens,
+                    min_new_tokens=new_tokens,
+                    pad_token_id=tok.pad_token_id,
+                    top_k=0,
+                )
 
         base = median_time(hf_generate, repeats, warmup=True)
         n = b * new_tokens
@@ -77,10 +111,16 @@ def bench_model(name: str, batches: list[int], new_tokens: int, repeats: int, ro
     cands = [tok(f"<action>{c}</action>", add_special_tokens=False)["input_ids"] for c in COMMANDS]
     n = sum(map(len, cands))
     with torch.no_grad():
-        packed = median_time(lambda: candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id), repeats, warmup=True)
-        naive = median_time(lambda: sequence_logprobs(model, [prompt] * len(cands), cands,
-                                                      pad_token_id=tok.pad_token_id, batch_size=32), repeats,
-                             warmup=True)
+        packed = median_time(
+            lambda: candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id), repeats, warmup=True
+        )
+        naive = median_time(
+            lambda: sequence_logprobs(
+                model, [prompt] * len(cands), cands, pad_token_id=tok.pad_token_id, batch_size=32
+            ),
+            repeats,
+            warmup=True,
+        )
     rows.append((name, f"score {len(cands)} cmds (prompt {len(prompt)})", 1, n / packed, n / naive, naive / packed))
     rows.append((name, "  = decisions/s", 1, 1 / packed, 1 / naive, naive / packed))
 
@@ -94,7 +134,9 @@ def bench_vllm(new_tokens: int, batches: list[int], repeats: int, rows: list[tup
     for b in batches:
         prompts = [prompt_ids(tok, i) for i in range(b)]
         t = median_time(lambda: be.generate(prompts, cfg, seed=0), repeats, warmup=True)
-        rows.append(("smollm2 (vLLM, GPU)", f"generate {new_tokens} tok", b, b * new_tokens / t, float("nan"), float("nan")))
+        rows.append(
+            ("smollm2 (vLLM, GPU)", f"generate {new_tokens} tok", b, b * new_tokens / t, float("nan"), float("nan"))
+        )
 
 
 def main(argv: list[str] | None = None) -> None:

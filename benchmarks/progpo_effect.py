@@ -1,4 +1,5 @@
 """An alias of ``python -m trainers.lab`` (the credit-trap lab's one command), kept for old scripts."""
+
 from __future__ import annotations
 
 import sys

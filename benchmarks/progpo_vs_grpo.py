@@ -26,6 +26,7 @@ writes ``table.md`` (eval success on held-out ``easy-valid``, train success, all
 mean and 95% CI over seeds; the samples each method needs to reach a success level) and
 ``curves.png``, and ``results.json`` with every run's records.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,12 +59,32 @@ METHODS = {
 
 
 def base_config(args: argparse.Namespace) -> dict:
-    return dict(env="alfworld", train_split="easy-train", eval_split="easy-valid", model=args.model,
-                policy_mode="score", template=args.template, history_k=1, max_steps=args.max_steps,
-                iterations=args.iterations, num_groups=args.num_groups, group_size=args.group_size, lr=args.lr,
-                num_minibatches=4, warm_start="none", eval_every=args.eval_every, eval_episodes=args.eval_episodes,
-                eval_extra_split="none", baseline_random=False, torch_threads=1, env_backend="sync",
-                progress_bars=False, tensorboard=False, device="cpu", save_every=args.iterations)
+    return dict(
+        env="alfworld",
+        train_split="easy-train",
+        eval_split="easy-valid",
+        model=args.model,
+        policy_mode="score",
+        template=args.template,
+        history_k=1,
+        max_steps=args.max_steps,
+        iterations=args.iterations,
+        num_groups=args.num_groups,
+        group_size=args.group_size,
+        lr=args.lr,
+        num_minibatches=4,
+        warm_start="none",
+        eval_every=args.eval_every,
+        eval_episodes=args.eval_episodes,
+        eval_extra_split="none",
+        baseline_random=False,
+        torch_threads=1,
+        env_backend="sync",
+        progress_bars=False,
+        tensorboard=False,
+        device="cpu",
+        save_every=args.iterations,
+    )
 
 
 def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
@@ -79,15 +100,19 @@ def make_warm_start(args: argparse.Namespace, out: Path) -> Path:
     from trainers.loop.trainer import Trainer
 
     torch.set_num_threads(1)
-    cfg = dataclasses.replace(TrainConfig(**base_config(args)), warm_start="bc", bc_steps=args.bc_steps,
-                              output_dir=str(out / "warm_start"))
+    cfg = dataclasses.replace(
+        TrainConfig(**base_config(args)), warm_start="bc", bc_steps=args.bc_steps, output_dir=str(out / "warm_start")
+    )
     t0 = time.perf_counter()
     trainer = Trainer(cfg)
     rec = trainer.warm_start()
     trainer.save_weights(path)
     (out / "warm_start.json").write_text(json.dumps(rec))
-    print(f"warm start: {args.bc_steps} bc steps, held-out step accuracy {rec['bc/step_accuracy']:.3f}, "
-          f"{time.perf_counter() - t0:.0f} s -> {path}", flush=True)
+    print(
+        f"warm start: {args.bc_steps} bc steps, held-out step accuracy {rec['bc/step_accuracy']:.3f}, "
+        f"{time.perf_counter() - t0:.0f} s -> {path}",
+        flush=True,
+    )
     return path
 
 
@@ -95,8 +120,19 @@ def run_one(method: str, seed: int, args: argparse.Namespace, out: Path, config:
     run_dir = out / f"{method}_seed{seed}"
     if (run_dir / "summary.md").exists() and not args.fresh:
         return read_metrics(run_dir / "metrics.jsonl")
-    cmd = [sys.executable, "-m", "trainers.progpo", "--config", str(config), "--seed", str(seed),
-           "--output-dir", str(run_dir), "--overwrite", *METHODS[method]]  # an unfinished run restarts
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainers.progpo",
+        "--config",
+        str(config),
+        "--seed",
+        str(seed),
+        "--output-dir",
+        str(run_dir),
+        "--overwrite",
+        *METHODS[method],
+    ]  # an unfinished run restarts
     t0 = time.perf_counter()
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore")
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -113,7 +149,9 @@ def curve(records: list[dict], key: str, kind: str, iterations: list[int]) -> np
 
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--methods", nargs="+", default=["grpo", "progpo-grpo", "always", "shuffled"], choices=list(METHODS))
+    ap.add_argument(
+        "--methods", nargs="+", default=["grpo", "progpo-grpo", "always", "shuffled"], choices=list(METHODS)
+    )
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     ap.add_argument("--iterations", type=int, default=6)
     ap.add_argument("--num-groups", type=int, default=4)
@@ -121,8 +159,11 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--max-steps", type=int, default=20)
     ap.add_argument("--lr", type=float, default=3e-4)
     ap.add_argument("--bc-steps", type=int, default=20, help="length of the (weak) shared warm start")
-    ap.add_argument("--template", default="alfworld-notes",
-                    help="prompt template (the figures measured before the notes template: alfworld-memory, --bc-steps 60)")
+    ap.add_argument(
+        "--template",
+        default="alfworld-notes",
+        help="prompt template (the figures measured before the notes template: alfworld-memory, --bc-steps 60)",
+    )
     ap.add_argument("--eval-every", type=int, default=3)
     ap.add_argument("--eval-episodes", type=int, default=36)
     ap.add_argument("--model", default="tiny-128x2")
@@ -143,9 +184,12 @@ def main() -> None:
 
     config = out / "run.yaml"
     config.write_text(yaml.safe_dump({**base_config(args), "weights_file": str(init)}, sort_keys=False))
-    print(f"ProGPO vs GRPO on ALFWorld easy-train (eval easy-valid): {args.methods} x seeds {args.seeds}, "
-          f"{args.iterations} iterations x {args.num_groups} tasks x {args.group_size} members, max {args.max_steps} "
-          f"steps, lr {args.lr}, warm start {args.bc_steps} bc steps, {args.workers} workers", flush=True)
+    print(
+        f"ProGPO vs GRPO on ALFWorld easy-train (eval easy-valid): {args.methods} x seeds {args.seeds}, "
+        f"{args.iterations} iterations x {args.num_groups} tasks x {args.group_size} members, max {args.max_steps} "
+        f"steps, lr {args.lr}, warm start {args.bc_steps} bc steps, {args.workers} workers",
+        flush=True,
+    )
     jobs = [(m, s) for s in args.seeds for m in args.methods]
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
         recs = dict(zip(jobs, pool.map(lambda j: run_one(j[0], j[1], args, out, config), jobs)))
@@ -153,12 +197,20 @@ def main() -> None:
     its = list(range(1, n + 1))
     eval_its = sorted({r["iteration"] for r in recs[jobs[0]] if r.get("kind") == "eval"})
     per_iter = args.num_groups * args.group_size
-    lines = ["# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid", "",
-             f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, `{args.template}` prompt), shared weak "
-             f"warm start ({args.bc_steps} bc steps), {n} iterations x {args.num_groups} tasks x {args.group_size} "
-             f"trajectories ({per_iter} episodes, same schedule for every method of a seed), max {args.max_steps} steps, "
-             f"lr {args.lr}, seeds {args.seeds}. Mean over seeds, +- the half-width of the 95% t interval.", ""]
-    head = "| method | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train it 1 | train last 3 | all-failed it 1 | all-failed last 3 | coverage last 3 |"
+    lines = [
+        "# ProGPO vs GRPO where GRPO stalls: ALFWorld easy-train, eval easy-valid",
+        "",
+        f"`python benchmarks/progpo_vs_grpo.py` -- model `{args.model}` (score mode, `{args.template}` prompt), shared weak "
+        f"warm start ({args.bc_steps} bc steps), {n} iterations x {args.num_groups} tasks x {args.group_size} "
+        f"trajectories ({per_iter} episodes, same schedule for every method of a seed), max {args.max_steps} steps, "
+        f"lr {args.lr}, seeds {args.seeds}. Mean over seeds, +- the half-width of the 95% t interval.",
+        "",
+    ]
+    head = (
+        "| method | "
+        + " | ".join(f"eval it {i}" for i in eval_its)
+        + " | train it 1 | train last 3 | all-failed it 1 | all-failed last 3 | coverage last 3 |"
+    )
     lines += ["## Success and all-failed fraction", "", head, "|---" * (head.count("|") - 1) + "|"]
     summary: dict[str, dict] = {}
     for m in args.methods:
@@ -174,8 +226,13 @@ def main() -> None:
         al, alh = mean_ci(np.nanmean(af[:, -3:], axis=1, keepdims=True))
         cl, clh = mean_ci(np.nanmean(cov[:, -3:], axis=1, keepdims=True))
         cells = [f"{a:.3f} +- {h:.3f}" for a, h in zip(ev_m, ev_h)]
-        cells += [f"{t1[0]:.3f} +- {t1h[0]:.3f}", f"{tl[0]:.3f} +- {tlh[0]:.3f}", f"{a1[0]:.3f} +- {a1h[0]:.3f}",
-                  f"{al[0]:.3f} +- {alh[0]:.3f}", f"{cl[0]:.3f} +- {clh[0]:.3f}"]
+        cells += [
+            f"{t1[0]:.3f} +- {t1h[0]:.3f}",
+            f"{tl[0]:.3f} +- {tlh[0]:.3f}",
+            f"{a1[0]:.3f} +- {a1h[0]:.3f}",
+            f"{al[0]:.3f} +- {alh[0]:.3f}",
+            f"{cl[0]:.3f} +- {clh[0]:.3f}",
+        ]
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
         summary[m] = {"eval": ev.tolist(), "train": tr.tolist(), "all_failed": af.tolist(), "coverage": cov.tolist()}
     lines += later_sections(args, summary, per_iter)
@@ -192,11 +249,16 @@ def later_sections(args: argparse.Namespace, summary: dict[str, dict], per_iter:
     """Episodes to reach each train success level, and the final eval paired against GRPO's."""
     n = args.iterations
     # samples to reach a train success level (mean over seeds of the running mean of 2 iterations)
-    lines = ["", "## Episodes needed to reach a train success level", "",
-              "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
-              f"as episodes ({per_iter} per iteration); '-' = not within {n} iterations.", "",
-              "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
-              "|---" * (len(args.levels) + 1) + "|"]
+    lines = [
+        "",
+        "## Episodes needed to reach a train success level",
+        "",
+        "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+        f"as episodes ({per_iter} per iteration); '-' = not within {n} iterations.",
+        "",
+        "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
+        "|---" * (len(args.levels) + 1) + "|",
+    ]
     for m in args.methods:
         cells = episodes_to_reach(np.array(summary[m]["train"]), args.levels, per_iter)
         lines.append(f"| {m} | " + " | ".join(cells) + " |")
@@ -209,7 +271,9 @@ def later_sections(args: argparse.Namespace, summary: dict[str, dict], per_iter:
                 continue
             d = np.array(summary[m]["eval"])[:, -1] - base
             mm, hh = mean_ci(d[:, None])
-            lines.append(f"- {m} - grpo: {mm[0]:+.3f} +- {hh[0]:.3f} (per seed: " + ", ".join(f"{x:+.3f}" for x in d) + ")")
+            lines.append(
+                f"- {m} - grpo: {mm[0]:+.3f} +- {hh[0]:.3f} (per seed: " + ", ".join(f"{x:+.3f}" for x in d) + ")"
+            )
     return lines
 
 
@@ -220,8 +284,11 @@ def plot(summary: dict, args: argparse.Namespace, its: list[int], eval_its: list
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
-    panels = (("eval", "held-out eval success (easy-valid)", eval_its), ("train", "train success", its),
-              ("all_failed", "all-failed group fraction", its))
+    panels = (
+        ("eval", "held-out eval success (easy-valid)", eval_its),
+        ("train", "train success", its),
+        ("all_failed", "all-failed group fraction", its),
+    )
     for ax, (key, title, xs) in zip(axes, panels):
         for m, data in summary.items():
             mean, half = mean_ci(np.array(data[key]))

@@ -16,6 +16,7 @@ Example (a 2-node cluster, one CPU each; ``connect`` calls ``ray.init`` and wait
         ray = cluster.connect()
         print(cluster.address, len(ray.nodes()))   # 127.0.0.2:PORT 2
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,8 +52,15 @@ class LoopbackRayCluster:
         object_store_bytes: object store size of each node.
     """
 
-    def __init__(self, num_nodes: int = 2, num_cpus: int = 1, ip: str = "127.0.0.2", env: dict[str, str] | None = None,
-                 temp_root: str | Path | None = None, object_store_bytes: int = 100 * 1024**2) -> None:
+    def __init__(
+        self,
+        num_nodes: int = 2,
+        num_cpus: int = 1,
+        ip: str = "127.0.0.2",
+        env: dict[str, str] | None = None,
+        temp_root: str | Path | None = None,
+        object_store_bytes: int = 100 * 1024**2,
+    ) -> None:
         if num_nodes < 1 or num_cpus < 0:
             raise ValueError(f"num_nodes must be >= 1 and num_cpus >= 0, got {num_nodes}, {num_cpus}")
         self.num_nodes, self.num_cpus, self.ip = num_nodes, num_cpus, ip
@@ -71,15 +79,40 @@ class LoopbackRayCluster:
         return f"{self.ip}:{self.port}"
 
     def _node_command(self, k: int) -> list[str]:
-        ports = {"--node-manager-port": _free_port(self.ip), "--object-manager-port": _free_port(self.ip),
-                 "--dashboard-agent-listen-port": _free_port(self.ip), "--dashboard-agent-grpc-port": _free_port(self.ip),
-                 "--runtime-env-agent-port": _free_port(self.ip), "--metrics-export-port": _free_port(self.ip)}
-        cmd = [sys.executable, "-m", "ray.scripts.scripts", "start", "--block", "--node-ip-address", self.ip,
-               "--num-cpus", str(self.num_cpus), "--temp-dir", str(self.temp_root / f"n{k}"),
-               "--object-store-memory", str(self.object_store_bytes), "--disable-usage-stats"]
+        ports = {
+            "--node-manager-port": _free_port(self.ip),
+            "--object-manager-port": _free_port(self.ip),
+            "--dashboard-agent-listen-port": _free_port(self.ip),
+            "--dashboard-agent-grpc-port": _free_port(self.ip),
+            "--runtime-env-agent-port": _free_port(self.ip),
+            "--metrics-export-port": _free_port(self.ip),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "ray.scripts.scripts",
+            "start",
+            "--block",
+            "--node-ip-address",
+            self.ip,
+            "--num-cpus",
+            str(self.num_cpus),
+            "--temp-dir",
+            str(self.temp_root / f"n{k}"),
+            "--object-store-memory",
+            str(self.object_store_bytes),
+            "--disable-usage-stats",
+        ]
         if k == 0:
-            cmd += ["--head", "--port", str(self.port), "--include-dashboard", "false",
-                    "--ray-client-server-port", str(_free_port(self.ip))]
+            cmd += [
+                "--head",
+                "--port",
+                str(self.port),
+                "--include-dashboard",
+                "false",
+                "--ray-client-server-port",
+                str(_free_port(self.ip)),
+            ]
         else:
             cmd += ["--address", self.address]
         for flag, port in ports.items():
@@ -88,14 +121,24 @@ class LoopbackRayCluster:
 
     def _spawn(self, k: int) -> None:
         log = open(self.temp_root / f"node{k}.log", "wb")  # noqa: SIM115 - kept open for the node's life
-        self.procs.append(subprocess.Popen(self._node_command(k), env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                           stdin=subprocess.DEVNULL, start_new_session=True))
+        self.procs.append(
+            subprocess.Popen(
+                self._node_command(k),
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        )
 
     def _wait_port(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.procs[0].poll() is not None:
-                raise RuntimeError(f"the Ray head exited ({self.procs[0].returncode}); see {self.temp_root / 'node0.log'}")
+                raise RuntimeError(
+                    f"the Ray head exited ({self.procs[0].returncode}); see {self.temp_root / 'node0.log'}"
+                )
             with contextlib.suppress(OSError), socket.create_connection((self.ip, self.port), timeout=1.0):
                 return
             time.sleep(0.2)
@@ -124,7 +167,9 @@ class LoopbackRayCluster:
         while sum(bool(n.get("Alive")) for n in ray.nodes()) < self.num_nodes:
             dead = [k for k, p in enumerate(self.procs) if p.poll() is not None]
             if dead or time.monotonic() > deadline:
-                raise RuntimeError(f"Ray nodes {dead or 'some'} did not join within {timeout} s; logs in {self.temp_root}")
+                raise RuntimeError(
+                    f"Ray nodes {dead or 'some'} did not join within {timeout} s; logs in {self.temp_root}"
+                )
             time.sleep(0.3)
         return ray
 

@@ -14,6 +14,7 @@ in its own process group, ended by group id). Run::
 
     PYTHONPATH=. python benchmarks/scale_out.py            # ~4 min on 2 cores
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,15 @@ NODE_ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
 def alfworld_steps_per_s(backend: str, steps: int, repeats: int, **kw) -> float:
     import progpo_envs  # noqa: F401
 
-    envs = GroupVectorEnv("ProGPO-ALFWorld-v0", num_groups=2, group_size=2, backend=backend, seed=0,
-                          env_kwargs={"split": "easy-train", "max_episode_steps": 50}, **kw)
+    envs = GroupVectorEnv(
+        "ProGPO-ALFWorld-v0",
+        num_groups=2,
+        group_size=2,
+        backend=backend,
+        seed=0,
+        env_kwargs={"split": "easy-train", "max_episode_steps": 50},
+        **kw,
+    )
     rates = []
     try:
         for r in range(repeats):
@@ -59,8 +67,15 @@ def alfworld_steps_per_s(backend: str, steps: int, repeats: int, **kw) -> float:
 
 
 def step_cost_us(backend: str, steps: int, repeats: int, **kw) -> float:
-    envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=1, backend=backend, seed=0,
-                          env_kwargs={"step_time": 0.0, "episode_length": 10**9}, **kw)
+    envs = GroupVectorEnv(
+        SleepEnv,
+        num_groups=1,
+        group_size=1,
+        backend=backend,
+        seed=0,
+        env_kwargs={"step_time": 0.0, "episode_length": 10**9},
+        **kw,
+    )
     costs = []
     try:
         envs.reset()
@@ -88,12 +103,40 @@ def ray_figures(steps: int, repeats: int) -> dict[str, float]:
 
 def trainer_seconds(world: int, iterations: int) -> float:
     run = Path(tempfile.mkdtemp(prefix="scale_out_"))
-    args = ["--env", "rooms", "--model", "tiny", "--iterations", str(iterations), "--num-groups", "4", "--group-size", "4",
-            "--max-steps", "6", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--device", "cpu", "--no-lora",
-            "--warm-start", "none", "--no-baseline-random", "--score-norm", "mean", "--output-dir", str(run)]
+    args = [
+        "--env",
+        "rooms",
+        "--model",
+        "tiny",
+        "--iterations",
+        str(iterations),
+        "--num-groups",
+        "4",
+        "--group-size",
+        "4",
+        "--max-steps",
+        "6",
+        "--eval-episodes",
+        "0",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--device",
+        "cpu",
+        "--no-lora",
+        "--warm-start",
+        "none",
+        "--no-baseline-random",
+        "--score-norm",
+        "mean",
+        "--output-dir",
+        str(run),
+    ]
     env = dict(NODE_ENV, GLOO_SOCKET_IFNAME="lo")
-    launcher = ([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
-                if world > 1 else [sys.executable])
+    launcher = (
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(world)]
+        if world > 1
+        else [sys.executable]
+    )
     subprocess.run([*launcher, "-m", "trainers.progpo", *args], cwd=ROOT, env=env, check=True, capture_output=True)
     recs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     times = [r["time/iteration_s"] for r in recs if r.get("kind") == "train"][1:]  # the first one warms up
@@ -106,8 +149,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--iterations", type=int, default=4, help="trainer iterations per launch (the first is dropped)")
     a = ap.parse_args()
-    fig = {"alfworld_async": alfworld_steps_per_s("async", a.steps, a.repeats),
-           "step_cost_pipe_us": step_cost_us("async", 200, a.repeats)}
+    fig = {
+        "alfworld_async": alfworld_steps_per_s("async", a.steps, a.repeats),
+        "step_cost_pipe_us": step_cost_us("async", 200, a.repeats),
+    }
     fig.update(ray_figures(a.steps, a.repeats))
     fig["trainer_1proc_s"] = trainer_seconds(1, a.iterations)
     fig["trainer_2rank_s"] = trainer_seconds(2, a.iterations)
@@ -115,15 +160,20 @@ def main() -> None:
     print(f"cores: {os.cpu_count()}  load average: {os.getloadavg()[0]:.1f}\n")
     print("| ALFWorld GroupVectorEnv 2x2 | env steps/s | vs async |")
     print("|---|---|---|")
-    for key, name in (("alfworld_async", "async (4 local processes)"), ("alfworld_ray_1node", "ray, 1 node x 2 CPUs"),
-                      ("alfworld_ray_2node", "ray, 2 nodes x 1 CPU")):
+    for key, name in (
+        ("alfworld_async", "async (4 local processes)"),
+        ("alfworld_ray_1node", "ray, 1 node x 2 CPUs"),
+        ("alfworld_ray_2node", "ray, 2 nodes x 1 CPU"),
+    ):
         print(f"| {name} | {fig[key]:.1f} | {fig[key] / base:.2f}x |")
     print("\n| one member step of a no-op env | us/step |\n|---|---|")
     print(f"| pipe (async) | {fig['step_cost_pipe_us']:.0f} |\n| Ray actor call | {fig['step_cost_ray_us']:.0f} |")
     print(f"| ratio Ray / pipe | {fig['step_cost_ray_us'] / fig['step_cost_pipe_us']:.1f}x |")
     print("\n| tiny-model trainer, 4 groups x 4, rooms | s/iteration | speed-up |\n|---|---|---|")
     print(f"| 1 process | {fig['trainer_1proc_s']:.2f} | 1.00x |")
-    print(f"| 2 gloo ranks (torchrun) | {fig['trainer_2rank_s']:.2f} | {fig['trainer_1proc_s'] / fig['trainer_2rank_s']:.2f}x |")
+    print(
+        f"| 2 gloo ranks (torchrun) | {fig['trainer_2rank_s']:.2f} | {fig['trainer_1proc_s'] / fig['trainer_2rank_s']:.2f}x |"
+    )
     print("\n" + json.dumps(fig))
 
 

@@ -24,6 +24,7 @@ Peak memory: the timed process's RSS, and the proportional set size of it and it
     python benchmarks/trainer_speed.py --quick               # a smoke run (~1 min)
     python benchmarks/trainer_speed.py --paths per-decision tree-2p --rounds 3   # drift-robust ratios
 """
+
 from __future__ import annotations
 
 import argparse
@@ -99,8 +100,18 @@ def child(args: argparse.Namespace) -> None:
     from trainers.loop.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp, PeakPss() as pss:
-        argv = ["--config", args.config, "--output-dir", tmp, "--no-progress-bars", "--no-tensorboard", "--save-every", "0",
-                *(QUICK if args.quick else []), *PATHS[args.child]]
+        argv = [
+            "--config",
+            args.config,
+            "--output-dir",
+            tmp,
+            "--no-progress-bars",
+            "--no-tensorboard",
+            "--save-every",
+            "0",
+            *(QUICK if args.quick else []),
+            *PATHS[args.child],
+        ]
         cfg, _ = parse_args(argv)
         trainer = Trainer(cfg)
         trainer.warm_start()
@@ -112,32 +123,53 @@ def child(args: argparse.Namespace) -> None:
             evals.append(time.perf_counter() - t0)
         trainer.close()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
-    print(json.dumps({"rows": rows, "eval_s": evals, "eval_episodes": played, "peak_mib": peak,
-                      "peak_pss_mib": pss.peak_kib / 1024}, default=float))
+    print(
+        json.dumps(
+            {
+                "rows": rows,
+                "eval_s": evals,
+                "eval_episodes": played,
+                "peak_mib": peak,
+                "peak_pss_mib": pss.peak_kib / 1024,
+            },
+            default=float,
+        )
+    )
 
 
 def summarize(name: str, out: dict) -> dict[str, float]:
     later = out["rows"][1:] or out["rows"]  # the first iteration also builds the envs
-    med = {k: statistics.median(float(r.get(k, 0.0)) for r in later) for k in
-           ("time/rollout_s", "time/old_logprob_s", "time/update_s", "time/iteration_s")}
+    med = {
+        k: statistics.median(float(r.get(k, 0.0)) for r in later)
+        for k in ("time/rollout_s", "time/old_logprob_s", "time/update_s", "time/iteration_s")
+    }
     decisions = statistics.median(len_ for len_ in (float(r.get("update/steps", 0.0)) for r in later))
     steps = statistics.median(float(r["env_steps_per_s"]) * float(r["time/rollout_s"]) for r in later)
     tokens = statistics.median(float(r.get("update/input_tokens", 0.0)) for r in later)
-    return {"path": name, "rollout_s": med["time/rollout_s"], "old_s": med["time/old_logprob_s"],
-            "update_s": med["time/update_s"], "iteration_s": med["time/iteration_s"],
-            "eval_s": statistics.median(out["eval_s"]), "eval_episodes": out.get("eval_episodes", 0),
-            "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
-            "update_steps_per_s": decisions / max(med["time/update_s"], 1e-9),
-            "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9), "peak_mib": out["peak_mib"],
-            "peak_pss_mib": out.get("peak_pss_mib", 0.0)}
+    return {
+        "path": name,
+        "rollout_s": med["time/rollout_s"],
+        "old_s": med["time/old_logprob_s"],
+        "update_s": med["time/update_s"],
+        "iteration_s": med["time/iteration_s"],
+        "eval_s": statistics.median(out["eval_s"]),
+        "eval_episodes": out.get("eval_episodes", 0),
+        "decisions_per_s": steps / max(med["time/rollout_s"], 1e-9),
+        "update_steps_per_s": decisions / max(med["time/update_s"], 1e-9),
+        "update_tokens_per_s": tokens / max(med["time/update_s"], 1e-9),
+        "peak_mib": out["peak_mib"],
+        "peak_pss_mib": out.get("peak_pss_mib", 0.0),
+    }
 
 
 def _rounds_note(rounds: int) -> str:
     if rounds == 1:
         return ""
-    return (f"; {rounds} rounds, the paths taken in turn in each: each figure is the median over the rounds, "
-            "each ratio the median of the ratios within a round (a machine whose speed drifts over minutes "
-            "moves both sides of a round's ratio alike)")
+    return (
+        f"; {rounds} rounds, the paths taken in turn in each: each figure is the median over the rounds, "
+        "each ratio the median of the ratios within a round (a machine whose speed drifts over minutes "
+        "moves both sides of a round's ratio alike)"
+    )
 
 
 def memory(row: dict[str, float]) -> float:
@@ -149,11 +181,21 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "configs" / "alfworld_trap.yaml"), help="the preset timed")
     ap.add_argument("--iterations", type=int, default=4, help="iterations per path (the median skips the first)")
-    ap.add_argument("--eval-episodes", type=int, default=48, help="held-out episodes per timed evaluation (at least; "
-                    "rounded up so that every task of the split is played alike)")
+    ap.add_argument(
+        "--eval-episodes",
+        type=int,
+        default=48,
+        help="held-out episodes per timed evaluation (at least; "
+        "rounded up so that every task of the split is played alike)",
+    )
     ap.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per path (median)")
-    ap.add_argument("--rounds", type=int, default=1, help="times every path is timed, the paths in turn each "
-                    "round; the table gives medians over the rounds and the median of each round's ratio")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="times every path is timed, the paths in turn each "
+        "round; the table gives medians over the rounds and the median of each round's ratio",
+    )
     ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="paths timed")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 x 4 episodes of 4 steps, 2 iterations")
     ap.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)
@@ -171,42 +213,69 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(args.rounds):
         rounds.append([])
         for name in args.paths:
-            cmd = [sys.executable, __file__, "--child", name, "--config", args.config, "--iterations",
-                   str(args.iterations), "--eval-episodes", str(args.eval_episodes), "--eval-repeats",
-                   str(args.eval_repeats), *(["--quick"] if args.quick else [])]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--child",
+                name,
+                "--config",
+                args.config,
+                "--iterations",
+                str(args.iterations),
+                "--eval-episodes",
+                str(args.eval_episodes),
+                "--eval-repeats",
+                str(args.eval_repeats),
+                *(["--quick"] if args.quick else []),
+            ]
             print(f"timing {name} (round {k + 1} of {args.rounds}) ...", file=sys.stderr, flush=True)
             proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
             if proc.returncode != 0:
-                print(f"error: path {name} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}",
-                      file=sys.stderr)
+                print(
+                    f"error: path {name} failed ({proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}",
+                    file=sys.stderr,
+                )
                 return 1
             rounds[-1].append(summarize(name, json.loads(proc.stdout.strip().splitlines()[-1])))
     base_index = args.paths.index(BASELINE) if BASELINE in args.paths else 0
     base_name = args.paths[base_index]
-    print(f"\n{Path(args.config).name}{' (quick)' if args.quick else ''}: median of iterations 2..{args.iterations}, "
-          f"eval: median of {args.eval_repeats} evaluations of {rounds[0][base_index]['eval_episodes']} episodes "
-          f"(--eval-episodes {args.eval_episodes}, rounded up to every task of the split alike); ratio = {base_name} / "
-          f"path{_rounds_note(args.rounds)}\n")
-    print("| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
-          "| peak RSS MiB | peak PSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |")
+    print(
+        f"\n{Path(args.config).name}{' (quick)' if args.quick else ''}: median of iterations 2..{args.iterations}, "
+        f"eval: median of {args.eval_repeats} evaluations of {rounds[0][base_index]['eval_episodes']} episodes "
+        f"(--eval-episodes {args.eval_episodes}, rounded up to every task of the split alike); ratio = {base_name} / "
+        f"path{_rounds_note(args.rounds)}\n"
+    )
+    print(
+        "| path | rollout s | old log-prob s | update s | iteration s | eval s | decisions/s | update tokens/s "
+        "| peak RSS MiB | peak PSS MiB | iteration ratio | update ratio | eval ratio | memory ratio |"
+    )
     print("|---|" + "---:|" * 13)
     for i, name in enumerate(args.paths):
         r = {key: statistics.median(rnd[i][key] for rnd in rounds) for key in rounds[0][i] if key != "path"}
-        ratio = {key: statistics.median(rnd[base_index][key] / max(rnd[i][key], 1e-9) for rnd in rounds)
-                 for key in ("iteration_s", "update_s", "eval_s")}
+        ratio = {
+            key: statistics.median(rnd[base_index][key] / max(rnd[i][key], 1e-9) for rnd in rounds)
+            for key in ("iteration_s", "update_s", "eval_s")
+        }
         mem = statistics.median(memory(rnd[i]) / max(memory(rnd[base_index]), 1e-9) for rnd in rounds)
-        print(f"| {name} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
-              f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
-              f"| {r['peak_pss_mib']:.0f} | {ratio['iteration_s']:.2f}x | {ratio['update_s']:.2f}x "
-              f"| {ratio['eval_s']:.2f}x | {mem:.2f}x |")
+        print(
+            f"| {name} | {r['rollout_s']:.1f} | {r['old_s']:.2f} | {r['update_s']:.1f} | {r['iteration_s']:.1f} "
+            f"| {r['eval_s']:.1f} | {r['decisions_per_s']:.0f} | {r['update_tokens_per_s']:.0f} | {r['peak_mib']:.0f} "
+            f"| {r['peak_pss_mib']:.0f} | {ratio['iteration_s']:.2f}x | {ratio['update_s']:.2f}x "
+            f"| {ratio['eval_s']:.2f}x | {mem:.2f}x |"
+        )
     if args.rounds > 1:
         print("\nratio in each round (iteration / eval):")
         for i, name in enumerate(args.paths):
-            each = [f"{rnd[base_index]['iteration_s'] / rnd[i]['iteration_s']:.2f}x / "
-                    f"{rnd[base_index]['eval_s'] / rnd[i]['eval_s']:.2f}x" for rnd in rounds]
+            each = [
+                f"{rnd[base_index]['iteration_s'] / rnd[i]['iteration_s']:.2f}x / "
+                f"{rnd[base_index]['eval_s'] / rnd[i]['eval_s']:.2f}x"
+                for rnd in rounds
+            ]
             print(f"  {name}: {', '.join(each)}")
-    print("\npeak RSS: the timed process alone (getrusage); peak PSS: it and its forked streams, pages they share "
-          "counted once (sampled every 0.25 s); memory ratio: of the PSS where /proc gives it, else of the RSS")
+    print(
+        "\npeak RSS: the timed process alone (getrusage); peak PSS: it and its forked streams, pages they share "
+        "counted once (sampled every 0.25 s); memory ratio: of the PSS where /proc gives it, else of the RSS"
+    )
     return 0
 
 

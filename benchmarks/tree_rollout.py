@@ -18,6 +18,7 @@ all-failed fraction of the groups (trees), the number of groups with at least on
 success rate of the episodes (leaves), the decisions and the replay steps. The per-seed rows go
 to ``--out`` (JSON). Whether trees help *learning* is the lab's question, not this one's.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,9 +37,11 @@ if str(ROOT) not in sys.path:
 
 from trainers.statistics import mean_ci  # noqa: E402
 
-VARIANTS = {"flat": {"rollout": "flat"},
-            "tree (coverage)": {"rollout": "tree", "tree_scorer": "coverage"},
-            "tree (random)": {"rollout": "tree", "tree_scorer": "random"}}
+VARIANTS = {
+    "flat": {"rollout": "flat"},
+    "tree (coverage)": {"rollout": "tree", "tree_scorer": "coverage"},
+    "tree (random)": {"rollout": "tree", "tree_scorer": "random"},
+}
 
 
 def measure(seed: int, config: Path, work: Path) -> list[dict]:
@@ -52,8 +55,16 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
     from trainers.runs.metrics import rollout_metrics
 
     torch.set_num_threads(1)
-    base = TrainConfig.from_dict({**load_yaml(config), "seed": seed, "eval_episodes": 0, "progress": False,
-                                  "tensorboard": False, "output_dir": str(work / f"seed{seed}")})
+    base = TrainConfig.from_dict(
+        {
+            **load_yaml(config),
+            "seed": seed,
+            "eval_episodes": 0,
+            "progress": False,
+            "tensorboard": False,
+            "output_dir": str(work / f"seed{seed}"),
+        }
+    )
     tr = Trainer(base)
     for _ in tr.start_records():  # the warm start only (no evaluation)
         pass
@@ -69,11 +80,19 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
         groups: dict[int, bool] = {}
         for t in rollout.trajectories:
             groups[t.group] = groups.get(t.group, False) or t.won
-        row = {"seed": seed, "variant": name, "all_failed_frac": m["all_failed_frac"],
-               "groups_with_success": int(sum(groups.values())), "groups": len(groups),
-               "success": m["success"], "decisions": len(rollout.steps),
-               "replay_steps": int(rollout.tree_stats.get("rollout/replay_steps", 0)),
-               "leaves": len(rollout.trajectories), "coverage_rate": m["coverage_rate"], "seconds": seconds}
+        row = {
+            "seed": seed,
+            "variant": name,
+            "all_failed_frac": m["all_failed_frac"],
+            "groups_with_success": int(sum(groups.values())),
+            "groups": len(groups),
+            "success": m["success"],
+            "decisions": len(rollout.steps),
+            "replay_steps": int(rollout.tree_stats.get("rollout/replay_steps", 0)),
+            "leaves": len(rollout.trajectories),
+            "coverage_rate": m["coverage_rate"],
+            "seconds": seconds,
+        }
         rows.append(row)
         if name == "flat":
             budget = len(rollout.steps) // base.num_groups  # each tree: at most the flat run's decisions per task
@@ -85,10 +104,14 @@ def measure(seed: int, config: Path, work: Path) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     seeds = sorted({r["seed"] for r in rows})
-    lines = [f"Trap preset, iteration 1 from the warm start, seeds {seeds}; mean over seeds +- the half-width of the "
-             "95% t interval.", "",
-             "| rollout | all-failed fraction | groups with a success (of 8) | episode success | decisions | "
-             "replay steps | leaves |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"Trap preset, iteration 1 from the warm start, seeds {seeds}; mean over seeds +- the half-width of the "
+        "95% t interval.",
+        "",
+        "| rollout | all-failed fraction | groups with a success (of 8) | episode success | decisions | "
+        "replay steps | leaves |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name in VARIANTS:
         sel = [r for r in rows if r["variant"] == name]
         if not sel:
@@ -98,8 +121,10 @@ def table(rows: list[dict]) -> str:
             mean, half = mean_ci(np.array([float(r[key]) for r in sel]))
             return f"{mean:{fmt}} +- {half:{fmt}}"
 
-        lines.append(f"| {name} | {cell('all_failed_frac')} | {cell('groups_with_success', '.2f')} | {cell('success')} "
-                     f"| {cell('decisions', '.0f')} | {cell('replay_steps', '.0f')} | {cell('leaves', '.1f')} |")
+        lines.append(
+            f"| {name} | {cell('all_failed_frac')} | {cell('groups_with_success', '.2f')} | {cell('success')} "
+            f"| {cell('decisions', '.0f')} | {cell('replay_steps', '.0f')} | {cell('leaves', '.1f')} |"
+        )
     return "\n".join(lines)
 
 
@@ -107,8 +132,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", type=Path, default=ROOT / "configs" / "alfworld_trap.yaml")
     ap.add_argument("--seeds", type=int, nargs="+", default=list(range(8)))
-    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "tree_rollout.json",
-                    help="per-seed rows (JSON); seeds already there are not measured again")
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=ROOT / "benchmarks" / "results" / "tree_rollout.json",
+        help="per-seed rows (JSON); seeds already there are not measured again",
+    )
     args = ap.parse_args(argv)
     rows = json.loads(args.out.read_text())["rows"] if args.out.is_file() else []
     done = {r["seed"] for r in rows}
@@ -118,8 +147,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             rows += measure(seed, args.config, Path(tmp))
             args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(json.dumps({"config": str(args.config.relative_to(ROOT)) if args.config.is_relative_to(ROOT)
-                                            else str(args.config), "rows": rows}, indent=1))
+            args.out.write_text(
+                json.dumps(
+                    {
+                        "config": str(args.config.relative_to(ROOT))
+                        if args.config.is_relative_to(ROOT)
+                        else str(args.config),
+                        "rows": rows,
+                    },
+                    indent=1,
+                )
+            )
     print(table([r for r in rows if r["seed"] in set(args.seeds)]))
     return 0
 

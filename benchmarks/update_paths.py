@@ -22,6 +22,7 @@ Prints one table: seconds, input tokens/s, padding (padded positions over real o
 ``prefix``; ``--profile`` adds the ten costliest operators of one ``length`` update. ``--json``
 writes the rows.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,9 @@ from trainers.loop.updater import enable_gradient_checkpointing  # noqa: E402
 PATHS = ("prefix", "length", "length + logit chunks", "length + checkpointing")
 
 
-def rollout_steps(groups: int, group_size: int, steps: int, prompt_tokens: int, response_tokens: int, vocab: int,
-                  seed: int = 0) -> list[StepOutput]:
+def rollout_steps(
+    groups: int, group_size: int, steps: int, prompt_tokens: int, response_tokens: int, vocab: int, seed: int = 0
+) -> list[StepOutput]:
     """Steps shaped like a rollout's: a group's members share the head of their prompt (the
     instructions and the goal, a third of ``prompt_tokens``), then each has its own history, which
     grows by a turn per step up to ``prompt_tokens`` at the last step (give or take a few tokens)."""
@@ -64,10 +66,17 @@ def rollout_steps(groups: int, group_size: int, steps: int, prompt_tokens: int, 
             history = torch.randint(3, vocab, (prompt_tokens,), generator=gen).tolist()
             for k in range(steps):
                 jitter = int(torch.randint(0, max(1, turn // 4), (1,), generator=gen))
-                prompt = head + history[:max(0, (k + 1) * turn - jitter)]
+                prompt = head + history[: max(0, (k + 1) * turn - jitter)]
                 response = torch.randint(3, vocab, (response_tokens,), generator=gen).tolist()
-                out.append(StepOutput(action="look", prompt_ids=prompt, response_ids=response,
-                                      old_logprobs=[-1.0] * response_tokens, finish_reason="length"))
+                out.append(
+                    StepOutput(
+                        action="look",
+                        prompt_ids=prompt,
+                        response_ids=response,
+                        old_logprobs=[-1.0] * response_tokens,
+                        finish_reason="length",
+                    )
+                )
     return out
 
 
@@ -77,8 +86,9 @@ def padding(passes: list[list[int]], cost: list[int]) -> float:
     return padded / max(1, sum(cost)) - 1.0
 
 
-def run_update(policy: GeneratePolicy, steps: list[StepOutput], cfg: PPOConfig, optimizer: torch.optim.Optimizer,
-               autocast: Any) -> dict[str, float]:
+def run_update(
+    policy: GeneratePolicy, steps: list[StepOutput], cfg: PPOConfig, optimizer: torch.optim.Optimizer, autocast: Any
+) -> dict[str, float]:
     """Old log-probs (no grad) then one PPO update over ``steps``, as the trainer's Updater runs them."""
     cost, keys = [step_tokens(s) for s in steps], [step_key(s) for s in steps]
     passes = micro_batches(range(len(steps)), cost, cfg, keys)
@@ -94,21 +104,38 @@ def run_update(policy: GeneratePolicy, steps: list[StepOutput], cfg: PPOConfig, 
     _sync(device)
     t1 = time.perf_counter()
     adv = torch.as_tensor(np.random.default_rng(0).standard_normal(len(steps)), dtype=torch.float32)
-    batch = UpdateBatch.build(list(steps), old, None, adv, [i // 3 for i in range(len(steps))],  # type: ignore[arg-type]
-                              list(range(len(steps))), "token-mean", cost, keys, len(steps))
+    batch = UpdateBatch.build(
+        list(steps),
+        old,
+        None,
+        adv,
+        [i // 3 for i in range(len(steps))],  # type: ignore[arg-type]
+        list(range(len(steps))),
+        "token-mean",
+        cost,
+        keys,
+        len(steps),
+    )
 
     def forward(micro: list[Any]) -> tuple[list[torch.Tensor], Any]:
         with autocast():
             return policy.compute_logprobs(micro, batch_size=len(micro)), None
 
-    learner = Learner(forward, lambda: forward(steps[:1])[0], optimizer,
-                      [p for p in policy.model.parameters() if p.requires_grad])
+    learner = Learner(
+        forward, lambda: forward(steps[:1])[0], optimizer, [p for p in policy.model.parameters() if p.requires_grad]
+    )
     policy.model.train()
     stats = ppo_update(batch, cfg, learner, Comm(), torch.Generator().manual_seed(0))
     _sync(device)
     t2 = time.perf_counter()
-    return {"old_s": t1 - t0, "update_s": t2 - t1, "passes": float(len(passes)), "padding": padding(passes, cost),
-            "input_tokens": float(sum(cost)), "pg_loss": stats["update/pg_loss"]}
+    return {
+        "old_s": t1 - t0,
+        "update_s": t2 - t1,
+        "passes": float(len(passes)),
+        "padding": padding(passes, cost),
+        "input_tokens": float(sum(cost)),
+        "pg_loss": stats["update/pg_loss"],
+    }
 
 
 def _sync(device: torch.device) -> None:
@@ -116,8 +143,15 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def measure(name: str, policy: GeneratePolicy, steps: list[StepOutput], args: argparse.Namespace,
-            optimizer: torch.optim.Optimizer, autocast: Any, params: int) -> dict[str, Any]:
+def measure(
+    name: str,
+    policy: GeneratePolicy,
+    steps: list[StepOutput],
+    args: argparse.Namespace,
+    optimizer: torch.optim.Optimizer,
+    autocast: Any,
+    params: int,
+) -> dict[str, Any]:
     """One path: a warm-up update, then the median of ``args.repeats`` updates."""
     cfg = PPOConfig(micro_batch_tokens=args.micro_batch_tokens, num_minibatches=1, by_length=name != "prefix")
     policy.options = policy.options.replace(logit_chunk=args.logit_chunk if "chunks" in name else 0)
@@ -136,16 +170,29 @@ def measure(name: str, policy: GeneratePolicy, steps: list[StepOutput], args: ar
     old_s = statistics.median(r["old_s"] for r in runs)
     update_s = statistics.median(r["update_s"] for r in runs)
     tokens = runs[0]["input_tokens"]
-    return {"path": name, "old_logprob_s": old_s, "update_s": update_s, "seconds": old_s + update_s,
-            "input_tokens": tokens, "passes": runs[0]["passes"], "padding": runs[0]["padding"],
-            "update_tokens_per_s": tokens / update_s, "update_tflops": 6 * params * tokens / update_s / 1e12,
-            "old_logprob_tflops": 2 * params * tokens / old_s / 1e12,
-            "peak_gpu_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
-            "pg_loss": runs[0]["pg_loss"]}
+    return {
+        "path": name,
+        "old_logprob_s": old_s,
+        "update_s": update_s,
+        "seconds": old_s + update_s,
+        "input_tokens": tokens,
+        "passes": runs[0]["passes"],
+        "padding": runs[0]["padding"],
+        "update_tokens_per_s": tokens / update_s,
+        "update_tflops": 6 * params * tokens / update_s / 1e12,
+        "old_logprob_tflops": 2 * params * tokens / old_s / 1e12,
+        "peak_gpu_mem_gib": torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else None,
+        "pg_loss": runs[0]["pg_loss"],
+    }
 
 
-def profile(policy: GeneratePolicy, steps: list[StepOutput], args: argparse.Namespace, optimizer: torch.optim.Optimizer,
-            autocast: Any) -> list[dict[str, Any]]:
+def profile(
+    policy: GeneratePolicy,
+    steps: list[StepOutput],
+    args: argparse.Namespace,
+    optimizer: torch.optim.Optimizer,
+    autocast: Any,
+) -> list[dict[str, Any]]:
     """The ten operators with the most self time over one ``length`` update (device time on a GPU)."""
     from torch.profiler import ProfilerActivity
     from torch.profiler import profile as torch_profile
@@ -159,8 +206,10 @@ def profile(policy: GeneratePolicy, steps: list[StepOutput], args: argparse.Name
     attr = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
     events = sorted(prof.key_averages(), key=lambda e: getattr(e, attr, 0.0), reverse=True)
     total = sum(getattr(e, attr, 0.0) for e in prof.key_averages()) or 1.0
-    return [{"op": e.key, "self_ms": getattr(e, attr, 0.0) / 1e3, "share": getattr(e, attr, 0.0) / total,
-             "calls": e.count} for e in events[:10]]
+    return [
+        {"op": e.key, "self_ms": getattr(e, attr, 0.0) / 1e3, "share": getattr(e, attr, 0.0) / total, "calls": e.count}
+        for e in events[:10]
+    ]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -189,8 +238,14 @@ def main(argv: list[str] | None = None) -> int:
         torch.set_num_threads(args.threads)
     model, tok = load_model(args.model, device=device)
     params = sum(p.numel() for p in model.parameters())
-    policy = GeneratePolicy(model, tok, TransformersBackend(model, tok), "alfworld", fmt="action",
-                            sampling=SamplingConfig(max_new_tokens=args.response_tokens))
+    policy = GeneratePolicy(
+        model,
+        tok,
+        TransformersBackend(model, tok),
+        "alfworld",
+        fmt="action",
+        sampling=SamplingConfig(max_new_tokens=args.response_tokens),
+    )
     vocab = min(int(model.config.vocab_size), len(tok))
     steps = rollout_steps(args.groups, args.group_size, args.steps, args.prompt_tokens, args.response_tokens, vocab)
     fused = {"fused": True} if device.type == "cuda" else {}
@@ -203,25 +258,44 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = [measure(name, policy, steps, args, optimizer, autocast, params) for name in paths]
     base = next((r for r in rows if r["path"] == "prefix"), rows[0])
-    print(f"{args.model} ({params / 1e6:,.1f} M parameters) on {device.type}: {len(steps)} steps "
-          f"({args.groups} groups x {args.group_size} x {args.steps} steps), prompts <= {args.prompt_tokens} tokens, "
-          f"{args.response_tokens}-token answers, {args.micro_batch_tokens}-position passes, median of {args.repeats}")
-    print("| path | old log-probs (s) | update (s) | passes | padding | update tokens/s | update TFLOP/s | "
-          "peak GPU GiB | x prefix |\n|---|---|---|---|---|---|---|---|---|")
+    print(
+        f"{args.model} ({params / 1e6:,.1f} M parameters) on {device.type}: {len(steps)} steps "
+        f"({args.groups} groups x {args.group_size} x {args.steps} steps), prompts <= {args.prompt_tokens} tokens, "
+        f"{args.response_tokens}-token answers, {args.micro_batch_tokens}-position passes, median of {args.repeats}"
+    )
+    print(
+        "| path | old log-probs (s) | update (s) | passes | padding | update tokens/s | update TFLOP/s | "
+        "peak GPU GiB | x prefix |\n|---|---|---|---|---|---|---|---|---|"
+    )
     for r in rows:
         mem = f"{r['peak_gpu_mem_gib']:.1f}" if r["peak_gpu_mem_gib"] is not None else "-"
-        print(f"| {r['path']} | {r['old_logprob_s']:.2f} | {r['update_s']:.2f} | {r['passes']:.0f} | "
-              f"{100 * r['padding']:.1f}% | {r['update_tokens_per_s']:,.0f} | {r['update_tflops']:.3g} | {mem} | "
-              f"{base['seconds'] / r['seconds']:.2f} |")
+        print(
+            f"| {r['path']} | {r['old_logprob_s']:.2f} | {r['update_s']:.2f} | {r['passes']:.0f} | "
+            f"{100 * r['padding']:.1f}% | {r['update_tokens_per_s']:,.0f} | {r['update_tflops']:.3g} | {mem} | "
+            f"{base['seconds'] / r['seconds']:.2f} |"
+        )
     top = profile(policy, steps, args, optimizer, autocast) if args.profile else []
     if top:
-        print("\ncostliest operators of one length update (self time):\n| operator | ms | share | calls |\n|---|---|---|---|")
+        print(
+            "\ncostliest operators of one length update (self time):\n| operator | ms | share | calls |\n|---|---|---|---|"
+        )
         for t in top:
             print(f"| {t['op']} | {t['self_ms']:.1f} | {100 * t['share']:.1f}% | {t['calls']} |")
     if args.json:
         Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json).write_text(json.dumps({"model": args.model, "params": params, "device": device.type,
-                                               "steps": len(steps), "rows": rows, "profile": top}, indent=1))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "model": args.model,
+                    "params": params,
+                    "device": device.type,
+                    "steps": len(steps),
+                    "rows": rows,
+                    "profile": top,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 

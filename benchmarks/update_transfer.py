@@ -27,6 +27,7 @@ Other options are the trainer's (``python -m trainers.progpo --help``), e.g. ``-
 ``--num-groups``. Configs are ``optimizer:lr`` with optimizer ``adam`` (AdamW, as the trainer) or ``sgd``. Prints a
 table (mean over the K update batches, and their range) and writes it to ``--out``/table.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,8 +56,9 @@ def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Ro
     from wrappers import GroupVectorEnv
 
     cfg = tr.cfg
-    envs = GroupVectorEnv(env_fn, num_groups=len(seeds), group_size=cfg.group_size, backend="sync", seed=cfg.seed,
-                          tau_r=cfg.tau_r)
+    envs = GroupVectorEnv(
+        env_fn, num_groups=len(seeds), group_size=cfg.group_size, backend="sync", seed=cfg.seed, tau_r=cfg.tau_r
+    )
     tr.model.eval()
     try:
         with torch.no_grad():
@@ -79,7 +81,7 @@ def logprobs(tr: Trainer, rollout: Rollout, batch: int = 8) -> np.ndarray:
     lps: list[float] = []
     with torch.no_grad():
         for i in range(0, len(outs), batch):
-            lps += [float(x.float().sum()) for x in tr.policy.compute_logprobs(outs[i:i + batch])]
+            lps += [float(x.float().sum()) for x in tr.policy.compute_logprobs(outs[i : i + batch])]
     return np.array(lps)
 
 
@@ -103,8 +105,9 @@ class AnchorKL:
 
         def step_with_anchor(*args: Any, **kwargs: Any) -> Any:
             pick = self.gen.choice(len(self.anchors), size=min(self.n, len(self.anchors)), replace=False)
-            lp = torch.cat([x.float().reshape(-1) for x in
-                            self.tr.policy.compute_logprobs([self.anchors[i] for i in pick])])
+            lp = torch.cat(
+                [x.float().reshape(-1) for x in self.tr.policy.compute_logprobs([self.anchors[i] for i in pick])]
+            )
             log_r = lp - self.ref[pick]  # log pi / pi_0 on pi_0's own commands
             (self.beta * (torch.exp(-log_r) - 1 + log_r).mean()).backward()  # k3 of KL(pi_0 || pi)
             return step(*args, **kwargs)
@@ -127,10 +130,18 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     p.add_argument("--weights-file", help="start from these weights instead of the default warm start")
     p.add_argument("--configs", default="adam:3e-4,adam:1e-4", help="optimizer:lr,... (adam | sgd)")
     p.add_argument("--estimators", default="progpo-gigpo", help="advantage estimators of the update, comma-separated")
-    p.add_argument("--neg-scale", type=float, default=1.0,
-                   help="multiply the update's negative advantages by this (1: as the trainer; 0: A > 0 only)")
-    p.add_argument("--anchor-kl", type=float, default=0.0,
-                   help="beta of a KL(pi_0 || pi) penalty on states of another update batch (0: off)")
+    p.add_argument(
+        "--neg-scale",
+        type=float,
+        default=1.0,
+        help="multiply the update's negative advantages by this (1: as the trainer; 0: A > 0 only)",
+    )
+    p.add_argument(
+        "--anchor-kl",
+        type=float,
+        default=0.0,
+        help="beta of a KL(pi_0 || pi) penalty on states of another update batch (0: off)",
+    )
     p.add_argument("--anchor-states", type=int, default=48, help="anchor steps per optimizer step")
     p.add_argument("--batches", type=int, default=3, help="update batches K")
     p.add_argument("--measure-groups", type=int, default=16, help="groups in each measurement batch")
@@ -142,8 +153,18 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
 def main(argv: list[str] | None = None) -> int:
     args, trainer_args = parse(argv)
     extra = ["--warm-start", "none", "--weights-file", args.weights_file] if args.weights_file else []
-    cfg, _ = parse_args(["--seed", str(args.seed), "--output-dir", str(args.out), "--no-progress-bars", "--no-tensorboard",
-                         *extra, *trainer_args])
+    cfg, _ = parse_args(
+        [
+            "--seed",
+            str(args.seed),
+            "--output-dir",
+            str(args.out),
+            "--no-progress-bars",
+            "--no-tensorboard",
+            *extra,
+            *trainer_args,
+        ]
+    )
     tr = Trainer(cfg)  # sets torch's threads from --torch-threads (default 1)
     t0 = time.perf_counter()
     if cfg.resolved_warm_start == "bc":
@@ -152,14 +173,24 @@ def main(argv: list[str] | None = None) -> int:
     updates = [tr.rollout(k) for k in range(1, args.batches + 1)]
     measure = {
         "train": measure_rollout(tr, tr.env_fn, task_seeds(args.seed + 777, 1, args.measure_groups), args.seed + 555),
-        "held-out": measure_rollout(tr, tr.eval_env_fn, task_seeds(args.seed + 778, 1, args.measure_groups),
-                                    args.seed + 556),
+        "held-out": measure_rollout(
+            tr, tr.eval_env_fn, task_seeds(args.seed + 778, 1, args.measure_groups), args.seed + 556
+        ),
     }
-    print(f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
-          + ", ".join(f"{k} {np.mean([t.won for t in rollout.trajectories]):.3f}" for k, rollout in measure.items()), flush=True)
+    print(
+        f"warm start and rollouts: {time.perf_counter() - t0:.0f} s; success of pi_0: "
+        + ", ".join(f"{k} {np.mean([t.won for t in rollout.trajectories]):.3f}" for k, rollout in measure.items()),
+        flush=True,
+    )
     # the measure's advantage: plain GRPO on the outcome, whatever the controls of the update
-    base = {k: (step_adv(tr, rollout, "grpo", gate="all_failed", shuffle_coverage=False), traj_weights(rollout),
-                logprobs(tr, rollout)) for k, rollout in measure.items()}
+    base = {
+        k: (
+            step_adv(tr, rollout, "grpo", gate="all_failed", shuffle_coverage=False),
+            traj_weights(rollout),
+            logprobs(tr, rollout),
+        )
+        for k, rollout in measure.items()
+    }
     ref = [logprobs(tr, rollout) for rollout in updates] if args.anchor_kl > 0 else []
 
     rows = []
@@ -174,8 +205,14 @@ def main(argv: list[str] | None = None) -> int:
                 tr.updater.optimizer = make_optimizer(kind, tr.params, lr)
                 if args.anchor_kl > 0:  # anchors: the next update batch's steps
                     j = (k_upd + 1) % len(updates)
-                    tr.updater.optimizer = AnchorKL(tr, [st.output for st in updates[j].steps], ref[j], args.anchor_kl,
-                                                    args.anchor_states, args.seed + k_upd).wrap(tr.updater.optimizer)
+                    tr.updater.optimizer = AnchorKL(
+                        tr,
+                        [st.output for st in updates[j].steps],
+                        ref[j],
+                        args.anchor_kl,
+                        args.anchor_states,
+                        args.seed + k_upd,
+                    ).wrap(tr.updater.optimizer)
                 tr.cfg.lr = lr
                 tr.updater.cfg = dataclasses.replace(tr.updater.cfg, lr=lr)  # the update stage reads its own section
                 adv = step_adv(tr, rollout, estimator)
@@ -191,12 +228,16 @@ def main(argv: list[str] | None = None) -> int:
     tr.model.load_state_dict(theta0)
 
     cols = ["steps", *(f"{m}/{k}" for m in ("dJ", "dlogp") for k in measure)]
-    lines = [f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
-             f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
-             f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}, "
-             f"anchor KL {args.anchor_kl:g}); "
-             "mean over the update batches [min, max].",
-             "", "| estimator | optimizer:lr | " + " | ".join(cols) + " |", "|---|---|" + "---:|" * len(cols)]
+    lines = [
+        f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
+        f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
+        f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}, "
+        f"anchor KL {args.anchor_kl:g}); "
+        "mean over the update batches [min, max].",
+        "",
+        "| estimator | optimizer:lr | " + " | ".join(cols) + " |",
+        "|---|---|" + "---:|" * len(cols),
+    ]
     for estimator, spec, res in rows:
         cells = [f"{np.mean(res['steps']):.0f}"]
         cells += [f"{np.mean(res[c]):+.4f} [{min(res[c]):+.3f}, {max(res[c]):+.3f}]" for c in cols[1:]]

@@ -14,6 +14,7 @@ Rows (median of ``--repeats`` runs):
 * ``get_reward`` per purchase on the 1k catalog's goals, cached title nouns vs uncached
   (baseline: what the original pays, one noun parse per title per purchase).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -117,11 +118,14 @@ def main() -> None:
     for name, us, ratio in bench_reward(args.repeats):
         print(f"| {name} | {us:,.0f} | {ratio:.1f}x |")
     if args.big:
-        out = subprocess.run([sys.executable, __file__, "--child-load", str(args.big)],
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [sys.executable, __file__, "--child-load", str(args.big)], capture_output=True, text=True, check=True
+        )
         r = json.loads(out.stdout.strip().splitlines()[-1])
-        print(f"\nload_catalog({r['n']:,}) embedded: {r['s']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
-              f"{r['goals']:,} goals")
+        print(
+            f"\nload_catalog({r['n']:,}) embedded: {r['s']:.1f} s, peak RSS {r['peak_rss_mb']:,.0f} MB, "
+            f"{r['goals']:,} goals"
+        )
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ Baselines measured in the same run:
 Build figures run in a fresh subprocess each so peak RSS (``ru_maxrss``) is the build's own:
 ``docs RSS`` is the process after the documents are in memory, ``peak RSS`` after the build.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,18 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 QUERIES = [
-    "red running shoes for women", "herbal tea honey roasted", "noise cancelling headphones",
-    "wrap dress floral xx-small", "refillable containers rose gold", "long lasting lipstick",
-    "usb microphone", "men's slim fit button down shirt white", "gluten free snack bars",
-    "6.7 fl oz bottle", "organic shampoo sulfate free", "queen size bed frame",
+    "red running shoes for women",
+    "herbal tea honey roasted",
+    "noise cancelling headphones",
+    "wrap dress floral xx-small",
+    "refillable containers rose gold",
+    "long lasting lipstick",
+    "usb microphone",
+    "men's slim fit button down shirt white",
+    "gluten free snack bars",
+    "6.7 fl oz bottle",
+    "organic shampoo sulfate free",
+    "queen size bed frame",
 ]
 
 
@@ -59,9 +68,14 @@ def _episode_actions(env, info) -> list[str]:
         acts.append(f"click[{asin}]")
         _, _, _, _, inf = env.step(acts[-1])
         opts = [c for c in inf["available_actions"]["clickables"][6:]][:2]
-        acts += [f"click[{o}]" for o in opts] + ["click[description]", "click[< prev]", "click[features]",
-                                                "click[< prev]", "click[< prev]"]
-        for a in acts[-(len(opts) + 5):]:
+        acts += [f"click[{o}]" for o in opts] + [
+            "click[description]",
+            "click[< prev]",
+            "click[features]",
+            "click[< prev]",
+            "click[< prev]",
+        ]
+        for a in acts[-(len(opts) + 5) :]:
             env.step(a)
     acts += ["look", f"search[{goal['query']}]", "click[back to search]"]
     return acts
@@ -128,9 +142,15 @@ def child_build(n: int, with_bm25s_baseline: bool) -> dict:
     t0, c0 = time.perf_counter(), time.process_time()
     index = SearchIndex.build(docs, asins)
     build_s, build_cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    out = {"n": n, "gen_s": gen_s, "build_s": build_s, "build_cpu_s": build_cpu_s,
-           "docs_rss_mb": docs_rss, "peak_rss_mb": _rss_mb(),
-           "vocab": len(index.bm25.vocab_dict)}
+    out = {
+        "n": n,
+        "gen_s": gen_s,
+        "build_s": build_s,
+        "build_cpu_s": build_cpu_s,
+        "docs_rss_mb": docs_rss,
+        "peak_rss_mb": _rss_mb(),
+        "vocab": len(index.bm25.vocab_dict),
+    }
     lat, base = [], []
     import bm25s
 
@@ -210,34 +230,64 @@ def main() -> None:
 
     rows = []
     step = bench_step(args.repeats)
-    rows.append(("text step p50, 1k products (goal <= 1 ms)", f"{step['p50_ms']:.3f} ms",
-                 f"{step['baseline_html_roundtrip_p50_ms'] / step['p50_ms']:.1f}x vs HTML round trip "
-                 f"({step['baseline_html_roundtrip_p50_ms']:.3f} ms)"))
+    rows.append(
+        (
+            "text step p50, 1k products (goal <= 1 ms)",
+            f"{step['p50_ms']:.3f} ms",
+            f"{step['baseline_html_roundtrip_p50_ms'] / step['p50_ms']:.1f}x vs HTML round trip "
+            f"({step['baseline_html_roundtrip_p50_ms']:.3f} ms)",
+        )
+    )
     rows.append(("text step p90, 1k products", f"{step['p90_ms']:.3f} ms", ""))
     b100k = bench_build(100_000, baseline=True)
-    rows.append(("search p50, 100k products (goal <= 5 ms)", f"{b100k['search_p50_ms']:.3f} ms",
-                 f"{b100k['bm25s_retrieve_p50_ms'] / b100k['search_p50_ms']:.1f}x vs bm25s.retrieve "
-                 f"({b100k['bm25s_retrieve_p50_ms']:.3f} ms)"))
+    rows.append(
+        (
+            "search p50, 100k products (goal <= 5 ms)",
+            f"{b100k['search_p50_ms']:.3f} ms",
+            f"{b100k['bm25s_retrieve_p50_ms'] / b100k['search_p50_ms']:.1f}x vs bm25s.retrieve "
+            f"({b100k['bm25s_retrieve_p50_ms']:.3f} ms)",
+        )
+    )
     rows.append(("search p90, 100k products", f"{b100k['search_p90_ms']:.3f} ms", ""))
-    rows.append(("index build, 100k products", f"{b100k['build_s']:.1f} s",
-                 f"CPU {b100k['build_cpu_s']:.1f} s; "
-                 f"{b100k['bm25s_index_s'] / b100k['ours_same_docs_s']:.1f}x vs bm25s.index on pre-tokenized docs "
-                 f"({b100k['bm25s_index_s']:.1f} s)"))
+    rows.append(
+        (
+            "index build, 100k products",
+            f"{b100k['build_s']:.1f} s",
+            f"CPU {b100k['build_cpu_s']:.1f} s; "
+            f"{b100k['bm25s_index_s'] / b100k['ours_same_docs_s']:.1f}x vs bm25s.index on pre-tokenized docs "
+            f"({b100k['bm25s_index_s']:.1f} s)",
+        )
+    )
     rows.append(("peak RSS, 100k build", f"{b100k['peak_rss_mb']:.0f} MB", f"docs alone {b100k['docs_rss_mb']:.0f} MB"))
     if args.full:
         b1m = bench_build(1_000_000, baseline=False)
-        rows.append(("index build, 1M products (goal <= 60 s)", f"{b1m['build_s']:.1f} s",
-                     f"CPU {b1m['build_cpu_s']:.1f} s; catalog generation {b1m['gen_s']:.0f} s, not counted"))
-        rows.append(("peak RSS, 1M build (goal <= 4 GB)", f"{b1m['peak_rss_mb']:.0f} MB",
-                     f"docs alone {b1m['docs_rss_mb']:.0f} MB"))
+        rows.append(
+            (
+                "index build, 1M products (goal <= 60 s)",
+                f"{b1m['build_s']:.1f} s",
+                f"CPU {b1m['build_cpu_s']:.1f} s; catalog generation {b1m['gen_s']:.0f} s, not counted",
+            )
+        )
+        rows.append(
+            (
+                "peak RSS, 1M build (goal <= 4 GB)",
+                f"{b1m['peak_rss_mb']:.0f} MB",
+                f"docs alone {b1m['docs_rss_mb']:.0f} MB",
+            )
+        )
         rows.append(("search p50, 1M products", f"{b1m['search_p50_ms']:.3f} ms", ""))
     if not args.no_browser:
         br = bench_browser()
         if br is None:
             rows.append(("browser step p50", "skipped (no chromium)", ""))
         else:
-            rows.append(("browser step p50, 1k products", f"{br['p50_ms']:.0f} ms",
-                         f"p90 {br['p90_ms']:.0f} ms; first reset {br['first_reset_s']:.1f} s, later reset {br['reset_s']:.2f} s"))
+            rows.append(
+                (
+                    "browser step p50, 1k products",
+                    f"{br['p50_ms']:.0f} ms",
+                    f"p90 {br['p90_ms']:.0f} ms; first reset {br['first_reset_s']:.1f} s, later reset {br['reset_s']:.2f} s",
+                )
+            )
     w = max(len(r[0]) for r in rows)
     print(f"{'measure'.ljust(w)} | {'value':>14} | note")
     print("-" * (w + 60))

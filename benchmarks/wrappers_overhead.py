@@ -12,6 +12,7 @@ Every figure is the median of ``--repeats`` runs. Usage::
     python benchmarks/wrappers_overhead.py            # ~1 min
     python benchmarks/wrappers_overhead.py --quick    # a few seconds (smoke run)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -81,10 +82,14 @@ def part_overhead(steps: int, repeats: int) -> None:
         ("FrozenLake raw (baseline)", lambda: time_single(frozenlake, steps)),
         ("+ Canonicalize", lambda: time_single(lambda: CanonicalizeObservation(frozenlake()), steps)),
         ("+ Canonicalize + Coverage", lambda: time_single(wrapped_frozenlake, steps)),
-        (f"gym SyncVectorEnv raw, {groups * size} envs", lambda: time_vector(
-            gym.vector.SyncVectorEnv([frozenlake] * (groups * size)), steps // (groups * size))),
-        (f"GroupVectorEnv sync {groups}x{size} + Canon + Cov", lambda: time_vector(
-            GroupVectorEnv(wrapped_frozenlake, groups, size, seed=0), steps // (groups * size))),
+        (
+            f"gym SyncVectorEnv raw, {groups * size} envs",
+            lambda: time_vector(gym.vector.SyncVectorEnv([frozenlake] * (groups * size)), steps // (groups * size)),
+        ),
+        (
+            f"GroupVectorEnv sync {groups}x{size} + Canon + Cov",
+            lambda: time_vector(GroupVectorEnv(wrapped_frozenlake, groups, size, seed=0), steps // (groups * size)),
+        ),
     ]
     results = [(name, median(fn, repeats)) for name, fn in rows]
     base = results[0][1]
@@ -115,12 +120,16 @@ def part_throughput(steps: int, repeats: int, step_time: float) -> None:
         ("GroupVectorEnv sync, 1x2 (baseline)", lambda: GroupVectorEnv(SleepEnv, 1, 2, env_kwargs=kw)),
         ("GroupVectorEnv async, 1x2", lambda: GroupVectorEnv(SleepEnv, 1, 2, backend="async", env_kwargs=kw)),
         # SAME_STEP like GroupVectorEnv: with NEXT_STEP every 10th step would be a sleep-free reset
-        ("gym AsyncVectorEnv SAME_STEP, 2 envs (ref.)", lambda: gym.vector.AsyncVectorEnv(
-            [sleep_env] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP)),
+        (
+            "gym AsyncVectorEnv SAME_STEP, 2 envs (ref.)",
+            lambda: gym.vector.AsyncVectorEnv([sleep_env] * 2, autoreset_mode=gym.vector.AutoresetMode.SAME_STEP),
+        ),
     ]
     results = [(name, median(lambda: steps_per_second(make, steps), repeats)) for name, make in rows]
     base = results[0][1]
-    print(f"\nThroughput, 2 members, {step_time * 1000:.0f} ms sleep-bound step ({steps} vector steps, median of {repeats})")
+    print(
+        f"\nThroughput, 2 members, {step_time * 1000:.0f} ms sleep-bound step ({steps} vector steps, median of {repeats})"
+    )
     print(f"{'configuration':<44} {'env steps/s':>12} {'x sync':>8}")
     for name, sps in results:
         print(f"{name:<44} {sps:>12.1f} {sps / base:>8.2f}")

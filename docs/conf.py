@@ -7,6 +7,7 @@ unresolved reference to the package's own names fails the build. References to o
 (numpy, torch, gymnasium, the standard library) are not checked: the build runs offline, without
 their inventories.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -17,8 +18,13 @@ sys.path.insert(0, os.path.abspath(".."))
 
 project = "ProGPO"
 author = "ProGPO contributors"
-extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.autosummary", "sphinx.ext.napoleon",
-              "sphinx.ext.viewcode"]
+extensions = [
+    "myst_parser",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.autosummary",
+    "sphinx.ext.napoleon",
+    "sphinx.ext.viewcode",
+]
 source_suffix = {".md": "markdown", ".rst": "restructuredtext"}
 exclude_patterns = ["_build"]
 html_theme = "furo"
@@ -29,8 +35,7 @@ myst_enable_extensions = ["colon_fence"]
 # the API reference: every module of the four packages, each object where it is defined
 autosummary_generate = True
 autosummary_ignore_module_all = True  # every submodule; each object documented where it is defined
-autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True,
-                           "ignore-module-all": True}
+autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True, "ignore-module-all": True}
 autodoc_inherit_docstrings = False
 autodoc_typehints = "description"
 autodoc_member_order = "bysource"
@@ -46,27 +51,106 @@ suppress_warnings = ["myst.header"]  # docs/experiments.md, a log, skips heading
 
 # strict: every reference to the package's own names must resolve
 nitpicky = True
-_EXTERNAL = ("numpy", "np", "torch", "gymnasium", "gym", "transformers", "peft", "textworld", "yaml", "collections",
-             "pathlib", "typing", "argparse", "os", "random", "dataclasses", "concurrent", "multiprocessing",
-             "subprocess", "json", "re", "enum", "abc", "io", "threading", "datetime", "functools", "itertools",
-             "contextlib", "contextvars", "types", "importlib", "signal", "socket", "http", "urllib", "logging",
-             "tempfile", "shutil", "queue", "uuid", "hashlib", "numbers", "statistics", "math", "warnings",
-             "openenv", "ray", "verl", "vllm", "trl", "datasets", "stable_baselines3", "matplotlib", "tqdm",
-             "pydantic", "fastapi", "starlette", "uvicorn", "jinja2", "spacy", "rank_bm25", "huggingface_hub",
-             "safetensors", "accelerate", "tensorboard", "wandb", "selenium", "psutil", "_io", "_thread", "builtins",
-             "bm25s", "PyStemmer", "mutmut", "pytest", "hypothesis",
-             "mp", "npt", "nn", "F")
+_EXTERNAL = (
+    "numpy",
+    "np",
+    "torch",
+    "gymnasium",
+    "gym",
+    "transformers",
+    "peft",
+    "textworld",
+    "yaml",
+    "collections",
+    "pathlib",
+    "typing",
+    "argparse",
+    "os",
+    "random",
+    "dataclasses",
+    "concurrent",
+    "multiprocessing",
+    "subprocess",
+    "json",
+    "re",
+    "enum",
+    "abc",
+    "io",
+    "threading",
+    "datetime",
+    "functools",
+    "itertools",
+    "contextlib",
+    "contextvars",
+    "types",
+    "importlib",
+    "signal",
+    "socket",
+    "http",
+    "urllib",
+    "logging",
+    "tempfile",
+    "shutil",
+    "queue",
+    "uuid",
+    "hashlib",
+    "numbers",
+    "statistics",
+    "math",
+    "warnings",
+    "openenv",
+    "ray",
+    "verl",
+    "vllm",
+    "trl",
+    "datasets",
+    "stable_baselines3",
+    "matplotlib",
+    "tqdm",
+    "pydantic",
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "jinja2",
+    "spacy",
+    "rank_bm25",
+    "huggingface_hub",
+    "safetensors",
+    "accelerate",
+    "tensorboard",
+    "wandb",
+    "selenium",
+    "psutil",
+    "_io",
+    "_thread",
+    "builtins",
+    "bm25s",
+    "PyStemmer",
+    "mutmut",
+    "pytest",
+    "hypothesis",
+    "mp",
+    "npt",
+    "nn",
+    "F",
+)
 nitpick_ignore_regex = [
     ("py:.*", rf"~?({'|'.join(_EXTERNAL)})(\..*)?"),  # other libraries: no inventory offline
     ("py:.*", r"[A-Za-z_]*(Error|Exception|Warning|Interrupt|Exit)"),  # the builtin exceptions
-    ("py:.*", r"(int|float|str|bool|bytes|dict|list|tuple|set|frozenset|object|type|callable|None|Any|Callable|"
-              r"Iterable|Iterator|Sequence|Mapping|MutableMapping|Literal|Optional|Union|Protocol|Generator|"
-              r"SupportsFloat|TypeVar|NoReturn|Self|ClassVar|Awaitable|Coroutine|AsyncIterator|range|slice|"
-              r"memoryview|bytearray|complex|property|staticmethod|classmethod|ellipsis|NotImplemented|"
-              r"PathLike|Path|Counter|OrderedDict|defaultdict|deque|Namespace|ArgumentParser|Generic)"),
+    (
+        "py:.*",
+        r"(int|float|str|bool|bytes|dict|list|tuple|set|frozenset|object|type|callable|None|Any|Callable|"
+        r"Iterable|Iterator|Sequence|Mapping|MutableMapping|Literal|Optional|Union|Protocol|Generator|"
+        r"SupportsFloat|TypeVar|NoReturn|Self|ClassVar|Awaitable|Coroutine|AsyncIterator|range|slice|"
+        r"memoryview|bytearray|complex|property|staticmethod|classmethod|ellipsis|NotImplemented|"
+        r"PathLike|Path|Counter|OrderedDict|defaultdict|deque|Namespace|ArgumentParser|Generic)",
+    ),
     ("py:.*", r"(.*\.)?_[A-Za-z]\w*"),  # a private helper named in a docstring: not in the reference
-    ("py:.*", r"(ObsType|ActType|RenderFrame|WrapperObsType|WrapperActType|ArrayType|NDArray|Tensor|Module|Env|"
-              r"Wrapper|Space|Discrete|Text|Box|VectorEnv|AutoresetMode)"),  # gymnasium's and torch's own names
+    (
+        "py:.*",
+        r"(ObsType|ActType|RenderFrame|WrapperObsType|WrapperActType|ArrayType|NDArray|Tensor|Module|Env|"
+        r"Wrapper|Space|Discrete|Text|Box|VectorEnv|AutoresetMode)",
+    ),  # gymnasium's and torch's own names
 ]
 
 
@@ -93,8 +177,9 @@ def _resolve_alias(app, env, node, contnode):  # noqa: ANN001, ANN202 - Sphinx's
             continue
         found = domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"], full, node, contnode)
         if found is None:  # a role of another kind (``:func:`` on a class): any that resolves
-            found = next((n for _, n in domain.resolve_any_xref(env, node["refdoc"], app.builder, full, node,
-                                                                 contnode)), None)
+            found = next(
+                (n for _, n in domain.resolve_any_xref(env, node["refdoc"], app.builder, full, node, contnode)), None
+            )
         if found is not None:
             return found
     return None

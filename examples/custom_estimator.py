@@ -20,6 +20,7 @@ it everywhere (verl's processes included: ``algorithm.adv_estimator=novelty``).
 >>> out.steps.round(3).tolist()
 [-0.75, -0.75, 1.0, 1.25]
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -40,9 +41,14 @@ def _novelty_metrics(acted: dict[str, float], n_groups: int, n_steps: int) -> di
     return {"adv/novel_step_frac": acted.get("novel_steps", 0.0) / max(n_steps, 1)}
 
 
-@register_estimator("novelty", needs=("states",), options=NoveltyOptions, metrics=_novelty_metrics,
-                    acted={"novel steps": "adv/novel_step_frac"},
-                    help="GRPO plus weight x 1[the step's state is new to its group]")
+@register_estimator(
+    "novelty",
+    needs=("states",),
+    options=NoveltyOptions,
+    metrics=_novelty_metrics,
+    acted={"novel steps": "adv/novel_step_frac"},
+    help="GRPO plus weight x 1[the step's state is new to its group]",
+)
 def novelty_step(ctx: StepContext) -> np.ndarray | None:
     """``weight`` for each step whose state ``o_t`` appears first in its group (by trajectory, then time)."""
     if not ctx.traj.size:

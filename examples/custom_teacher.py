@@ -16,6 +16,7 @@ iteration its :meth:`~SelfImitation.inputs` of the rollout, the steps it :meth:`
 at zero advantage, and its :meth:`~SelfImitation.loss_targets` for the update's steps, whose
 ``micro_term`` adds to each micro-batch's RL loss (:class:`trainers.loop.ppo.AuxTerm`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -49,8 +50,9 @@ class SelfImitationTerm:
     def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
         """Nothing is routed away from the RL loss."""
 
-    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
-                   loss_scale: float) -> torch.Tensor | None:
+    def micro_term(
+        self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float, loss_scale: float
+    ) -> torch.Tensor | None:
         mask = torch.cat([torch.full((batch.token_counts[j],), float(self.won[j])) for j in micro]).to(lp.device)
         self.sums["nll"] += float(-(mask * lp.detach()).sum())
         self.sums["tokens"] += float(mask.sum())
@@ -78,8 +80,9 @@ class SelfImitation:
     def kept(self, inputs: SelfImitationInputs, n_steps: int) -> list[bool]:
         return list(inputs.won)  # a won step imitates itself even at zero advantage
 
-    def loss_targets(self, steps: Sequence[Any], chosen: Sequence[int], inputs: SelfImitationInputs,
-                     iteration: int) -> tuple[SelfImitationTerm, dict[str, float]]:
+    def loss_targets(
+        self, steps: Sequence[Any], chosen: Sequence[int], inputs: SelfImitationInputs, iteration: int
+    ) -> tuple[SelfImitationTerm, dict[str, float]]:
         won = [inputs.won[i] for i in chosen]
         return SelfImitationTerm(won, self.coef), {"distill/steps": float(np.sum(won)), **inputs.metrics}
 
@@ -101,8 +104,13 @@ def _check(cfg: Any) -> str | None:
     return None
 
 
-register_teacher(TeacherSpec(
-    "self-imitation", lambda cfg, policy, model: SelfImitation(float(_coef(cfg))),
-    label=lambda c: "self-imitation (reward only)", check=_check,
-    help="adds coef x the negative log-likelihood of the steps of won trajectories",
-    report=lambda train, label: f"**Teacher: {label}.** The policy imitated its own won trajectories."))
+register_teacher(
+    TeacherSpec(
+        "self-imitation",
+        lambda cfg, policy, model: SelfImitation(float(_coef(cfg))),
+        label=lambda c: "self-imitation (reward only)",
+        check=_check,
+        help="adds coef x the negative log-likelihood of the steps of won trajectories",
+        report=lambda train, label: f"**Teacher: {label}.** The policy imitated its own won trajectories.",
+    )
+)

@@ -18,6 +18,7 @@ Run (needs ``pip install -e ".[sb3]"``)::
 It prints, for the policy before and after training, the success rate and the mean coverage
 rate of a few evaluation episodes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -82,7 +83,12 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     print(f"{'policy':<8} {'success':>8} {'coverage_rate':>14}")
     print(f"{'before':<8} {before[0]:>8.2f} {before[1]:>14.3f}")
     print(f"{'after':<8} {after[0]:>8.2f} {after[1]:>14.3f}")
-    return {"success_before": before[0], "coverage_before": before[1], "success_after": after[0], "coverage_after": after[1]}
+    return {
+        "success_before": before[0],
+        "coverage_before": before[1],
+        "success_after": after[0],
+        "coverage_after": after[1],
+    }
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ The reward is ProGPO's progress-conditioned reward, scaled so that TRL's group n
 exactly ``sqrt((G-1)/G)`` x ProGPO(GRPO)'s advantages (see trainers/integrations/trl.py);
 ``outcome_reward`` is logged with weight 0.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,25 +59,47 @@ def main() -> None:
     if not on_gpu:
         torch.set_num_threads(1)
     model, tokenizer = load_model(args.model, device="cuda" if on_gpu else "cpu")
-    prompt = ("You are an agent in a text environment. Answer with <action>...</action>.\n"
-              "Task: {goal}\nObservation: {observation}\nAdmissible actions: [{admissible}]\n")
-    rollout = make_rollout_func("ProGPO-ALFWorld-v0", max_steps=args.max_steps, split="easy-train",
-                                prompt_template=prompt, action_format="action")
+    prompt = (
+        "You are an agent in a text environment. Answer with <action>...</action>.\n"
+        "Task: {goal}\nObservation: {observation}\nAdmissible actions: [{admissible}]\n"
+    )
+    rollout = make_rollout_func(
+        "ProGPO-ALFWorld-v0",
+        max_steps=args.max_steps,
+        split="easy-train",
+        prompt_template=prompt,
+        action_format="action",
+    )
     if args.warm_start_steps:
         stats = expert_warm_start(model, tokenizer, rollout, steps=args.warm_start_steps)
-        print(f"warm start: {args.warm_start_steps} cloning steps, answer loss {stats['loss_first']:.2f} -> "
-              f"{stats['loss_last']:.2f}")
+        print(
+            f"warm start: {args.warm_start_steps} cloning steps, answer loss {stats['loss_first']:.2f} -> "
+            f"{stats['loss_last']:.2f}"
+        )
     g = args.num_generations
     config = GRPOConfig(
         output_dir=args.output_dir or tempfile.mkdtemp(prefix="trl_grpo_alfworld_"),
-        num_generations=g, per_device_train_batch_size=g * args.prompts_per_step, max_steps=args.steps,
-        max_completion_length=args.max_tokens, learning_rate=args.lr, beta=0.0, scale_rewards="group",
-        reward_weights=[1.0, 0.0], logging_steps=1, save_strategy="no", report_to=[], seed=0,
-        use_cpu=not on_gpu, bf16=on_gpu, use_vllm=args.vllm,
+        num_generations=g,
+        per_device_train_batch_size=g * args.prompts_per_step,
+        max_steps=args.steps,
+        max_completion_length=args.max_tokens,
+        learning_rate=args.lr,
+        beta=0.0,
+        scale_rewards="group",
+        reward_weights=[1.0, 0.0],
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=0,
+        use_cpu=not on_gpu,
+        bf16=on_gpu,
+        use_vllm=args.vllm,
         **({"vllm_mode": "colocate"} if args.vllm else {}),
     )
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=config,
+        model=model,
+        processing_class=tokenizer,
+        args=config,
         reward_funcs=[make_progress_conditioned_reward(g), outcome_reward],
         train_dataset=Dataset.from_dict({"prompt": [str(s) for s in range(1000)]}),
         rollout_func=rollout,
@@ -85,8 +108,10 @@ def main() -> None:
     for row in trainer.state.log_history:
         if "loss" in row:
             reward = row.get("rewards/progress_conditioned_reward_exact/mean", 0.0)
-            print(f"step {row['step']}: loss {float(row['loss']):+.4f}  progress-conditioned reward {float(reward):.3g}  "
-                  f"success {float(row.get('rewards/outcome_reward/mean', 0)):.2f}")
+            print(
+                f"step {row['step']}: loss {float(row['loss']):+.4f}  progress-conditioned reward {float(reward):.3g}  "
+                f"success {float(row.get('rewards/outcome_reward/mean', 0)):.2f}"
+            )
     print(f"done: {result.global_step} steps, mean loss {result.training_loss:.4f}")
 
 

@@ -9,6 +9,7 @@ Importing this package registers the environment ids::
 
 ``gym.make("progpo_envs:ProGPO-WebShop-v0")`` imports and registers in one call.
 """
+
 from __future__ import annotations
 
 from gymnasium.envs.registration import WrapperSpec, register, registry

@@ -6,6 +6,7 @@ translations, the SmolLM2 fp32 copy, tiny tokenizers/models).
 Example: ``PROGPO_CACHE_DIR=/scratch/progpo python -m trainers.progpo`` keeps the SmolLM2 fp32
 copy, the tiny tokenizers and the materialized ALFWorld games under ``/scratch/progpo``.
 """
+
 from __future__ import annotations
 
 import os

@@ -13,6 +13,7 @@ Uses ``importlib.util.find_spec`` and reads three small files: nothing foreign i
 
 >>> check_import_names()  # progpo's own install: silent
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -68,4 +69,5 @@ def check_import_names(names: tuple[str, ...] = GENERIC_NAMES) -> None:
             where = f"{origin or spec.submodule_search_locations} from {owner}"
         raise ImportNameConflictError(
             f"progpo: import name {name!r} resolves to {where}, not to progpo's {expected}; "
-            f"{fix}, or install progpo in its own virtual environment")
+            f"{fix}, or install progpo in its own virtual environment"
+        )

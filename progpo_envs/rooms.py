@@ -18,6 +18,7 @@ Example:
     >>> "look" in info["admissible_commands"]
     True
 """
+
 from __future__ import annotations
 
 import string

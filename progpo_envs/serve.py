@@ -46,6 +46,7 @@ Client example (the server above running)::
         result = env.step(CommandAction(command="look"))
         print(result.reward, result.done, result.observation.metadata["coverage_rate"])
 """
+
 from __future__ import annotations
 
 import argparse
@@ -110,9 +111,14 @@ class TextObservation(Observation):
 def _observation(text: Any, info: dict[str, Any], reward: float, done: bool, **extra: Any) -> TextObservation:
     meta = {**json_safe(info), **extra}
     return TextObservation(
-        text=str(text), done=done, reward=reward, metadata=meta, info=meta,
+        text=str(text),
+        done=done,
+        reward=reward,
+        metadata=meta,
+        info=meta,
         admissible_commands=[str(c) for c in meta.get("admissible_commands") or []],
-        coverage=int(meta.get("coverage") or 0), coverage_rate=float(meta.get("coverage_rate") or 0.0),
+        coverage=int(meta.get("coverage") or 0),
+        coverage_rate=float(meta.get("coverage_rate") or 0.0),
     )
 
 
@@ -178,8 +184,10 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
 
     def _refuse_if_closed(self) -> None:
         if self._closed:
-            raise SessionExpiredError("session expired: it was idle past the server's --idle-timeout and its slot "
-                                      "was freed; open a new connection")
+            raise SessionExpiredError(
+                "session expired: it was idle past the server's --idle-timeout and its slot "
+                "was freed; open a new connection"
+            )
 
     def _make(self) -> gym.Env:
         import progpo_envs  # noqa: F401  (registers the ids)
@@ -188,16 +196,19 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
 
         if self.env_name == "alfworld":
             from progpo_envs.alfworld.canonical import canonicalize_alfworld as canon
+
             env_id = ALFWORLD_ID
         elif self.env_name == "webshop":
             from progpo_envs.webshop.canonical import canonicalize_webshop as canon
+
             env_id = WEBSHOP_ID
         else:
             raise ValueError(f"unknown env {self.env_name!r}; choose one of {ENV_NAMES}")
         return FirstVisitCoverage(CanonicalizeObservation(gym.make(env_id, **self._env_kwargs), canon))
 
-    def reset(self, seed: int | None = None, episode_id: str | None = None, task_id: Any = None,
-              **kwargs: Any) -> TextObservation:
+    def reset(
+        self, seed: int | None = None, episode_id: str | None = None, task_id: Any = None, **kwargs: Any
+    ) -> TextObservation:
         if task_id is not None and (isinstance(task_id, bool) or not isinstance(task_id, (str, int))):
             raise BadTaskError(f"task_id must be a string or an integer, got {type(task_id).__name__}")
         self._refuse_if_closed()
@@ -211,9 +222,12 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
                 raise
             raise BadTaskError(f"task_id {task_id!r} cannot be played: {describe_error(err)}") from None
         self._done = False
-        self._state = EpisodeState(episode_id=episode_id or str(uuid.uuid4()), step_count=0,
-                                   task_id=None if info.get("task_id") is None else str(info["task_id"]),
-                                   seed=seed)
+        self._state = EpisodeState(
+            episode_id=episode_id or str(uuid.uuid4()),
+            step_count=0,
+            task_id=None if info.get("task_id") is None else str(info["task_id"]),
+            seed=seed,
+        )
         return _observation(obs, info, 0.0, False, terminated=False, truncated=False)
 
     def step(self, action: CommandAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
@@ -224,8 +238,9 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         obs, reward, terminated, truncated, info = self._env.step(action.command)
         self._done = bool(terminated or truncated)
         self._state.step_count += 1
-        return _observation(obs, info, float(reward), self._done,
-                            terminated=bool(terminated), truncated=bool(truncated))
+        return _observation(
+            obs, info, float(reward), self._done, terminated=bool(terminated), truncated=bool(truncated)
+        )
 
     @property
     def state(self) -> EpisodeState:
@@ -252,7 +267,10 @@ class WebShopEnvironment(ProGPOEnvironment):
 
 
 #: the OpenEnv environment class of each env name
-ENVIRONMENT_CLASSES: dict[str, type[ProGPOEnvironment]] = {"alfworld": ALFWorldEnvironment, "webshop": WebShopEnvironment}
+ENVIRONMENT_CLASSES: dict[str, type[ProGPOEnvironment]] = {
+    "alfworld": ALFWorldEnvironment,
+    "webshop": WebShopEnvironment,
+}
 
 
 def environment_class(name: str, **env_kwargs: Any) -> type[ProGPOEnvironment]:
@@ -293,8 +311,13 @@ class BodyLimit:
             message = await receive()
             more = message["type"] == "http.request" and message.get("more_body", False)
         body = json.dumps({"detail": f"request body over {self.max_bytes} bytes; send one command per step"}).encode()
-        await send({"type": "http.response.start", "status": 413,
-                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+            }
+        )
         await send({"type": "http.response.body", "body": body})
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -343,8 +366,13 @@ async def _quiet_close(app: Any, scope: Any, receive: Any, send: Any) -> None:
         logging.getLogger("progpo_envs.serve").debug("/ws session closed by the client (code %s)", exc.code)
 
 
-def build_app(env: str, max_sessions: int = 64, idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
-              max_body_bytes: int = MAX_BODY_BYTES, **env_kwargs: Any) -> Any:
+def build_app(
+    env: str,
+    max_sessions: int = 64,
+    idle_timeout: float | None = DEFAULT_IDLE_TIMEOUT,
+    max_body_bytes: int = MAX_BODY_BYTES,
+    **env_kwargs: Any,
+) -> Any:
     """The FastAPI app serving ``env`` (``"alfworld"`` or ``"webshop"``) with OpenEnv's routes.
 
     ``idle_timeout``: seconds a /ws session may go without a message before OpenEnv's reaper
@@ -360,12 +388,16 @@ def build_app(env: str, max_sessions: int = 64, idle_timeout: float | None = DEF
 
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
-    if idle_timeout is not None and not (isinstance(idle_timeout, (int, float)) and math.isfinite(idle_timeout)
-                                         and idle_timeout > 0):
+    if idle_timeout is not None and not (
+        isinstance(idle_timeout, (int, float)) and math.isfinite(idle_timeout) and idle_timeout > 0
+    ):
         raise ValueError(f"idle_timeout must be a number of seconds > 0 or None, got {idle_timeout!r}")
-    app = create_fastapi_app(environment_class(env, **env_kwargs), CommandAction, TextObservation,
-                             concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions,
-                                                                  session_timeout=idle_timeout))
+    app = create_fastapi_app(
+        environment_class(env, **env_kwargs),
+        CommandAction,
+        TextObservation,
+        concurrency_config=ConcurrencyConfig(max_concurrent_envs=max_sessions, session_timeout=idle_timeout),
+    )
 
     async def bad_task(request: Any, exc: BadTaskError) -> Any:
         return JSONResponse(status_code=400, content={"detail": str(exc)})
@@ -392,9 +424,15 @@ class ProGPOEnvClient(EnvClient[CommandAction, TextObservation, EpisodeState]):
         info = obs.get("info") or {}
         return StepResult(
             observation=TextObservation(
-                text=obs.get("text", ""), done=done, reward=reward, metadata=info, info=info,
+                text=obs.get("text", ""),
+                done=done,
+                reward=reward,
+                metadata=info,
+                info=info,
                 admissible_commands=obs.get("admissible_commands") or [],
-                coverage=obs.get("coverage", 0), coverage_rate=obs.get("coverage_rate", 0.0)),
+                coverage=obs.get("coverage", 0),
+                coverage_rate=obs.get("coverage_rate", 0.0),
+            ),
             reward=reward,
             done=done,
         )
@@ -423,9 +461,11 @@ def _bounded_int(low: int, high: int | None = None) -> Any:
         except ValueError:
             raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
         if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"must be in {low}..{high}, got {value}" if high is not None
-                                             else f"must be >= {low}, got {value}")
+            raise argparse.ArgumentTypeError(
+                f"must be in {low}..{high}, got {value}" if high is not None else f"must be >= {low}, got {value}"
+            )
         return value
+
     return parse
 
 
@@ -446,19 +486,37 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=_bounded_int(1, 65535), default=8000, help="TCP port, 1..65535")
     parser.add_argument("--host", default="127.0.0.1", help="bind address (default loopback only)")
     parser.add_argument("--max-sessions", type=_bounded_int(1), default=64, help="concurrent /ws sessions (>= 1)")
-    parser.add_argument("--idle-timeout", type=_seconds, default=DEFAULT_IDLE_TIMEOUT,
-                        help=f"seconds a /ws session may stay silent before its slot is freed (default "
-                             f"{DEFAULT_IDLE_TIMEOUT:.0f}; 0: never)")
-    parser.add_argument("--max-body-bytes", type=_bounded_int(1024), default=MAX_BODY_BYTES,
-                        help=f"largest HTTP request body (default {MAX_BODY_BYTES}); larger gets 413")
-    parser.add_argument("--env-kwarg", action="append", default=[], metavar="KEY=VALUE",
-                        help="gym.make keyword (JSON value), e.g. split=\"valid_seen\"; repeatable")
+    parser.add_argument(
+        "--idle-timeout",
+        type=_seconds,
+        default=DEFAULT_IDLE_TIMEOUT,
+        help=f"seconds a /ws session may stay silent before its slot is freed (default "
+        f"{DEFAULT_IDLE_TIMEOUT:.0f}; 0: never)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=_bounded_int(1024),
+        default=MAX_BODY_BYTES,
+        help=f"largest HTTP request body (default {MAX_BODY_BYTES}); larger gets 413",
+    )
+    parser.add_argument(
+        "--env-kwarg",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help='gym.make keyword (JSON value), e.g. split="valid_seen"; repeatable',
+    )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
     import uvicorn
 
-    app = build_app(args.env, args.max_sessions, idle_timeout=args.idle_timeout, max_body_bytes=args.max_body_bytes,
-                    **_parse_kwargs(args.env_kwarg))
+    app = build_app(
+        args.env,
+        args.max_sessions,
+        idle_timeout=args.idle_timeout,
+        max_body_bytes=args.max_body_bytes,
+        **_parse_kwargs(args.env_kwarg),
+    )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, ws_max_size=2**22)
 
 

@@ -18,6 +18,7 @@ Needs verl-agent's Python deps beside this package's (its vendored verl 0.3 want
 transformers 4.51, tensordict, omegaconf, codetiming): ``bash scripts/setup_verl_agent.sh`` builds
 them into ``~/.cache/progpo/venv-verl-agent``. Exit status: 0 when every check passes.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -86,22 +87,46 @@ class FakeGenerator:
             resp_mask[i, : len(e)] = 1
         pos = batch.batch["position_ids"]
         resp_pos = pos[:, -1:] + torch.arange(1, width + 1)[None, :]
-        return DataProto.from_dict(tensors={"prompts": ids, "responses": resp, "input_ids": torch.cat([ids, resp], 1),
-                                            "attention_mask": torch.cat([mask, resp_mask], 1),
-                                            "position_ids": torch.cat([pos, resp_pos], 1)})
+        return DataProto.from_dict(
+            tensors={
+                "prompts": ids,
+                "responses": resp,
+                "input_ids": torch.cat([ids, resp], 1),
+                "attention_mask": torch.cat([mask, resp_mask], 1),
+                "position_ids": torch.cat([pos, resp_pos], 1),
+            }
+        )
 
 
 def config_for(env: str, args: argparse.Namespace, estimator: str):  # noqa: ANN201
     from omegaconf import OmegaConf
 
-    return OmegaConf.create({
-        "env": {"env_name": f"progpo/{env}", "seed": args.seed, "max_steps": args.max_steps, "history_length": 2,
-                "rollout": {"n": args.group_size}, "progpo": {"backend": "sync"}},
-        "data": {"train_batch_size": args.groups, "val_batch_size": 1, "max_prompt_length": 4096, "truncation": "left",
-                 "return_raw_chat": False},
-        "algorithm": {"adv_estimator": estimator, "gamma": 0.95, "filter_groups": {"enable": False},
-                      "gigpo": {"step_advantage_w": 1.0}, "progpo": {"success_threshold": SUCCESS_THRESHOLD}},
-    })
+    return OmegaConf.create(
+        {
+            "env": {
+                "env_name": f"progpo/{env}",
+                "seed": args.seed,
+                "max_steps": args.max_steps,
+                "history_length": 2,
+                "rollout": {"n": args.group_size},
+                "progpo": {"backend": "sync"},
+            },
+            "data": {
+                "train_batch_size": args.groups,
+                "val_batch_size": 1,
+                "max_prompt_length": 4096,
+                "truncation": "left",
+                "return_raw_chat": False,
+            },
+            "algorithm": {
+                "adv_estimator": estimator,
+                "gamma": 0.95,
+                "filter_groups": {"enable": False},
+                "gigpo": {"step_advantage_w": 1.0},
+                "progpo": {"success_threshold": SUCCESS_THRESHOLD},
+            },
+        }
+    )
 
 
 def record_steps(manager):  # noqa: ANN001, ANN201
@@ -114,9 +139,16 @@ def record_steps(manager):  # noqa: ANN001, ANN201
         obs, rewards, dones, infos = step(text_actions)
         for i, (anchor, was_done) in enumerate(before):
             if not was_done:
-                log[i].append({"anchor": anchor, "first_visit": bool(infos[i].get("first_visit", False)),
-                               "reward": float(rewards[i]), "done": bool(dones[i]),
-                               "task_seed": infos[i].get("task_seed"), "coverage_rate": infos[i].get("coverage_rate")})
+                log[i].append(
+                    {
+                        "anchor": anchor,
+                        "first_visit": bool(infos[i].get("first_visit", False)),
+                        "reward": float(rewards[i]),
+                        "done": bool(dones[i]),
+                        "task_seed": infos[i].get("task_seed"),
+                        "coverage_rate": infos[i].get("coverage_rate"),
+                    }
+                )
         return obs, rewards, dones, infos
 
     manager.step = logged
@@ -145,10 +177,16 @@ def reference(log, group_size: int, estimator: str, gamma: float, lengths: dict)
     anchors = [s["anchor"] for steps in log for s in steps]
     first = np.array([s["first_visit"] for steps in log for s in steps])
     resp = np.array([lengths[(int(i), int(t))] for i, t in zip(step_traj, step_t)], dtype=float)
-    out = step_advantages(outcomes, groups, step_traj, step_t, state_ids=factorize(anchors), first_visit=first,
-                          config=AdvantageConfig(estimator=estimator.replace("_", "-"), gamma=gamma,
-                                                 success_threshold=SUCCESS_THRESHOLD),
-                          response_lengths=resp)
+    out = step_advantages(
+        outcomes,
+        groups,
+        step_traj,
+        step_t,
+        state_ids=factorize(anchors),
+        first_visit=first,
+        config=AdvantageConfig(estimator=estimator.replace("_", "-"), gamma=gamma, success_threshold=SUCCESS_THRESHOLD),
+        response_lengths=resp,
+    )
     return {(int(i), int(t)): a for i, t, a in zip(step_traj, step_t, out.steps)}
 
 
@@ -164,24 +202,32 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     val_envs.close()
     import agent_system.multi_turn_rollout as rollout_pkg
 
-    check(f"{env}: make_envs installs the collector subclass",
-          rollout_pkg.TrajectoryCollector.__name__ == "ProGPOTrajectoryCollector"
-          and issubclass(rollout_pkg.TrajectoryCollector, va.ProGPOTrajectoryCollector.__mro__[1]))
+    check(
+        f"{env}: make_envs installs the collector subclass",
+        rollout_pkg.TrajectoryCollector.__name__ == "ProGPOTrajectoryCollector"
+        and issubclass(rollout_pkg.TrajectoryCollector, va.ProGPOTrajectoryCollector.__mro__[1]),
+    )
     # verl-agent's own projection function, loaded from its file, has the package's manager's call signature
     proj_file = verl_agent / "agent_system/environments/env_package" / env / "projection.py"
     theirs = getattr(load_file(proj_file, f"_va_{env}_projection"), f"{env}_projection")
     ours = va.alfworld_projection if env == "alfworld" else va.webshop_projection
-    check(f"{env}: projection signature matches verl-agent's {env}_projection",
-          list(inspect.signature(theirs).parameters) == list(inspect.signature(ours).parameters),
-          f"{list(inspect.signature(theirs).parameters)}")
+    check(
+        f"{env}: projection signature matches verl-agent's {env}_projection",
+        list(inspect.signature(theirs).parameters) == list(inspect.signature(ours).parameters),
+        f"{list(inspect.signature(theirs).parameters)}",
+    )
     envs.projection_f = theirs  # play the rollout through verl-agent's own projection
     log = record_steps(envs)
     gen = FakeGenerator(tokenizer, envs, args.seed)
     collector = rollout_pkg.TrajectoryCollector(config=config, tokenizer=tokenizer)
     b = args.groups
-    gen_batch = DataProto.from_dict(tensors={"input_ids": torch.zeros(b, 1, dtype=torch.long)},
-                                    non_tensors={"raw_prompt": np.array([[{"role": "user", "content": ""}]] * b, dtype=object),
-                                                 "data_source": np.array([env] * b, dtype=object)})
+    gen_batch = DataProto.from_dict(
+        tensors={"input_ids": torch.zeros(b, 1, dtype=torch.long)},
+        non_tensors={
+            "raw_prompt": np.array([[{"role": "user", "content": ""}]] * b, dtype=object),
+            "data_source": np.array([env] * b, dtype=object),
+        },
+    )
     first_prompt = ""
     generate = gen.generate_sequences
 
@@ -194,26 +240,47 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     gen.generate_sequences = keep_first_prompt
     batch = collector.multi_turn_loop(gen_batch=gen_batch, actor_rollout_wg=gen, envs=envs, is_train=True)
     n_rows = len(batch.batch["responses"])
-    check(f"{env}: TrajectoryCollector.multi_turn_loop ran", n_rows == sum(len(s) for s in log),
-          f"{n_rows} step rows from {len(log)} envs in {time.perf_counter() - t0:.1f} s")
+    check(
+        f"{env}: TrajectoryCollector.multi_turn_loop ran",
+        n_rows == sum(len(s) for s in log),
+        f"{n_rows} step rows from {len(log)} envs in {time.perf_counter() - t0:.1f} s",
+    )
     prompt = gen.prompts[0]
-    check(f"{env}: obs['text'] is the whole user turn",
-          all(k in prompt for k in ("Your task is to", "admissible actions", "<action>")),
-          "task, history, observation, admissible actions, format instruction")
-    cols = ("progpo_outcome", "progpo_first_visit", "progpo_coverage_rate", "progpo_turns", "progpo_step",
-            "anchor_obs", "traj_uid")
-    check(f"{env}: ProGPO's per-step columns reach non_tensor_batch", all(c in batch.non_tensor_batch for c in cols),
-          ", ".join(c for c in cols if c in batch.non_tensor_batch))
+    check(
+        f"{env}: obs['text'] is the whole user turn",
+        all(k in prompt for k in ("Your task is to", "admissible actions", "<action>")),
+        "task, history, observation, admissible actions, format instruction",
+    )
+    cols = (
+        "progpo_outcome",
+        "progpo_first_visit",
+        "progpo_coverage_rate",
+        "progpo_turns",
+        "progpo_step",
+        "anchor_obs",
+        "traj_uid",
+    )
+    check(
+        f"{env}: ProGPO's per-step columns reach non_tensor_batch",
+        all(c in batch.non_tensor_batch for c in cols),
+        ", ".join(c for c in cols if c in batch.non_tensor_batch),
+    )
     seeds_per_env = [{s["task_seed"] for s in steps if s["task_seed"] is not None} for steps in log]
     longest = max(len(steps) for steps in log)
     early = sum(1 for steps in log if steps and steps[-1]["done"] and len(steps) < longest)
     held = all(len(s) <= 1 for s in seeds_per_env) and all(not any(s["done"] for s in steps[:-1]) for steps in log)
     inactive = int(np.sum(~np.asarray(batch.non_tensor_batch["active_masks"], dtype=bool)))
-    check(f"{env}: finished groups are held until the batch ends", held and inactive == 0,
-          f"one task per env, no step after an env's last; {early} of {len(log)} envs ended before the last step")
+    check(
+        f"{env}: finished groups are held until the batch ends",
+        held and inactive == 0,
+        f"one task per env, no step after an env's last; {early} of {len(log)} envs ended before the last step",
+    )
     first_anchor = str(batch.non_tensor_batch["anchor_obs"][0])
-    check(f"{env}: anchors are the raw observation text", first_anchor.strip()[:200] in first_prompt,
-          repr(first_anchor[:60]) + "...")
+    check(
+        f"{env}: anchors are the raw observation text",
+        first_anchor.strip()[:200] in first_prompt,
+        repr(first_anchor[:60]) + "...",
+    )
     check_branches(env, batch, log, args)
     envs.close()
 
@@ -228,18 +295,29 @@ def check_branches(env: str, batch: Any, log: list[list[dict]], args: argparse.N
 
     batch.batch["token_level_rewards"] = torch.zeros_like(batch.batch["responses"], dtype=torch.float32)
     traj_env = {u: i for i, u in enumerate(dict.fromkeys(batch.non_tensor_batch["traj_uid"]))}
-    mask = batch.batch["response_mask"] if "response_mask" in batch.batch.keys() else ray_trainer.compute_response_mask(batch)
+    mask = (
+        batch.batch["response_mask"]
+        if "response_mask" in batch.batch.keys()
+        else ray_trainer.compute_response_mask(batch)
+    )
     row_len = mask.sum(dim=-1).tolist()  # the response tokens of each row: PlanPO's turn lengths
-    lengths = {(traj_env[u], int(t)): row_len[r]
-               for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))}
+    lengths = {
+        (traj_env[u], int(t)): row_len[r]
+        for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))
+    }
     for estimator in BRANCH_ESTIMATORS:
         out = ray_trainer.compute_advantage(batch, adv_estimator=estimator, gamma=0.95, step_advantage_w=1.0)
         want = reference(log, args.group_size, estimator, 0.95, lengths)
         got = out.batch["advantages"][:, 0].numpy()
-        diffs = [abs(float(got[r]) - float(want[(traj_env[u], int(t))]))
-                 for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))]
-        check(f"{env}: verl-agent compute_advantage branch {estimator} == trainers.advantages", max(diffs) < 1e-5,
-              f"max |diff| {max(diffs):.2e} over {len(diffs)} rows, {int(np.sum(np.abs(got) > 1e-9))} of them non-zero")
+        diffs = [
+            abs(float(got[r]) - float(want[(traj_env[u], int(t))]))
+            for r, (u, t) in enumerate(zip(batch.non_tensor_batch["traj_uid"], batch.non_tensor_batch["progpo_step"]))
+        ]
+        check(
+            f"{env}: verl-agent compute_advantage branch {estimator} == trainers.advantages",
+            max(diffs) < 1e-5,
+            f"max |diff| {max(diffs):.2e} over {len(diffs)} rows, {int(np.sum(np.abs(got) > 1e-9))} of them non-zero",
+        )
     batch.non_tensor_batch.pop("progpo_first_visit")
     try:
         ray_trainer.compute_advantage(batch, adv_estimator="progpo_gigpo", gamma=0.95)
@@ -257,8 +335,12 @@ def trainer_accepts(verl_agent: Path, estimator: str) -> str:
     with open_dict(cfg):
         cfg.algorithm.adv_estimator = estimator
     try:
-        ray_trainer.RayPPOTrainer(config=cfg, tokenizer=None, role_worker_mapping={ray_trainer.Role.ActorRollout: object},
-                                  resource_pool_manager=None)
+        ray_trainer.RayPPOTrainer(
+            config=cfg,
+            tokenizer=None,
+            role_worker_mapping={ray_trainer.Role.ActorRollout: object},
+            resource_pool_manager=None,
+        )
     except NotImplementedError:
         return "rejected (NotImplementedError: its estimator check)"
     except Exception as err:  # noqa: BLE001 - any later stop means the estimator check passed
@@ -277,8 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     path = args.verl_agent.resolve()
     if not (path / "agent_system" / "multi_turn_rollout" / "rollout_loop.py").is_file():
-        print(f"error: {path} is not a verl-agent checkout (no agent_system/multi_turn_rollout/rollout_loop.py)",
-              file=sys.stderr)
+        print(
+            f"error: {path} is not a verl-agent checkout (no agent_system/multi_turn_rollout/rollout_loop.py)",
+            file=sys.stderr,
+        )
         return 2
     sys.path.insert(0, str(path))
     import agent_system.environments.base as base
@@ -288,18 +372,27 @@ def main(argv: list[str] | None = None) -> int:
 
     wanted = [m for m, _ in inspect.getmembers(base.EnvironmentManagerBase, inspect.isfunction)]
     missing = [m for m in wanted if not hasattr(ProGPOEnvironmentManager, m)]
-    check("EnvironmentManagerBase contract: every method implemented", not missing,
-          ", ".join(wanted) if not missing else f"missing {missing}")
+    check(
+        "EnvironmentManagerBase contract: every method implemented",
+        not missing,
+        ", ".join(wanted) if not missing else f"missing {missing}",
+    )
     before = trainer_accepts(path, "progpo_gigpo")
     from trainers.integrations.verl_agent import install
 
     install(None)
     after = trainer_accepts(path, "progpo_gigpo")
-    check("RayPPOTrainer takes algorithm.adv_estimator=progpo_gigpo after install()",
-          before.startswith("rejected") and after.startswith("accepted"), f"before: {before}; after: {after}")
+    check(
+        "RayPPOTrainer takes algorithm.adv_estimator=progpo_gigpo after install()",
+        before.startswith("rejected") and after.startswith("accepted"),
+        f"before: {before}; after: {after}",
+    )
     others = {name: trainer_accepts(path, name) for name in BRANCH_ESTIMATORS if name != "progpo_gigpo"}
-    check("RayPPOTrainer takes the other branch estimators after install()",
-          all(v.startswith("accepted") for v in others.values()), "; ".join(f"{k}: {v}" for k, v in others.items()))
+    check(
+        "RayPPOTrainer takes the other branch estimators after install()",
+        all(v.startswith("accepted") for v in others.values()),
+        "; ".join(f"{k}: {v}" for k, v in others.items()),
+    )
     print("stubs: none (the fake generator replaces verl-agent's vLLM actor workers, which need a GPU)")
     from transformers import AutoTokenizer
 

@@ -4,6 +4,7 @@ per method, median over the runs of a block that record their times.
 
     python scripts/lab_costs.py benchmarks/results/credit_lab_tree
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,13 @@ def run_costs(run: Path) -> dict[str, float] | None:
     warm = sum(float(r.get("time/init_s", 0.0)) for r in recs if r.get("kind") == "init")
     rollout = sum(float(r.get("time/rollout_s", 0.0)) for r in train)
     update = sum(float(r.get("time/update_s", 0.0)) for r in train)
-    return {"wall": wall, "warm start": warm, "rollouts": rollout, "updates": update,
-            "load + evaluations": max(0.0, wall - warm - rollout - update)}
+    return {
+        "wall": wall,
+        "warm start": warm,
+        "rollouts": rollout,
+        "updates": update,
+        "load + evaluations": max(0.0, wall - warm - rollout - update),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,6 +4,7 @@ effect asked.
 
     python scripts/lab_power.py --effect 0.08     # the tree replication's figure (configs/credit_lab_tree.yaml)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,12 @@ from trainers.lab.significance import paired_t_power, seeds_for_power  # noqa: E
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--block", type=Path, default=ROOT / "benchmarks/results/credit_lab_confirm/credit_lab.json",
-                    help="a finished block's credit_lab.json (default: the confirmatory block's)")
+    ap.add_argument(
+        "--block",
+        type=Path,
+        default=ROOT / "benchmarks/results/credit_lab_confirm/credit_lab.json",
+        help="a finished block's credit_lab.json (default: the confirmatory block's)",
+    )
     ap.add_argument("--on", default="progpo-gigpo+tree", help="the arm with the term on")
     ap.add_argument("--off", default="gigpo+tree", help="the arm with the term off")
     ap.add_argument("--effect", type=float, nargs="+", default=[0.05, 0.08, 0.117], help="effects to power for")
@@ -33,8 +38,10 @@ def main(argv: list[str] | None = None) -> int:
     seeds = sorted(s for m, s in final if m == args.on and (args.off, s) in final)
     diffs = np.array([final[(args.on, s)] - final[(args.off, s)] for s in seeds])
     sd = float(np.std(diffs, ddof=1))
-    print(f"{args.on} - {args.off} in {args.block.parent.name}: mean {diffs.mean():+.4f}, per-seed SD {sd:.4f} "
-          f"over {len(seeds)} seeds")
+    print(
+        f"{args.on} - {args.off} in {args.block.parent.name}: mean {diffs.mean():+.4f}, per-seed SD {sd:.4f} "
+        f"over {len(seeds)} seeds"
+    )
     print("| effect | seeds for {:.0%} power | power at that many |".format(args.power))
     print("|---|---|---|")
     for effect in args.effect:

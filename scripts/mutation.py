@@ -24,6 +24,7 @@ The table printed (and written to ``--out``, default ``~/.cache/progpo/mutation`
 Markdown) gives that ratio per module, then every surviving mutant's name; ``mutmut show NAME``
 in the module's work dir prints its diff. The figures are kept in ``docs/testing.md``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,38 +43,87 @@ T = "tests/trainers/"
 
 #: core module -> (source files mutated, the test files run against them)
 MODULES: dict[str, tuple[list[str], list[str]]] = {
-    "estimators": ([f"trainers/advantages/{m}.py" for m in ("__init__", "segments", "planpo", "hgpo", "grpo", "gigpo", "progpo",
-                                                            "registry", "config", "episode", "step")],
-                   [T + "test_trainers_advantages.py", T + "test_trainers_advantage_options.py", T + "test_trainers_planpo_hgpo.py",
-                    T + "test_trainers_constants.py"]),
-    "coverage": (["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],
-                 ["tests/wrappers/test_wrappers_coverage.py", "tests/wrappers/test_wrappers_canonicalize.py"]),
-    "alfworld-canonical": (["progpo_envs/alfworld/canonical.py", "progpo_envs/alfworld/text.py"],
-                           ["tests/alfworld/test_alfworld_offline.py", "tests/alfworld/test_alfworld_env.py"]),
-    "group-flags": (["wrappers/group/vector_env.py"],
-                    ["tests/wrappers/test_wrappers_group.py", "tests/wrappers/test_wrappers_group_infos.py",
-                     "tests/wrappers/test_wrappers_group_failures.py"]),
+    "estimators": (
+        [
+            f"trainers/advantages/{m}.py"
+            for m in (
+                "__init__",
+                "segments",
+                "planpo",
+                "hgpo",
+                "grpo",
+                "gigpo",
+                "progpo",
+                "registry",
+                "config",
+                "episode",
+                "step",
+            )
+        ],
+        [
+            T + "test_trainers_advantages.py",
+            T + "test_trainers_advantage_options.py",
+            T + "test_trainers_planpo_hgpo.py",
+            T + "test_trainers_constants.py",
+        ],
+    ),
+    "coverage": (
+        ["wrappers/coverage.py", "wrappers/canonicalize.py", "wrappers/signals.py"],
+        ["tests/wrappers/test_wrappers_coverage.py", "tests/wrappers/test_wrappers_canonicalize.py"],
+    ),
+    "alfworld-canonical": (
+        ["progpo_envs/alfworld/canonical.py", "progpo_envs/alfworld/text.py"],
+        ["tests/alfworld/test_alfworld_offline.py", "tests/alfworld/test_alfworld_env.py"],
+    ),
+    "group-flags": (
+        ["wrappers/group/vector_env.py"],
+        [
+            "tests/wrappers/test_wrappers_group.py",
+            "tests/wrappers/test_wrappers_group_infos.py",
+            "tests/wrappers/test_wrappers_group_failures.py",
+        ],
+    ),
     "webshop-reward": (["progpo_envs/webshop/reward.py"], ["tests/webshop_data/test_webshop_reward.py"]),
-    "run-dir": (["trainers/runs/run_dir.py", "trainers/runs/checkpoint.py", "trainers/runs/run_files.py"],
-                [T + "test_trainers_run_dir.py", T + "test_trainers_run_ownership.py", T + "test_trainers_planted_links.py",
-                 T + "test_trainers_reliability.py"]),
+    "run-dir": (
+        ["trainers/runs/run_dir.py", "trainers/runs/checkpoint.py", "trainers/runs/run_files.py"],
+        [
+            T + "test_trainers_run_dir.py",
+            T + "test_trainers_run_ownership.py",
+            T + "test_trainers_planted_links.py",
+            T + "test_trainers_reliability.py",
+        ],
+    ),
     "statistics": (["trainers/statistics.py", "trainers/lab/significance.py"], [T + "test_trainers_statistics.py"]),
     "teacher-routing": (["trainers/teachers.py"], [T + "test_trainers_teachers.py"]),
     "eval-panel": (["trainers/rollouts/eval_episodes.py"], [T + "test_trainers_evaluation.py"]),
-    "lab": (["trainers/lab/analysis.py", "trainers/lab/runs.py"], [T + "test_progpo_effect_benchmark.py",
-                                                                  T + "test_lab_runs.py"]),
+    "lab": (
+        ["trainers/lab/analysis.py", "trainers/lab/runs.py"],
+        [T + "test_progpo_effect_benchmark.py", T + "test_lab_runs.py"],
+    ),
     "lab-report": (["trainers/lab/report.py"], [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"]),
-    "saved-policy": (["trainers/saved_policy.py", "trainers/cli/export.py", "trainers/cli/evaluate.py"],
-                     [T + "test_trainers_after_training.py"]),
+    "saved-policy": (
+        ["trainers/saved_policy.py", "trainers/cli/export.py", "trainers/cli/evaluate.py"],
+        [T + "test_trainers_after_training.py"],
+    ),
     # the loop's stages: direct tests of each contract (fakes for its collaborators), and the run-dir
     # ownership and rollout-stream tests that cover them through a trainer
-    "stages": ([f"trainers/loop/{m}.py" for m in ("credit", "updater", "collector", "evaluator", "train_record")]
-               + [f"trainers/runs/{m}.py" for m in ("records", "run_checkpoints")],
-               [T + "test_stages.py", T + "test_stage_contracts.py", T + "test_trainers_reliability.py",
-                T + "test_provenance_times.py", T + "test_trainers_run_ownership.py", T + "test_trainers_distributed.py"]),
+    "stages": (
+        [f"trainers/loop/{m}.py" for m in ("credit", "updater", "collector", "evaluator", "train_record")]
+        + [f"trainers/runs/{m}.py" for m in ("records", "run_checkpoints")],
+        [
+            T + "test_stages.py",
+            T + "test_stage_contracts.py",
+            T + "test_trainers_reliability.py",
+            T + "test_provenance_times.py",
+            T + "test_trainers_run_ownership.py",
+            T + "test_trainers_distributed.py",
+        ],
+    ),
     # the GPU's default engine, against the loop decoder as the reference
-    "static-decoder": (["agents/backends/static.py"],
-                       ["tests/agents/test_agents_static_backend.py", "tests/agents/test_agents_static_property.py"]),
+    "static-decoder": (
+        ["agents/backends/static.py"],
+        ["tests/agents/test_agents_static_backend.py", "tests/agents/test_agents_static_property.py"],
+    ),
 }
 
 
@@ -108,11 +158,13 @@ def _copy_tree(dest: Path, rev: str | None = None) -> None:
 def _config(sources: list[str], tests: list[str]) -> str:
     quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
     also = ["agents", "progpo_envs", "trainers", "wrappers", "tests", "benchmarks", "configs", "scripts"]
-    return ("\n[tool.mutmut]\n"
-            f"source_paths = {quoted(sources)}\n"
-            f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
-            f"also_copy = {quoted(also)}\n"
-            'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow and not git", "-x"]\n')
+    return (
+        "\n[tool.mutmut]\n"
+        f"source_paths = {quoted(sources)}\n"
+        f"pytest_add_cli_args_test_selection = {quoted(tests)}\n"
+        f"also_copy = {quoted(also)}\n"
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-q", "-m", "not slow and not git", "-x"]\n'
+    )
 
 
 def run_module(name: str, work: Path, children: int, rev: str | None = None) -> dict:
@@ -133,13 +185,20 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
     temp_root.mkdir()
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1", PYTEST_DEBUG_TEMPROOT=str(temp_root))
     with open(log, "w") as fh:
-        subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(children)], cwd=tree, env=env,
-                       stdout=fh, stderr=subprocess.STDOUT)
+        subprocess.run(
+            [sys.executable, "-m", "mutmut", "run", "--max-children", str(children)],
+            cwd=tree,
+            env=env,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+        )
     shutil.rmtree(temp_root, ignore_errors=True)
     return collect(name, tree, sources, tests, round(time.perf_counter() - t0, 1), log)
 
 
-def collect(name: str, tree: Path, sources: list[str], tests: list[str], seconds: float, log: Path | None = None) -> dict:
+def collect(
+    name: str, tree: Path, sources: list[str], tests: list[str], seconds: float, log: Path | None = None
+) -> dict:
     """The counts and survivors of a finished mutmut run in ``tree`` (the equivalent list and the
     cosmetic rule applied as they stand now)."""
     env = dict(os.environ, PYTHONWARNINGS="ignore", OMP_NUM_THREADS="1")
@@ -148,8 +207,9 @@ def collect(name: str, tree: Path, sources: list[str], tests: list[str], seconds
     if not stats_file.exists():
         raise SystemExit(f"error: mutmut did not finish on {name}; see {log}")
     stats = json.loads(stats_file.read_text())
-    listing = subprocess.run([sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=tree, env=env,
-                             capture_output=True, text=True).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "mutmut", "results", "--all", "true"], cwd=tree, env=env, capture_output=True, text=True
+    ).stdout
     status = dict(re.findall(r"^\s*(\S+): (.+)$", listing, re.M))
     equiv = equivalent()
     not_killed = sorted(n for n, s in status.items() if s.strip() in ("survived", "no tests"))
@@ -158,11 +218,21 @@ def collect(name: str, tree: Path, sources: list[str], tests: list[str], seconds
     excluded = [n for n in not_killed if n in equiv or n in cosmetic]
     counted = stats["total"] - stats.get("skipped", 0) - len(excluded)
     killed = stats["killed"] + stats.get("timeout", 0) + stats.get("segfault", 0)
-    return {"module": name, "sources": sources, "tests": tests, "total": stats["total"], "killed": killed,
-            "survived": stats["survived"], "no_tests": stats["no_tests"], "equivalent": len(excluded) - len(cosmetic),
-            "cosmetic": len(cosmetic),
-            "ratio": killed / counted if counted else float("nan"), "survivors": survivors,
-            "seconds": seconds, "work_dir": str(tree)}
+    return {
+        "module": name,
+        "sources": sources,
+        "tests": tests,
+        "total": stats["total"],
+        "killed": killed,
+        "survived": stats["survived"],
+        "no_tests": stats["no_tests"],
+        "equivalent": len(excluded) - len(cosmetic),
+        "cosmetic": len(cosmetic),
+        "ratio": killed / counted if counted else float("nan"),
+        "survivors": survivors,
+        "seconds": seconds,
+        "work_dir": str(tree),
+    }
 
 
 _MARKED = re.compile(r"""(?P<q>["'])XX(?P<body>.*?)XX(?P=q)""")
@@ -176,8 +246,9 @@ def _only_marks_a_string(tree: Path, name: str, env: dict) -> bool:
     >>> bool(_MARKED.sub(lambda m: m["q"] + m["body"] + m["q"], 'f("XXa bXX")') == 'f("a b")')
     True
     """
-    diff = subprocess.run([sys.executable, "-m", "mutmut", "show", name], cwd=tree, env=env, capture_output=True,
-                          text=True).stdout
+    diff = subprocess.run(
+        [sys.executable, "-m", "mutmut", "show", name], cwd=tree, env=env, capture_output=True, text=True
+    ).stdout
     minus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("-") and not ln.startswith("---")]
     plus = [ln[1:].strip() for ln in diff.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
     if not plus or len(minus) != len(plus):
@@ -187,11 +258,15 @@ def _only_marks_a_string(tree: Path, name: str, env: dict) -> bool:
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| module | mutants | killed | survived | no tests | equivalent | cosmetic | kill ratio | s |",
-             "|---" * 9 + "|"]
+    lines = [
+        "| module | mutants | killed | survived | no tests | equivalent | cosmetic | kill ratio | s |",
+        "|---" * 9 + "|",
+    ]
     for r in rows:
-        lines.append(f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | {r['no_tests']} | "
-                     f"{r['equivalent']} | {r['cosmetic']} | {r['ratio']:.1%} | {r['seconds']:.0f} |")
+        lines.append(
+            f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | {r['no_tests']} | "
+            f"{r['equivalent']} | {r['cosmetic']} | {r['ratio']:.1%} | {r['seconds']:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -200,13 +275,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("modules", nargs="*", help=f"core modules (default: all): {', '.join(MODULES)}")
     ap.add_argument("--list", action="store_true", help="print the modules and their tests, run nothing")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1, help="mutants run at a time")
-    ap.add_argument("--recount", action="store_true",
-                    help="recount the modules' finished runs under --out (the equivalent list and the cosmetic "
-                         "rule as they stand now), running nothing")
-    ap.add_argument("--rev", default=None, help="mutate this commit's tree instead of the working tree (a "
-                                                "'before' figure)")
-    ap.add_argument("--out", type=Path, default=Path.home() / ".cache" / "progpo" / "mutation",
-                    help="work dirs (one per module), results.json and results.md")
+    ap.add_argument(
+        "--recount",
+        action="store_true",
+        help="recount the modules' finished runs under --out (the equivalent list and the cosmetic "
+        "rule as they stand now), running nothing",
+    )
+    ap.add_argument(
+        "--rev", default=None, help="mutate this commit's tree instead of the working tree (a 'before' figure)"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=Path.home() / ".cache" / "progpo" / "mutation",
+        help="work dirs (one per module), results.json and results.md",
+    )
     args = ap.parse_args(argv)
     unknown = [m for m in args.modules if m not in MODULES]
     if unknown:
@@ -240,8 +323,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: mutating {', '.join(MODULES[name][0])} ...", flush=True)
         rows.append(run_module(name, args.out, args.children, args.rev))
         r = rows[-1]
-        print(f"  {r['killed']} of {r['total'] - r['equivalent']} killed ({r['ratio']:.1%}), {r['seconds']:.0f} s",
-              flush=True)
+        print(
+            f"  {r['killed']} of {r['total'] - r['equivalent']} killed ({r['ratio']:.1%}), {r['seconds']:.0f} s",
+            flush=True,
+        )
     print()
     print(table(rows))
     for r in rows:

@@ -1,4 +1,5 @@
 """Shared pytest fixtures: location of the read-only reference data in ../shared/data."""
+
 from __future__ import annotations
 
 import os

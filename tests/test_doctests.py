@@ -3,6 +3,7 @@
 module is collected without being listed). A module whose import needs an optional third-party
 extra that is not installed is skipped with that reason; a module of the package that fails to
 import fails here."""
+
 from __future__ import annotations
 
 import doctest
@@ -51,6 +52,14 @@ def test_docstring_examples(name: str) -> None:
 
 
 def test_the_walk_finds_the_modules_with_examples():
-    assert {"wrappers.coverage", "wrappers.canonicalize", "wrappers.signals", "wrappers.group",
-            "progpo_envs.webshop.reward", "trainers.loop.ppo", "trainers.teachers", "trainers.rollouts.tree_rollout",
-            "trainers.runs.run_files"} <= set(MODULES)
+    assert {
+        "wrappers.coverage",
+        "wrappers.canonicalize",
+        "wrappers.signals",
+        "wrappers.group",
+        "progpo_envs.webshop.reward",
+        "trainers.loop.ppo",
+        "trainers.teachers",
+        "trainers.rollouts.tree_rollout",
+        "trainers.runs.run_files",
+    } <= set(MODULES)

@@ -1,4 +1,5 @@
 """The package installs and registers its env ids."""
+
 import gymnasium as gym
 
 
@@ -47,13 +48,21 @@ REPO = Path(__file__).resolve().parents[1]
 def _import_in(cwd: Path, module: str) -> subprocess.CompletedProcess:
     """``import module`` in a fresh interpreter whose sys.path is [cwd, repo, ...]."""
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    return subprocess.run([sys.executable, "-c", f"import {module}"], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", f"import {module}"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize("shadowed, imported", [("agents", "trainers.config"), ("agents", "trainers.cli.train"),
-                                                ("wrappers", "progpo_envs"), ("trainers", "agents"),
-                                                ("wrappers", "trainers.config")])
+@pytest.mark.parametrize(
+    "shadowed, imported",
+    [
+        ("agents", "trainers.config"),
+        ("agents", "trainers.cli.train"),
+        ("wrappers", "progpo_envs"),
+        ("trainers", "agents"),
+        ("wrappers", "trainers.config"),
+    ],
+)
 def test_guard_names_a_shadowing_package(tmp_path: Path, shadowed: str, imported: str) -> None:
     (tmp_path / shadowed).mkdir()
     (tmp_path / shadowed / "__init__.py").write_text("VERSION = 'someone else'\n")
@@ -139,8 +148,12 @@ def test_no_import_cycles_between_modules() -> None:
 # ----------------------------------------------------------------- structure
 PACKAGES = ("progpo_envs", "wrappers", "agents", "trainers")
 #: what each package may import of the others (lower layers only)
-LAYERS = {"wrappers": set(), "progpo_envs": {"wrappers"}, "agents": {"wrappers", "progpo_envs"},
-          "trainers": {"wrappers", "progpo_envs", "agents"}}
+LAYERS = {
+    "wrappers": set(),
+    "progpo_envs": {"wrappers"},
+    "agents": {"wrappers", "progpo_envs"},
+    "trainers": {"wrappers", "progpo_envs", "agents"},
+}
 
 
 def _imports(f: Path) -> list[tuple[str, list[str]]]:
@@ -155,26 +168,37 @@ def _imports(f: Path) -> list[tuple[str, list[str]]]:
 
 
 def test_each_package_imports_only_the_layers_below_it() -> None:
-    upward = [f"{f.relative_to(REPO)} imports {module}"
-              for pkg, allowed in LAYERS.items() for f in (REPO / pkg).rglob("*.py")
-              for module, _ in _imports(f)
-              if module.split(".")[0] in PACKAGES and module.split(".")[0] not in allowed | {pkg}]
+    upward = [
+        f"{f.relative_to(REPO)} imports {module}"
+        for pkg, allowed in LAYERS.items()
+        for f in (REPO / pkg).rglob("*.py")
+        for module, _ in _imports(f)
+        if module.split(".")[0] in PACKAGES and module.split(".")[0] not in allowed | {pkg}
+    ]
     assert not upward, upward
 
 
 def test_no_private_name_is_imported_from_another_module() -> None:
-    private = [f"{f.relative_to(REPO)}: {name} from {module}"
-               for pkg in PACKAGES for f in (REPO / pkg).rglob("*.py") for module, names in _imports(f)
-               if module.split(".")[0] in PACKAGES
-               for name in names if name.startswith("_") and not name.startswith("__")]
+    private = [
+        f"{f.relative_to(REPO)}: {name} from {module}"
+        for pkg in PACKAGES
+        for f in (REPO / pkg).rglob("*.py")
+        for module, names in _imports(f)
+        if module.split(".")[0] in PACKAGES
+        for name in names
+        if name.startswith("_") and not name.startswith("__")
+    ]
     assert not private, private
 
 
 def test_no_function_over_80_lines_in_trainers_and_agents() -> None:
-    long = [f"{f.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-            for pkg in ("trainers", "agents") for f in (REPO / pkg).rglob("*.py")
-            for node in ast.walk(ast.parse(f.read_text()))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80]
+    long = [
+        f"{f.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
+        for pkg in ("trainers", "agents")
+        for f in (REPO / pkg).rglob("*.py")
+        for node in ast.walk(ast.parse(f.read_text()))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
+    ]
     assert not long, long
 
 
@@ -198,12 +222,17 @@ PURE_MODULES = {
 def test_a_pure_module_imports_only_what_it_needs(module: str) -> None:
     """In a fresh interpreter: no env, vector env, worker pool, policy or trainer module, and no
     env registration, comes with a pure module."""
-    code = ("import sys; before = set(sys.modules); import " + module + "; "
-            "print(' '.join(sorted(set(sys.modules) - before)))")
+    code = (
+        "import sys; before = set(sys.modules); import " + module + "; "
+        "print(' '.join(sorted(set(sys.modules) - before)))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    ours = {m for m in out.stdout.split() if m.split(".")[0] in ("progpo_envs", "wrappers", "agents", "trainers")
-            and not m.startswith(module + ".")}
+    ours = {
+        m
+        for m in out.stdout.split()
+        if m.split(".")[0] in ("progpo_envs", "wrappers", "agents", "trainers") and not m.startswith(module + ".")
+    }
     allowed = PURE_MODULES[module] | {module, module.split(".")[0]}
     assert ours <= allowed, f"{module} also imports {sorted(ours - allowed)}"
 
@@ -216,10 +245,16 @@ def test_every_page_of_docs_is_in_the_sites_table_of_contents() -> None:
     for page in [*docs.glob("*.md"), *docs.glob("*.rst")]:
         text = page.read_text()
         for block in text.split("toctree")[1:]:
-            listed |= {line.strip() for line in block.split("```")[0].splitlines()[1:]
-                       if line.strip() and not line.strip().startswith(":")}
-    pages = {p.relative_to(docs).with_suffix("").as_posix() for p in docs.rglob("*.md")
-             if "_build" not in p.parts and "api" not in p.parts} - {"index"}
+            listed |= {
+                line.strip()
+                for line in block.split("```")[0].splitlines()[1:]
+                if line.strip() and not line.strip().startswith(":")
+            }
+    pages = {
+        p.relative_to(docs).with_suffix("").as_posix()
+        for p in docs.rglob("*.md")
+        if "_build" not in p.parts and "api" not in p.parts
+    } - {"index"}
     assert pages <= listed, sorted(pages - listed)
 
 

@@ -1,6 +1,7 @@
 """What a run starts from, as its :class:`~trainers.config.TrainConfig` names it: the device, the
 LLM policy, the env factories, the model shared over processes, the teacher, the behaviour-cloning
 warm start."""
+
 from __future__ import annotations
 
 import time
@@ -14,7 +15,15 @@ from trainers.config import ConfigError, TrainConfig
 from trainers.teacher_registry import reads_privileged
 from trainers.teacher_registry import teacher as registered_teacher
 
-__all__ = ["build_policy", "env_fns", "generation_engine", "make_teacher", "resolve_device", "shared_model", "warm_start"]
+__all__ = [
+    "build_policy",
+    "env_fns",
+    "generation_engine",
+    "make_teacher",
+    "resolve_device",
+    "shared_model",
+    "warm_start",
+]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -37,8 +46,16 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     if cfg.lora:
         from peft import LoraConfig, get_peft_model
 
-        model = get_peft_model(model, LoraConfig(r=cfg.lora_r, lora_alpha=cfg.lora_alpha, target_modules="all-linear",
-                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+        model = get_peft_model(
+            model,
+            LoraConfig(
+                r=cfg.lora_r,
+                lora_alpha=cfg.lora_alpha,
+                target_modules="all-linear",
+                lora_dropout=0.0,
+                task_type="CAUSAL_LM",
+            ),
+        )
     backend = None
     if cfg.policy_mode == "generate":  # score mode ranks commands with the model itself
         backend_kw: dict[str, Any] = {}
@@ -60,8 +77,9 @@ def generation_engine(cfg: TrainConfig, device: torch.device) -> dict[str, Any]:
     return {"decode": decode, "rollout_dtype": None if dtype == "fp32" else dtype}
 
 
-def env_fns(cfg: TrainConfig, env_fn: Callable[[], Any] | None = None,
-            eval_env_fn: Callable[[], Any] | None = None) -> tuple[Callable[[], Any], Callable[[], Any]]:
+def env_fns(
+    cfg: TrainConfig, env_fn: Callable[[], Any] | None = None, eval_env_fn: Callable[[], Any] | None = None
+) -> tuple[Callable[[], Any], Callable[[], Any]]:
     """The member env factories of the train and eval splits (those given kept). A missing split
     fails here, before anything is written. A privileged teacher reads the train envs'
     privileged text (the agent never does: it is in no prompt)."""
@@ -73,8 +91,10 @@ def env_fns(cfg: TrainConfig, env_fn: Callable[[], Any] | None = None,
     train_split, eval_split = cfg.splits
     reads = reads_privileged(cfg.distill) and ENV_TABLE[cfg.env].privileged_info
     privileged = {"privileged_info": True} if reads else {}
-    return (env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged),
-            eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key))
+    return (
+        env_fn or make_env_fn(cfg.env, train_split, cfg.max_steps, cfg.state_key, **privileged),
+        eval_env_fn or make_env_fn(cfg.env, eval_split, cfg.max_steps, cfg.state_key),
+    )
 
 
 def shared_model(cfg: TrainConfig, model: torch.nn.Module, dist: distributed.DistInfo) -> None:
@@ -84,8 +104,10 @@ def shared_model(cfg: TrainConfig, model: torch.nn.Module, dist: distributed.Dis
     distributed.broadcast_parameters(model)
     if dist.strategy == "fsdp2":
         if cfg.kl_coef > 0 and not cfg.lora:
-            raise ConfigError("dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
-                              "(the frozen reference copy is not sharded); use --lora or --dist-strategy ddp")
+            raise ConfigError(
+                "dist_strategy fsdp2 does not support kl_coef > 0 with full fine-tuning yet "
+                "(the frozen reference copy is not sharded); use --lora or --dist-strategy ddp"
+            )
         distributed.apply_fsdp2(model)
 
 
@@ -95,8 +117,10 @@ def make_teacher(cfg: TrainConfig, policy: TrainablePolicy, dist: distributed.Di
     if cfg.distill == "none":
         return None
     if dist.enabled:
-        raise ConfigError(f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
-                          "torchrun / accelerate launch or use --distill none")
+        raise ConfigError(
+            f"distill {cfg.distill} runs in one process (its teacher is not sharded); drop "
+            "torchrun / accelerate launch or use --distill none"
+        )
     return registered_teacher(cfg.distill).build(cfg, policy, policy.model)
 
 
@@ -116,12 +140,26 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
     demos, wins = collect_demos(env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
     bar = progress_bar(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
     try:
-        stats = behaviour_clone(policy, demos, steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr,
-                                seed=cfg.seed, on_step=bar.update, lr_schedule=cfg.bc_lr_schedule,
-                                micro_batch=cfg.resolved_bc_micro_batch)
+        stats = behaviour_clone(
+            policy,
+            demos,
+            steps=cfg.bc_steps,
+            batch_size=cfg.bc_batch_size,
+            lr=cfg.bc_lr,
+            seed=cfg.seed,
+            on_step=bar.update,
+            lr_schedule=cfg.bc_lr_schedule,
+            micro_batch=cfg.resolved_bc_micro_batch,
+        )
     finally:
         bar.close()
-    rec: dict[str, Any] = {"iteration": 0, "kind": "init", "init": "bc", "bc/expert_success": float(np.mean(wins)),
-                           "bc/expert_episodes": float(len(wins)), "time/init_s": time.perf_counter() - t0}
+    rec: dict[str, Any] = {
+        "iteration": 0,
+        "kind": "init",
+        "init": "bc",
+        "bc/expert_success": float(np.mean(wins)),
+        "bc/expert_episodes": float(len(wins)),
+        "time/init_s": time.perf_counter() - t0,
+    }
     rec.update(stats)
     return rec

@@ -10,6 +10,7 @@ Traceback (most recent call last):
 ...
 trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, planpo, hgpo, progpo-grpo, progpo-rloo, progpo-gigpo, progpo-planpo, progpo-hgpo, got 'ppo'
 """
+
 # Over 500 lines: every field of a run with its flag and help text, the YAML sections and their compatibility
 # layers, and the validation (one flat class, which the stages still read whole).
 from __future__ import annotations
@@ -45,7 +46,16 @@ try:
 finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
     check_import_names(("agents", "wrappers"))  # a shadowing package, named in one line
 
-__all__ = ["ConfigError", "SECTIONS", "TrainConfig", "flatten_sections", "load_yaml", "lr_warning", "parse_args", "ENVS"]
+__all__ = [
+    "ConfigError",
+    "SECTIONS",
+    "TrainConfig",
+    "flatten_sections",
+    "load_yaml",
+    "lr_warning",
+    "parse_args",
+    "ENVS",
+]
 
 ENVS = tuple(ENV_TABLE)
 ROLLOUTS = ("flat", "tree")
@@ -79,28 +89,88 @@ RolloutDtype = Literal["auto", "fp32", "bf16"]
 
 #: fields renamed for clarity: the old name -> the new one. The old names still work in YAML
 #: files and as CLI flags for one release, each with a one-line deprecation notice.
-RENAMED = {"init": "warm_start", "init_weights": "weights_file", "init_std": "tiny_init_std",
-           "progress": "progress_bars", "extra": "notes", "fmt": "answer_format", "lam": "progress_lambda",
-           "norm": "group_norm"}
+RENAMED = {
+    "init": "warm_start",
+    "init_weights": "weights_file",
+    "init_std": "tiny_init_std",
+    "progress": "progress_bars",
+    "extra": "notes",
+    "fmt": "answer_format",
+    "lam": "progress_lambda",
+    "norm": "group_norm",
+}
 
 
 #: YAML sections, each the fields of one part of a method: section -> {its key: the TrainConfig
 #: field}. A sectioned field written at the top level is read for one more release, with a
 #: deprecation line; the flags stay flat (``--gamma``, ``--tree-branches``, ``--distill-tau``).
 SECTIONS: dict[str, dict[str, str]] = {
-    "advantage": {**{name: name for name in (
-        "estimator", "gamma", "omega", "progress_lambda", "group_norm", "coverage", "state_key", "scope", "tau_r",
-        "tau_p", "progress_gate", "shuffle_coverage", *(flag for flag, _, _ in flat_options()))},
-                  "options": "estimator_options"},
-    "tree": {name.removeprefix("tree_"): name for name in (
-        "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_prune_margin", "tree_repeat_limit",
-        "tree_budget", "tree_scorer", "tree_loop_penalty")},
-    "distill": {"mode": "distill", "skill_writer": "skill_writer", "tau": "distill_tau", "lambda": "distill_lambda",
-                "gate_beta": "distill_gate_beta", "top_k": "distill_top_k", "options": "teacher_options"},
-    "ppo": {name: name for name in (
-        "lr", "weight_decay", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "loss_agg", "lr_warmup_iterations",
-        "ppo_epochs", "num_minibatches", "micro_batch_size", "micro_batch_tokens", "batch_decisions",
-        "recompute_old_logprobs", "skip_zero_advantage", "gradient_checkpointing", "logit_chunk_tokens")},
+    "advantage": {
+        **{
+            name: name
+            for name in (
+                "estimator",
+                "gamma",
+                "omega",
+                "progress_lambda",
+                "group_norm",
+                "coverage",
+                "state_key",
+                "scope",
+                "tau_r",
+                "tau_p",
+                "progress_gate",
+                "shuffle_coverage",
+                *(flag for flag, _, _ in flat_options()),
+            )
+        },
+        "options": "estimator_options",
+    },
+    "tree": {
+        name.removeprefix("tree_"): name
+        for name in (
+            "tree_branches",
+            "tree_interval",
+            "tree_children",
+            "tree_top_k",
+            "tree_prune_margin",
+            "tree_repeat_limit",
+            "tree_budget",
+            "tree_scorer",
+            "tree_loop_penalty",
+        )
+    },
+    "distill": {
+        "mode": "distill",
+        "skill_writer": "skill_writer",
+        "tau": "distill_tau",
+        "lambda": "distill_lambda",
+        "gate_beta": "distill_gate_beta",
+        "top_k": "distill_top_k",
+        "options": "teacher_options",
+    },
+    "ppo": {
+        name: name
+        for name in (
+            "lr",
+            "weight_decay",
+            "clip_eps",
+            "kl_coef",
+            "entropy_coef",
+            "max_grad_norm",
+            "loss_agg",
+            "lr_warmup_iterations",
+            "ppo_epochs",
+            "num_minibatches",
+            "micro_batch_size",
+            "micro_batch_tokens",
+            "batch_decisions",
+            "recompute_old_logprobs",
+            "skip_zero_advantage",
+            "gradient_checkpointing",
+            "logit_chunk_tokens",
+        )
+    },
 }
 #: a sectioned field -> (its section, its key there)
 SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
@@ -124,8 +194,10 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
     flat_sectioned: list[str] = []
     for key, value in data.items():
         if key in SECTIONS and not isinstance(value, dict) and not _is_field(key):
-            raise ConfigError(f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
-                              f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}")
+            raise ConfigError(
+                f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
+                f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}"
+            )
         if key in SECTIONS and isinstance(value, dict):
             entries = []
             for sub, sub_value in value.items():
@@ -133,9 +205,16 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
                 if name is None:
                     home = [f"{sec}: {{{sub}: ...}}" for sec, keys in SECTIONS.items() if sec != key and sub in keys]
                     close = difflib.get_close_matches(str(sub), list(SECTIONS[key]), n=1, cutoff=0.6)
-                    raise ConfigError(f"{source}: {key}: has no key {sub!r}" + (
-                        f"; {sub} goes under {' or '.join(home)}" if home else f"; did you mean {close[0]}?" if close
-                        else f"; it takes {', '.join(SECTIONS[key])}"))
+                    raise ConfigError(
+                        f"{source}: {key}: has no key {sub!r}"
+                        + (
+                            f"; {sub} goes under {' or '.join(home)}"
+                            if home
+                            else f"; did you mean {close[0]}?"
+                            if close
+                            else f"; it takes {', '.join(SECTIONS[key])}"
+                        )
+                    )
                 entries.append((name, sub_value))
         else:
             entries = [(key, value)]
@@ -147,13 +226,17 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
             out[name] = v
     for key in flat_sectioned if warn else ():
         section, sub = SECTION_OF[key]
-        print(f"deprecated: {source}: {key}: at the top level is now {section}: {{{sub}: ...}} (read there for one "
-              "more release)", file=sys.stderr)
+        print(
+            f"deprecated: {source}: {key}: at the top level is now {section}: {{{sub}: ...}} (read there for one "
+            "more release)",
+            file=sys.stderr,
+        )
     return out
 
 
-def upgrade_names(data: dict[str, Any], source: str = "config", warn: bool = True,
-                  spell: Callable[[str], str] = str) -> dict[str, Any]:
+def upgrade_names(
+    data: dict[str, Any], source: str = "config", warn: bool = True, spell: Callable[[str], str] = str
+) -> dict[str, Any]:
     """``data`` with every renamed field under its new name (``RENAMED``); one deprecation line on
     stderr per old name when ``warn`` (``spell`` writes a name as the user wrote it: a YAML key, a
     flag). Both names at once is an error.
@@ -164,12 +247,18 @@ def upgrade_names(data: dict[str, Any], source: str = "config", warn: bool = Tru
     for old in (k for k in data if k in RENAMED):
         new = RENAMED[old]
         if new in data:
-            raise ConfigError(f"{source}: both {spell(old)} and {spell(new)} are set; {spell(old)} is the old name of "
-                              f"{spell(new)}: keep {spell(new)}")
+            raise ConfigError(
+                f"{source}: both {spell(old)} and {spell(new)} are set; {spell(old)} is the old name of "
+                f"{spell(new)}: keep {spell(new)}"
+            )
         if warn:
-            print(f"deprecated: {source}: {spell(old)} is now {spell(new)} (the old name is read for one more release)",
-                  file=sys.stderr)
+            print(
+                f"deprecated: {source}: {spell(old)} is now {spell(new)} (the old name is read for one more release)",
+                file=sys.stderr,
+            )
     return {RENAMED.get(k, k): v for k, v in data.items()}
+
+
 _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.policy_base
 
 
@@ -201,8 +290,18 @@ def _with_estimator_options(cls: type) -> type:
         for flag, spec, f in flat_options():
             choices = f.metadata.get("choices")
             annotations[flag] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]  # a Literal of the option's choices, built at run time
-            setattr(cls, flag, field(default=f.default, metadata={"help": f"{spec.name}: {f.metadata['help']}",
-                                                                  "group": "estimator", "option_of": spec.name}))
+            setattr(
+                cls,
+                flag,
+                field(
+                    default=f.default,
+                    metadata={
+                        "help": f"{spec.name}: {f.metadata['help']}",
+                        "group": "estimator",
+                        "option_of": spec.name,
+                    },
+                ),
+            )
     cls.__annotations__ = annotations
     return cls
 
@@ -221,209 +320,356 @@ class TrainConfig:
     ``python -m trainers.progpo --help`` lists the fields by section with their help.
     """
 
-    plugins: list[str] = field(default_factory=list, metadata={
-        "help": "modules or .py files imported first, each registering estimators or teachers of its own "
-                "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators and "
-                "progpo.teachers entry points",
-        "group": "what to train"})
+    plugins: list[str] = field(
+        default_factory=list,
+        metadata={
+            "help": "modules or .py files imported first, each registering estimators or teachers of its own "
+            "(flag: --plugin, repeated); installed plug-ins load through the progpo.estimators and "
+            "progpo.teachers entry points",
+            "group": "what to train",
+        },
+    )
     # what to train
     env: Env = _opt("alfworld", "alfworld | webshop | rooms (a toy text env for tests)", "what to train")
     train_split: str = _opt("auto", "auto: alfworld easy-train, webshop train", "what to train")
     eval_split: str = _opt("auto", "auto: alfworld easy-valid, webshop test", "what to train")
     max_steps: int = _opt(20, "per episode (the benchmarks use 50 for ALFWorld, 15 for WebShop)", "what to train")
     model: str = _opt("tiny-128x2", "tiny-<H>x<L> | tiny | smollm2 | local path | hub name", "what to train")
-    tiny_init_std: float = _opt(0.0, "tiny-* models only: std of their random weights (0: transformers' 0.02; "
-                                "~1/sqrt(hidden) clones faster, benchmarks/README.md)", "what to train")
+    tiny_init_std: float = _opt(
+        0.0,
+        "tiny-* models only: std of their random weights (0: transformers' 0.02; "
+        "~1/sqrt(hidden) clones faster, benchmarks/README.md)",
+        "what to train",
+    )
     # policy (agents/: prompt, answer format, sampling)
     backend: Backend = _opt("transformers", "transformers | vllm", "policy")
     policy_mode: PolicyMode = _opt("score", "score: rank admissible actions; generate: free text", "policy")
-    answer_format: AnswerFormat = _opt(_POLICY.fmt, "generate mode's answer format: action | think_action | raw",
-                                       "policy")
-    template: str = _opt("auto", "prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), "
-                                 "a name, or a YAML path", "policy")
-    score_norm: ScoreNorm = _opt(_POLICY.score_norm, "score mode: rank commands by the sum or the mean of their token log "
-                                               "probabilities", "policy")
-    avoid_repeats: bool = _opt(_POLICY.avoid_repeats, "score mode: drop commands already taken from the same "
-                                                      "observation (agents.policy_base.PolicyOptions)", "policy")
+    answer_format: AnswerFormat = _opt(
+        _POLICY.fmt, "generate mode's answer format: action | think_action | raw", "policy"
+    )
+    template: str = _opt(
+        "auto",
+        "prompt template: auto (alfworld-notes for ALFWorld in score mode, else the env's), a name, or a YAML path",
+        "policy",
+    )
+    score_norm: ScoreNorm = _opt(
+        _POLICY.score_norm,
+        "score mode: rank commands by the sum or the mean of their token log probabilities",
+        "policy",
+    )
+    avoid_repeats: bool = _opt(
+        _POLICY.avoid_repeats,
+        "score mode: drop commands already taken from the same observation (agents.policy_base.PolicyOptions)",
+        "policy",
+    )
     history_k: int = _opt(_POLICY.history_k, "(observation, action) pairs in the prompt (paper: 2)", "policy")
-    temperature: float = _opt(1.0, "sampling temperature of generate mode and of score mode's softmax over commands",
-                                   "policy")
+    temperature: float = _opt(
+        1.0, "sampling temperature of generate mode and of score mode's softmax over commands", "policy"
+    )
     top_p: float = _opt(1.0, "nucleus sampling mass in (0, 1] (1: off)", "policy")
     max_new_tokens: int = _opt(48, "generate mode: tokens per answer at most", "policy")
-    gen_batch_size: int = _opt(32, "generate mode, transformers backend: answers decoded together (a GPU takes a "
-                                   "whole iteration's 128+)", "policy")
-    decode: Decode = _opt("auto", "generate mode, transformers backend: auto (static on a GPU, loop on CPU) | loop: the "
-                                  "written-out decoding loop over a growing cache | static: transformers' StaticCache "
-                                  "in batch and length buckets, the decode step compiled once per bucket on a GPU (CUDA "
-                                  "graphs); both draw the same samples", "policy")
-    rollout_dtype: RolloutDtype = _opt("auto", "generate mode, transformers backend: the weights answers are sampled "
-                                               "from: auto (bf16 on a GPU with --bf16, else fp32) | fp32: the trained "
-                                               "weights | bf16: a bf16 copy synced after each optimizer step (the "
-                                               "old log-probs are then recomputed by the trainer)", "policy")
-    min_new_tokens: int = _opt(0, "generate mode: EOS / stop strings end an answer only from this length on (= "
-                                  "max_new_tokens: fixed-length answers, for speed measurements)", "policy")
-    invalid_penalty: float = _opt(_POLICY.invalid_penalty, "subtracted from the advantage of a step whose answer did "
-                                                            "not parse into a command", "policy")
+    gen_batch_size: int = _opt(
+        32,
+        "generate mode, transformers backend: answers decoded together (a GPU takes a whole iteration's 128+)",
+        "policy",
+    )
+    decode: Decode = _opt(
+        "auto",
+        "generate mode, transformers backend: auto (static on a GPU, loop on CPU) | loop: the "
+        "written-out decoding loop over a growing cache | static: transformers' StaticCache "
+        "in batch and length buckets, the decode step compiled once per bucket on a GPU (CUDA "
+        "graphs); both draw the same samples",
+        "policy",
+    )
+    rollout_dtype: RolloutDtype = _opt(
+        "auto",
+        "generate mode, transformers backend: the weights answers are sampled "
+        "from: auto (bf16 on a GPU with --bf16, else fp32) | fp32: the trained "
+        "weights | bf16: a bf16 copy synced after each optimizer step (the "
+        "old log-probs are then recomputed by the trainer)",
+        "policy",
+    )
+    min_new_tokens: int = _opt(
+        0,
+        "generate mode: EOS / stop strings end an answer only from this length on (= "
+        "max_new_tokens: fixed-length answers, for speed measurements)",
+        "policy",
+    )
+    invalid_penalty: float = _opt(
+        _POLICY.invalid_penalty,
+        "subtracted from the advantage of a step whose answer did not parse into a command",
+        "policy",
+    )
     # warm start (before iteration 0's evaluation; RL's gain is measured from there)
-    warm_start: WarmStart = _opt("auto", "auto: bc for ALFWorld in score mode, else none | bc (clone the env's expert) "
-                                         "| none", "warm start")
-    bc_steps: int = _opt(60, "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
-                             " RL little to add on easy, benchmarks/README.md)", "warm start")
+    warm_start: WarmStart = _opt(
+        "auto", "auto: bc for ALFWorld in score mode, else none | bc (clone the env's expert) | none", "warm start"
+    )
+    bc_steps: int = _opt(
+        60,
+        "AdamW steps of behaviour cloning from the searching expert (short on purpose: 250 leave"
+        " RL little to add on easy, benchmarks/README.md)",
+        "warm start",
+    )
     bc_batch_size: int = _opt(16, "decisions per behaviour-cloning step", "warm start")
-    bc_micro_batch_size: int = _opt(0, "decisions per forward and backward pass of a behaviour cloning step, their "
-                                       "gradients summed (bounds the warm start's memory); 0: the whole step in one "
-                                       "pass for the tiny models, micro_batch_size for any other", "warm start")
+    bc_micro_batch_size: int = _opt(
+        0,
+        "decisions per forward and backward pass of a behaviour cloning step, their "
+        "gradients summed (bounds the warm start's memory); 0: the whole step in one "
+        "pass for the tiny models, micro_batch_size for any other",
+        "warm start",
+    )
     bc_lr: float = _opt(2e-3, "AdamW learning rate of behaviour cloning", "warm start")
     bc_lr_schedule: LrSchedule = _opt("constant", "constant | cosine (decays to 0 over bc_steps)", "warm start")
     bc_episodes: int = _opt(0, "expert episodes on train_split to clone (0: each task once)", "warm start")
-    weights_file: str = _opt("", "a torch state_dict file (e.g. a saved warm start) loaded into the model before "
-                                 "anything else", "warm start")
+    weights_file: str = _opt(
+        "", "a torch state_dict file (e.g. a saved warm start) loaded into the model before anything else", "warm start"
+    )
     # estimator (trainers/advantages/)
-    estimator: str = _opt("progpo-gigpo", "advantage estimator: a registered base (--help lists them; --plugin adds "
-                                          "more) or progpo-<base> (all-failed groups: ProGPO's progress term)",
-                                          "estimator")
-    gamma: float = _opt(0.95, "discount of the step returns of GiGPO and HGPO (and of ProGPO's first-visit returns)",
-                              "estimator")
-    omega: float = _opt(1.0, "weight of the step-level term (GiGPO's anchor term, HGPO's history term): A = A^E + "
-                             "omega * A^S", "estimator")
-    progress_lambda: float = _opt(1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups",
-                                  "estimator")
-    group_norm: GroupNorm = _opt("mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)",
-                                 "estimator")
+    estimator: str = _opt(
+        "progpo-gigpo",
+        "advantage estimator: a registered base (--help lists them; --plugin adds "
+        "more) or progpo-<base> (all-failed groups: ProGPO's progress term)",
+        "estimator",
+    )
+    gamma: float = _opt(
+        0.95, "discount of the step returns of GiGPO and HGPO (and of ProGPO's first-visit returns)", "estimator"
+    )
+    omega: float = _opt(
+        1.0,
+        "weight of the step-level term (GiGPO's anchor term, HGPO's history term): A = A^E + omega * A^S",
+        "estimator",
+    )
+    progress_lambda: float = _opt(
+        1.0, "ProGPO's lambda: scale of the progress advantage in all-failed groups", "estimator"
+    )
+    group_norm: GroupNorm = _opt(
+        "mean_std", "group normalisation: mean_std ((x - mean) / (std + eps)) | mean (x - mean)", "estimator"
+    )
     coverage: Coverage = _opt("rate", "ProGPO's progress P: rate ((D - 1) / T) | count (D - 1)", "estimator")
-    state_key: StateKey = _opt("canonical", "state identity of first-visit coverage: canonical (the env's canonicalizer) |"
-                                       " exact (distinct raw observation strings, the paper's D)", "estimator")
-    scope: Scope = _opt("episode", "first visit counted per episode | per group (a state counts once in the whole "
-                                 "group)", "estimator")
+    state_key: StateKey = _opt(
+        "canonical",
+        "state identity of first-visit coverage: canonical (the env's canonicalizer) |"
+        " exact (distinct raw observation strings, the paper's D)",
+        "estimator",
+    )
+    scope: Scope = _opt(
+        "episode", "first visit counted per episode | per group (a state counts once in the whole group)", "estimator"
+    )
     tau_r: float = _opt(TAU_R, "success threshold: a group is all-failed when every outcome < tau_r", "estimator")
-    tau_p: float = _opt(TAU_P, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p",
-                              "estimator")
-    progress_gate: ProgressGate = _opt("all_failed", "all_failed (ProGPO) | always (control: progress term added in every "
-                                            "group)", "estimator")
+    tau_p: float = _opt(
+        TAU_P, "ProGPO's gate: the progress term is 0 when std of coverage in the group < tau_p", "estimator"
+    )
+    progress_gate: ProgressGate = _opt(
+        "all_failed", "all_failed (ProGPO) | always (control: progress term added in every group)", "estimator"
+    )
     shuffle_coverage: bool = _opt(False, "control: permute coverage within each all-failed group", "estimator")
-    estimator_options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "the estimator's own options by name, e.g. a plug-in's (YAML: advantage: {options: {name: value}}; "
-                "flag: --estimator-option NAME=VALUE, repeated); a built-in base's options are flags of their own "
-                "(--hgpo-depth)", "group": "estimator"})
+    estimator_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "the estimator's own options by name, e.g. a plug-in's (YAML: advantage: {options: {name: value}}; "
+            "flag: --estimator-option NAME=VALUE, repeated); a built-in base's options are flags of their own "
+            "(--hgpo-depth)",
+            "group": "estimator",
+        },
+    )
     # (each built-in base's own options are fields here too, read from the registry: _with_estimator_options)
     # rollout (trainers/rollouts/rollout.py, trainers/rollouts/tree_rollout.py)
-    rollout: RolloutKind = _opt("flat", "flat: G independent episodes per task | tree: grow each task's group as a tree, "
-                                "branching from the partial trajectories the tree scorer ranks highest (forks by "
-                                "replay; the leaves are the group)", "rollout")
+    rollout: RolloutKind = _opt(
+        "flat",
+        "flat: G independent episodes per task | tree: grow each task's group as a tree, "
+        "branching from the partial trajectories the tree scorer ranks highest (forks by "
+        "replay; the leaves are the group)",
+        "rollout",
+    )
     tree_branches: int = _opt(4, "tree: branches started per task (B0 <= group_size)", "rollout")
     tree_interval: int = _opt(4, "tree: decisions of every branch between scoring rounds (K)", "rollout")
     tree_children: int = _opt(2, "tree: children that replace an expanded branch (M)", "rollout")
     tree_top_k: int = _opt(2, "tree: best-scored branches expanded per round", "rollout")
-    tree_prune_margin: float = _opt(0.5, "tree: a branch scoring below the round's median minus this is pruned (kept "
-                                         "as a failed leaf)", "rollout")
+    tree_prune_margin: float = _opt(
+        0.5, "tree: a branch scoring below the round's median minus this is pruned (kept as a failed leaf)", "rollout"
+    )
     tree_repeat_limit: int = _opt(6, "tree: a branch that took one action this many times is pruned", "rollout")
-    tree_budget: int = _opt(0, "tree: policy decisions per tree at most (0: group_size x max_steps, the flat "
-                               "rollout's cap)", "rollout")
-    tree_scorer: Scorer = _opt("coverage", "tree: coverage (the partial first-visit coverage rate minus a loop penalty) |"
-                                        " random (the control)", "rollout")
+    tree_budget: int = _opt(
+        0, "tree: policy decisions per tree at most (0: group_size x max_steps, the flat rollout's cap)", "rollout"
+    )
+    tree_scorer: Scorer = _opt(
+        "coverage",
+        "tree: coverage (the partial first-visit coverage rate minus a loop penalty) | random (the control)",
+        "rollout",
+    )
     tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
     # teacher (trainers/teachers.py): a distillation loss beside the RL loss
-    distill: str = _opt("none", " | ".join(["none (RL alone)", *(f"{name} ({registered_teacher(name).help})"
-                                                                  for name in teacher_names()[1:]),
-                                            "a plug-in's (--plugin)"]), "teacher")
-    teacher_options: dict[str, Any] = field(default_factory=dict, metadata={
-        "help": "a plug-in teacher's own options by name, read by its factory (YAML: distill: {options: {name: "
-                "value}}; flag: --teacher-option NAME=VALUE, repeated)", "group": "teacher"})
-    skill_writer: SkillWriter = _opt("template", "hindsight: who writes the skills: template (sentences from the trajectory "
-                                         "alone, no ground truth) | policy (generate mode: the policy writes them)",
-                                         "teacher")
+    distill: str = _opt(
+        "none",
+        " | ".join(
+            [
+                "none (RL alone)",
+                *(f"{name} ({registered_teacher(name).help})" for name in teacher_names()[1:]),
+                "a plug-in's (--plugin)",
+            ]
+        ),
+        "teacher",
+    )
+    teacher_options: dict[str, Any] = field(
+        default_factory=dict,
+        metadata={
+            "help": "a plug-in teacher's own options by name, read by its factory (YAML: distill: {options: {name: "
+            "value}}; flag: --teacher-option NAME=VALUE, repeated)",
+            "group": "teacher",
+        },
+    )
+    skill_writer: SkillWriter = _opt(
+        "template",
+        "hindsight: who writes the skills: template (sentences from the trajectory "
+        "alone, no ground truth) | policy (generate mode: the policy writes them)",
+        "teacher",
+    )
     distill_tau: float = _opt(0.05, "privileged: EMA rate of the teacher after each optimizer step", "teacher")
     distill_lambda: float = _opt(0.01, "hindsight: weight of the gated distillation term beside the RL loss", "teacher")
     distill_gate_beta: float = _opt(5.0, "hindsight: gate g = sigmoid(beta * (l_skill - l_theta))", "teacher")
-    distill_top_k: int = _opt(20, "privileged, generate mode: the teacher's top-k tokens compared per position",
-                                  "teacher")
+    distill_top_k: int = _opt(
+        20, "privileged, generate mode: the teacher's top-k tokens compared per position", "teacher"
+    )
     # budget
     iterations: int = _opt(12, "RL iterations (rollout + advantages + update)", "budget")
     num_groups: int = _opt(8, "B tasks per iteration", "budget")
     group_size: int = _opt(8, "G trajectories per task", "budget")
-    env_backend: EnvBackend = _opt("sync", "sync: members stepped in this process | async: one process per member, a crashed"
-                                    " engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)",
-                                    "budget")
-    ray_num_cpus: float = _opt(1.0, "env_backend ray: CPUs each member's actor reserves (fractions allowed)",
-                                    "budget")
-    dist_strategy: DistStrategy = _opt("ddp", "under torchrun / accelerate launch: ddp (replicated weights, gradients all-"
-                                     "reduced) | fsdp2 (GPU: weights sharded)", "budget")
-    step_timeout: float = _opt(0.0, "seconds one env step may take before it counts as a crash (episode truncated, "
-                                    "worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)",
-                                    "budget")
+    env_backend: EnvBackend = _opt(
+        "sync",
+        "sync: members stepped in this process | async: one process per member, a crashed"
+        " engine is restarted | ray: members as Ray actors on a Ray cluster (RAY_ADDRESS)",
+        "budget",
+    )
+    ray_num_cpus: float = _opt(1.0, "env_backend ray: CPUs each member's actor reserves (fractions allowed)", "budget")
+    dist_strategy: DistStrategy = _opt(
+        "ddp",
+        "under torchrun / accelerate launch: ddp (replicated weights, gradients all-"
+        "reduced) | fsdp2 (GPU: weights sharded)",
+        "budget",
+    )
+    step_timeout: float = _opt(
+        0.0,
+        "seconds one env step may take before it counts as a crash (episode truncated, "
+        "worker restarted); 0: the env's own (ALFWorld 120, WebShop 60, else 600)",
+        "budget",
+    )
     seed: int = _opt(0, "seed of the model draw, the warm start, the task schedule and the sampling", "budget")
     # PPO update
-    lr: float = _opt(3e-4, "tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)",
-                           "PPO update")
+    lr: float = _opt(
+        3e-4, "tiny models from the warm start; pretrained LLMs: ~1e-6 (full) or ~1e-5..1e-4 (LoRA)", "PPO update"
+    )
     weight_decay: float = _opt(0.0, "AdamW weight decay", "PPO update")
     clip_eps: float = _opt(0.2, "PPO clip range", "PPO update")
     kl_coef: float = _opt(0.0, "low-variance (k3) KL to the frozen initial policy; paper: 0.01", "PPO update")
     entropy_coef: float = _opt(0.0, "entropy bonus weight (0: off)", "PPO update")
     max_grad_norm: float = _opt(1.0, "gradient clipping norm", "PPO update")
-    loss_agg: LossAgg = _opt("traj-mean", "traj-mean (each trajectory weighs the same, whatever its length) | token-mean",
-                                      "PPO update")
-    lr_warmup_iterations: int = _opt(0, "iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr *"
-                                        " sign(g))", "PPO update")
+    loss_agg: LossAgg = _opt(
+        "traj-mean", "traj-mean (each trajectory weighs the same, whatever its length) | token-mean", "PPO update"
+    )
+    lr_warmup_iterations: int = _opt(
+        0, "iteration i < W+1 updates at lr * i / (W + 1) (AdamW's first steps are ~lr * sign(g))", "PPO update"
+    )
     ppo_epochs: int = _opt(1, "passes over an iteration's steps", "PPO update")
     num_minibatches: int = _opt(4, "optimizer steps per epoch", "PPO update")
-    micro_batch_size: int = _opt(4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates "
-                                    "sequences)", "PPO update")
-    batch_decisions: BatchDecisions = _opt("tree", "tree: one forward pass scores the decisions of a vector step, or "
-                                                   "of an update micro-batch, as one prompt trie (a prefix any two "
-                                                   "share is encoded once) with chunked sparse tree attention "
-                                                   "(transformers models of the Qwen2 / Llama kind) | on: the same "
-                                                   "in rows of ~512 positions with dense tree masks | off: one pass "
-                                                   "per decision, micro_batch_size decisions per update pass (the "
-                                                   "reference path)", "PPO update")
-    micro_batch_tokens: int = _opt(8192, "batch_decisions tree / on: token positions per forward/backward pass "
-                                         "(acting, evaluation, old / reference log-probs, update)", "PPO update")
-    recompute_old_logprobs: bool = _opt(False, "True: old log-probs from a training-side forward, not the sampler "
-                                               "(always with backend vllm)", "PPO update")
-    skip_zero_advantage: bool = _opt(True, "drop steps with A == 0 from the update (no gradient) when kl/entropy are "
-                                           "off", "PPO update")
+    micro_batch_size: int = _opt(
+        4, "batch_decisions off: steps per forward/backward pass (score mode: x candidates sequences)", "PPO update"
+    )
+    batch_decisions: BatchDecisions = _opt(
+        "tree",
+        "tree: one forward pass scores the decisions of a vector step, or "
+        "of an update micro-batch, as one prompt trie (a prefix any two "
+        "share is encoded once) with chunked sparse tree attention "
+        "(transformers models of the Qwen2 / Llama kind) | on: the same "
+        "in rows of ~512 positions with dense tree masks | off: one pass "
+        "per decision, micro_batch_size decisions per update pass (the "
+        "reference path)",
+        "PPO update",
+    )
+    micro_batch_tokens: int = _opt(
+        8192,
+        "batch_decisions tree / on: token positions per forward/backward pass "
+        "(acting, evaluation, old / reference log-probs, update)",
+        "PPO update",
+    )
+    recompute_old_logprobs: bool = _opt(
+        False,
+        "True: old log-probs from a training-side forward, not the sampler (always with backend vllm)",
+        "PPO update",
+    )
+    skip_zero_advantage: bool = _opt(
+        True, "drop steps with A == 0 from the update (no gradient) when kl/entropy are off", "PPO update"
+    )
     lora: bool = _opt(False, "LoRA adapters (peft): faster update, MB-sized checkpoints", "PPO update")
     lora_r: int = _opt(16, "LoRA rank", "PPO update")
     lora_alpha: int = _opt(32, "LoRA alpha", "PPO update")
     bf16: bool = _opt(True, "GPU only: bf16 autocast compute, fp32 master weights and optimizer state", "PPO update")
-    gradient_checkpointing: bool = _opt(False, "recompute each layer's activations in the backward pass: less memory "
-                                               "per token (longer micro_batch_tokens fit) for ~1/3 more update "
-                                               "compute", "PPO update")
-    logit_chunk_tokens: int = _opt(0, "generate mode: compute log-probs over the vocabulary this many response "
-                                      "positions at a time, each chunk recomputed in the backward pass, so that a "
-                                      "pass never holds its whole [tokens x vocab] logits (0: all at once)",
-                                   "PPO update")
+    gradient_checkpointing: bool = _opt(
+        False,
+        "recompute each layer's activations in the backward pass: less memory "
+        "per token (longer micro_batch_tokens fit) for ~1/3 more update "
+        "compute",
+        "PPO update",
+    )
+    logit_chunk_tokens: int = _opt(
+        0,
+        "generate mode: compute log-probs over the vocabulary this many response "
+        "positions at a time, each chunk recomputed in the backward pass, so that a "
+        "pass never holds its whole [tokens x vocab] logits (0: all at once)",
+        "PPO update",
+    )
     device: Device = _opt("auto", "auto | cpu | cuda", "PPO update")
     torch_threads: int = _opt(1, "0: torch's default; 1 is fastest for tiny models on a 2-core CPU", "PPO update")
-    rollout_streams: int = _opt(1, "score mode, CPU, sync envs: play each training rollout in this many processes "
-                                   "forked from the trainer, each a block of the groups (as the ranks of a run in "
-                                   "that many processes: the same rollout), at torch_threads / rollout_streams threads "
-                                   "(2 with torch_threads 2 on a 2-core machine); num_groups must divide evenly",
-                                "PPO update")
+    rollout_streams: int = _opt(
+        1,
+        "score mode, CPU, sync envs: play each training rollout in this many processes "
+        "forked from the trainer, each a block of the groups (as the ranks of a run in "
+        "that many processes: the same rollout), at torch_threads / rollout_streams threads "
+        "(2 with torch_threads 2 on a 2-core machine); num_groups must divide evenly",
+        "PPO update",
+    )
     # outputs
-    output_dir: str = _opt("runs/progpo", "run directory: metrics.jsonl, summary.md, curves.png, checkpoints, "
-                                          "TensorBoard logs", "outputs")
-    eval_every: int = _opt(0, "iterations between evals on eval_split (0: only at iteration 0 and at the end)",
-                              "outputs")
-    eval_episodes: int = _opt(144, "per evaluation, spread evenly over the split's tasks (0 disables evaluation)",
-                                   "outputs")
-    eval_streams: int = _opt(1, "score mode: play each evaluation in this many concurrent streams, each a share of "
-                                "the envs and torch_threads / eval_streams threads for its forward passes (2 with "
-                                "torch_threads 2 on a 2-core machine). On the CPU each stream past the first is a "
-                                "forked process; on a GPU, a thread whose passes overlap the env steps. Same "
-                                "episodes, other sampled actions than 1 stream", "outputs")
-    eval_extra_split: str = _opt("auto", "a second held-out split evaluated at the start and the end (auto: alfworld "
-                                         "valid; \"none\")", "outputs")
+    output_dir: str = _opt(
+        "runs/progpo", "run directory: metrics.jsonl, summary.md, curves.png, checkpoints, TensorBoard logs", "outputs"
+    )
+    eval_every: int = _opt(
+        0, "iterations between evals on eval_split (0: only at iteration 0 and at the end)", "outputs"
+    )
+    eval_episodes: int = _opt(
+        144, "per evaluation, spread evenly over the split's tasks (0 disables evaluation)", "outputs"
+    )
+    eval_streams: int = _opt(
+        1,
+        "score mode: play each evaluation in this many concurrent streams, each a share of "
+        "the envs and torch_threads / eval_streams threads for its forward passes (2 with "
+        "torch_threads 2 on a 2-core machine). On the CPU each stream past the first is a "
+        "forked process; on a GPU, a thread whose passes overlap the env steps. Same "
+        "episodes, other sampled actions than 1 stream",
+        "outputs",
+    )
+    eval_extra_split: str = _opt(
+        "auto", 'a second held-out split evaluated at the start and the end (auto: alfworld valid; "none")', "outputs"
+    )
     eval_extra_episodes: int = _opt(36, "episodes of the second held-out evaluation", "outputs")
     baseline_random: bool = _opt(True, "evaluate a uniformly random policy on eval_split once, for scale", "outputs")
-    save_every: int = _opt(1, "iterations between checkpoints (the last one always saved); 0: no checkpoint at all "
-                              "(speed measurements)", "outputs")
-    tensorboard: bool = _opt(True, "write TensorBoard logs (--no-tensorboard: drop tensorboard from report_to)", "outputs")
-    report_to: str = _opt("tensorboard", "where the metrics go beside metrics.jsonl, as TRL's report_to: tensorboard, "
-                                         "wandb (the [wandb] extra; offline where WANDB_MODE says so) or none; "
-                                         "several separated by commas", "outputs")
+    save_every: int = _opt(
+        1,
+        "iterations between checkpoints (the last one always saved); 0: no checkpoint at all (speed measurements)",
+        "outputs",
+    )
+    tensorboard: bool = _opt(
+        True, "write TensorBoard logs (--no-tensorboard: drop tensorboard from report_to)", "outputs"
+    )
+    report_to: str = _opt(
+        "tensorboard",
+        "where the metrics go beside metrics.jsonl, as TRL's report_to: tensorboard, "
+        "wandb (the [wandb] extra; offline where WANDB_MODE says so) or none; "
+        "several separated by commas",
+        "outputs",
+    )
     progress_bars: bool = _opt(True, "show progress bars", "outputs")
-    notes: dict[str, Any] = field(default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)",
-                                                                  "group": "outputs"})
+    notes: dict[str, Any] = field(
+        default_factory=dict, metadata={"help": "free-form notes saved with the run (YAML only)", "group": "outputs"}
+    )
 
     def __post_init__(self) -> None:
         self.validate()
@@ -436,42 +682,104 @@ class TrainConfig:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         self._check_teacher()
         if self.resolved_warm_start == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
-            raise ConfigError("warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
-                              "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
-                              "or --warm-start none")
+            raise ConfigError(
+                "warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
+                "instruction-following shopper): use --env alfworld or webshop with --policy-mode score, "
+                "or --warm-start none"
+            )
         if self.resolved_warm_start == "bc" and self.env == "webshop" and self.bc_episodes < 1:
-            raise ConfigError("warm_start bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
-                              "e.g. --bc-episodes 300)")
-        for name in ("max_steps", "iterations", "num_groups", "group_size", "ppo_epochs", "num_minibatches",
-                     "micro_batch_size", "micro_batch_tokens", "max_new_tokens", "lora_r", "bc_steps", "bc_batch_size", "gen_batch_size",
-                     "tree_branches", "tree_interval", "tree_children", "tree_top_k", "tree_repeat_limit",
-                     "distill_top_k", "eval_streams", "rollout_streams"):
+            raise ConfigError(
+                "warm_start bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
+                "e.g. --bc-episodes 300)"
+            )
+        for name in (
+            "max_steps",
+            "iterations",
+            "num_groups",
+            "group_size",
+            "ppo_epochs",
+            "num_minibatches",
+            "micro_batch_size",
+            "micro_batch_tokens",
+            "max_new_tokens",
+            "lora_r",
+            "bc_steps",
+            "bc_batch_size",
+            "gen_batch_size",
+            "tree_branches",
+            "tree_interval",
+            "tree_children",
+            "tree_top_k",
+            "tree_repeat_limit",
+            "distill_top_k",
+            "eval_streams",
+            "rollout_streams",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
             raise ConfigError(f"seed must be an integer in 0..{MAX_SEED} (2**32 - 1), got {self.seed}")
         if self.rollout == "tree" and isinstance(self.tree_branches, int) and self.tree_branches > self.group_size:
-            raise ConfigError(f"tree_branches {self.tree_branches} > group_size {self.group_size}: each branch of a "
-                              "tree plays in one of its group's member slots")
+            raise ConfigError(
+                f"tree_branches {self.tree_branches} > group_size {self.group_size}: each branch of a "
+                "tree plays in one of its group's member slots"
+            )
         if isinstance(self.group_size, int) and self.group_size == 1:
-            raise ConfigError(f"group_size 1: {self.estimator} compares each trajectory with the others of its group, "
-                              "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
-                              "or more")
-        for name in ("eval_every", "eval_episodes", "seed", "torch_threads", "bc_episodes", "bc_micro_batch_size", "lr_warmup_iterations",
-                     "eval_extra_episodes", "save_every", "min_new_tokens", "tree_budget"):
+            raise ConfigError(
+                f"group_size 1: {self.estimator} compares each trajectory with the others of its group, "
+                "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
+                "or more"
+            )
+        for name in (
+            "eval_every",
+            "eval_episodes",
+            "seed",
+            "torch_threads",
+            "bc_episodes",
+            "bc_micro_batch_size",
+            "lr_warmup_iterations",
+            "eval_extra_episodes",
+            "save_every",
+            "min_new_tokens",
+            "tree_budget",
+        ):
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name, most in SIZE_LIMITS.items():  # checked before the run dir is claimed: no MemoryError after it
             if isinstance(getattr(self, name), int) and getattr(self, name) > most:
-                raise ConfigError(f"{name} {getattr(self, name)} is over {most:,}, more than any run here can hold; "
-                                  f"use at most {most:,}")
-        for name in ("lr", "clip_eps", "kl_coef", "entropy_coef", "max_grad_norm", "invalid_penalty", "tau_r",
-                     "tau_p", "progress_lambda", "omega", "temperature", "weight_decay", "bc_lr", "step_timeout", "ray_num_cpus",
-                     "tiny_init_std", "tree_prune_margin", "tree_loop_penalty", "distill_tau", "distill_lambda", "distill_gate_beta"):
+                raise ConfigError(
+                    f"{name} {getattr(self, name)} is over {most:,}, more than any run here can hold; "
+                    f"use at most {most:,}"
+                )
+        for name in (
+            "lr",
+            "clip_eps",
+            "kl_coef",
+            "entropy_coef",
+            "max_grad_norm",
+            "invalid_penalty",
+            "tau_r",
+            "tau_p",
+            "progress_lambda",
+            "omega",
+            "temperature",
+            "weight_decay",
+            "bc_lr",
+            "step_timeout",
+            "ray_num_cpus",
+            "tiny_init_std",
+            "tree_prune_margin",
+            "tree_loop_penalty",
+            "distill_tau",
+            "distill_lambda",
+            "distill_gate_beta",
+        ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
-        if isinstance(self.distill_tau, (int, float)) and self.distill_tau > 1:  # an EMA rate: the teacher's share moved
+        if (
+            isinstance(self.distill_tau, (int, float)) and self.distill_tau > 1
+        ):  # an EMA rate: the teacher's share moved
             raise ConfigError(f"distill_tau must be in [0, 1] (the EMA rate of the teacher), got {self.distill_tau!r}")
         for name in ("gamma", "top_p"):
             value = getattr(self, name)
@@ -486,11 +794,15 @@ class TrainConfig:
             from agents.models import tiny_spec
 
             if tiny_spec(self.model) is None:
-                raise ConfigError(f"tiny_init_std applies to the random tiny-* models only, not to {self.model!r} "
-                                  "(its weights are loaded, not drawn): leave it at 0")
+                raise ConfigError(
+                    f"tiny_init_std applies to the random tiny-* models only, not to {self.model!r} "
+                    "(its weights are loaded, not drawn): leave it at 0"
+                )
         if self.eval_streams > 1 and self.policy_mode != "score":
-            raise ConfigError(f"eval_streams {self.eval_streams}: concurrent evaluation streams share the training "
-                              "model, which only score mode acts with; use --eval-streams 1 in generate mode")
+            raise ConfigError(
+                f"eval_streams {self.eval_streams}: concurrent evaluation streams share the training "
+                "model, which only score mode acts with; use --eval-streams 1 in generate mode"
+            )
         if self.rollout_streams > 1:
             self._check_rollout_streams()
         self._check_report_to()
@@ -517,8 +829,10 @@ class TrainConfig:
             raise ConfigError(reason)
         if spec.privileged and not ENV_TABLE[self.env].privileged_info:
             others = [n for n in teacher_names()[1:] if not reads_privileged(n)]
-            raise ConfigError(f"distill {self.distill} reads the env's privileged text, which the {self.env} env does "
-                              f"not offer (ALFWorld and WebShop do); use --distill {' or '.join([*others, 'none'])}")
+            raise ConfigError(
+                f"distill {self.distill} reads the env's privileged text, which the {self.env} env does "
+                f"not offer (ALFWorld and WebShop do); use --distill {' or '.join([*others, 'none'])}"
+            )
 
     def _load_plugins(self) -> None:
         """Import each of :attr:`plugins` (registered once per process)."""
@@ -538,24 +852,36 @@ class TrainConfig:
     def _check_engine(self) -> None:
         """The generation engine and the update's options fit together."""
         if self.gradient_checkpointing and self.policy_mode == "score" and self.batch_decisions == "tree":
-            raise ConfigError("gradient_checkpointing cannot recompute the prompt trie's chunked tree attention: use it "
-                              "with --batch-decisions on or off in score mode, or in generate mode")
+            raise ConfigError(
+                "gradient_checkpointing cannot recompute the prompt trie's chunked tree attention: use it "
+                "with --batch-decisions on or off in score mode, or in generate mode"
+            )
         if self.logit_chunk_tokens and (self.policy_mode != "generate" or self.dist_strategy == "fsdp2"):
-            raise ConfigError("logit_chunk_tokens chunks the output head of generate mode's log-prob passes (score "
-                              "mode keeps only its candidates' logits); FSDP2 shards that head: leave it at 0 there")
+            raise ConfigError(
+                "logit_chunk_tokens chunks the output head of generate mode's log-prob passes (score "
+                "mode keeps only its candidates' logits); FSDP2 shards that head: leave it at 0 there"
+            )
         if self.dist_strategy == "fsdp2" and (self.decode == "static" or self.rollout_dtype == "bf16"):
-            raise ConfigError("dist_strategy fsdp2 samples with the loop over the sharded weights: leave decode and "
-                              "rollout_dtype at auto (or loop / fp32)")
+            raise ConfigError(
+                "dist_strategy fsdp2 samples with the loop over the sharded weights: leave decode and "
+                "rollout_dtype at auto (or loop / fp32)"
+            )
         if self.backend == "vllm" and (self.decode != "auto" or self.rollout_dtype != "auto"):
-            raise ConfigError("decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
-                              "(leave them at auto with --backend vllm)")
+            raise ConfigError(
+                "decode and rollout_dtype choose the transformers backend's engine; vLLM has its own "
+                "(leave them at auto with --backend vllm)"
+            )
         if self.policy_mode == "score" and (self.decode != "auto" or self.rollout_dtype != "auto"):
-            raise ConfigError(f"decode {self.decode} / rollout_dtype {self.rollout_dtype}: they choose how generate mode "
-                              "samples answers; score mode samples no text (it scores the candidate commands): use "
-                              "--policy-mode generate, or leave them at auto")
+            raise ConfigError(
+                f"decode {self.decode} / rollout_dtype {self.rollout_dtype}: they choose how generate mode "
+                "samples answers; score mode samples no text (it scores the candidate commands): use "
+                "--policy-mode generate, or leave them at auto"
+            )
         if self.backend == "vllm" and self.policy_mode != "generate":
-            raise ConfigError("backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
-                              "ranks the commands with the training model itself)")
+            raise ConfigError(
+                "backend vllm samples free-text answers: use it with --policy-mode generate (score mode "
+                "ranks the commands with the training model itself)"
+            )
 
     def _check_report_to(self) -> None:
         items = [x.strip() for x in str(self.report_to).split(",") if x.strip()]
@@ -565,28 +891,37 @@ class TrainConfig:
         if "none" in items and len(items) > 1:
             raise ConfigError(f"report_to none reports to nothing else; got {self.report_to!r}")
         if "wandb" in items:
-
             if importlib.util.find_spec("wandb") is None:
-                raise ConfigError("report_to wandb needs Weights & Biases: pip install 'progpo[wandb]' (or drop wandb "
-                                  "from --report-to)")
+                raise ConfigError(
+                    "report_to wandb needs Weights & Biases: pip install 'progpo[wandb]' (or drop wandb "
+                    "from --report-to)"
+                )
 
     def _check_rollout_streams(self) -> None:
         """What rollout streams (forked processes, one block of groups each) need."""
         n = self.rollout_streams
         if self.policy_mode != "score":
-            raise ConfigError(f"rollout_streams {n}: forked rollout streams act with the training model, which only "
-                              "score mode does; use --rollout-streams 1 in generate mode")
+            raise ConfigError(
+                f"rollout_streams {n}: forked rollout streams act with the training model, which only "
+                "score mode does; use --rollout-streams 1 in generate mode"
+            )
         if self.device == "cuda":
             raise ConfigError(f"rollout_streams {n}: a forked process cannot use CUDA; use it with --device cpu")
         if self.env_backend != "sync":
-            raise ConfigError(f"rollout_streams {n}: each stream builds its own envs in its process; use it with "
-                              f"--env-backend sync, not {self.env_backend}")
+            raise ConfigError(
+                f"rollout_streams {n}: each stream builds its own envs in its process; use it with "
+                f"--env-backend sync, not {self.env_backend}"
+            )
         if self.rollout == "tree":
-            raise ConfigError(f"rollout_streams {n}: a tree rollout's paths are not split into streams; use "
-                              "--rollout-streams 1 with --rollout tree")
+            raise ConfigError(
+                f"rollout_streams {n}: a tree rollout's paths are not split into streams; use "
+                "--rollout-streams 1 with --rollout tree"
+            )
         if self.num_groups % n:
-            raise ConfigError(f"rollout_streams {n}: num_groups ({self.num_groups}) must be a multiple of it (each "
-                              "stream plays a block of whole groups)")
+            raise ConfigError(
+                f"rollout_streams {n}: num_groups ({self.num_groups}) must be a multiple of it (each "
+                "stream plays a block of whole groups)"
+            )
 
     def base_option_values(self, base: str | None = None) -> dict[str, Any]:
         """The options of ``base`` (default: the configured one) by name: its flat fields
@@ -599,10 +934,20 @@ class TrainConfig:
 
     def advantage_config(self) -> AdvantageConfig:
         """The estimator's options (:class:`trainers.advantages.AdvantageConfig`) from this config."""
-        return AdvantageConfig(estimator=self.estimator, gamma=self.gamma, omega=self.omega, lam=self.progress_lambda,
-                               norm=self.group_norm, coverage=self.coverage, scope=self.scope,  # type: ignore[arg-type]  # str fields checked against their Literal choices in validate()
-                               tau_r=self.tau_r, tau_p=self.tau_p, gate=self.progress_gate,  # type: ignore[arg-type]  # as above
-                               shuffle_coverage=self.shuffle_coverage, options=self.base_option_values())
+        return AdvantageConfig(
+            estimator=self.estimator,
+            gamma=self.gamma,
+            omega=self.omega,
+            lam=self.progress_lambda,
+            norm=self.group_norm,
+            coverage=self.coverage,
+            scope=self.scope,  # type: ignore[arg-type]  # str fields checked against their Literal choices in validate()
+            tau_r=self.tau_r,
+            tau_p=self.tau_p,
+            gate=self.progress_gate,  # type: ignore[arg-type]  # as above
+            shuffle_coverage=self.shuffle_coverage,
+            options=self.base_option_values(),
+        )
 
     def _check_estimator_options(self) -> None:
         """Every registered base's options are valid, used or not; an ``exclusive`` one set while
@@ -617,20 +962,39 @@ class TrainConfig:
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.rollouts.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
-        return TreeConfig(branches=self.tree_branches, interval=self.tree_interval, children=self.tree_children,
-                          top_k=self.tree_top_k, prune_margin=self.tree_prune_margin,
-                          repeat_limit=self.tree_repeat_limit, budget=self.tree_budget,
-                          scorer=self.tree_scorer, loop_penalty=self.tree_loop_penalty, seed=seed)  # type: ignore[arg-type]  # as above
+        return TreeConfig(
+            branches=self.tree_branches,
+            interval=self.tree_interval,
+            children=self.tree_children,
+            top_k=self.tree_top_k,
+            prune_margin=self.tree_prune_margin,
+            repeat_limit=self.tree_repeat_limit,
+            budget=self.tree_budget,
+            scorer=self.tree_scorer,
+            loop_penalty=self.tree_loop_penalty,
+            seed=seed,
+        )  # type: ignore[arg-type]  # as above
 
     def policy_options(self) -> PolicyOptions:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""
-        sampling = SamplingConfig(temperature=self.temperature, top_p=self.top_p, max_new_tokens=self.max_new_tokens,
-                                  min_new_tokens=self.min_new_tokens)
-        return PolicyOptions(fmt=self.answer_format, history_k=self.history_k, sampling=sampling,
-                             invalid_penalty=self.invalid_penalty, score_norm=self.score_norm,
-                             avoid_repeats=self.avoid_repeats, batch_decisions=self.batch_decisions != "off",
-                             packing="tree" if self.batch_decisions == "tree" else "rows", batch_tokens=self.micro_batch_tokens,
-                             logit_chunk=self.logit_chunk_tokens)
+        sampling = SamplingConfig(
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_new_tokens=self.max_new_tokens,
+            min_new_tokens=self.min_new_tokens,
+        )
+        return PolicyOptions(
+            fmt=self.answer_format,
+            history_k=self.history_k,
+            sampling=sampling,
+            invalid_penalty=self.invalid_penalty,
+            score_norm=self.score_norm,
+            avoid_repeats=self.avoid_repeats,
+            batch_decisions=self.batch_decisions != "off",
+            packing="tree" if self.batch_decisions == "tree" else "rows",
+            batch_tokens=self.micro_batch_tokens,
+            logit_chunk=self.logit_chunk_tokens,
+        )
 
     @property
     def distill_label(self) -> str | None:
@@ -677,8 +1041,10 @@ class TrainConfig:
     def splits(self) -> tuple[str, str]:
         """(train split, eval split) with ``auto`` resolved for the env."""
         info = ENV_TABLE[self.env]
-        return (info.train_split if self.train_split == "auto" else self.train_split,
-                info.eval_split if self.eval_split == "auto" else self.eval_split)
+        return (
+            info.train_split if self.train_split == "auto" else self.train_split,
+            info.eval_split if self.eval_split == "auto" else self.eval_split,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Every field, flat (a checkpoint's config, the comparisons between configs)."""
@@ -712,7 +1078,9 @@ class TrainConfig:
             raise ConfigError(f"{source}: unknown field(s) {', '.join(unknown)}; run with --help for the list")
         clean: dict[str, Any] = {}
         for name, value in data.items():
-            clean[name] = _coerce(name, value, known[name].default if known[name].default is not dataclasses.MISSING else None, source)
+            clean[name] = _coerce(
+                name, value, known[name].default if known[name].default is not dataclasses.MISSING else None, source
+            )
         return cls(**clean)
 
 
@@ -725,7 +1093,9 @@ def closed_choices() -> dict[str, tuple[str, ...]]:
     global _CHOICES
     if _CHOICES is None:
         hints = get_type_hints(TrainConfig, vars(sys.modules[__name__]))
-        _CHOICES = {f.name: get_args(hints[f.name]) for f in fields(TrainConfig) if get_origin(hints[f.name]) is Literal}
+        _CHOICES = {
+            f.name: get_args(hints[f.name]) for f in fields(TrainConfig) if get_origin(hints[f.name]) is Literal
+        }
     return _CHOICES
 
 
@@ -743,11 +1113,15 @@ def lr_warning(cfg: TrainConfig) -> str | None:
     if str(cfg.model).lower().startswith("tiny"):
         return None  # tiny random models train from scratch at 1e-4..1e-2
     if cfg.lora and cfg.lr < 1e-5:
-        return (f"lr {cfg.lr:g} with LoRA: adapters barely move at full fine-tuning's rates; LoRA RL runs use "
-                "~1e-5 to 1e-4 (10-100x the full fine-tuning lr)")
+        return (
+            f"lr {cfg.lr:g} with LoRA: adapters barely move at full fine-tuning's rates; LoRA RL runs use "
+            "~1e-5 to 1e-4 (10-100x the full fine-tuning lr)"
+        )
     if not cfg.lora and cfg.lr > 1e-4:
-        return (f"lr {cfg.lr:g} for a full fine-tune of {cfg.model}: RL fine-tuning of pretrained LLMs uses "
-                "~1e-6 to 1e-5; this will likely destroy the model")
+        return (
+            f"lr {cfg.lr:g} for a full fine-tune of {cfg.model}: RL fine-tuning of pretrained LLMs uses "
+            "~1e-6 to 1e-5; this will likely destroy the model"
+        )
     return None
 
 
@@ -781,8 +1155,14 @@ def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
 #: the largest ``--config`` file read
 MAX_CONFIG_BYTES = 2**20
 #: sizes past which a run only ends in a MemoryError (an episode panel, a LoRA rank), refused up front
-SIZE_LIMITS = {"eval_episodes": 100_000, "eval_extra_episodes": 100_000, "bc_episodes": 1_000_000, "lora_r": 8_192,
-               "num_groups": 100_000, "group_size": 100_000}
+SIZE_LIMITS = {
+    "eval_episodes": 100_000,
+    "eval_extra_episodes": 100_000,
+    "bc_episodes": 1_000_000,
+    "lora_r": 8_192,
+    "num_groups": 100_000,
+    "group_size": 100_000,
+}
 #: seeds numpy, torch and the env schedule all take (numpy's legacy seeding stops at 2**32)
 MAX_SEED = 2**32 - 1
 
@@ -815,8 +1195,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config {p} must be a YAML mapping of field: value, got {type(data).__name__}")
     bad = [k for k in data if not isinstance(k, str)]
     if bad:
-        raise ConfigError(f"config {p}: keys must be field names, got {', '.join(repr(k) for k in bad)}; "
-                          "run with --help for the list")
+        raise ConfigError(
+            f"config {p}: keys must be field names, got {', '.join(repr(k) for k in bad)}; run with --help for the list"
+        )
     return data
 
 
@@ -876,18 +1257,44 @@ def build_parser() -> argparse.ArgumentParser:
         "With no arguments: the CPU learning demo (tiny-128x2 cloned from the searching expert on the "
         "embedded easy-train ALFWorld games, then ProGPO(GiGPO); eval on the held-out easy-valid games).",
     )
-    ap.add_argument("--config", help="YAML file of field: value, a method's fields in the sections advantage:, tree:, "
-                    "distill: and ppo: (CLI flags override it)")
-    ap.add_argument("--resume", nargs="?", const="latest", default=None,
-                    help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)")
-    ap.add_argument("--overwrite", action="store_true",
-                    help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)")
-    ap.add_argument("--plugin", dest="plugins", action="append", default=None, metavar="MODULE_OR_FILE",
-                    help=_field_help("plugins"))
-    ap.add_argument("--estimator-option", dest="estimator_options", action="append", default=None, type=_name_value,
-                    metavar="NAME=VALUE", help=_field_help("estimator_options"))
-    ap.add_argument("--teacher-option", dest="teacher_options", action="append", default=None, type=_name_value,
-                    metavar="NAME=VALUE", help=_field_help("teacher_options"))
+    ap.add_argument(
+        "--config",
+        help="YAML file of field: value, a method's fields in the sections advantage:, tree:, "
+        "distill: and ppo: (CLI flags override it)",
+    )
+    ap.add_argument(
+        "--resume",
+        nargs="?",
+        const="latest",
+        default=None,
+        help="continue from the latest checkpoint of --output-dir (or from the given checkpoint file)",
+    )
+    ap.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)",
+    )
+    ap.add_argument(
+        "--plugin", dest="plugins", action="append", default=None, metavar="MODULE_OR_FILE", help=_field_help("plugins")
+    )
+    ap.add_argument(
+        "--estimator-option",
+        dest="estimator_options",
+        action="append",
+        default=None,
+        type=_name_value,
+        metavar="NAME=VALUE",
+        help=_field_help("estimator_options"),
+    )
+    ap.add_argument(
+        "--teacher-option",
+        dest="teacher_options",
+        action="append",
+        default=None,
+        type=_name_value,
+        metavar="NAME=VALUE",
+        help=_field_help("teacher_options"),
+    )
     sections: dict[str, argparse._ArgumentGroup] = {}
     choices = {**closed_choices(), "estimator": estimator_names(), "distill": teacher_names()}
     for f in fields(TrainConfig):
@@ -899,21 +1306,34 @@ def build_parser() -> argparse.ArgumentParser:
         default = f.default
         text = f"{f.metadata['help']} (default: {default!r})"
         if isinstance(default, bool):
-            sections[group].add_argument(_flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None,
-                                         help=text)
+            sections[group].add_argument(
+                _flag(f.name), dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=text
+            )
         else:
-            sections[group].add_argument(_flag(f.name), dest=f.name, type=type(default), default=None,
-                                         choices=choices.get(f.name), help=text)
+            sections[group].add_argument(
+                _flag(f.name), dest=f.name, type=type(default), default=None, choices=choices.get(f.name), help=text
+            )
     for old, new in RENAMED.items():  # not listed in --help: read, with a deprecation line
         if new == "notes":
             continue
         default = next(f.default for f in fields(TrainConfig) if f.name == new)
         if isinstance(default, bool):
-            ap.add_argument(_flag(old), dest=f"renamed_{old}", action=argparse.BooleanOptionalAction,
-                                   default=None, help=argparse.SUPPRESS)
+            ap.add_argument(
+                _flag(old),
+                dest=f"renamed_{old}",
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=argparse.SUPPRESS,
+            )
         else:
-            ap.add_argument(_flag(old), dest=f"renamed_{old}", type=type(default), default=None,
-                                   choices=choices.get(new), help=argparse.SUPPRESS)
+            ap.add_argument(
+                _flag(old),
+                dest=f"renamed_{old}",
+                type=type(default),
+                default=None,
+                choices=choices.get(new),
+                help=argparse.SUPPRESS,
+            )
     return ap
 
 
@@ -947,7 +1367,11 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
         print(f"note: {source} sets nothing: every field not given as a flag is at its default", file=sys.stderr)
     cfg = TrainConfig.from_dict(data, source)
     skip = ("notes", "plugins", "estimator_options", "teacher_options")
-    overrides = {f.name: getattr(ns, f.name) for f in fields(TrainConfig) if f.name not in skip and getattr(ns, f.name) is not None}
+    overrides = {
+        f.name: getattr(ns, f.name)
+        for f in fields(TrainConfig)
+        if f.name not in skip and getattr(ns, f.name) is not None
+    }
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
     overrides = upgrade_names({**overrides, **renamed}, source="command line", spell=_flag)
     if ns.plugins:

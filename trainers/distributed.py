@@ -35,6 +35,7 @@ Example (single process: everything degrades to local calls)::
     >>> shard_seed(123, 0)
     123
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -48,8 +49,23 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-__all__ = ["DistInfo", "STRATEGIES", "all_reduce_grads", "full_state_dicts", "all_reduce_max", "all_reduce_sum", "apply_fsdp2", "barrier",
-           "broadcast_parameters", "full_weights", "gather_objects", "setup", "shard_groups", "shard_seed", "teardown"]
+__all__ = [
+    "DistInfo",
+    "STRATEGIES",
+    "all_reduce_grads",
+    "full_state_dicts",
+    "all_reduce_max",
+    "all_reduce_sum",
+    "apply_fsdp2",
+    "barrier",
+    "broadcast_parameters",
+    "full_weights",
+    "gather_objects",
+    "setup",
+    "shard_groups",
+    "shard_seed",
+    "teardown",
+]
 
 STRATEGIES = ("ddp", "fsdp2")
 
@@ -90,15 +106,21 @@ def setup(device: str = "cpu", strategy: str = "ddp", timeout_s: float = 1800.0)
     # torchrun --nproc-per-node 1 with fsdp2: a real process group of one (FSDP2 at world size 1);
     # plain one-process runs (and ddp over one rank) stay local calls
     launched = world == 1 and strategy == "fsdp2" and bool(os.environ.get("MASTER_ADDR"))
-    info = DistInfo(rank=_env_int("RANK", 0), world_size=world, local_rank=_env_int("LOCAL_RANK", 0), strategy=strategy,
-                    launched=launched)
+    info = DistInfo(
+        rank=_env_int("RANK", 0),
+        world_size=world,
+        local_rank=_env_int("LOCAL_RANK", 0),
+        strategy=strategy,
+        launched=launched,
+    )
     if world <= 1 and not launched:
         return info
     if device == "cuda":
         torch.cuda.set_device(info.local_rank)
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if device == "cuda" else "gloo",
-                                timeout=datetime.timedelta(seconds=timeout_s))
+        dist.init_process_group(
+            backend="nccl" if device == "cuda" else "gloo", timeout=datetime.timedelta(seconds=timeout_s)
+        )
     return info
 
 
@@ -117,8 +139,10 @@ def shard_groups(num_groups: int, world_size: int, rank: int) -> range:
     if num_groups % world_size:
         from trainers.config import ConfigError  # a flag of the user's, said in one line
 
-        raise ConfigError(f"num_groups ({num_groups}) must be a multiple of the number of processes ({world_size}): "
-                         "groups never straddle ranks")
+        raise ConfigError(
+            f"num_groups ({num_groups}) must be a multiple of the number of processes ({world_size}): "
+            "groups never straddle ranks"
+        )
     per = num_groups // world_size
     return range(rank * per, (rank + 1) * per)
 
@@ -171,7 +195,7 @@ def all_reduce_grads(params: Iterable[torch.nn.Parameter]) -> None:
     offset = 0
     for g in grads:
         n = g.numel()
-        g.copy_(flat[offset:offset + n].view_as(g))
+        g.copy_(flat[offset : offset + n].view_as(g))
         offset += n
 
 
@@ -227,7 +251,9 @@ def full_weights(model: torch.nn.Module, info: DistInfo) -> Iterator[None]:
         yield
         return
     # FSDP2's methods, looked up by name: a plain module has none of them
-    modules: list[Any] = [m for m in model.modules() if hasattr(m, "unshard") and hasattr(m, "set_reshard_after_forward")]
+    modules: list[Any] = [
+        m for m in model.modules() if hasattr(m, "unshard") and hasattr(m, "set_reshard_after_forward")
+    ]
     for m in modules:
         m.set_reshard_after_forward(False)
     for m in modules:

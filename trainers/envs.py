@@ -15,6 +15,7 @@
 >>> sorted(k for k in ("canonical_obs", "first_visit", "coverage_rate") if k in info)
 ['canonical_obs', 'coverage_rate', 'first_visit']
 """
+
 from __future__ import annotations
 
 import functools
@@ -26,8 +27,17 @@ import gymnasium as gym
 
 from wrappers.errors import UserError
 
-__all__ = ["ENV_IDS", "ENV_TABLE", "EnvInfo", "STATE_KEYS", "UnknownSplitError", "check_split", "make_env",
-           "make_env_fn", "canonicalizer_for"]
+__all__ = [
+    "ENV_IDS",
+    "ENV_TABLE",
+    "EnvInfo",
+    "STATE_KEYS",
+    "UnknownSplitError",
+    "check_split",
+    "make_env",
+    "make_env_fn",
+    "canonicalizer_for",
+]
 
 
 @dataclass(frozen=True)
@@ -58,11 +68,35 @@ class EnvInfo:
 #: warm-start experts (WebShop's test split = goals 0-499, train = 500 on; the toy env has one set
 #: of rooms: the trainer's train and eval seeds differ)
 ENV_TABLE: dict[str, EnvInfo] = {
-    "alfworld": EnvInfo("ProGPO-ALFWorld-v0", "easy-train", "easy-valid", None, "valid", "alfworld-notes", "alfworld",
-                        True, "agents.search_expert:ALFWorldSearchAgent", "the searching expert", True),
-    "webshop": EnvInfo("ProGPO-WebShop-v0", "train", "test", ("train", "test", "all"), None, "webshop", "webshop",
-                       False, "agents.webshop_expert:WebShopInstructionAgent", "the instruction-following shopper", True),
-    "rooms": EnvInfo(None, "train", "valid", ("train", "valid"), None, "alfworld", "alfworld", False, None, None, False),
+    "alfworld": EnvInfo(
+        "ProGPO-ALFWorld-v0",
+        "easy-train",
+        "easy-valid",
+        None,
+        "valid",
+        "alfworld-notes",
+        "alfworld",
+        True,
+        "agents.search_expert:ALFWorldSearchAgent",
+        "the searching expert",
+        True,
+    ),
+    "webshop": EnvInfo(
+        "ProGPO-WebShop-v0",
+        "train",
+        "test",
+        ("train", "test", "all"),
+        None,
+        "webshop",
+        "webshop",
+        False,
+        "agents.webshop_expert:WebShopInstructionAgent",
+        "the instruction-following shopper",
+        True,
+    ),
+    "rooms": EnvInfo(
+        None, "train", "valid", ("train", "valid"), None, "alfworld", "alfworld", False, None, None, False
+    ),
 }
 ENV_IDS = {name: info.gym_id for name, info in ENV_TABLE.items() if info.gym_id is not None}
 
@@ -139,7 +173,8 @@ def make_env(name: str, split: str, max_steps: int, state_key: str = "canonical"
     return FirstVisitCoverage(CanonicalizeObservation(base, canonicalizer_for(name, state_key)))
 
 
-def make_env_fn(name: str, split: str, max_steps: int, state_key: str = "canonical",
-                **kwargs: Any) -> Callable[[], gym.Env]:
+def make_env_fn(
+    name: str, split: str, max_steps: int, state_key: str = "canonical", **kwargs: Any
+) -> Callable[[], gym.Env]:
     """Picklable factory of :func:`make_env`."""
     return functools.partial(make_env, name, split, max_steps, state_key, **kwargs)

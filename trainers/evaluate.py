@@ -1,4 +1,5 @@
 """``python -m trainers.evaluate``: evaluate a trained run (the command's code: :mod:`trainers.cli.evaluate`)."""
+
 from trainers.cli.evaluate import main
 
 __all__ = ["main"]

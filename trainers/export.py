@@ -1,4 +1,5 @@
 """``python -m trainers.export``: export a trained run as a Hugging Face model directory (the command's code: :mod:`trainers.cli.export`)."""
+
 from trainers.cli.export import main
 
 __all__ = ["main"]

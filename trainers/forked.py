@@ -21,6 +21,7 @@ have not seen.
     >>> [r for r, _ in out], out[0][1] == os.getpid(), len({pid for _, pid in out}), sorted(counted)
     ([0, 10, 20], True, 3, [1, 2, 3])
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -47,8 +48,12 @@ def can_fork() -> bool:
     return "fork" in multiprocessing.get_all_start_methods()
 
 
-def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None, threads: int | None = None,
-               name: str = "forked share") -> list[Any]:
+def run_forked(
+    jobs: Sequence[Job],
+    on_step: Callable[[int], None] | None = None,
+    threads: int | None = None,
+    name: str = "forked share",
+) -> list[Any]:
     """Run ``jobs[0]`` here and each other job in a process forked from this one, each at
     ``threads`` torch threads (default: this process's threads shared out); their results, in order.
 
@@ -85,8 +90,9 @@ def run_forked(jobs: Sequence[Job], on_step: Callable[[int], None] | None = None
         with _collector_off():
             for k in range(1, len(jobs)):
                 receive, send = context.Pipe(duplex=False)
-                proc = context.Process(target=_forked_body, args=(jobs[k], threads, send, name), daemon=True,
-                                       name=f"{name} {k}")
+                proc = context.Process(
+                    target=_forked_body, args=(jobs[k], threads, send, name), daemon=True, name=f"{name} {k}"
+                )
                 # a signal mid-fork would run its handler inside an at-fork hook, which drops it:
                 # held, and delivered once the process is among those stopped on one
                 with stop_request.signals_held():
@@ -130,8 +136,9 @@ def _join_or_kill(proc: Any) -> None:
         proc.join()
 
 
-def _receive(k: int, child: tuple[Any, Any], on_step: Callable[[int], None] | None, results: dict[int, Any],
-             name: str) -> None:
+def _receive(
+    k: int, child: tuple[Any, Any], on_step: Callable[[int], None] | None, results: dict[int, Any], name: str
+) -> None:
     """Handle the next message of share ``k``: ``("step", n)``, ``("done", result)`` or ``("error", exception)``."""
     proc, conn = child
     try:
@@ -168,8 +175,10 @@ def _ended_early(who: str, exitcode: int | None) -> BaseException:
     if exitcode == -signal.SIGTERM:
         return stop_request.Terminated()
     if exitcode == -signal.SIGKILL:
-        return ShareKilled(f"{who} was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use "
-                           "fewer streams (--eval-streams, --rollout-streams) or free memory")
+        return ShareKilled(
+            f"{who} was killed (SIGKILL; the out-of-memory killer sends it when memory runs out): use "
+            "fewer streams (--eval-streams, --rollout-streams) or free memory"
+        )
     return RuntimeError(f"{who} ended (exit code {exitcode}) before it sent its result")
 
 

@@ -11,6 +11,7 @@ splits, its last evaluation with the interval, the commit, and how to load it.
 >>> card.splitlines()[:2], "progpo-gigpo" in card, "PeftModel" in card or "AutoPeftModel" in card
 (['---', 'base_model: /tmp/out/base'], True, True)
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -34,48 +35,88 @@ def last_evaluation(records: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     last = evals[-1]
     won = [float(w) for w in last.get("eval/won", [])]
-    lo, hi = (paired_bootstrap_ci(np.zeros(len(won)), won, seed=0)[1:] if won else (None, None))
-    return {"iteration": last.get("iteration"), "split": last.get("eval/split"), "episodes": last.get("eval/episodes"),
-            "success": float(last["eval/success"]), "lo": lo, "hi": hi}
+    lo, hi = paired_bootstrap_ci(np.zeros(len(won)), won, seed=0)[1:] if won else (None, None)
+    return {
+        "iteration": last.get("iteration"),
+        "split": last.get("eval/split"),
+        "episodes": last.get("eval/episodes"),
+        "success": float(last["eval/success"]),
+        "lo": lo,
+        "hi": hi,
+    }
 
 
-def model_card(cfg: dict[str, Any], weights: str, evaluation: dict[str, Any] | None, out: str, commit: str | None,
-               base: str | None = None) -> str:
+def model_card(
+    cfg: dict[str, Any],
+    weights: str,
+    evaluation: dict[str, Any] | None,
+    out: str,
+    commit: str | None,
+    base: str | None = None,
+) -> str:
     """The card's text: a YAML header, then the training method, the evaluation and the loading line."""
     adapter = weights == "peft adapter"
     teacher = cfg.get("distill") or "none"
     privileged = reads_privileged(teacher)
-    header: dict[str, Any] = {"base_model": base or str(cfg.get("model")),
-                              "library_name": "peft" if adapter else "transformers",
-                              "tags": ["progpo", "reinforcement-learning", "llm-agent", str(cfg.get("env"))]
-                              + (["privileged-teacher"] if privileged else []),
-                              "pipeline_tag": "text-generation"}
-    teacher_text = ("none" if teacher == "none" else
-                    f"{teacher} (**privileged**: the teacher read information the agent never sees; not pure RL)"
-                    if privileged else label_of(cfg) or f"{teacher} (a plug-in teacher, not loaded here)")
+    header: dict[str, Any] = {
+        "base_model": base or str(cfg.get("model")),
+        "library_name": "peft" if adapter else "transformers",
+        "tags": ["progpo", "reinforcement-learning", "llm-agent", str(cfg.get("env"))]
+        + (["privileged-teacher"] if privileged else []),
+        "pipeline_tag": "text-generation",
+    }
+    teacher_text = (
+        "none"
+        if teacher == "none"
+        else f"{teacher} (**privileged**: the teacher read information the agent never sees; not pure RL)"
+        if privileged
+        else label_of(cfg) or f"{teacher} (a plug-in teacher, not loaded here)"
+    )
     if evaluation is None:
         eval_text = "no held-out evaluation was recorded"
     else:
-        interval = (f" (95% bootstrap interval [{evaluation['lo']:.3f}, {evaluation['hi']:.3f}] over its episodes)"
-                    if evaluation["lo"] is not None else "")
-        eval_text = (f"held-out success {evaluation['success']:.3f}{interval} on {evaluation['episodes']} episodes of "
-                     f"`{evaluation['split']}` at iteration {evaluation['iteration']}")
-    load = (f"from peft import AutoPeftModelForCausalLM\nmodel = AutoPeftModelForCausalLM.from_pretrained({out!r})"
-            if adapter else
-            f"from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained({out!r})")
+        interval = (
+            f" (95% bootstrap interval [{evaluation['lo']:.3f}, {evaluation['hi']:.3f}] over its episodes)"
+            if evaluation["lo"] is not None
+            else ""
+        )
+        eval_text = (
+            f"held-out success {evaluation['success']:.3f}{interval} on {evaluation['episodes']} episodes of "
+            f"`{evaluation['split']}` at iteration {evaluation['iteration']}"
+        )
+    load = (
+        f"from peft import AutoPeftModelForCausalLM\nmodel = AutoPeftModelForCausalLM.from_pretrained({out!r})"
+        if adapter
+        else f"from transformers import AutoModelForCausalLM\nmodel = AutoModelForCausalLM.from_pretrained({out!r})"
+    )
     lines = [
-        "---", yaml.safe_dump(header, sort_keys=False).strip(), "---", "",
-        f"# A ProGPO policy for {cfg.get('env')}", "",
-        f"Trained with ProGPO's trainer (`python -m trainers.progpo`) from `{cfg.get('model')}`; "
-        f"weights: {weights}.", "",
-        "## Training", "",
+        "---",
+        yaml.safe_dump(header, sort_keys=False).strip(),
+        "---",
+        "",
+        f"# A ProGPO policy for {cfg.get('env')}",
+        "",
+        f"Trained with ProGPO's trainer (`python -m trainers.progpo`) from `{cfg.get('model')}`; weights: {weights}.",
+        "",
+        "## Training",
+        "",
         f"- estimator: `{cfg.get('estimator')}`",
         f"- collector: `{cfg.get('rollout', 'flat')}` rollouts",
         f"- teacher: {teacher_text}",
         f"- env: `{cfg.get('env')}`, trained on `{cfg.get('train_split')}`, evaluated on `{cfg.get('eval_split')}`",
-        f"- code: commit `{commit or 'not recorded'}`", "",
-        "## Evaluation", "", f"Last evaluation: {eval_text}.", "",
-        "## Loading", "", "```python", load, "```", "",
-        "The prompt the policy was trained with is in `progpo_export.json` (`prompt`).", "",
+        f"- code: commit `{commit or 'not recorded'}`",
+        "",
+        "## Evaluation",
+        "",
+        f"Last evaluation: {eval_text}.",
+        "",
+        "## Loading",
+        "",
+        "```python",
+        load,
+        "```",
+        "",
+        "The prompt the policy was trained with is in `progpo_export.json` (`prompt`).",
+        "",
     ]
     return "\n".join(lines)

@@ -2,6 +2,7 @@
 or teachers (:mod:`trainers.teacher_registry`), named by ``--plugin`` or by an installed
 distribution's entry point (standard library only, so that both registries share it).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,10 @@ def load_entry_point_group(group: str, kind: str) -> None:
         try:
             ep.load()
         except Exception as err:  # any failure of a third party's module: said, and skipped
-            print(f"warning: {kind} plug-in {ep.name} ({ep.value}) did not load: {type(err).__name__}: {err}",
-                  file=sys.stderr)
+            print(
+                f"warning: {kind} plug-in {ep.name} ({ep.value}) did not load: {type(err).__name__}: {err}",
+                file=sys.stderr,
+            )
 
 
 def load_plugin(spec: str) -> None:

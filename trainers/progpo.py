@@ -1,4 +1,5 @@
 """``python -m trainers.progpo``: train a policy (the command's code: :mod:`trainers.cli.train`)."""
+
 from trainers.cli.train import main
 
 __all__ = ["main"]

@@ -4,6 +4,7 @@ LoRA) read from the checkpoint, its trainable weights from the checkpoint, verif
 ``PATH`` is a run dir (its ``latest`` checkpoint) or a checkpoint file. The tools that read a
 saved policy (:mod:`trainers.cli.evaluate`, :mod:`trainers.cli.export`) go through :func:`load_saved`.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,8 +38,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
     p = Path(path)
     if p.is_dir():
         if not (p / "checkpoints" / "latest").is_file():
-            raise CheckpointError(f"{p} has no checkpoint (no checkpoints/latest): it is not a run dir, or its run "
-                                  "has not saved one yet; pass a run dir that has, or a checkpoint file")
+            raise CheckpointError(
+                f"{p} has no checkpoint (no checkpoints/latest): it is not a run dir, or its run "
+                "has not saved one yet; pass a run dir that has, or a checkpoint file"
+            )
         return latest_checkpoint(p)
     if not p.is_file():
         raise CheckpointError(f"{p} is neither a run dir nor a checkpoint file")
@@ -54,8 +57,10 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
     if not isinstance(saved, dict):
         config_yaml = checkpoint.parent.parent / "config.yaml"
         if not config_yaml.is_file():
-            raise CheckpointError(f"checkpoint {checkpoint} carries no config and {config_yaml} does not exist: the "
-                                  "model, prompt and policy mode it was trained with are unknown")
+            raise CheckpointError(
+                f"checkpoint {checkpoint} carries no config and {config_yaml} does not exist: the "
+                "model, prompt and policy mode it was trained with are unknown"
+            )
         saved = flatten_sections(load_yaml(config_yaml), str(config_yaml), warn=False)
     known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
     return TrainConfig.from_dict(known, source=str(checkpoint), flat=True)
@@ -76,7 +81,9 @@ def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> Saved
     try:
         load_trainable_state(policy.model, data["model"], cfg.lora)
     except (ValueError, RuntimeError, KeyError) as err:
-        raise UserError(f"checkpoint {checkpoint} does not fit the model {cfg.model!r} of its run "
-                        f"({str(err).splitlines()[0][:160]})") from None
+        raise UserError(
+            f"checkpoint {checkpoint} does not fit the model {cfg.model!r} of its run "
+            f"({str(err).splitlines()[0][:160]})"
+        ) from None
     policy.model.eval()
     return SavedPolicy(cfg, policy, checkpoint, int(data["iteration"]))

@@ -7,12 +7,22 @@ draws the same numbers), so they never change; the constants are primes, so that
 >>> update_order(0, 3), rollout(1, 2), eval_plan(5), eval_task(5, 1), eval_sampling(5, 8), step(3, 2)
 (3, 100005, 7924, 500016, 39603, 3000011)
 """
+
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["MAX_SEED", "eval_plan", "eval_sampling", "eval_task", "rollout", "shuffle", "step", "task_seeds",
-           "update_order"]
+__all__ = [
+    "MAX_SEED",
+    "eval_plan",
+    "eval_sampling",
+    "eval_task",
+    "rollout",
+    "shuffle",
+    "step",
+    "task_seeds",
+    "update_order",
+]
 
 #: one past the largest seed ``torch.Generator.manual_seed`` and vLLM take
 MAX_SEED = 2**63 - 1

@@ -16,6 +16,7 @@ Example (toy-sized; the trainer runs this as its ``warm_start: bc`` stage)::
     >>> stats = behaviour_clone(policy, demos, steps=50)                      # doctest: +SKIP
     >>> stats["bc/step_accuracy"]                                            # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import math
@@ -41,8 +42,9 @@ class Demo:
     action: str
 
 
-def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed: int = 0,
-                  agent: Any = None) -> tuple[list[Demo], list[bool]]:
+def collect_demos(
+    env_fn: Callable[[], Any], n_episodes: int | None = None, seed: int = 0, agent: Any = None
+) -> tuple[list[Demo], list[bool]]:
     """Play the searching expert on the tasks of ``env_fn``'s split; every decision becomes a Demo.
 
     Episodes cycle through the split's task ids in order (``n_episodes`` default: each once); an
@@ -79,9 +81,18 @@ def collect_demos(env_fn: Callable[[], Any], n_episodes: int | None = None, seed
         env.close()
 
 
-def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_size: int = 16, lr: float = 1e-3,
-                    seed: int = 0, holdout: float = 0.1, on_step: Callable[[int], None] | None = None,
-                    lr_schedule: str = "constant", micro_batch: int = 0) -> dict[str, float]:
+def behaviour_clone(
+    policy: Any,
+    demos: Sequence[Demo],
+    steps: int = 300,
+    batch_size: int = 16,
+    lr: float = 1e-3,
+    seed: int = 0,
+    holdout: float = 0.1,
+    on_step: Callable[[int], None] | None = None,
+    lr_schedule: str = "constant",
+    micro_batch: int = 0,
+) -> dict[str, float]:
     """Fit ``policy`` (an :class:`agents.score_policy.ScorePolicy`) to the demos: ``steps`` AdamW steps of
     mean -log pi(expert command). ``lr_schedule``: ``"constant"`` or ``"cosine"`` (lr decays to 0
     over the steps, so the clone ends at a settled point rather than wherever the last noisy step
@@ -104,7 +115,8 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     total = max(int(steps), 1)
     sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, (lambda k: 0.5 * (1.0 + math.cos(math.pi * k / total))) if lr_schedule == "cosine" else (lambda k: 1.0))
+        opt, (lambda k: 0.5 * (1.0 + math.cos(math.pi * k / total))) if lr_schedule == "cosine" else (lambda k: 1.0)
+    )
     model.train()
     losses: list[float] = []
     cursor = len(train)
@@ -112,7 +124,7 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
         if cursor + batch_size > len(train):
             rng.shuffle(train)
             cursor = 0
-        batch = train[cursor:cursor + batch_size]
+        batch = train[cursor : cursor + batch_size]
         cursor += batch_size
         opt.zero_grad(set_to_none=True)
         if micro_batch <= 0 or micro_batch >= len(batch):
@@ -122,7 +134,7 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
         else:  # the same mean: each pass's sum of -log-probs, the gradients scaled by the count at the end
             neg_sum, count = 0.0, 0
             for start in range(0, len(batch), micro_batch):
-                part = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch[start:start + micro_batch])])
+                part = torch.cat([lp.reshape(-1) for lp in policy.compute_logprobs(batch[start : start + micro_batch])])
                 (-part.sum()).backward()
                 neg_sum, count = neg_sum - float(part.detach().sum()), count + part.numel()
             for p in params:
@@ -136,9 +148,12 @@ def behaviour_clone(policy: Any, demos: Sequence[Demo], steps: int = 300, batch_
         if on_step is not None:
             on_step(1)
     model.eval()
-    stats = {"bc/demos": float(len(outs)), "bc/steps": float(steps),
-             "bc/loss": float(np.mean(losses[-20:])) if losses else math.nan,
-             "bc/step_accuracy": step_accuracy(policy, held) if held else math.nan}
+    stats = {
+        "bc/demos": float(len(outs)),
+        "bc/steps": float(steps),
+        "bc/loss": float(np.mean(losses[-20:])) if losses else math.nan,
+        "bc/step_accuracy": step_accuracy(policy, held) if held else math.nan,
+    }
     return stats
 
 
@@ -150,4 +165,3 @@ def step_accuracy(policy: Any, outs: Sequence[Any]) -> float:
         for o in outs:
             hits += int(torch.argmax(policy.command_scores(o))) == o.chosen_index
     return hits / max(len(outs), 1)
-

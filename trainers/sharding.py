@@ -14,6 +14,7 @@ keeps).
 >>> [t.group for t in rollout.trajectories], [s.traj for s in rollout.steps], rollout.steps[0].output, rollout.seconds, rollout.response_tokens
 ([0, 1], [0, 1], None, 2.0, 4)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +27,11 @@ __all__ = ["merge_rollouts", "rollout_summary"]
 
 def rollout_summary(rollout: Rollout) -> Rollout:
     """``rollout`` without the policy outputs (token ids, log-probs): what metrics need, cheap to pickle."""
-    return dataclasses.replace(rollout, steps=[dataclasses.replace(s, output=None) for s in rollout.steps],
-                               trajectories=[dataclasses.replace(t) for t in rollout.trajectories])
+    return dataclasses.replace(
+        rollout,
+        steps=[dataclasses.replace(s, output=None) for s in rollout.steps],
+        trajectories=[dataclasses.replace(t) for t in rollout.trajectories],
+    )
 
 
 def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
@@ -38,8 +42,9 @@ def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
     groups = members = 0
     for part in parts:
         base = len(out.trajectories)
-        out.trajectories += [dataclasses.replace(t, group=t.group + groups, member=t.member + members)
-                             for t in part.trajectories]
+        out.trajectories += [
+            dataclasses.replace(t, group=t.group + groups, member=t.member + members) for t in part.trajectories
+        ]
         out.rows += [(traj + base, i + len(out.steps)) for traj, i in part.rows]
         out.steps += [dataclasses.replace(s, traj=s.traj + base) for s in part.steps]
         groups += max((t.group for t in part.trajectories), default=-1) + 1

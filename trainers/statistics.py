@@ -24,6 +24,7 @@ Example (two groups of three; in each, the successful trajectory covered the mos
     >>> res.auc, res.pairs, res.groups
     (0.875, 4, 2)
 """
+
 from __future__ import annotations
 
 import warnings
@@ -35,6 +36,7 @@ import numpy as np
 from wrappers.signals import TAU_R
 
 __all__ = ["AUCResult", "auc_with_ci", "mean_ci", "paired_bootstrap_ci", "t975", "t_two_sided_p", "within_group_auc"]
+
 
 def t975(df: int) -> float:
     """The 97.5% quantile of Student's t with ``df`` >= 1 degrees of freedom (the multiplier of a
@@ -117,8 +119,13 @@ def mean_ci(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return m, half
 
 
-def paired_bootstrap_ci(start: Sequence[float] | np.ndarray, end: Sequence[float] | np.ndarray, n_boot: int = 10_000, seed: int = 0,
-                        alpha: float = 0.05) -> tuple[float, float, float]:
+def paired_bootstrap_ci(
+    start: Sequence[float] | np.ndarray,
+    end: Sequence[float] | np.ndarray,
+    n_boot: int = 10_000,
+    seed: int = 0,
+    alpha: float = 0.05,
+) -> tuple[float, float, float]:
     """(mean(end - start), lower, upper): percentile bootstrap over paired episodes.
 
     ``start[i]`` and ``end[i]`` must be the same episode (task and seed) under two policies.
@@ -171,8 +178,14 @@ def within_group_auc(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarra
     return AUCResult(float(sums.sum() / counts.sum()), int(counts.sum()), int(counts.size))
 
 
-def auc_with_ci(coverage: np.ndarray, outcome: np.ndarray, group: np.ndarray, tau_r: float = TAU_R,
-                n_boot: int = 2000, seed: int = 0) -> AUCResult:
+def auc_with_ci(
+    coverage: np.ndarray,
+    outcome: np.ndarray,
+    group: np.ndarray,
+    tau_r: float = TAU_R,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> AUCResult:
     """:func:`within_group_auc` with a 95% percentile bootstrap interval over mixed groups.
 
     >>> res = auc_with_ci(np.array([2., 1., 1., 2.]), np.array([1., 0., 1., 0.]), np.array([0, 0, 1, 1]))

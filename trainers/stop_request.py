@@ -6,6 +6,7 @@ run goes on as if nothing happened. :func:`request` therefore records the stop b
 the long loops (rollout steps, update mini-batches, warm-start steps, iterations) call
 :func:`raise_if_requested`, which raises it again at a point where nothing swallows it.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -74,8 +75,10 @@ def stops_recorded() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    before = {signal.SIGINT: signal.signal(signal.SIGINT, _on_sigint),
-              signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm)}
+    before = {
+        signal.SIGINT: signal.signal(signal.SIGINT, _on_sigint),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _on_sigterm),
+    }
     try:
         yield
     finally:

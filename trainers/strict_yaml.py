@@ -18,6 +18,7 @@ Traceback (most recent call last):
 ...
 trainers.strict_yaml.StrictYAMLError: line 2: YAML aliases (*big) are not accepted in a config; write the value out
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -37,8 +38,10 @@ class StrictLoader(yaml.SafeLoader):
     def compose_node(self, parent: Any, index: Any) -> Any:
         if self.check_event(yaml.AliasEvent):
             event = self.peek_event()
-            raise StrictYAMLError(f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not accepted "
-                                  "in a config; write the value out")
+            raise StrictYAMLError(
+                f"line {event.start_mark.line + 1}: YAML aliases (*{event.anchor}) are not accepted "
+                "in a config; write the value out"
+            )
         return super().compose_node(parent, index)
 
     def construct_mapping(self, node: Any, deep: bool = False) -> Any:
@@ -51,8 +54,9 @@ class StrictLoader(yaml.SafeLoader):
                 line = key_node.start_mark.line + 1
                 try:
                     if key in seen:
-                        raise StrictYAMLError(f"line {line}: key {key!r} is set twice in one mapping "
-                                              f"(first on line {seen[key]})")
+                        raise StrictYAMLError(
+                            f"line {line}: key {key!r} is set twice in one mapping (first on line {seen[key]})"
+                        )
                     seen[key] = line
                 except TypeError:  # an unhashable key: the base class refuses it with its own message
                     continue

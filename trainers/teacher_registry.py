@@ -17,6 +17,7 @@ one's own is one file: :func:`register_teacher` with a factory, loaded by ``--pl
 >>> distill_label("privileged"), distill_label("hindsight"), distill_label("none")
 ('privileged (not pure RL)', 'hindsight (no ground truth)', None)
 """
+
 from __future__ import annotations
 
 import importlib
@@ -26,8 +27,20 @@ from typing import Any, Callable, Mapping, Sequence
 
 from trainers.plugins import load_entry_point_group
 
-__all__ = ["DISTILL_MODES", "ENTRY_POINT_GROUP", "PRIVILEGED_KEY", "SKILL_WRITERS", "TeacherSpec", "distill_label",
-           "label_of", "reads_privileged", "register_teacher", "teacher", "teacher_names", "unregister_teacher"]
+__all__ = [
+    "DISTILL_MODES",
+    "ENTRY_POINT_GROUP",
+    "PRIVILEGED_KEY",
+    "SKILL_WRITERS",
+    "TeacherSpec",
+    "distill_label",
+    "label_of",
+    "reads_privileged",
+    "register_teacher",
+    "teacher",
+    "teacher_names",
+    "unregister_teacher",
+]
 
 #: the entry point group of installed distributions that register teachers
 ENTRY_POINT_GROUP = "progpo.teachers"
@@ -62,7 +75,9 @@ class TeacherSpec:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name == "none" or "+" in self.name:
-            raise ValueError(f"a teacher's name is a non-empty string without '+', other than 'none', got {self.name!r}")
+            raise ValueError(
+                f"a teacher's name is a non-empty string without '+', other than 'none', got {self.name!r}"
+            )
 
     def build(self, cfg: Any, policy: Any, model: Any) -> Any:
         """The run's teacher (``make`` imported first when it is a path)."""
@@ -146,33 +161,57 @@ def _mean(train: Sequence[dict[str, Any]], key: str) -> float:
 
 
 def _privileged_report(train: Sequence[dict[str, Any]], label: str) -> str:
-    return (f"**Teacher: {label}.** The all-failed groups ({_mean(train, 'distill/group_frac'):.1%} of the groups on "
-            "average) were trained by self-distillation from an EMA teacher that read the env's privileged text (the "
-            f"expert's plan / the target product), mean symmetric KL {_mean(train, 'distill/kl'):.4f}: in those groups "
-            "this run imitates, it does not learn from reward alone. Samples of what the teacher read: "
-            "distill_samples.jsonl.")
+    return (
+        f"**Teacher: {label}.** The all-failed groups ({_mean(train, 'distill/group_frac'):.1%} of the groups on "
+        "average) were trained by self-distillation from an EMA teacher that read the env's privileged text (the "
+        f"expert's plan / the target product), mean symmetric KL {_mean(train, 'distill/kl'):.4f}: in those groups "
+        "this run imitates, it does not learn from reward alone. Samples of what the teacher read: "
+        "distill_samples.jsonl."
+    )
 
 
 def _hindsight_report(train: Sequence[dict[str, Any]], label: str) -> str:
-    return (f"**Teacher: {label}.** Every group got SEED's gated distillation term toward the choices made with a "
-            f"hindsight skill of its own trajectory in context (mean gate {_mean(train, 'distill/gate'):.3f}). Samples "
-            "of the skills: distill_samples.jsonl.")
+    return (
+        f"**Teacher: {label}.** Every group got SEED's gated distillation term toward the choices made with a "
+        f"hindsight skill of its own trajectory in context (mean gate {_mean(train, 'distill/gate'):.3f}). Samples "
+        "of the skills: distill_samples.jsonl."
+    )
 
 
 def _hindsight_check(cfg: Any) -> str | None:
     if cfg.skill_writer == "policy" and cfg.policy_mode != "generate":
-        return ("skill_writer policy needs --policy-mode generate (the policy writes the skills); score mode uses the "
-                "template writer")
+        return (
+            "skill_writer policy needs --policy-mode generate (the policy writes the skills); score mode uses the "
+            "template writer"
+        )
     return None
 
 
-register_teacher(TeacherSpec(
-    "privileged", "trainers.teachers:make_privileged", lambda c: "privileged (not pure RL)",
-    help="I-SDPO: all-failed groups are distilled from an EMA teacher that reads the env's privileged text -- the "
-         "expert plan / the target product: NOT pure RL", privileged=True, report=_privileged_report), builtin=True)
-register_teacher(TeacherSpec(
-    "hindsight", "trainers.teachers:make_hindsight",
-    lambda c: "hindsight (no ground truth)" if c.get("skill_writer", "template") == "template"
-    else "hindsight (policy-written skills, no ground truth)",
-    help="SEED: a gated pull toward the choices the policy makes with a hindsight skill of its own trajectory in "
-         "context, every group", check=_hindsight_check, report=_hindsight_report), builtin=True)
+register_teacher(
+    TeacherSpec(
+        "privileged",
+        "trainers.teachers:make_privileged",
+        lambda c: "privileged (not pure RL)",
+        help="I-SDPO: all-failed groups are distilled from an EMA teacher that reads the env's privileged text -- the "
+        "expert plan / the target product: NOT pure RL",
+        privileged=True,
+        report=_privileged_report,
+    ),
+    builtin=True,
+)
+register_teacher(
+    TeacherSpec(
+        "hindsight",
+        "trainers.teachers:make_hindsight",
+        lambda c: (
+            "hindsight (no ground truth)"
+            if c.get("skill_writer", "template") == "template"
+            else "hindsight (policy-written skills, no ground truth)"
+        ),
+        help="SEED: a gated pull toward the choices the policy makes with a hindsight skill of its own trajectory in "
+        "context, every group",
+        check=_hindsight_check,
+        report=_hindsight_report,
+    ),
+    builtin=True,
+)

@@ -31,6 +31,7 @@ of steps to the teacher's loss is the teacher's own), and :class:`PrivilegedTeac
 >>> round(float(symmetric_kl(p, q)), 4)  # 0.5 * (0.5108 + 0.3681)
 0.4394
 """
+
 # Over 500 lines: the two built-in teachers: their losses, their update terms and their skill writers.
 from __future__ import annotations
 
@@ -48,10 +49,31 @@ from agents.contract import scoring_with
 from trainers.teacher_registry import PRIVILEGED_KEY
 from wrappers.errors import UserError
 
-__all__ = ["HindsightTargets", "HindsightTeacher", "PolicySkillWriter", "PrivilegedTargets", "PrivilegedTeacher",
-           "SkillWriter", "Teacher", "TeacherInputs", "TemplateSkillWriter", "Transcript", "ema_update", "entropies",
-           "entropy_weights", "gated_distill", "hindsight_inputs", "make_hindsight", "make_privileged",
-           "normalised_weights", "privileged_inputs", "symmetric_kl", "topk_symmetric_kl", "transcripts_of"]
+__all__ = [
+    "HindsightTargets",
+    "HindsightTeacher",
+    "PolicySkillWriter",
+    "PrivilegedTargets",
+    "PrivilegedTeacher",
+    "SkillWriter",
+    "Teacher",
+    "TeacherInputs",
+    "TemplateSkillWriter",
+    "Transcript",
+    "ema_update",
+    "entropies",
+    "entropy_weights",
+    "gated_distill",
+    "hindsight_inputs",
+    "make_hindsight",
+    "make_privileged",
+    "normalised_weights",
+    "privileged_inputs",
+    "symmetric_kl",
+    "topk_symmetric_kl",
+    "transcripts_of",
+]
+
 
 # ----------------------------------------------------------------------------------------------
 # Losses: pure torch.
@@ -159,14 +181,19 @@ class PrivilegedTargets:
             for j, d in zip(micro, dists):
                 t, w = self.teacher[j].to(d.device), self.weight[j].to(d.device)  # type: ignore[union-attr]  # a routed step always has its teacher and weights
                 idx = self.index[j]
-                kl = topk_symmetric_kl(t, idx.to(d.device), d) if idx is not None else symmetric_kl(t, d.float()).reshape(1)
+                kl = (
+                    topk_symmetric_kl(t, idx.to(d.device), d)
+                    if idx is not None
+                    else symmetric_kl(t, d.float()).reshape(1)
+                )
                 losses.append((w.reshape(-1) * kl.reshape(-1)).sum())
                 self.sums["kl"] += float((w.reshape(-1) * kl.detach().reshape(-1)).sum())
                 self.sums["kl_weight"] += float(w.sum())
             (comm.loss_scale * share * torch.stack(losses).sum() / total_w).backward()
 
-    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
-                   loss_scale: float) -> torch.Tensor | None:
+    def micro_term(
+        self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float, loss_scale: float
+    ) -> torch.Tensor | None:
         """No term beside the RL loss (the routed steps take their own loss)."""
         return None
 
@@ -200,8 +227,9 @@ class HindsightTargets:
     def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
         """No step is routed away from the RL loss."""
 
-    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float,
-                   loss_scale: float) -> torch.Tensor | None:
+    def micro_term(
+        self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float, loss_scale: float
+    ) -> torch.Tensor | None:
         """SEED's gated term of a micro-batch, ``lambda * sum(w * g * (sg[l_skill] - l_theta)) /
         mb_weight`` (the RL loss's token weights and normaliser), over the steps that have a skill."""
         offsets = np.cumsum([0] + [batch.token_counts[j] for j in micro])
@@ -210,11 +238,11 @@ class HindsightTargets:
             skill = self.skill[j]
             if skill is None:
                 continue
-            mine = lp[offsets[i]: offsets[i + 1]]
+            mine = lp[offsets[i] : offsets[i + 1]]
             term, gate = gated_distill(mine, skill.to(lp.device).reshape(mine.shape), self.beta)
             terms.append(term)
             gates.append(gate)
-            weights.append(w_t[offsets[i]: offsets[i + 1]])
+            weights.append(w_t[offsets[i] : offsets[i + 1]])
         if not terms:
             return lp.sum() * 0.0
         gate = torch.cat(gates)
@@ -247,8 +275,10 @@ class SkillWriter(Protocol):
     def write(self, transcripts: Sequence[Transcript]) -> list[str]: ...
 
 
-_STOP = frozenset("a an the and or of to in on at for with from your you is are it its this that some put place "
-                  "find take then them two task look".split())
+_STOP = frozenset(
+    "a an the and or of to in on at for with from your you is are it its this that some put place "
+    "find take then them two task look".split()
+)
 
 
 def _words(text: str) -> list[str]:
@@ -287,8 +317,11 @@ class TemplateSkillWriter:
         again = [p for p, n in places.items() if n > 1]
         if again:
             sentences.append(f"Going back to {', '.join(again[:3])} brought nothing new.")
-        repeats = [(a, n) for a, n in Counter(a for _, a in t.steps).items() if n >= 3
-                   and not a.startswith(("go to", "click["))]
+        repeats = [
+            (a, n)
+            for a, n in Counter(a for _, a in t.steps).items()
+            if n >= 3 and not a.startswith(("go to", "click["))
+        ]
         for a, n in repeats[:2]:
             sentences.append(f'"{a}" was repeated {n} times: try something else.')
         body = " ".join(sentences) if sentences else "nothing in it is worth repeating; explore other places."
@@ -298,8 +331,10 @@ class TemplateSkillWriter:
 class PolicySkillWriter:
     """The policy writes the skill itself from a hindsight prompt (generate mode: its backend)."""
 
-    PROMPT = ("Here is an earlier attempt at a task.\nTask: {goal}\n{steps}\nWrite one or two short sentences: what "
-              "to do, or what to avoid, next time.\nLesson:")
+    PROMPT = (
+        "Here is an earlier attempt at a task.\nTask: {goal}\n{steps}\nWrite one or two short sentences: what "
+        "to do, or what to avoid, next time.\nLesson:"
+    )
 
     def __init__(self, policy: Any, max_new_tokens: int = 48) -> None:
         if getattr(policy, "backend", None) is None:
@@ -342,8 +377,10 @@ class Teacher:
 
     def __init__(self, policy: Any, model: torch.nn.Module, *, samples_per_iteration: int = 4) -> None:
         if not hasattr(policy, "distributions"):
-            raise UserError(f"distill {self.name}: the policy {type(policy).__name__} has no distributions() to distill "
-                            "into (the LLM policies of agents.policy have)")
+            raise UserError(
+                f"distill {self.name}: the policy {type(policy).__name__} has no distributions() to distill "
+                "into (the LLM policies of agents.policy have)"
+            )
         self.policy, self.model = policy, model
         self.samples_per_iteration = samples_per_iteration
         #: an EMA teacher's weights (a checkpoint keeps them), None for a teacher without one
@@ -361,27 +398,41 @@ class Teacher:
     def after_step(self) -> None:
         """After each optimizer step (the EMA teacher follows the student)."""
 
-    def loss_targets(self, steps: Sequence[Any], chosen: Sequence[int], inputs: "TeacherInputs",
-                     iteration: int) -> tuple[Any, dict[str, float]]:
+    def loss_targets(
+        self, steps: Sequence[Any], chosen: Sequence[int], inputs: "TeacherInputs", iteration: int
+    ) -> tuple[Any, dict[str, float]]:
         """:meth:`targets` of an iteration's :class:`TeacherInputs`, with their metrics."""
         out, stats = self.targets(steps, chosen, inputs.texts, inputs.routed, iteration)
         return out, {**stats, **inputs.metrics}
 
-    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
-                routed: Sequence[bool], iteration: int) -> tuple[Any, dict[str, float]]:
+    def targets(
+        self,
+        steps: Sequence[Any],
+        chosen: Sequence[int],
+        texts: Sequence[str | None],
+        routed: Sequence[bool],
+        iteration: int,
+    ) -> tuple[Any, dict[str, float]]:
         raise NotImplementedError
 
     def _encode(self, text: str) -> list[int]:
         return list(self.policy.tokenizer.encode(text.strip() + "\n\n", add_special_tokens=False))
 
-    def _contexts(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
-                  work: Sequence[int]) -> list[Any]:
+    def _contexts(
+        self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None], work: Sequence[int]
+    ) -> list[Any]:
         """The ``work`` steps' outputs with their context text before the prompt (encoded once per text)."""
         prefix = {text: self._encode(text) for text in {texts[chosen[j]] or "" for j in work}}
         return [_with_context(steps[chosen[j]].output, prefix[texts[chosen[j]] or ""]) for j in work]
 
-    def _sample(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None], work: Sequence[int],
-                iteration: int) -> None:
+    def _sample(
+        self,
+        steps: Sequence[Any],
+        chosen: Sequence[int],
+        texts: Sequence[str | None],
+        work: Sequence[int],
+        iteration: int,
+    ) -> None:
         seen: set[str] = set()
         for j in work:
             text = texts[chosen[j]] or ""
@@ -389,8 +440,15 @@ class Teacher:
                 continue
             seen.add(text)
             step = steps[chosen[j]]
-            self.samples.append({"iteration": iteration, "mode": self.name, "context": text, "observation": step.obs[:300],
-                                 "action": step.action})
+            self.samples.append(
+                {
+                    "iteration": iteration,
+                    "mode": self.name,
+                    "context": text,
+                    "observation": step.obs[:300],
+                    "action": step.action,
+                }
+            )
             if len(seen) >= self.samples_per_iteration:
                 break
 
@@ -402,8 +460,9 @@ class PrivilegedTeacher(Teacher):
 
     name = "privileged"
 
-    def __init__(self, policy: Any, model: torch.nn.Module, *, tau: float = 0.05, top_k: int = 20,
-                 samples_per_iteration: int = 4) -> None:
+    def __init__(
+        self, policy: Any, model: torch.nn.Module, *, tau: float = 0.05, top_k: int = 20, samples_per_iteration: int = 4
+    ) -> None:
         if not 0.0 <= tau <= 1.0:
             raise ValueError(f"tau must be in [0, 1] (the EMA rate of the teacher), got {tau!r}")
         super().__init__(policy, model, samples_per_iteration=samples_per_iteration)
@@ -422,8 +481,14 @@ class PrivilegedTeacher(Teacher):
         """The routed steps take its loss whatever their advantage."""
         return list(inputs.routed)
 
-    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
-                routed: Sequence[bool], iteration: int) -> tuple[PrivilegedTargets, dict[str, float]]:
+    def targets(
+        self,
+        steps: Sequence[Any],
+        chosen: Sequence[int],
+        texts: Sequence[str | None],
+        routed: Sequence[bool],
+        iteration: int,
+    ) -> tuple[PrivilegedTargets, dict[str, float]]:
         """Targets of the ``chosen`` steps (indices into ``steps``); ``texts[i]``: step i's
         privileged text; ``routed[i]``: step i's group failed completely."""
         n = len(chosen)
@@ -448,7 +513,7 @@ class PrivilegedTeacher(Teacher):
             w = normalised_weights(torch.cat(h_rows))  # over every routed row of the batch
             at = 0
             for j, h in zip(work, h_rows):
-                out.weight[j] = w[at: at + h.numel()]
+                out.weight[j] = w[at : at + h.numel()]
                 at += h.numel()
         self._sample(steps, chosen, texts, work, iteration)
         return out, {"distill/steps": float(len(work))}
@@ -461,8 +526,16 @@ class HindsightTeacher(Teacher):
 
     name = "hindsight"
 
-    def __init__(self, policy: Any, model: torch.nn.Module, writer: "SkillWriter | None" = None, *,
-                 coef: float = 0.01, beta: float = 5.0, samples_per_iteration: int = 4) -> None:
+    def __init__(
+        self,
+        policy: Any,
+        model: torch.nn.Module,
+        writer: "SkillWriter | None" = None,
+        *,
+        coef: float = 0.01,
+        beta: float = 5.0,
+        samples_per_iteration: int = 4,
+    ) -> None:
         super().__init__(policy, model, samples_per_iteration=samples_per_iteration)
         self.writer, self.coef, self.beta = writer, coef, beta
 
@@ -474,8 +547,14 @@ class HindsightTeacher(Teacher):
         """Its term acts on every step."""
         return [True] * n_steps
 
-    def targets(self, steps: Sequence[Any], chosen: Sequence[int], texts: Sequence[str | None],
-                routed: Sequence[bool], iteration: int) -> tuple[HindsightTargets, dict[str, float]]:
+    def targets(
+        self,
+        steps: Sequence[Any],
+        chosen: Sequence[int],
+        texts: Sequence[str | None],
+        routed: Sequence[bool],
+        iteration: int,
+    ) -> tuple[HindsightTargets, dict[str, float]]:
         """Targets of the ``chosen`` steps; ``texts[i]``: the skill of step i's trajectory."""
         n = len(chosen)
         out = HindsightTargets(skill=[None] * n, coef=self.coef, beta=self.beta)
@@ -534,8 +613,10 @@ def privileged_inputs(rollout: Any, step_failed: Sequence[bool], env: str = "thi
     """
     texts = [rollout.trajectories[s.traj].privileged for s in rollout.steps]
     if rollout.steps and not any(texts):
-        raise UserError(f"distill privileged: the {env} env gave no info['{PRIVILEGED_KEY}'] at reset; only an env "
-                        "that offers privileged text can be distilled from it (ALFWorld, WebShop)")
+        raise UserError(
+            f"distill privileged: the {env} env gave no info['{PRIVILEGED_KEY}'] at reset; only an env "
+            "that offers privileged text can be distilled from it (ALFWorld, WebShop)"
+        )
     routed = [bool(f) for f in step_failed]
     groups = {t.group for t in rollout.trajectories}
     failed_groups = {rollout.trajectories[s.traj].group for s, f in zip(rollout.steps, routed) if f}

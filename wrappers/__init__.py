@@ -16,6 +16,7 @@ Example:
     >>> sorted(k for k in env.reset(seed=0)[1] if k != "prob")
     ['canonical_obs', 'coverage', 'coverage_rate', 'first_visit']
 """
+
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
 
 import importlib
@@ -24,13 +25,19 @@ from typing import TYPE_CHECKING, Any
 #: public name -> the submodule that defines it; loaded on first use (PEP 562), so that importing
 #: one wrapper does not import the group vector env's worker pools (multiprocessing) or the SB3 adapter
 _SOURCES = {
-    "Canonicalizer": "canonicalize", "CanonicalizeObservation": "canonicalize",
-    "default_canonicalizer": "canonicalize", "encode_observation": "canonicalize",
+    "Canonicalizer": "canonicalize",
+    "CanonicalizeObservation": "canonicalize",
+    "default_canonicalizer": "canonicalize",
+    "encode_observation": "canonicalize",
     "identity_canonicalizer": "canonicalize",
-    "FirstVisitBonus": "coverage", "FirstVisitCoverage": "coverage",
-    "GroupSeedSchedule": "group", "GroupVectorEnv": "group",
-    "AdmissibleActionsToDiscrete": "sb3", "hashed_bag_of_words": "sb3",
-    "all_failed": "signals", "coverage_rate": "signals",
+    "FirstVisitBonus": "coverage",
+    "FirstVisitCoverage": "coverage",
+    "GroupSeedSchedule": "group",
+    "GroupVectorEnv": "group",
+    "AdmissibleActionsToDiscrete": "sb3",
+    "hashed_bag_of_words": "sb3",
+    "all_failed": "signals",
+    "coverage_rate": "signals",
 }
 
 if TYPE_CHECKING:
@@ -49,7 +56,6 @@ if TYPE_CHECKING:
 
 def __getattr__(name: str) -> Any:
     if name in _SOURCES:
-
         value = getattr(importlib.import_module(f"wrappers.{_SOURCES[name]}"), name)
         globals()[name] = value  # later lookups skip this function
         return value

@@ -18,6 +18,7 @@ Example:
     >>> default_canonicalizer("You are in a kitchen.", {})
     'You are in a kitchen.'
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -42,6 +42,7 @@ An invalid command on a text env: new feedback text, yet not a new state:
     >>> info["coverage_rate"]                 # the step still counts in T
     0.0
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping

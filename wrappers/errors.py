@@ -9,6 +9,7 @@ as one ``error:`` line and keeps the traceback for everything else, which is a b
 >>> isinstance(GameFileError("game 3 is truncated"), UserError)
 True
 """
+
 from __future__ import annotations
 
 __all__ = ["UserError"]

@@ -30,6 +30,7 @@ Example:
     >>> int(env.action_masks().sum()) == len(info["admissible_commands"])
     True
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -80,8 +81,9 @@ def _command_index(action: Any) -> int:
         return int(action.reshape(()))
     if isinstance(action, (numbers.Integral, np.integer)) and not isinstance(action, (bool, np.bool_)):
         return int(action)
-    raise TypeError(f"the action must be an integer index into the admissible commands, got {type(action).__name__} "
-                    f"{action!r:.60}")
+    raise TypeError(
+        f"the action must be an integer index into the admissible commands, got {type(action).__name__} {action!r:.60}"
+    )
 
 
 class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
@@ -112,11 +114,19 @@ class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
         text_fn: Callable[[Any, Mapping[str, Any]], str] | None = None,
         fallback_command: str = "look",
     ) -> None:
-        for name, value, minimum in (("max_actions", max_actions, 1), ("obs_dim", obs_dim, 1), ("action_dim", action_dim, 0)):
+        for name, value, minimum in (
+            ("max_actions", max_actions, 1),
+            ("obs_dim", obs_dim, 1),
+            ("action_dim", action_dim, 0),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
                 raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
         gym.utils.RecordConstructorArgs.__init__(
-            self, max_actions=max_actions, obs_dim=obs_dim, action_dim=action_dim, text_fn=text_fn,
+            self,
+            max_actions=max_actions,
+            obs_dim=obs_dim,
+            action_dim=action_dim,
+            text_fn=text_fn,
             fallback_command=fallback_command,
         )
         super().__init__(env)
@@ -146,7 +156,9 @@ class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
                 f"AdmissibleActionsToDiscrete needs text observations, got {type(text).__name__}; pass text_fn=fn(obs, info)->str"
             )
         if "admissible_commands" not in info:
-            raise KeyError("AdmissibleActionsToDiscrete needs info['admissible_commands'] (list of str) on reset and every step")
+            raise KeyError(
+                "AdmissibleActionsToDiscrete needs info['admissible_commands'] (list of str) on reset and every step"
+            )
         commands = [str(c) for c in info["admissible_commands"]]
         self._truncated = len(commands) > self.max_actions
         self._commands = commands[: self.max_actions]
@@ -177,4 +189,10 @@ class AdmissibleActionsToDiscrete(gym.Wrapper, gym.utils.RecordConstructorArgs):
             command = self._commands[k % len(self._commands)]
         obs, reward, terminated, truncated, info = self.env.step(command)
         encoded = self._encode(obs, info)
-        return encoded, reward, terminated, truncated, self._info(info, adapter_command=command, adapter_invalid_action=invalid)
+        return (
+            encoded,
+            reward,
+            terminated,
+            truncated,
+            self._info(info, adapter_command=command, adapter_invalid_action=invalid),
+        )

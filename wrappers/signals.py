@@ -11,6 +11,7 @@ number an env reports, the one the estimator uses and the one the logs show cann
 >>> all_failed_groups(np.array([0.0, 1.0, 0.0, 0.0]), np.array([0, 0, 1, 1]), 2).tolist()
 [False, True]
 """
+
 from __future__ import annotations
 
 from typing import Sequence

@@ -6,6 +6,7 @@ Example:
     >>> type(make_backend("transformers", model, tok)).__name__
     'TransformersBackend'
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -14,8 +15,17 @@ from agents.backends.base import Generation, GenerationBackend, SamplingConfig
 from agents.backends.hf import ROLLOUT_DTYPES, TransformersBackend
 from agents.backends.static import StaticCacheBackend
 
-__all__ = ["BACKENDS", "DECODES", "Generation", "GenerationBackend", "ROLLOUT_DTYPES", "SamplingConfig",
-           "StaticCacheBackend", "TransformersBackend", "make_backend"]
+__all__ = [
+    "BACKENDS",
+    "DECODES",
+    "Generation",
+    "GenerationBackend",
+    "ROLLOUT_DTYPES",
+    "SamplingConfig",
+    "StaticCacheBackend",
+    "TransformersBackend",
+    "make_backend",
+]
 
 BACKENDS = ("transformers", "hf", "vllm")
 #: the transformers backend's decoding engines: the written-out loop, or the static cache in buckets

@@ -13,6 +13,7 @@ Example:
     ...
     ValueError: top_p must be in (0, 1], got 0.0
 """
+
 from __future__ import annotations
 
 import math
@@ -49,16 +50,18 @@ class SamplingConfig:
     min_new_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature)
-                and self.temperature >= 0):
+        if not (
+            isinstance(self.temperature, (int, float)) and math.isfinite(self.temperature) and self.temperature >= 0
+        ):
             raise ValueError(f"temperature must be a finite number >= 0, got {self.temperature!r}")
         if not (0.0 < float(self.top_p) <= 1.0):
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p!r}")
         if int(self.max_new_tokens) < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {self.max_new_tokens!r}")
         if not 0 <= int(self.min_new_tokens) <= int(self.max_new_tokens):
-            raise ValueError(f"min_new_tokens must be in [0, max_new_tokens={self.max_new_tokens}], "
-                             f"got {self.min_new_tokens!r}")
+            raise ValueError(
+                f"min_new_tokens must be in [0, max_new_tokens={self.max_new_tokens}], got {self.min_new_tokens!r}"
+            )
         if int(self.n) < 1:
             raise ValueError(f"n must be >= 1, got {self.n!r}")
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())

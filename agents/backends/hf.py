@@ -13,6 +13,7 @@ Example:
     >>> len(g.response_ids) == len(g.logprobs) <= 4
     True
 """
+
 from __future__ import annotations
 
 import copy
@@ -81,8 +82,14 @@ class TransformersBackend:
     Samples are a deterministic function of (seed, prompts, config, ``max_batch_size``).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, device: str | torch.device | None = None,
-                 max_batch_size: int = 32, rollout_dtype: str | torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        device: str | torch.device | None = None,
+        max_batch_size: int = 32,
+        rollout_dtype: str | torch.dtype | None = None,
+    ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         if isinstance(rollout_dtype, str) and rollout_dtype not in ROLLOUT_DTYPES:
@@ -139,22 +146,21 @@ class TransformersBackend:
         try:
             with torch.no_grad():
                 for start in range(0, len(expanded), self.max_batch_size):
-                    results += self._generate_batch(expanded[start: start + self.max_batch_size], cfg, gen)
+                    results += self._generate_batch(expanded[start : start + self.max_batch_size], cfg, gen)
         finally:
             if was_training:
                 self.model.train()
         return results
 
     # ----------------------------------------------------------------------------------------
-    def _generate_batch(self, prompts: list[list[int]], cfg: SamplingConfig,
-                        gen: torch.Generator) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], cfg: SamplingConfig, gen: torch.Generator) -> list[Generation]:
         b = len(prompts)
         width = max(len(p) for p in prompts)
         ids = torch.full((b, width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((b, width), dtype=torch.long)
         for i, p in enumerate(prompts):
-            ids[i, width - len(p):] = torch.tensor(p, dtype=torch.long)
-            mask[i, width - len(p):] = 1
+            ids[i, width - len(p) :] = torch.tensor(p, dtype=torch.long)
+            mask[i, width - len(p) :] = 1
         ids, mask = ids.to(self.device), mask.to(self.device)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         past, logits = self._prefill(prompts, ids, mask, pos)
@@ -204,8 +210,9 @@ class TransformersBackend:
             for i in range(b)
         ]
 
-    def _prefill(self, prompts: list[list[int]], ids: torch.Tensor, mask: torch.Tensor,
-                 pos: torch.Tensor) -> tuple[Any, torch.Tensor]:
+    def _prefill(
+        self, prompts: list[list[int]], ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor
+    ) -> tuple[Any, torch.Tensor]:
         """Encode the prompts; identical prompts (``n > 1``, the G members of a group) are
         encoded once and their KV cache rows repeated."""
         first: dict[tuple[int, ...], int] = {}

@@ -31,6 +31,7 @@ Example (CPU, no compilation):
     >>> [g.response_ids for g in fast.generate(prompts, cfg)] == [g.response_ids for g in plain.generate(prompts, cfg)]
     True
 """
+
 from __future__ import annotations
 
 import logging
@@ -68,11 +69,25 @@ def length_bucket_of(positions: int, bucket: int) -> int:
     return -(-int(positions) // int(bucket)) * int(bucket)
 
 
-def _decode_step(model: Any, cache_kw: str, tok: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor, cache: Any,
-                 cache_position: torch.Tensor) -> torch.Tensor:
+def _decode_step(
+    model: Any,
+    cache_kw: str,
+    tok: torch.Tensor,
+    mask: torch.Tensor,
+    pos: torch.Tensor,
+    cache: Any,
+    cache_position: torch.Tensor,
+) -> torch.Tensor:
     """One token of every row through the model: the next-token logits ``[batch, vocab]``."""
-    out = model(input_ids=tok, attention_mask=mask, position_ids=pos, cache_position=cache_position, use_cache=True,
-                logits_to_keep=1, **{cache_kw: cache})
+    out = model(
+        input_ids=tok,
+        attention_mask=mask,
+        position_ids=pos,
+        cache_position=cache_position,
+        use_cache=True,
+        logits_to_keep=1,
+        **{cache_kw: cache},
+    )
     return out.logits[:, -1, :]
 
 
@@ -94,13 +109,25 @@ class StaticCacheBackend(TransformersBackend):
     ``decode_steps``.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, device: str | torch.device | None = None, max_batch_size: int = 32,
-                 *, compile: bool | None = None, rollout_dtype: str | torch.dtype | None = None,
-                 length_bucket: int = 256, sync_every: int = 16, max_caches: int = 2) -> None:
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        device: str | torch.device | None = None,
+        max_batch_size: int = 32,
+        *,
+        compile: bool | None = None,
+        rollout_dtype: str | torch.dtype | None = None,
+        length_bucket: int = 256,
+        sync_every: int = 16,
+        max_caches: int = 2,
+    ) -> None:
         super().__init__(model, tokenizer, device=device, max_batch_size=max_batch_size, rollout_dtype=rollout_dtype)
         if min(length_bucket, sync_every, max_caches) < 1:
-            raise ValueError(f"length_bucket, sync_every and max_caches must be >= 1, got {length_bucket}, "
-                             f"{sync_every}, {max_caches}")
+            raise ValueError(
+                f"length_bucket, sync_every and max_caches must be >= 1, got {length_bucket}, "
+                f"{sync_every}, {max_caches}"
+            )
         self.max_caches = int(max_caches)
         self.compile = self.device.type == "cuda" if compile is None else bool(compile)
         self.length_bucket, self.sync_every = int(length_bucket), int(sync_every)
@@ -140,8 +167,7 @@ class StaticCacheBackend(TransformersBackend):
         self._caches[key] = cache  # now the most recently used
         return cache
 
-    def _generate_batch(self, prompts: list[list[int]], cfg: SamplingConfig,
-                        gen: torch.Generator) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], cfg: SamplingConfig, gen: torch.Generator) -> list[Generation]:
         b = len(prompts)
         rows = batch_bucket(b, self.max_batch_size)
         padded = prompts + [prompts[-1]] * (rows - b)  # filler rows: decoded, never returned
@@ -154,15 +180,31 @@ class StaticCacheBackend(TransformersBackend):
         pos = (prompt_mask.cumsum(-1) - 1).clamp(min=0)
         cache = self._cache(rows, length)
         positions = torch.arange(length, device=dev)
-        out = self.model(input_ids=ids, attention_mask=mask[:, :width], position_ids=pos,
-                         cache_position=positions[:width], use_cache=True, logits_to_keep=1,
-                         **{self._cache_kw: cache})
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask[:, :width],
+            position_ids=pos,
+            cache_position=positions[:width],
+            use_cache=True,
+            logits_to_keep=1,
+            **{self._cache_kw: cache},
+        )
         logits = out.logits[:, -1, :]
         return self._decode(prompts, cfg, gen, logits, mask, pos[:, -1:], cache, positions, width, (rows, length))
 
-    def _decode(self, prompts: list[list[int]], cfg: SamplingConfig, gen: torch.Generator, logits: torch.Tensor,
-                mask: torch.Tensor, pos: torch.Tensor, cache: Any, positions: torch.Tensor, width: int,
-                bucket: tuple[int, int]) -> list[Generation]:
+    def _decode(
+        self,
+        prompts: list[list[int]],
+        cfg: SamplingConfig,
+        gen: torch.Generator,
+        logits: torch.Tensor,
+        mask: torch.Tensor,
+        pos: torch.Tensor,
+        cache: Any,
+        positions: torch.Tensor,
+        width: int,
+        bucket: tuple[int, int],
+    ) -> list[Generation]:
         b, rows, dev, n_new = len(prompts), logits.shape[0], self.device, cfg.max_new_tokens
         resp = torch.full((rows, n_new), self.pad_token_id, dtype=torch.long, device=dev)
         lps = torch.zeros((rows, n_new), dtype=torch.float32, device=dev)
@@ -180,9 +222,13 @@ class StaticCacheBackend(TransformersBackend):
         first = 0  # the step of states[0]
         k = -1
         for k in range(n_new):
-            logp = processed_log_softmax(logits, 1.0 if cfg.greedy else cfg.temperature, 1.0 if cfg.greedy else cfg.top_p)
+            logp = processed_log_softmax(
+                logits, 1.0 if cfg.greedy else cfg.temperature, 1.0 if cfg.greedy else cfg.top_p
+            )
             # only the real rows draw from the generator: a row's samples never depend on the bucket
-            drawn = logp[:b].argmax(-1) if cfg.greedy else torch.multinomial(logp[:b].exp(), 1, generator=gen).squeeze(-1)
+            drawn = (
+                logp[:b].argmax(-1) if cfg.greedy else torch.multinomial(logp[:b].exp(), 1, generator=gen).squeeze(-1)
+            )
             if not cfg.greedy:
                 states.append(gen.get_state())
             tok = torch.cat([drawn, pad[b:]]) if b < rows else drawn
@@ -201,8 +247,14 @@ class StaticCacheBackend(TransformersBackend):
                 first = k + 1
             mask[:, width + k] = (~done).long()
             pos = pos + 1
-            logits = self._timed_step(bucket, torch.where(done, pad, tok).unsqueeze(-1), mask, pos, cache,
-                                      positions[width + k: width + k + 1])
+            logits = self._timed_step(
+                bucket,
+                torch.where(done, pad, tok).unsqueeze(-1),
+                mask,
+                pos,
+                cache,
+                positions[width + k : width + k + 1],
+            )
         self.stats["decode_steps"] += k + 1
         done_h, end_h = done.tolist(), end.tolist()  # the loop ends when every row is done or at n_new
         if states:  # the loop engine's last draw: the step its last row ended at (n_new - 1 if one ran out)
@@ -211,13 +263,27 @@ class StaticCacheBackend(TransformersBackend):
         out = []
         for i, prompt in enumerate(prompts):
             n = end_h[i]  # n_new for a row that ran to the end
-            out.append(Generation(prompt_ids=prompt, response_ids=resp_h[i][:n], logprobs=lps_h[i][:n],
-                                  text=self.tokenizer.decode(resp_h[i][:n], skip_special_tokens=True),
-                                  finish_reason="stop" if done_h[i] else "length"))
+            out.append(
+                Generation(
+                    prompt_ids=prompt,
+                    response_ids=resp_h[i][:n],
+                    logprobs=lps_h[i][:n],
+                    text=self.tokenizer.decode(resp_h[i][:n], skip_special_tokens=True),
+                    finish_reason="stop" if done_h[i] else "length",
+                )
+            )
         return out
 
-    def _find_stops(self, cfg: SamplingConfig, resp: torch.Tensor, end: torch.Tensor, done: torch.Tensor,
-                    stopped: list[bool], checked: int, upto: int) -> int:
+    def _find_stops(
+        self,
+        cfg: SamplingConfig,
+        resp: torch.Tensor,
+        end: torch.Tensor,
+        done: torch.Tensor,
+        stopped: list[bool],
+        checked: int,
+        upto: int,
+    ) -> int:
         """Mark the rows whose answer contains a stop string in positions ``[checked, upto)``, at the
         first such position (before an EOS the device found); returns ``upto``."""
         if not cfg.stop:
@@ -230,7 +296,9 @@ class StaticCacheBackend(TransformersBackend):
                 continue
             limit = end_h[i] - 1 if done_h[i] else upto  # an EOS at end - 1 ends the answer itself
             for j in range(max(checked, cfg.min_new_tokens - 1), limit):
-                text = self.tokenizer.decode(row[max(0, j + 1 - window) - start: j + 1 - start], skip_special_tokens=True)
+                text = self.tokenizer.decode(
+                    row[max(0, j + 1 - window) - start : j + 1 - start], skip_special_tokens=True
+                )
                 if any(s in text for s in cfg.stop):
                     stopped[i] = True
                     end[i], done[i] = j + 1, True
@@ -254,6 +322,11 @@ class StaticCacheBackend(TransformersBackend):
         # the first call's buckets compile at start; a later new bucket compiles mid-run, which a
         # run should know about (its shapes outgrew the buckets seen so far)
         level = logging.WARNING if self.stats["decode_steps"] > 0 else logging.INFO
-        log.log(level, "decode step compiled for batch %d x cache %d in %.1f s%s", *bucket, seconds,
-                " (mid-run: a shape bucket not seen before)" if level == logging.WARNING else "")
+        log.log(
+            level,
+            "decode step compiled for batch %d x cache %d in %.1f s%s",
+            *bucket,
+            seconds,
+            " (mid-run: a shape bucket not seen before)" if level == logging.WARNING else "",
+        )
         return logits

@@ -37,6 +37,7 @@ Example (needs vLLM):
     >>> backend.startup_check["logprob_max_abs_diff"] < 1e-3                 # doctest: +SKIP
     True
 """
+
 # Over 500 lines: vLLM in process and as a server, on CUDA and on the CPU, with weight sync and sleep mode.
 from __future__ import annotations
 
@@ -77,13 +78,26 @@ _DTYPES = ("auto", "float32", "float16", "bfloat16")
 #: head sizes vLLM 0.32's CPU attention accepts (``CPUAttentionBackend.get_supported_head_sizes``)
 CPU_HEAD_SIZES = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 #: config fields that must agree between the engine's checkpoint and the trained model
-ARCH_KEYS = ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-             "num_key_value_heads", "intermediate_size", "head_dim", "tie_word_embeddings",
-             "rope_theta", "rms_norm_eps", "hidden_act")
+ARCH_KEYS = (
+    "model_type",
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "intermediate_size",
+    "head_dim",
+    "tie_word_embeddings",
+    "rope_theta",
+    "rms_norm_eps",
+    "hidden_act",
+)
 #: the fixed text whose log-probs :func:`check_engine_matches` compares
-CHECK_TEXT = ("You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a "
-              "countertop 1, a drawer 2 and a fridge 1. Your task is to: put a clean mug in the "
-              "coffeemachine. <think>The mug may be in the cabinet.</think><action>go to cabinet 1</action>")
+CHECK_TEXT = (
+    "You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a "
+    "countertop 1, a drawer 2 and a fridge 1. Your task is to: put a clean mug in the "
+    "coffeemachine. <think>The mug may be in the cabinet.</think><action>go to cabinet 1</action>"
+)
 
 
 class ModelMismatchError(UserError, RuntimeError):
@@ -140,8 +154,10 @@ class VLLMConfig:
 
     def __post_init__(self) -> None:
         if not str(self.model).strip():
-            raise ValueError("VLLMConfig.model is empty: name the checkpoint the trainer loaded ('smollm2', "
-                             "'tiny-128x2', a local directory or a hub name org/name)")
+            raise ValueError(
+                "VLLMConfig.model is empty: name the checkpoint the trainer loaded ('smollm2', "
+                "'tiny-128x2', a local directory or a hub name org/name)"
+            )
         if self.dtype not in _DTYPES:
             raise ValueError(f"dtype must be one of {_DTYPES}, got {self.dtype!r}")
         if not (0.0 < float(self.gpu_memory_utilization) <= 1.0):
@@ -153,8 +169,9 @@ class VLLMConfig:
         if not float(self.cpu_kvcache_gib) > 0:
             raise ValueError(f"cpu_kvcache_gib must be > 0, got {self.cpu_kvcache_gib!r}")
         if "logprobs_mode" in self.llm_kwargs and self.llm_kwargs["logprobs_mode"] != "processed_logprobs":
-            raise ValueError("logprobs_mode must stay 'processed_logprobs' (PPO needs the sampled "
-                             "distribution's log-probs)")
+            raise ValueError(
+                "logprobs_mode must stay 'processed_logprobs' (PPO needs the sampled distribution's log-probs)"
+            )
 
     @property
     def on_cpu(self) -> bool:
@@ -242,7 +259,8 @@ def _check_cpu_head_size(path: Path) -> None:
         raise ValueError(
             f"vLLM's CPU attention does not support head size {head} (model {path}); it takes "
             f"{list(CPU_HEAD_SIZES)}. Use a model with such heads (e.g. tiny-128x2: heads of 32), "
-            "a CUDA GPU, or backend='transformers'")
+            "a CUDA GPU, or backend='transformers'"
+        )
 
 
 # ------------------------------------------------------------------------------------------
@@ -285,8 +303,9 @@ class VLLMBackend:
             _check_cpu_head_size(self.path)
         llm_kwargs = dict(cfg.llm_kwargs)
         llm_kwargs["logprobs_mode"] = "processed_logprobs"
-        engine_kw: dict[str, Any] = dict(model=str(self.path), dtype=cfg.dtype, max_model_len=cfg.max_model_len,
-                                         seed=cfg.seed)
+        engine_kw: dict[str, Any] = dict(
+            model=str(self.path), dtype=cfg.dtype, max_model_len=cfg.max_model_len, seed=cfg.seed
+        )
         if on_cpu:
             os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", f"{float(cfg.cpu_kvcache_gib):g}")
             os.environ.setdefault("VLLM_CPU_OMP_THREADS_BIND", "nobind")  # do not pin the trainer's threads
@@ -319,9 +338,15 @@ class VLLMBackend:
     def sampling_params(vllm: Any, cfg: SamplingConfig, seed: int | None) -> Any:
         """``vllm.SamplingParams`` equivalent to ``cfg`` (``logprobs=0``: the sampled token's)."""
         return vllm.SamplingParams(
-            n=cfg.n, temperature=float(cfg.temperature), top_p=float(cfg.top_p),
-            max_tokens=int(cfg.max_new_tokens), min_tokens=int(cfg.min_new_tokens), stop=list(cfg.stop),
-            include_stop_str_in_output=True, logprobs=0, seed=seed,
+            n=cfg.n,
+            temperature=float(cfg.temperature),
+            top_p=float(cfg.top_p),
+            max_tokens=int(cfg.max_new_tokens),
+            min_tokens=int(cfg.min_new_tokens),
+            stop=list(cfg.stop),
+            include_stop_str_in_output=True,
+            logprobs=0,
+            seed=seed,
         )
 
     def generate(
@@ -334,20 +359,26 @@ class VLLMBackend:
         for i, p in enumerate(prompts):
             if not p["prompt_token_ids"]:
                 raise ValueError(f"prompt {i} is empty")
-        params = [self.sampling_params(self._vllm, cfg, None if seed is None else _fold_seed(int(seed) + i))
-                  for i in range(len(prompts))]
+        params = [
+            self.sampling_params(self._vllm, cfg, None if seed is None else _fold_seed(int(seed) + i))
+            for i in range(len(prompts))
+        ]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         results: list[Generation] = []
         for prompt, out in zip(prompt_ids, outputs):
             for comp in out.outputs:
                 ids = list(comp.token_ids)
                 lps = [float(step[tok].logprob) for tok, step in zip(ids, comp.logprobs or [])]
-                text = (self.tokenizer.decode(ids, skip_special_tokens=True)
-                        if self.tokenizer is not None else comp.text)
-                results.append(Generation(
-                    prompt_ids=list(prompt), response_ids=ids, logprobs=lps, text=text,
-                    finish_reason="length" if comp.finish_reason == "length" else "stop",
-                ))
+                text = self.tokenizer.decode(ids, skip_special_tokens=True) if self.tokenizer is not None else comp.text
+                results.append(
+                    Generation(
+                        prompt_ids=list(prompt),
+                        response_ids=ids,
+                        logprobs=lps,
+                        text=text,
+                        finish_reason="length" if comp.finish_reason == "length" else "stop",
+                    )
+                )
         return results
 
     def prompt_logprobs(self, token_ids: Sequence[int]) -> list[float]:
@@ -370,7 +401,6 @@ class VLLMBackend:
         vLLM receives plain checkpoint names.
         """
         if hasattr(model, "merge_and_unload") and hasattr(model, "get_base_model"):
-
             model = copy.deepcopy(model).merge_and_unload()
         for name, tensor in model.state_dict().items():
             yield name, tensor.detach()
@@ -384,7 +414,9 @@ class VLLMBackend:
         else:  # a separate engine process: tensors go through a safetensors file
             from safetensors.torch import save_file
 
-            tmp = Path(tempfile.mkdtemp(prefix="progpo-vllm-sync-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None))
+            tmp = Path(
+                tempfile.mkdtemp(prefix="progpo-vllm-sync-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
+            )
             try:
                 state = {n: t.contiguous().cpu() for n, t in self.weights_of(model)}
                 save_file(state, str(tmp / "model.safetensors"))
@@ -438,8 +470,15 @@ def _tolerances(model: Any, backend: VLLMBackend) -> tuple[float, float]:
     return 1.0, 0.1
 
 
-def check_engine_matches(backend: VLLMBackend, model: Any, tokenizer: Any, *, text: str = CHECK_TEXT,
-                         max_tol: float | None = None, mean_tol: float | None = None) -> dict[str, Any]:
+def check_engine_matches(
+    backend: VLLMBackend,
+    model: Any,
+    tokenizer: Any,
+    *,
+    text: str = CHECK_TEXT,
+    max_tol: float | None = None,
+    mean_tol: float | None = None,
+) -> dict[str, Any]:
     """Prove that the engine runs ``model``: same architecture, same weights. Call after
     :meth:`VLLMBackend.sync_weights` (``make_backend("vllm", ...)`` does both).
 
@@ -460,8 +499,9 @@ def check_engine_matches(backend: VLLMBackend, model: Any, tokenizer: Any, *, te
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     diffs = compare_architectures(backend.engine_config(), getattr(base, "config", None))
     if diffs:
-        raise ModelMismatchError(f"the vLLM engine ({backend.path}) is not the trained model's architecture: "
-                                 + "; ".join(diffs))
+        raise ModelMismatchError(
+            f"the vLLM engine ({backend.path}) is not the trained model's architecture: " + "; ".join(diffs)
+        )
     ids = list(tokenizer(text, add_special_tokens=False)["input_ids"])[:256]
     if len(ids) < 2:
         raise ValueError("check text too short for this tokenizer")
@@ -480,15 +520,21 @@ def check_engine_matches(backend: VLLMBackend, model: Any, tokenizer: Any, *, te
     auto_max, auto_mean = _tolerances(model, backend)
     max_tol = auto_max if max_tol is None else max_tol
     mean_tol = auto_mean if mean_tol is None else mean_tol
-    report = {"arch": architecture_of(backend.engine_config()), "tokens": len(ids) - 1,
-              "logprob_max_abs_diff": d_max, "logprob_mean_abs_diff": d_mean,
-              "max_tol": max_tol, "mean_tol": mean_tol}
+    report = {
+        "arch": architecture_of(backend.engine_config()),
+        "tokens": len(ids) - 1,
+        "logprob_max_abs_diff": d_max,
+        "logprob_mean_abs_diff": d_mean,
+        "max_tol": max_tol,
+        "mean_tol": mean_tol,
+    }
     backend.startup_check = report
     if not (d_max <= max_tol and d_mean <= mean_tol):
         raise ModelMismatchError(
             f"the vLLM engine's log-probs differ from the trained model's on a fixed text ({len(ids) - 1} tokens): "
             f"max |diff| {d_max:.4g} (tol {max_tol:g}), mean {d_mean:.4g} (tol {mean_tol:g}); the weights "
-            "were not synced correctly (tied lm_head? unmerged LoRA?) or the engine runs another checkpoint")
+            "were not synced correctly (tied lm_head? unmerged LoRA?) or the engine runs another checkpoint"
+        )
     return report
 
 
@@ -509,8 +555,9 @@ def _engine_dtype_for(model: Any) -> str:
     return "float32"
 
 
-def make_vllm_backend(model: Any, tokenizer: Any, model_path: str | None = None, *, check: bool = True,
-                      **kw: Any) -> VLLMBackend:
+def make_vllm_backend(
+    model: Any, tokenizer: Any, model_path: str | None = None, *, check: bool = True, **kw: Any
+) -> VLLMBackend:
     """A :class:`VLLMBackend` that samples from ``model``: the engine loads ``model_path``
     (default: the checkpoint ``model`` was loaded from, ``model.config.name_or_path``), the
     architectures are compared BEFORE the (slow) engine start, the weights are synced from
@@ -528,8 +575,10 @@ def make_vllm_backend(model: Any, tokenizer: Any, model_path: str | None = None,
 
     path = str(model_path or _model_name(model)).strip()
     if not path:
-        raise ValueError("backend vllm: the model carries no name_or_path, so the engine cannot load the same "
-                         "checkpoint; pass model_path= (the name or directory the trainer loaded)")
+        raise ValueError(
+            "backend vllm: the model carries no name_or_path, so the engine cannot load the same "
+            "checkpoint; pass model_path= (the name or directory the trainer loaded)"
+        )
     ckpt = Path(materialize(path))
     try:
         ckpt_cfg = json.loads((ckpt / "config.json").read_text())
@@ -539,8 +588,11 @@ def make_vllm_backend(model: Any, tokenizer: Any, model_path: str | None = None,
     if ckpt_cfg is not None:
         diffs = compare_architectures(ckpt_cfg, getattr(base, "config", None))
         if diffs:
-            raise ModelMismatchError(f"checkpoint {path!r} ({ckpt}) is not the trained model's architecture: "
-                                     + "; ".join(diffs) + "; pass model_path= the checkpoint the model came from")
+            raise ModelMismatchError(
+                f"checkpoint {path!r} ({ckpt}) is not the trained model's architecture: "
+                + "; ".join(diffs)
+                + "; pass model_path= the checkpoint the model came from"
+            )
     if kw.get("dtype", "auto") == "auto":  # vLLM's "auto" runs fp32 checkpoints in bf16: match the trainer
         kw["dtype"] = _engine_dtype_for(model)
     backend = VLLMBackend(str(ckpt), tokenizer=tokenizer, **kw)

@@ -20,6 +20,7 @@ Modules (all but ``fast`` import TextWorld lazily, so this package imports witho
 >>> len(TASK_TYPES)
 6
 """
+
 from __future__ import annotations
 
 from progpo_envs.alfworld.canonical import canonicalize_alfworld

@@ -99,6 +99,7 @@ True
 >>> canonicalize_alfworld("You move the mug 1 to the desk 2.", {})
 'You put the mug 1 in/on the desk 2.'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -108,7 +109,13 @@ from typing import Any, Mapping
 from progpo_envs.alfworld import text as patterns
 from progpo_envs.alfworld.text import NOTHING_HAPPENS
 
-__all__ = ["NOTHING_HAPPENS", "canonicalize_alfworld", "canonicalize_alfworld_carry_free", "held_objects", "state_digest"]
+__all__ = [
+    "NOTHING_HAPPENS",
+    "canonicalize_alfworld",
+    "canonicalize_alfworld_carry_free",
+    "held_objects",
+    "state_digest",
+]
 
 
 # Feedback of the actions that change the world without changing the admissible commands

@@ -11,6 +11,7 @@ grammar), so a new archive or another wheel can never be served from a stale cac
 >>> sorted(EMBEDDED_SPLITS)
 ['easy-train', 'easy-valid', 'hard', 'train', 'valid']
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -45,11 +46,18 @@ def pack_games(games: Iterable[Any], archive: Path, seed: int) -> Path:
         sentence = g.traj["turk_annotations"]["anns"][0]["task_desc"]
         if g.game["grammar"] != grammar.replace("UNKNOWN GOAL", sentence):
             raise ValueError(f"{g.task_id}: grammar is not the wheel's alfred.twl2 with its task sentence")
-        records.append({
-            "split": g.split, "task_folder": g.task_folder, "trial": g.trial, "difficulty": g.difficulty,
-            "sentence": sentence, "pddl_problem": g.game["pddl_problem"], "walkthrough": g.game["walkthrough"],
-            "traj_data": g.traj,
-        })
+        records.append(
+            {
+                "split": g.split,
+                "task_folder": g.task_folder,
+                "trial": g.trial,
+                "difficulty": g.difficulty,
+                "sentence": sentence,
+                "pddl_problem": g.game["pddl_problem"],
+                "walkthrough": g.game["walkthrough"],
+                "traj_data": g.traj,
+            }
+        )
     payload = {"format": FORMAT, "seed": seed, "logic_sha256": _logic_hash(domain, grammar), "games": records}
     archive = Path(archive)
     archive.parent.mkdir(parents=True, exist_ok=True)
@@ -63,7 +71,8 @@ def load_archive(archive: Path = ARCHIVE) -> dict[str, Any]:
     if not Path(archive).is_file():
         raise FileNotFoundError(
             f"embedded ALFWorld games not found at {archive}: reinstall progpo, or rebuild them with "
-            "`python -m progpo_envs.alfworld.generate --build-default`")
+            "`python -m progpo_envs.alfworld.generate --build-default`"
+        )
     payload = json.loads(lzma.decompress(Path(archive).read_bytes()))
     if payload.get("format") != FORMAT:
         raise ValueError(f"{archive}: unknown archive format {payload.get('format')!r} (expected {FORMAT})")
@@ -86,16 +95,25 @@ def embedded_root(archive: Path = ARCHIVE, cache_dir: Path | None = None) -> Pat
         return root
     payload = load_archive(archive)
     if payload["logic_sha256"] != _logic_hash(domain, grammar):
-        warnings.warn("the installed alfworld wheel's alfred.pddl/alfred.twl2 differ from the ones the embedded "
-                      "games were validated with (pin alfworld==0.4.2)", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            "the installed alfworld wheel's alfred.pddl/alfred.twl2 differ from the ones the embedded "
+            "games were validated with (pin alfworld==0.4.2)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     base.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=base))
     try:
         for rec in payload["games"]:
             d = tmp / "json_2.1.1" / rec["split"] / rec["task_folder"] / rec["trial"]
             d.mkdir(parents=True, exist_ok=True)
-            game = {"pddl_domain": domain, "grammar": grammar.replace("UNKNOWN GOAL", rec["sentence"]),
-                    "pddl_problem": rec["pddl_problem"], "solvable": True, "walkthrough": rec["walkthrough"]}
+            game = {
+                "pddl_domain": domain,
+                "grammar": grammar.replace("UNKNOWN GOAL", rec["sentence"]),
+                "pddl_problem": rec["pddl_problem"],
+                "solvable": True,
+                "walkthrough": rec["walkthrough"],
+            }
             (d / "game.tw-pddl").write_text(json.dumps(game))
             (d / "traj_data.json").write_text(json.dumps(rec["traj_data"]))
         try:

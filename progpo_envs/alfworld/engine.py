@@ -14,6 +14,7 @@ Example (needs the ``alfworld`` extra)::
     >>> obs = eng.reset(); eng.admissible_commands[:2]         # doctest: +SKIP
     ['go to bed 1', 'go to desk 1']
 """
+
 from __future__ import annotations
 
 import importlib

@@ -44,6 +44,7 @@ game); ``fast=False`` is the stock TextWorld engine. Use processes, not threads,
 both engines evaluate grammar expressions with explicit variables there
 (:func:`progpo_envs.alfworld.engine.eval_expression`); CI runs the fast suite on 3.11 and 3.13.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,8 +62,14 @@ from progpo_envs.alfworld.install import require_engine
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
 #: human-written task sentences may contain.
-CHARSET = (string.ascii_letters + string.digits + string.punctuation + " \n\t"
-           + "".join(chr(c) for c in range(0xA0, 0x100)) + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026")
+CHARSET = (
+    string.ascii_letters
+    + string.digits
+    + string.punctuation
+    + " \n\t"
+    + "".join(chr(c) for c in range(0xA0, 0x100))
+    + "\u2018\u2019\u201c\u201d\u2013\u2014\u2026"
+)
 MAX_OBS_CHARS = 1 << 16
 MAX_ACTION_CHARS = 1 << 12
 
@@ -94,7 +101,11 @@ class ALFWorldEnv(gym.Env[str, str]):
     what the agent cannot (``--distill privileged``). Off by default: an agent must never see it.
     """
 
-    metadata = {"render_modes": ["ansi", "human"], "render_fps": 4, "step_timeout": 120.0}  # stock planner steps: up to ~93 s
+    metadata = {
+        "render_modes": ["ansi", "human"],
+        "render_fps": 4,
+        "step_timeout": 120.0,
+    }  # stock planner steps: up to ~93 s
 
     def __init__(
         self,
@@ -164,7 +175,8 @@ class ALFWorldEnv(gym.Env[str, str]):
             sample = ", ".join(self._order[:3])
             raise ALFWorldDataError(
                 f"unknown ALFWorld task_id {task_id!r} in split {self.split!r} at {self.data_dir} "
-                f"({len(self._order)} games, e.g. {sample}); see env.unwrapped.task_ids")
+                f"({len(self._order)} games, e.g. {sample}); see env.unwrapped.task_ids"
+            )
         return rec
 
     # -- Gymnasium API --------------------------------------------------------------------------

@@ -14,6 +14,7 @@ Example (needs the ``alfworld`` extra)::
     >>> plan[:2]                                                       # doctest: +SKIP
     ['go to desk 2', 'take alarmclock 1 from desk 2']
 """
+
 from __future__ import annotations
 
 from collections import defaultdict

@@ -14,6 +14,7 @@ other than a JSON object (``[]``, a string) raises :class:`ALFWorldDataError`.
 >>> task_id_of(Path("json_2.1.1/valid_unseen/pick_two_obj_and_place-CD-None-Safe-308/trial_T1/game.tw-pddl"))
 'pick_two_obj_and_place-CD-None-Safe-308/trial_T1'
 """
+
 from __future__ import annotations
 
 import json
@@ -53,8 +54,10 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
     """The json_2.1.1 folder to read, or None for the embedded set."""
     if data_dir is None:
         env = os.environ.get("ALFWORLD_DATA")
-        if not env or (os.path.normpath(env) == os.path.normpath(_alfworld_default_cache())
-                       and not os.path.isdir(os.path.join(env, "json_2.1.1"))):
+        if not env or (
+            os.path.normpath(env) == os.path.normpath(_alfworld_default_cache())
+            and not os.path.isdir(os.path.join(env, "json_2.1.1"))
+        ):
             return None
         data_dir, origin = env, "$ALFWORLD_DATA"
     else:
@@ -68,7 +71,8 @@ def resolve_data_dir(data_dir: str | os.PathLike[str] | None) -> Path | None:
         f"ALFWorld data not found: {origin}={str(data_dir)!r} has no json_2.1.1/ folder"
         f"{'' if root.is_dir() else ' (the folder does not exist)'}. Point {origin} at the folder that holds "
         "json_2.1.1/<split>/<task>/<trial>/game.tw-pddl (e.g. the one `alfworld-download` fills), "
-        "or pass data_dir=None and unset ALFWORLD_DATA to use the embedded games.")
+        "or pass data_dir=None and unset ALFWORLD_DATA to use the embedded games."
+    )
 
 
 _log = logging.getLogger(__name__)
@@ -103,8 +107,10 @@ def _read_object(path: Path) -> dict:
     if not stat.S_ISREG(st.st_mode):
         raise _Unreadable(f"{path.name} is not a regular file (a device, FIFO or socket, or a link to one)")
     if st.st_size > MAX_GAME_FILE_BYTES:
-        raise _Unreadable(f"{path.name} is {st.st_size / 2**20:.0f} MiB, over the {MAX_GAME_FILE_BYTES // 2**20} MiB "
-                          "limit of a game file")
+        raise _Unreadable(
+            f"{path.name} is {st.st_size / 2**20:.0f} MiB, over the {MAX_GAME_FILE_BYTES // 2**20} MiB "
+            "limit of a game file"
+        )
     try:
         with open(path, encoding="utf-8") as f:
             data = json.loads(f.read(MAX_GAME_FILE_BYTES + 1))
@@ -114,7 +120,8 @@ def _read_object(path: Path) -> dict:
         raise ALFWorldDataError(
             f"{path} holds a JSON {type(data).__name__}, not an object: a game folder needs game.tw-pddl "
             "(pddl_domain, grammar, pddl_problem, solvable) and traj_data.json as JSON objects; regenerate or "
-            "re-download it, or remove the folder.")
+            "re-download it, or remove the folder."
+        )
     return data
 
 
@@ -143,7 +150,8 @@ def check_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> N
         if split not in EMBEDDED_SPLITS:
             raise ALFWorldDataError(
                 f"split {split!r} is not in the embedded ALFWorld set (splits: {list(EMBEDDED_SPLITS)}); "
-                "for the original splits pass data_dir=<folder with json_2.1.1> or set ALFWORLD_DATA")
+                "for the original splits pass data_dir=<folder with json_2.1.1> or set ALFWORLD_DATA"
+            )
         return
     _require_split_dir(Path(json_dir), split)
 
@@ -155,7 +163,8 @@ def _require_split_dir(json_dir: Path, split: str) -> Path:
         available = sorted(p.name for p in json_dir.iterdir() if p.is_dir()) if json_dir.is_dir() else []
         raise ALFWorldDataError(
             f"ALFWorld split {split!r} not found: no folder {split_dir}. Available splits there: "
-            f"{available or 'none'}; pass split=<one of them>.")
+            f"{available or 'none'}; pass split=<one of them>."
+        )
     return split_dir
 
 
@@ -215,5 +224,6 @@ def _scan(split_dir: Path, split: str, files: list[Path]) -> list[GameRecord]:
     if not games:
         raise ALFWorldDataError(
             f"ALFWorld split {split!r} at {split_dir} holds no playable game (need "
-            "<task>/<trial>/game.tw-pddl with \"solvable\": true and traj_data.json).")
+            '<task>/<trial>/game.tw-pddl with "solvable": true and traj_data.json).'
+        )
     return games

@@ -26,6 +26,7 @@ Usage::
     python -m progpo_envs.alfworld.generate --out /tmp/hard --per-type 2 --difficulty hard
     python -m progpo_envs.alfworld.generate --build-default   # rebuilds the embedded set
 """
+
 # Over 500 lines: one generator: layouts, placements, goals and the PDDL it writes depend on each other.
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ from progpo_envs.alfworld.install import alfworld_logic_files, import_alfworld
 from progpo_envs.alfworld.tasks import TASK_TYPES
 
 #: floor plans held out for the ``valid`` split of the default set (unseen scenes).
-VALID_FLOOR_PLANS = tuple(f"FloorPlan{n}" for n in (5, 10, 15, 25, 205, 210, 215, 225, 305, 310, 315, 325, 405, 410, 415, 425))
+VALID_FLOOR_PLANS = tuple(
+    f"FloorPlan{n}" for n in (5, 10, 15, 25, 205, 210, 215, 225, 305, 310, 315, 325, 405, 410, 415, 425)
+)
 
 #: receptacles a desk lamp stands on.
 LAMP_RECEPTACLES = ("Desk", "SideTable", "Dresser", "DiningTable", "CoffeeTable", "Shelf")
@@ -125,8 +128,12 @@ class _Lib:
 
     def floor_plans(self) -> list[str]:
         names = {p.name.split("-")[0] for p in self.layout_dir.glob("FloorPlan*-openable.json")}
-        ok = [n for n in names if (self.layout_dir / f"{n}-objects.json").exists() and (self.layout_dir / f"{n}-layout.npy").exists()]
-        return sorted(ok, key=lambda n: int(n[len("FloorPlan"):]))
+        ok = [
+            n
+            for n in names
+            if (self.layout_dir / f"{n}-objects.json").exists() and (self.layout_dir / f"{n}-layout.npy").exists()
+        ]
+        return sorted(ok, key=lambda n: int(n[len("FloorPlan") :]))
 
 
 @dataclass
@@ -152,7 +159,12 @@ def load_scene(lib: _Lib, floor_plan: str, rng: random.Random) -> Scene:
     for cls in sorted(set(classes) & lib.static_receptacles - have):
         for _ in range(2 if cls == "StoveBurner" else 1):
             x, z = rng.choice(points)
-            thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (cls, x + rng.uniform(-0.5, 0.5), rng.uniform(0, 1.5), z + rng.uniform(-0.5, 0.5))
+            thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (
+                cls,
+                x + rng.uniform(-0.5, 0.5),
+                rng.uniform(0, 1.5),
+                z + rng.uniform(-0.5, 0.5),
+            )
             receptacles[thor] = (x, z, rng.randrange(4) * 90, rng.choice(HORIZONS))
     return Scene(floor_plan, sorted(set(classes)), receptacles, points)
 
@@ -178,8 +190,9 @@ def _receptacle_classes(scene: Scene) -> dict[str, list[str]]:
     return out
 
 
-def _trim_scene(lib: _Lib, scene: Scene, task_type: str, obj: str, parent: str, limit: int,
-                rng: random.Random) -> Scene:
+def _trim_scene(
+    lib: _Lib, scene: Scene, task_type: str, obj: str, parent: str, limit: int, rng: random.Random
+) -> Scene:
     """A copy of ``scene`` with at most ``limit`` receptacles, keeping what the task needs.
 
     Kept first: one receptacle of the goal class, the task's appliance, a desk-lamp holder (look
@@ -263,7 +276,12 @@ def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: 
                 pool = in_view  # never hidden: the target is seen on arrival
             rid = rng.choice(by_class[rng.choice(pool)])
             x, _, z = (float(v) for v in rid.split("|")[1:4])
-            thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (cls, x + rng.uniform(-0.3, 0.3), rng.uniform(0.0, 2.0), z + rng.uniform(-0.3, 0.3))
+            thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (
+                cls,
+                x + rng.uniform(-0.3, 0.3),
+                rng.uniform(0.0, 2.0),
+                z + rng.uniform(-0.3, 0.3),
+            )
             if thor not in spec.placements:
                 spec.placements[thor] = rid
     if toggle:
@@ -313,7 +331,12 @@ def render_problem(lib: _Lib, spec: GameSpec, name: str) -> str:
             facts.append(f"(pickupable {pid})")
         if cls in c.MOVABLE_RECEPTACLES_SET:
             facts.append(f"(isReceptacleObject {pid})")
-        for flag, group in (("cleanable", "Cleanable"), ("heatable", "Heatable"), ("coolable", "Coolable"), ("sliceable", "Sliceable")):
+        for flag, group in (
+            ("cleanable", "Cleanable"),
+            ("heatable", "Heatable"),
+            ("coolable", "Coolable"),
+            ("sliceable", "Sliceable"),
+        ):
             if cls in c.VAL_ACTION_OBJECTS[group]:
                 facts.append(f"({flag} {pid})")
         if cls == spec.toggle_target:
@@ -325,21 +348,31 @@ def render_problem(lib: _Lib, spec: GameSpec, name: str) -> str:
             if oc in c.VAL_RECEPTACLE_OBJECTS.get(rc, ()):
                 facts.append(f"(canContain {rc}Type {oc}Type)")
     goal = lib.goals[spec.task_type]["pddl"].format(
-        obj=spec.object_target, recep=spec.parent_target, toggle=spec.toggle_target, mrecep="")
+        obj=spec.object_target, recep=spec.parent_target, toggle=spec.toggle_target, mrecep=""
+    )
     goal = goal.replace("#", "-")
-    objects = (["agent1 - agent"] + [f"{t}Type - otype" for t in lib.otypes] + [f"{t}Type - rtype" for t in lib.rtypes]
-               + [f"{p} - object" for p in obj_ids.values()] + [f"{p} - receptacle" for p in rec_ids.values()]
-               + [f"{loc} - location" for loc in locations])
+    objects = (
+        ["agent1 - agent"]
+        + [f"{t}Type - otype" for t in lib.otypes]
+        + [f"{t}Type - rtype" for t in lib.rtypes]
+        + [f"{p} - object" for p in obj_ids.values()]
+        + [f"{p} - receptacle" for p in rec_ids.values()]
+        + [f"{loc} - location" for loc in locations]
+    )
     sep = "\n        "
-    return (f"\n(define (problem plan_{name})\n(:domain alfred)\n(:objects\n        {sep.join(objects)}\n        )\n"
-            f"(:init\n        {sep.join(facts)}\n        )\n{goal}")
+    return (
+        f"\n(define (problem plan_{name})\n(:domain alfred)\n(:objects\n        {sep.join(objects)}\n        )\n"
+        f"(:init\n        {sep.join(facts)}\n        )\n{goal}"
+    )
 
 
 def scene_number(floor_plan: str) -> int:
-    return int(floor_plan[len("FloorPlan"):])
+    return int(floor_plan[len("FloorPlan") :])
 
 
-def build_game(lib: _Lib, spec: GameSpec, trial: str, domain: str, grammar: str) -> tuple[str, dict[str, Any], dict[str, Any]]:
+def build_game(
+    lib: _Lib, spec: GameSpec, trial: str, domain: str, grammar: str
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(task folder name, game.tw-pddl content, traj_data.json content) of ``spec``."""
     folder = f"{spec.task_type}-{spec.object_target}-None-{spec.parent_target or spec.toggle_target}-{scene_number(spec.scene.floor_plan)}"
     game = {
@@ -352,10 +385,17 @@ def build_game(lib: _Lib, spec: GameSpec, trial: str, domain: str, grammar: str)
     traj = {
         "task_id": trial,
         "task_type": spec.task_type,
-        "pddl_params": {"object_target": spec.object_target, "parent_target": spec.parent_target,
-                        "toggle_target": spec.toggle_target, "mrecep_target": "", "object_sliced": False},
+        "pddl_params": {
+            "object_target": spec.object_target,
+            "parent_target": spec.parent_target,
+            "toggle_target": spec.toggle_target,
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
         "scene": {"floor_plan": spec.scene.floor_plan, "scene_num": scene_number(spec.scene.floor_plan)},
-        "turk_annotations": {"anns": [{"task_desc": spec.sentence, "high_descs": [], "assignment_id": "progpo-generated"}]},
+        "turk_annotations": {
+            "anns": [{"task_desc": spec.sentence, "high_descs": [], "assignment_id": "progpo-generated"}]
+        },
     }
     return folder, game, traj
 
@@ -394,9 +434,16 @@ class GeneratedGame:
         return f"{self.task_folder}/{self.trial}"
 
 
-def generate_games(split: str, per_type: int, seed: int, difficulty: str = "normal",
-                   floor_plans: Sequence[str] | None = None, task_types: Sequence[str] = TASK_TYPES,
-                   engine: Any = None, log: Any = None) -> list[GeneratedGame]:
+def generate_games(
+    split: str,
+    per_type: int,
+    seed: int,
+    difficulty: str = "normal",
+    floor_plans: Sequence[str] | None = None,
+    task_types: Sequence[str] = TASK_TYPES,
+    engine: Any = None,
+    log: Any = None,
+) -> list[GeneratedGame]:
     """Generate ``per_type`` validated games of each task type (deterministic in ``seed``)."""
     from progpo_envs.alfworld.expert import ExpertError
 
@@ -469,8 +516,11 @@ def build_default_set(archive: Path, seed: int = DEFAULT_SEED, log: Any = print)
     every = lib.floor_plans()
     games: list[GeneratedGame] = []
     for split, (difficulty, per_type, which) in DEFAULT_SET.items():
-        plans = {"train": [p for p in every if p not in VALID_FLOOR_PLANS],
-                 "valid": [p for p in every if p in VALID_FLOOR_PLANS], "all": every}[which]
+        plans = {
+            "train": [p for p in every if p not in VALID_FLOOR_PLANS],
+            "valid": [p for p in every if p in VALID_FLOOR_PLANS],
+            "all": every,
+        }[which]
         games += generate_games(split, per_type, seed, difficulty, plans, log=log)
     return pack_games(games, archive, seed=seed)
 
@@ -496,8 +546,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.out is None:
         p.error("--out is required (or --build-default)")
-    games = generate_games(args.split, args.per_type, args.seed, args.difficulty, args.floor_plans,
-                           args.task_types, log=log)
+    games = generate_games(
+        args.split, args.per_type, args.seed, args.difficulty, args.floor_plans, args.task_types, log=log
+    )
     paths = write_games(games, args.out)
     print(f"wrote {len(paths)} games under {args.out / 'json_2.1.1' / args.split} in {time.time() - t0:.0f} s")
     return 0

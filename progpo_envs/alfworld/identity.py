@@ -9,6 +9,7 @@ Usage::
     python -m progpo_envs.alfworld.identity                      # embedded games, all splits
     python -m progpo_envs.alfworld.identity --data-dir ../shared/data/alfworld-real --split valid_unseen
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,10 @@ def compare_game(stock: Any, fast: Any, game_file: str, steps: int = 50, seed: i
         return Mismatch(game_file, 0, "reset observation", a, b)
     rng = random.Random(seed)
     for t in range(1, steps + 1):
-        for what, x, y in (("admissible_commands", stock.admissible_commands, fast.admissible_commands),
-                           ("won", stock.won, fast.won)):
+        for what, x, y in (
+            ("admissible_commands", stock.admissible_commands, fast.admissible_commands),
+            ("won", stock.won, fast.won),
+        ):
             if x != y:
                 return Mismatch(game_file, t - 1, what, x, y)
         cmds = stock.admissible_commands
@@ -73,7 +76,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     stock, fast = StockEngine(), FastEngine()
     checked, bad = 0, 0
     for split in splits:
-        games = discover_games(json_dir, split)[args.offset:]
+        games = discover_games(json_dir, split)[args.offset :]
         if args.limit:
             games = games[: args.limit]
         for i, g in enumerate(games):
@@ -81,7 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             checked += 1
             if m is not None:
                 bad += 1
-                print(f"MISMATCH {split}/{g.task_id} at step {m.step} ({m.what}):\n  stock={m.stock!r}\n  fast ={m.fast!r}")
+                print(
+                    f"MISMATCH {split}/{g.task_id} at step {m.step} ({m.what}):\n  stock={m.stock!r}\n  fast ={m.fast!r}"
+                )
             else:
                 print(f"ok {split}/{g.task_id}", flush=True)
     print(f"{checked - bad} identical, {bad} different (of {checked} games, {args.steps} steps each)")

@@ -8,6 +8,7 @@ around fast-downward's translator, which overwrites ``sys.argv``.
 >>> isinstance(engine_available(), bool)
 True
 """
+
 from __future__ import annotations
 
 import importlib
@@ -18,8 +19,15 @@ from typing import Any
 
 from wrappers.errors import UserError
 
-__all__ = ["ENGINE_MISSING_HINT", "EngineUnavailableError", "RestoreArgv", "alfworld_logic_files",
-           "engine_available", "import_alfworld", "require_engine"]
+__all__ = [
+    "ENGINE_MISSING_HINT",
+    "EngineUnavailableError",
+    "RestoreArgv",
+    "alfworld_logic_files",
+    "engine_available",
+    "import_alfworld",
+    "require_engine",
+]
 
 ENGINE_MISSING_HINT = (
     "The ALFWorld engine is not installed: `pip install 'progpo[alfworld]'` "

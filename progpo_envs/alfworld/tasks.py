@@ -6,6 +6,7 @@
 >>> spec.task_type, spec.object_type, spec.receptacle_type
 ('pick_clean_then_place_in_recep', 'Bowl', 'Cabinet')
 """
+
 from __future__ import annotations
 
 import re

@@ -9,12 +9,33 @@ the state; the env reads the goal line.
 >>> SEE.search("On the desk 1, you see a pen 2, and a mug 1.").groups()
 ('the desk 1', 'a pen 2, and a mug 1')
 """
+
 from __future__ import annotations
 
 import re
 
-__all__ = ["ARRIVE", "BANNER", "CLOSE", "CLOSED", "GO", "GOAL", "ITEM", "LIST", "MOVED", "NOTHING_HAPPENS", "OPEN",
-           "OPENED", "PUT", "SEE", "TAKE", "TASK", "TRANSFORM", "USE", "WORD", "WS"]
+__all__ = [
+    "ARRIVE",
+    "BANNER",
+    "CLOSE",
+    "CLOSED",
+    "GO",
+    "GOAL",
+    "ITEM",
+    "LIST",
+    "MOVED",
+    "NOTHING_HAPPENS",
+    "OPEN",
+    "OPENED",
+    "PUT",
+    "SEE",
+    "TAKE",
+    "TASK",
+    "TRANSFORM",
+    "USE",
+    "WORD",
+    "WS",
+]
 
 #: what the engine says to a command that changed nothing
 NOTHING_HAPPENS = "Nothing happens."

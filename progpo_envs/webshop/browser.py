@@ -15,6 +15,7 @@ Example (needs Chromium; see ``tests/webshop/test_webshop_browser.py``)::
     html = browser.page_source()
     browser.quit()
 """
+
 from __future__ import annotations
 
 import contextlib

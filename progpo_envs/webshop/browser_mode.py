@@ -13,6 +13,7 @@ Any page that is not a 200 shop page (an error status such as 414 or 500, or a U
 shop page) makes the action invalid: the browser goes back to the page it was on, and the
 observation and state stay what they were, as a rejected action leaves them in text mode.
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -95,6 +95,7 @@ First visits on the env (repeated search, returning to a page, invalid clicks):
     >>> go("search[zzzqqq]"), go("search[qqqzzz]")   # two empty searches: one new state
     ((True, 3), (False, 3))
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

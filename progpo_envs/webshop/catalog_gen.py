@@ -36,6 +36,7 @@ CLI::
 
     python -m progpo_envs.webshop.catalog_gen --num-products 100000 --seed 0 --out-dir data/
 """
+
 from __future__ import annotations
 
 import argparse
@@ -237,8 +238,9 @@ def _title(rs: _Stream, tables: _TypeTables, brand: str, noun: str, attributes: 
     return " ".join(parts), in_title
 
 
-def _texts(rs: _Stream, tables: _TypeTables, brand: str, lower_noun: str, attributes: list[str],
-           in_title: list[str]) -> tuple[list[str], str]:
+def _texts(
+    rs: _Stream, tables: _TypeTables, brand: str, lower_noun: str, attributes: list[str], in_title: list[str]
+) -> tuple[list[str], str]:
     """Bullets (the attributes the title left out, else a random one) and the description."""
     r, pre_pool, templates = rs.rand, tables.pre, tables.bullets
     rest = [a for a in attributes if a not in in_title]
@@ -315,8 +317,7 @@ def _json_block(seed: int, block: int, num_products: int) -> tuple[str, str]:
     """One block as ``items_shuffle`` / ``items_ins_v2`` JSON fragments (no outer brackets)."""
     rows = _block(seed, block, num_products)
     items = ",\n".join(json.dumps(item, ensure_ascii=False) for item, _ in rows)
-    ins = ",\n".join(json.dumps(item["asin"]) + ": " + json.dumps(entry, ensure_ascii=False)
-                     for item, entry in rows)
+    ins = ",\n".join(json.dumps(item["asin"]) + ": " + json.dumps(entry, ensure_ascii=False) for item, entry in rows)
     return items, ins
 
 
@@ -353,7 +354,9 @@ def _check(num_products: int, workers: int) -> None:
         raise ValueError(f"workers must be >= 1, got {workers}")
 
 
-def iter_catalog(num_products: int = 1000, seed: int = 0, *, workers: int = 1) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def iter_catalog(
+    num_products: int = 1000, seed: int = 0, *, workers: int = 1
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     """Yield ``(raw_item, ins_entry)`` for products ``0`` to ``num_products - 1``, lazily.
 
     ``workers > 1`` draws blocks of :data:`BLOCK` products in that many processes (same
@@ -369,7 +372,9 @@ def iter_catalog(num_products: int = 1000, seed: int = 0, *, workers: int = 1) -
         yield from rows
 
 
-def generate_catalog(num_products: int = 1000, seed: int = 0, *, workers: int = 1) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+def generate_catalog(
+    num_products: int = 1000, seed: int = 0, *, workers: int = 1
+) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
     """Return ``(items_shuffle, items_ins_v2)``: the list of raw items and the attribute dict."""
     items: list[dict[str, Any]] = []
     ins: dict[str, dict[str, Any]] = {}
@@ -379,7 +384,9 @@ def generate_catalog(num_products: int = 1000, seed: int = 0, *, workers: int = 
     return items, ins
 
 
-def write_catalog(out_dir: str | Path, num_products: int = 1000, seed: int = 0, *, workers: int = 1) -> tuple[Path, Path]:
+def write_catalog(
+    out_dir: str | Path, num_products: int = 1000, seed: int = 0, *, workers: int = 1
+) -> tuple[Path, Path]:
     """Write ``items_shuffle_<n>.json`` and ``items_ins_v2_<n>.json`` to ``out_dir``, streaming.
 
     Returns the two paths. The files are what the original WebShop reads (and what
@@ -419,8 +426,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--num-products must be >= 1")
     if args.workers < 1:
         parser.error("--workers must be >= 1")
-    items_path, ins_path = write_catalog(args.out_dir, args.num_products, args.seed,
-                                         workers=args.workers)
+    items_path, ins_path = write_catalog(args.out_dir, args.num_products, args.seed, workers=args.workers)
     print(f"wrote {items_path} and {ins_path}")
     return 0
 

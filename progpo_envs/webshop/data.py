@@ -35,6 +35,7 @@ Example:
     >>> cat.split("test") == list(range(min(500, len(cat.goals))))
     True
 """
+
 from __future__ import annotations
 
 import os
@@ -68,6 +69,7 @@ DATA_ENV_VAR = "WEBSHOP_DATA"
 #: Goals 0 .. TEST_GOALS - 1 form the test split (as the published GRPO/GiGPO results use).
 TEST_GOALS = 500
 _DEFAULT_PRICE = 100.0
+
 
 @dataclass
 class Catalog:
@@ -235,7 +237,9 @@ def draw_prices(products: Sequence[dict[str, Any]], rng: random.Random) -> dict[
     return prices
 
 
-def _dedupe(rows: Iterable[tuple[dict[str, Any], dict[str, Any] | None]]) -> Iterable[tuple[dict[str, Any], dict[str, Any] | None]]:
+def _dedupe(
+    rows: Iterable[tuple[dict[str, Any], dict[str, Any] | None]],
+) -> Iterable[tuple[dict[str, Any], dict[str, Any] | None]]:
     seen: set[str] = set()
     for raw, attrs in rows:
         asin = raw.get("asin")
@@ -321,8 +325,7 @@ def load_catalog(
         rows, human, source = _read_original(Path(data_dir).expanduser(), num_products, human_goals)
 
     products = [
-        convert_product(raw, attrs, human.get(raw["asin"]) if human_goals else None)
-        for raw, attrs in _dedupe(rows)
+        convert_product(raw, attrs, human.get(raw["asin"]) if human_goals else None) for raw, attrs in _dedupe(rows)
     ]
     rng = random.Random(seed)
     prices = draw_prices(products, rng)

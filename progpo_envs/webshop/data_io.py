@@ -7,6 +7,7 @@ other. ``progpo_envs.webshop.data`` re-exports both names.
 >>> issubclass(WebShopDataError, RuntimeError)
 True
 """
+
 from __future__ import annotations
 
 import json

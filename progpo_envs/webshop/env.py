@@ -46,6 +46,7 @@ the form in which cross-env records and dataset columns keep task ids.
   ``browser_restarted: True``; a browser failure during a step truncates the episode with
   ``browser_error`` set.
 """
+
 from __future__ import annotations
 
 import copy
@@ -283,7 +284,9 @@ class WebShopEnv(gym.Env[str, str]):
             self._score = reward
             self._breakdown = dict(result.breakdown or {})
         limit = self.max_episode_steps
-        truncated = (not terminated) and ((limit is not None and self._steps >= limit) or bool(extra.get("browser_error")))
+        truncated = (not terminated) and (
+            (limit is not None and self._steps >= limit) or bool(extra.get("browser_error"))
+        )
         if truncated:
             self._done, self._truncated = True, True
         info = self._info(result.valid)

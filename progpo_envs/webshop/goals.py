@@ -30,6 +30,7 @@ Example:
     >>> goals[0]["goal_options"], goals[0]["price_upper"], goals[0]["weight"]
     ({'size': '12 ounce'}, 60.0, 0.5)
 """
+
 from __future__ import annotations
 
 import itertools
@@ -78,12 +79,12 @@ def price_cap(price: float, rng: random.Random) -> tuple[float, str]:
     return upper, f", and price lower than {upper:.2f} dollars"
 
 
-
 def _goal_price_cap(prices: dict[str, float] | None, asin: str, rng: random.Random) -> tuple[float, str]:
     """:func:`price_cap` of the product's price; without prices no cap and no text (as the original)."""
     if prices is None:
         return NO_PRICE_CAP, ""
     return price_cap(prices[asin], rng)
+
 
 def get_synthetic_goals(
     products: Sequence[dict[str, Any]],
@@ -118,17 +119,19 @@ def get_synthetic_goals(
             goal_options = dict(zip(names, combination))
             option_text = ", and ".join(f"{k}: {v}" for k, v in goal_options.items())
             option_text = f" with {option_text}" if option_text else ""
-            goals.append({
-                "asin": asin,
-                "category": product["category"],
-                "query": product["query"],
-                "name": product["Title"],
-                "product_category": product["product_category"],
-                "instruction_text": f"{instruction}{option_text}{price_text}",
-                "attributes": attributes,
-                "price_upper": upper,
-                "goal_options": goal_options,
-            })
+            goals.append(
+                {
+                    "asin": asin,
+                    "category": product["category"],
+                    "query": product["query"],
+                    "name": product["Title"],
+                    "product_category": product["product_category"],
+                    "instruction_text": f"{instruction}{option_text}{price_text}",
+                    "attributes": attributes,
+                    "price_upper": upper,
+                    "goal_options": goal_options,
+                }
+            )
             for att in attributes:
                 attr_counts[att] += 1
     for goal in goals:
@@ -158,18 +161,20 @@ def get_human_goals(
                 continue
             asin = product["asin"]
             upper, price_text = _goal_price_cap(prices, asin, rng)
-            goals.append({
-                "asin": asin,
-                "category": product["category"],
-                "query": product["query"],
-                "name": product["name"],
-                "product_category": product["product_category"],
-                "instruction_text": str(entry["instruction"]).strip(".") + price_text,
-                "attributes": attributes,
-                "price_upper": upper,
-                "goal_options": list(entry.get("instruction_options") or []),
-                "weight": 1,
-            })
+            goals.append(
+                {
+                    "asin": asin,
+                    "category": product["category"],
+                    "query": product["query"],
+                    "name": product["name"],
+                    "product_category": product["product_category"],
+                    "instruction_text": str(entry["instruction"]).strip(".") + price_text,
+                    "attributes": attributes,
+                    "price_upper": upper,
+                    "goal_options": list(entry.get("instruction_options") or []),
+                    "weight": 1,
+                }
+            )
     return goals
 
 
@@ -208,12 +213,16 @@ _SIZE_VALUE = (
 _SIZE_AFTER_RE = re.compile(r"\bsize(?:\s+(?:is|should be|of|in))?\s*:?\s*(" + _SIZE_VALUE + r")")
 _SIZE_BEFORE_RE = re.compile(r"(?<![\w-])(" + _SIZE_VALUE + r")[\s-]+sized?\b")
 _COLOR_AFTER_RE = re.compile(
-    r"\b(?:in (?:the )?colou?r|colou?r(?:ed)?(?: is| should be| of)?\s*:?)\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)")
+    r"\b(?:in (?:the )?colou?r|colou?r(?:ed)?(?: is| should be| of)?\s*:?)\s+([a-z][\w\-]*(?: [a-z][\w\-]*)?)"
+)
 _COLOR_BEFORE_RE = re.compile(r"\b([a-z][\w\-]*)\s+colou?r(?:ed)?\b")
-_PRICE_RE = re.compile(r"(?:price lower than|less than|under|below)\s*\$?\s*([0-9]+(?:\.[0-9]+)?)\s*(?:dollars|usd|\$)?")
+_PRICE_RE = re.compile(
+    r"(?:price lower than|less than|under|below)\s*\$?\s*([0-9]+(?:\.[0-9]+)?)\s*(?:dollars|usd|\$)?"
+)
 _COLOR_STOP = frozenset(
     "a an the and with that for in size please i it of which is should be any this my same one "
-    "color colour colored".split())
+    "color colour colored".split()
+)
 
 
 def _first(*matches: re.Match[str] | None) -> re.Match[str] | None:
@@ -252,8 +261,9 @@ def parse_human_instruction(text: str, attribute_vocab: Iterable[str] = ()) -> d
             goal_options["color"] = " ".join(words)
     m = _PRICE_RE.search(low)
     upper: float | int = float(m.group(1)) if m else NO_PRICE_CAP
-    attributes = [a for a in dict.fromkeys(attribute_vocab) if a and re.search(
-        r"\b" + re.escape(a.lower()) + r"\b", low)]
+    attributes = [
+        a for a in dict.fromkeys(attribute_vocab) if a and re.search(r"\b" + re.escape(a.lower()) + r"\b", low)
+    ]
     return {
         "asin": None,
         "category": None,
@@ -266,4 +276,3 @@ def parse_human_instruction(text: str, attribute_vocab: Iterable[str] = ()) -> d
         "goal_options": goal_options,
         "weight": 1,
     }
-

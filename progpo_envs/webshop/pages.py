@@ -37,6 +37,7 @@ Example:
     >>> html_segments(html) == view.segments() and html_clickables(html) == view.clickables()
     True
 """
+
 from __future__ import annotations
 
 import json
@@ -324,9 +325,7 @@ def render_html(view: PageView, session_id: str) -> str:
         page = st.page_num or 1
         links["prev"] = state_path(session_id, replace(st, page_num=page - 1))
         links["next"] = state_path(session_id, replace(st, page_num=page + 1))
-        ctx["hits"] = [
-            (h, state_path(session_id, ShopState(ITEM, st.query, page, h.asin))) for h in view.hits
-        ]
+        ctx["hits"] = [(h, state_path(session_id, ShopState(ITEM, st.query, page, h.asin))) for h in view.hits]
     elif view.kind in (ITEM, SUB_PAGE):
         p = view.product or {}
         item_state = replace(st, kind=ITEM, sub_page=None)
@@ -350,8 +349,7 @@ def render_html(view: PageView, session_id: str) -> str:
             for name, values in (p.get("options") or {}).items()
         ]
         ctx["sub_links"] = [
-            (name, state_path(session_id, replace(item_state, kind=SUB_PAGE, sub_page=name)))
-            for name in SUB_PAGES
+            (name, state_path(session_id, replace(item_state, kind=SUB_PAGE, sub_page=name))) for name in SUB_PAGES
         ]
         links["buy"] = state_path(session_id, replace(item_state, kind=DONE))
         ctx["title"] = p.get("Title", "")

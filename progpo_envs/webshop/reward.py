@@ -30,6 +30,7 @@ Example:
     >>> score, info["r_type"], info["r_att"], info["r_option"], info["r_price"], info["w_price"]
     (1.0, 1.0, 1.0, 1.0, True, 0.3333333333333333)
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
@@ -54,18 +55,108 @@ MATCH_THRESHOLD = 85
 #: The original colour list (``web_agent_site/engine/normalize.py``), in its order: the first
 #: entry found as a substring wins (``"violet lavender"`` -> ``"lavender"``).
 COLOR_SET: tuple[str, ...] = (
-    "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black",
-    "blue", "blush", "bordeaux", "bronze", "brown", "burgundy", "camel", "camo", "caramel",
-    "champagne", "charcoal", "cheetah", "chestnut", "chocolate", "christmas", "coffee",
-    "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim", "eggplant",
-    "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray",
-    "green", "grey", "heather", "indigo", "ivory", "ivy", "khaki", "lavender", "lemon",
-    "leopard", "light", "lilac", "lime", "magenta", "maroon", "mauve", "merlot", "midnight",
-    "mint", "mocha", "multicolor", "mushroom", "mustard", "natural", "navy", "nude", "olive",
-    "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "royal",
-    "rust", "sand", "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone",
-    "stonewash", "sunflower", "tan", "taupe", "teal", "tiger", "turquoise", "violet", "walnut",
-    "wheat", "white", "wine", "yellow",
+    "alabaster",
+    "apricot",
+    "aqua",
+    "ash",
+    "asphalt",
+    "azure",
+    "banana",
+    "beige",
+    "black",
+    "blue",
+    "blush",
+    "bordeaux",
+    "bronze",
+    "brown",
+    "burgundy",
+    "camel",
+    "camo",
+    "caramel",
+    "champagne",
+    "charcoal",
+    "cheetah",
+    "chestnut",
+    "chocolate",
+    "christmas",
+    "coffee",
+    "cognac",
+    "copper",
+    "coral",
+    "cranberry",
+    "cream",
+    "crystal",
+    "dark",
+    "denim",
+    "eggplant",
+    "elephant",
+    "espresso",
+    "fuchsia",
+    "gold",
+    "granite",
+    "grape",
+    "graphite",
+    "grass",
+    "gray",
+    "green",
+    "grey",
+    "heather",
+    "indigo",
+    "ivory",
+    "ivy",
+    "khaki",
+    "lavender",
+    "lemon",
+    "leopard",
+    "light",
+    "lilac",
+    "lime",
+    "magenta",
+    "maroon",
+    "mauve",
+    "merlot",
+    "midnight",
+    "mint",
+    "mocha",
+    "multicolor",
+    "mushroom",
+    "mustard",
+    "natural",
+    "navy",
+    "nude",
+    "olive",
+    "orange",
+    "peach",
+    "pewter",
+    "pink",
+    "plum",
+    "purple",
+    "rainbow",
+    "red",
+    "rose",
+    "royal",
+    "rust",
+    "sand",
+    "sapphire",
+    "seashell",
+    "silver",
+    "skull",
+    "slate",
+    "steel",
+    "stone",
+    "stonewash",
+    "sunflower",
+    "tan",
+    "taupe",
+    "teal",
+    "tiger",
+    "turquoise",
+    "violet",
+    "walnut",
+    "wheat",
+    "white",
+    "wine",
+    "yellow",
 )
 
 
@@ -129,8 +220,9 @@ def token_set_ratio(a: Any, b: Any) -> int:
     return _SCORER(a, b)
 
 
-def get_type_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any],
-                    nouns: Callable[[str], list[str]] | None = None) -> dict[str, Any]:
+def get_type_reward(
+    purchased_product: Mapping[str, Any], goal: Mapping[str, Any], nouns: Callable[[str], list[str]] | None = None
+) -> dict[str, Any]:
     """``r_type`` and its parts: ``query_match``, ``category_match``, ``title_score``."""
     nouns = nouns if nouns is not None else default_title_nouns()
     query_match = purchased_product["query"] == goal["query"]
@@ -152,8 +244,7 @@ def get_type_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any
         r_type = 0.1
     if title_score == 0.0:
         r_type = 0.0
-    return {"r_type": r_type, "query_match": query_match, "category_match": category_match,
-            "title_score": title_score}
+    return {"r_type": r_type, "query_match": query_match, "category_match": category_match, "title_score": title_score}
 
 
 def get_attribute_reward(purchased_product: Mapping[str, Any], goal: Mapping[str, Any]) -> tuple[float | None, int]:

@@ -37,6 +37,7 @@ Example:
     >>> LuceneEnglishAnalyzer().terms("The Women's Running-Shoes, size 6.5")
     ['women', 'run', 'shoe', 'size', '6.5']
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -67,9 +68,7 @@ _LETTER = r"[^\W\d_]"
 # UAX#29 word boundaries as Lucene's StandardTokenizer applies them: runs of word characters,
 # joined across MidLetter/MidNumLet between two letters (can't, e.g, a:b) and across
 # MidNum/MidNumLet between two digits (6.5, 1,000).
-_TOKEN_RE = re.compile(
-    rf"\w+(?:(?:(?<={_LETTER})[.:'\u2019\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*"
-)
+_TOKEN_RE = re.compile(rf"\w+(?:(?:(?<={_LETTER})[.:'\u2019\u00b7](?={_LETTER})|(?<=\d)[.,;'\u2019](?=\d))\w+)*")
 _POSSESSIVE_SUFFIXES = ("'s", "\u2019s", "'S", "\u2019S")
 _DOC_SEP = "\x00"  # NUL: neither whitespace nor a word character, never part of a token
 
@@ -237,8 +236,10 @@ class _Postings:
         chunks = f" {_DOC_SEP} ".join(batch).split()
         cids_list = list(map(self.chunk_ids.get, chunks))
         if None in cids_list:
-            cids_list = [c if c is not None else (self.chunk_ids[ch] if ch in self.chunk_ids else self._add_chunk(ch))
-                         for c, ch in zip(cids_list, chunks)]
+            cids_list = [
+                c if c is not None else (self.chunk_ids[ch] if ch in self.chunk_ids else self._add_chunk(ch))
+                for c, ch in zip(cids_list, chunks)
+            ]
         cids = np.asarray(cids_list, dtype=np.int64)
         off = np.asarray(self.chunk_off, dtype=np.int64)
         flat = np.asarray(self.flat_terms, dtype=np.int64)
@@ -251,8 +252,15 @@ class _Postings:
         docs = np.repeat(doc_of_chunk, lens)
         width = len(self.vocab) + 1
         uniq, tf = np.unique((docs + self.n_docs) * width + ids, return_counts=True)
-        for part, values in zip(self.parts, ((uniq // width).astype(np.int32), (uniq % width).astype(np.int32),
-                                             tf.astype(np.int32), np.bincount(docs, minlength=len(batch)))):
+        for part, values in zip(
+            self.parts,
+            (
+                (uniq // width).astype(np.int32),
+                (uniq % width).astype(np.int32),
+                tf.astype(np.int32),
+                np.bincount(docs, minlength=len(batch)),
+            ),
+        ):
             part.append(values)
         self.n_docs += len(batch)
 
@@ -447,9 +455,7 @@ def catalog_fingerprint(documents: Sequence[str], asins: Sequence[str]) -> str:
     return h.hexdigest()
 
 
-def get_search_index(
-    products: Sequence[Mapping[str, Any]], cache_dir: str | Path | None = None
-) -> SearchIndex:
+def get_search_index(products: Sequence[Mapping[str, Any]], cache_dir: str | Path | None = None) -> SearchIndex:
     """The search index of a loaded catalog, built once and shared.
 
     Indexes are kept in a small in-process LRU (4 catalogs) keyed by the content hash of the

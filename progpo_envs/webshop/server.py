@@ -30,6 +30,7 @@ Example:
     >>> "search_input" in html and url.startswith("http://127.0.0.1:"), server.running
     (True, False)
 """
+
 from __future__ import annotations
 
 import json
@@ -193,14 +194,17 @@ class _Handler(BaseHTTPRequestHandler):
     server_ref: ShopServer
     protocol_version = "HTTP/1.1"
     error_message_format = (
-        '<!DOCTYPE html><html><head>' + STATUS_META.format(status="%(code)d")
+        "<!DOCTYPE html><html><head>"
+        + STATUS_META.format(status="%(code)d")
         + "<title>Error response</title></head><body><h1>%(code)d</h1><p>%(message)s</p></body></html>"
     )
 
     def log_message(self, format: str, *args: Any) -> None:  # quiet
         pass
 
-    def _send(self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8", headers: Mapping[str, str] = {}) -> None:
+    def _send(
+        self, status: int, body: bytes, ctype: str = "text/html; charset=utf-8", headers: Mapping[str, str] = {}
+    ) -> None:
         self.send_response(status)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -213,8 +217,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _error(self, status: int, message: str) -> None:
 
-        body = (f"<!DOCTYPE html><html><head>{STATUS_META.format(status=int(status))}</head>"
-                f"<body><h1>{int(status)}</h1><p>{escape(message)}</p></body></html>")
+        body = (
+            f"<!DOCTYPE html><html><head>{STATUS_META.format(status=int(status))}</head>"
+            f"<body><h1>{int(status)}</h1><p>{escape(message)}</p></body></html>"
+        )
         self._send(status, body.encode())
 
     def do_HEAD(self) -> None:

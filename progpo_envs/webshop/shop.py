@@ -35,6 +35,7 @@ Example:
     >>> s.step("click[next >]").valid, s.state.page_num   # 20 hits: two pages
     (False, 2)
 """
+
 from __future__ import annotations
 
 import os

@@ -35,6 +35,7 @@ Example:
     >>> nouns.backend
     'rules'
 """
+
 from __future__ import annotations
 
 import functools
@@ -49,7 +50,8 @@ __all__ = ["ADJECTIVES", "STOPWORDS", "SPACY_MODELS", "TitleNouns", "rule_nouns"
 SPACY_MODELS: tuple[str, ...] = ("en_core_web_sm", "en_core_web_lg", "en_core_web_md")
 _NOUN_POS = ("PNOUN", "NOUN", "PROPN")  # "PNOUN" is in the original's list (a typo, harmless)
 
-STOPWORDS: frozenset[str] = frozenset("""
+STOPWORDS: frozenset[str] = frozenset(
+    """
 a an the and or nor but if then than so as of in on at by for with without from to into onto
 upon over under about above below between through during before after within across along
 around against among per via plus vs is are was were be been being am do does did has have
@@ -58,10 +60,12 @@ them their theirs he him his she her hers we us our ours you your yours i me my 
 whose which what where when why how all any both each either every few many more most much
 neither no not only other same several some such too very just also up down out off again
 further once here there own s t
-""".split())
+""".split()
+)
 
 #: words of a title that describe rather than name the product
-ADJECTIVES: frozenset[str] = frozenset("""
+ADJECTIVES: frozenset[str] = frozenset(
+    """
 black white red blue green grey gray pink purple yellow orange brown beige navy khaki teal
 turquoise maroon burgundy ivory cream tan olive coral lavender violet magenta fuchsia silver
 golden multicolor multicolored colorful clear transparent dark light bright pale matte glossy
@@ -80,15 +84,18 @@ assorted upgraded waterproof wireless rechargeable adjustable reusable washable 
 stretchy elastic flexible foldable portable removable durable stainless nonstick non anti
 multi multipurpose dual quad ergonomic magnetic electric electronic digital automatic manual
 ceramic acrylic vegan keto kosher ready various mid upholstered flat
-""".split())
+""".split()
+)
 
 _SUFFIX_RE = re.compile(r"(?:able|ible|ful|less|ous|ive|ish|ed|ly)$")
-_SUFFIX_NOUNS: frozenset[str] = frozenset("""
+_SUFFIX_NOUNS: frozenset[str] = frozenset(
+    """
 table cable vegetable turntable timetable collectible convertible bible stable handful
 mouthful spoonful olive archive drive adhesive explosive detective sedative laxative
 preservative additive chive speed breed steed tweed family jelly belly butterfly assembly
 supply rally bully dolly holly polish radish relish english spanish
-""".split())
+""".split()
+)
 _TOKEN_RE = re.compile(r"[a-z0-9]+(?:['’][a-z]+)?")
 
 
@@ -141,8 +148,9 @@ class TitleNouns:
         cache_size: titles remembered (the same goal title is parsed at every purchase).
     """
 
-    def __init__(self, backend: str = "auto", spacy_models: Sequence[str] = SPACY_MODELS,
-                 cache_size: int = 65536) -> None:
+    def __init__(
+        self, backend: str = "auto", spacy_models: Sequence[str] = SPACY_MODELS, cache_size: int = 65536
+    ) -> None:
         if backend not in ("auto", "spacy", "rules"):
             raise ValueError(f"backend must be 'auto', 'spacy' or 'rules', got {backend!r}")
         tagger: Callable[[str], list[str]] = rule_nouns

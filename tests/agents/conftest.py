@@ -1,4 +1,5 @@
 """Fixtures for the agents tests: tiny models, one CPU thread, a small text env."""
+
 from __future__ import annotations
 
 from typing import Any
@@ -50,8 +51,14 @@ class CorridorEnv:
         return f"You are in room {self.pos}. Exits lead east and west."
 
     def _info(self, valid: bool = True) -> dict[str, Any]:
-        return {"goal": f"reach room {self.length}.", "admissible_commands": ["go east", "go west", "look"],
-                "step": self.t, "valid_action": valid, "won": self.pos >= self.length, "task_id": "corridor"}
+        return {
+            "goal": f"reach room {self.length}.",
+            "admissible_commands": ["go east", "go west", "look"],
+            "step": self.t,
+            "valid_action": valid,
+            "won": self.pos >= self.length,
+            "task_id": "corridor",
+        }
 
     def reset(self, seed: int | None = None) -> tuple[str, dict[str, Any]]:
         self.pos = self.t = 0

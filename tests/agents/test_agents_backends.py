@@ -1,4 +1,5 @@
 """agents.backends: sampling config, the transformers backend, the vLLM guard, one interface."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -20,11 +21,18 @@ def setup(tiny):
     return model, tok, TransformersBackend(model, tok), [tok(p)["input_ids"] for p in PROMPTS]
 
 
-@pytest.mark.parametrize("kw,msg", [
-    (dict(temperature=-1), "temperature"), (dict(temperature=float("nan")), "temperature"),
-    (dict(top_p=0.0), "top_p"), (dict(top_p=1.5), "top_p"), (dict(max_new_tokens=0), "max_new_tokens"),
-    (dict(n=0), "n must"), (dict(stop=("",)), "stop strings"),
-])
+@pytest.mark.parametrize(
+    "kw,msg",
+    [
+        (dict(temperature=-1), "temperature"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(top_p=1.5), "top_p"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(n=0), "n must"),
+        (dict(stop=("",)), "stop strings"),
+    ],
+)
 def test_sampling_config_validation(kw, msg):
     with pytest.raises(ValueError, match=msg):
         SamplingConfig(**kw)
@@ -92,9 +100,15 @@ def test_fresh_forward_reproduces_sampling_logprobs(setup, temperature, top_p):
     cfg = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=16, n=2, stop=())
     gens = be.generate(prompts, cfg, seed=0)
     with torch.no_grad():
-        lps, _ = sequence_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
-                                   pad_token_id=be.pad_token_id, temperature=temperature,
-                                   top_p=1.0 if temperature == 0 else top_p, batch_size=4)
+        lps, _ = sequence_logprobs(
+            model,
+            [g.prompt_ids for g in gens],
+            [g.response_ids for g in gens],
+            pad_token_id=be.pad_token_id,
+            temperature=temperature,
+            top_p=1.0 if temperature == 0 else top_p,
+            batch_size=4,
+        )
     diff = max((lp - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
     assert diff < 1e-4
 
@@ -190,8 +204,11 @@ def test_logprob_mismatch_metric():
     m = logprob_mismatch([[-1.0, -2.0], [-0.5], []], [torch.tensor([-1.1, -2.0]), torch.tensor([-0.2]), torch.zeros(0)])
     assert m["logprob_mismatch_tokens"] == 3
     assert m["logprob_mismatch_max"] == pytest.approx(0.3) and m["logprob_mismatch_mean"] == pytest.approx(0.4 / 3)
-    assert logprob_mismatch([], []) == {"logprob_mismatch_max": 0.0, "logprob_mismatch_mean": 0.0,
-                                        "logprob_mismatch_tokens": 0.0}
+    assert logprob_mismatch([], []) == {
+        "logprob_mismatch_max": 0.0,
+        "logprob_mismatch_mean": 0.0,
+        "logprob_mismatch_tokens": 0.0,
+    }
     assert logprob_mismatch([[-1.0]], [[float("-inf")]])["logprob_mismatch_max"] == float("inf")
     with pytest.raises(ValueError, match="step 0"):
         logprob_mismatch([[-1.0, -2.0]], [[-1.0]])
@@ -229,8 +246,17 @@ def test_vllm_sampling_params_mapping():
             return kw
 
     p = VLLMBackend.sampling_params(FakeVLLM, SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=5, n=3), 7)
-    assert p == dict(n=3, temperature=0.7, top_p=0.9, max_tokens=5, min_tokens=0, stop=["</action>"],
-                     include_stop_str_in_output=True, logprobs=0, seed=7)
+    assert p == dict(
+        n=3,
+        temperature=0.7,
+        top_p=0.9,
+        max_tokens=5,
+        min_tokens=0,
+        stop=["</action>"],
+        include_stop_str_in_output=True,
+        logprobs=0,
+        seed=7,
+    )
 
 
 def test_min_new_tokens_gives_fixed_length_answers(tiny):
@@ -267,8 +293,10 @@ def test_vllm_missing_gives_install_hint(tiny):
 
 
 @pytest.mark.gpu
-@pytest.mark.skipif(importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
-                    reason="needs vLLM (extra [vllm]) and a GPU")
+@pytest.mark.skipif(
+    importlib.util.find_spec("vllm") is None or not torch.cuda.is_available(),
+    reason="needs vLLM (extra [vllm]) and a GPU",
+)
 def test_vllm_logprobs_match_transformers_after_sync():
     from agents.backends.vllm_backend import VLLMBackend
     from agents.models import load_model
@@ -280,8 +308,14 @@ def test_vllm_logprobs_match_transformers_after_sync():
     cfg = SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24, n=2)
     gens = be.generate(prompts, cfg, seed=0)
     with torch.no_grad():
-        lps, _ = sequence_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
-                                   pad_token_id=tok.pad_token_id, temperature=0.8, top_p=0.95)
+        lps, _ = sequence_logprobs(
+            model,
+            [g.prompt_ids for g in gens],
+            [g.response_ids for g in gens],
+            pad_token_id=tok.pad_token_id,
+            temperature=0.8,
+            top_p=0.95,
+        )
     diff = max((lp.cpu() - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
     assert diff < 1e-3
     be.sleep()
@@ -296,12 +330,18 @@ def test_prefix_shared_candidate_scoring_matches_full_sequences(arch):
 
     model, tok = make_tiny_model(arch=arch, seed=2)
     prompt = tok("You arrive at cabinet 1. Your task is to: find a mug.")["input_ids"]
-    cands = [tok(c)["input_ids"] for c in ["<action>go to desk 1</action>", "<action>look</action>", "x",
-                                          "<action>take mug 1 from cabinet 1</action>"]]
+    cands = [
+        tok(c)["input_ids"]
+        for c in [
+            "<action>go to desk 1</action>",
+            "<action>look</action>",
+            "x",
+            "<action>take mug 1 from cabinet 1</action>",
+        ]
+    ]
     with torch.no_grad():
         ref, _ = sequence_logprobs(model, [prompt] * 4, cands, pad_token_id=tok.pad_token_id, temperature=0.7)
-        fast = candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id, temperature=0.7,
-                                  batch_size=3)
+        fast = candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id, temperature=0.7, batch_size=3)
     assert [len(f) for f in fast] == [len(c) for c in cands]
     assert max((a - b).abs().max().item() for a, b in zip(ref, fast)) < 1e-5
     grad = candidate_logprobs(model, prompt, cands, pad_token_id=tok.pad_token_id)

@@ -1,4 +1,5 @@
 """agents.baselines: random, ALFWorld expert replay, WebShop oracle."""
+
 from __future__ import annotations
 
 import pytest
@@ -41,8 +42,12 @@ def test_expert_plans_from_envs():
         expert_plans_from_envs([object()])
 
 
-GOAL = {"asin": "B0ABC", "goal_options": {"color": "Navy/Blue", "size": "XL"}, "query": "red shoes",
-        "instruction_text": "i want navy shoes"}
+GOAL = {
+    "asin": "B0ABC",
+    "goal_options": {"color": "Navy/Blue", "size": "XL"},
+    "query": "red shoes",
+    "instruction_text": "i want navy shoes",
+}
 
 
 def _info(page, cmds, step):
@@ -69,6 +74,7 @@ def test_webshop_oracle_flow():
 @pytest.mark.slow
 def test_webshop_oracle_scores_one_on_the_embedded_shop():
     import gymnasium as gym
+
     pytest.importorskip("bm25s", reason="WebShop engine deps (extra [webshop]) not installed")
     import progpo_envs  # noqa: F401
 

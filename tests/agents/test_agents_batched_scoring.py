@@ -3,6 +3,7 @@
 The decisions come from members playing embedded ALFWorld games with the credit-trap template:
 prompts of 100-300 tokens whose prefixes are shared within a group, ~10 candidates each.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -32,8 +33,9 @@ def alfworld_steps(model_tok):
     from wrappers import GroupVectorEnv
 
     model, tok = model_tok
-    policy = make_policy("score", model, tok, env_name="alfworld-task-notes", history_k=2, avoid_repeats=False,
-                         batch_decisions=False)
+    policy = make_policy(
+        "score", model, tok, env_name="alfworld-task-notes", history_k=2, avoid_repeats=False, batch_decisions=False
+    )
     envs = GroupVectorEnv(make_env_fn("alfworld", "easy-train", 5, "canonical"), num_groups=2, group_size=3, seed=0)
     try:
         rollout = collect_rollout(envs, policy, task_seeds=[1, 2], seed=0)
@@ -78,10 +80,12 @@ def test_packed_equals_per_decision_with_grad(model_tok, alfworld_steps):
     model, _ = model_tok
     decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
 
-    ref_v, ref_g = _values_and_grads(model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0)
-                                                     for p, c in decisions])
-    got_v, got_g = _values_and_grads(model, lambda: packed_candidate_logprobs(model, decisions, pad_token_id=0,
-                                                                              row_tokens=300))
+    ref_v, ref_g = _values_and_grads(
+        model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+    )
+    got_v, got_g = _values_and_grads(
+        model, lambda: packed_candidate_logprobs(model, decisions, pad_token_id=0, row_tokens=300)
+    )
     model.zero_grad(set_to_none=True)
     assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
     rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
@@ -118,6 +122,7 @@ def test_score_policy_paths_choose_alike_and_rescore_alike(model_tok, alfworld_s
 
 # ---------------------------------------------------------------- one prompt trie per pass (tree)
 
+
 @pytest.mark.parametrize("chunk,max_tokens", [(128, 8192), (4, 300), (1000, 10**6)])
 def test_tree_equals_per_decision_without_grad(model_tok, alfworld_steps, chunk, max_tokens):
     """Chunks of 4 tokens cut every prompt into many chunks whose keys are their paths; 300 trie
@@ -138,10 +143,13 @@ def test_tree_equals_per_decision_with_grad(model_tok, alfworld_steps, last_laye
     model, _ = model_tok
     decisions = [(s.prompt_ids, s.candidate_ids) for s in alfworld_steps[:12]] + [([5, 6], [[7], [8, 9]])]
 
-    ref_v, ref_g = _values_and_grads(model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0)
-                                                     for p, c in decisions])
-    got_v, got_g = _values_and_grads(model, lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64,
-                                                                            last_layer_rows=last_layer_rows))
+    ref_v, ref_g = _values_and_grads(
+        model, lambda: [candidate_logprobs(model, p, c, pad_token_id=0) for p, c in decisions]
+    )
+    got_v, got_g = _values_and_grads(
+        model,
+        lambda: tree_candidate_logprobs(model, decisions, pad_token_id=0, chunk=64, last_layer_rows=last_layer_rows),
+    )
     model.zero_grad(set_to_none=True)
     assert max(float((a - b).abs().max()) for a, b in zip(ref_v, got_v)) < TOL
     rel = max(float((a - b).abs().max() / a.abs().max().clamp_min(1e-12)) for a, b in zip(ref_g, got_g))
@@ -205,9 +213,19 @@ def test_a_model_outside_transformers_gets_one_line_not_a_wrong_answer(model_tok
     plain = Plain(model)
     assert "not a transformers model" in tree_attention_error(plain)
     assert tree_attention_error(model) is None
-    policy = make_policy("score", plain, tok, batch_decisions=True, packing="tree", env_name="alfworld-task-notes",
-                         history_k=2, avoid_repeats=False)
-    with pytest.raises(ValueError, match=r"batch_decisions tree cannot score with this model: .*use batch_decisions on"):
+    policy = make_policy(
+        "score",
+        plain,
+        tok,
+        batch_decisions=True,
+        packing="tree",
+        env_name="alfworld-task-notes",
+        history_k=2,
+        avoid_repeats=False,
+    )
+    with pytest.raises(
+        ValueError, match=r"batch_decisions tree cannot score with this model: .*use batch_decisions on"
+    ):
         policy.compute_logprobs_and_entropy(alfworld_steps[:2])
 
 
@@ -251,7 +269,11 @@ def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(mode
     with torch.no_grad():
         refs = [[candidate_logprobs(model, p, c, pad_token_id=0) for p, c in h] for h in halves]
     layer = model.model.layers[-1]
-    before = (model.config._attn_implementation, dict(layer.self_attn.o_proj._forward_pre_hooks), "forward" in vars(layer))
+    before = (
+        model.config._attn_implementation,
+        dict(layer.self_attn.o_proj._forward_pre_hooks),
+        "forward" in vars(layer),
+    )
     start = threading.Barrier(2)
     worst = [0.0, 0.0]
     errors: list[BaseException] = []
@@ -262,9 +284,10 @@ def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(mode
             with torch.no_grad():
                 for rep in range(6):  # the two threads' passes overlap, some pruned while others are not
                     for i in range(0, len(halves[k]), 3):
-                        got = tree_candidate_logprobs(model, halves[k][i:i + 3], pad_token_id=0, chunk=32,
-                                                      last_layer_rows=(rep + k) % 2 == 0)
-                        worst[k] = max(worst[k], _worst(refs[k][i:i + 3], got))
+                        got = tree_candidate_logprobs(
+                            model, halves[k][i : i + 3], pad_token_id=0, chunk=32, last_layer_rows=(rep + k) % 2 == 0
+                        )
+                        worst[k] = max(worst[k], _worst(refs[k][i : i + 3], got))
         except BaseException as exc:  # noqa: BLE001 -- re-raised in the main thread
             errors.append(exc)
 
@@ -275,8 +298,11 @@ def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(mode
         t.join()
     assert not errors, errors
     assert max(worst) < TOL
-    assert (model.config._attn_implementation, dict(layer.self_attn.o_proj._forward_pre_hooks),
-            "forward" in vars(layer)) == before
+    assert (
+        model.config._attn_implementation,
+        dict(layer.self_attn.o_proj._forward_pre_hooks),
+        "forward" in vars(layer),
+    ) == before
 
 
 def test_the_last_layer_attends_from_the_predicting_rows_only(model_tok, alfworld_steps, monkeypatch):

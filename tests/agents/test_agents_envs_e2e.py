@@ -1,4 +1,5 @@
 """End to end: the SmolLM2 policy (and the scripted baselines) play the real ProGPO envs on CPU."""
+
 from __future__ import annotations
 
 import os
@@ -15,6 +16,7 @@ pytestmark = pytest.mark.slow
 
 def _alfworld_env(shared_data_dir, **kw):
     import gymnasium as gym
+
     pytest.importorskip("textworld", reason="ALFWorld engine not installed (pip install 'progpo[alfworld]')")
     import progpo_envs  # noqa: F401
 
@@ -29,6 +31,7 @@ def _alfworld_env(shared_data_dir, **kw):
 
 def _webshop_env(**kw):
     import gymnasium as gym
+
     pytest.importorskip("bm25s", reason="WebShop engine not installed (pip install 'progpo[webshop]')")
     import progpo_envs  # noqa: F401
 
@@ -53,7 +56,7 @@ def _episode(env, policy, seed):
     obs, info = env.reset(seed=seed)
     history, outs, done = [], [], False
     while not done:
-        [out] = policy.act([obs], [info], [history[-policy.history_k:]], seed=seed + len(outs))
+        [out] = policy.act([obs], [info], [history[-policy.history_k :]], seed=seed + len(outs))
         outs.append(out)
         history.append((obs, out.action))
         obs, reward, term, trunc, info = env.step(out.action)
@@ -66,8 +69,15 @@ def _episode(env, policy, seed):
 def test_smollm2_policy_plays_an_episode(env_name, smollm2, request):
     model, tok = smollm2
     env = request.getfixturevalue("alfworld") if env_name == "alfworld" else _webshop_env(max_episode_steps=2)
-    policy = GeneratePolicy(model, tok, TransformersBackend(model, tok), env_name, fmt="think_action", history_k=2,
-                            sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=32))
+    policy = GeneratePolicy(
+        model,
+        tok,
+        TransformersBackend(model, tok),
+        env_name,
+        fmt="think_action",
+        history_k=2,
+        sampling=SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=32),
+    )
     outs = _episode(env, policy, seed=0)
     if env_name == "webshop":
         env.close()

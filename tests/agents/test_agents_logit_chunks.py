@@ -5,6 +5,7 @@ aside) and never hold more than one chunk of logits; a model whose logits are mo
 applied to its last hidden state is refused. Token passes in generate mode go longest first with
 their padding counted.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -30,8 +31,17 @@ def _pairs(seed: int = 0):
 def _run(model, chunk: int, *, top_p: float, with_entropy: bool):
     prompts, responses = _pairs()
     model.zero_grad(set_to_none=True)
-    lps, ents = sequence_logprobs(model, prompts, responses, pad_token_id=0, temperature=0.7, top_p=top_p,
-                                  with_entropy=with_entropy, batch_size=3, logit_chunk=chunk)
+    lps, ents = sequence_logprobs(
+        model,
+        prompts,
+        responses,
+        pad_token_id=0,
+        temperature=0.7,
+        top_p=top_p,
+        with_entropy=with_entropy,
+        batch_size=3,
+        logit_chunk=chunk,
+    )
     loss = sum((lp * (i + 1)).sum() for i, lp in enumerate(lps))
     if with_entropy:
         loss = loss + sum(0.1 * e.sum() for e in ents)
@@ -74,7 +84,7 @@ def test_a_chunk_of_logits_at_a_time():
     assert ent is not None and lp.shape == ent.shape == (3, 7)
     forward = list(sizes)
     (lp.sum() + ent.sum()).backward()
-    assert forward == [4, 4, 4, 4, 4, 1] and sizes[len(forward):] and max(sizes) == 4  # 21 positions, recomputed
+    assert forward == [4, 4, 4, 4, 4, 1] and sizes[len(forward) :] and max(sizes) == 4  # 21 positions, recomputed
     whole = torch.log_softmax(head(hidden), -1).gather(-1, targets[..., None])[..., 0]
     torch.testing.assert_close(lp, whole)
     with pytest.raises(ValueError, match="chunk must be >= 1"):
@@ -106,8 +116,18 @@ def test_generate_policy_reads_logit_chunk_from_its_options():
     seen: list[int] = []
     head = model.get_output_embeddings()
     head.register_forward_hook(lambda mod, inp, out: seen.append(int(inp[0].reshape(-1, inp[0].shape[-1]).shape[0])))
-    policies = [GeneratePolicy(model, tok, TransformersBackend(model, tok), "alfworld", fmt="action", logit_chunk=c,
-                               sampling=SamplingConfig(max_new_tokens=6, min_new_tokens=6)) for c in (0, 2)]
+    policies = [
+        GeneratePolicy(
+            model,
+            tok,
+            TransformersBackend(model, tok),
+            "alfworld",
+            fmt="action",
+            logit_chunk=c,
+            sampling=SamplingConfig(max_new_tokens=6, min_new_tokens=6),
+        )
+        for c in (0, 2)
+    ]
     info = {"goal": "put a mug in desk.", "admissible_commands": ["look", "go to desk 1"], "step": 0}
     outs = policies[0].act(["You are in a room.", "You see a desk."], [info, info], [[], []], seed=0)
     seen.clear()
@@ -136,8 +156,9 @@ def test_generate_mode_passes_go_longest_first_with_padding_counted():
     keys = [(i % 7, i) for i in range(60)]  # prompt order: unrelated to length
     keys[5] = keys[9]  # one decision drawn twice
     cost[5] = cost[9]
-    cfg = dataclasses.replace(PPOConfig.from_config(dataclasses.replace(TrainConfig(), policy_mode="generate")),
-                              micro_batch_tokens=400)
+    cfg = dataclasses.replace(
+        PPOConfig.from_config(dataclasses.replace(TrainConfig(), policy_mode="generate")), micro_batch_tokens=400
+    )
     assert cfg.by_length and not PPOConfig.from_config(TrainConfig()).by_length  # score mode keeps prefix order
     passes = micro_batches(range(60), cost, cfg, keys)
     assert sorted(j for p in passes for j in p) == list(range(60))
@@ -156,8 +177,9 @@ def test_chunked_head_under_lora_and_with_the_adapter_disabled():
     """LoRA trains through the chunks; the KL reference (the adapter disabled) scores through them."""
     peft = pytest.importorskip("peft", reason="LoRA extra (peft) not installed")
     model, _ = make_tiny_model(seed=5)
-    model = peft.get_peft_model(model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"],
-                                                       init_lora_weights=False))
+    model = peft.get_peft_model(
+        model, peft.LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False)
+    )
     prompts, responses = _pairs(1)
     grads = []
     for chunk in (0, 3):

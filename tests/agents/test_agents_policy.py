@@ -1,4 +1,5 @@
 """agents.policy: the score and generate policies on a small text env; PPO ratios start at exactly 1."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,7 +41,7 @@ def _play(policy, env, seed=0):
     obs, info = env.reset()
     history, outs = [], []
     for t in range(env.max_steps):
-        [out] = policy.act([obs], [info], [history[-policy.history_k:]], seed=seed + t)
+        [out] = policy.act([obs], [info], [history[-policy.history_k :]], seed=seed + t)
         outs.append(out)
         history.append((obs, out.action))
         obs, _, term, trunc, info = env.step(out.action)
@@ -92,11 +93,20 @@ def test_invalid_answers_send_or_noop(tiny, corridor):
     assert [o.penalty for o in outs] == [0.0, 0.1, 0.1]
     assert [o.action for o in outs] == ["go east", "I will go east", "go ea"]
     assert outs[1].reason == "missing <think> tag" and outs[2].reason == "unclosed <action> tag"
-    noop = GeneratePolicy(model, tok, ScriptedBackend(tok, answers), "alfworld", fmt="think_action",
-                          invalid_handling="noop", invalid_penalty=0.5)
+    noop = GeneratePolicy(
+        model,
+        tok,
+        ScriptedBackend(tok, answers),
+        "alfworld",
+        fmt="think_action",
+        invalid_handling="noop",
+        invalid_penalty=0.5,
+    )
     outs = noop.act([obs] * 3, [info] * 3, [[]] * 3)
     assert [o.action for o in outs] == ["go east", "look", "look"] and outs[1].penalty == 0.5
-    ws = GeneratePolicy(model, tok, ScriptedBackend(tok, answers), "webshop", fmt="think_action", invalid_handling="noop")
+    ws = GeneratePolicy(
+        model, tok, ScriptedBackend(tok, answers), "webshop", fmt="think_action", invalid_handling="noop"
+    )
     assert ws.act([obs] * 3, [info] * 3, [[]] * 3)[1].action == ""
 
 
@@ -159,9 +169,14 @@ def test_score_mode_fills_placeholders_and_handles_no_candidates(tiny):
 
 
 def test_bad_policy_arguments(tiny):
-    for kw, msg in [(dict(mode="beam"), "mode"), (dict(fmt="json"), "fmt"), (dict(invalid_handling="drop"), "invalid"),
-                    (dict(sampling=SamplingConfig(n=2)), "n=1"), (dict(history_k=-1), "history_k"),
-                    (dict(score_norm="max"), "score_norm")]:
+    for kw, msg in [
+        (dict(mode="beam"), "mode"),
+        (dict(fmt="json"), "fmt"),
+        (dict(invalid_handling="drop"), "invalid"),
+        (dict(sampling=SamplingConfig(n=2)), "n=1"),
+        (dict(history_k=-1), "history_k"),
+        (dict(score_norm="max"), "score_norm"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             _policy(tiny, **kw)
 
@@ -189,8 +204,11 @@ def test_numpy_infos_from_a_vector_env(tiny):
     import numpy as np
 
     policy = _policy(tiny, mode="score")
-    info = {"goal": "reach room 3.", "admissible_commands": np.array(["go east", "look"], dtype=object),
-            "step": np.int64(2)}
+    info = {
+        "goal": "reach room 3.",
+        "admissible_commands": np.array(["go east", "look"], dtype=object),
+        "step": np.int64(2),
+    }
     [out] = policy.act(["You are in room 2."], [info], [[("o", "go east")]], seed=0)
     assert out.action in ("go east", "look")
     assert "at step 3" in policy.tokenizer.decode(out.prompt_ids)
@@ -232,22 +250,32 @@ def test_score_mode_avoid_repeats_drops_commands_taken_from_the_same_observation
 
 def test_score_mode_notes_template_writes_each_commands_note_before_it(tiny):
     model, tok = tiny
-    policy = ScorePolicy(model, tok, None, "alfworld-notes", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False)
-    info = {"goal": "put a clean mug in coffeemachine.",
-            "admissible_commands": ["go to drawer 1", "go to shelf 1", "take mug 1 from drawer 1", "look"]}
+    policy = ScorePolicy(
+        model, tok, None, "alfworld-notes", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False
+    )
+    info = {
+        "goal": "put a clean mug in coffeemachine.",
+        "admissible_commands": ["go to drawer 1", "go to shelf 1", "take mug 1 from drawer 1", "look"],
+    }
     obs = "You arrive at drawer 1. The drawer 1 is open. In it, you see a mug 1."
     history = [("You are in the middle of a room.", "go to drawer 1")]
     [out] = policy.act([obs], [info], [history], seed=0)
     texts = [tok.decode(ids) for ids in out.candidate_ids]
-    assert texts == ["seen target: go to drawer 1<|im_end|>", "new: go to shelf 1<|im_end|>",
-                     "target: take mug 1 from drawer 1<|im_end|>", "look<|im_end|>"]
+    assert texts == [
+        "seen target: go to drawer 1<|im_end|>",
+        "new: go to shelf 1<|im_end|>",
+        "target: take mug 1 from drawer 1<|im_end|>",
+        "look<|im_end|>",
+    ]
     [lp] = policy.compute_logprobs([out])  # re-scored with the stored (noted) candidates
     assert abs(lp.item() - out.old_action_logprob) < 1e-4
     # teacher forcing (behaviour cloning) builds the same candidates as acting
     forced = policy.forced_step(obs, info, history, "take mug 1 from drawer 1")
     assert forced.candidate_ids == out.candidate_ids and forced.text == texts[2]
     # alfworld-memory scores the bare command after the same prompt
-    plain = ScorePolicy(model, tok, None, "alfworld-memory", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False)
+    plain = ScorePolicy(
+        model, tok, None, "alfworld-memory", sampling=SamplingConfig(temperature=1.0), avoid_repeats=False
+    )
     [p] = plain.act([obs], [info], [history], seed=0)
     assert tok.decode(p.candidate_ids[0]) == "go to drawer 1<|im_end|>"
     assert p.prompt_ids == out.prompt_ids  # same prompt: the notes are on the commands only
@@ -283,5 +311,8 @@ def test_policy_defaults_are_the_trainers_defaults(tiny):
     policy = ScorePolicy(model, tok)
     cfg = TrainConfig()
     assert policy.options == PolicyOptions() == dataclasses.replace(cfg.policy_options(), sampling=SamplingConfig())
-    assert (policy.options.fmt, policy.history_k, policy.options.avoid_repeats) == (cfg.answer_format, cfg.history_k,
-                                                                                     cfg.avoid_repeats)
+    assert (policy.options.fmt, policy.history_k, policy.options.avoid_repeats) == (
+        cfg.answer_format,
+        cfg.history_k,
+        cfg.avoid_repeats,
+    )

@@ -1,4 +1,5 @@
 """agents.prompting: templates are data; prompts hold goal, step, last-k history, admissible."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,15 +10,30 @@ HIST = [("obs one", "go east"), ("obs two", "look"), ("obs three", "go west")]
 
 
 def _user(**kw):
-    args = dict(goal="reach room 3.", observation="You are in room 1.", admissible=["go east", "look"],
-                history=HIST, step=3, k=2, fmt="think_action")
+    args = dict(
+        goal="reach room 3.",
+        observation="You are in room 1.",
+        admissible=["go east", "look"],
+        history=HIST,
+        step=3,
+        k=2,
+        fmt="think_action",
+    )
     args.update(kw)
     return build_messages(args.pop("env", "alfworld"), **args)[1]["content"]
 
 
 def test_alfworld_prompt_contents():
-    msgs = build_messages("alfworld", goal="reach room 3.", observation="You are in room 1.",
-                          admissible=["go east", "look"], history=HIST, step=3, k=2, fmt="think_action")
+    msgs = build_messages(
+        "alfworld",
+        goal="reach room 3.",
+        observation="You are in room 1.",
+        admissible=["go east", "look"],
+        history=HIST,
+        step=3,
+        k=2,
+        fmt="think_action",
+    )
     assert [m["role"] for m in msgs] == ["system", "user"]
     user = msgs[1]["content"]
     assert "Your task is to: reach room 3." in user
@@ -43,8 +59,10 @@ def test_webshop_and_gym_id_alias():
     a = _user(env="webshop", admissible=["search[<query>]"])
     b = _user(env="ProGPO-WebShop-v0", admissible=["search[<query>]"])
     assert a == b and "WebShop" not in a and "search[your query]" in a
-    assert "e-commerce" in build_messages("webshop", goal="g", observation="o", admissible=[], history=[],
-                                          step=0)[0]["content"]
+    assert (
+        "e-commerce"
+        in build_messages("webshop", goal="g", observation="o", admissible=[], history=[], step=0)[0]["content"]
+    )
 
 
 def test_goal_dict_uses_instruction_text():
@@ -77,7 +95,8 @@ def test_custom_template_file(tmp_path):
     path = tmp_path / "mine.yaml"
     path.write_text(
         "name: mine\nsystem: SYS\nuser_first: 'FIRST {goal} {admissible}'\nuser: 'LATER {history}'\n"
-        "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n")
+        "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n"
+    )
     msgs = build_messages(str(path), goal="g", observation="o", admissible=["a"], history=[("o1", "a1")], step=1)
     assert msgs[0]["content"] == "SYS" and msgs[1]["content"] == "LATER <o1|a1>"
     assert src.name == "alfworld"
@@ -96,8 +115,10 @@ def test_render_prompt_uses_chat_template(tiny):
     assert text.count("<|im_end|>") == 2
 
 
-_FIELDS = ("system: SYS\nuser_first: 'FIRST {goal} {admissible}'\nuser: 'LATER {history}'\n"
-           "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n")
+_FIELDS = (
+    "system: SYS\nuser_first: 'FIRST {goal} {admissible}'\nuser: 'LATER {history}'\n"
+    "history_item: '<{observation}|{action}>'\nformat_instructions: {think_action: T, action: A, raw: R}\n"
+)
 
 
 def test_extends_chains_of_any_depth_with_parents_next_to_the_file(tmp_path, monkeypatch):
@@ -113,25 +134,45 @@ def test_extends_chains_of_any_depth_with_parents_next_to_the_file(tmp_path, mon
     assert notes.name == "notes" and notes.extra == task_notes.extra and notes.system == task_notes.system
 
 
-@pytest.mark.parametrize("files, match", [
-    ({"a.yaml": "extends: b.yaml\nname: a\n", "b.yaml": "extends: a.yaml\nname: b\n"}, "forms a cycle"),
-    ({"a.yaml": "extends: a.yaml\nname: a\n"}, "forms a cycle"),
-    ({"a.yaml": "extends: missing.yaml\nname: a\n"}, "does not exist"),
-    ({"a.yaml": "name: [unclosed\n"}, "not valid YAML"),
-    ({"a.yaml": "!!python/object/apply:os.system ['echo pwned']\n"}, "not valid YAML"),
-    ({"a.yaml": "name: a\n" + _FIELDS.replace("system: SYS", "system: 3")}, "system must be a string"),
-    ({"a.yaml": "name: a\n" + _FIELDS + "max_admissible: many\n"}, "max_admissible must be an integer"),
-    ({"a.yaml": "extends: 7\nname: a\n"}, "'extends' must name a template"),
-])
+@pytest.mark.parametrize(
+    "files, match",
+    [
+        ({"a.yaml": "extends: b.yaml\nname: a\n", "b.yaml": "extends: a.yaml\nname: b\n"}, "forms a cycle"),
+        ({"a.yaml": "extends: a.yaml\nname: a\n"}, "forms a cycle"),
+        ({"a.yaml": "extends: missing.yaml\nname: a\n"}, "does not exist"),
+        ({"a.yaml": "name: [unclosed\n"}, "not valid YAML"),
+        ({"a.yaml": "!!python/object/apply:os.system ['echo pwned']\n"}, "not valid YAML"),
+        ({"a.yaml": "name: a\n" + _FIELDS.replace("system: SYS", "system: 3")}, "system must be a string"),
+        ({"a.yaml": "name: a\n" + _FIELDS + "max_admissible: many\n"}, "max_admissible must be an integer"),
+        ({"a.yaml": "extends: 7\nname: a\n"}, "'extends' must name a template"),
+    ],
+)
 def test_bad_template_is_one_cli_line(tmp_path, capsys, files, match):
     from trainers.cli.train import main
 
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     out = tmp_path / "run"
-    argv = ["--env", "rooms", "--model", "tiny", "--warm-start", "none", "--iterations", "1", "--num-groups", "1",
-            "--group-size", "2", "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out),
-            "--template", str(tmp_path / "a.yaml")]
+    argv = [
+        "--env",
+        "rooms",
+        "--model",
+        "tiny",
+        "--warm-start",
+        "none",
+        "--iterations",
+        "1",
+        "--num-groups",
+        "1",
+        "--group-size",
+        "2",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--output-dir",
+        str(out),
+        "--template",
+        str(tmp_path / "a.yaml"),
+    ]
     assert main(argv) == 2
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert len(err) == 1 and err[0].startswith("error:") and match in err[0], err

@@ -1,5 +1,6 @@
 """agents.backends.static: the static-cache engine draws what the loop engine draws, in buckets;
 the bf16 rollout copy follows the trained weights; the trainer picks the engine."""
+
 from __future__ import annotations
 
 import pytest
@@ -9,8 +10,13 @@ from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBack
 from agents.backends import static as static_module
 from agents.backends.static import batch_bucket, length_bucket_of
 
-PROMPTS = ["You arrive at cabinet 1. The cabinet 1 is closed.", "hi", "Your task is to: put a clean mug in drawer 2.",
-           "go to the kitchen", "open drawer 1"]
+PROMPTS = [
+    "You arrive at cabinet 1. The cabinet 1 is closed.",
+    "hi",
+    "Your task is to: put a clean mug in drawer 2.",
+    "go to the kitchen",
+    "open drawer 1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -26,17 +32,22 @@ def _same(a, b, tol=1e-5):
     assert max((abs(x - y) for g, h in zip(a, b) for x, y in zip(g.logprobs, h.logprobs)), default=0.0) <= tol
 
 
-@pytest.mark.parametrize("cfg", [
-    SamplingConfig(temperature=0, max_new_tokens=12, stop=()),
-    SamplingConfig(temperature=1.0, max_new_tokens=12, n=2, stop=()),  # 10 rows: batches of 8 and 2
-    SamplingConfig(temperature=0.8, top_p=0.9, max_new_tokens=12, stop=()),
-], ids=["greedy", "n2", "top-p"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        SamplingConfig(temperature=0, max_new_tokens=12, stop=()),
+        SamplingConfig(temperature=1.0, max_new_tokens=12, n=2, stop=()),  # 10 rows: batches of 8 and 2
+        SamplingConfig(temperature=0.8, top_p=0.9, max_new_tokens=12, stop=()),
+    ],
+    ids=["greedy", "n2", "top-p"],
+)
 @pytest.mark.parametrize("sync_every", [1, 5, 64])
 def test_static_engine_draws_the_loop_engines_samples(setup, cfg, sync_every):
     model, tok, prompts = setup
     loop = TransformersBackend(model, tok, max_batch_size=8).generate(prompts, cfg, seed=7)
-    static = StaticCacheBackend(model, tok, max_batch_size=8, compile=False, sync_every=sync_every,
-                                length_bucket=16).generate(prompts, cfg, seed=7)
+    static = StaticCacheBackend(
+        model, tok, max_batch_size=8, compile=False, sync_every=sync_every, length_bucket=16
+    ).generate(prompts, cfg, seed=7)
     _same(loop, static)
 
 
@@ -62,7 +73,10 @@ def test_eos_ends_the_answer_and_min_new_tokens_holds_it_off(setup):
     for least in (0, 3):
         loop, static = TransformersBackend(model, tok), StaticCacheBackend(model, tok, compile=False, sync_every=64)
         loop.eos_ids = static.eos_ids = eos
-        a, b = loop.generate(prompts, cfg.with_(min_new_tokens=least)), static.generate(prompts, cfg.with_(min_new_tokens=least))
+        a, b = (
+            loop.generate(prompts, cfg.with_(min_new_tokens=least)),
+            static.generate(prompts, cfg.with_(min_new_tokens=least)),
+        )
         _same(a, b)
         expected = next(j for j in range(max(least, 1) - 1, 8) if first[j] in eos) + 1
         assert b[0].finish_reason == "stop" and len(b[0].response_ids) == expected >= least
@@ -133,23 +147,56 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
     assert generation_engine(TrainConfig(), torch.device("cpu")) == {"decode": "loop", "rollout_dtype": None}
     assert generation_engine(TrainConfig(), torch.device("cuda")) == {"decode": "static", "rollout_dtype": "bf16"}
     assert generation_engine(TrainConfig(bf16=False, decode="loop", policy_mode="generate"), torch.device("cuda")) == {
-        "decode": "loop", "rollout_dtype": None}
+        "decode": "loop",
+        "rollout_dtype": None,
+    }
     assert generation_engine(TrainConfig(dist_strategy="fsdp2"), torch.device("cuda")) == {
-        "decode": "loop", "rollout_dtype": None}
+        "decode": "loop",
+        "rollout_dtype": None,
+    }
     with pytest.raises(ConfigError, match="fsdp2 samples with the loop"):
         TrainConfig(dist_strategy="fsdp2", rollout_dtype="bf16")
     with pytest.raises(ConfigError, match="vLLM has its own"):
         TrainConfig(backend="vllm", policy_mode="generate", decode="static")
     out = tmp_path / "run"
-    main(["--model", "tiny", "--env", "rooms", "--policy-mode", "generate", "--num-groups", "2", "--group-size", "2",
-          "--max-steps", "3", "--iterations", "1", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
-          "--warm-start", "none", "--max-new-tokens", "8", "--decode", "static", "--rollout-dtype", "bf16",
-          "--output-dir", str(out)])
+    main(
+        [
+            "--model",
+            "tiny",
+            "--env",
+            "rooms",
+            "--policy-mode",
+            "generate",
+            "--num-groups",
+            "2",
+            "--group-size",
+            "2",
+            "--max-steps",
+            "3",
+            "--iterations",
+            "1",
+            "--eval-episodes",
+            "0",
+            "--no-progress-bars",
+            "--no-tensorboard",
+            "--warm-start",
+            "none",
+            "--max-new-tokens",
+            "8",
+            "--decode",
+            "static",
+            "--rollout-dtype",
+            "bf16",
+            "--output-dir",
+            str(out),
+        ]
+    )
     rec = [json.loads(line) for line in open(out / "metrics.jsonl") if '"train"' in line][-1]
     assert rec["rollout/logprob_mismatch_max"] > 0  # recomputed by the trainer, against the bf16 sampler's
     assert rec["gen/compiles"] == 0.0 and rec["time/compile_s"] == 0.0
-    phases = sum(rec[k] for k in ("time/generate_s", "time/env_s", "time/reset_s", "time/rollout_other_s",
-                                  "time/credit_s"))
+    phases = sum(
+        rec[k] for k in ("time/generate_s", "time/env_s", "time/reset_s", "time/rollout_other_s", "time/credit_s")
+    )
     assert phases == pytest.approx(rec["time/rollout_s"], rel=1e-6, abs=1e-6)
 
 
@@ -185,9 +232,34 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
     recs = []
     for flag in ([], ["--gradient-checkpointing"]):
         out = tmp_path / ("gc" if flag else "plain")
-        main(["--model", "tiny", "--env", "rooms", "--num-groups", "2", "--group-size", "2", "--max-steps", "3",
-              "--iterations", "1", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none",
-              "--no-skip-zero-advantage", "--batch-decisions", "on", "--output-dir", str(out), *flag])
+        main(
+            [
+                "--model",
+                "tiny",
+                "--env",
+                "rooms",
+                "--num-groups",
+                "2",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "3",
+                "--iterations",
+                "1",
+                "--eval-episodes",
+                "0",
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--warm-start",
+                "none",
+                "--no-skip-zero-advantage",
+                "--batch-decisions",
+                "on",
+                "--output-dir",
+                str(out),
+                *flag,
+            ]
+        )
         recs.append([json.loads(line) for line in open(out / "metrics.jsonl") if '"train"' in line][-1])
     for key in ("update/pg_loss", "update/grad_norm", "update/tokens", "success"):
         assert recs[1][key] == pytest.approx(recs[0][key], rel=1e-5, abs=1e-7), key
@@ -223,7 +295,8 @@ def test_each_new_bucket_s_first_step_is_timed_and_counted_as_its_compilation(se
     assert [level for level, _ in logged] == [logging.INFO, logging.WARNING]
     assert logged[0][1].startswith("decode step compiled for batch 8 x cache 64 in ") and "mid-run" not in logged[0][1]
     assert logged[1][1].startswith("decode step compiled for batch 4 x cache 64 in ") and logged[1][1].endswith(
-        " (mid-run: a shape bucket not seen before)")
+        " (mid-run: a shape bucket not seen before)"
+    )
 
 
 def test_a_bucket_met_after_a_single_decode_step_is_still_mid_run(setup, caplog):

@@ -2,6 +2,7 @@
 lengths, batch sizes, ``n``, ``sync_every``, stop strings, EOS tokens and ``min_new_tokens``.
 Tokens, log-probs, lengths and finish reasons must be equal, call after call and batch after
 batch: a GPU run (static engine) and its CPU rerun (loop engine) draw the same samples."""
+
 from __future__ import annotations
 
 import pytest
@@ -56,24 +57,33 @@ def test_the_static_engine_draws_the_loop_engines_samples_on_a_fixed_draw_of_cas
 def _check_random_case(tiny, data) -> None:
     model, tok = tiny
     case = data.draw(cases(len(tok)))
-    cfg = SamplingConfig(temperature=case["temperature"], top_p=case["top_p"], max_new_tokens=case["max_new_tokens"],
-                         min_new_tokens=min(case["min_new_tokens"], case["max_new_tokens"]), n=case["n"], stop=())
+    cfg = SamplingConfig(
+        temperature=case["temperature"],
+        top_p=case["top_p"],
+        max_new_tokens=case["max_new_tokens"],
+        min_new_tokens=min(case["min_new_tokens"], case["max_new_tokens"]),
+        n=case["n"],
+        stop=(),
+    )
     loop = TransformersBackend(model, tok, max_batch_size=case["max_batch_size"])
-    static = StaticCacheBackend(model, tok, max_batch_size=case["max_batch_size"], compile=False,
-                                sync_every=case["sync_every"], length_bucket=8)
+    static = StaticCacheBackend(
+        model, tok, max_batch_size=case["max_batch_size"], compile=False, sync_every=case["sync_every"], length_bucket=8
+    )
     loop.eos_ids = static.eos_ids = set(case["eos"]) | set(loop.eos_ids)
     # stop strings cut from what the model answers, so that they are met at varied positions
     free = loop.generate(case["prompts"], cfg, seed=case["seed"])
     stops = []
     for row, start, width in case["stop_at"]:
         ids = free[row % len(free)].response_ids
-        text = tok.decode(ids[start % max(len(ids), 1): start % max(len(ids), 1) + width], skip_special_tokens=True)
+        text = tok.decode(ids[start % max(len(ids), 1) : start % max(len(ids), 1) + width], skip_special_tokens=True)
         if text.strip():
             stops.append(text)
     cfg = cfg.with_(stop=tuple(stops) + tuple(sorted(case["common"])))
     for call in range(2):  # two calls on one engine: nothing carries over from the first
-        _same(loop.generate(case["prompts"], cfg, seed=case["seed"] + call),
-              static.generate(case["prompts"], cfg, seed=case["seed"] + call))
+        _same(
+            loop.generate(case["prompts"], cfg, seed=case["seed"] + call),
+            static.generate(case["prompts"], cfg, seed=case["seed"] + call),
+        )
 
 
 @pytest.mark.parametrize("sync_every", [1, 3, 16])
@@ -85,10 +95,11 @@ def test_stops_in_several_batches_leave_the_next_batch_s_draws_as_the_loop_engin
     prompts = [tok(p)["input_ids"] for p in ("open drawer 1", "go to cabinet 2", "take mug 1", "look")]
     cfg = SamplingConfig(temperature=1.0, max_new_tokens=20, n=3, stop=("0", "e", "a"))
     loop = TransformersBackend(model, tok, max_batch_size=4).generate(prompts, cfg, seed=11)
-    ends = [max(len(g.response_ids) for g in loop[i: i + 4]) for i in (0, 4, 8)]
+    ends = [max(len(g.response_ids) for g in loop[i : i + 4]) for i in (0, 4, 8)]
     assert len(loop) == 12 and ends[0] < 16 and max(ends) < 20  # whole batches end early, before a look at 16
-    static = StaticCacheBackend(model, tok, max_batch_size=4, compile=False, sync_every=sync_every,
-                                length_bucket=8).generate(prompts, cfg, seed=11)
+    static = StaticCacheBackend(
+        model, tok, max_batch_size=4, compile=False, sync_every=sync_every, length_bucket=8
+    ).generate(prompts, cfg, seed=11)
     _same(loop, static)
 
 
@@ -102,7 +113,10 @@ def test_a_finished_row_s_answer_and_length_never_change_after_it_ends(tiny):
     vocab_seen = sorted({t for g in free for t in g.response_ids})
     eos = set(vocab_seen[: max(1, len(vocab_seen) // 3)])  # often drawn: rows end, then draw EOS again
     for sync_every in (1, 4, 16):
-        loop, static = TransformersBackend(model, tok), StaticCacheBackend(model, tok, compile=False, sync_every=sync_every)
+        loop, static = (
+            TransformersBackend(model, tok),
+            StaticCacheBackend(model, tok, compile=False, sync_every=sync_every),
+        )
         loop.eos_ids = static.eos_ids = eos
         a, b = loop.generate(prompts, cfg, seed=3), static.generate(prompts, cfg, seed=3)
         _same(a, b)
@@ -119,13 +133,17 @@ def test_a_stop_string_ending_exactly_at_a_host_look_is_cut_there(tiny, sync_eve
     at = sync_every  # the stop string's last token is the look's last position
     for seed in range(200):  # an answer whose token there is text not met before it
         ids = TransformersBackend(model, tok).generate(prompts, cfg, seed=seed)[0].response_ids
-        stop = tok.decode(ids[at - 1: at], skip_special_tokens=True)
-        if stop.strip() and stop not in tok.decode(ids[: at - 1] + ids[at - 1: at], skip_special_tokens=True)[:-len(stop)]:
+        stop = tok.decode(ids[at - 1 : at], skip_special_tokens=True)
+        if (
+            stop.strip()
+            and stop not in tok.decode(ids[: at - 1] + ids[at - 1 : at], skip_special_tokens=True)[: -len(stop)]
+        ):
             break
     else:
         pytest.fail("no seed gives a fresh token at the look")
-    got = StaticCacheBackend(model, tok, compile=False, sync_every=sync_every).generate(prompts, cfg.with_(stop=(stop,)),
-                                                                                      seed=seed)[0]
+    got = StaticCacheBackend(model, tok, compile=False, sync_every=sync_every).generate(
+        prompts, cfg.with_(stop=(stop,)), seed=seed
+    )[0]
     assert got.finish_reason == "stop" and got.response_ids == ids[:at]
     _same(TransformersBackend(model, tok).generate(prompts, cfg.with_(stop=(stop,)), seed=seed), [got])
 
@@ -160,7 +178,7 @@ def test_a_stop_string_just_before_an_eos_found_in_the_same_look_ends_the_answer
     for seed in range(300):
         ids = TransformersBackend(model, tok).generate(prompts, cfg, seed=seed)[0].response_ids
         p = 4  # the stop string's token; the EOS right after it, both before the look at 16
-        stop = tok.decode(ids[p: p + 1], skip_special_tokens=True)
+        stop = tok.decode(ids[p : p + 1], skip_special_tokens=True)
         fresh = stop.strip() and stop not in tok.decode(ids[:p], skip_special_tokens=True)
         if fresh and ids[p + 1] not in ids[: p + 1]:
             break

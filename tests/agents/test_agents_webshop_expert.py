@@ -1,4 +1,5 @@
 """The instruction-following WebShop shopper (an imitable expert) and the webshop-notes prompt."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,19 +43,27 @@ def test_expert_reads_only_the_page_and_buys_with_partial_scores(ws_shop):
 
 
 def test_expert_never_looks_at_the_goal_product_or_its_options():
-    info = {"page": "results", "goal": {"instruction_text": "i want red tea", "asin": "B01",
-                                        "goal_options": {"flavor": "mint"}},
-            "admissible_commands": ["click[back to search]", "click[b01]", "click[b02]"]}
+    info = {
+        "page": "results",
+        "goal": {"instruction_text": "i want red tea", "asin": "B01", "goal_options": {"flavor": "mint"}},
+        "admissible_commands": ["click[back to search]", "click[b01]", "click[b02]"],
+    }
     obs = "Page 1 (Total results: 2) [SEP] B01 [SEP] Blue coffee mug [SEP] $9 [SEP] B02 [SEP] Red tea bags [SEP] $5"
     assert WebShopInstructionAgent().act([obs], [info]) == ["click[b02]"]  # the title, not the goal's ASIN
-    item = {"page": "item", "goal": info["goal"], "state": {"options": {}},
-            "admissible_commands": ["click[buy now]", "click[mint]", "click[red]"]}
+    item = {
+        "page": "item",
+        "goal": info["goal"],
+        "state": {"options": {}},
+        "admissible_commands": ["click[buy now]", "click[mint]", "click[red]"],
+    }
     assert WebShopInstructionAgent().act(["..."], [item]) == ["click[red]"]  # named in the text, not the goal's "mint"
 
 
 def test_notes_mark_the_best_title_and_the_named_options_once():
-    obs = "Page 1 (Total results: 3) [SEP] B01 [SEP] Blue mug [SEP] $9 [SEP] B02 [SEP] Red tea, black [SEP] $5 [SEP] " \
-          "B03 [SEP] Red tea, mint [SEP] $6"
+    obs = (
+        "Page 1 (Total results: 3) [SEP] B01 [SEP] Blue mug [SEP] $9 [SEP] B02 [SEP] Red tea, black [SEP] $5 [SEP] "
+        "B03 [SEP] Red tea, mint [SEP] $6"
+    )
     cmds = ["click[back to search]", "click[b01]", "click[b02]", "click[b03]"]
     assert webshop_command_notes("red tea with mint", obs, cmds) == ["", "", "", "best match: "]
     item = ["click[buy now]", "click[red]", "click[large]", "click[< prev]"]

@@ -1,4 +1,5 @@
 """Fixtures for the ALFWorld tests: engine availability, the 30 real games, their walkthroughs."""
+
 from __future__ import annotations
 
 import json

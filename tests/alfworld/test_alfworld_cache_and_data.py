@@ -1,6 +1,7 @@
 """A damaged translation cache entry is recomputed (never reaches
 fast-downward, never blames the game file), and broken ALFWorld data gives ALFWorldDataError
 or a logged skip instead of a raw AttributeError / a silent skip."""
+
 from __future__ import annotations
 
 import gzip
@@ -51,8 +52,12 @@ def test_traj_data_that_is_a_list_is_a_data_error(tmp_path: Path) -> None:
 
 def test_truncated_game_is_skipped_with_one_warning(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_A")
-    bad = _game(tmp_path, "pick_and_place_simple-Mug-None-Desk-1", "trial_B",
-                game='{"pddl_domain": "(define (domain alfred)", "gram')  # cut mid-file
+    bad = _game(
+        tmp_path,
+        "pick_and_place_simple-Mug-None-Desk-1",
+        "trial_B",
+        game='{"pddl_domain": "(define (domain alfred)", "gram',
+    )  # cut mid-file
     _game(tmp_path, "custom_task-Mug-None-Desk-1", "trial_C", traj={"task_type": "pick_and_place_simple"})
     (tmp_path / "json_2.1.1/train/custom_task-Mug-None-Desk-1/trial_C/traj_data.json").write_text('{"task_ty')
     with caplog.at_level(logging.WARNING, logger="progpo_envs.alfworld.games"):
@@ -132,9 +137,18 @@ def _init_unknown_key(rec):
     return rec
 
 
-@pytest.mark.parametrize("damage", [
-    "sas, stale checksum", "sas, matching checksum", "init, matching checksum", "missing init, matching checksum",
-    "truncated file", "not gzip", "another game's entry"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "sas, stale checksum",
+        "sas, matching checksum",
+        "init, matching checksum",
+        "missing init, matching checksum",
+        "truncated file",
+        "not gzip",
+        "another game's entry",
+    ],
+)
 def test_bad_cache_entry_is_deleted_and_recomputed(sas_cache, damage: str) -> None:
     tr_mod, data, entry, fresh, _ = sas_cache
     from progpo_envs.alfworld.fast import clear_caches

@@ -1,4 +1,5 @@
 """ProGPO-ALFWorld-v0 on the real engine: embedded games, real games, bad input, checker."""
+
 from __future__ import annotations
 
 import random
@@ -57,8 +58,20 @@ def test_step_semantics_and_expert_wins(env) -> None:
     assert total == 1.0 and info["won"] and info["outcome"] == 1.0
 
 
-@pytest.mark.parametrize("bad", ["", " ", "x" * (1 << 20), "pick up the \u00e9l\u00e9phant \u2603", "go to",
-                                 "GO TO CABINET 1", b"\xff\xfe", None, 42])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        " ",
+        "x" * (1 << 20),
+        "pick up the \u00e9l\u00e9phant \u2603",
+        "go to",
+        "GO TO CABINET 1",
+        b"\xff\xfe",
+        None,
+        42,
+    ],
+)
 def test_bad_input_is_an_invalid_action(env, bad) -> None:
     _, info0 = env.reset(seed=2)
     obs, r, term, trunc, info = env.step(bad)
@@ -66,7 +79,7 @@ def test_bad_input_is_an_invalid_action(env, bad) -> None:
     assert r == 0.0 and not term and not trunc and info["valid_action"] is False and info["step"] == 1
     assert info["admissible_commands"] == info0["admissible_commands"]
     # the episode goes on
-    obs, *_ , info = env.step(info["admissible_commands"][0])
+    obs, *_, info = env.step(info["admissible_commands"][0])
     assert info["valid_action"] is True
 
 
@@ -78,9 +91,11 @@ def test_truncation_at_step_limit(alfworld_engine) -> None:
     e.close()
     # a limit above the env's own 50 is honoured too (gym.make's TimeLimit alone truncates), the
     # registered default is 50, and an env built directly keeps its own limit
-    for env, limit in [(gym.make("ProGPO-ALFWorld-v0", max_episode_steps=53), 53),
-                       (gym.make("ProGPO-ALFWorld-v0"), 50),
-                       (ALFWorldEnv(max_episode_steps=4), 4)]:
+    for env, limit in [
+        (gym.make("ProGPO-ALFWorld-v0", max_episode_steps=53), 53),
+        (gym.make("ProGPO-ALFWorld-v0"), 50),
+        (ALFWorldEnv(max_episode_steps=4), 4),
+    ]:
         env.reset(seed=0)
         flags = [env.step("inventory")[3] for _ in range(limit)]
         assert flags == [False] * (limit - 1) + [True], limit
@@ -245,8 +260,11 @@ def test_look_inventory_examine_are_not_first_visits(env) -> None:
         return out
 
     def reprints() -> None:
-        cmds = [c for c in info_box[0]["admissible_commands"]
-                if c in ("look", "inventory", "help") or c.startswith("examine ")]
+        cmds = [
+            c
+            for c in info_box[0]["admissible_commands"]
+            if c in ("look", "inventory", "help") or c.startswith("examine ")
+        ]
         assert "look" in cmds and "inventory" in cmds
         for c in cmds:
             assert step(c)["first_visit"] is False, c
@@ -314,8 +332,9 @@ def test_corrupt_game_file_gives_a_clear_error(alfworld_engine, tmp_path: Path) 
 
     d = tmp_path / "json_2.1.1" / "train" / "pick_and_place_simple-Mug-None-Desk-1" / "trial_X"
     d.mkdir(parents=True)
-    (d / "game.tw-pddl").write_text(json.dumps({"solvable": True, "pddl_domain": "(define (domain", "grammar": "",
-                                                "pddl_problem": "garbage"}))
+    (d / "game.tw-pddl").write_text(
+        json.dumps({"solvable": True, "pddl_domain": "(define (domain", "grammar": "", "pddl_problem": "garbage"})
+    )
     (d / "traj_data.json").write_text("{}")
     e = gym.make("ProGPO-ALFWorld-v0", data_dir=tmp_path)
     with pytest.raises(ALFWorldDataError, match="cannot load ALFWorld game .*trial_X/game.tw-pddl"):

@@ -1,4 +1,5 @@
 """Fuzzing the action input (>= 2k actions) and fast-vs-stock transcript identity."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,9 +31,15 @@ _action = st.one_of(
 )
 
 
-@settings(max_examples=EXAMPLES, deadline=None, derandomize=True,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(seed=st.integers(0, 10_000), actions=st.lists(_action, min_size=ACTIONS_PER_EXAMPLE, max_size=ACTIONS_PER_EXAMPLE))
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 10_000), actions=st.lists(_action, min_size=ACTIONS_PER_EXAMPLE, max_size=ACTIONS_PER_EXAMPLE)
+)
 def test_fuzz_actions_never_crash(fuzz_env, seed, actions) -> None:
     _, info = fuzz_env.reset(seed=seed)
     step = 0
@@ -91,8 +98,9 @@ def test_fast_equals_stock_more_games(alfworld_engine, real_alfworld: Path) -> N
 
 
 @pytest.mark.slow
-def test_fast_equals_stock_when_the_memento_cache_is_emptied_at_every_game(alfworld_engine, real_alfworld: Path,
-                                                                            monkeypatch) -> None:
+def test_fast_equals_stock_when_the_memento_cache_is_emptied_at_every_game(
+    alfworld_engine, real_alfworld: Path, monkeypatch
+) -> None:
     """Bounding textworld's global memo cache changes nothing a player sees (objects compare by value)."""
     from progpo_envs.alfworld.embedded import embedded_root
     from progpo_envs.alfworld.fast import memo

@@ -1,4 +1,5 @@
 """The task generator and the embedded default set."""
+
 from __future__ import annotations
 
 import json
@@ -26,18 +27,25 @@ def test_default_set_shape() -> None:
         assert spec.task_type == g["traj_data"]["task_type"] == g["task_folder"].split("-")[0]
         assert g["walkthrough"] and len(g["walkthrough"]) <= 20
     # valid games come from floor plans that train never uses (unseen scenes)
-    scenes = {s: {g["traj_data"]["scene"]["floor_plan"] for g in payload["games"] if g["split"] == s}
-              for s in ("train", "valid")}
+    scenes = {
+        s: {g["traj_data"]["scene"]["floor_plan"] for g in payload["games"] if g["split"] == s}
+        for s in ("train", "valid")
+    }
     assert not scenes["train"] & scenes["valid"]
     assert ARCHIVE.stat().st_size < 3_000_000
 
 
 def test_hard_games_are_harder() -> None:
     games = load_archive(ARCHIVE)["games"]
-    mean = {s: sum(len(g["walkthrough"]) for g in games if g["split"] == s) / sum(g["split"] == s for g in games)
-            for s in ("valid", "hard")}
-    objects = {s: sum(g["pddl_problem"].count("- object") for g in games if g["split"] == s)
-               / sum(g["split"] == s for g in games) for s in ("valid", "hard")}
+    mean = {
+        s: sum(len(g["walkthrough"]) for g in games if g["split"] == s) / sum(g["split"] == s for g in games)
+        for s in ("valid", "hard")
+    }
+    objects = {
+        s: sum(g["pddl_problem"].count("- object") for g in games if g["split"] == s)
+        / sum(g["split"] == s for g in games)
+        for s in ("valid", "hard")
+    }
     assert mean["hard"] > mean["valid"] and objects["hard"] > objects["valid"]
 
 
@@ -58,9 +66,30 @@ def test_materialized_set_is_content_keyed(alfworld_engine, tmp_path: Path) -> N
 def test_generator_cli_writes_original_layout_and_games_are_won(alfworld_engine, tmp_path: Path) -> None:
     from progpo_envs.alfworld.generate import main
 
-    assert main(["--out", str(tmp_path), "--per-type", "1", "--seed", "5", "--split", "train", "-q",
-                 "--task-types", "pick_two_obj_and_place", "look_at_obj_in_light",
-                 "--floor-plans", "FloorPlan301", "FloorPlan302", "FloorPlan303", "FloorPlan304"]) == 0
+    assert (
+        main(
+            [
+                "--out",
+                str(tmp_path),
+                "--per-type",
+                "1",
+                "--seed",
+                "5",
+                "--split",
+                "train",
+                "-q",
+                "--task-types",
+                "pick_two_obj_and_place",
+                "look_at_obj_in_light",
+                "--floor-plans",
+                "FloorPlan301",
+                "FloorPlan302",
+                "FloorPlan303",
+                "FloorPlan304",
+            ]
+        )
+        == 0
+    )
     files = sorted((tmp_path / "json_2.1.1" / "train").glob("*/*/game.tw-pddl"))
     assert len(files) == 2
     env = gym.make("ProGPO-ALFWorld-v0", data_dir=tmp_path, split="train", fast=False)  # stock engine
@@ -81,10 +110,14 @@ def test_easy_splits_small_rooms_nothing_hidden_disjoint_floor_plans() -> None:
     import re
 
     payload = load_archive(ARCHIVE)
-    games = {s: [g for g in payload["games"] if g["split"] == s] for s in ("easy-train", "easy-valid", "train", "valid")}
+    games = {
+        s: [g for g in payload["games"] if g["split"] == s] for s in ("easy-train", "easy-valid", "train", "valid")
+    }
     assert len(games["easy-train"]) == 144 and len(games["easy-valid"]) == 36
     for split in ("easy-train", "easy-valid"):
-        assert Counter(g["traj_data"]["task_type"] for g in games[split]) == {t: len(games[split]) // 6 for t in TASK_TYPES}
+        assert Counter(g["traj_data"]["task_type"] for g in games[split]) == {
+            t: len(games[split]) // 6 for t in TASK_TYPES
+        }
     plans = {s: {g["traj_data"]["scene"]["floor_plan"] for g in gs} for s, gs in games.items()}
     assert not plans["easy-train"] & plans["easy-valid"]
     assert plans["easy-valid"] <= plans["valid"] | set(plans["easy-valid"])  # same held-out pool as valid
@@ -101,7 +134,11 @@ def test_easy_splits_small_rooms_nothing_hidden_disjoint_floor_plans() -> None:
             inside = re.search(rf"\(inReceptacle {re.escape(obj)} (\S+)\)", problem).group(1)
             assert inside not in openable, f"{g['task_folder']}: target {obj} starts in a closed receptacle"
         classes = Counter(t for _, t in typed)
-        assert all(n == 1 for t, n in classes.items() if not (t == spec.object_type and spec.task_type == "pick_two_obj_and_place"))
+        assert all(
+            n == 1
+            for t, n in classes.items()
+            if not (t == spec.object_type and spec.task_type == "pick_two_obj_and_place")
+        )
     # easier than the standard split: shorter expert walkthroughs
     mean = lambda gs: sum(len(g["walkthrough"]) for g in gs) / len(gs)  # noqa: E731
     assert mean(games["easy-valid"]) < mean(games["valid"])

@@ -5,6 +5,7 @@ a process; dlclose + dlopen of copies used to segfault on the 2nd-3rd round (as 
 rebuilds its vector env, or a test session). Run in a subprocess so a crash fails the test
 instead of killing pytest.
 """
+
 from __future__ import annotations
 
 import os
@@ -38,7 +39,10 @@ SCRIPT = textwrap.dedent(
 def test_envs_can_be_closed_and_recreated_in_one_process(alfworld_engine) -> None:
     proc = subprocess.run(
         [sys.executable, "-X", "faulthandler", "-c", SCRIPT],
-        capture_output=True, text=True, timeout=600, env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=dict(os.environ),
     )
     assert proc.returncode == 0, f"rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     assert proc.stdout.count(" ok") == 3

@@ -1,4 +1,5 @@
 """ALFWorld pieces that need no engine: task specs, canonicalizer, game discovery, errors."""
+
 from __future__ import annotations
 
 import json
@@ -77,10 +78,14 @@ def test_alfworld_env_var(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
 @pytest.mark.parametrize(
     ("a", "b"),
     [
-        ("You arrive at loc 13. On the bed 1, you see a pillow 1, and a book 1.",
-         "You arrive at bed 1. On the bed 1, you see a book 1, and a pillow 1."),
-        ("You open the drawer 2. The drawer 2 is open. In it, you see a pen 1.",
-         "You arrive at loc 4. The drawer 2 is open. In it, you see a pen 1."),
+        (
+            "You arrive at loc 13. On the bed 1, you see a pillow 1, and a book 1.",
+            "You arrive at bed 1. On the bed 1, you see a book 1, and a pillow 1.",
+        ),
+        (
+            "You open the drawer 2. The drawer 2 is open. In it, you see a pen 1.",
+            "You arrive at loc 4. The drawer 2 is open. In it, you see a pen 1.",
+        ),
         ("You close the safe 1.", "You arrive at loc 9. The safe 1 is closed."),
         ("You put the cd 1 in/on the safe 1.", "You move the cd 1 to the safe 1."),
     ],
@@ -94,8 +99,10 @@ def test_canonical_keeps_different_states_apart() -> None:
     assert c("On the desk 1, you see a mug 1.", {}) != c("On the desk 1, you see a mug 2.", {})
     assert c("The drawer 1 is open. In it, you see nothing.", {}) != c("The drawer 1 is closed.", {})
     assert c("You are carrying: a mug 1.", {}) != c("You are not carrying anything.", {})
-    intro = ("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
-             "you see a bed 1, and a desk 1.\n\nYour task is to: put some cd on safe.")
+    intro = (
+        "-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room. Looking quickly around you, "
+        "you see a bed 1, and a desk 1.\n\nYour task is to: put some cd on safe."
+    )
     assert c(intro, {}) == "You are in the middle of a room. Looking quickly around you, you see: a bed 1, a desk 1."
 
 
@@ -113,14 +120,18 @@ def test_canonical_state_key_ignores_reprints_and_order() -> None:
     here = {"admissible_commands": ["look", "inventory", "examine desk 1", "take mug 1 from desk 1"]}
     shuffled = {"admissible_commands": list(reversed(here["admissible_commands"]))}
     key = c("You arrive at desk 1. On the desk 1, you see a mug 1.", here)
-    for reprint in ("You are facing the desk 1. Next to it, you see nothing.", "You are not carrying anything.",
-                    "On the desk 1, you see a mug 1.", "Nothing happens.", "-= Welcome to TextWorld, ALFRED! =-"):
+    for reprint in (
+        "You are facing the desk 1. Next to it, you see nothing.",
+        "You are not carrying anything.",
+        "On the desk 1, you see a mug 1.",
+        "Nothing happens.",
+        "-= Welcome to TextWorld, ALFRED! =-",
+    ):
         assert c(reprint, here) == c(reprint, shuffled) == key
     assert c("You heat the mug 1 using the microwave 1.", here) == key + " You heat the mug 1 using the microwave 1."
     assert c("You sliced the apple 1 with the knife 1.", here).endswith("You sliced the apple 1 with the knife 1.")
     assert c("You turn off the desklamp 1.", here) == key
     assert c("Nothing happens.", {}) == "Nothing happens."  # text-only key without the engine state
-
 
 
 @pytest.mark.parametrize("verb,prep", [("put", "in/on"), ("put", "in"), ("move", "to")])
@@ -132,6 +143,8 @@ def test_the_carry_free_key_drops_a_held_object_whichever_verb_the_grammar_uses(
     place = ["examine shelf 1", "go to desk 1", "look"]
     carrying = place + ["examine mug 1", f"{verb} mug 1 {prep} shelf 1"]
     assert held_objects(carrying) == {"mug 1"} and held_objects(place) == set()
-    keys = [canonicalize_alfworld_carry_free("On the shelf 1, you see nothing.", {"admissible_commands": c})
-            for c in (place, carrying)]
+    keys = [
+        canonicalize_alfworld_carry_free("On the shelf 1, you see nothing.", {"admissible_commands": c})
+        for c in (place, carrying)
+    ]
     assert keys[0] == keys[1]

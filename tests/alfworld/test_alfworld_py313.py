@@ -1,5 +1,6 @@
 """The stock engine on Python 3.13 (textworld's EvalSymbol.derive relied on the
 pre-3.13 ``locals()``). The replacement must give the stock transcripts on every Python."""
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """Start ``python -m progpo_envs.serve`` on a free loopback port for a test, and stop it."""
+
 from __future__ import annotations
 
 import contextlib
@@ -31,7 +32,10 @@ def running_server(env: str, *extra: str, timeout: float = 180.0, log_out: list[
     log = tempfile.TemporaryFile()  # a file, not a pipe: an unread pipe fills up and blocks the server
     proc = subprocess.Popen(
         [sys.executable, "-m", "progpo_envs.serve", "--env", env, "--port", str(port), *extra],
-        cwd=ROOT, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=log,
+        stderr=subprocess.STDOUT,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     url = f"http://127.0.0.1:{port}"
@@ -122,5 +126,8 @@ def server_pid(url: str) -> int:
     import psutil
 
     port = int(url.rsplit(":", 1)[1])
-    return next(c.pid for c in psutil.net_connections("tcp")
-                if c.laddr and c.laddr.port == port and c.status == "LISTEN" and c.pid)
+    return next(
+        c.pid
+        for c in psutil.net_connections("tcp")
+        if c.laddr and c.laddr.port == port and c.status == "LISTEN" and c.pid
+    )

@@ -1,11 +1,13 @@
 """Random step rows in verl-agent's layout (one row per step) that the verl tests share."""
+
 from __future__ import annotations
 
 import numpy as np
 
 
-def step_rows(rng: np.random.Generator, n_states: int = 4, n_traj: int = 8
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def step_rows(
+    rng: np.random.Generator, n_states: int = 4, n_traj: int = 8
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """``(lengths, step_traj, step_t, anchors, first_visit)`` of ``n_traj`` trajectories of 2-5
     steps over ``n_states`` anchor states, first visits drawn at random."""
     lengths = rng.integers(2, 6, n_traj)

@@ -3,6 +3,7 @@
 Expert episodes are computed in-process (the same seed gives the same task) and replayed through
 the OpenEnv client, which must see the same observations and win.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -140,6 +141,7 @@ def test_alfworld_expert_episode_over_loopback_wins(alfworld_engine_available: N
 
 def test_json_safe_handles_numpy() -> None:
     import numpy as np
+
     assert json_safe({"x": np.arange(2), "y": np.float64("inf")}) == {"x": [0, 1], "y": None}
 
 
@@ -177,14 +179,23 @@ def test_idle_sessions_are_reaped_and_their_slots_reused() -> None:
     assert waited < 15.0  # reaped within the timeout plus one reaper pass (every max(T/4, 5) s)
 
 
-@pytest.mark.parametrize("flags, match", [(["--port", "99999"], "must be in 1..65535"),
-                                          (["--max-sessions", "0"], "must be >= 1"),
-                                          (["--idle-timeout", "-1"], "must be >= 0 seconds")])
+@pytest.mark.parametrize(
+    "flags, match",
+    [
+        (["--port", "99999"], "must be in 1..65535"),
+        (["--max-sessions", "0"], "must be >= 1"),
+        (["--idle-timeout", "-1"], "must be >= 0 seconds"),
+    ],
+)
 def test_serve_cli_rejects_bad_numbers_in_one_line(flags: list[str], match: str) -> None:
     import subprocess
 
-    proc = subprocess.run([sys.executable, "-m", "progpo_envs.serve", "--env", "webshop", *flags],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "progpo_envs.serve", "--env", "webshop", *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and match in proc.stderr and "Traceback" not in proc.stderr
 
 

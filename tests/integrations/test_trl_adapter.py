@@ -1,5 +1,6 @@
 """trainers.integrations.trl: TRL's group normalisation of the progress-conditioned reward gives
 ProGPO(GRPO)'s episode advantages; GRPOTrainer runs on both envs through the rollout_func."""
+
 from __future__ import annotations
 
 import math
@@ -51,7 +52,9 @@ def test_trl_normalisation_of_scaled_reward_equals_progpo_advantages(g: int) -> 
     adv_trl = _trl_group_advantages(np.array(reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g)
     np.testing.assert_allclose(trl_to_progpo_scale(g) * adv_trl, want, atol=1e-6, rtol=0)
     # The unscaled reward: same signs and ranking, off by the std convention and the epsilons.
-    plain = _trl_group_advantages(np.array(progress_conditioned_reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g)
+    plain = _trl_group_advantages(
+        np.array(progress_conditioned_reward([], [], outcome=out, coverage_rate=cov, group_id=gid)), g
+    )
     assert np.all(np.sign(plain.round(9)) == np.sign(want.round(9)))
     assert np.max(np.abs(plain * math.sqrt(g / (g - 1)) - want)) < 1e-2  # eps 1e-4 vs 1e-6 on small spreads
 
@@ -73,8 +76,9 @@ def test_trl_normalisation_of_planpo_reward_equals_planpo_advantages(g: int) -> 
         want = episode_advantages(out, gid, cov, estimator=estimator, turns=steps)
         reward = make_planpo_reward(g, progress=progress)
         rewards = reward([], [], outcome=out, num_steps=steps, coverage_rate=cov, group_id=gid)
-        np.testing.assert_allclose(trl_to_progpo_scale(g) * _trl_group_advantages(np.array(rewards), g), want,
-                                   atol=1e-6, rtol=0)
+        np.testing.assert_allclose(
+            trl_to_progpo_scale(g) * _trl_group_advantages(np.array(rewards), g), want, atol=1e-6, rtol=0
+        )
         assert np.abs(want).max() > 0.5
     with pytest.raises(ValueError, match="coverage_rate"):
         make_planpo_reward(g, progress=True)([], [], outcome=out, num_steps=steps, group_id=gid)
@@ -93,8 +97,10 @@ def test_progress_conditioned_values_gate_and_groups_in_any_order() -> None:
 # ----------------------------------------------------------------------------------------------
 # GRPOTrainer on CPU with the tiny model, through the rollout_func.
 # ----------------------------------------------------------------------------------------------
-ACTION_PROMPT = ("You are an agent in a text environment. Answer with <action>...</action>.\n"
-                 "Task: {goal}\nObservation: {observation}\nAdmissible actions: [{admissible}]\n")
+ACTION_PROMPT = (
+    "You are an agent in a text environment. Answer with <action>...</action>.\n"
+    "Task: {goal}\nObservation: {observation}\nAdmissible actions: [{admissible}]\n"
+)
 
 
 def _train_two_steps(env_id: str, tmp_path, warm_start: int = 0, env_steps: int = 2, **env_kwargs):
@@ -112,19 +118,35 @@ def _train_two_steps(env_id: str, tmp_path, warm_start: int = 0, env_steps: int 
     model, tok = load_model("tiny-128x2")
     g = 2
     if warm_start:
-        rollout = make_rollout_func(env_id, max_steps=env_steps, prompt_template=ACTION_PROMPT, action_format="action",
-                                    **env_kwargs)
+        rollout = make_rollout_func(
+            env_id, max_steps=env_steps, prompt_template=ACTION_PROMPT, action_format="action", **env_kwargs
+        )
         expert_warm_start(model, tok, rollout, steps=warm_start)
     else:
         rollout = make_rollout_func(env_id, max_steps=env_steps, **env_kwargs)
     args = GRPOConfig(
-        output_dir=str(tmp_path), num_generations=g, per_device_train_batch_size=4, max_steps=2,
-        max_completion_length=24 if warm_start else 8, learning_rate=1e-4, beta=0.0, scale_rewards="group", use_cpu=True,
-        report_to=[], logging_steps=1, save_strategy="no", reward_weights=[1.0, 0.0], seed=0,
-        dataloader_num_workers=0, bf16=False,
+        output_dir=str(tmp_path),
+        num_generations=g,
+        per_device_train_batch_size=4,
+        max_steps=2,
+        max_completion_length=24 if warm_start else 8,
+        learning_rate=1e-4,
+        beta=0.0,
+        scale_rewards="group",
+        use_cpu=True,
+        report_to=[],
+        logging_steps=1,
+        save_strategy="no",
+        reward_weights=[1.0, 0.0],
+        seed=0,
+        dataloader_num_workers=0,
+        bf16=False,
     )
     trainer = GRPOTrainer(
-        model=model, processing_class=tok, args=args, rollout_func=rollout,
+        model=model,
+        processing_class=tok,
+        args=args,
+        rollout_func=rollout,
         reward_funcs=[make_progress_conditioned_reward(g), outcome_reward],
         train_dataset=Dataset.from_dict({"prompt": [str(s) for s in range(8)]}),
     )
@@ -133,7 +155,9 @@ def _train_two_steps(env_id: str, tmp_path, warm_start: int = 0, env_steps: int 
 
     def capture(inputs):
         out = orig(inputs)
-        seen.append(([dict(r.__dict__) for r in rollout.last_records], {"advantages": out["advantages"].detach().clone()}))
+        seen.append(
+            ([dict(r.__dict__) for r in rollout.last_records], {"advantages": out["advantages"].detach().clone()})
+        )
         return out
 
     trainer._generate_and_score_completions = capture
@@ -152,7 +176,7 @@ def _check_run(env_id: str, trainer, rollout, result, seen, g: int, env_steps: i
     for records, out in seen:
         assert len(records) % g == 0 and records
         for k in range(0, len(records), g):
-            grp = records[k:k + g]
+            grp = records[k : k + g]
             assert len({r["task_id"] for r in grp}) == 1  # one group = one task
         for r in records[:2]:  # the reward the trainer saw is the env's outcome of those commands
             obs, info = replay.reset(options={"task_id": r["task_id"]})
@@ -164,7 +188,9 @@ def _check_run(env_id: str, trainer, rollout, result, seen, g: int, env_steps: i
         # The advantages GRPOTrainer computed are ProGPO's (after the sqrt(G/(G-1)) factor).
         out_arr = np.array([r["outcome"] for r in records])
         cov = np.array([r["coverage_rate"] for r in records])
-        want = np.concatenate([progpo_episode_advantages(out_arr[k:k + g], cov[k:k + g]) for k in range(0, len(records), g)])
+        want = np.concatenate(
+            [progpo_episode_advantages(out_arr[k : k + g], cov[k : k + g]) for k in range(0, len(records), g)]
+        )
         np.testing.assert_allclose(trl_to_progpo_scale(g) * out["advantages"].numpy(), want, atol=1e-5)
     # The logged outcome reward is the mean env outcome of the rollouts.
     logged = [h["rewards/outcome_reward/mean"] for h in trainer.state.log_history if "rewards/outcome_reward/mean" in h]
@@ -192,8 +218,11 @@ def test_rollout_fails_with_one_line_without_trls_generation_hook() -> None:
 
     rollout = make_rollout_func("ProGPO-WebShop-v0", max_steps=1, split="test")
     trainer = SimpleNamespace(processing_class=None, model=SimpleNamespace(training=True), num_generations=2)
-    with pytest.raises(RuntimeError, match=r"needs GRPOTrainer._generate_single_turn, which TRL .* does not have: "
-                                           r"install a tested release \(pip install 'trl>=1.16,<1.17'\)"):
+    with pytest.raises(
+        RuntimeError,
+        match=r"needs GRPOTrainer._generate_single_turn, which TRL .* does not have: "
+        r"install a tested release \(pip install 'trl>=1.16,<1.17'\)",
+    ):
         rollout(["0", "0"], trainer)
     assert generation_hook(SimpleNamespace(_generate_single_turn=print)) is print
 

@@ -1,5 +1,6 @@
 """trainers.integrations.verl: estimators vs trainers.advantages on the same tensors, the error
 without columns; registration with the real verl (marker ``verl``: its own venv)."""
+
 from __future__ import annotations
 
 import inspect
@@ -45,15 +46,21 @@ def test_estimator_signatures_accept_what_verl_passes() -> None:
 
 def test_progpo_grpo_estimator_equals_trainers_advantages() -> None:
     rewards, mask, index, outcome, cover = _batch(np.random.default_rng(0))
-    adv, ret = compute_progpo_grpo_advantage(rewards, mask, index, non_tensor_batch={
-        "progpo_outcome": outcome, "progpo_coverage_rate": cover, "uid": index})
+    adv, ret = compute_progpo_grpo_advantage(
+        rewards, mask, index, non_tensor_batch={"progpo_outcome": outcome, "progpo_coverage_rate": cover, "uid": index}
+    )
     want = episode_advantages(outcome, index, cover, estimator="progpo-grpo")
     assert adv.shape == rewards.shape and torch.equal(adv, ret)
-    np.testing.assert_allclose(adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(), atol=1e-6)
+    np.testing.assert_allclose(
+        adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(), atol=1e-6
+    )
     assert torch.all(adv[mask == 0] == 0)
     # Without the columns: one clear error, never GRPO on the token rewards.
-    with pytest.raises(MissingColumnsError, match="progpo_grpo: non_tensor_batch lacks progpo_outcome, "
-                       "progpo_coverage_rate .no non_tensor_batch was passed.; verl 0.9: `pip install progpo.verl.`"):
+    with pytest.raises(
+        MissingColumnsError,
+        match="progpo_grpo: non_tensor_batch lacks progpo_outcome, "
+        "progpo_coverage_rate .no non_tensor_batch was passed.; verl 0.9: `pip install progpo.verl.`",
+    ):
         compute_progpo_grpo_advantage(rewards, mask, index)
     # Reward shaping is its own estimator: GRPO (population std) on rewards already progress-conditioned.
     adv2, _ = compute_progpo_shaped_grpo_advantage(rewards, mask, index)
@@ -66,10 +73,17 @@ def test_progpo_grpo_counts_each_trajectory_once_over_step_rows() -> None:
     cover = np.array([0.2, 0.5, 0.8])
     lengths = np.array([1, 5, 2])
     traj = np.repeat(np.arange(3), lengths)
-    ntb = {"traj_uid": np.array([f"t{k}" for k in traj], dtype=object), "progpo_outcome": outcome[traj],
-           "progpo_coverage_rate": cover[traj]}
-    adv, _ = compute_progpo_grpo_advantage(torch.zeros(traj.size, 2), torch.ones(traj.size, 2),
-                                           np.array(["g"] * traj.size, dtype=object), non_tensor_batch=ntb)
+    ntb = {
+        "traj_uid": np.array([f"t{k}" for k in traj], dtype=object),
+        "progpo_outcome": outcome[traj],
+        "progpo_coverage_rate": cover[traj],
+    }
+    adv, _ = compute_progpo_grpo_advantage(
+        torch.zeros(traj.size, 2),
+        torch.ones(traj.size, 2),
+        np.array(["g"] * traj.size, dtype=object),
+        non_tensor_batch=ntb,
+    )
     want = episode_advantages(outcome, np.zeros(3, dtype=int), cover, estimator="progpo-grpo")
     np.testing.assert_allclose(adv[:, 0].numpy(), want[traj], atol=1e-6)
 
@@ -100,29 +114,52 @@ def _step_batch(seed: int, outcome: tuple[float, ...] = (1, 0, 1, 0, 0, 0, 0, 0)
     traj_group = np.repeat(np.arange(groups), n_traj // groups)
     resp = rng.integers(3, 9, step_traj.size)  # response tokens of each step row
     mask = (torch.arange(10)[None, :] < torch.as_tensor(resp)[:, None]).float()
-    ntb = {"traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
-           "progpo_first_visit": first_visit, "progpo_step": step_t, "progpo_outcome": outcome[step_traj],
-           "progpo_coverage_rate": cover[step_traj], "progpo_turns": lengths[step_traj]}
-    trainer = dict(outcomes=outcome, traj_group=traj_group, step_traj=step_traj, step_index=step_t,
-                   state_ids=factorize(list(anchors)), first_visit=first_visit, response_lengths=resp.astype(float))
+    ntb = {
+        "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object),
+        "anchor_obs": anchors,
+        "progpo_first_visit": first_visit,
+        "progpo_step": step_t,
+        "progpo_outcome": outcome[step_traj],
+        "progpo_coverage_rate": cover[step_traj],
+        "progpo_turns": lengths[step_traj],
+    }
+    trainer = dict(
+        outcomes=outcome,
+        traj_group=traj_group,
+        step_traj=step_traj,
+        step_index=step_t,
+        state_ids=factorize(list(anchors)),
+        first_visit=first_visit,
+        response_lengths=resp.astype(float),
+    )
     return ntb, mask, traj_group[step_traj].astype(str), trainer
 
 
 @pytest.mark.parametrize("name", ["planpo", "progpo_planpo", "hgpo", "progpo_hgpo"])
 def test_new_estimators_equal_step_advantages_on_step_rows(name: str) -> None:
     ntb, mask, index, trainer = _step_batch(4)
-    config = {"planpo_alpha": 0.07, "hgpo_depth": 3, "hgpo_fusion": "inverse-variance",
-              "hgpo_potential_credit": name.endswith("hgpo")}
+    config = {
+        "planpo_alpha": 0.07,
+        "hgpo_depth": 3,
+        "hgpo_fusion": "inverse-variance",
+        "hgpo_potential_credit": name.endswith("hgpo"),
+    }
     adv, ret = ESTIMATORS[name](torch.zeros_like(mask), mask, index, config=config, non_tensor_batch=ntb)
-    cfg = AdvantageConfig(estimator=name.replace("_", "-"), planpo_alpha=0.07, hgpo_depth=3,
-                          hgpo_fusion="inverse-variance", potential_credit=name.endswith("hgpo"))
+    cfg = AdvantageConfig(
+        estimator=name.replace("_", "-"),
+        planpo_alpha=0.07,
+        hgpo_depth=3,
+        hgpo_fusion="inverse-variance",
+        potential_credit=name.endswith("hgpo"),
+    )
     want = step_advantages(**trainer, config=cfg).steps
     assert torch.equal(adv, ret) and torch.all(adv[mask == 0] == 0)
     np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
     assert np.abs(want).max() > 0.1
     # the row scalar that verl-agent's branch calls is the same
-    np.testing.assert_allclose(advantage_per_row(name, index, ntb, config=config, response_lengths=mask.sum(-1).numpy()),
-                               want, atol=1e-12)
+    np.testing.assert_allclose(
+        advantage_per_row(name, index, ntb, config=config, response_lengths=mask.sum(-1).numpy()), want, atol=1e-12
+    )
     # Without the columns: one clear line naming them.
     missing = {k: v for k, v in ntb.items() if k != REQUIRED_COLUMNS[name][-1]}
     with pytest.raises(MissingColumnsError, match=f"{name}: non_tensor_batch lacks {REQUIRED_COLUMNS[name][-1]}"):
@@ -145,7 +182,9 @@ def test_planpo_on_trajectory_rows_is_the_trajectory_term() -> None:
 
 @pytest.mark.verl
 def test_register_with_real_verl() -> None:
-    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos", reason="verl not installed (extra [verl], own venv)")
+    core_algos = pytest.importorskip(
+        "verl.trainer.ppo.core_algos", reason="verl not installed (extra [verl], own venv)"
+    )
     from trainers.integrations.verl import register
 
     register()
@@ -155,8 +194,9 @@ def test_register_with_real_verl() -> None:
         assert fn is ESTIMATORS[name] and fn.__name__ == f"compute_{name}_advantage"
     rewards, mask, index, outcome, cover = _batch(np.random.default_rng(2))
     # Called as verl's compute_advantage calls a registered estimator (verl 0.9.1 ray_trainer.py):
-    adv, _ = core_algos.get_adv_estimator_fn("progpo_shaped_grpo")(token_level_rewards=rewards, response_mask=mask,
-                                                                   index=index, config=None)
+    adv, _ = core_algos.get_adv_estimator_fn("progpo_shaped_grpo")(
+        token_level_rewards=rewards, response_mask=mask, index=index, config=None
+    )
     np.testing.assert_allclose(adv[:, 0].numpy(), episode_advantages(outcome, index, estimator="grpo"), atol=1e-6)
     # verl's own GRPO on the same tensors: same ranking, unbiased std (differs by sqrt((G-1)/G)).
     verl_adv, _ = core_algos.compute_grpo_outcome_advantage(rewards, mask, index)

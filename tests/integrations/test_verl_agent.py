@@ -1,6 +1,7 @@
 """trainers.integrations.verl_agent without verl-agent: the env manager's contract on a toy env and
 the real ALFWorld engine, the signals it records, the estimator branch on a verl-agent-shaped
 batch. verl-agent's own loop is exercised by ``scripts/check_verl_agent.py`` (needs a checkout)."""
+
 from __future__ import annotations
 
 import sys
@@ -30,14 +31,21 @@ ANSWER = "<think>go on</think><action>{}</action>"
 
 
 def toy_manager(groups: int = 2, size: int = 2, max_steps: int = 6, anchor: str = "raw") -> ProGPOEnvironmentManager:
-    envs = GroupVectorEnv(lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=max_steps))),
-                          groups, size, seed=3, autoreset=False)
+    envs = GroupVectorEnv(
+        lambda: FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=max_steps))),
+        groups,
+        size,
+        seed=3,
+        autoreset=False,
+    )
     return ProGPOEnvironmentManager(envs, alfworld_projection, {"env": {"history_length": 2}}, anchor=anchor)
 
 
 def test_projections_have_verl_agents_signatures_and_parse_the_format() -> None:
     assert alfworld_projection([ANSWER.format("go hall"), "go hall", "<action>x</action>"], [[], [], []]) == (
-        ["go hall", "go hall", "x"], [1, 0, 0])  # no <think>: invalid, as in verl-agent
+        ["go hall", "go hall", "x"],
+        [1, 0, 0],
+    )  # no <think>: invalid, as in verl-agent
     cmds, valids = webshop_projection([ANSWER.format("click[buy now]")])
     assert cmds == ["click[buy now]"] and valids == [1]
 
@@ -72,8 +80,9 @@ def test_finished_groups_are_held_and_signals_align() -> None:
     dones_seen = []
     for step in range(6):
         # group 0 takes an invalid answer (no tags) then keeps looking; group 1 walks
-        answers = ["look", ANSWER.format("look")] + [ANSWER.format(c) for c in
-                                                       (next(x for x in mgr.admissible(i) if x.startswith("go ")) for i in (2, 3))]
+        answers = ["look", ANSWER.format("look")] + [
+            ANSWER.format(c) for c in (next(x for x in mgr.admissible(i) if x.startswith("go ")) for i in (2, 3))
+        ]
         obs, rewards, dones, infos = mgr.step(answers)
         dones_seen.append(dones.copy())
         assert [i.get("task_id") for i in infos] == tasks  # no new task drawn while the batch runs
@@ -87,8 +96,7 @@ def test_finished_groups_are_held_and_signals_align() -> None:
     assert not any(r["progpo_first_visit"] for r in signals[1])  # "look" never reaches a new state
     assert any(r["progpo_first_visit"] for r in signals[2][:4])  # walking does
     assert signals[1][0]["progpo_coverage_rate"] == 0.0 < signals[2][0]["progpo_coverage_rate"]
-    evaluated = mgr.success_evaluator(total_infos=[[i] for i in infos],
-                                      total_batch_list=[[{"active_masks": True}]] * 4)
+    evaluated = mgr.success_evaluator(total_infos=[[i] for i in infos], total_batch_list=[[{"active_masks": True}]] * 4)
     assert evaluated["success_rate"].tolist() == [0.0] * 4
 
 
@@ -101,13 +109,20 @@ def _verl_agent_batch(rng: np.random.Generator, duplicate: int = 3):
     cover = rng.uniform(size=8).round(3)
     group = np.repeat(np.arange(2), 4)
     rows = np.concatenate([np.arange(traj.size), np.arange(traj.size - duplicate, traj.size)])
-    ntb = {"uid": np.array([f"g{k}" for k in group[traj]], dtype=object)[rows],
-           "traj_uid": np.array([f"t{k}" for k in traj], dtype=object)[rows], "anchor_obs": anchors[rows],
-           "progpo_first_visit": first[rows], "progpo_step": t[rows], "progpo_outcome": outcome[traj][rows],
-           "progpo_coverage_rate": cover[traj][rows], "progpo_turns": lengths[traj][rows]}
+    ntb = {
+        "uid": np.array([f"g{k}" for k in group[traj]], dtype=object)[rows],
+        "traj_uid": np.array([f"t{k}" for k in traj], dtype=object)[rows],
+        "anchor_obs": anchors[rows],
+        "progpo_first_visit": first[rows],
+        "progpo_step": t[rows],
+        "progpo_outcome": outcome[traj][rows],
+        "progpo_coverage_rate": cover[traj][rows],
+        "progpo_turns": lengths[traj][rows],
+    }
     mask = torch.ones(rows.size, 3)
-    data = SimpleNamespace(batch={"response_mask": mask, "token_level_rewards": torch.zeros(rows.size, 3)},
-                           non_tensor_batch=ntb)
+    data = SimpleNamespace(
+        batch={"response_mask": mask, "token_level_rewards": torch.zeros(rows.size, 3)}, non_tensor_batch=ntb
+    )
     return data, (traj, t, anchors, first, outcome, cover, group, rows)
 
 
@@ -121,8 +136,15 @@ def test_estimator_branch_equals_trainers_advantages_and_dedupes_copies() -> Non
     branch = compute_advantage_branch(verl_agent_original)
     data, (traj, t, anchors, first, outcome, cover, group, rows) = _verl_agent_batch(np.random.default_rng(0))
     out = branch(data, "progpo_gigpo", gamma=0.95, step_advantage_w=1.0)
-    want = step_advantages(outcome, group, traj, t, state_ids=factorize(list(anchors)), first_visit=first,
-                           config=AdvantageConfig(estimator="progpo-gigpo", gamma=0.95)).steps
+    want = step_advantages(
+        outcome,
+        group,
+        traj,
+        t,
+        state_ids=factorize(list(anchors)),
+        first_visit=first,
+        config=AdvantageConfig(estimator="progpo-gigpo", gamma=0.95),
+    ).steps
     np.testing.assert_allclose(out.batch["advantages"][:, 0].numpy(), want[rows], atol=1e-6)
     data, _ = _verl_agent_batch(np.random.default_rng(0))
     out = branch(data, "progpo_grpo", gamma=0.95)
@@ -149,8 +171,16 @@ def test_estimator_branch_runs_planpo_and_hgpo_as_trainers_advantages(name: str)
     out = branch(data, name, gamma=0.95, step_advantage_w=1.0)
     n = traj.size
     cfg = AdvantageConfig(estimator=name.replace("_", "-"), gamma=0.95, planpo_alpha=0.05, hgpo_depth=1)
-    want = step_advantages(outcome, group, traj, t, state_ids=factorize(list(anchors)), first_visit=first, config=cfg,
-                           response_lengths=resp[:n].astype(float)).steps
+    want = step_advantages(
+        outcome,
+        group,
+        traj,
+        t,
+        state_ids=factorize(list(anchors)),
+        first_visit=first,
+        config=cfg,
+        response_lengths=resp[:n].astype(float),
+    ).steps
     got = out.batch["advantages"]
     np.testing.assert_allclose(got[:, 0].numpy(), want[rows], atol=1e-6)
     assert torch.all(got[data.batch["response_mask"] == 0] == 0) and np.abs(want).max() > 0.1

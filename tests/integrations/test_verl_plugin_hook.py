@@ -1,6 +1,7 @@
 """The verl plugin's import hook can never break the module it patches, and loads beside a foreign
 ``agents`` package. Run against a small stand-in ``verl`` package on ``sys.path`` (in a fresh
 interpreter), so it runs where verl is not installed; the real verl is in test_verl_real.py."""
+
 from __future__ import annotations
 
 import os
@@ -27,20 +28,31 @@ def _run(cwd: Path, code: str) -> subprocess.CompletedProcess:
 def test_a_failing_patch_warns_and_leaves_the_module_importable(tmp_path):
     # a ray_trainer without compute_advantage: the legacy patch fails (AttributeError)
     _stand_in_verl(tmp_path, "VERL_OWN = 42\n")
-    out = _run(tmp_path, "import trainers.integrations.verl_plugin as p; import verl.trainer.ppo.ray_trainer as m; "
-                         "print(m.VERL_OWN, p.patched_modules())")
+    out = _run(
+        tmp_path,
+        "import trainers.integrations.verl_plugin as p; import verl.trainer.ppo.ray_trainer as m; "
+        "print(m.VERL_OWN, p.patched_modules())",
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "42 {}"
-    assert "RuntimeWarning: progpo's verl plugin could not patch verl.trainer.ppo.ray_trainer (AttributeError" \
+    assert (
+        "RuntimeWarning: progpo's verl plugin could not patch verl.trainer.ppo.ray_trainer (AttributeError"
         in out.stderr
+    )
 
 
 def test_the_plugin_loads_beside_a_foreign_agents_package(tmp_path):
-    _stand_in_verl(tmp_path, "def compute_advantage(data, adv_estimator, *a, **k):\n    return 'verl'\n"
-                             "def compute_response_mask(data):\n    return None\n")
+    _stand_in_verl(
+        tmp_path,
+        "def compute_advantage(data, adv_estimator, *a, **k):\n    return 'verl'\n"
+        "def compute_response_mask(data):\n    return None\n",
+    )
     (tmp_path / "agents").mkdir()
     (tmp_path / "agents" / "__init__.py").write_text("WHOSE = 'the user'\n")
-    out = _run(tmp_path, "import agents, trainers.integrations.verl_plugin as p; import verl.trainer.ppo.ray_trainer; "
-                         "print(agents.WHOSE, '|', p.patched_modules()['verl.trainer.ppo.ray_trainer'])")
+    out = _run(
+        tmp_path,
+        "import agents, trainers.integrations.verl_plugin as p; import verl.trainer.ppo.ray_trainer; "
+        "print(agents.WHOSE, '|', p.patched_modules()['verl.trainer.ppo.ray_trainer'])",
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().startswith("the user | compute_advantage passes non_tensor_batch to progpo_")

@@ -6,6 +6,7 @@ when the columns are there; without them both raise one line, never train GRPO i
 The v1 test replaces TransferQueue's storage (a Ray service) by an in-memory store holding the
 TensorDict that verl's own agent loop builds (``list_of_dict_to_tensordict``); the rest is verl's code.
 """
+
 from __future__ import annotations
 
 import os
@@ -34,9 +35,11 @@ from step_rows import step_rows  # noqa: E402
 
 from trainers.integrations.verl import MissingColumnsError  # noqa: E402
 
-PROBE = ("import sys, verl; from verl.trainer.ppo import core_algos, ray_trainer; "
-         "names = [n for n in ('progpo_grpo', 'progpo_gigpo', 'progpo_shaped_grpo', 'planpo', 'progpo_planpo', 'hgpo', 'progpo_hgpo') if n in core_algos.ADV_ESTIMATOR_REGISTRY]; "
-         "print(','.join(names), getattr(ray_trainer.compute_advantage, '_progpo', False))")
+PROBE = (
+    "import sys, verl; from verl.trainer.ppo import core_algos, ray_trainer; "
+    "names = [n for n in ('progpo_grpo', 'progpo_gigpo', 'progpo_shaped_grpo', 'planpo', 'progpo_planpo', 'hgpo', 'progpo_hgpo') if n in core_algos.ADV_ESTIMATOR_REGISTRY]; "
+    "print(','.join(names), getattr(ray_trainer.compute_advantage, '_progpo', False))"
+)
 
 
 ALL_NAMES = "progpo_grpo,progpo_gigpo,progpo_shaped_grpo,planpo,progpo_planpo,hgpo,progpo_hgpo"
@@ -44,8 +47,9 @@ ALL_NAMES = "progpo_grpo,progpo_gigpo,progpo_shaped_grpo,planpo,progpo_planpo,hg
 
 def _probe(**env: str) -> str:
     """Run PROBE in a fresh interpreter that imports verl and nothing of progpo, as verl's TaskRunner does."""
-    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, **env}, cwd="/")
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=300, env={**os.environ, **env}, cwd="/"
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     return out.stdout.strip().splitlines()[-1]
 
@@ -55,19 +59,29 @@ def test_plugin_reaches_a_process_that_imports_only_verl() -> None:
     # it is the entry point that loads it: with plugins off nothing is registered ...
     assert _probe(VERL_USE_EXTERNAL_PLUGINS="none") == "False"
     # ... and verl's other hook loads the same module
-    assert _probe(VERL_USE_EXTERNAL_PLUGINS="none",
-                  VERL_USE_EXTERNAL_MODULES="trainers.integrations.verl_plugin") == ALL_NAMES + " True"
+    assert (
+        _probe(VERL_USE_EXTERNAL_PLUGINS="none", VERL_USE_EXTERNAL_MODULES="trainers.integrations.verl_plugin")
+        == ALL_NAMES + " True"
+    )
 
 
 def test_a_failing_patch_leaves_verl_importable() -> None:
     """A patch that raises inside the import hook warns; verl's module imports and works as verl wrote it."""
-    code = ("import trainers.integrations.verl_plugin as p\n"
-            "def boom(module):\n    raise RuntimeError('boom')\n"
-            "p._PATCHES[p._LEGACY] = boom\n"
-            "from verl.trainer.ppo import ray_trainer\n"
-            "print(callable(ray_trainer.compute_advantage), getattr(ray_trainer.compute_advantage, '_progpo', False))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/",
-                         env={**os.environ, "PYTHONWARNINGS": "default"})
+    code = (
+        "import trainers.integrations.verl_plugin as p\n"
+        "def boom(module):\n    raise RuntimeError('boom')\n"
+        "p._PATCHES[p._LEGACY] = boom\n"
+        "from verl.trainer.ppo import ray_trainer\n"
+        "print(callable(ray_trainer.compute_advantage), getattr(ray_trainer.compute_advantage, '_progpo', False))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env={**os.environ, "PYTHONWARNINGS": "default"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "True False"
     assert "could not patch verl.trainer.ppo.ray_trainer (RuntimeError: boom)" in out.stderr
@@ -101,7 +115,9 @@ def test_legacy_compute_advantage_is_progpo_with_columns_and_raises_without() ->
     assert torch.equal(adv, torch.as_tensor(want, dtype=torch.float32)[:, None] * mask)
     grpo = episode_advantages(outcome, uid, estimator="grpo")
     assert np.abs(want - grpo).max() > 0.5  # the all-failed groups: GRPO gives 0, ProGPO does not
-    with pytest.raises(MissingColumnsError, match="progpo_grpo: non_tensor_batch lacks progpo_outcome, progpo_coverage_rate"):
+    with pytest.raises(
+        MissingColumnsError, match="progpo_grpo: non_tensor_batch lacks progpo_outcome, progpo_coverage_rate"
+    ):
         _legacy("progpo_grpo", {"uid": uid}, mask, scores)
     shaped = _legacy("progpo_shaped_grpo", {"uid": uid}, mask, scores)  # the explicit reward-shaping route
     assert torch.allclose(shaped[:, :1], torch.as_tensor(grpo, dtype=torch.float32)[:, None] * mask[:, :1])
@@ -113,12 +129,24 @@ def test_legacy_progpo_gigpo_on_step_rows_equals_step_advantages() -> None:
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
     mask = torch.ones(rows, 3, dtype=torch.long)
-    ntb = {"uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
-           "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
-           "progpo_first_visit": first, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
+    ntb = {
+        "uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
+        "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object),
+        "anchor_obs": anchors,
+        "progpo_first_visit": first,
+        "progpo_step": step_t,
+        "progpo_outcome": outcome[step_traj],
+    }
     adv = _legacy("progpo_gigpo", ntb, mask, torch.zeros(rows, 3))
-    want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)), first_visit=first,
-                           config=AdvantageConfig(estimator="progpo-gigpo")).steps
+    want = step_advantages(
+        outcome,
+        traj_group,
+        step_traj,
+        step_t,
+        state_ids=factorize(list(anchors)),
+        first_visit=first,
+        config=AdvantageConfig(estimator="progpo-gigpo"),
+    ).steps
     assert torch.equal(adv[:, 0], torch.as_tensor(want, dtype=torch.float32))
     ntb.pop("progpo_first_visit")
     with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks progpo_first_visit"):
@@ -133,21 +161,34 @@ def test_legacy_planpo_on_episode_rows_and_hgpo_on_step_rows() -> None:
     for name in ("planpo", "progpo_planpo"):
         adv = _legacy(name, ntb, mask, scores)
         want = episode_advantages(outcome, uid, cover, estimator=name.replace("_", "-"), turns=turns)
-        np.testing.assert_allclose(adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(),
-                                   atol=1e-6)
+        np.testing.assert_allclose(
+            adv.numpy(), (torch.as_tensor(want, dtype=torch.float32)[:, None] * mask).numpy(), atol=1e-6
+        )
     with pytest.raises(MissingColumnsError, match="planpo: non_tensor_batch lacks progpo_turns"):
         _legacy("planpo", {"uid": uid, "progpo_outcome": outcome}, mask, scores)
     _, step_traj, step_t, anchors, first = step_rows(np.random.default_rng(5), n_states=3)
     outcome = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
-    ntb = {"uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
-           "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object), "anchor_obs": anchors,
-           "progpo_first_visit": first, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
+    ntb = {
+        "uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
+        "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object),
+        "anchor_obs": anchors,
+        "progpo_first_visit": first,
+        "progpo_step": step_t,
+        "progpo_outcome": outcome[step_traj],
+    }
     for name in ("hgpo", "progpo_hgpo"):
         adv = _legacy(name, ntb, torch.ones(rows, 3, dtype=torch.long), torch.zeros(rows, 3))
-        want = step_advantages(outcome, traj_group, step_traj, step_t, state_ids=factorize(list(anchors)),
-                               first_visit=first, config=AdvantageConfig(estimator=name.replace("_", "-"))).steps
+        want = step_advantages(
+            outcome,
+            traj_group,
+            step_traj,
+            step_t,
+            state_ids=factorize(list(anchors)),
+            first_visit=first,
+            config=AdvantageConfig(estimator=name.replace("_", "-")),
+        ).steps
         np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
 
 
@@ -163,20 +204,38 @@ class _Store:
         return SimpleNamespace(keys=keys, partition_id=partition_id)
 
     def kv_batch_get(self, keys, partition_id, select_fields):  # noqa: ANN001, ANN201
-        return list_of_dict_to_tensordict([{f: self.rows[k][f] for f in select_fields if f in self.rows[k]} for k in keys])
+        return list_of_dict_to_tensordict(
+            [{f: self.rows[k][f] for f in select_fields if f in self.rows[k]} for k in keys]
+        )
 
 
 def _v1(monkeypatch: pytest.MonkeyPatch, extra_fields: list[dict], estimator: str = "progpo_grpo") -> np.ndarray:
     outcome, cover, uid, mask, scores = _episode_batch()
     keys = [f"{u}_{i}_0" for i, u in enumerate(uid)]  # {uid}_{session_id}_{index}, as the agent loop writes
-    rows = [{"uid": u, "response_mask": mask[i][mask[i] > 0], "rm_scores": scores[i][mask[i] > 0],
-             "extra_fields": extra_fields[i]} for i, u in enumerate(uid)]
+    rows = [
+        {
+            "uid": u,
+            "response_mask": mask[i][mask[i] > 0],
+            "rm_scores": scores[i][mask[i] > 0],
+            "extra_fields": extra_fields[i],
+        }
+        for i, u in enumerate(uid)
+    ]
     store = _Store()
     store.kv_batch_put(keys, "train", list_of_dict_to_tensordict(rows))
     monkeypatch.setattr(trainer_base, "tq", store)
-    config = OmegaConf.create({"algorithm": {"adv_estimator": estimator, "use_kl_in_reward": False, "gamma": 1.0,
-                                             "lam": 1.0, "norm_adv_by_std_in_grpo": True},
-                               "actor_rollout_ref": {"rollout": {"n": 4}}})
+    config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": estimator,
+                "use_kl_in_reward": False,
+                "gamma": 1.0,
+                "lam": 1.0,
+                "norm_adv_by_std_in_grpo": True,
+            },
+            "actor_rollout_ref": {"rollout": {"n": 4}},
+        }
+    )
     trainer_base.PPOTrainer._compute_advantage(SimpleNamespace(config=config), _BatchMeta(keys), {})
     return np.array([float(store.rows[k]["advantages"][0]) for k in keys])
 

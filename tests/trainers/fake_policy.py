@@ -3,6 +3,7 @@
 Features are hashed bags of words of the observation and of each candidate; the score is a
 bilinear form ``c . (W o + b)``, so gradients flow and the PPO update changes behaviour.
 """
+
 from __future__ import annotations
 
 import zlib
@@ -59,9 +60,19 @@ class FakeScoringPolicy:
                 logp = torch.log_softmax(self._logits(obs, cands), -1)
                 k = int(torch.multinomial(logp.exp(), 1, generator=gen))
                 bad = self.invalid_every and self._calls % self.invalid_every == 0
-                out.append(FakeStep(action=None if bad else cands[k], valid=not bad, penalty=0.1 if bad else 0.0,
-                                    obs=obs, candidates=cands, chosen_index=k, old_action_logprob=float(logp[k]),
-                                    old_logprobs=[float(logp[k])], response_ids=[k]))
+                out.append(
+                    FakeStep(
+                        action=None if bad else cands[k],
+                        valid=not bad,
+                        penalty=0.1 if bad else 0.0,
+                        obs=obs,
+                        candidates=cands,
+                        chosen_index=k,
+                        old_action_logprob=float(logp[k]),
+                        old_logprobs=[float(logp[k])],
+                        response_ids=[k],
+                    )
+                )
         return out
 
     def compute_logprobs(self, steps):

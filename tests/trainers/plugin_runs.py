@@ -1,5 +1,6 @@
 """What the plug-in tests share: a short trainer run in a subprocess, and forgetting a plug-in's
 module so that the next test loads it afresh."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,14 @@ ROOT = Path(__file__).resolve().parents[2]
 def train(tmp_path: Path, base: list[str], *flags: str) -> subprocess.CompletedProcess:
     """``python -m trainers.progpo BASE FLAGS`` into ``tmp_path/run``, from a clean process."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "trainers.progpo", *base, "--output-dir", str(tmp_path / "run"),
-                           *flags], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "trainers.progpo", *base, "--output-dir", str(tmp_path / "run"), *flags],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
 
 
 def forget_plugin_files() -> None:

@@ -1,6 +1,7 @@
 """A new estimator is one file outside the package: registered by a decorator (or an entry point),
 it trains through ``python -m trainers.progpo``, becomes a method of the lab and a verl estimator,
 with its options checked against their bounds, and nothing of the package changed."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,31 @@ sys.path.insert(0, str(Path(__file__).parent))
 from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "custom_estimator.py"
-TINY = ["--model", "tiny", "--env", "rooms", "--warm-start", "none", "--iterations", "1", "--num-groups", "2",
-        "--group-size", "3", "--max-steps", "4", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
-        "--torch-threads", "1", "--baseline-random", "--eval-extra-split", "none"]
+TINY = [
+    "--model",
+    "tiny",
+    "--env",
+    "rooms",
+    "--warm-start",
+    "none",
+    "--iterations",
+    "1",
+    "--num-groups",
+    "2",
+    "--group-size",
+    "3",
+    "--max-steps",
+    "4",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--torch-threads",
+    "1",
+    "--baseline-random",
+    "--eval-extra-split",
+    "none",
+]
 
 
 @pytest.fixture
@@ -43,8 +66,14 @@ def test_the_decorator_registers_a_base_and_its_progpo_variant(novelty) -> None:
     assert novelty.needs_states and novelty.options.__name__ == "NoveltyOptions"
     cfg = AdvantageConfig(estimator="novelty", options={"weight": 2})
     assert cfg.base_options.weight == 2.0  # an int read as the float it is
-    out = step_advantages(np.array([0.0, 0.0]), np.array([0, 0]), np.array([0, 0, 1, 1]), np.array([0, 1, 0, 1]),
-                          state_ids=np.array([1, 2, 1, 1]), config=cfg)
+    out = step_advantages(
+        np.array([0.0, 0.0]),
+        np.array([0, 0]),
+        np.array([0, 0, 1, 1]),
+        np.array([0, 1, 0, 1]),
+        state_ids=np.array([1, 2, 1, 1]),
+        config=cfg,
+    )
     # all failed: GRPO's term is 0; the two new states of trajectory 0 and the first of 1 get the weight
     assert out.steps.tolist() == [2.0, 2.0, 0.0, 0.0]
     assert out.acted == {"novel_steps": 2.0}
@@ -76,8 +105,9 @@ def test_a_taken_name_or_a_reserved_one_is_refused() -> None:
 
 
 def test_trainer_trains_with_the_plugin_file_and_writes_its_metrics(tmp_path) -> None:
-    done = _train(tmp_path, "--plugin", str(EXAMPLE), "--estimator", "progpo-novelty",
-                  "--estimator-option", "weight=0.5")
+    done = _train(
+        tmp_path, "--plugin", str(EXAMPLE), "--estimator", "progpo-novelty", "--estimator-option", "weight=0.5"
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     records = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in records if r.get("kind") == "train"]
@@ -124,14 +154,23 @@ def test_verl_offers_the_plugin_estimator_with_the_columns_its_needs_name(novelt
     assert verl.required_columns("novelty") == ("traj_uid", "anchor_obs", "progpo_outcome", "progpo_step")
     assert verl.required_columns("progpo_novelty")[-2:] == ("progpo_first_visit", "progpo_step")
     fn = verl.estimators()["novelty"]
-    ntb = {"traj_uid": np.array(["a", "a", "b", "b"]), "anchor_obs": np.array(["x", "y", "x", "x"]),
-           "progpo_outcome": np.zeros(4), "progpo_step": np.array([0, 1, 0, 1])}
-    adv, _ = fn(torch.zeros(4, 2), torch.ones(4, 2), np.array(["g"] * 4), config={"novelty_weight": 2.0},
-                non_tensor_batch=ntb)
+    ntb = {
+        "traj_uid": np.array(["a", "a", "b", "b"]),
+        "anchor_obs": np.array(["x", "y", "x", "x"]),
+        "progpo_outcome": np.zeros(4),
+        "progpo_step": np.array([0, 1, 0, 1]),
+    }
+    adv, _ = fn(
+        torch.zeros(4, 2), torch.ones(4, 2), np.array(["g"] * 4), config={"novelty_weight": 2.0}, non_tensor_batch=ntb
+    )
     assert adv[:, 0].tolist() == [2.0, 2.0, 0.0, 0.0]
     with pytest.raises(verl.MissingColumnsError, match="novelty: non_tensor_batch lacks anchor_obs"):
-        fn(torch.zeros(4, 2), torch.ones(4, 2), np.array(["g"] * 4), non_tensor_batch={
-            k: v for k, v in ntb.items() if k != "anchor_obs"})
+        fn(
+            torch.zeros(4, 2),
+            torch.ones(4, 2),
+            np.array(["g"] * 4),
+            non_tensor_batch={k: v for k, v in ntb.items() if k != "anchor_obs"},
+        )
 
 
 def test_an_installed_distribution_registers_through_its_entry_point(tmp_path) -> None:

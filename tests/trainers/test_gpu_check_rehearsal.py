@@ -1,5 +1,6 @@
 """`benchmarks/gpu_check.sh` scaled down on the CPU (DEVICE=cpu): every step of the GPU check runs
 here first, so a short GPU lease is not spent on a typo."""
+
 from __future__ import annotations
 
 import json
@@ -16,14 +17,28 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 def test_gpu_check_cpu_rehearsal(tmp_path, alfworld_engine_available) -> None:
     out = tmp_path / "gpu_check"
-    env = {**os.environ, "DEVICE": "cpu", "OUT": str(out), "PYTHON": sys.executable, "MASTER_PORT": "29631",
-           "DECODE": "static"}  # the GPU's engine, uncompiled on the CPU
-    run = subprocess.run(["bash", str(ROOT / "benchmarks" / "gpu_check.sh")], capture_output=True, text=True,
-                         timeout=900, cwd=ROOT, env=env)
+    env = {
+        **os.environ,
+        "DEVICE": "cpu",
+        "OUT": str(out),
+        "PYTHON": sys.executable,
+        "MASTER_PORT": "29631",
+        "DECODE": "static",
+    }  # the GPU's engine, uncompiled on the CPU
+    run = subprocess.run(
+        ["bash", str(ROOT / "benchmarks" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        env=env,
+    )
     assert run.returncode == 0, (run.stdout + run.stderr)[-3000:]
     report = json.loads((out / "gpu_check.json").read_text())
-    assert report["steps"] == {k: "ok" for k in ("preflight", "paper", "engines", "update_paths", "fsdp_plain", "fsdp2",
-                                                 "fsdp_compare", "short")}
+    assert report["steps"] == {
+        k: "ok"
+        for k in ("preflight", "paper", "engines", "update_paths", "fsdp_plain", "fsdp2", "fsdp_compare", "short")
+    }
     assert [r["engine"] for r in report["engines"]["rows"]] == ["loop", "static bf16"]
     paths = report["update_paths"]
     assert [r["path"] for r in paths["rows"]] == ["prefix", "length", "length + logit chunks"]
@@ -41,7 +56,8 @@ def test_gpu_check_cpu_rehearsal(tmp_path, alfworld_engine_available) -> None:
     # every second in a named phase; the estimate: one-time + per-iteration + 50 x per-step
     assert abs(it["unattributed_s"]) <= 0.05 * it["iteration_s"]
     assert it["paper_iteration_s_estimate"] == pytest.approx(
-        it["compile_s"] + it["per_iteration_s"] + 50 * it["per_step_s"])
+        it["compile_s"] + it["per_iteration_s"] + 50 * it["per_step_s"]
+    )
     assert report["fsdp"]["same_batch"] and report["fsdp"]["ok"]
     assert report["short"]["report_says_where_progpo_acted"]
     assert "| 50-step iteration, estimated (s; target 400)" in run.stdout

@@ -1,4 +1,5 @@
 """``--compare-with``: two kept copies of a block read run by run (trainers.lab.compare)."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,23 @@ def _block(root: Path, runs: dict[tuple[str, int], float]) -> Path:
 
 
 def _compare(tmp_path: Path, other: Path, *extra: str) -> int:
-    return cli.main(["--out", str(tmp_path / "new"), "--work", str(tmp_path / "work"), "--methods", "grpo", "gigpo",
-                     "--seeds", "0", "1", "--compare-with", str(other), *extra])
+    return cli.main(
+        [
+            "--out",
+            str(tmp_path / "new"),
+            "--work",
+            str(tmp_path / "work"),
+            "--methods",
+            "grpo",
+            "gigpo",
+            "--seeds",
+            "0",
+            "1",
+            "--compare-with",
+            str(other),
+            *extra,
+        ]
+    )
 
 
 def test_identical_copies_are_bit_exact_run_by_run(tmp_path, capsys):
@@ -32,7 +48,9 @@ def test_identical_copies_are_bit_exact_run_by_run(tmp_path, capsys):
     assert _compare(tmp_path, old) == 0
     out = capsys.readouterr().out
     rows = [ln for ln in out.splitlines() if ln.startswith("| ") and "canonical" in ln]
-    assert rows == [f"| {methods.run_name(m, s, 'canonical')} | 4 | bit-exact |" for s in (0, 1) for m in ("grpo", "gigpo")]
+    assert rows == [
+        f"| {methods.run_name(m, s, 'canonical')} | 4 | bit-exact |" for s in (0, 1) for m in ("grpo", "gigpo")
+    ]
     assert out.rstrip().endswith("4 of 4 shared runs bit-exact")
     assert not (tmp_path / "work").exists()  # nothing ran
 
@@ -52,8 +70,10 @@ def test_runs_in_one_copy_only_are_named_and_not_compared(tmp_path, capsys):
     old = _block(tmp_path / "old", {("grpo", 0): 0.25, ("grpo", 1): 0.5})
     assert _compare(tmp_path, old) == 0
     last = capsys.readouterr().out.rstrip().splitlines()[-1]
-    assert last == ("1 of 1 shared runs bit-exact; in one copy only (not compared): "
-                    f"{methods.run_name('gigpo', 0, 'canonical')}, {methods.run_name('grpo', 1, 'canonical')}")
+    assert last == (
+        "1 of 1 shared runs bit-exact; in one copy only (not compared): "
+        f"{methods.run_name('gigpo', 0, 'canonical')}, {methods.run_name('grpo', 1, 'canonical')}"
+    )
 
 
 def test_a_record_one_run_lacks_is_a_difference(tmp_path, capsys):
@@ -71,7 +91,9 @@ def test_a_record_one_run_lacks_is_a_difference(tmp_path, capsys):
 def test_an_unreadable_run_is_a_row_not_a_traceback(tmp_path, capsys):
     _block(tmp_path / "new", {("grpo", 0): 0.25})
     old = _block(tmp_path / "old", {("grpo", 0): 0.25})
-    (old / "runs" / methods.run_name("grpo", 0, "canonical") / "metrics.jsonl").write_text("[1, 2]\n")  # JSON, not a record
+    (old / "runs" / methods.run_name("grpo", 0, "canonical") / "metrics.jsonl").write_text(
+        "[1, 2]\n"
+    )  # JSON, not a record
     assert _compare(tmp_path, old) == 0
     out = capsys.readouterr().out
     assert "line 1 is JSON but not a record (list)" in out and "0 of 1 shared runs bit-exact" in out
@@ -99,14 +121,24 @@ def _edit(block: Path, method: str, edit) -> None:
     metrics.write_text("".join(json.dumps(edit(r)) + "\n" for r in recs))
 
 
-@pytest.mark.parametrize("edit, said", [
-    (lambda r: {**r, "eval/panel": "forged"} if r["kind"] == "eval" else r, "eval/panel (not a number, and not equal)"),
-    (lambda r: {**r, "eval/task_id": ["x", "y"]} if r["kind"] == "eval" else r, "eval/task_id"),
-])
+@pytest.mark.parametrize(
+    "edit, said",
+    [
+        (
+            lambda r: {**r, "eval/panel": "forged"} if r["kind"] == "eval" else r,
+            "eval/panel (not a number, and not equal)",
+        ),
+        (lambda r: {**r, "eval/task_id": ["x", "y"]} if r["kind"] == "eval" else r, "eval/task_id"),
+    ],
+)
 def test_a_forged_text_field_or_a_field_one_copy_alone_has_is_a_difference(tmp_path, capsys, edit, said):
     _block(tmp_path / "new", {("grpo", 0): 0.25})
     old = _block(tmp_path / "old", {("grpo", 0): 0.25})
-    _edit(tmp_path / "new", "grpo", lambda r: {**r, "eval/panel": "p", "eval/task_id": ["a", "b"]} if r["kind"] == "eval" else r)
+    _edit(
+        tmp_path / "new",
+        "grpo",
+        lambda r: {**r, "eval/panel": "p", "eval/task_id": ["a", "b"]} if r["kind"] == "eval" else r,
+    )
     _edit(old, "grpo", lambda r: {**r, "eval/panel": "p", "eval/task_id": ["a", "b"]} if r["kind"] == "eval" else r)
     _edit(old, "grpo", edit)
     assert _compare(tmp_path, old) == 0
@@ -132,8 +164,10 @@ def test_a_field_one_copy_alone_holds_is_named_and_not_counted_as_bit_exact(tmp_
     out = capsys.readouterr().out
     name = methods.run_name("grpo", 0, "canonical")
     assert f"| {name} | 4 | bit-exact in the fields both hold; in one copy only: extra/field (the other copy) |" in out
-    assert out.rstrip().endswith(f"1 of 2 shared runs bit-exact; 1 more bit-exact in every field both copies hold, "
-                                 f"with fields one copy alone has ({name})")
+    assert out.rstrip().endswith(
+        f"1 of 2 shared runs bit-exact; 1 more bit-exact in every field both copies hold, "
+        f"with fields one copy alone has ({name})"
+    )
 
 
 @pytest.mark.parametrize("where", ["file", "under_file", "new"])

@@ -1,6 +1,7 @@
 """The lab's report (trainers.lab.report) read cell by cell against figures computed here from the
 runs: the table over seeds, the episodes to reach a level, the task types, the paired
 differences, the validity lines and the compute line."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,33 +22,96 @@ def _cell(values: list[float]) -> str:
     return f"{x.mean():.3f} +- {t975(x.size - 1) * x.std(ddof=1) / np.sqrt(x.size):.3f}"
 
 
-def _entry(method: str, seed: int, evals: list[float], success: list[float], failed: list[float],
-           types: dict[str, float] | None = None) -> dict:
+def _entry(
+    method: str,
+    seed: int,
+    evals: list[float],
+    success: list[float],
+    failed: list[float],
+    types: dict[str, float] | None = None,
+) -> dict:
     its = [0, len(success)] if len(evals) == 2 else list(range(len(evals)))
-    return {"method": method, "seed": seed, "state_key": "canonical",
-            "config": {"num_groups": 4, "group_size": 8},
-            "train": [{"iteration": i + 1, "train/success": s, "all_failed_fraction": f, "coverage_rate": 0.1 * (i + 1),
-                       "repeat_rate": 0.5 - 0.05 * i} for i, (s, f) in enumerate(zip(success, failed))],
-            "eval": [{"iteration": it, "eval/success": y, "eval/episodes": 8,  # the task types of the last one count
-                      "by_task_type": {t: (v if k == len(evals) - 1 else 0.0) for t, v in (types or {}).items()}}
-                     for k, (it, y) in enumerate(zip(its, evals))],
-            "acted": [], "train_core_s": 1800.0}
+    return {
+        "method": method,
+        "seed": seed,
+        "state_key": "canonical",
+        "config": {"num_groups": 4, "group_size": 8},
+        "train": [
+            {
+                "iteration": i + 1,
+                "train/success": s,
+                "all_failed_fraction": f,
+                "coverage_rate": 0.1 * (i + 1),
+                "repeat_rate": 0.5 - 0.05 * i,
+            }
+            for i, (s, f) in enumerate(zip(success, failed))
+        ],
+        "eval": [
+            {
+                "iteration": it,
+                "eval/success": y,
+                "eval/episodes": 8,  # the task types of the last one count
+                "by_task_type": {t: (v if k == len(evals) - 1 else 0.0) for t, v in (types or {}).items()},
+            }
+            for k, (it, y) in enumerate(zip(its, evals))
+        ],
+        "acted": [],
+        "train_core_s": 1800.0,
+    }
 
 
-GIGPO = [_entry("gigpo", 0, [0.1, 0.5], [0.0, 0.1, 0.1, 0.2, 0.2, 0.3], [0.9, 0.8, 0.8, 0.7, 0.7, 0.6],
-                {"pick": 1.0, "clean": 0.0}),
-         _entry("gigpo", 1, [0.3, 0.5], [0.0, 0.0, 0.1, 0.1, 0.1, 0.2], [0.7, 0.7, 0.6, 0.6, 0.5, 0.5],
-                {"pick": 0.5, "clean": 0.5})]
-PROGPO = [_entry("progpo-gigpo", 0, [0.1, 0.6], [0.0, 0.2, 0.3, 0.3, 0.4, 0.4], [0.8, 0.6, 0.5, 0.5, 0.4, 0.4],
-                 {"pick": 1.0, "clean": 0.25}),
-          _entry("progpo-gigpo", 1, [0.1, 0.8], [0.1, 0.2, 0.2, 0.3, 0.3, 0.3], [0.8, 0.7, 0.6, 0.5, 0.5, 0.5],
-                 {"pick": 0.75, "clean": 0.75})]
+GIGPO = [
+    _entry(
+        "gigpo",
+        0,
+        [0.1, 0.5],
+        [0.0, 0.1, 0.1, 0.2, 0.2, 0.3],
+        [0.9, 0.8, 0.8, 0.7, 0.7, 0.6],
+        {"pick": 1.0, "clean": 0.0},
+    ),
+    _entry(
+        "gigpo",
+        1,
+        [0.3, 0.5],
+        [0.0, 0.0, 0.1, 0.1, 0.1, 0.2],
+        [0.7, 0.7, 0.6, 0.6, 0.5, 0.5],
+        {"pick": 0.5, "clean": 0.5},
+    ),
+]
+PROGPO = [
+    _entry(
+        "progpo-gigpo",
+        0,
+        [0.1, 0.6],
+        [0.0, 0.2, 0.3, 0.3, 0.4, 0.4],
+        [0.8, 0.6, 0.5, 0.5, 0.4, 0.4],
+        {"pick": 1.0, "clean": 0.25},
+    ),
+    _entry(
+        "progpo-gigpo",
+        1,
+        [0.1, 0.8],
+        [0.1, 0.2, 0.2, 0.3, 0.3, 0.3],
+        [0.8, 0.7, 0.6, 0.5, 0.5, 0.5],
+        {"pick": 0.75, "clean": 0.75},
+    ),
+]
 
 
 def _args(**kw) -> argparse.Namespace:
-    base = dict(lab=None, pilot=False, methods=["gigpo", "progpo-gigpo", "grpo"], seeds=[0, 1], iterations=6,
-                state_key="canonical", config="configs/toy.yaml", levels=[0.1, 0.19, 0.5], report=False, workers=2,
-                planned_seeds=8)
+    base = dict(
+        lab=None,
+        pilot=False,
+        methods=["gigpo", "progpo-gigpo", "grpo"],
+        seeds=[0, 1],
+        iterations=6,
+        state_key="canonical",
+        config="configs/toy.yaml",
+        levels=[0.1, 0.19, 0.5],
+        report=False,
+        workers=2,
+        planned_seeds=8,
+    )
     return argparse.Namespace(**{**base, **kw})
 
 
@@ -56,16 +120,21 @@ def test_the_table_gives_each_method_s_mean_and_interval_over_seeds_cell_by_cell
     _assert_well_formed(text)
     lines = text.splitlines()
     assert lines[0] == "# ProGPO vs its base in the credit trap (`toy.yaml`, state key `canonical`)"
-    assert lines[2] == ("`python -m trainers.lab`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
-                        "held-out episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.")
+    assert lines[2] == (
+        "`python -m trainers.lab`: seeds [0, 1], 6 iterations x 32 episodes; eval on 8 "
+        "held-out episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval."
+    )
     assert "| method | seeds | eval it 0 | eval it 6 | train, last 5 | all-failed it 1 |" in text
     for runs in (GIGPO, PROGPO):
-        cells = [_cell([r["eval"][0]["eval/success"] for r in runs]), _cell([r["eval"][1]["eval/success"] for r in runs]),
-                 _cell([np.mean([t["train/success"] for t in r["train"][1:]]) for r in runs]),
-                 _cell([r["train"][0]["all_failed_fraction"] for r in runs]),
-                 _cell([np.mean([t["all_failed_fraction"] for t in r["train"][1:]]) for r in runs]),
-                 _cell([np.mean([t["coverage_rate"] for t in r["train"][1:]]) for r in runs]),
-                 _cell([np.mean([t["repeat_rate"] for t in r["train"][1:]]) for r in runs])]
+        cells = [
+            _cell([r["eval"][0]["eval/success"] for r in runs]),
+            _cell([r["eval"][1]["eval/success"] for r in runs]),
+            _cell([np.mean([t["train/success"] for t in r["train"][1:]]) for r in runs]),
+            _cell([r["train"][0]["all_failed_fraction"] for r in runs]),
+            _cell([np.mean([t["all_failed_fraction"] for t in r["train"][1:]]) for r in runs]),
+            _cell([np.mean([t["coverage_rate"] for t in r["train"][1:]]) for r in runs]),
+            _cell([np.mean([t["repeat_rate"] for t in r["train"][1:]]) for r in runs]),
+        ]
         assert f"| {runs[0]['method']} | 2 | " + " | ".join(cells) + " |" in lines
     assert "grpo" not in text.split("## Episodes")[0].split("|---")[1]  # a method with no run has no row
     # seed-mean train success, running mean over 2 iterations, first iteration at the level, x 32 episodes
@@ -96,17 +165,22 @@ def test_one_seed_has_no_interval_and_the_pilot_gives_the_mde():
 def test_the_provenance_line_names_the_commit_and_path_or_says_it_was_not_recorded():
     p = {"commit": "c" * 40, "compute": {"torch_threads": 1, "batch_decisions": "on"}, "cpu": "x", "versions": {}}
     text = report.report(_args(), [{**e, "provenance": p} for e in GIGPO], wall_s=0.0)
-    assert ("Provenance: every run on commit " + "c" * 40 + ', compute path {"batch_decisions": "on", '
-            '"torch_threads": 1}.') in text
-    assert "Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one code " \
-           "version." in report.report(_args(), GIGPO, wall_s=0.0)
+    assert (
+        "Provenance: every run on commit " + "c" * 40 + ', compute path {"batch_decisions": "on", "torch_threads": 1}.'
+    ) in text
+    assert (
+        "Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one code "
+        "version." in report.report(_args(), GIGPO, wall_s=0.0)
+    )
     mixed = report.report(_args(mixed="two commits"), GIGPO, wall_s=0.0)
     assert "**Mixed provenance (--allow-mixed): two commits. Paired differences compare code and paths too.**" in mixed
 
 
 def _lab_by(gigpo: list[float], grpo: list[float]) -> dict:
-    return {"gigpo": [_entry("gigpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(gigpo)],
-            "grpo": [_entry("grpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(grpo)]}
+    return {
+        "gigpo": [_entry("gigpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(gigpo)],
+        "grpo": [_entry("grpo", s, [0.05, y], [0.1] * 6, [0.9] * 6) for s, y in enumerate(grpo)],
+    }
 
 
 def test_the_validity_lines_give_each_check_its_threshold_and_the_fresh_seeds_apart():
@@ -119,30 +193,39 @@ def test_the_validity_lines_give_each_check_its_threshold_and_the_fresh_seeds_ap
     assert "- the trap: all-failed fraction at iteration 1 0.900 (needs >= 0.60): met" in lines
     rise = np.array([0.40, 0.45, 0.50, 0.42]) - 0.05
     half = t975(3) * rise.std(ddof=1) / 2
-    assert f"- room to move: GiGPO's held-out success {rise.mean():+.3f} +- {half:.3f} from start to end (needs >= +0.20): met" in lines
+    assert (
+        f"- room to move: GiGPO's held-out success {rise.mean():+.3f} +- {half:.3f} from start to end (needs >= +0.20): met"
+        in lines
+    )
     disc = next(ln for ln in lines if ln.startswith("- discrimination:"))
     d = valid["gigpo_minus_grpo"]
-    assert disc.startswith(f"- discrimination: GiGPO - GRPO final {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] over 4 "
-                           "seeds (needs the 95% interval above 0 at >= 4 seeds): met; these seeds include the pilot "
-                           "seeds [0, 1], which chose the setting. On the fresh seeds alone: ")
+    assert disc.startswith(
+        f"- discrimination: GiGPO - GRPO final {d['mean']:+.3f} [{d['lo']:+.3f}, {d['hi']:+.3f}] over 4 "
+        "seeds (needs the 95% interval above 0 at >= 4 seeds): met; these seeds include the pilot "
+        "seeds [0, 1], which chose the setting. On the fresh seeds alone: "
+    )
     assert disc.endswith(" over 2 seeds")
     assert "**Verdict: discriminates.**" in lines
     weak = _lab_by([0.10, 0.12, 0.11, 0.10], [0.30, 0.33, 0.35, 0.31])
-    lines = report.lab_report(_args(lab="alfworld", methods=["gigpo", "grpo"], criteria=crit), weak,
-                              validity(weak, crit))
+    lines = report.lab_report(
+        _args(lab="alfworld", methods=["gigpo", "grpo"], criteria=crit), weak, validity(weak, crit)
+    )
     assert "(needs >= +0.20): NOT met" in next(ln for ln in lines if ln.startswith("- room to move"))
     assert "these seeds include the pilot" not in "\n".join(lines)
-    assert ("**Verdict: cannot discriminate.** Every comparison below is read as: this lab cannot discriminate."
-            in lines)
+    assert "**Verdict: cannot discriminate.** Every comparison below is read as: this lab cannot discriminate." in lines
     assert "Not measured: the lab needs gigpo and grpo runs." in report.lab_report(
-        _args(lab="alfworld", methods=["gigpo"]), {"gigpo": weak["gigpo"]}, None)
+        _args(lab="alfworld", methods=["gigpo"]), {"gigpo": weak["gigpo"]}, None
+    )
 
 
-@pytest.mark.parametrize("p, cell", [
-    (None, "-"),
-    ({"mean": 0.1234, "lo": -0.05, "hi": 0.3, "seeds": [0, 1]}, "+0.123 [-0.050, +0.300]"),
-    ({"mean": -0.2, "lo": -0.2, "hi": -0.2, "seeds": [3]}, "-0.200 (1 seed)"),
-])
+@pytest.mark.parametrize(
+    "p, cell",
+    [
+        (None, "-"),
+        ({"mean": 0.1234, "lo": -0.05, "hi": 0.3, "seeds": [0, 1]}, "+0.123 [-0.050, +0.300]"),
+        ({"mean": -0.2, "lo": -0.2, "hi": -0.2, "seeds": [3]}, "-0.200 (1 seed)"),
+    ],
+)
 def test_a_difference_cell_gives_its_interval_or_says_it_has_one_seed(p, cell):
     assert report._diff_cell(p) == cell
 
@@ -173,10 +256,20 @@ def _lab_block() -> list[dict]:
     """Three seeds of a lab block: the validity pair, two bases with ProGPO on and off, a labelled
     teacher, each with where its remedy acted."""
     entries = []
-    finals = {"grpo": [0.10, 0.12, 0.15], "gigpo": [0.30, 0.25, 0.35], "progpo-gigpo": [0.40, 0.30, 0.45],
-              "planpo": [0.20, 0.30, 0.25], "progpo-planpo": [0.30, 0.35, 0.20], "gigpo+privileged": [0.6, 0.7, 0.5]}
-    acted = {"progpo-gigpo": {"ProGPO groups": 0.4}, "progpo-planpo": {"ProGPO groups": 0.2, "PlanPO groups": 0.5},
-             "planpo": {"PlanPO groups": 0.6}, "gigpo+privileged": {"teacher groups": 0.25}}
+    finals = {
+        "grpo": [0.10, 0.12, 0.15],
+        "gigpo": [0.30, 0.25, 0.35],
+        "progpo-gigpo": [0.40, 0.30, 0.45],
+        "planpo": [0.20, 0.30, 0.25],
+        "progpo-planpo": [0.30, 0.35, 0.20],
+        "gigpo+privileged": [0.6, 0.7, 0.5],
+    }
+    acted = {
+        "progpo-gigpo": {"ProGPO groups": 0.4},
+        "progpo-planpo": {"ProGPO groups": 0.2, "PlanPO groups": 0.5},
+        "planpo": {"PlanPO groups": 0.6},
+        "gigpo+privileged": {"teacher groups": 0.25},
+    }
     for m, ys in finals.items():
         for s, y in enumerate(ys):
             e = _entry(m, s, [0.05, y], [0.1] * 6, [0.9] * 6)
@@ -194,8 +287,11 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
     crit = ValidityCriteria(trap_min=0.6, room_min=0.1, seeds=3)
     methods = ["grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "gigpo+privileged"]
     entries = _lab_block()
-    text = report.report(_args(lab="alfworld", methods=methods, seeds=[0, 1, 2], criteria=crit,
-                               config="configs/credit_lab.yaml"), entries, wall_s=0.0)
+    text = report.report(
+        _args(lab="alfworld", methods=methods, seeds=[0, 1, 2], criteria=crit, config="configs/credit_lab.yaml"),
+        entries,
+        wall_s=0.0,
+    )
     _assert_well_formed(text)
     heads = [ln for ln in text.splitlines() if ln.startswith("#")]
     assert heads == [
@@ -208,7 +304,8 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
         "### Pure RL remedies: 3 comparisons against gigpo (final held-out success)",
         "### Labelled tracks: 1 comparisons against gigpo (final held-out success)",
         "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)",
-        "## Where each remedy acted (mean over iterations and seeds)"]
+        "## Where each remedy acted (mean over iterations and seeds)",
+    ]
     assert "`python -m trainers.lab --lab alfworld`" in text
     note = LAB_PRESETS["alfworld"]["provenance_note"]
     assert f"pairing them assumes one code version; {note}." in text
@@ -216,15 +313,19 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
     assert "Not run yet (no finished seed): " + ", ".join(report.labelled(m) for m in missing) + "." in text
     by = {m: [e for e in entries if e["method"] == m] for m in methods}
     for m in ("planpo", "gigpo", "progpo-gigpo"):  # a method's own base column is blank
-        cells = [("" if m == b else _diff_cell(paired(by, m, b, f))) for b in ("gigpo", "progpo-gigpo")
-                 for f in (final_success, auc)]
+        cells = [
+            ("" if m == b else _diff_cell(paired(by, m, b, f)))
+            for b in ("gigpo", "progpo-gigpo")
+            for f in (final_success, auc)
+        ]
         row = next(ln for ln in text.splitlines() if ln.startswith(f"| {m} | 3 | ") and ln.count("|") == 9)
         assert row.split(" | ")[4:] == [*cells[:3], cells[3] + " |"], row
     assert "| gigpo+privileged [privileged (not pure RL)] | 3 |" in text.split("## Labelled tracks (not ranked")[1]
     assert "gigpo+privileged" not in text.split("## Pure RL:")[1].split("## Labelled tracks")[0]
     labelled_table = text.split("## Labelled tracks (not ranked")[1].split("##")[0]
     assert [ln.split(" | ")[0] for ln in labelled_table.splitlines() if ln.startswith("| ") and "3 |" in ln] == [
-        "| gigpo+privileged [privileged (not pure RL)]"]
+        "| gigpo+privileged [privileged (not pure RL)]"
+    ]
     assert "**Exploratory: the Holm family was added after seeds 0-4 had been seen (not pre-registered).**" in text
     acted = text.split("## Where each remedy acted")[1]
     assert "| method | ProGPO groups | PlanPO groups | teacher groups |" in acted
@@ -235,8 +336,11 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
     assert "| **pooled over the 2 bases** | | 3 |" in on_off and "(Holm" not in on_off
 
     pure_only = [e for e in entries if e["method"] != "gigpo+privileged"]
-    text = report.report(_args(lab="alfworld", methods=methods[:-1], seeds=[0, 1, 2], criteria=crit,
-                               config="configs/credit_lab.yaml"), pure_only, wall_s=0.0)
+    text = report.report(
+        _args(lab="alfworld", methods=methods[:-1], seeds=[0, 1, 2], criteria=crit, config="configs/credit_lab.yaml"),
+        pure_only,
+        wall_s=0.0,
+    )
     _assert_well_formed(text)
     assert "### Pure RL remedies" in text and "### Labelled tracks" not in text and "## Labelled tracks" not in text
 
@@ -253,9 +357,13 @@ def _figure(monkeypatch, tmp_path, args, entries):
     return kept[0]
 
 
-PANELS = [("held-out eval success", "eval", "eval/success"), ("train success", "train", "train/success"),
-          ("all-failed fraction", "train", "all_failed_fraction"), ("coverage rate", "train", "coverage_rate"),
-          ("repeated-action rate", "train", "repeat_rate")]
+PANELS = [
+    ("held-out eval success", "eval", "eval/success"),
+    ("train success", "train", "train/success"),
+    ("all-failed fraction", "train", "all_failed_fraction"),
+    ("coverage rate", "train", "coverage_rate"),
+    ("repeated-action rate", "train", "repeat_rate"),
+]
 
 
 def test_each_panel_draws_every_methods_mean_over_seeds_with_its_interval(monkeypatch, tmp_path):
@@ -336,16 +444,21 @@ def _with_provenance(entries: list[dict], commits: list[str | None], starts: lis
 
 
 def test_a_registered_blocks_header_gives_its_commit_time_and_its_first_and_last_starts():
-    entries = _with_provenance(GIGPO + PROGPO, ["c0ffee"] * 4,
-                               ["2026-12-06T17:00:00Z", None, "2026-12-06T16:50:00Z", "2026-12-06T18:30:00Z"])
+    entries = _with_provenance(
+        GIGPO + PROGPO, ["c0ffee"] * 4, ["2026-12-06T17:00:00Z", None, "2026-12-06T16:50:00Z", "2026-12-06T18:30:00Z"]
+    )
     reg = ("0123456789abcdef0123", "2026-12-06T16:41:15Z")
     lines = report.report(_args(registration=reg), entries, wall_s=1.0).splitlines()
-    assert ("Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its first run started "
-            "2026-12-06T16:50:00Z and its last 2026-12-06T18:30:00Z (3 of 4 runs record a start).") in lines
-    assert "Provenance: every run on commit c0ffee, compute path {\"device\": \"cpu\"}." in lines
+    assert (
+        "Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its first run started "
+        "2026-12-06T16:50:00Z and its last 2026-12-06T18:30:00Z (3 of 4 runs record a start)."
+    ) in lines
+    assert 'Provenance: every run on commit c0ffee, compute path {"device": "cpu"}.' in lines
     no_starts = report.report(_args(registration=reg), _with_provenance(GIGPO, ["c0ffee"] * 2, [None, None]), 1.0)
-    assert ("Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its runs record no start time "
-            "(run before start times were recorded).") in no_starts.splitlines()
+    assert (
+        "Registration: toy.yaml committed at 0123456789ab on 2026-12-06T16:41:15Z; its runs record no start time "
+        "(run before start times were recorded)."
+    ) in no_starts.splitlines()
     assert "Registration:" not in report.report(_args(), entries, wall_s=1.0)  # not a registered block
 
 
@@ -368,13 +481,23 @@ def test_the_on_off_rows_give_final_and_auc_differences_and_the_pooled_row():
     def diff(mean: float, lo: float, hi: float) -> dict:
         return {"seeds": [0, 1, 2], "mean": mean, "lo": lo, "hi": hi, "p": 0.01}
 
-    res = {"pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.1, 0.02, 0.18), "p": 0.02}],
-           "pooled": diff(0.1, 0.02, 0.18)}
-    res_auc = {"pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.05, -0.01, 0.11), "p": 0.09}],
-               "pooled": diff(0.05, -0.01, 0.11)}
+    res = {
+        "pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.1, 0.02, 0.18), "p": 0.02}],
+        "pooled": diff(0.1, 0.02, 0.18),
+    }
+    res_auc = {
+        "pairs": [{"on": "progpo-gigpo", "off": "gigpo", "diff": diff(0.05, -0.01, 0.11), "p": 0.09}],
+        "pooled": diff(0.05, -0.01, 0.11),
+    }
     lines = report._on_off_lines(res, res_auc, preregistered=True)
-    assert "| progpo-gigpo | gigpo | 3 | +0.100 [+0.020, +0.180] | 0.020 (Holm 0.020) | +0.050 [-0.010, +0.110] | 0.090 |" in lines
-    assert "| **pooled over the 1 bases** | | 3 | +0.100 [+0.020, +0.180] | 0.010 | +0.050 [-0.010, +0.110] | 0.010 |" in lines
+    assert (
+        "| progpo-gigpo | gigpo | 3 | +0.100 [+0.020, +0.180] | 0.020 (Holm 0.020) | +0.050 [-0.010, +0.110] | 0.090 |"
+        in lines
+    )
+    assert (
+        "| **pooled over the 1 bases** | | 3 | +0.100 [+0.020, +0.180] | 0.010 | +0.050 [-0.010, +0.110] | 0.010 |"
+        in lines
+    )
 
 
 @pytest.mark.parametrize("p_holm, bold", [(0.05, False), (0.0499, True)])
@@ -410,6 +533,12 @@ def test_the_forest_panel_colours_each_kind_of_method_and_draws_each_interval(mo
     assert list(forest.get_yticks()) == [0, -1, -2]
     zero = [ln for ln in forest.get_lines() if list(ln.get_xdata()) == [0.0, 0.0]][0]
     assert to_rgba(zero.get_color()) == to_rgba("tab:red")
-    pure_only = _figure(monkeypatch, tmp_path, _args(lab="alfworld", methods=["grpo", "gigpo", "progpo-gigpo"],
-                                                     seeds=[0, 1, 2]), entries).axes[2]
-    assert not [ln for ln in pure_only.get_lines() if list(ln.get_ydata()) == [-1.5, -1.5]]  # no labelled track: no rule
+    pure_only = _figure(
+        monkeypatch,
+        tmp_path,
+        _args(lab="alfworld", methods=["grpo", "gigpo", "progpo-gigpo"], seeds=[0, 1, 2]),
+        entries,
+    ).axes[2]
+    assert not [
+        ln for ln in pure_only.get_lines() if list(ln.get_ydata()) == [-1.5, -1.5]
+    ]  # no labelled track: no rule

@@ -2,6 +2,7 @@
 resumed, reused and kept, what the trainer process gets, and what ``--rerun`` reads, compares and
 says. Fast: the stand-in is a ``trainers.progpo`` module of a few lines in a checkout of its own,
 so every path of the real subprocess call is taken without training anything."""
+
 from __future__ import annotations
 
 import argparse
@@ -25,7 +26,7 @@ ROOT_CONFIGS = runs.ROOT / "configs"
 
 #: a ``python -m trainers.progpo`` that says what it got and writes a finished run as the trainer
 #: keeps it (or fails when its config says so)
-STAND_IN = '''
+STAND_IN = """
 import json, os, sys
 from pathlib import Path
 
@@ -41,7 +42,7 @@ out = Path(argv[argv.index("--output-dir") + 1])
 out.mkdir(parents=True, exist_ok=True)
 (out / "metrics.jsonl").write_text(json.dumps({"kind": "train", "iteration": 1, "config": config,
                                                "iterations": int(argv[argv.index("--iterations") + 1])}) + "\\n")
-'''
+"""
 
 
 @pytest.fixture
@@ -74,7 +75,13 @@ def test_the_trainer_runs_from_the_checkout_on_one_thread_and_its_log_grows(tmp_
     runs.run_trainer(cmd, log, root=checkout)  # a resumed run appends to the log of its start
     said = _said(log)
     assert len(said) == 2 and said[0][0] == cmd
-    assert said[0][1] == ["1", "ignore", str(checkout), str(checkout), "kept"]  # the checkout's code, not the installed one
+    assert said[0][1] == [
+        "1",
+        "ignore",
+        str(checkout),
+        str(checkout),
+        "kept",
+    ]  # the checkout's code, not the installed one
     monkeypatch.setenv("PYTHONPATH", "/elsewhere")
     runs.run_trainer(cmd, log, root=checkout)
     assert _said(log)[-1][1][2] == os.pathsep.join([str(checkout), "/elsewhere"])  # first, before the caller's
@@ -105,9 +112,15 @@ def test_a_rerun_starts_from_the_recorded_config_with_the_earlier_meanings(tmp_p
 
 # ---- run_one: started, resumed, reused, kept small -------------------------------------------
 
+
 def _args(tmp_path: Path) -> argparse.Namespace:
-    return argparse.Namespace(config=tmp_path / "block.yaml", state_key="canonical", iterations=2,
-                              runs=tmp_path / "out" / "runs", work=tmp_path / "work" / "out")
+    return argparse.Namespace(
+        config=tmp_path / "block.yaml",
+        state_key="canonical",
+        iterations=2,
+        runs=tmp_path / "out" / "runs",
+        work=tmp_path / "work" / "out",
+    )
 
 
 def _finished_run(out: Path, method: str, seed: int, provenance: bool = True) -> None:
@@ -130,18 +143,20 @@ def trainer_calls(monkeypatch):
         calls.append((cmd, log))
         out = Path(cmd[cmd.index("--output-dir") + 1])
         seed = int(cmd[cmd.index("--seed") + 1])
-        method = next(m for m in methods.METHODS if cmd[-1 - len(methods.METHODS[m]):-1] == methods.METHODS[m])
+        method = next(m for m in methods.METHODS if cmd[-1 - len(methods.METHODS[m]) : -1] == methods.METHODS[m])
         _finished_run(out, method, seed, provenance="no-provenance" not in str(out))
 
     monkeypatch.setattr(runs, "run_trainer", finish)
     return calls
 
 
-def test_a_new_run_starts_afresh_and_keeps_only_its_records_config_report_and_provenance(tmp_path, trainer_calls, capsys):
+def test_a_new_run_starts_afresh_and_keeps_only_its_records_config_report_and_provenance(
+    tmp_path, trainer_calls, capsys
+):
     args = _args(tmp_path)
     got = runs.run_one(args, "gigpo", 3)
     name = methods.run_name("gigpo", 3, "canonical")
-    (cmd, log), = trainer_calls
+    ((cmd, log),) = trainer_calls
     assert cmd == [*runs.trainer_args(args, "gigpo", 3, 2, args.work / name), "--overwrite"]
     assert log == args.work / f"{name}.log"  # beside the run dir, so it outlives an --overwrite
     kept = args.runs / name
@@ -193,6 +208,7 @@ def test_a_kept_run_that_is_not_what_its_method_names_is_refused_not_reused(tmp_
 
 # ---- --rerun: which record, what is compared, what is said -----------------------------------
 
+
 def _train_row(it: int, value: float) -> dict:
     return {"iteration": it, **{k: value for k in methods.TRAIN_KEYS}}
 
@@ -200,8 +216,10 @@ def _train_row(it: int, value: float) -> dict:
 def _fresh(values: dict[int, float], bc_loss: float = 11.5) -> list[dict]:
     """A fresh run's records as the trainer writes them (metric names, not the lab's keys)."""
     recs = [{"kind": "init", "iteration": 0, "bc/loss": bc_loss, "time/init_s": 3.0}]
-    return recs + [{"kind": "train", "iteration": it, **{src: v for src in methods.TRAIN_KEYS.values()},
-                    "time/iteration_s": 1.0} for it, v in values.items()]
+    return recs + [
+        {"kind": "train", "iteration": it, **{src: v for src in methods.TRAIN_KEYS.values()}, "time/iteration_s": 1.0}
+        for it, v in values.items()
+    ]
 
 
 def _block(folder: Path, *entries: dict) -> None:
@@ -210,8 +228,14 @@ def _block(folder: Path, *entries: dict) -> None:
 
 
 def _entry(method: str, seed: int, values: dict[int, float], state_key: str = "canonical") -> dict:
-    return {"method": method, "seed": seed, "state_key": state_key, "config": {"seed": seed, "tag": state_key},
-            "train": [_train_row(it, v) for it, v in values.items()], "eval": []}
+    return {
+        "method": method,
+        "seed": seed,
+        "state_key": state_key,
+        "config": {"seed": seed, "tag": state_key},
+        "train": [_train_row(it, v) for it, v in values.items()],
+        "eval": [],
+    }
 
 
 @pytest.fixture
@@ -234,8 +258,13 @@ def _rerun(tmp_path: Path, *argv: str) -> int:
 
 
 def test_rerun_picks_the_record_of_the_seed_method_and_state_key_asked_for(tmp_path, reruns, capsys):
-    _block(tmp_path / "block", _entry("gigpo", 1, {1: 0.1, 2: 0.2}), _entry("gigpo", 2, {1: 0.3, 2: 0.4}, "exact"),
-           _entry("gigpo", 2, {1: 0.5, 2: 0.6}), _entry("grpo", 2, {1: 0.7, 2: 0.8}))
+    _block(
+        tmp_path / "block",
+        _entry("gigpo", 1, {1: 0.1, 2: 0.2}),
+        _entry("gigpo", 2, {1: 0.3, 2: 0.4}, "exact"),
+        _entry("gigpo", 2, {1: 0.5, 2: 0.6}),
+        _entry("grpo", 2, {1: 0.7, 2: 0.8}),
+    )
     reruns["fresh"] = _fresh({1: 0.5, 2: 0.6})
     assert _rerun(tmp_path, "2", "gigpo", "--iterations", "2") == 0
     assert reruns["configs"] == [{"seed": 2, "tag": "canonical"}] and reruns["iterations"] == [2]
@@ -257,7 +286,8 @@ def test_rerun_finds_a_pilot_run_and_compares_only_the_iterations_asked_for(tmp_
     assert _rerun(tmp_path, "0", "gigpo", "--iterations", "2") == 1
     out = capsys.readouterr().out
     assert out.count("DIFFERS") == len(methods.TRAIN_KEYS) and all(
-        "iteration 2" in ln for ln in out.splitlines() if "DIFFERS" in ln)
+        "iteration 2" in ln for ln in out.splitlines() if "DIFFERS" in ln
+    )
     assert f"gigpo seed 0: {len(methods.TRAIN_KEYS)} metric(s) differ" in out
 
 
@@ -276,7 +306,10 @@ def test_rerun_says_bit_exact_or_names_the_largest_difference_against_the_kept_r
     assert _rerun(tmp_path, "4", "grpo", "--iterations", "2") == 1
     out = capsys.readouterr().out
     assert "every metric reproduced" in out
-    assert "grpo seed 4: NOT bit-exact: largest relative difference 1e-07 in init iteration 0 bc/loss (3 records compared)" in out
+    assert (
+        "grpo seed 4: NOT bit-exact: largest relative difference 1e-07 in init iteration 0 bc/loss (3 records compared)"
+        in out
+    )
 
 
 def test_rerun_of_a_run_that_was_never_recorded_is_one_line(tmp_path, reruns, capsys):
@@ -289,7 +322,9 @@ def test_rerun_of_a_run_that_was_never_recorded_is_one_line(tmp_path, reruns, ca
     (tmp_path / "block_pilot" / "progpo_effect.json").write_text("[1, 2]")  # a pilot record that is no record
     assert _rerun(tmp_path, "0", "gigpo") == 2
     err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {(tmp_path / 'block_pilot' / 'progpo_effect.json').resolve()} is not a progpo_effect")
+    assert err.startswith(
+        f"error: {(tmp_path / 'block_pilot' / 'progpo_effect.json').resolve()} is not a progpo_effect"
+    )
     assert "\n" not in err and reruns["configs"] == []  # nothing re-run
 
 
@@ -304,7 +339,8 @@ def test_a_rerun_that_fails_names_the_last_line_of_its_log(tmp_path, monkeypatch
     assert _rerun(tmp_path, "0", "gigpo") == 2
     log = (tmp_path / "work").resolve() / "block" / f"rerun_{methods.run_name('gigpo', 0, 'canonical')}.log"
     assert capsys.readouterr().err.strip() == (
-        f"error: the rerun of gigpo seed 0 failed: error: out of memory at step 3; its log: {log}")
+        f"error: the rerun of gigpo seed 0 failed: error: out of memory at step 3; its log: {log}"
+    )
 
     def silent(config, iterations, log, root=runs.ROOT):
         log.write_text("")
@@ -315,8 +351,8 @@ def test_a_rerun_that_fails_names_the_last_line_of_its_log(tmp_path, monkeypatch
     assert "failed: (no output); its log:" in capsys.readouterr().err
 
 
-
 # ---- the analysis at its edges: uneven evaluations, thresholds met exactly, too few seeds ------
+
 
 def test_auc_weighs_each_stretch_by_its_length_and_divides_by_the_span():
     from trainers.lab.analysis import auc
@@ -341,8 +377,13 @@ def test_validity_passes_thresholds_met_exactly_and_decides_at_the_registered_se
     from trainers.statistics import mean_ci
 
     gigpo = [0.30, 0.35, 0.40, 0.33]
-    by = {"gigpo": [run_with_evals("gigpo", s, [(0, 0.05), (30, y)], all_failed_it1=0.6) for s, y in enumerate(gigpo)],
-          "grpo": [run_with_evals("grpo", s, [(0, 0.05), (30, y - 0.1 - 0.01 * s)], all_failed_it1=0.6) for s, y in enumerate(gigpo)]}
+    by = {
+        "gigpo": [run_with_evals("gigpo", s, [(0, 0.05), (30, y)], all_failed_it1=0.6) for s, y in enumerate(gigpo)],
+        "grpo": [
+            run_with_evals("grpo", s, [(0, 0.05), (30, y - 0.1 - 0.01 * s)], all_failed_it1=0.6)
+            for s, y in enumerate(gigpo)
+        ],
+    }
     rise = validity(by, ValidityCriteria(trap_min=0.6, room_min=0.0, seeds=4))["gigpo_rise"]  # as the lab computes it
     assert rise == pytest.approx(float(np.mean(gigpo)) - 0.05)
     v = validity(by, ValidityCriteria(trap_min=0.6, room_min=rise, seeds=4))
@@ -366,15 +407,27 @@ def test_progpo_on_off_pools_only_over_several_bases_and_seeds():
     def arm(m, finals):
         return [run_with_evals(m, s, [(0, 0.0), (30, y)]) for s, y in finals.items()]
 
-    one_base = {"gigpo": arm("gigpo", {0: 0.2, 1: 0.3, 2: 0.1}), "progpo-gigpo": arm("progpo-gigpo", {0: 0.3, 1: 0.3, 2: 0.4})}
+    one_base = {
+        "gigpo": arm("gigpo", {0: 0.2, 1: 0.3, 2: 0.1}),
+        "progpo-gigpo": arm("progpo-gigpo", {0: 0.3, 1: 0.3, 2: 0.4}),
+    }
     res = progpo_on_off(one_base)
     assert res["pooled"] is None  # one base: its pair is the whole contrast
     assert res["pairs"][0]["p"] == pytest.approx(paired_t_p([0.1, 0.0, 0.3]))
-    two_bases_one_seed = {**one_base, "hgpo": arm("hgpo", {2: 0.1, 5: 0.1}), "progpo-hgpo": arm("progpo-hgpo", {2: 0.2, 5: 0.3})}
+    two_bases_one_seed = {
+        **one_base,
+        "hgpo": arm("hgpo", {2: 0.1, 5: 0.1}),
+        "progpo-hgpo": arm("progpo-hgpo", {2: 0.2, 5: 0.3}),
+    }
     res = progpo_on_off(two_bases_one_seed)
     assert len(res["pairs"]) == 2 and res["pooled"] is None  # seed 2 alone is common: no interval
-    res = progpo_on_off({**two_bases_one_seed, "hgpo": arm("hgpo", {1: 0.1, 2: 0.1}),
-                         "progpo-hgpo": arm("progpo-hgpo", {1: 0.2, 2: 0.3})})
+    res = progpo_on_off(
+        {
+            **two_bases_one_seed,
+            "hgpo": arm("hgpo", {1: 0.1, 2: 0.1}),
+            "progpo-hgpo": arm("progpo-hgpo", {1: 0.2, 2: 0.3}),
+        }
+    )
     assert res["pooled"]["seeds"] == [1, 2] and res["pooled"]["per_seed"] == pytest.approx([0.05, 0.25])
     assert res["pooled"]["p"] == pytest.approx(paired_t_p([0.05, 0.25]))
     assert progpo_on_off({"progpo-gigpo": one_base["progpo-gigpo"]}) is None  # no base to pair with
@@ -382,41 +435,83 @@ def test_progpo_on_off_pools_only_over_several_bases_and_seeds():
 
 # ---- what a run's JSON entry keeps; what a block's config may set ------------------------------
 
+
 def test_a_run_s_entry_keeps_the_lab_s_keys_panels_task_types_and_core_seconds():
-    train1 = {"success": 0.2, "all_failed_frac": 0.75, "coverage_rate": 0.5, "repeated_action_rate": 0.1,
-              "score_mean": 0.2, "adv/abs_mean": 0.3, "adv/progress_groups": 2, "adv/progress_group_frac": 0.5,
-              "rollout/forks": 3, "bc/loss": 9.0}
+    train1 = {
+        "success": 0.2,
+        "all_failed_frac": 0.75,
+        "coverage_rate": 0.5,
+        "repeated_action_rate": 0.1,
+        "score_mean": 0.2,
+        "adv/abs_mean": 0.3,
+        "adv/progress_groups": 2,
+        "adv/progress_group_frac": 0.5,
+        "rollout/forks": 3,
+        "bc/loss": 9.0,
+    }
     records = [
         {"kind": "init", "iteration": 0, "time/init_s": 5.0, "bc/loss": 1.0},
-        {"kind": "eval", "iteration": 0, "eval/success": 0.1, "eval/episodes": 4, "eval/panel": "p1",
-         "eval/success_by_type/pick": 0.5, "eval/success_by_type/clean": 0.0, "time/iteration_s": 1.5},
+        {
+            "kind": "eval",
+            "iteration": 0,
+            "eval/success": 0.1,
+            "eval/episodes": 4,
+            "eval/panel": "p1",
+            "eval/success_by_type/pick": 0.5,
+            "eval/success_by_type/clean": 0.0,
+            "time/iteration_s": 1.5,
+        },
         {"kind": "train", "iteration": 1, **train1, "time/iteration_s": 10.0},
         {"kind": "train", "iteration": 2, "success": 0.3, "time/iteration_s": 12.5},  # a metric not logged: None
         {"kind": "eval", "iteration": 2, "eval/success": 0.3, "eval/episodes": 4},
     ]
     entry = runs.run_record("progpo-gigpo", 3, "exact", records, {"lr": 0.1})
     assert entry == {
-        "method": "progpo-gigpo", "seed": 3, "state_key": "exact", "config": {"lr": 0.1},
-        "train": [{"iteration": 1, "train/success": 0.2, "all_failed_fraction": 0.75, "coverage_rate": 0.5,
-                   "repeat_rate": 0.1, "score_mean": 0.2, "adv/abs_mean": 0.3, "adv/progress_groups": 2},
-                  {"iteration": 2, "train/success": 0.3, **{k: None for k in list(methods.TRAIN_KEYS)[1:]}}],
-        "eval": [{"iteration": 0, "eval/success": 0.1, "eval/episodes": 4, "eval/panel": "p1",
-                  "by_task_type": {"pick": 0.5, "clean": 0.0}},
-                 {"iteration": 2, "eval/success": 0.3, "eval/episodes": 4, "by_task_type": {}}],
+        "method": "progpo-gigpo",
+        "seed": 3,
+        "state_key": "exact",
+        "config": {"lr": 0.1},
+        "train": [
+            {
+                "iteration": 1,
+                "train/success": 0.2,
+                "all_failed_fraction": 0.75,
+                "coverage_rate": 0.5,
+                "repeat_rate": 0.1,
+                "score_mean": 0.2,
+                "adv/abs_mean": 0.3,
+                "adv/progress_groups": 2,
+            },
+            {"iteration": 2, "train/success": 0.3, **{k: None for k in list(methods.TRAIN_KEYS)[1:]}},
+        ],
+        "eval": [
+            {
+                "iteration": 0,
+                "eval/success": 0.1,
+                "eval/episodes": 4,
+                "eval/panel": "p1",
+                "by_task_type": {"pick": 0.5, "clean": 0.0},
+            },
+            {"iteration": 2, "eval/success": 0.3, "eval/episodes": 4, "by_task_type": {}},
+        ],
         "acted": [{"iteration": 1, "ProGPO groups": 0.5, "tree forks": 3}, {"iteration": 2}],
-        "train_core_s": 29.0}
+        "train_core_s": 29.0,
+    }
 
 
-@pytest.mark.parametrize("text, said", [
-    ("advantage: {estimator: grpo}\n", "estimator: grpo"),  # in its section, as configs are written now
-    ("tree: {scorer: random}\n", "tree_scorer: random"),
-    ("distill: {mode: hindsight}\n", "distill: hindsight"),
-    ("progress_gate: always\nshuffle_coverage: true\n", "progress_gate: always, shuffle_coverage: True"),
-    ("init: bc\nrollout: tree\n", "rollout: tree"),  # an old name beside it is read, not an error
-    ("- a list\n", "is not a mapping of config fields"),
-    ("lr: [unclosed\n", "cannot be read (ParserError)"),
-    ("advantage: {estimater: grpo}\n", "has no key 'estimater'; did you mean estimator?"),
-])
+@pytest.mark.parametrize(
+    "text, said",
+    [
+        ("advantage: {estimator: grpo}\n", "estimator: grpo"),  # in its section, as configs are written now
+        ("tree: {scorer: random}\n", "tree_scorer: random"),
+        ("distill: {mode: hindsight}\n", "distill: hindsight"),
+        ("progress_gate: always\nshuffle_coverage: true\n", "progress_gate: always, shuffle_coverage: True"),
+        ("init: bc\nrollout: tree\n", "rollout: tree"),  # an old name beside it is read, not an error
+        ("- a list\n", "is not a mapping of config fields"),
+        ("lr: [unclosed\n", "cannot be read (ParserError)"),
+        ("advantage: {estimater: grpo}\n", "has no key 'estimater'; did you mean estimator?"),
+    ],
+)
 def test_a_block_config_that_would_change_a_method_is_named(tmp_path, text, said):
     config = tmp_path / "block.yaml"
     config.write_text(text)
@@ -426,8 +521,12 @@ def test_a_block_config_that_would_change_a_method_is_named(tmp_path, text, said
 
 def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out(tmp_path, capsys):
     config = tmp_path / "block.yaml"
-    for text in ("", "lr: 0.001\nseed: 3\n", "advantage: {estimator: gigpo, gamma: 0.9}\ntree: {scorer: coverage}\n",
-                 "rollout: flat\ndistill: {mode: none}\nprogress_gate: all_failed\nshuffle_coverage: false\n"):
+    for text in (
+        "",
+        "lr: 0.001\nseed: 3\n",
+        "advantage: {estimator: gigpo, gamma: 0.9}\ntree: {scorer: coverage}\n",
+        "rollout: flat\ndistill: {mode: none}\nprogress_gate: all_failed\nshuffle_coverage: false\n",
+    ):
         config.write_text(text)
         assert runs.config_axes_problem(config) is None, text
     assert capsys.readouterr().err == ""  # a check, not a load: no deprecation lines for old spellings
@@ -437,6 +536,7 @@ def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out
 
 
 # ---- load_run: what a finished run must hold ---------------------------------------------------
+
 
 def _kept(tmp_path: Path, method: str, config: dict | None = None, records: list[dict] | None = None) -> Path:
     folder = tmp_path / "kept" / method
@@ -449,8 +549,12 @@ def _kept(tmp_path: Path, method: str, config: dict | None = None, records: list
 
 
 def test_a_whole_run_loads_with_its_config_flattened_and_a_cut_one_names_where_it_ends(tmp_path):
-    sectioned = {"iterations": 2, "rollout": "flat", "advantage": {"estimator": "planpo", "gamma": 0.9},
-                 "distill": {"mode": "none"}}
+    sectioned = {
+        "iterations": 2,
+        "rollout": "flat",
+        "advantage": {"estimator": "planpo", "gamma": 0.9},
+        "distill": {"mode": "none"},
+    }
     records, config = runs.load_run(_kept(tmp_path, "planpo", config=sectioned), "planpo", 0)
     assert config["estimator"] == "planpo" and config["gamma"] == 0.9 and "advantage" not in config
     assert [r["kind"] for r in records] == ["train", "train", "eval"]
@@ -485,6 +589,7 @@ def test_a_run_that_trained_with_a_teacher_is_only_reported_as_a_teacher_method(
 
 # ---- edges: a pilot beside the block, retired names, key order, one panel, the last evaluation ----
 
+
 def test_rerun_reads_the_comparison_and_its_pilot_together_and_a_missing_iteration_differs(tmp_path, reruns, capsys):
     _block(tmp_path / "block", _entry("gigpo", 3, {1: 0.1, 2: 0.2}))
     _block(tmp_path / "block_pilot", _entry("gigpo", 0, {1: 0.5}))  # a pilot beside it takes nothing away
@@ -492,7 +597,9 @@ def test_rerun_reads_the_comparison_and_its_pilot_together_and_a_missing_iterati
     assert _rerun(tmp_path, "3", "gigpo", "--iterations", "2") == 1
     out = capsys.readouterr().out
     missing = [ln for ln in out.splitlines() if ln.startswith("iteration 2")]
-    assert len(missing) == len(methods.TRAIN_KEYS) and all("rerun                   None  DIFFERS" in ln for ln in missing)
+    assert len(missing) == len(methods.TRAIN_KEYS) and all(
+        "rerun                   None  DIFFERS" in ln for ln in missing
+    )
     _block(tmp_path / "block_pilot", {**_entry("gigpo", 0, {1: 0.5}), "config": "broken"})
     assert _rerun(tmp_path, "0", "gigpo") == 2
     err = capsys.readouterr().err
@@ -508,12 +615,17 @@ def test_strict_compare_reads_retired_names_skips_every_clock_and_names_the_firs
     assert runs.strict_compare(old, now, 1) == (1, None)  # the retired name read as its new one; clocks skipped
     assert runs.strict_compare(old, [{**now[0], "score_mean": 0.25}], 1) == (1, (0.5, "train iteration 1 outcome_mean"))
     both = [{**old[0], "outcome_mean": 0.5}]
-    assert runs.strict_compare(both, [{**now[0], "outcome_mean": 0.5, "score_mean": 0.1}], 1) == (1, None)  # own name first
+    assert runs.strict_compare(both, [{**now[0], "outcome_mean": 0.5, "score_mean": 0.1}], 1) == (
+        1,
+        None,
+    )  # own name first
     two = [{"kind": "train", "iteration": 1, "a": 1.0, "b": 1.0}]
     assert runs.strict_compare(two, [{**two[0], "a": 2.0, "b": 2.0}], 1) == (1, (0.5, "train iteration 1 a"))
     nan_then = [{"kind": "eval", "iteration": 2, "eval/won": [float("nan"), 1.0]}]
     assert runs.strict_compare(nan_then, [{**nan_then[0], "eval/won": [float("nan"), 0.5]}], 2) == (
-        1, (0.5, "eval iteration 2 eval/won"))  # a NaN both share does not end the list
+        1,
+        (0.5, "eval iteration 2 eval/won"),
+    )  # a NaN both share does not end the list
 
 
 def test_provenance_reads_a_compute_path_in_any_key_order_and_the_last_record_s_machine():
@@ -521,13 +633,29 @@ def test_provenance_reads_a_compute_path_in_any_key_order_and_the_last_record_s_
 
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        recs = [{"kind": "provenance", "commit": "a" * 40, "compute": {"threads": 1, "batch": "on"}, "cpu": "old",
-                 "versions": {"torch": "1"}},
-                {"kind": "provenance", "commit": "a" * 40, "compute": {"batch": "on", "threads": 1}, "cpu": "new",
-                 "versions": {"torch": "2"}}]
+        recs = [
+            {
+                "kind": "provenance",
+                "commit": "a" * 40,
+                "compute": {"threads": 1, "batch": "on"},
+                "cpu": "old",
+                "versions": {"torch": "1"},
+            },
+            {
+                "kind": "provenance",
+                "commit": "a" * 40,
+                "compute": {"batch": "on", "threads": 1},
+                "cpu": "new",
+                "versions": {"torch": "2"},
+            },
+        ]
         (folder / "provenance.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-        assert runs.provenance_of(folder) == {"commit": "a" * 40, "compute": {"batch": "on", "threads": 1},
-                                              "cpu": "new", "versions": {"torch": "2"}}
+        assert runs.provenance_of(folder) == {
+            "commit": "a" * 40,
+            "compute": {"batch": "on", "threads": 1},
+            "cpu": "new",
+            "versions": {"torch": "2"},
+        }
 
 
 def test_runs_that_played_one_panel_pair():
@@ -548,11 +676,19 @@ def test_the_analysis_reads_the_last_evaluation_and_a_metric_not_logged_as_missi
 def test_two_seeds_make_a_family_member_and_disjoint_seeds_decide_nothing():
     from trainers.lab.analysis import ValidityCriteria, multiplicity, validity
 
-    by = {m: [run_with_evals(m, s, [(0, 0.0), (30, y + 0.1 * s)]) for s in (0, 1)] for m, y in (("gigpo", 0.2), ("planpo", 0.3))}
+    by = {
+        m: [run_with_evals(m, s, [(0, 0.0), (30, y + 0.1 * s)]) for s in (0, 1)]
+        for m, y in (("gigpo", 0.2), ("planpo", 0.3))
+    }
     assert [r["seeds"] for r in multiplicity(by, ["planpo"])] == [2]
-    apart = {"gigpo": [run_with_evals("gigpo", 0, [(0, 0.0), (30, 0.5)])], "grpo": [run_with_evals("grpo", 1, [(0, 0.0), (30, 0.1)])]}
+    apart = {
+        "gigpo": [run_with_evals("gigpo", 0, [(0, 0.0), (30, 0.5)])],
+        "grpo": [run_with_evals("grpo", 1, [(0, 0.0), (30, 0.1)])],
+    }
     v = validity(apart, ValidityCriteria(trap_min=0.5, room_min=0.1, seeds=1))
-    assert v["seeds"] == 0 and v["gigpo_minus_grpo"] is None and v["verdict"] == "not decided: fewer than 1 paired seeds"
+    assert (
+        v["seeds"] == 0 and v["gigpo_minus_grpo"] is None and v["verdict"] == "not decided: fewer than 1 paired seeds"
+    )
 
 
 def test_only_a_preregistered_block_has_a_primary():

@@ -1,4 +1,5 @@
 """benchmarks/learning_seeds.py: per-seed rows and the mean gain over seeds with its t-interval."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,12 +19,28 @@ def _run(tmp: Path, seed: int, start_wins: int, end_wins: int, n: int = 20, fini
     """A run folder whose metrics.jsonl has the start eval and (when finished) the end eval."""
     d = tmp / f"seed_{seed}"
     d.mkdir()
-    recs = [{"iteration": 0, "kind": "init"},
-            {"iteration": 0, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": n,
-             "eval/success": start_wins / n, "eval/won": [1] * start_wins + [0] * (n - start_wins)}]
+    recs = [
+        {"iteration": 0, "kind": "init"},
+        {
+            "iteration": 0,
+            "kind": "eval",
+            "eval/split": "easy-valid",
+            "eval/episodes": n,
+            "eval/success": start_wins / n,
+            "eval/won": [1] * start_wins + [0] * (n - start_wins),
+        },
+    ]
     if finished:
-        recs.append({"iteration": 12, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": n,
-                     "eval/success": end_wins / n, "eval/won": [1] * end_wins + [0] * (n - end_wins)})
+        recs.append(
+            {
+                "iteration": 12,
+                "kind": "eval",
+                "eval/split": "easy-valid",
+                "eval/episodes": n,
+                "eval/success": end_wins / n,
+                "eval/won": [1] * end_wins + [0] * (n - end_wins),
+            }
+        )
     (d / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return d
 

@@ -1,5 +1,6 @@
 """The credit-trap lab (python -m trainers.lab) on a toy config: runs, resumes,
 records and re-runs bit for bit."""
+
 from __future__ import annotations
 
 import json
@@ -52,7 +53,9 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     assert cli.main([*common, "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
     data = json.loads((out / "progpo_effect.json").read_text())
     assert sorted((r["method"], r["seed"], r["state_key"]) for r in data["runs"]) == [
-        ("grpo", 0, "canonical"), ("progpo-grpo", 0, "canonical")]
+        ("grpo", 0, "canonical"),
+        ("progpo-grpo", 0, "canonical"),
+    ]
     run = next(r for r in data["runs"] if r["method"] == "progpo-grpo")
     assert [row["iteration"] for row in run["train"]] == [1, 2] and run["config"]["estimator"] == "progpo-grpo"
     assert [e["iteration"] for e in run["eval"]] == [0, 1, 2] and all(e["eval/episodes"] == 4 for e in run["eval"])
@@ -83,22 +86,25 @@ def test_runs_record_and_rerun_reproduces_then_catches_a_change(tmp_path, capsys
     assert capsys.readouterr().err.startswith("error: no finished run of always")
 
 
-
 def _record(config: dict, train: list) -> dict:
-    return {"runs": [{"method": "grpo", "seed": 0, "state_key": "canonical", "config": config, "train": train,
-                      "eval": []}]}
+    return {
+        "runs": [{"method": "grpo", "seed": 0, "state_key": "canonical", "config": config, "train": train, "eval": []}]
+    }
 
 
 ROW = {"iteration": 1, **{k: 0.0 for k in methods.TRAIN_KEYS}}
 
 
-@pytest.mark.parametrize("entry, match", [
-    (_record("not a mapping", [ROW]), "'config' is not a mapping"),
-    (_record({}, []), "'train' is not a non-empty list"),
-    (_record({}, [{"iteration": "one"}]), "is not an iteration record"),
-    (_record({}, [{"iteration": 1, "train/success": 0.1}]), "iteration 1 lacks"),
-    ({"runs": "nope"}, "is not a progpo_effect record"),
-])
+@pytest.mark.parametrize(
+    "entry, match",
+    [
+        (_record("not a mapping", [ROW]), "'config' is not a mapping"),
+        (_record({}, []), "'train' is not a non-empty list"),
+        (_record({}, [{"iteration": "one"}]), "is not an iteration record"),
+        (_record({}, [{"iteration": 1, "train/success": 0.1}]), "iteration 1 lacks"),
+        ({"runs": "nope"}, "is not a progpo_effect record"),
+    ],
+)
 def test_rerun_of_a_malformed_record_is_one_line(tmp_path, capsys, entry, match):
     out = tmp_path / "out"
     out.mkdir()
@@ -132,8 +138,10 @@ def test_auc_is_the_mean_success_under_the_trapezoids():
 
 
 def _lab(gigpo_final: list[float], grpo_final: list[float], trap: float = 0.9) -> dict:
-    return {"gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(gigpo_final)],
-            "grpo": [_run("grpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(grpo_final)]}
+    return {
+        "gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(gigpo_final)],
+        "grpo": [_run("grpo", s, [(0, 0.05), (30, y)], trap) for s, y in enumerate(grpo_final)],
+    }
 
 
 def test_the_validity_thresholds_are_the_pre_registered_config_s(tmp_path):
@@ -164,16 +172,19 @@ def test_validity_needs_the_trap_the_room_and_an_interval_above_zero_at_8_seeds(
     assert v["verdict"] == "cannot discriminate" and v["checks"]["trap"] and not v["checks"]["discrimination"]
     assert v["gigpo_minus_grpo"]["lo"] < 0 < v["gigpo_minus_grpo"]["hi"]
 
-    no_trap = _lab([0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34],
-                   trap=0.3)
+    no_trap = _lab(
+        [0.40, 0.45, 0.50, 0.42, 0.48, 0.39, 0.44, 0.47], [0.30, 0.33, 0.35, 0.31, 0.36, 0.30, 0.32, 0.34], trap=0.3
+    )
     assert analysis.validity(no_trap, CRITERIA)["verdict"] == "cannot discriminate"
     assert analysis.validity(_lab([0.4, 0.5], [0.1, 0.2]), CRITERIA)["verdict"].startswith("not decided")
     assert analysis.validity({"gigpo": separated["gigpo"]}, CRITERIA) is None
 
 
 def test_paired_differences_use_the_seeds_both_methods_ran():
-    by = {"a": [_run("a", s, [(0, y)]) for s, y in ((0, 0.5), (1, 0.7), (2, 0.2))],
-          "b": [_run("b", s, [(0, y)]) for s, y in ((1, 0.4), (2, 0.3), (3, 0.9))]}
+    by = {
+        "a": [_run("a", s, [(0, y)]) for s, y in ((0, 0.5), (1, 0.7), (2, 0.2))],
+        "b": [_run("b", s, [(0, y)]) for s, y in ((1, 0.4), (2, 0.3), (3, 0.9))],
+    }
     p = analysis.paired(by, "a", "b", analysis.auc)
     assert p["seeds"] == [1, 2] and p["per_seed"] == pytest.approx([0.3, -0.1]) and p["mean"] == pytest.approx(0.1)
     assert analysis.paired(by, "a", "missing", analysis.auc) is None
@@ -181,9 +192,11 @@ def test_paired_differences_use_the_seeds_both_methods_ran():
 
 def test_many_comparisons_are_holm_adjusted_as_one_family():
     base = [0.30, 0.25, 0.40, 0.35, 0.20, 0.28, 0.33, 0.31]
-    shift = {"clear": [0.12, 0.10, 0.14, 0.11, 0.13, 0.12, 0.10, 0.15],  # every seed ahead: survives
-             "lucky": [0.15, -0.01, 0.12, 0.02, 0.10, -0.02, 0.09, 0.03],  # p 0.031 alone
-             "none": [0.05, -0.04, 0.02, -0.06, 0.03, 0.01, -0.02, 0.00]}
+    shift = {
+        "clear": [0.12, 0.10, 0.14, 0.11, 0.13, 0.12, 0.10, 0.15],  # every seed ahead: survives
+        "lucky": [0.15, -0.01, 0.12, 0.02, 0.10, -0.02, 0.09, 0.03],  # p 0.031 alone
+        "none": [0.05, -0.04, 0.02, -0.06, 0.03, 0.01, -0.02, 0.00],
+    }
     by = {"gigpo": [_run("gigpo", s, [(0, 0.05), (30, y)]) for s, y in enumerate(base)]}
     for m, d in shift.items():
         by[m] = [_run(m, s, [(0, 0.05), (30, y + dy)]) for s, (y, dy) in enumerate(zip(base, d))]
@@ -200,9 +213,13 @@ def test_many_comparisons_are_holm_adjusted_as_one_family():
 
 def test_where_a_remedy_acted_is_blank_for_a_method_without_that_term():
     # the trainer logs every share, a zero where the term is off: the table shows a blank there, not 0.000
-    by = {m: [{"method": m, "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": share, "PlanPO groups": 0.0}]}]
-          for m, share in (("gigpo", 0.0), ("progpo-gigpo", 0.4))}
-    by["planpo"] = [{"method": "planpo", "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": 0.0, "PlanPO groups": 0.5}]}]
+    by = {
+        m: [{"method": m, "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": share, "PlanPO groups": 0.0}]}]
+        for m, share in (("gigpo", 0.0), ("progpo-gigpo", 0.4))
+    }
+    by["planpo"] = [
+        {"method": "planpo", "seed": 0, "acted": [{"iteration": 1, "ProGPO groups": 0.0, "PlanPO groups": 0.5}]}
+    ]
     lines = report._acted_lines(by)
     assert "| method | ProGPO groups | PlanPO groups |" in lines
     assert "| gigpo |  |  |" in lines and "| progpo-gigpo | 0.400 |  |" in lines and "| planpo |  | 0.500 |" in lines
@@ -234,7 +251,9 @@ def test_the_families_leave_out_the_validity_pair_and_one_seed_arms():
 
 
 def test_completeness_counts_only_the_planned_runs():
-    entries = [{"method": m, "seed": s} for m, s in (("grpo", 0), ("gigpo", 0), ("gigpo", 1), ("planpo", 0), ("grpo", 9))]
+    entries = [
+        {"method": m, "seed": s} for m, s in (("grpo", 0), ("gigpo", 0), ("gigpo", 1), ("planpo", 0), ("grpo", 9))
+    ]
     done = analysis.completeness(entries, ["grpo", "gigpo"], [0, 1])
     assert done == {"finished": 3, "planned": 4, "complete_seeds": [0]}  # planpo and seed 9 are outside the plan
     assert analysis.completeness([], ["grpo"], [0])["complete_seeds"] == []
@@ -245,8 +264,20 @@ def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
     out = tmp_path / "lab"
-    common = ["--lab", "alfworld", "--config", str(config), "--out", str(out), "--work", str(tmp_path / "work"),
-              "--iterations", "2", "--workers", "2"]
+    common = [
+        "--lab",
+        "alfworld",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+        "--iterations",
+        "2",
+        "--workers",
+        "2",
+    ]
     assert cli.main([*common, "--methods", "grpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
     data = json.loads((out / "credit_lab.json").read_text())
     assert data["validity"] is None  # no gigpo run: the verdict is not measured, not guessed
@@ -274,8 +305,13 @@ def test_the_lab_plot_draws_the_paired_differences_panel(tmp_path):
             run = _run(m, s, [(0, 0.05), (2, final + 0.01 * s)])
             run["train"] = [{"iteration": i, **{k: 0.1 * i for k in keys}} for i in (1, 2)]
             entries.append(run)
-    args = argparse.Namespace(lab="alfworld", methods=["gigpo", "progpo-gigpo", "gigpo+privileged"],
-                              config="credit_lab.yaml", state_key="canonical", seeds=[0, 1, 2])
+    args = argparse.Namespace(
+        lab="alfworld",
+        methods=["gigpo", "progpo-gigpo", "gigpo+privileged"],
+        config="credit_lab.yaml",
+        state_key="canonical",
+        seeds=[0, 1, 2],
+    )
     report.plot(args, entries, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 10_000
     import matplotlib.pyplot as plt
@@ -288,8 +324,13 @@ def test_the_lab_plot_draws_the_paired_differences_panel(tmp_path):
 
 
 def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
-    finals = {"gigpo": [0.30, 0.20, 0.40], "progpo-gigpo": [0.35, 0.20, 0.50],
-              "hgpo": [0.10, 0.30, 0.20, 0.25], "progpo-hgpo": [0.30, 0.30, 0.30, 0.35], "grpo": [0.2, 0.2, 0.2]}
+    finals = {
+        "gigpo": [0.30, 0.20, 0.40],
+        "progpo-gigpo": [0.35, 0.20, 0.50],
+        "hgpo": [0.10, 0.30, 0.20, 0.25],
+        "progpo-hgpo": [0.30, 0.30, 0.30, 0.35],
+        "grpo": [0.2, 0.2, 0.2],
+    }
     by = {m: [_run(m, s, [(0, 0.05), (30, y)]) for s, y in enumerate(ys)] for m, ys in finals.items()}
     res = analysis.progpo_on_off(by)
     assert [(r["on"], r["off"]) for r in res["pairs"]] == [("progpo-gigpo", "gigpo"), ("progpo-hgpo", "hgpo")]
@@ -307,20 +348,47 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
 
 
 # ------------------------------------------------------------------ runs read back as what they ran
-def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, records: list[dict] | None = None,
-              success: float = 0.25) -> Path:
+def _fake_run(
+    runs: Path,
+    method: str,
+    seed: int,
+    config: dict | None = None,
+    records: list[dict] | None = None,
+    success: float = 0.25,
+) -> Path:
     """A finished run folder of the toy setting as the lab keeps it, ``config`` over the method's axes."""
     import yaml
 
-    return write_kept_run(runs / methods.run_name(method, seed, "canonical"), method, seed,
-                          {**yaml.safe_load(TOY), **(config or {})}, records, success)
+    return write_kept_run(
+        runs / methods.run_name(method, seed, "canonical"),
+        method,
+        seed,
+        {**yaml.safe_load(TOY), **(config or {})},
+        records,
+        success,
+    )
 
 
 def _report(tmp_path: Path, *methods: str) -> int:
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
-    return cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
-                               "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", *methods])
+    return cli.main(
+        [
+            "--lab",
+            "alfworld",
+            "--config",
+            str(config),
+            "--out",
+            str(tmp_path / "lab"),
+            "--work",
+            str(tmp_path / "work"),
+            "--report",
+            "--seeds",
+            "0",
+            "--methods",
+            *methods,
+        ]
+    )
 
 
 def test_every_method_sets_every_axis_on_the_command_line():
@@ -336,15 +404,34 @@ def test_every_method_sets_every_axis_on_the_command_line():
 def test_a_lab_config_that_sets_a_methods_axis_is_refused_before_any_run(tmp_path, capsys, line):
     config = tmp_path / "my.yaml"
     config.write_text(TOY + line + "\n")
-    assert cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
-                               "--work", str(tmp_path / "work"), "--seeds", "0", "--methods", "gigpo"]) == 2
+    assert (
+        cli.main(
+            [
+                "--lab",
+                "alfworld",
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "lab"),
+                "--work",
+                str(tmp_path / "work"),
+                "--seeds",
+                "0",
+                "--methods",
+                "gigpo",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and line.split(":")[0] in err and "\n" not in err
     assert not (tmp_path / "work").exists()  # nothing ran
 
 
-@pytest.mark.parametrize("config,records_say", [({"distill": "privileged"}, None), ({"rollout": "tree"}, None),
-                                                ({}, "privileged (not pure RL)")])
+@pytest.mark.parametrize(
+    "config,records_say",
+    [({"distill": "privileged"}, None), ({"rollout": "tree"}, None), ({}, "privileged (not pure RL)")],
+)
 def test_a_recorded_run_is_reported_by_what_it_ran_not_its_folder_name(tmp_path, capsys, config, records_say):
     runs = tmp_path / "lab" / "runs"
     _fake_run(runs, "grpo", 0)
@@ -358,9 +445,16 @@ def test_a_recorded_run_is_reported_by_what_it_ran_not_its_folder_name(tmp_path,
     assert not (tmp_path / "lab" / "table.md").exists()
 
 
-@pytest.mark.parametrize("damage,said", [
-    ("cut", "ends at iteration 1 of 2"), ("no-eval", "no evaluation"), ("no-config", "no config.yaml"),
-    ("nan", "no finite held-out success"), ("not-json-record", "not a record")])
+@pytest.mark.parametrize(
+    "damage,said",
+    [
+        ("cut", "ends at iteration 1 of 2"),
+        ("no-eval", "no evaluation"),
+        ("no-config", "no config.yaml"),
+        ("nan", "no finite held-out success"),
+        ("not-json-record", "not a record"),
+    ],
+)
 def test_the_report_names_a_half_written_run_in_one_line(tmp_path, capsys, damage, said):
     runs = tmp_path / "lab" / "runs"
     _fake_run(runs, "grpo", 0)
@@ -400,14 +494,29 @@ def test_a_block_still_running_says_how_much_is_in_and_which_seeds_are_whole(tmp
         _fake_run(runs, method, seed)
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
-    argv = ["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"), "--work",
-            str(tmp_path / "work"), "--report", "--methods", "grpo", "gigpo"]
+    argv = [
+        "--lab",
+        "alfworld",
+        "--config",
+        str(config),
+        "--out",
+        str(tmp_path / "lab"),
+        "--work",
+        str(tmp_path / "work"),
+        "--report",
+        "--methods",
+        "grpo",
+        "gigpo",
+    ]
     assert cli.main([*argv, "--seeds", "0", "1"]) == 0
     table = (tmp_path / "lab" / "table.md").read_text()
     assert "**Partial block: 3 of 4 runs finished; seeds with every method in: [0]." in table
     assert "| +0.000 (1 seed) |" in table  # a difference over one seed has no interval
     assert json.loads((tmp_path / "lab" / "credit_lab.json").read_text())["completeness"] == {
-        "finished": 3, "planned": 4, "complete_seeds": [0]}
+        "finished": 3,
+        "planned": 4,
+        "complete_seeds": [0],
+    }
     assert cli.main([*argv, "--seeds", "0"]) == 0  # the block as planned is whole: no such line
     assert "Partial block" not in (tmp_path / "lab" / "table.md").read_text()
     assert json.loads((tmp_path / "lab" / "credit_lab.json").read_text())["completeness"]["complete_seeds"] == [0]
@@ -420,7 +529,8 @@ def test_runs_that_played_different_held_out_episodes_are_never_paired(tmp_path,
     def records(panels):
         return [{"iteration": i, "kind": "train", **train} for i in (1, 2)] + [
             {"iteration": i, "kind": "eval", "eval/success": 0.5, "eval/episodes": 4, "eval/panel": p}
-            for i, p in zip((0, 2), panels)]
+            for i, p in zip((0, 2), panels)
+        ]
 
     _fake_run(runs, "grpo", 0, records=records(["aaaa", "aaaa"]))
     _fake_run(runs, "gigpo", 0, records=records(["aaaa", "bbbb"]))
@@ -433,16 +543,46 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
     runs = tmp_path / "lab" / "runs"
     for method, commit in (("grpo", "a" * 40), ("gigpo", "b" * 40)):
         folder = _fake_run(runs, method, 0)
-        (folder / "provenance.jsonl").write_text(json.dumps(
-            {"iteration": 0, "kind": "provenance", "commit": commit, "dirty": False, "cpu": "x", "versions": {},
-             "compute": {"batch_decisions": "on", "torch_threads": 1}}) + "\n")
+        (folder / "provenance.jsonl").write_text(
+            json.dumps(
+                {
+                    "iteration": 0,
+                    "kind": "provenance",
+                    "commit": commit,
+                    "dirty": False,
+                    "cpu": "x",
+                    "versions": {},
+                    "compute": {"batch_decisions": "on", "torch_threads": 1},
+                }
+            )
+            + "\n"
+        )
     assert _report(tmp_path, "grpo", "gigpo") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: the runs ran on different code") and "aaaaaaaaaaaa" in err and "--allow-mixed" in err
     config = tmp_path / "toy.yaml"
-    assert cli.main(["--lab", "alfworld", "--config", str(config), "--out", str(tmp_path / "lab"),
-                               "--work", str(tmp_path / "work"), "--report", "--seeds", "0", "--methods", "grpo",
-                               "gigpo", "--allow-mixed"]) == 0
+    assert (
+        cli.main(
+            [
+                "--lab",
+                "alfworld",
+                "--config",
+                str(config),
+                "--out",
+                str(tmp_path / "lab"),
+                "--work",
+                str(tmp_path / "work"),
+                "--report",
+                "--seeds",
+                "0",
+                "--methods",
+                "grpo",
+                "gigpo",
+                "--allow-mixed",
+            ]
+        )
+        == 0
+    )
     assert "**Mixed provenance (--allow-mixed)" in (tmp_path / "lab" / "table.md").read_text()
 
 
@@ -456,7 +596,12 @@ def test_a_run_resumed_on_other_code_or_path_or_dirty_pairs_with_nothing(tmp_pat
         return runs.provenance_of(folder)
 
     clean = {"commit": "a" * 40, "dirty": False, "compute": path}
-    assert kept(clean, {**clean, "iteration": 7}) == {"commit": "a" * 40, "compute": path, "cpu": None, "versions": None}
+    assert kept(clean, {**clean, "iteration": 7}) == {
+        "commit": "a" * 40,
+        "compute": path,
+        "cpu": None,
+        "versions": None,
+    }
     assert kept({**clean, "dirty": True})["commit"] == "a" * 40 + "+dirty"  # uncommitted code is not commit a
     assert kept(clean, {**clean, "commit": "b" * 40})["commit"].startswith("mixed: ")
     assert "mixed" in kept(clean, {**clean, "compute": {**path, "torch_threads": 2}})["compute"]
@@ -474,8 +619,10 @@ def test_a_preregistered_block_takes_only_runs_of_the_commit_that_added_its_conf
 
 
 def test_strict_rerun_comparison_reads_every_numeric_field():
-    a = [{"kind": "init", "iteration": 0, "bc/loss": 11.814424479, "time/init_s": 3.0},
-         {"kind": "train", "iteration": 1, "update/kl": 0.5, "eval/won": [1, 0]}]
+    a = [
+        {"kind": "init", "iteration": 0, "bc/loss": 11.814424479, "time/init_s": 3.0},
+        {"kind": "train", "iteration": 1, "update/kl": 0.5, "eval/won": [1, 0]},
+    ]
     assert runs.strict_compare(a, [dict(r) for r in a], 2) == (2, None)
     b = [{**a[0], "bc/loss": 11.814422989, "time/init_s": 9.0}, a[1]]
     n, (rel, where) = runs.strict_compare(a, b, 2)
@@ -485,7 +632,10 @@ def test_strict_rerun_comparison_reads_every_numeric_field():
     assert runs.strict_compare(a, c, 0) == (1, None)  # only the iterations asked for
     nan = [{"kind": "train", "iteration": 1, "update/kl": float("nan")}]
     assert runs.strict_compare(nan, [dict(nan[0])], 1) == (1, None)  # NaN in both: the same value
-    assert runs.strict_compare(nan, [{**nan[0], "update/kl": 0.5}], 1)[1] == (float("inf"), "train iteration 1 update/kl")
+    assert runs.strict_compare(nan, [{**nan[0], "update/kl": 0.5}], 1)[1] == (
+        float("inf"),
+        "train iteration 1 update/kl",
+    )
 
 
 @pytest.mark.parametrize("method", list(methods.METHOD_AXES))
@@ -515,9 +665,12 @@ def test_runs_alike_in_another_key_order_pair_and_a_mixed_block_names_its_groups
     assert runs.provenance_problem(alike) is None
     mixed = [entry("gigpo", s, "a" * 40, path) for s in range(5)] + [entry("grpo", 0, "b" * 40, path)]
     said = runs.provenance_problem(mixed)
-    assert said == ('the runs ran on different code or compute paths (commit ' + "a" * 40 + ', path {"batch_decisions": '
-                    '"on", "torch_threads": 1}: gigpo seed 0, gigpo seed 1, gigpo seed 2, gigpo seed 3 ... (5 runs); commit '
-                    + "b" * 40 + ', path {"batch_decisions": "on", "torch_threads": 1}: grpo seed 0 (1 runs))')
+    assert said == (
+        "the runs ran on different code or compute paths (commit " + "a" * 40 + ', path {"batch_decisions": '
+        '"on", "torch_threads": 1}: gigpo seed 0, gigpo seed 1, gigpo seed 2, gigpo seed 3 ... (5 runs); commit '
+        + "b" * 40
+        + ', path {"batch_decisions": "on", "torch_threads": 1}: grpo seed 0 (1 runs))'
+    )
     assert runs.provenance_problem(mixed[1:]).count(" ...") == 0  # four runs: all named
     assert "not recorded: gigpo seed 9" in runs.provenance_problem(mixed + [{"method": "gigpo", "seed": 9}])
 
@@ -526,25 +679,49 @@ def test_strict_rerun_comparison_misses_nothing_after_a_skipped_field():
     """Wall-clock fields and flags are skipped wherever they stand, and every field after them is
     still read; a list of another length, a value that only one record has and a field of another
     kind of record are differences, never 'bit-exact'."""
-    rec = {"kind": "train", "iteration": 1, "time/iteration_s": 3.0, "tokens_per_s": 90.0, "resumed": False,
-           "update/kl": 0.5, "eval/won": [1, 0, 1]}
+    rec = {
+        "kind": "train",
+        "iteration": 1,
+        "time/iteration_s": 3.0,
+        "tokens_per_s": 90.0,
+        "resumed": False,
+        "update/kl": 0.5,
+        "eval/won": [1, 0, 1],
+    }
     same_but_clock = {**rec, "time/iteration_s": 7.0, "tokens_per_s": 40.0, "resumed": True}
     assert runs.strict_compare([rec], [same_but_clock], 1) == (1, None)
-    assert runs.strict_compare([rec], [{**same_but_clock, "update/kl": 0.25}], 1) == (1, (0.5, "train iteration 1 update/kl"))
+    assert runs.strict_compare([rec], [{**same_but_clock, "update/kl": 0.25}], 1) == (
+        1,
+        (0.5, "train iteration 1 update/kl"),
+    )
     assert runs.strict_compare([rec], [{**rec, "eval/won": [1, 0]}], 1) == (
-        1, (float("inf"), "train iteration 1 eval/won (3 entries vs 2)"))
+        1,
+        (float("inf"), "train iteration 1 eval/won (3 entries vs 2)"),
+    )
     assert runs.strict_compare([rec], [{k: v for k, v in rec.items() if k != "eval/won"}], 1) == (
-        1, (float("inf"), "train iteration 1 eval/won (missing)"))
+        1,
+        (float("inf"), "train iteration 1 eval/won (missing)"),
+    )
     assert runs.strict_compare([rec], [{k: v for k, v in rec.items() if k != "update/kl"}], 1) == (
-        1, (float("inf"), "train iteration 1 update/kl (missing)"))
+        1,
+        (float("inf"), "train iteration 1 update/kl (missing)"),
+    )
     none = {**rec, "eval/success": None, "eval/won": [1, None, 1]}
-    assert runs.strict_compare([none], [{**none, "eval/success": 0.5}], 1) == (1, (float("inf"), "train iteration 1 eval/success"))
-    assert runs.strict_compare([none], [{**none, "eval/won": [1, 0, 1]}], 1) == (1, (float("inf"), "train iteration 1 eval/won"))
+    assert runs.strict_compare([none], [{**none, "eval/success": 0.5}], 1) == (
+        1,
+        (float("inf"), "train iteration 1 eval/success"),
+    )
+    assert runs.strict_compare([none], [{**none, "eval/won": [1, 0, 1]}], 1) == (
+        1,
+        (float("inf"), "train iteration 1 eval/won"),
+    )
     assert runs.strict_compare([none], [dict(none)], 1) == (1, None)
     # records pair by kind and iteration: an eval record is never compared with a train one
     assert runs.strict_compare([rec], [{**rec, "kind": "eval"}], 1) == (0, None)
     assert runs.strict_compare([rec, {**rec, "kind": "eval", "update/kl": 9.0}], [rec, {**rec, "kind": "eval"}], 1) == (
-        2, (pytest.approx(17 / 18), "eval iteration 1 update/kl"))
+        2,
+        (pytest.approx(17 / 18), "eval iteration 1 update/kl"),
+    )
 
 
 @pytest.mark.slow
@@ -567,11 +744,34 @@ def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
 
     def run(where: str, extra: list[str]) -> dict:
         out = tmp_path / where
-        assert cli.main(["--config", str(config), "--out", str(out), "--work", str(tmp_path / f"work_{where}"),
-                                   "--iterations", "1", "--methods", "grpo", "--seeds", "0", "1", *extra]) == 0
-        return {p.parent.name: [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
-                                for r in (json.loads(ln) for ln in p.read_text().splitlines())]
-                for p in sorted((out / "runs").glob("*/metrics.jsonl"))}
+        assert (
+            cli.main(
+                [
+                    "--config",
+                    str(config),
+                    "--out",
+                    str(out),
+                    "--work",
+                    str(tmp_path / f"work_{where}"),
+                    "--iterations",
+                    "1",
+                    "--methods",
+                    "grpo",
+                    "--seeds",
+                    "0",
+                    "1",
+                    *extra,
+                ]
+            )
+            == 0
+        )
+        return {
+            p.parent.name: [
+                {k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+                for r in (json.loads(ln) for ln in p.read_text().splitlines())
+            ]
+            for p in sorted((out / "runs").glob("*/metrics.jsonl"))
+        }
 
     local = run("local", ["--workers", "1"])
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
@@ -598,14 +798,27 @@ def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, caps
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
     out = tmp_path / "lab"
-    common = ["--lab", "alfworld", "--config", str(config), "--out", str(out), "--work", str(tmp_path / "work"),
-              "--workers", "2"]
+    common = [
+        "--lab",
+        "alfworld",
+        "--config",
+        str(config),
+        "--out",
+        str(out),
+        "--work",
+        str(tmp_path / "work"),
+        "--workers",
+        "2",
+    ]
     assert cli.main([*common, "--iterations", "2", "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
     kept = out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl"
     rows = [json.loads(line) for line in kept.read_text().splitlines()]
     first = next(r for r in rows if r.get("kind") == "train" and r["iteration"] == 1)
-    field = next(k for k, v in sorted(first.items()) if not k.startswith("time/") and isinstance(v, float) and v > 0
-                 and k not in ("tokens_per_s", "env_steps_per_s"))
+    field = next(
+        k
+        for k, v in sorted(first.items())
+        if not k.startswith("time/") and isinstance(v, float) and v > 0 and k not in ("tokens_per_s", "env_steps_per_s")
+    )
     first[field] *= 1 + 1e-9  # a run of slightly other code
     kept.write_text("".join(json.dumps(r) + "\n" for r in rows))
     # the working tree stands for the commit's checkout: what is verified is the comparison
@@ -616,19 +829,29 @@ def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, caps
     assert cli.main([*toy, "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
     said = capsys.readouterr().out
     assert "progpo-grpo_canonical_seed0: bit-exact" in said
-    assert f"grpo_canonical_seed0: NOT bit-exact: largest relative difference 1e-09 in train iteration 1 {field}" in said
+    assert (
+        f"grpo_canonical_seed0: NOT bit-exact: largest relative difference 1e-09 in train iteration 1 {field}" in said
+    )
     assert f"1 of 2 runs bit-exact at {head[:12]}; to re-run in full there: grpo_canonical_seed0" in said
     verdicts = verify.verified_commits(out)
-    assert verdicts["progpo-grpo_canonical_seed0"]["bit_exact"] and verdicts["progpo-grpo_canonical_seed0"]["commit"] == head
+    assert (
+        verdicts["progpo-grpo_canonical_seed0"]["bit_exact"]
+        and verdicts["progpo-grpo_canonical_seed0"]["commit"] == head
+    )
     assert verdicts["grpo_canonical_seed0"]["worst"]["field"] == f"train iteration 1 {field}"
     assert cli.main([*toy, "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
     assert "verifying 0 of 2 runs" in capsys.readouterr().out  # kept verdicts: nothing re-run
-    assert cli.main([*common, "--methods", "grpo", "--seeds", "0", "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
+    assert (
+        cli.main([*common, "--methods", "grpo", "--seeds", "0", "--verify-at", "HEAD", "--verify-iterations", "1"]) == 1
+    )
     assert "verifying 0 of 1 runs" in capsys.readouterr().out  # only the methods and seeds named
 
     monkeypatch.undo()
     tree = verify.worktree_at(head, under=tmp_path / "trees")
-    assert subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() == head
+    assert (
+        subprocess.run(["git", "-C", str(tree), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        == head
+    )
     assert verify.worktree_at(head, under=tmp_path / "trees") == tree  # made once
     subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=runs.ROOT, check=True)
     assert cli.main([*common, "--verify-at", "no-such-rev"]) == 2
@@ -650,17 +873,22 @@ def _block(shift: dict[int, float], seeds=(0, 1, 2, 3)) -> dict:
     by = {"grpo": [_run("grpo", s, [(0, 0.05), (30, 0.1)]) for s in seeds]}
     for k, b in enumerate(_BASES):
         by[b] = [_run(b, s, [(0, 0.05), (30, 0.2 + 0.01 * k + 0.02 * s)]) for s in seeds]
-        by[f"progpo-{b}"] = [_run(f"progpo-{b}", s, [(0, 0.05), (30, 0.2 + 0.01 * k + 0.02 * s + shift.get(s, 0.0) + 0.004 * k)])
-                             for s in seeds]
+        by[f"progpo-{b}"] = [
+            _run(f"progpo-{b}", s, [(0, 0.05), (30, 0.2 + 0.01 * k + 0.02 * s + shift.get(s, 0.0) + 0.004 * k)])
+            for s in seeds
+        ]
     return by
 
 
-@pytest.mark.parametrize("shift, decision", [
-    ({0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}, "raises"),
-    ({0: -0.10, 1: -0.12, 2: -0.09, 3: -0.11}, "lowers"),
-    ({0: 0.10, 1: -0.12, 2: 0.09, 3: -0.11}, "cannot tell"),
-    ({0: 0.10, 1: 0.03, 2: 0.12, 3: 0.01}, "cannot tell"),  # p 0.076: under 0.10, not under the registered 0.05
-])
+@pytest.mark.parametrize(
+    "shift, decision",
+    [
+        ({0: 0.10, 1: 0.12, 2: 0.09, 3: 0.11}, "raises"),
+        ({0: -0.10, 1: -0.12, 2: -0.09, 3: -0.11}, "lowers"),
+        ({0: 0.10, 1: -0.12, 2: 0.09, 3: -0.11}, "cannot tell"),
+        ({0: 0.10, 1: 0.03, 2: 0.12, 3: 0.01}, "cannot tell"),  # p 0.076: under 0.10, not under the registered 0.05
+    ],
+)
 def test_the_primary_verdict_pools_the_registered_bases_per_seed(shift, decision):
     test = analysis.PrimaryTest((0, 1, 2, 3), _BASES, 0.05)
     by = _block(shift, seeds=(0, 1, 2, 3, 4) if decision == "raises" else (0, 1, 2, 3))
@@ -693,16 +921,32 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     test = analysis.PrimaryTest((0, 1, 2, 3), _BASES, 0.05)
     v = analysis.primary_verdict(by, test)
     assert not v["complete"] and v["seeds_in"] == 3 and "estimate" not in v and "decision" not in v
-    assert v["text"] == ("no verdict yet: 3 of the 4 registered seeds have every base's on and off run; the primary "
-                         "is read once all are in")
-    assert not analysis.primary_verdict({m: rs for m, rs in _block(shift).items() if m != "progpo-planpo"}, test)["complete"]
+    assert v["text"] == (
+        "no verdict yet: 3 of the 4 registered seeds have every base's on and off run; the primary "
+        "is read once all are in"
+    )
+    assert not analysis.primary_verdict({m: rs for m, rs in _block(shift).items() if m != "progpo-planpo"}, test)[
+        "complete"
+    ]
 
     config = tmp_path / "confirm.yaml"
-    config.write_text(yaml.safe_dump({"notes": {"preregistration": {
-        "primary": "per-seed mean over the bases of on - off", "seeds": [0, 1, 2, 3], "bases": list(_BASES),
-        "alpha": 0.05}}}))
-    args = argparse.Namespace(lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA,
-                              seeds=[0, 1, 2, 3])
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "notes": {
+                    "preregistration": {
+                        "primary": "per-seed mean over the bases of on - off",
+                        "seeds": [0, 1, 2, 3],
+                        "bases": list(_BASES),
+                        "alpha": 0.05,
+                    }
+                }
+            }
+        )
+    )
+    args = argparse.Namespace(
+        lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA, seeds=[0, 1, 2, 3]
+    )
     entries = [r for rs in by.values() for r in rs]
     text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: No verdict yet: 3 of the 4 registered seeds")
@@ -718,7 +962,9 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
     assert "## Primary (pre-registered)" in text and "| **pooled over the 4 bases** | | 4 | +0.111" in text
     assert text.count(" (Holm ") == 4  # the per-base secondaries, Holm-adjusted as one family
     # the family against gigpo is reported, and said to be outside the registered tests
-    assert "judged alone above. **Descriptive: these comparisons against gigpo are not among the tests this block" in text
+    assert (
+        "judged alone above. **Descriptive: these comparisons against gigpo are not among the tests this block" in text
+    )
     record = cli.lab_record(args, [r for rs in by.values() for r in rs])
     on_off = record["progpo_on_off"]
     assert on_off["verdict"]["decision"] == "raises" and on_off["final"]["pooled"]["seeds"] == [0, 1, 2, 3]
@@ -751,8 +997,9 @@ def test_the_power_calculation_matches_the_noncentral_t_and_gives_the_registered
     for effect, sd, n in ((0.08, 0.1435, 28), (0.05, 0.2, 10), (0.3, 0.1, 3), (0.0, 0.1, 40)):
         df, nc = n - 1, effect / sd * np.sqrt(n)
         crit = stats.t.ppf(0.975, df)
-        assert paired_t_power(effect, sd, n) == pytest.approx(1 - stats.nct.cdf(crit, df, nc) + stats.nct.cdf(-crit, df, nc),
-                                                              abs=1e-6)
+        assert paired_t_power(effect, sd, n) == pytest.approx(
+            1 - stats.nct.cdf(crit, df, nc) + stats.nct.cdf(-crit, df, nc), abs=1e-6
+        )
     assert seeds_for_power(0.08, 0.1434711410001925) == 28  # configs/credit_lab_tree.yaml's 28 seeds
     assert paired_t_power(0.08, 0.1434711410001925, 27) < 0.8 <= paired_t_power(0.08, 0.1434711410001925, 28)
     with pytest.raises(ValueError):

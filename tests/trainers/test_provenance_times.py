@@ -2,6 +2,7 @@
 its start and end (UTC) and host beside the commit, ``dirty`` counts untracked files git does not
 ignore, and a pre-registered block's report states when its registration was committed and when
 its first and last runs started, refusing runs that started before it."""
+
 from __future__ import annotations
 
 import argparse
@@ -21,15 +22,42 @@ from trainers.lab.report import _timing_lines  # noqa: E402
 from trainers.runs import provenance  # noqa: E402
 
 UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-             "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none",
-             "--torch-threads", "1"]
+RUN_FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "1",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--warm-start",
+    "none",
+    "--torch-threads",
+    "1",
+]
 
 
 def _git(root: Path, *args: str) -> None:
-    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
-                   env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-                        "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"})
+    subprocess.run(
+        ["git", *args],
+        cwd=root,
+        check=True,
+        capture_output=True,
+        env={
+            "GIT_AUTHOR_NAME": "t",
+            "GIT_AUTHOR_EMAIL": "t@t",
+            "GIT_COMMITTER_NAME": "t",
+            "GIT_COMMITTER_EMAIL": "t@t",
+            "PATH": "/usr/bin:/bin",
+        },
+    )
 
 
 @pytest.fixture()
@@ -90,16 +118,24 @@ def test_a_stopped_run_records_no_end(tmp_path, monkeypatch):
 
 
 def _entries(started: list[str | None], commit: str) -> list[dict]:
-    return [{"method": "gigpo+tree", "seed": 24 + i,
-             "provenance": {"commit": commit, "compute": {}, **({"started": s} if s else {})}}
-            for i, s in enumerate(started)]
+    return [
+        {
+            "method": "gigpo+tree",
+            "seed": 24 + i,
+            "provenance": {"commit": commit, "compute": {}, **({"started": s} if s else {})},
+        }
+        for i, s in enumerate(started)
+    ]
 
 
 def test_a_registered_block_refuses_runs_that_started_before_its_registration(monkeypatch, tmp_path):
     sha = "b" * 40
     monkeypatch.setattr(runs, "registration", lambda config: (sha, "2026-12-06T17:00:00Z"))
     config = tmp_path / "block.yaml"
-    assert runs.preregistered_commit_problem(config, _entries(["2026-12-06T17:00:00Z", "2026-12-07T01:00:00Z"], sha)) is None
+    assert (
+        runs.preregistered_commit_problem(config, _entries(["2026-12-06T17:00:00Z", "2026-12-07T01:00:00Z"], sha))
+        is None
+    )
     problem = runs.preregistered_commit_problem(config, _entries(["2026-12-06T16:59:59Z", "2026-12-07T01:00:00Z"], sha))
     assert problem.startswith("1 run(s) started before block.yaml was registered at 2026-12-06T17:00:00Z")
     assert "gigpo+tree seed 24 (2026-12-06T16:59:59Z)" in problem
@@ -115,8 +151,9 @@ def test_registration_is_the_commit_that_added_the_config_and_its_utc_time(repo,
     _git(repo, "commit", "-q", "-am", "edit")
     monkeypatch.setattr(runs, "ROOT", repo)
     sha, when = runs.registration(repo / "block.yaml")
-    added = subprocess.run(["git", "log", "--format=%H", "--diff-filter=A", "--", "block.yaml"], cwd=repo,
-                           capture_output=True, text=True).stdout.split()
+    added = subprocess.run(
+        ["git", "log", "--format=%H", "--diff-filter=A", "--", "block.yaml"], cwd=repo, capture_output=True, text=True
+    ).stdout.split()
     assert sha == added[-1] and UTC.match(when)
     assert runs.registration(repo / "never.yaml") is None
 
@@ -125,8 +162,10 @@ def test_the_report_states_the_registration_and_the_first_and_last_start(tmp_pat
     args = argparse.Namespace(config=tmp_path / "credit_lab_tree.yaml", registration=("d" * 40, "2026-12-06T17:00:00Z"))
     entries = _entries(["2026-12-06T18:00:00Z", "2026-12-06T17:05:00Z", None], "d" * 40)
     line = _timing_lines(args, entries)[0]
-    assert line == ("Registration: credit_lab_tree.yaml committed at dddddddddddd on 2026-12-06T17:00:00Z; its first "
-                    "run started 2026-12-06T17:05:00Z and its last 2026-12-06T18:00:00Z (2 of 3 runs record a start).")
+    assert line == (
+        "Registration: credit_lab_tree.yaml committed at dddddddddddd on 2026-12-06T17:00:00Z; its first "
+        "run started 2026-12-06T17:05:00Z and its last 2026-12-06T18:00:00Z (2 of 3 runs record a start)."
+    )
     assert _timing_lines(argparse.Namespace(config=args.config), entries) == []  # not a registered block
     assert "record no start time" in _timing_lines(args, _entries([None], "d" * 40))[0]
     json.dumps(entries)  # entries stay JSON for credit_lab.json

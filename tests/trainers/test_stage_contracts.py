@@ -9,6 +9,7 @@ resume is refused. Updater, collector and evaluator: the recomputed old log-prob
 mismatch, gradient checkpointing, the rollout streams' blocks, the tree collector's seed and an
 evaluation record's fields.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -76,7 +77,10 @@ def _recorder(tmp_path: Path, main: bool = True, **overrides):
 def test_a_fresh_run_starts_its_config_metrics_and_provenance_and_lists_them(tmp_path, bars):
     recorder, manifest, run = _recorder(tmp_path, iterations=5)
     recorder.start(manifest, [], None)
-    assert yaml.safe_load((run / "config.yaml").read_text()) == config_for_tests(output_dir=str(run), iterations=5).to_sections()
+    assert (
+        yaml.safe_load((run / "config.yaml").read_text())
+        == config_for_tests(output_dir=str(run), iterations=5).to_sections()
+    )
     (prov,) = read_provenance(run)
     assert prov["kind"] == "provenance" and prov["iteration"] == 0
     assert {"metrics.jsonl", "config.yaml", "provenance.jsonl"} <= RunManifest.load(run).files
@@ -120,14 +124,16 @@ def test_a_damaged_metrics_copy_kept_by_a_resume_is_listed_as_the_runs(tmp_path)
 def test_each_iteration_advances_the_bar_and_prints_one_line_where_no_bar_is_drawn(tmp_path, capsys, bars):
     recorder, manifest, run = _recorder(tmp_path, iterations=4, progress_bars=True)
     recorder.start(manifest, [], None)
-    recorder.iteration_done({"iteration": 1, "success": 0.5, "all_failed_frac": 0.25, "coverage_rate": 0.125,
-                             "time/iteration_s": 2.0})
+    recorder.iteration_done(
+        {"iteration": 1, "success": 0.5, "all_failed_frac": 0.25, "coverage_rate": 0.125, "time/iteration_s": 2.0}
+    )
     recorder.iteration_done({"iteration": 2})
     recorder.close()
     assert recorder.bar.n == 2 and recorder.bar.made[2] is True  # asked for (drawn where stderr is a terminal)
     assert capsys.readouterr().err.splitlines() == [
         "iteration 1/4: success 0.500, all-failed 0.250, coverage rate 0.125, 2.0 s",
-        "iteration 2/4: success 0.000, all-failed 0.000, coverage rate 0.000, 0.0 s"]
+        "iteration 2/4: success 0.000, all-failed 0.000, coverage rate 0.000, 0.0 s",
+    ]
 
 
 def test_the_bars_postfix_shows_success_and_all_failed(tmp_path, bars):
@@ -164,8 +170,12 @@ def test_the_teachers_samples_are_appended_and_listed(tmp_path):
 def test_the_report_ends_the_provenance_at_the_last_iteration_and_lists_its_files(tmp_path):
     recorder, manifest, run = _recorder(tmp_path)
     recorder.start(manifest, [], None)
-    history = [{"iteration": 1, "kind": "train", "success": 0.0}, {"iteration": 3, "kind": "train", "success": 0.5},
-               {"iteration": 2, "kind": "eval", "eval/success": 0.5}, {"iteration": "?", "kind": "note"}]
+    history = [
+        {"iteration": 1, "kind": "train", "success": 0.0},
+        {"iteration": 3, "kind": "train", "success": 0.5},
+        {"iteration": 2, "kind": "eval", "eval/success": 0.5},
+        {"iteration": "?", "kind": "note"},
+    ]
     path = recorder.report(history)
     recorder.close()
     assert path == run / "summary.md" and path.is_file()
@@ -285,11 +295,14 @@ def test_a_resume_by_path_loads_that_checkpoint(tmp_path):
         _checkpoints(run).resume(str(path))
 
 
-@pytest.mark.parametrize("change, refused", [
-    ({"lr": 5e-3}, "lr"),
-    ({"lr": 5e-3, "seed": 9}, "lr, seed"),
-    ({"iterations": 9, "notes": {"why": "more"}, "save_every": 1}, None),  # a run may go on for longer
-])
+@pytest.mark.parametrize(
+    "change, refused",
+    [
+        ({"lr": 5e-3}, "lr"),
+        ({"lr": 5e-3, "seed": 9}, "lr, seed"),
+        ({"iterations": 9, "notes": {"why": "more"}, "save_every": 1}, None),  # a run may go on for longer
+    ],
+)
 def test_a_resume_with_another_config_is_refused_unless_only_compatible_fields_changed(tmp_path, change, refused):
     run, *_ = _saved_run(tmp_path)
     again = _checkpoints(run, **change)
@@ -302,7 +315,9 @@ def test_a_resume_with_another_config_is_refused_unless_only_compatible_fields_c
 
 def test_a_checkpoint_for_another_model_is_one_line_that_says_why(tmp_path):
     run, *_ = _saved_run(tmp_path)
-    with pytest.raises(CheckpointError, match=r"does not match this model/optimizer \(ValueError: weight: expected shape"):
+    with pytest.raises(
+        CheckpointError, match=r"does not match this model/optimizer \(ValueError: weight: expected shape"
+    ):
         _checkpoints(run, shape=(4, 2)).resume("latest")
 
 
@@ -331,8 +346,11 @@ def test_the_run_ids_decide_whose_checkpoint_it_is(tmp_path):
     theirs = RunManifest.create(other)
     ck = _checkpoints(other)
     data = load_checkpoint(run / "checkpoints" / "iter_000002.pt")
-    with pytest.raises(CheckpointError, match=rf"belongs to another run than the one in {other} \(run id "
-                                              rf"{manifest.run_id[:8]} vs {theirs.run_id[:8]}\); resume it with its own"):
+    with pytest.raises(
+        CheckpointError,
+        match=rf"belongs to another run than the one in {other} \(run id "
+        rf"{manifest.run_id[:8]} vs {theirs.run_id[:8]}\); resume it with its own",
+    ):
         ck.check_owner(run / "checkpoints" / "iter_000002.pt", data)
     assert ck.resumed_run_id == manifest.run_id
     same = RunManifest(other, manifest.run_id)
@@ -351,20 +369,33 @@ def _dir_without_ids(tmp_path: Path, config: dict | None, history: list | None) 
     return d
 
 
-@pytest.mark.parametrize("config, history, refused", [
-    (None, None, None),  # an empty dir takes any checkpoint
-    ("same", HISTORY, None),
-    ("same", HISTORY + [{"iteration": 3, "kind": "train"}], None),  # records after the checkpoint
-    ("same", HISTORY[:1], "its history differs from metrics.jsonl"),
-    ("same", [{"iteration": 1, "kind": "train", "success": 1.0}] + HISTORY[1:], "its history differs from metrics.jsonl"),
-    ("other", HISTORY, "its config differs from config.yaml"),
-    (None, HISTORY, None),  # the history alone agrees
-])
+@pytest.mark.parametrize(
+    "config, history, refused",
+    [
+        (None, None, None),  # an empty dir takes any checkpoint
+        ("same", HISTORY, None),
+        ("same", HISTORY + [{"iteration": 3, "kind": "train"}], None),  # records after the checkpoint
+        ("same", HISTORY[:1], "its history differs from metrics.jsonl"),
+        (
+            "same",
+            [{"iteration": 1, "kind": "train", "success": 1.0}] + HISTORY[1:],
+            "its history differs from metrics.jsonl",
+        ),
+        ("other", HISTORY, "its config differs from config.yaml"),
+        (None, HISTORY, None),  # the history alone agrees
+    ],
+)
 def test_without_run_ids_the_dirs_config_and_history_decide(tmp_path, config, history, refused):
     run, manifest, ck, path = _saved_run(tmp_path)
     data = load_checkpoint(path)
     data.pop("run_id")
-    cfg = config_for_tests(output_dir=str(run)).to_sections() if config == "same" else {"lr": 0.5} if config == "other" else None
+    cfg = (
+        config_for_tests(output_dir=str(run)).to_sections()
+        if config == "same"
+        else {"lr": 0.5}
+        if config == "other"
+        else None
+    )
     d = _dir_without_ids(tmp_path, cfg, history)
     target = _checkpoints(d)
     if refused is None:
@@ -409,23 +440,29 @@ def test_claim_locks_the_run_dir_against_a_second_process(tmp_path):
         lock.release()
 
 
-@pytest.mark.parametrize("text, same", [
-    ("sections", True),
-    ("flat", True),
-    ("flat+compatible", True),  # iterations and output_dir may differ
-    ("flat+lr", False),
-    ("[1, 2]", False),
-    ("{unclosed", False),
-    ("run: 3", False),  # a section written as a scalar
-])
+@pytest.mark.parametrize(
+    "text, same",
+    [
+        ("sections", True),
+        ("flat", True),
+        ("flat+compatible", True),  # iterations and output_dir may differ
+        ("flat+lr", False),
+        ("[1, 2]", False),
+        ("{unclosed", False),
+        ("run: 3", False),  # a section written as a scalar
+    ],
+)
 def test_a_dirs_config_yaml_is_the_checkpoints_config_in_sections_or_flat(tmp_path, text, same):
     from trainers.runs.run_checkpoints import _same_config
 
     cfg = config_for_tests()
     flat = cfg.to_dict()
-    written = {"sections": yaml.safe_dump(cfg.to_sections()), "flat": yaml.safe_dump(flat),
-               "flat+compatible": yaml.safe_dump({**flat, "iterations": 99, "output_dir": "elsewhere"}),
-               "flat+lr": yaml.safe_dump({**flat, "lr": 0.5})}.get(text, text)
+    written = {
+        "sections": yaml.safe_dump(cfg.to_sections()),
+        "flat": yaml.safe_dump(flat),
+        "flat+compatible": yaml.safe_dump({**flat, "iterations": 99, "output_dir": "elsewhere"}),
+        "flat+lr": yaml.safe_dump({**flat, "lr": 0.5}),
+    }.get(text, text)
     (tmp_path / "config.yaml").write_text(written)
     assert _same_config(tmp_path / "config.yaml", flat) is same
 
@@ -451,7 +488,9 @@ class _Recorded:
 
     def compute_logprobs_and_entropy(self, outputs, batch_size=None, with_entropy=True):
         self.calls.append((len(outputs), batch_size, with_entropy))
-        lps = [torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs]
+        lps = [
+            torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs
+        ]
         return lps, [torch.zeros(1) for _ in outputs]
 
     def behaviour_logprobs(self, output):
@@ -466,8 +505,15 @@ def _outputs(policy, offsets):
     with torch.no_grad():
         for prompt, off in zip((0, 1, 2), offsets):
             lp = float(torch.log_softmax(policy.model(torch.tensor(prompt)), -1)[prompt]) + off
-            outs.append(StepOutput(action=f"c{prompt}", prompt_ids=[prompt], candidate_ids=[[7], [8], [9]],
-                                   chosen_index=prompt, old_action_logprob=lp))
+            outs.append(
+                StepOutput(
+                    action=f"c{prompt}",
+                    prompt_ids=[prompt],
+                    candidate_ids=[[7], [8], [9]],
+                    chosen_index=prompt,
+                    old_action_logprob=lp,
+                )
+            )
     return outs
 
 
@@ -479,7 +525,9 @@ def test_a_sampler_of_its_own_gets_its_old_logprobs_recomputed_and_the_mismatch_
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     assert updater.recompute_old
     outputs = _outputs(policy, (0.1, -0.3, 0.2))
-    stats = updater.update([SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)], np.array([1.0, -1.0, 0.5]), 1)
+    stats = updater.update(
+        [SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)], np.array([1.0, -1.0, 0.5]), 1
+    )
     assert stats["rollout/logprob_mismatch_max"] == pytest.approx(0.3, abs=1e-6)
     assert stats["rollout/logprob_mismatch_mean"] == pytest.approx(0.2, abs=1e-6)
     assert stats["time/old_logprob_s"] >= 0.0
@@ -494,7 +542,9 @@ def test_the_same_sampler_and_trainer_use_the_samplers_logprobs():
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     assert not updater.recompute_old
     outputs = _outputs(policy, (0.1, -0.3, 0.2))
-    stats = updater.update([SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)], np.array([1.0, -1.0, 0.5]), 1)
+    stats = updater.update(
+        [SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)], np.array([1.0, -1.0, 0.5]), 1
+    )
     assert "rollout/logprob_mismatch_max" not in stats
 
 
@@ -503,8 +553,14 @@ def test_with_token_micro_batches_a_micro_batch_is_one_forward_pass(batch_decisi
     from trainers.loop.updater import Updater
 
     policy = _Recorded()
-    cfg = config_for_tests(lr=0.0, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=False,
-                           batch_decisions=batch_decisions, entropy_coef=0.01)
+    cfg = config_for_tests(
+        lr=0.0,
+        ppo_epochs=1,
+        num_minibatches=1,
+        skip_zero_advantage=False,
+        batch_decisions=batch_decisions,
+        entropy_coef=0.01,
+    )
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     outputs = _outputs(policy, (0.0, 0.0, 0.0))
     policy.calls.clear()
@@ -532,7 +588,9 @@ def test_gradient_checkpointing_is_enabled_non_reentrant_on_the_base_model_and_l
 def test_the_mismatch_metrics_carry_the_rollout_prefix():
     from trainers.loop.updater import rollout_mismatch
 
-    m = rollout_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])], [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])])
+    m = rollout_mismatch(
+        [torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])], [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])]
+    )
     assert m == {"rollout/logprob_mismatch_max": 0.5, "rollout/logprob_mismatch_mean": 0.25}
 
 
@@ -542,14 +600,21 @@ def test_rollout_streams_are_refused_in_one_line_where_they_cannot_fork(monkeypa
     from trainers.config import ConfigError
     from trainers.loop.collector import check_rollout_streams
 
-    with pytest.raises(ConfigError, match=r"^rollout_streams 2: a run in several processes already splits its groups; "
-                                          r"use --rollout-streams 1 under torchrun$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^rollout_streams 2: a run in several processes already splits its groups; "
+        r"use --rollout-streams 1 under torchrun$",
+    ):
         check_rollout_streams(2, OTHER_RANK, torch.device("cpu"))
-    with pytest.raises(ConfigError, match=r"^rollout_streams 3: a forked process cannot use cuda; use it with --device cpu$"):
+    with pytest.raises(
+        ConfigError, match=r"^rollout_streams 3: a forked process cannot use cuda; use it with --device cpu$"
+    ):
         check_rollout_streams(3, MAIN, torch.device("cuda"))
     check_rollout_streams(2, MAIN, torch.device("cpu"))
     monkeypatch.setattr(trainers.forked, "can_fork", lambda: False)
-    with pytest.raises(ConfigError, match=r"^rollout_streams 2: needs the fork start method, which this platform lacks$"):
+    with pytest.raises(
+        ConfigError, match=r"^rollout_streams 2: needs the fork start method, which this platform lacks$"
+    ):
         check_rollout_streams(2, MAIN, torch.device("cpu"))
 
 
@@ -563,10 +628,24 @@ class _Envs:
 
 
 def _one_member_rollout(tasks, tag):
-    trajs = [Trajectory(group=g, member=0, task_id=f"{tag}{t}", task_type="pick", outcome=0.0, length=1, won=False)
-             for g, t in enumerate(tasks)]
-    steps = [StepRecord(traj=j, t=0, output=StepOutput(action="a"), state="s", next_state="s2", first_visit=True,
-                        reward=0.0, valid=True, action="a") for j in range(len(trajs))]
+    trajs = [
+        Trajectory(group=g, member=0, task_id=f"{tag}{t}", task_type="pick", outcome=0.0, length=1, won=False)
+        for g, t in enumerate(tasks)
+    ]
+    steps = [
+        StepRecord(
+            traj=j,
+            t=0,
+            output=StepOutput(action="a"),
+            state="s",
+            next_state="s2",
+            first_visit=True,
+            reward=0.0,
+            valid=True,
+            action="a",
+        )
+        for j in range(len(trajs))
+    ]
     return Rollout(steps=steps, trajectories=trajs)
 
 
@@ -597,15 +676,28 @@ def test_rollout_streams_play_block_k_as_rank_k_and_merge_the_blocks_in_order(mo
         return [job(lambda n: None) for job in jobs]
 
     monkeypatch.setattr(trainers.forked, "run_forked", in_turn)
-    rollouts = Rollouts(rollout_section(cfg), SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, MAIN,
-                        range(4), lambda: torch.autocast("cpu", enabled=False))
+    rollouts = Rollouts(
+        rollout_section(cfg),
+        SimpleNamespace(model=torch.nn.Linear(1, 1)),
+        lambda: None,
+        MAIN,
+        range(4),
+        lambda: torch.autocast("cpu", enabled=False),
+    )
     rollouts.collector, rollouts.make_envs = Fake(), make_envs
     merged = rollouts.rollout(3)
     whole = list(task_seeds(cfg.seed, 3, 4))
     base = seeds.rollout(cfg.seed, 3)
-    assert played == [(whole[:2], distributed.shard_seed(base, 0), True),
-                      (whole[2:], distributed.shard_seed(base, 1), False)]
-    assert [t.task_id for t in merged.trajectories] == [f"b1-{whole[0]}", f"b1-{whole[1]}", f"b2-{whole[2]}", f"b2-{whole[3]}"]
+    assert played == [
+        (whole[:2], distributed.shard_seed(base, 0), True),
+        (whole[2:], distributed.shard_seed(base, 1), False),
+    ]
+    assert [t.task_id for t in merged.trajectories] == [
+        f"b1-{whole[0]}",
+        f"b1-{whole[1]}",
+        f"b2-{whole[2]}",
+        f"b2-{whole[3]}",
+    ]
     assert rollouts.env_failures == {"rollout/worker_restarts": 3.0, "rollout/worker_errors": 5.0}
     assert made[1].closed and not made[0].closed and rollouts._trainer_envs is made[0]
 
@@ -625,8 +717,14 @@ def test_the_tree_collector_seeds_each_rollouts_tree_and_passes_the_episode_cap(
     step = object()
     assert collector.make_collector(section).collect("envs", "policy", [5, 6], 42, step) == "rollout"
     assert seen["cfg"].seed == 42 and seen["cfg"] == dataclasses.replace(section.tree, seed=42)
-    assert (seen["envs"], seen["policy"], seen["tasks"], seen["seed"], seen["max_steps"], seen["on_step"]) == \
-        ("envs", "policy", [5, 6], 42, 7, step)
+    assert (seen["envs"], seen["policy"], seen["tasks"], seen["seed"], seen["max_steps"], seen["on_step"]) == (
+        "envs",
+        "policy",
+        [5, 6],
+        42,
+        7,
+        step,
+    )
 
 
 # ----------------------------------------------------------------------------- evaluator
@@ -639,8 +737,13 @@ def _evaluator(**overrides):
     fn = make_env_fn(cfg.env, cfg.splits[1], cfg.max_steps, cfg.state_key)
     policy = random_baseline(5)
     policy.model = torch.nn.Linear(1, 1)
-    return Evaluator(eval_section(cfg), policy, fn, MAIN, torch.device("cpu"),
-                     lambda: torch.autocast("cpu", enabled=False)), cfg, fn
+    return (
+        Evaluator(
+            eval_section(cfg), policy, fn, MAIN, torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False)
+        ),
+        cfg,
+        fn,
+    )
 
 
 def test_an_evaluation_record_holds_the_plans_episodes_in_order_and_its_teachers_label():
@@ -683,17 +786,23 @@ def test_evaluation_streams_fork_only_for_a_model_on_the_cpu(monkeypatch):
     assert ev.in_processes() is False
 
 
-
 def test_an_evaluation_asks_for_each_splits_own_env_and_plays_it_with_the_runs_settings(monkeypatch):
     import trainers.loop.evaluator as evaluator
 
-    ev, cfg, fn = _evaluator(eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True,
-                             state_key="exact")
+    ev, cfg, fn = _evaluator(
+        eval_episodes=2, eval_streams=2, tau_r=0.7, step_timeout=9.0, progress_bars=True, state_key="exact"
+    )
     asked, played, metrics, bars_made = [], [], [], []
     split_env_fn, run_eval, rollout_metrics = ev.split_env_fn, evaluator.run_eval, evaluator.rollout_metrics
     monkeypatch.setattr(ev, "split_env_fn", lambda split: (asked.append(split), split_env_fn(split))[1])
-    monkeypatch.setattr(evaluator, "run_eval", lambda *a, **kw: (played.append((a[1], kw)), run_eval(*a, **{**kw, "processes": False}))[1])
-    monkeypatch.setattr(evaluator, "rollout_metrics", lambda *a, **kw: (metrics.append((a[1:], kw)), rollout_metrics(*a, **kw))[1])
+    monkeypatch.setattr(
+        evaluator,
+        "run_eval",
+        lambda *a, **kw: (played.append((a[1], kw)), run_eval(*a, **{**kw, "processes": False}))[1],
+    )
+    monkeypatch.setattr(
+        evaluator, "rollout_metrics", lambda *a, **kw: (metrics.append((a[1:], kw)), rollout_metrics(*a, **kw))[1]
+    )
     monkeypatch.setattr(evaluator, "progress_bar", lambda *a: (bars_made.append(_Bar(*a)), bars_made[-1])[1])
     rec = ev.evaluate(3, split=cfg.splits[0], episodes=2)
     assert asked == [cfg.splits[0], cfg.splits[0]]  # the plan's tasks and the env played: that split's
@@ -742,7 +851,12 @@ def test_with_several_processes_rank_0_evaluates_on_full_weights_and_the_others_
     if rank:
         assert rec == {}
     else:
-        assert (rec["iteration"], rec["eval/split"], rec["eval/episodes"], rec["kind"]) == (5, cfg.splits[0], 3, "final")
+        assert (rec["iteration"], rec["eval/split"], rec["eval/episodes"], rec["kind"]) == (
+            5,
+            cfg.splits[0],
+            3,
+            "final",
+        )
         assert rec["distill"] == eval_section(cfg).teacher_label  # the run's own policy, trained with its teacher
         assert "distill" not in ev.evaluate(5, episodes=2, policy=ev.policy)  # a caller's policy is not the run's
 
@@ -822,7 +936,9 @@ def test_an_fsdp2_checkpoint_holds_the_full_state_gathered_from_the_shards(tmp_p
     run.mkdir()
     full_model, full_optimizer = {"weight": torch.ones(2, 3), "bias": torch.ones(2)}, {"state": {}, "param_groups": []}
     asked = []
-    monkeypatch.setattr(distributed, "full_state_dicts", lambda m, o: (asked.append((m, o)), (full_model, full_optimizer))[1])
+    monkeypatch.setattr(
+        distributed, "full_state_dicts", lambda m, o: (asked.append((m, o)), (full_model, full_optimizer))[1]
+    )
     monkeypatch.setattr(distributed, "gather_objects", lambda obj, n: [obj, obj])
     monkeypatch.setattr(distributed, "barrier", lambda: None)
     ck = _checkpoints(run, dist=distributed.DistInfo(rank=0, world_size=2, strategy="fsdp2"))
@@ -938,9 +1054,14 @@ def test_a_wandb_run_gets_the_runs_config_dir_and_kept_id_and_its_id_file_is_lis
         def close(self) -> None:
             pass
 
-    monkeypatch.setattr(records, "wandb_run_id", lambda run_dir, resuming: (seen.update(id=(run_dir, resuming)), "id7")[1])
-    monkeypatch.setattr(records, "wandb_settings", lambda config, run_dir, run_id: (seen.update(settings=(config, run_dir, run_id)),
-                                                                                   {"mode": "offline"})[1])
+    monkeypatch.setattr(
+        records, "wandb_run_id", lambda run_dir, resuming: (seen.update(id=(run_dir, resuming)), "id7")[1]
+    )
+    monkeypatch.setattr(
+        records,
+        "wandb_settings",
+        lambda config, run_dir, run_id: (seen.update(settings=(config, run_dir, run_id)), {"mode": "offline"})[1],
+    )
     monkeypatch.setattr(records, "MetricsLogger", Logger)
     monkeypatch.setattr(records, "restore_for_resume", lambda *a: (None, None))
     recorder, manifest, run = _recorder(tmp_path, report_to="wandb,tensorboard", tensorboard=True)
@@ -962,7 +1083,11 @@ def test_without_wandb_the_logger_gets_no_wandb_settings(tmp_path, monkeypatch):
     recorder, manifest, run = _recorder(tmp_path, report_to="tensorboard", tensorboard=False)
     recorder.start(manifest, [], None)
     recorder.close()
-    assert seen[0]["wandb"] is None and seen[0]["tensorboard"] is False and records.WANDB_ID_FILE not in RunManifest.load(run).files
+    assert (
+        seen[0]["wandb"] is None
+        and seen[0]["tensorboard"] is False
+        and records.WANDB_ID_FILE not in RunManifest.load(run).files
+    )
 
 
 def test_a_checkpoint_that_kept_no_config_resumes_under_the_values_it_implies(tmp_path):
@@ -982,6 +1107,9 @@ def test_a_checkpoint_that_kept_no_config_resumes_under_the_values_it_implies(tm
     default = RunCheckpoints(run_section(implied), model, torch.optim.AdamW(model.parameters()), MAIN)
     assert default.resume(str(bare))[0] == HISTORY
     with pytest.raises(CheckpointError, match=r"\(lr differ\)"):
-        RunCheckpoints(run_section(TrainConfig(output_dir=str(run), lr=0.5, **EARLIER_VALUES)), model,
-                       torch.optim.AdamW(model.parameters()), MAIN).resume(str(bare))
-
+        RunCheckpoints(
+            run_section(TrainConfig(output_dir=str(run), lr=0.5, **EARLIER_VALUES)),
+            model,
+            torch.optim.AdamW(model.parameters()),
+            MAIN,
+        ).resume(str(bare))

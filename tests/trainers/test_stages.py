@@ -5,6 +5,7 @@ loss; the KL reference after the warm start), collector (each shard's slice of t
 evaluator (the random baseline's figure does not depend on the eval streams), records (the run's
 tau_R reaches the metrics), HGPO's history clusters at the largest state id.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -35,11 +36,25 @@ def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[
     for g, (outs, lens, news) in enumerate(zip(outcomes, lengths, fresh)):
         for m, (outcome, n, new) in enumerate(zip(outs, lens, news)):
             j = len(trajs)
-            trajs.append(Trajectory(group=g, member=m, task_id=f"t{g}", task_type="pick", outcome=outcome, length=n,
-                                    won=outcome >= 1.0))
-            steps += [StepRecord(traj=j, t=t, output=StepOutput(action=f"a{t}"), state=f"g{g}m{m}s{t}",
-                                 next_state=f"g{g}m{m}s{t + 1}", first_visit=t < new, reward=outcome if t == n - 1 else 0.0,
-                                 valid=True, action=f"a{t}") for t in range(n)]
+            trajs.append(
+                Trajectory(
+                    group=g, member=m, task_id=f"t{g}", task_type="pick", outcome=outcome, length=n, won=outcome >= 1.0
+                )
+            )
+            steps += [
+                StepRecord(
+                    traj=j,
+                    t=t,
+                    output=StepOutput(action=f"a{t}"),
+                    state=f"g{g}m{m}s{t}",
+                    next_state=f"g{g}m{m}s{t + 1}",
+                    first_visit=t < new,
+                    reward=outcome if t == n - 1 else 0.0,
+                    valid=True,
+                    action=f"a{t}",
+                )
+                for t in range(n)
+            ]
     return Rollout(steps=steps, trajectories=trajs)
 
 
@@ -67,12 +82,15 @@ def _updater(**overrides):
     return Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
 
 
-@pytest.mark.parametrize("overrides, kept", [
-    ({"skip_zero_advantage": True}, [1, 3]),
-    ({"skip_zero_advantage": True, "entropy_coef": 0.01}, [0, 1, 2, 3]),  # entropy acts on every step
-    ({"skip_zero_advantage": True, "kl_coef": 0.1}, [0, 1, 2, 3]),  # so does the KL term
-    ({"skip_zero_advantage": False}, [0, 1, 2, 3]),
-])
+@pytest.mark.parametrize(
+    "overrides, kept",
+    [
+        ({"skip_zero_advantage": True}, [1, 3]),
+        ({"skip_zero_advantage": True, "entropy_coef": 0.01}, [0, 1, 2, 3]),  # entropy acts on every step
+        ({"skip_zero_advantage": True, "kl_coef": 0.1}, [0, 1, 2, 3]),  # so does the KL term
+        ({"skip_zero_advantage": False}, [0, 1, 2, 3]),
+    ],
+)
 def test_zero_advantage_steps_are_skipped_only_when_no_other_term_acts_on_them(overrides, kept):
     assert _updater(**overrides)._chosen(np.array([0.0, 0.5, 0.0, -0.2]), None) == kept
 
@@ -81,8 +99,16 @@ def test_the_kl_reference_is_the_policy_after_the_warm_start(tmp_path):
     """RL starts from the cloned policy: iteration 1's first pass has KL 0 to its reference."""
     from trainers.loop.trainer import Trainer
 
-    cfg = config_for_tests(env="alfworld", warm_start="bc", bc_steps=3, bc_lr=5e-2, kl_coef=0.1, eval_episodes=0,
-                           max_steps=6, output_dir=str(tmp_path / "run"))
+    cfg = config_for_tests(
+        env="alfworld",
+        warm_start="bc",
+        bc_steps=3,
+        bc_lr=5e-2,
+        kl_coef=0.1,
+        eval_episodes=0,
+        max_steps=6,
+        output_dir=str(tmp_path / "run"),
+    )
     trainer = Trainer(cfg)
     try:
         before = {k: v.clone() for k, v in trainer.updater.ref_model.state_dict().items()}
@@ -108,8 +134,14 @@ def test_shards_play_disjoint_slices_whose_union_is_the_unsharded_schedule():
             return Rollout()
 
     envs = SimpleNamespace(worker_restarts=0, member_errors=0, close=lambda: None)
-    rollouts = Rollouts(rollout_section(cfg), SimpleNamespace(model=torch.nn.Linear(1, 1)), lambda: None, distributed.DistInfo(),
-                        range(6), lambda: torch.autocast("cpu", enabled=False))
+    rollouts = Rollouts(
+        rollout_section(cfg),
+        SimpleNamespace(model=torch.nn.Linear(1, 1)),
+        lambda: None,
+        distributed.DistInfo(),
+        range(6),
+        lambda: torch.autocast("cpu", enabled=False),
+    )
     rollouts.collector, rollouts.envs = Fake(), envs
     for k in range(3):
         rollouts.rollout(3, distributed.shard_groups(6, 3, k), k)
@@ -127,8 +159,14 @@ def test_the_random_baselines_figure_does_not_depend_on_the_eval_streams():
     def baseline(streams: int) -> dict:
         cfg = config_for_tests(eval_episodes=12, eval_streams=streams, max_steps=5)
         fn = make_env_fn(cfg.env, cfg.splits[1], cfg.max_steps, cfg.state_key)
-        ev = Evaluator(eval_section(cfg), SimpleNamespace(model=torch.nn.Linear(1, 1)), fn, distributed.DistInfo(),
-                       torch.device("cpu"), lambda: torch.autocast("cpu", enabled=False))
+        ev = Evaluator(
+            eval_section(cfg),
+            SimpleNamespace(model=torch.nn.Linear(1, 1)),
+            fn,
+            distributed.DistInfo(),
+            torch.device("cpu"),
+            lambda: torch.autocast("cpu", enabled=False),
+        )
         return ev.random_baseline(0)
 
     one, two = baseline(1), baseline(2)
@@ -145,8 +183,18 @@ def test_the_runs_tau_r_reaches_the_recorded_metrics(tau_r, failed):
     cfg = config_for_tests(tau_r=tau_r, num_groups=1)
     rollout = _rollout([[0.5, 0.5]], [[2, 3]])  # partial scores: all-failed only under tau_r above 0.5
     credit = CreditAssigner(credit_section(cfg)).assign(rollout, 1)
-    rec = train_record(cfg, CreditAssigner(credit_section(cfg)).adv_cfg, 1, rollout, credit, {}, {}, (0.0, 0.0, 0.0),
-                       distributed.DistInfo(), torch.device("cpu"))
+    rec = train_record(
+        cfg,
+        CreditAssigner(credit_section(cfg)).adv_cfg,
+        1,
+        rollout,
+        credit,
+        {},
+        {},
+        (0.0, 0.0, 0.0),
+        distributed.DistInfo(),
+        torch.device("cpu"),
+    )
     assert rec["all_failed_frac"] == failed
     assert bool(credit.all_failed[0]) == bool(failed)
 
@@ -187,7 +235,9 @@ class _TablePolicy:
         self.synced = 0
 
     def compute_logprobs_and_entropy(self, outputs, batch_size=None, with_entropy=True):
-        lps = [torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs]
+        lps = [
+            torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs
+        ]
         return lps, [torch.zeros(1) for _ in outputs]
 
     def behaviour_logprobs(self, output):
@@ -201,15 +251,29 @@ def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained
     from trainers.loop.updater import Updater
 
     policy = _TablePolicy()
-    cfg = config_for_tests(lr=0.1, ppo_epochs=1, num_minibatches=1, skip_zero_advantage=True, loss_agg="token-mean",
-                           clip_eps=10.0, batch_decisions="off")
+    cfg = config_for_tests(
+        lr=0.1,
+        ppo_epochs=1,
+        num_minibatches=1,
+        skip_zero_advantage=True,
+        loss_agg="token-mean",
+        clip_eps=10.0,
+        batch_decisions="off",
+    )
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     outputs = []
     with torch.no_grad():
         for prompt, chosen in ((0, 0), (1, 1), (2, 2)):
             lp = float(torch.log_softmax(policy.model(torch.tensor(prompt)), -1)[chosen])
-            outputs.append(StepOutput(action=f"c{chosen}", prompt_ids=[prompt], candidate_ids=[[7], [8], [9]],
-                                      chosen_index=chosen, old_action_logprob=lp))
+            outputs.append(
+                StepOutput(
+                    action=f"c{chosen}",
+                    prompt_ids=[prompt],
+                    candidate_ids=[[7], [8], [9]],
+                    chosen_index=chosen,
+                    old_action_logprob=lp,
+                )
+            )
     steps = [SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)]
     before = [float(policy.compute_logprobs_and_entropy([o])[0][0]) for o in outputs]
     stats = updater.update(steps, np.array([1.0, -1.0, 0.0]), iteration=1)

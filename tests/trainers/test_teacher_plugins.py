@@ -2,6 +2,7 @@
 report paragraph, it trains through ``python -m trainers.progpo`` (its loss in the update, its
 label on every record) and is a ``+<teacher>`` method of the lab, with nothing of the package
 changed."""
+
 from __future__ import annotations
 
 import json
@@ -17,9 +18,32 @@ sys.path.insert(0, str(Path(__file__).parent))
 from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
 
 EXAMPLE = ROOT / "examples" / "custom_teacher.py"
-TINY = ["--model", "tiny", "--env", "rooms", "--warm-start", "none", "--iterations", "2", "--num-groups", "2",
-        "--group-size", "4", "--max-steps", "20", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard",
-        "--torch-threads", "1", "--eval-extra-split", "none", "--seed", "0"]
+TINY = [
+    "--model",
+    "tiny",
+    "--env",
+    "rooms",
+    "--warm-start",
+    "none",
+    "--iterations",
+    "2",
+    "--num-groups",
+    "2",
+    "--group-size",
+    "4",
+    "--max-steps",
+    "20",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--torch-threads",
+    "1",
+    "--eval-extra-split",
+    "none",
+    "--seed",
+    "0",
+]
 
 
 @pytest.fixture

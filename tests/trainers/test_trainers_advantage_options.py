@@ -4,6 +4,7 @@ cases (empty batches, zero denominators, the shuffled control's seed) give what 
 Every batch here is a seeded random one with several task groups drawing their states from one
 small pool, so that two groups share state ids: a group key that mixes groups up changes numbers.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -51,9 +52,16 @@ def _batch(seed: int, n_groups: int = 6, size: int = 4, n_states: int = 4, max_l
                 fv.append(int(path[t + 1]) not in seen)
                 seen.add(int(path[t + 1]))
                 lengths.append(int(rng.integers(3, 40)))
-    return dict(outcomes=np.array(outcomes), traj_group=np.array(groups), step_traj=np.array(traj),
-                step_index=np.array(idx), state_ids=np.array(states), next_ids=np.array(nxt),
-                first_visit=np.array(fv), response_lengths=np.array(lengths, dtype=float))
+    return dict(
+        outcomes=np.array(outcomes),
+        traj_group=np.array(groups),
+        step_traj=np.array(traj),
+        step_index=np.array(idx),
+        state_ids=np.array(states),
+        next_ids=np.array(nxt),
+        first_visit=np.array(fv),
+        response_lengths=np.array(lengths, dtype=float),
+    )
 
 
 def _group_alone(batch: dict[str, np.ndarray], group_id: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
@@ -68,14 +76,17 @@ def _group_alone(batch: dict[str, np.ndarray], group_id: int) -> tuple[dict[str,
 
 GROUPWISE = [AdvantageConfig(estimator=e) for e in ESTIMATORS] + [
     AdvantageConfig(estimator="progpo-gigpo", scope="group", coverage="count", norm="mean", lam=0.5, omega=0.3),
-    AdvantageConfig(estimator="progpo-hgpo", scope="group", hgpo_depth=3, hgpo_fusion="inverse-variance",
-                    potential_credit=True),
+    AdvantageConfig(
+        estimator="progpo-hgpo", scope="group", hgpo_depth=3, hgpo_fusion="inverse-variance", potential_credit=True
+    ),
     AdvantageConfig(estimator="hgpo", hgpo_depth=1, hgpo_alpha=2.0, potential_credit=True, gamma=0.5),
     AdvantageConfig(estimator="progpo-planpo", success_threshold=0.5, planpo_alpha=0.3, gate="always"),
 ]
 
 
-@pytest.mark.parametrize("cfg", GROUPWISE, ids=lambda c: f"{c.estimator}-{c.scope}-{c.hgpo_fusion}-{c.success_threshold}")
+@pytest.mark.parametrize(
+    "cfg", GROUPWISE, ids=lambda c: f"{c.estimator}-{c.scope}-{c.hgpo_fusion}-{c.success_threshold}"
+)
 @pytest.mark.parametrize("seed", range(3))
 def test_every_estimator_gives_each_group_what_it_gets_alone(cfg, seed):
     """A batch of groups is a batch of independent problems: no anchor state, history cluster,
@@ -93,16 +104,33 @@ def test_every_estimator_gives_each_group_what_it_gets_alone(cfg, seed):
 
 # (estimator, option, a value other than the default): each must change the advantages of the batch
 OPTIONS = [
-    ("gigpo", "gamma", 0.5), ("gigpo", "omega", 0.3), ("gigpo", "norm", "mean"), ("gigpo", "eps", 0.5),
-    ("hgpo", "gamma", 0.5), ("hgpo", "omega", 0.3), ("hgpo", "norm", "mean"), ("hgpo", "eps", 0.5),
-    ("hgpo", "hgpo_depth", 0), ("hgpo", "hgpo_alpha", 3.0), ("hgpo", "hgpo_fusion", "inverse-variance"),
+    ("gigpo", "gamma", 0.5),
+    ("gigpo", "omega", 0.3),
+    ("gigpo", "norm", "mean"),
+    ("gigpo", "eps", 0.5),
+    ("hgpo", "gamma", 0.5),
+    ("hgpo", "omega", 0.3),
+    ("hgpo", "norm", "mean"),
+    ("hgpo", "eps", 0.5),
+    ("hgpo", "hgpo_depth", 0),
+    ("hgpo", "hgpo_alpha", 3.0),
+    ("hgpo", "hgpo_fusion", "inverse-variance"),
     ("hgpo", "potential_credit", True),
-    ("planpo", "success_threshold", 0.5), ("planpo", "planpo_alpha", 0.0), ("planpo", "planpo_alpha", 0.5),
-    ("planpo", "eps", 0.5), ("planpo", "norm", "mean"),
-    ("grpo", "norm", "mean"), ("grpo", "eps", 0.5),
-    ("progpo-grpo", "lam", 0.5), ("progpo-grpo", "coverage", "count"), ("progpo-grpo", "scope", "group"),
-    ("progpo-grpo", "gate", "always"), ("progpo-grpo", "shuffle_coverage", True), ("progpo-grpo", "tau_r", 0.6),
-    ("progpo-grpo", "tau_p", 0.3), ("progpo-grpo", "norm", "mean"),
+    ("planpo", "success_threshold", 0.5),
+    ("planpo", "planpo_alpha", 0.0),
+    ("planpo", "planpo_alpha", 0.5),
+    ("planpo", "eps", 0.5),
+    ("planpo", "norm", "mean"),
+    ("grpo", "norm", "mean"),
+    ("grpo", "eps", 0.5),
+    ("progpo-grpo", "lam", 0.5),
+    ("progpo-grpo", "coverage", "count"),
+    ("progpo-grpo", "scope", "group"),
+    ("progpo-grpo", "gate", "always"),
+    ("progpo-grpo", "shuffle_coverage", True),
+    ("progpo-grpo", "tau_r", 0.6),
+    ("progpo-grpo", "tau_p", 0.3),
+    ("progpo-grpo", "norm", "mean"),
 ]
 
 
@@ -132,10 +160,13 @@ def _sparse_returns(batch: dict[str, np.ndarray], gamma: float) -> tuple[np.ndar
     return rew, discounted_returns(rew, traj, t, gamma)
 
 
-@pytest.mark.parametrize("cfg", [
-    AdvantageConfig(estimator="gigpo", gamma=0.5, omega=0.3, eps=0.2, norm="mean_std"),
-    AdvantageConfig(estimator="gigpo", norm="mean"),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        AdvantageConfig(estimator="gigpo", gamma=0.5, omega=0.3, eps=0.2, norm="mean_std"),
+        AdvantageConfig(estimator="gigpo", norm="mean"),
+    ],
+)
 def test_gigpo_step_term_is_the_anchor_term_with_the_configs_options(cfg):
     batch = _batch(1)
     out = step_advantages(**batch, config=cfg)
@@ -145,12 +176,23 @@ def test_gigpo_step_term_is_the_anchor_term_with_the_configs_options(cfg):
     np.testing.assert_allclose(out.steps - out.episode[batch["step_traj"]], want, atol=1e-12)
 
 
-@pytest.mark.parametrize("cfg", [
-    AdvantageConfig(estimator="hgpo", gamma=0.5, omega=0.3, eps=0.2, hgpo_depth=3, hgpo_alpha=2.5,
-                    hgpo_fusion="power", potential_credit=True),
-    AdvantageConfig(estimator="hgpo", norm="mean", hgpo_fusion="inverse-variance"),
-    AdvantageConfig(estimator="progpo-hgpo", gamma=0.7, potential_credit=True, hgpo_depth=1),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        AdvantageConfig(
+            estimator="hgpo",
+            gamma=0.5,
+            omega=0.3,
+            eps=0.2,
+            hgpo_depth=3,
+            hgpo_alpha=2.5,
+            hgpo_fusion="power",
+            potential_credit=True,
+        ),
+        AdvantageConfig(estimator="hgpo", norm="mean", hgpo_fusion="inverse-variance"),
+        AdvantageConfig(estimator="progpo-hgpo", gamma=0.7, potential_credit=True, hgpo_depth=1),
+    ],
+)
 def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
     """Depth, alpha, fusion, eps, norm, gamma and the potential credit all reach HGPO's step term;
     under ProGPO the step reward of an all-failed group is its first visits."""
@@ -164,8 +206,18 @@ def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
         rew = np.where(failed_step, batch["first_visit"].astype(float), rew)
         ret = discounted_returns(rew, traj, t, cfg.gamma)
     clusters = history_clusters(step_group, traj, t, s, cfg.hgpo_depth)
-    want = hgpo_history_advantages(ret, step_group, traj, t, s, depth=cfg.hgpo_depth, alpha=cfg.hgpo_alpha,
-                                   fusion=cfg.hgpo_fusion, eps=cfg.eps, norm=cfg.norm)
+    want = hgpo_history_advantages(
+        ret,
+        step_group,
+        traj,
+        t,
+        s,
+        depth=cfg.hgpo_depth,
+        alpha=cfg.hgpo_alpha,
+        fusion=cfg.hgpo_fusion,
+        eps=cfg.eps,
+        norm=cfg.norm,
+    )
     if cfg.potential_credit:
         want = want + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
     np.testing.assert_allclose(out.steps - out.episode[traj], cfg.omega * want, atol=1e-12)
@@ -175,19 +227,37 @@ def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
     assert 0 < out.acted["hgpo_deep_steps"] < out.acted["hgpo_peer_steps"] < t.size  # the batch has all three kinds
 
 
-@pytest.mark.parametrize("cfg", [
-    AdvantageConfig(estimator="planpo", success_threshold=0.5, planpo_alpha=0.4, eps=0.2),
-    AdvantageConfig(estimator="planpo", norm="mean"),
-])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        AdvantageConfig(estimator="planpo", success_threshold=0.5, planpo_alpha=0.4, eps=0.2),
+        AdvantageConfig(estimator="planpo", norm="mean"),
+    ],
+)
 def test_planpo_terms_take_the_configs_threshold_alpha_eps_and_norm(cfg):
     batch = _batch(3)
     out = step_advantages(**batch, config=cfg)
     traj, gid = batch["step_traj"], dense_ids(batch["traj_group"])[0]
     turns = np.bincount(traj, minlength=gid.size)
-    episode = planpo_episode_flat(batch["outcomes"], turns, gid, int(gid.max()) + 1,
-                                  success_threshold=cfg.success_threshold, eps=cfg.eps, norm=cfg.norm)
-    turn = planpo_turn_advantages(batch["outcomes"], gid, traj, batch["step_index"], batch["response_lengths"],
-                                  success_threshold=cfg.success_threshold, eps=cfg.eps, norm=cfg.norm)
+    episode = planpo_episode_flat(
+        batch["outcomes"],
+        turns,
+        gid,
+        int(gid.max()) + 1,
+        success_threshold=cfg.success_threshold,
+        eps=cfg.eps,
+        norm=cfg.norm,
+    )
+    turn = planpo_turn_advantages(
+        batch["outcomes"],
+        gid,
+        traj,
+        batch["step_index"],
+        batch["response_lengths"],
+        success_threshold=cfg.success_threshold,
+        eps=cfg.eps,
+        norm=cfg.norm,
+    )
     np.testing.assert_allclose(out.episode, episode, atol=1e-12)
     np.testing.assert_allclose(out.steps, episode[traj] + cfg.planpo_alpha * turn, atol=1e-12)
     acted_groups = np.unique(gid[episode != 0]).size
@@ -204,8 +274,14 @@ def test_a_zero_denominator_gives_zero_whatever_the_memory_held():
         junk = np.full(4096, 7.0)
         del junk
         assert not safe_divide(np.zeros(4096), np.zeros(4096)).any()
-    won = dict(outcomes=np.ones(4), traj_group=np.zeros(4, int), step_traj=np.arange(4), step_index=np.zeros(4, int),
-               state_ids=np.zeros(4, int), first_visit=np.ones(4, bool))
+    won = dict(
+        outcomes=np.ones(4),
+        traj_group=np.zeros(4, int),
+        step_traj=np.arange(4),
+        step_index=np.zeros(4, int),
+        state_ids=np.zeros(4, int),
+        first_visit=np.ones(4, bool),
+    )
     for estimator in ("grpo", "gigpo", "hgpo"):
         out = step_advantages(**won, config=AdvantageConfig(estimator=estimator, eps=0.0))
         np.testing.assert_array_equal(out.steps, np.zeros(4))
@@ -269,10 +345,20 @@ def test_the_progress_inputs_name_what_is_wrong():
 # A function's default for an option is the config's default for it: calling the estimators'
 # functions directly gives what the trainer gives with its defaults.
 # (``coverage`` is left out: in the functions it names the progress values, not the option)
-CONFIG_NAME = {"gamma": "gamma", "eps": "eps", "norm": "norm", "lam": "lam", "success_threshold": "success_threshold",
-               "scope": "scope", "gate": "gate", "omega": "omega"}
-PER_MODULE = {"trainers.advantages.hgpo": {"depth": "hgpo_depth", "alpha": "hgpo_alpha", "fusion": "hgpo_fusion"},
-              "trainers.advantages.progpo": {"seed": "shuffle_seed"}}
+CONFIG_NAME = {
+    "gamma": "gamma",
+    "eps": "eps",
+    "norm": "norm",
+    "lam": "lam",
+    "success_threshold": "success_threshold",
+    "scope": "scope",
+    "gate": "gate",
+    "omega": "omega",
+}
+PER_MODULE = {
+    "trainers.advantages.hgpo": {"depth": "hgpo_depth", "alpha": "hgpo_alpha", "fusion": "hgpo_fusion"},
+    "trainers.advantages.progpo": {"seed": "shuffle_seed"},
+}
 MODULES = ("segments", "grpo", "gigpo", "planpo", "hgpo", "progpo", "episode", "step")
 
 
@@ -297,6 +383,11 @@ def test_every_function_default_is_the_configs_default():
     wrong = [f"{where} = {got!r}, config {want!r}" for where, got, want in found if got != want]
     assert not wrong, "\n".join(wrong)
     assert (HGPOConfig().depth, HGPOConfig().alpha, HGPOConfig().fusion) == (
-        AdvantageConfig().hgpo_depth, AdvantageConfig().hgpo_alpha, AdvantageConfig().hgpo_fusion)
+        AdvantageConfig().hgpo_depth,
+        AdvantageConfig().hgpo_alpha,
+        AdvantageConfig().hgpo_fusion,
+    )
     assert (PlanPOConfig().success_threshold, PlanPOConfig().alpha) == (
-        AdvantageConfig().success_threshold, AdvantageConfig().planpo_alpha)
+        AdvantageConfig().success_threshold,
+        AdvantageConfig().planpo_alpha,
+    )

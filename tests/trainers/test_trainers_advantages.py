@@ -1,4 +1,5 @@
 """Advantage estimators: hand-computed examples for every estimator / option, and properties."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,14 @@ EPS = 1e-6
 def test_grpo_hand_computed():
     # mean 0.25, population std sqrt(0.1875) = 0.4330127
     a = grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]))
-    np.testing.assert_allclose(a, [0.75 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS)], rtol=1e-6)
-    np.testing.assert_allclose(grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]), norm="mean"), [0.75, -0.25, -0.25, -0.25])
+    np.testing.assert_allclose(
+        a,
+        [0.75 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS), -0.25 / (0.4330127 + EPS)],
+        rtol=1e-6,
+    )
+    np.testing.assert_allclose(
+        grpo_advantages(np.array([1.0, 0.0, 0.0, 0.0]), norm="mean"), [0.75, -0.25, -0.25, -0.25]
+    )
     assert np.all(grpo_advantages(np.zeros(5)) == 0.0)
 
 
@@ -78,8 +85,10 @@ def test_progpo_rejects_bad_input():
 def _gigpo_example():
     # traj 0: states a, b; success at t=1. traj 1: states a, c, b; failure.
     return dict(
-        outcomes=np.array([1.0, 0.0]), traj_group=np.array([0, 0]),
-        step_traj=np.array([0, 0, 1, 1, 1]), step_index=np.array([0, 1, 0, 1, 2]),
+        outcomes=np.array([1.0, 0.0]),
+        traj_group=np.array([0, 0]),
+        step_traj=np.array([0, 0, 1, 1, 1]),
+        step_index=np.array([0, 1, 0, 1, 2]),
         state_ids=factorize(["a", "b", "a", "c", "b"]),
     )
 
@@ -102,11 +111,18 @@ def test_progpo_gigpo_step_level_hand_computed():
     # all failed. traj0: a -> b -> new (fv T, T). traj1: a -> a -> a ("look" twice, fv F, F).
     # P = [1, 0] -> A^E = [+1, -1]. fv returns: traj0 [1.95, 1], traj1 [0, 0].
     # anchor a = {1.95, 0, 0}: mean .65, std .9192388 -> [1.4142, -.7071, -.7071]; b alone -> 0.
-    kw = dict(outcomes=np.zeros(2), traj_group=np.array([0, 0]), step_traj=np.array([0, 0, 1, 1]),
-              step_index=np.array([0, 1, 0, 1]), state_ids=factorize(["a", "b", "a", "a"]),
-              first_visit=np.array([True, True, False, False]))
+    kw = dict(
+        outcomes=np.zeros(2),
+        traj_group=np.array([0, 0]),
+        step_traj=np.array([0, 0, 1, 1]),
+        step_index=np.array([0, 1, 0, 1]),
+        state_ids=factorize(["a", "b", "a", "a"]),
+        first_visit=np.array([True, True, False, False]),
+    )
     out = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-gigpo"))
-    np.testing.assert_allclose(out.steps, [1 + 1.3 / 0.9192388, 1.0, -1 - 0.65 / 0.9192388, -1 - 0.65 / 0.9192388], rtol=1e-5)
+    np.testing.assert_allclose(
+        out.steps, [1 + 1.3 / 0.9192388, 1.0, -1 - 0.65 / 0.9192388, -1 - 0.65 / 0.9192388], rtol=1e-5
+    )
     np.testing.assert_allclose(out.coverage, [1.0, 0.0])
     assert out.all_failed.tolist() == [True]
     # the same steps under plain GiGPO: everything is 0 (the credit trap)
@@ -123,9 +139,13 @@ def test_progpo_gigpo_success_group_equals_gigpo():
 
 def test_coverage_rate_vs_count():
     # traj0: 4 steps, 3 first visits (rate .75, count 3); traj1: 2 steps, 1 (.5, 1); traj2: 1 step, 1 (1, 1)
-    kw = dict(outcomes=np.zeros(3), traj_group=np.zeros(3, int),
-              step_traj=np.array([0, 0, 0, 0, 1, 1, 2]), step_index=np.array([0, 1, 2, 3, 0, 1, 0]),
-              first_visit=np.array([1, 1, 0, 1, 1, 0, 1], bool))
+    kw = dict(
+        outcomes=np.zeros(3),
+        traj_group=np.zeros(3, int),
+        step_traj=np.array([0, 0, 0, 0, 1, 1, 2]),
+        step_index=np.array([0, 1, 2, 3, 0, 1, 0]),
+        first_visit=np.array([1, 1, 0, 1, 1, 0, 1], bool),
+    )
     rate = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", coverage="rate"))
     np.testing.assert_allclose(rate.coverage, [0.75, 0.5, 1.0])
     np.testing.assert_allclose(rate.episode, [0.0, -1.2247449, 1.2247449], rtol=1e-5, atol=1e-9)
@@ -139,37 +159,57 @@ def test_scope_group_hand_computed():
     # both start in s0. traj0: s0 -> s1 -> s2; traj1: s0 -> s2 -> s3 (all new in their episodes).
     # group scope: s2 first reached by traj1 at t=1, so traj0's s2 (t=2) does not count:
     # P = [0.5, 1.0] -> [-1, +1]. episode scope: P = [1, 1] -> 0.
-    kw = dict(outcomes=np.zeros(2), traj_group=np.array([0, 0]), step_traj=np.array([0, 0, 1, 1]),
-              step_index=np.array([0, 1, 0, 1]), state_ids=np.array([0, 1, 0, 2]),
-              next_ids=np.array([1, 2, 2, 3]), first_visit=np.ones(4, bool))
+    kw = dict(
+        outcomes=np.zeros(2),
+        traj_group=np.array([0, 0]),
+        step_traj=np.array([0, 0, 1, 1]),
+        step_index=np.array([0, 1, 0, 1]),
+        state_ids=np.array([0, 1, 0, 2]),
+        next_ids=np.array([1, 2, 2, 3]),
+        first_visit=np.ones(4, bool),
+    )
     grp = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", scope="group"))
     np.testing.assert_allclose(grp.coverage, [0.5, 1.0])
     np.testing.assert_allclose(grp.episode, [-1, 1], rtol=1e-5)
     epi = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", scope="episode"))
     assert np.all(epi.steps == 0.0)
     # returning to the reset state never counts, even if the episode flag says so
-    fv = group_scope_first_visit(np.ones(1, bool), np.array([0]), np.array([0]), np.array([0]),
-                                 np.array([5]), np.array([5]))
+    fv = group_scope_first_visit(
+        np.ones(1, bool), np.array([0]), np.array([0]), np.array([0]), np.array([5]), np.array([5])
+    )
     assert fv.tolist() == [False]
 
 
 def test_discounted_returns_and_anchor_helpers():
     # steps given out of order: traj 1 = [1, 0, 2], traj 0 = [0, 1]
-    r = discounted_returns(np.array([2.0, 1.0, 1.0, 0.0, 0.0]), np.array([1, 0, 1, 0, 1]),
-                           np.array([2, 1, 0, 0, 1]), gamma=0.5)
+    r = discounted_returns(
+        np.array([2.0, 1.0, 1.0, 0.0, 0.0]), np.array([1, 0, 1, 0, 1]), np.array([2, 1, 0, 0, 1]), gamma=0.5
+    )
     np.testing.assert_allclose(r, [2.0, 1.0, 1.5, 0.5, 1.0])
     with pytest.raises(ValueError, match="share"):
         discounted_returns(np.ones(2), np.array([0, 0]), np.array([1, 1]))
-    np.testing.assert_allclose(anchor_advantages(np.array([3.0, 1.0, 5.0]), np.array([0, 0, 1]), norm="mean"), [1, -1, 0])
+    np.testing.assert_allclose(
+        anchor_advantages(np.array([3.0, 1.0, 5.0]), np.array([0, 0, 1]), norm="mean"), [1, -1, 0]
+    )
 
 
 def test_step_advantages_errors():
     with pytest.raises(ValueError, match="state_ids"):
-        step_advantages(np.zeros(1), np.zeros(1), np.zeros(1, int), np.zeros(1, int), config=AdvantageConfig(estimator="gigpo"))
+        step_advantages(
+            np.zeros(1), np.zeros(1), np.zeros(1, int), np.zeros(1, int), config=AdvantageConfig(estimator="gigpo")
+        )
     with pytest.raises(ValueError, match="first_visit"):
-        step_advantages(np.zeros(1), np.zeros(1), np.zeros(1, int), np.zeros(1, int), config=AdvantageConfig(estimator="progpo-grpo"))
+        step_advantages(
+            np.zeros(1),
+            np.zeros(1),
+            np.zeros(1, int),
+            np.zeros(1, int),
+            config=AdvantageConfig(estimator="progpo-grpo"),
+        )
     with pytest.raises(ValueError, match="step_traj"):
-        step_advantages(np.zeros(1), np.zeros(1), np.array([3]), np.zeros(1, int), config=AdvantageConfig(estimator="grpo"))
+        step_advantages(
+            np.zeros(1), np.zeros(1), np.array([3]), np.zeros(1, int), config=AdvantageConfig(estimator="grpo")
+        )
 
 
 # ----------------------------------------------------------------------------- properties
@@ -223,7 +263,9 @@ def test_prop_batched_equals_per_group(groups, base):
     np.testing.assert_allclose(flat, np.concatenate(ref), atol=1e-9)
     sizes = {r.size for r, _ in groups}
     if len(sizes) == 1:
-        b = progpo_episode_advantages_batched(np.stack([r for r, _ in groups]), np.stack([p for _, p in groups]), base=base)
+        b = progpo_episode_advantages_batched(
+            np.stack([r for r, _ in groups]), np.stack([p for _, p in groups]), base=base
+        )
         np.testing.assert_allclose(b, np.stack(ref), atol=1e-9)
 
 
@@ -257,12 +299,20 @@ def step_batch(draw):
                 seen.add(states_a[k])
             fv[k] = nxt_a[k] not in seen
             seen.add(nxt_a[k])
-    return dict(outcomes=np.array(outcomes), traj_group=np.array(tgroup), step_traj=straj_a,
-                step_index=np.array(sidx), state_ids=states_a, next_ids=nxt_a, first_visit=fv)
+    return dict(
+        outcomes=np.array(outcomes),
+        traj_group=np.array(tgroup),
+        step_traj=straj_a,
+        step_index=np.array(sidx),
+        state_ids=states_a,
+        next_ids=nxt_a,
+        first_visit=fv,
+    )
 
 
-CONFIGS = [AdvantageConfig(estimator=e) for e in ("grpo", "rloo", "gigpo", "progpo-grpo", "progpo-rloo", "progpo-gigpo")] + [
-    AdvantageConfig(estimator="progpo-gigpo", scope="group", coverage="count", norm="mean", lam=0.5, omega=0.3)]
+CONFIGS = [
+    AdvantageConfig(estimator=e) for e in ("grpo", "rloo", "gigpo", "progpo-grpo", "progpo-rloo", "progpo-gigpo")
+] + [AdvantageConfig(estimator="progpo-gigpo", scope="group", coverage="count", norm="mean", lam=0.5, omega=0.3)]
 
 
 def _subset(batch, traj_sel):
@@ -374,10 +424,12 @@ def test_success_counts_wins_not_partial_scores():
     from trainers.rollouts.rollout import Rollout, Trajectory
     from trainers.runs.metrics import rollout_metrics
 
-    trajs = [Trajectory(group=0, member=0, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
-             Trajectory(group=0, member=1, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
-             Trajectory(group=1, member=2, task_id="b", task_type="tea", outcome=1.0, length=3, won=True),
-             Trajectory(group=1, member=3, task_id="b", task_type="tea", outcome=0.0, length=3, won=False)]
+    trajs = [
+        Trajectory(group=0, member=0, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
+        Trajectory(group=0, member=1, task_id="a", task_type="shoes", outcome=0.5, length=3, won=False),
+        Trajectory(group=1, member=2, task_id="b", task_type="tea", outcome=1.0, length=3, won=True),
+        Trajectory(group=1, member=3, task_id="b", task_type="tea", outcome=0.0, length=3, won=False),
+    ]
     m = rollout_metrics(Rollout(trajectories=trajs[:1]))
     assert m["success"] == 0.0 and m["score_mean"] == 0.5 and "outcome_mean" not in m
     m = rollout_metrics(Rollout(trajectories=trajs))
@@ -434,9 +486,13 @@ def _two_groups(outcomes):
     from trainers.advantages import step_advantages as sa  # noqa: F401
 
     # group 0: trajectories 0, 1 (all failed); group 1: trajectories 2, 3 (one success); one step each
-    return dict(outcomes=np.array(outcomes, dtype=float), traj_group=np.array([0, 0, 1, 1]),
-                step_traj=np.array([0, 1, 2, 3]), step_index=np.zeros(4, dtype=int),
-                first_visit=np.array([True, False, True, False]))
+    return dict(
+        outcomes=np.array(outcomes, dtype=float),
+        traj_group=np.array([0, 0, 1, 1]),
+        step_traj=np.array([0, 1, 2, 3]),
+        step_index=np.zeros(4, dtype=int),
+        first_visit=np.array([True, False, True, False]),
+    )
 
 
 def test_gate_always_adds_progress_in_every_group():
@@ -447,7 +503,9 @@ def test_gate_always_adds_progress_in_every_group():
     gated = step_advantages(**kw, config=AdvantageConfig(eps=0.0)).steps
     always = step_advantages(**kw, config=AdvantageConfig(gate="always")).steps
     np.testing.assert_allclose(gated, [1, -1, 1, -1])
-    np.testing.assert_allclose(always, [1, -1, 2, -2], rtol=1e-5)  # all-failed group: same; success group: base + progress
+    np.testing.assert_allclose(
+        always, [1, -1, 2, -2], rtol=1e-5
+    )  # all-failed group: same; success group: base + progress
     with pytest.raises(ValueError, match="gate"):
         AdvantageConfig(gate="sometimes")
 
@@ -466,8 +524,10 @@ def test_shuffled_coverage_permutes_within_all_failed_groups_only():
         seen.add(tuple(out[:3]))
     assert len(seen) > 1
     kw = _two_groups([0, 0, 1, 0])
-    moved = [step_advantages(**kw, config=AdvantageConfig(eps=0.0, shuffle_coverage=True, shuffle_seed=s)).steps
-             for s in range(20)]
+    moved = [
+        step_advantages(**kw, config=AdvantageConfig(eps=0.0, shuffle_coverage=True, shuffle_seed=s)).steps
+        for s in range(20)
+    ]
     assert any(m[0] < 0 for m in moved) and any(m[0] > 0 for m in moved)  # the link to trajectories is broken
     assert all(list(m[2:]) == [1, -1] for m in moved)  # success group: GRPO as before
 
@@ -488,8 +548,10 @@ def test_the_step_by_step_branch_of_discounted_returns_equals_the_padded_one(mon
     monkeypatch.setattr(segments, "PADDED_CELLS_MAX", 0)
     stepwise = segments.discounted_returns(r[perm], traj[perm], t[perm], gamma)
     np.testing.assert_allclose(stepwise, padded, rtol=1e-12, atol=1e-12)
-    by_hand = [sum(gamma ** (k - t0) * r[(traj == i) & (t == k)][0] for k in range(t0, lengths[i]))
-               for i, t0 in zip(traj[perm], t[perm])]
+    by_hand = [
+        sum(gamma ** (k - t0) * r[(traj == i) & (t == k)][0] for k in range(t0, lengths[i]))
+        for i, t0 in zip(traj[perm], t[perm])
+    ]
     np.testing.assert_allclose(stepwise, by_hand, rtol=1e-12, atol=1e-12)
 
 
@@ -539,9 +601,11 @@ def test_episode_advantages_of_every_estimator_on_ragged_groups():
     assert episode_advantages(r, g, estimator="gigpo").tolist() == grpo.tolist()  # GiGPO's episode level
     planpo = episode_advantages(r, g, estimator="planpo", turns=turns, success_threshold=0.5)
     assert planpo.shape == r.shape and np.all(np.isfinite(planpo))
-    for bad, match in ((dict(estimator="nope"), "estimator must be one of"),
-                       (dict(estimator="progpo-grpo"), "needs the coverage"),
-                       (dict(estimator="planpo"), "needs the number of turns")):
+    for bad, match in (
+        (dict(estimator="nope"), "estimator must be one of"),
+        (dict(estimator="progpo-grpo"), "needs the coverage"),
+        (dict(estimator="planpo"), "needs the number of turns"),
+    ):
         with pytest.raises(ValueError, match=match):
             episode_advantages(r, g, **bad)
     with pytest.raises(ValueError, match="group_ids has 2 entries, outcomes 7"):
@@ -559,13 +623,25 @@ def test_progpo_single_and_batched_views_agree_with_the_flat_one_and_check_shape
     p = np.array([[0.3, 0.1, 0.2], [0.0, 0.6, 0.3]])
     for base in ("grpo", "rloo", "gigpo"):
         batched = progpo_episode_advantages_batched(r, p, base, lam=1.5, tau_p=1e-3, eps=1e-4)
-        flat = episode_advantages(r.reshape(-1), np.repeat([0, 1], 3), p.reshape(-1), estimator="progpo-" + base,
-                                  lam=1.5, tau_p=1e-3, eps=1e-4).reshape(2, 3)
+        flat = episode_advantages(
+            r.reshape(-1),
+            np.repeat([0, 1], 3),
+            p.reshape(-1),
+            estimator="progpo-" + base,
+            lam=1.5,
+            tau_p=1e-3,
+            eps=1e-4,
+        ).reshape(2, 3)
         np.testing.assert_allclose(batched, flat, rtol=1e-12)
-        np.testing.assert_allclose(progpo_episode_advantages(r[1], p[1], base, lam=1.5, tau_p=1e-3, eps=1e-4),
-                                   flat[1], rtol=1e-12)
-    np.testing.assert_allclose(progpo_episode_advantages(np.full(3, 1e-3), p[1]), _z(np.full(3, 1e-3)))  # a success at tau_R
-    np.testing.assert_allclose(progpo_episode_advantages(np.full(3, 1e-3), p[1], tau_r=0.01), _z(p[1]))  # below: progress
+        np.testing.assert_allclose(
+            progpo_episode_advantages(r[1], p[1], base, lam=1.5, tau_p=1e-3, eps=1e-4), flat[1], rtol=1e-12
+        )
+    np.testing.assert_allclose(
+        progpo_episode_advantages(np.full(3, 1e-3), p[1]), _z(np.full(3, 1e-3))
+    )  # a success at tau_R
+    np.testing.assert_allclose(
+        progpo_episode_advantages(np.full(3, 1e-3), p[1], tau_r=0.01), _z(p[1])
+    )  # below: progress
     with pytest.raises(ValueError, match="base must be 'grpo', 'rloo' or 'gigpo'"):
         progpo_episode_advantages(r[0], p[0], "planpo")
     with pytest.raises(ValueError, match="expected two 1-D arrays"):
@@ -583,13 +659,19 @@ def test_episode_advantages_take_batched_arrays_name_bad_inputs_and_default_to_p
     turns = np.array([[2.0, 5.0, 4.0], [3.0, 3.0, 3.0]])
     flat = episode_advantages(r.reshape(-1), g.reshape(-1), cov.reshape(-1))
     np.testing.assert_allclose(episode_advantages(r, g, cov), flat)  # (B, G) arrays: read flat
-    np.testing.assert_allclose(flat, episode_advantages(r.reshape(-1), g.reshape(-1), cov.reshape(-1),
-                                                        estimator="progpo-grpo"))  # the default estimator
-    np.testing.assert_allclose(episode_advantages(r, g, estimator="planpo", turns=turns, success_threshold=0.5),
-                               episode_advantages(r.reshape(-1), g.reshape(-1), estimator="planpo",
-                                                  turns=turns.reshape(-1), success_threshold=0.5))
-    for name, args in (("outcomes", (np.array([np.nan, 0.0]), [0, 0], [0.1, 0.2])),
-                       ("coverage", (np.array([0.0, 0.0]), [0, 0], [np.inf, 0.2]))):
+    np.testing.assert_allclose(
+        flat, episode_advantages(r.reshape(-1), g.reshape(-1), cov.reshape(-1), estimator="progpo-grpo")
+    )  # the default estimator
+    np.testing.assert_allclose(
+        episode_advantages(r, g, estimator="planpo", turns=turns, success_threshold=0.5),
+        episode_advantages(
+            r.reshape(-1), g.reshape(-1), estimator="planpo", turns=turns.reshape(-1), success_threshold=0.5
+        ),
+    )
+    for name, args in (
+        ("outcomes", (np.array([np.nan, 0.0]), [0, 0], [0.1, 0.2])),
+        ("coverage", (np.array([0.0, 0.0]), [0, 0], [np.inf, 0.2])),
+    ):
         with pytest.raises(ValueError, match=f"^{name} contains NaN or inf"):
             episode_advantages(*args)
     with pytest.raises(ValueError, match="^turns contains NaN or inf"):
@@ -653,19 +735,32 @@ def test_anchor_advantages_and_the_invalid_penalty_by_hand():
     np.testing.assert_allclose(got[[0, 1, 3]], _z(ret[[0, 1, 3]]), rtol=1e-12)
     assert got[2] == 0.0 and got[4] == 0.0  # an anchor group of one: no comparison
     np.testing.assert_allclose(anchor_advantages(ret, keys, norm="mean")[[0, 1, 3]], ret[[0, 1, 3]] - 0.6, rtol=1e-12)
-    np.testing.assert_allclose(anchor_advantages(ret, keys, eps=1.0)[[0, 1, 3]],
-                               (ret[[0, 1, 3]] - 0.6) / (ret[[0, 1, 3]].std() + 1.0), rtol=1e-12)
-    outputs = [SimpleNamespace(penalty=0.25), SimpleNamespace(), SimpleNamespace(penalty=None), SimpleNamespace(penalty=1)]
+    np.testing.assert_allclose(
+        anchor_advantages(ret, keys, eps=1.0)[[0, 1, 3]],
+        (ret[[0, 1, 3]] - 0.6) / (ret[[0, 1, 3]].std() + 1.0),
+        rtol=1e-12,
+    )
+    outputs = [
+        SimpleNamespace(penalty=0.25),
+        SimpleNamespace(),
+        SimpleNamespace(penalty=None),
+        SimpleNamespace(penalty=1),
+    ]
     np.testing.assert_allclose(penalized_advantages(np.array([1.0, 1.0, 1.0, 0.0]), outputs), [0.75, 1.0, 1.0, -1.0])
 
 
 # ----------------------------------------------------------------------------- step_advantages' inputs
 def _batch() -> dict[str, np.ndarray]:
     """Two groups of two trajectories: group 0 mixed (partial score 0.5 and a win), group 1 failed."""
-    return dict(outcomes=np.array([0.5, 1.0, 0.0, 0.0]), traj_group=np.array([7, 7, 9, 9]),
-                step_traj=np.array([0, 0, 1, 2, 2, 3]), step_index=np.array([0, 1, 0, 0, 1, 0]),
-                state_ids=np.array([0, 1, 0, 2, 3, 2]), first_visit=np.array([True, True, True, True, False, True]),
-                next_ids=np.array([1, 4, 5, 3, 6, 7]))
+    return dict(
+        outcomes=np.array([0.5, 1.0, 0.0, 0.0]),
+        traj_group=np.array([7, 7, 9, 9]),
+        step_traj=np.array([0, 0, 1, 2, 2, 3]),
+        step_index=np.array([0, 1, 0, 0, 1, 0]),
+        state_ids=np.array([0, 1, 0, 2, 3, 2]),
+        first_visit=np.array([True, True, True, True, False, True]),
+        next_ids=np.array([1, 4, 5, 3, 6, 7]),
+    )
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
@@ -676,8 +771,14 @@ def test_step_advantages_take_columns_and_float_indices_alike(estimator):
     cfg = AdvantageConfig(estimator=estimator)
     want = step_advantages(**_batch(), config=cfg)
     columns = step_advantages(**{k: v[:, None] for k, v in _batch().items()}, config=cfg)
-    floats = step_advantages(**{**_batch(), "step_traj": _batch()["step_traj"].astype(float),
-                                "step_index": _batch()["step_index"].astype(float)}, config=cfg)
+    floats = step_advantages(
+        **{
+            **_batch(),
+            "step_traj": _batch()["step_traj"].astype(float),
+            "step_index": _batch()["step_index"].astype(float),
+        },
+        config=cfg,
+    )
     for got in (columns, floats):
         np.testing.assert_array_equal(got.steps, want.steps)
         np.testing.assert_array_equal(got.all_failed, want.all_failed)
@@ -757,6 +858,12 @@ def test_gigpo_anchor_groups_never_reach_across_task_groups():
     for g in range(3):
         trajs = np.flatnonzero(traj_group == g)
         rows = np.flatnonzero(np.isin(step_traj, trajs))
-        alone = step_advantages(outcomes[trajs], traj_group[trajs], step_traj[rows] - trajs[0], step_index[rows],
-                                state_ids[rows], config=cfg).steps
+        alone = step_advantages(
+            outcomes[trajs],
+            traj_group[trajs],
+            step_traj[rows] - trajs[0],
+            step_index[rows],
+            state_ids[rows],
+            config=cfg,
+        ).steps
         np.testing.assert_allclose(together[rows], alone, atol=1e-12)

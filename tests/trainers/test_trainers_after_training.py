@@ -1,5 +1,6 @@
 """After training: evaluate a saved policy (python -m trainers.evaluate) and export it as a Hugging
 Face model (python -m trainers.export), on real tiny runs of the rooms env."""
+
 from __future__ import annotations
 
 import json
@@ -10,9 +11,29 @@ import torch
 
 from trainers.cli.train import main as train
 
-FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
-         "--iterations", "2", "--eval-episodes", "8", "--warm-start", "none", "--no-progress-bars", "--no-tensorboard",
-         "--no-baseline-random", "--torch-threads", "1"]
+FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "2",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "4",
+    "--iterations",
+    "2",
+    "--eval-episodes",
+    "8",
+    "--warm-start",
+    "none",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--no-baseline-random",
+    "--torch-threads",
+    "1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +53,9 @@ def _records(run: Path) -> list[dict]:
 def test_evaluate_replays_the_runs_own_final_evaluation(runs, tmp_path, capsys):
     from trainers.cli.evaluate import main
 
-    assert main([str(runs["a"]), "--episodes", "8", "--against", str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
+    assert (
+        main([str(runs["a"]), "--episodes", "8", "--against", str(runs["a"]), "--json", str(tmp_path / "e.json")]) == 0
+    )
     out = json.loads((tmp_path / "e.json").read_text())
     final = [r for r in _records(runs["a"]) if r.get("kind") == "eval"][-1]
     rec = out["evaluation"]
@@ -62,24 +85,53 @@ def test_evaluate_against_plays_the_same_split_episodes_and_streams(runs, tmp_pa
 
     monkeypatch.setattr(evaluation, "run_eval", spy)
     other_policy = runs["lora"]  # the same seed, so the same panel: another policy on the same episodes
-    assert main([str(runs["a"]), "--split", "train", "--episodes", "6", "--against", str(other_policy), "--streams", "2",
-                 "--json", str(tmp_path / "e.json")]) == 0
+    assert (
+        main(
+            [
+                str(runs["a"]),
+                "--split",
+                "train",
+                "--episodes",
+                "6",
+                "--against",
+                str(other_policy),
+                "--streams",
+                "2",
+                "--json",
+                str(tmp_path / "e.json"),
+            ]
+        )
+        == 0
+    )
     assert streams == [2, 2]
     out = json.loads((tmp_path / "e.json").read_text())
     assert sorted(out) == ["against", "evaluation", "paired"]
     rec, other = out["evaluation"], out["against"]
-    assert (rec["eval/split"], other["eval/split"], rec["eval/episodes"], other["eval/episodes"]) == ("train", "train", 6, 6)
+    assert (rec["eval/split"], other["eval/split"], rec["eval/episodes"], other["eval/episodes"]) == (
+        "train",
+        "train",
+        6,
+        6,
+    )
     assert other["eval/panel"] == rec["eval/panel"] and (rec["iteration"], other["iteration"]) == (2, 2)
     assert other["checkpoint"].startswith(str(other_policy)) and rec["checkpoint"].startswith(str(runs["a"]))
     diff, lo, hi = paired_bootstrap_ci(other["eval/won"], rec["eval/won"], seed=0)
-    assert out["paired"] == {"diff": diff, "ci": [lo, hi], "episodes": 6}  # rooms scores are its outcomes: no score pair
+    assert out["paired"] == {
+        "diff": diff,
+        "ci": [lo, hi],
+        "episodes": 6,
+    }  # rooms scores are its outcomes: no score pair
     text = capsys.readouterr().out.splitlines()
     for r in (rec, other):
         r_lo, r_hi = r["eval/success_ci"]
-        assert (f"{r['checkpoint']} (iteration {r['iteration']}) on rooms train, 6 episodes: success "
-                f"{r['eval/success']:.3f} (95% CI [{r_lo:.3f}, {r_hi:.3f}])") in text
-    assert (f"paired difference (this - other) over the same 6 episodes: {diff:+.3f} "
-            f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])") in text
+        assert (
+            f"{r['checkpoint']} (iteration {r['iteration']}) on rooms train, 6 episodes: success "
+            f"{r['eval/success']:.3f} (95% CI [{r_lo:.3f}, {r_hi:.3f}])"
+        ) in text
+    assert (
+        f"paired difference (this - other) over the same 6 episodes: {diff:+.3f} "
+        f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])"
+    ) in text
     assert text[-1] == f"-> {tmp_path / 'e.json'}"
 
 
@@ -139,11 +191,23 @@ def _webshop_like(won: list[int], score: list[float], checkpoint: str) -> dict:
 
     _, lo, hi = paired_bootstrap_ci(np.zeros(len(won)), won, seed=0)
     _, slo, shi = paired_bootstrap_ci(np.zeros(len(score)), score, seed=0)
-    return {"checkpoint": checkpoint, "iteration": 3, "env": "webshop", "eval/split": "valid", "eval/episodes": len(won),
-            "eval/panel": "p", "eval/won": won, "eval/score": score, "eval/task_id": ["t"] * len(won),
-            "eval/success": float(np.mean(won)), "eval/score_mean": float(np.mean(score)),
-            "eval/success_ci": [lo, hi], "eval/score_ci": [slo, shi],
-            "eval/success_by_type/pick/and/place": 0.5, "eval/success_by_type/look": 0.25}
+    return {
+        "checkpoint": checkpoint,
+        "iteration": 3,
+        "env": "webshop",
+        "eval/split": "valid",
+        "eval/episodes": len(won),
+        "eval/panel": "p",
+        "eval/won": won,
+        "eval/score": score,
+        "eval/task_id": ["t"] * len(won),
+        "eval/success": float(np.mean(won)),
+        "eval/score_mean": float(np.mean(score)),
+        "eval/success_ci": [lo, hi],
+        "eval/score_ci": [slo, shi],
+        "eval/success_by_type/pick/and/place": 0.5,
+        "eval/success_by_type/look": 0.25,
+    }
 
 
 def test_evaluate_prints_partial_scores_task_types_and_the_paired_interval_in_order(monkeypatch, capsys):
@@ -156,8 +220,10 @@ def test_evaluate_prints_partial_scores_task_types_and_the_paired_interval_in_or
 
     rng = random.Random(1)
     won = [[rng.random() < p for _ in range(40)] for p in (0.6, 0.3)]
-    records = {name: _webshop_like([int(w) for w in ws], [1.0 if w else rng.choice([0.0, 0.25, 0.5]) for w in ws], name)
-               for name, ws in zip(("this.pt", "other.pt"), won)}
+    records = {
+        name: _webshop_like([int(w) for w in ws], [1.0 if w else rng.choice([0.0, 0.25, 0.5]) for w in ws], name)
+        for name, ws in zip(("this.pt", "other.pt"), won)
+    }
     monkeypatch.setattr(saved_policy, "load_saved", lambda path: path)
     monkeypatch.setattr(evaluate, "evaluate_saved", lambda saved, split, episodes, streams: records[saved])
     assert evaluate.main(["this.pt", "--against", "other.pt"]) == 0
@@ -167,8 +233,10 @@ def test_evaluate_prints_partial_scores_task_types_and_the_paired_interval_in_or
     assert lines[1] == f"  mean score {this['eval/score_mean']:.3f} (95% CI [{lo:.3f}, {hi:.3f}])"
     assert lines[2:4] == ["  look: 0.250", "  place: 0.500"]  # the type after the last "/", sorted by key
     diff, lo, hi = paired_bootstrap_ci(other["eval/won"], this["eval/won"], seed=0)
-    assert lo < hi and lines[-2] == (f"paired difference (this - other) over the same 40 episodes: {diff:+.3f} "
-                                     f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])")
+    assert lo < hi and lines[-2] == (
+        f"paired difference (this - other) over the same 40 episodes: {diff:+.3f} "
+        f"(95% paired bootstrap CI [{lo:+.3f}, {hi:+.3f}])"
+    )
     paired = evaluate._paired(this, other)
     sd, slo, shi = paired_bootstrap_ci(other["eval/score"], this["eval/score"], seed=0)
     assert paired["ci"] == [lo, hi] and paired["score"] == {"diff": sd, "ci": [slo, shi]}
@@ -217,16 +285,34 @@ def test_a_checkpoint_without_its_config_loads_with_its_run_dirs_config_yaml(run
         assert torch.equal(saved.model(ids).logits, load_saved(runs["a"]).model(ids).logits)
 
 
-@pytest.mark.parametrize("tool, said", [
-    ("evaluate", ["usage: python -m trainers.evaluate", "Evaluate a saved policy on a split of its run's env, at fixed episode seeds.",
-                  "a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)",
-                  "the env's split to play (default: the run's eval split)", "episodes (default: the run's eval_episodes)",
-                  "a second run dir or checkpoint, played on the same episodes: prints the paired difference (this - other)",
-                  "concurrent evaluation streams (CPU: processes)", "also write the JSON record to this file"]),
-    ("export", ["usage: python -m trainers.export", "Export a saved policy as a Hugging Face model directory.",
+@pytest.mark.parametrize(
+    "tool, said",
+    [
+        (
+            "evaluate",
+            [
+                "usage: python -m trainers.evaluate",
+                "Evaluate a saved policy on a split of its run's env, at fixed episode seeds.",
                 "a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)",
-                "the model directory to write (absent or empty)", "LoRA runs: merge the adapter into the base model"]),
-])
+                "the env's split to play (default: the run's eval split)",
+                "episodes (default: the run's eval_episodes)",
+                "a second run dir or checkpoint, played on the same episodes: prints the paired difference (this - other)",
+                "concurrent evaluation streams (CPU: processes)",
+                "also write the JSON record to this file",
+            ],
+        ),
+        (
+            "export",
+            [
+                "usage: python -m trainers.export",
+                "Export a saved policy as a Hugging Face model directory.",
+                "a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)",
+                "the model directory to write (absent or empty)",
+                "LoRA runs: merge the adapter into the base model",
+            ],
+        ),
+    ],
+)
 def test_help_names_the_tool_and_says_what_every_argument_is(tool, said, capsys):
     import importlib
 
@@ -254,10 +340,15 @@ def test_evaluate_refuses_to_pair_checkpoints_on_different_episodes(runs, capsys
     assert err.startswith("error: the two checkpoints' evaluations played different episodes") and "\n" not in err
 
 
-@pytest.mark.parametrize("argv,said", [(["/nonexistent/run"], "neither a run dir nor a checkpoint"),
-                                       (["RUN", "--split", "hard"], "split"),
-                                       (["RUN", "--episodes", "0"], "--episodes must be >= 1"),
-                                       (["RUN", "--streams", "0"], "--streams must be >= 1")])
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["/nonexistent/run"], "neither a run dir nor a checkpoint"),
+        (["RUN", "--split", "hard"], "split"),
+        (["RUN", "--episodes", "0"], "--episodes must be >= 1"),
+        (["RUN", "--streams", "0"], "--streams must be >= 1"),
+    ],
+)
 def test_evaluate_bad_input_is_one_line(runs, capsys, argv, said):
     from trainers.cli.evaluate import main
 
@@ -310,8 +401,9 @@ def test_export_gives_a_transformers_model_with_the_policys_logits(runs, tmp_pat
 
     out = tmp_path / "exported"
     assert main([str(runs["a"]), str(out)]) == 0
-    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json",
-            "progpo_export.json"} <= {p.name for p in out.iterdir()}
+    assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json", "progpo_export.json"} <= {
+        p.name for p in out.iterdir()
+    }
     model, tok = AutoModelForCausalLM.from_pretrained(out), AutoTokenizer.from_pretrained(out)
     ids = tok("go to the kitchen and look", return_tensors="pt").input_ids
     assert torch.equal(_logits(model, ids), _logits(load_saved(runs["a"]).model, ids))
@@ -333,20 +425,32 @@ def test_the_export_manifest_names_its_run_and_the_prompt_the_policy_was_trained
     def expected(run, weights, base):
         ckpt = resolve_checkpoint(run)
         cfg = load_checkpoint(ckpt)["config"]
-        return {"format": "progpo-export-v1", "checkpoint": str(ckpt), "iteration": 2, "model": cfg["model"],
-                "weights": weights, "prompt": {k: cfg[k] for k in PROMPT_FIELDS}, "estimator": cfg["estimator"],
-                "base": base}
+        return {
+            "format": "progpo-export-v1",
+            "checkpoint": str(ckpt),
+            "iteration": 2,
+            "model": cfg["model"],
+            "weights": weights,
+            "prompt": {k: cfg[k] for k in PROMPT_FIELDS},
+            "estimator": cfg["estimator"],
+            "base": base,
+        }
 
     nested = tmp_path / "a" / "b" / "full"
     assert main([str(runs["a"]), str(nested)]) == 0
-    assert capsys.readouterr().out.strip() == (f"-> {nested}: transformers.AutoModelForCausalLM.from_pretrained("
-                                               f"{str(nested)!r})")
+    assert capsys.readouterr().out.strip() == (
+        f"-> {nested}: transformers.AutoModelForCausalLM.from_pretrained({str(nested)!r})"
+    )
     assert json.loads((nested / "progpo_export.json").read_text()) == expected(runs["a"], "full model", "tiny")
     (tmp_path / "empty").mkdir()
     assert main([str(runs["lora"]), str(tmp_path / "empty")]) == 0
-    assert json.loads((tmp_path / "empty" / "progpo_export.json").read_text()) == expected(runs["lora"], "peft adapter", "base")
+    assert json.loads((tmp_path / "empty" / "progpo_export.json").read_text()) == expected(
+        runs["lora"], "peft adapter", "base"
+    )
     assert main([str(runs["lora"]), str(tmp_path / "merged"), "--merge"]) == 0
-    assert json.loads((tmp_path / "merged" / "progpo_export.json").read_text()) == expected(runs["lora"], "full model", "tiny")
+    assert json.loads((tmp_path / "merged" / "progpo_export.json").read_text()) == expected(
+        runs["lora"], "full model", "tiny"
+    )
     assert not (tmp_path / "merged" / "base").exists()  # a merged model needs no base
     capsys.readouterr()
     (tmp_path / "file").write_text("x")
@@ -379,7 +483,9 @@ def test_load_saved_takes_the_device_and_overrides_it_is_given(runs, tmp_path, c
     saved = load_saved(runs["a"], output_dir=str(tmp_path / "elsewhere"), max_steps=2)
     assert (saved.cfg.device, saved.cfg.output_dir, saved.cfg.max_steps) == ("cpu", str(tmp_path / "elsewhere"), 2)
     assert saved.cfg.seed == data["config"]["seed"] and saved.cfg.env == "rooms"
-    no_weights = save_checkpoint(tmp_path, 2, {k: v for k, v in data.items() if k not in ("model", "format", "iteration")})
+    no_weights = save_checkpoint(
+        tmp_path, 2, {k: v for k, v in data.items() if k not in ("model", "format", "iteration")}
+    )
     assert main([str(no_weights)]) == 2
     err = capsys.readouterr().err.strip()
     assert "has no valid 'model'" in err and "\n" not in err
@@ -460,10 +566,39 @@ def test_a_smollm2_lora_run_exports_merged_weights_with_its_logits(tmp_path):
     from trainers.saved_policy import load_saved
 
     run = tmp_path / "run"
-    assert train(["--env", "rooms", "--model", "smollm2", "--lora", "--lr", "1e-3", "--iterations", "1",
-                  "--num-groups", "1", "--group-size", "2", "--max-steps", "2", "--eval-episodes", "0",
-                  "--warm-start", "none", "--no-progress-bars", "--no-tensorboard", "--no-baseline-random",
-                  "--torch-threads", "2", "--output-dir", str(run)]) == 0
+    assert (
+        train(
+            [
+                "--env",
+                "rooms",
+                "--model",
+                "smollm2",
+                "--lora",
+                "--lr",
+                "1e-3",
+                "--iterations",
+                "1",
+                "--num-groups",
+                "1",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "2",
+                "--eval-episodes",
+                "0",
+                "--warm-start",
+                "none",
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--no-baseline-random",
+                "--torch-threads",
+                "2",
+                "--output-dir",
+                str(run),
+            ]
+        )
+        == 0
+    )
     assert export([str(run), str(tmp_path / "merged"), "--merge"]) == 0
     saved = load_saved(run)
     ids = saved.policy.tokenizer("You are in the hall. Exits: kitchen.", return_tensors="pt").input_ids
@@ -527,14 +662,19 @@ def test_export_leaves_the_policy_it_is_given_as_it_was_and_the_adapter_loads_of
     assert torch.allclose(_logits(loaded, ids), trained, atol=1e-5)
     assert main([str(runs["lora"]), str(tmp_path / "again")]) == 0
     line = capsys.readouterr().out.strip()
-    assert line == f"-> {tmp_path / 'again'}: peft.AutoPeftModelForCausalLM.from_pretrained({str(tmp_path / 'again')!r})"
+    assert (
+        line == f"-> {tmp_path / 'again'}: peft.AutoPeftModelForCausalLM.from_pretrained({str(tmp_path / 'again')!r})"
+    )
 
 
-@pytest.mark.parametrize("where, said", [
-    ("under_file", "is a file, not a folder"),
-    ("dangling", "is a link (dangling)"),
-    ("read_only", "is not writable"),
-])
+@pytest.mark.parametrize(
+    "where, said",
+    [
+        ("under_file", "is a file, not a folder"),
+        ("dangling", "is a link (dangling)"),
+        ("read_only", "is not writable"),
+    ],
+)
 def test_export_checks_its_path_before_reading_the_checkpoint(runs, tmp_path, capsys, monkeypatch, where, said):
     import os
 
@@ -545,8 +685,11 @@ def test_export_checks_its_path_before_reading_the_checkpoint(runs, tmp_path, ca
     (tmp_path / "file").write_text("x")
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")
     (tmp_path / "ro").mkdir()
-    target = {"under_file": tmp_path / "file" / "out", "dangling": tmp_path / "link",
-              "read_only": tmp_path / "ro" / "out"}[where]
+    target = {
+        "under_file": tmp_path / "file" / "out",
+        "dangling": tmp_path / "link",
+        "read_only": tmp_path / "ro" / "out",
+    }[where]
     if where == "read_only":
         if os.geteuid() == 0:
             monkeypatch.setattr(os, "access", lambda path, mode: str(path) != str(tmp_path / "ro"))
@@ -588,8 +731,10 @@ def test_evaluate_defaults_to_the_runs_own_eval_streams_and_reproduces_its_last_
 
 
 @pytest.mark.parametrize("tool", ["evaluate", "play"])
-@pytest.mark.parametrize("where, said", [("folder", "is a folder; name a file"), ("missing", "does not exist"),
-                                         ("under_file", "is a file, not a folder")])
+@pytest.mark.parametrize(
+    "where, said",
+    [("folder", "is a folder; name a file"), ("missing", "does not exist"), ("under_file", "is a file, not a folder")],
+)
 def test_an_output_file_is_checked_before_the_episodes_play(runs, tmp_path, capsys, monkeypatch, tool, where, said):
     import importlib
 
@@ -599,7 +744,9 @@ def test_an_output_file_is_checked_before_the_episodes_play(runs, tmp_path, caps
     monkeypatch.setattr(evaluation, "play_episodes", lambda *a, **k: pytest.fail("played before the path was checked"))
     (tmp_path / "dir").mkdir()
     (tmp_path / "file").write_text("x")
-    target = {"folder": tmp_path / "dir", "missing": tmp_path / "no" / "e.json", "under_file": tmp_path / "file" / "e"}[where]
+    target = {"folder": tmp_path / "dir", "missing": tmp_path / "no" / "e.json", "under_file": tmp_path / "file" / "e"}[
+        where
+    ]
     flag = "--json" if tool == "evaluate" else "--html"
     assert importlib.import_module(f"trainers.{tool}").main([str(runs["a"]), flag, str(target)]) == 2
     err = capsys.readouterr().err.strip()
@@ -617,11 +764,16 @@ def test_a_run_dir_without_a_checkpoint_says_so_not_the_trainers_resume_advice(t
     assert "has no checkpoint (no checkpoints/latest)" in err and "--resume" not in err
 
 
-@pytest.mark.parametrize("argv, said", [(["--episodes", "-4"], "--episodes must be >= 1, got -4"),
-                                        (["--episodes", "0"], "--episodes must be >= 1, got 0"),
-                                        (["--top", "0"], "--top must be >= 1, got 0"),
-                                        (["--top", "-1"], "--top must be >= 1, got -1"),
-                                        (["--task", "-1"], "--task must be >= 0, got -1")])
+@pytest.mark.parametrize(
+    "argv, said",
+    [
+        (["--episodes", "-4"], "--episodes must be >= 1, got -4"),
+        (["--episodes", "0"], "--episodes must be >= 1, got 0"),
+        (["--top", "0"], "--top must be >= 1, got 0"),
+        (["--top", "-1"], "--top must be >= 1, got -1"),
+        (["--task", "-1"], "--task must be >= 0, got -1"),
+    ],
+)
 def test_play_refuses_sizes_below_one_in_one_line(runs, capsys, argv, said):
     from trainers.cli.play import main as play
 
@@ -647,13 +799,20 @@ def test_an_export_carries_a_model_card_that_huggingface_hub_reads(runs, tmp_pat
         last = last_evaluation(_records(run))
         assert f"held-out success {last['success']:.3f} (95% bootstrap interval [{last['lo']:.3f}, " in card.text
         assert "estimator: `progpo-gigpo`" in card.text and "env: `rooms`" in card.text
-        assert ("AutoPeftModelForCausalLM" if name == "adapter" else "AutoModelForCausalLM.from_pretrained") in card.text
+        assert (
+            "AutoPeftModelForCausalLM" if name == "adapter" else "AutoModelForCausalLM.from_pretrained"
+        ) in card.text
     assert data["base_model"] == str(tmp_path / "adapter" / "base")
 
 
 def test_a_privileged_teacher_is_named_so_in_the_card():
     from trainers.model_card import model_card
 
-    text = model_card({"model": "tiny", "estimator": "gigpo", "distill": "privileged", "env": "alfworld"},
-                      "full model", None, "/x", None)
+    text = model_card(
+        {"model": "tiny", "estimator": "gigpo", "distill": "privileged", "env": "alfworld"},
+        "full model",
+        None,
+        "/x",
+        None,
+    )
     assert "privileged-teacher" in text and "**privileged**" in text and "not pure RL" in text

@@ -6,6 +6,7 @@ sampled command would flip only if its draw fell within ~1e-6 of a probability b
 over 3 short iterations the trajectories, and hence the advantages, are expected to be identical,
 and every train metric equal to 1e-4 (relative) or 1e-6 (absolute).
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,26 @@ from trainers.config import parse_args
 from trainers.loop.ppo import PPOConfig, micro_batches
 from trainers.loop.trainer import Trainer
 
-TRAP = ["--config", "configs/alfworld_trap.yaml", "--iterations", "3", "--num-groups", "2", "--group-size", "4",
-        "--max-steps", "6", "--bc-steps", "5", "--eval-episodes", "0", "--save-every", "0", "--no-progress-bars",
-        "--no-tensorboard"]
+TRAP = [
+    "--config",
+    "configs/alfworld_trap.yaml",
+    "--iterations",
+    "3",
+    "--num-groups",
+    "2",
+    "--group-size",
+    "4",
+    "--max-steps",
+    "6",
+    "--bc-steps",
+    "5",
+    "--eval-episodes",
+    "0",
+    "--save-every",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+]
 
 
 def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str, torch.Tensor]]:
@@ -50,8 +68,13 @@ def test_three_trap_iterations_agree_between_the_paths(tmp_path, packed):
     for a, b in zip(adv_on, adv_off):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-9)
     for on, off in zip(rows_on, rows_off):
-        keys = {k for k in off if isinstance(off[k], (int, float)) and not k.startswith("time/")
-                and k not in ("tokens_per_s", "env_steps_per_s")}
+        keys = {
+            k
+            for k in off
+            if isinstance(off[k], (int, float))
+            and not k.startswith("time/")
+            and k not in ("tokens_per_s", "env_steps_per_s")
+        }
         assert keys <= set(on)
         for k in sorted(keys):
             assert math.isclose(on[k], off[k], rel_tol=1e-4, abs_tol=1e-6), (on["iteration"], k, on[k], off[k])
@@ -90,6 +113,7 @@ def test_a_checkpoint_from_before_batching_resumes_only_on_the_per_decision_path
     again = Trainer(config_for_tests(output_dir=str(tmp_path / "run"), iterations=2, eval_episodes=0))
     with pytest.raises(CheckpointError, match=r"batch_decisions differ"):
         again.resume(str(ckpt))
-    off = Trainer(config_for_tests(output_dir=str(tmp_path / "run"), iterations=2, eval_episodes=0,
-                                   batch_decisions="off"))
+    off = Trainer(
+        config_for_tests(output_dir=str(tmp_path / "run"), iterations=2, eval_episodes=0, batch_decisions="off")
+    )
     assert off.resume(str(ckpt)) == 2

@@ -1,6 +1,7 @@
 """ProGPO's thresholds have one definition (``wrappers.signals``): every default that names them,
 in the trainer's config, the estimators, the metrics, the statistics and the integrations, is
 that constant, and the constant holds the paper's value."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,8 +12,15 @@ import pytest
 
 from wrappers.signals import TAU_P, TAU_R
 
-MODULES = ("trainers.advantages", "trainers.config", "trainers.runs.metrics", "trainers.statistics",
-           "trainers.integrations.trl", "wrappers.group", "wrappers.signals")
+MODULES = (
+    "trainers.advantages",
+    "trainers.config",
+    "trainers.runs.metrics",
+    "trainers.statistics",
+    "trainers.integrations.trl",
+    "wrappers.group",
+    "wrappers.signals",
+)
 
 
 def test_the_thresholds_hold_the_papers_values():
@@ -28,8 +36,13 @@ def _defaults(module_name: str):
             for f in dataclasses.fields(obj):
                 if f.name in ("tau_r", "tau_p") and f.default is not dataclasses.MISSING:  # a required field has none
                     yield f"{module_name}.{name}.{f.name}", f.name, f.default
-        candidates = [obj] if inspect.isfunction(obj) else \
-            [m for m in vars(obj).values() if inspect.isfunction(m)] if inspect.isclass(obj) else []
+        candidates = (
+            [obj]
+            if inspect.isfunction(obj)
+            else [m for m in vars(obj).values() if inspect.isfunction(m)]
+            if inspect.isclass(obj)
+            else []
+        )
         for fn in candidates:
             for p in inspect.signature(fn).parameters.values():
                 if p.name in ("tau_r", "tau_p") and p.default is not inspect.Parameter.empty:

@@ -13,6 +13,7 @@ decision per forward pass (``--batch-decisions off``): packed passes group a ran
 differently from the single process's, which changes the rounding of every logit, not just the
 order of the gradient sums this test bounds.
 """
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,46 @@ from trainers.runs.metrics import TIMING_KEYS, read_metrics
 from trainers.sharding import merge_rollouts
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = ["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "4", "--group-size", "2",
-        "--max-steps", "4", "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--device", "cpu",
-        "--no-lora", "--history-k", "2", "--lr", "1e-3", "--env-backend", "sync", "--no-baseline-random",
-        "--num-minibatches", "1", "--micro-batch-size", "2", "--warm-start", "none", "--seed", "3", "--score-norm", "mean",
-        "--batch-decisions", "off"]
+ARGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--iterations",
+    "1",
+    "--num-groups",
+    "4",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "4",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--device",
+    "cpu",
+    "--no-lora",
+    "--history-k",
+    "2",
+    "--lr",
+    "1e-3",
+    "--env-backend",
+    "sync",
+    "--no-baseline-random",
+    "--num-minibatches",
+    "1",
+    "--micro-batch-size",
+    "2",
+    "--warm-start",
+    "none",
+    "--seed",
+    "3",
+    "--score-norm",
+    "mean",
+    "--batch-decisions",
+    "off",
+]
 
 
 class ShardedReference(Trainer):
@@ -47,8 +83,10 @@ class ShardedReference(Trainer):
         self.rollouts.shard = shard_groups(self.cfg.num_groups, self.world, 0)  # the envs hold one shard's groups
 
     def rollout(self, iteration):
-        parts = [self.rollouts.rollout(iteration, shard_groups(self.cfg.num_groups, self.world, r), r)
-                 for r in range(self.world)]
+        parts = [
+            self.rollouts.rollout(iteration, shard_groups(self.cfg.num_groups, self.world, r), r)
+            for r in range(self.world)
+        ]
         return merge_rollouts(parts)
 
 
@@ -63,9 +101,25 @@ def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards(
     from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 
     def shard(n_groups: int, seconds: float) -> Rollout:
-        trajs = [Trajectory(group=g, member=2 * g + m, task_id=f"t{g}", task_type="x") for g in range(n_groups) for m in range(2)]
-        steps = [StepRecord(traj=i, t=0, output=None, state="s", next_state="s2", first_visit=True, reward=0.0, valid=True,
-                            action="a") for i in range(len(trajs))]
+        trajs = [
+            Trajectory(group=g, member=2 * g + m, task_id=f"t{g}", task_type="x")
+            for g in range(n_groups)
+            for m in range(2)
+        ]
+        steps = [
+            StepRecord(
+                traj=i,
+                t=0,
+                output=None,
+                state="s",
+                next_state="s2",
+                first_visit=True,
+                reward=0.0,
+                valid=True,
+                action="a",
+            )
+            for i in range(len(trajs))
+        ]
         return Rollout(steps=steps, trajectories=trajs, seconds=seconds, response_tokens=5)
 
     out = merge_rollouts([shard(2, 3.0), shard(1, 4.0)])
@@ -79,10 +133,27 @@ def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards(
 def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     run = tmp_path / "ddp"
     # PYTHONFAULTHANDLER: a rank that aborts in C++ (std::terminate) prints where its threads were
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", MASTER_ADDR="127.0.0.1",
-               PYTHONFAULTHANDLER="1")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
-           "-m", "trainers.progpo", *ARGS, "--output-dir", str(run)]
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        OMP_NUM_THREADS="1",
+        GLOO_SOCKET_IFNAME="lo",
+        MASTER_ADDR="127.0.0.1",
+        PYTHONFAULTHANDLER="1",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "trainers.progpo",
+        *ARGS,
+        "--output-dir",
+        str(run),
+    ]
     out = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[:4000] + "\n...\n" + out.stderr[-1500:]  # the ranks' own lines come first
     assert out.stdout.count("report:") == 1  # rank 0 alone reports
@@ -103,18 +174,32 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     ddp_rec = [r for r in read_metrics(run / "metrics.jsonl") if r.get("kind") == "train"]
     ref_rec = [r for r in read_metrics(tmp_path / "ref" / "metrics.jsonl") if r.get("kind") == "train"]
     assert len(ddp_rec) == len(ref_rec) == 1
-    a, b = ({k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")} for r in (ddp_rec[0], ref_rec[0]))
+    a, b = (
+        {k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+        for r in (ddp_rec[0], ref_rec[0])
+    )
     assert a.keys() == b.keys()
     for key in a:
-        if isinstance(a[key], float) and key.startswith("update/") and key != "update/steps" and key != "update/optimizer_steps":
+        if (
+            isinstance(a[key], float)
+            and key.startswith("update/")
+            and key != "update/steps"
+            and key != "update/optimizer_steps"
+        ):
             assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-7), key  # summed in another order
         else:
             assert a[key] == b[key], key
     assert a["update/steps"] > 0 and a["env_steps"] == b["env_steps"]
     # only rank 0 wrote files; resume needs the same world size
     assert sorted(p.name for p in run.iterdir()) == sorted(p.name for p in (tmp_path / "ref").iterdir())
-    one_proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *ARGS, "--iterations", "2", "--output-dir", str(run),
-                               "--resume"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    one_proc = subprocess.run(
+        [sys.executable, "-m", "trainers.progpo", *ARGS, "--iterations", "2", "--output-dir", str(run), "--resume"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert one_proc.returncode == 2 and "written by 2 process(es)" in one_proc.stderr, one_proc.stderr[-2000:]
 
 
@@ -133,8 +218,11 @@ def test_rollout_streams_play_what_ranks_would_play(tmp_path, monkeypatch):
         trainer = cls(cfg)
         trainer.train()
         state = {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}
-        recs = [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
-                for r in read_metrics(tmp_path / out / "metrics.jsonl") if r.get("kind") == "train"]
+        recs = [
+            {k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
+            for r in read_metrics(tmp_path / out / "metrics.jsonl")
+            if r.get("kind") == "train"
+        ]
         return state, recs
 
     forked_pids = []
@@ -143,6 +231,7 @@ def test_rollout_streams_play_what_ranks_would_play(tmp_path, monkeypatch):
     def recording(jobs, **kw):  # run_forked, noting the process each share ran in
         def pid_of(job):
             return lambda step: (job(step), os.getpid())
+
         out = run_forked([pid_of(j) for j in jobs], **kw)
         forked_pids.append([pid for _, pid in out])
         return [r for r, _ in out]
@@ -159,9 +248,13 @@ def test_rollout_streams_play_what_ranks_would_play(tmp_path, monkeypatch):
 def test_rollout_streams_are_refused_where_they_cannot_run():
     from trainers.config import ConfigError, TrainConfig
 
-    for kwargs, match in [({"num_groups": 3}, "multiple of it"), ({"env_backend": "async"}, "env-backend sync"),
-                          ({"policy_mode": "generate", "warm_start": "none"}, "score mode"),
-                          ({"rollout": "tree"}, "tree rollout"), ({"device": "cuda"}, "cannot use CUDA")]:
+    for kwargs, match in [
+        ({"num_groups": 3}, "multiple of it"),
+        ({"env_backend": "async"}, "env-backend sync"),
+        ({"policy_mode": "generate", "warm_start": "none"}, "score mode"),
+        ({"rollout": "tree"}, "tree rollout"),
+        ({"device": "cuda"}, "cannot use CUDA"),
+    ]:
         with pytest.raises(ConfigError, match=match):
             TrainConfig(rollout_streams=2, **kwargs)
     assert TrainConfig(rollout_streams=2, num_groups=4).rollout_streams == 2

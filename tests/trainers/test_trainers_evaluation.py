@@ -1,4 +1,5 @@
 """Held-out evaluation: fixed episode plans, paired bootstrap, the RL-gain headline, baseline policy."""
+
 from __future__ import annotations
 
 import json
@@ -41,12 +42,26 @@ def test_paired_bootstrap_ci():
 def test_rl_gain_reads_start_and_last_eval(tmp_path):
     start = [0] * 100 + [1] * 44
     end = [1] * 30 + [0] * 70 + [1] * 44
-    recs = [{"iteration": 0, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": 144,
-             "eval/success": np.mean(start), "eval/won": start},
-            {"iteration": 0, "kind": "baseline", "eval/split": "easy-valid", "eval/episodes": 144, "eval/success": 0.02},
-            {"iteration": 1, "kind": "train", "success": 0.3, "all_failed_frac": 0.5, "coverage_rate": 0.4},
-            {"iteration": 1, "kind": "eval", "eval/split": "easy-valid", "eval/episodes": 144,
-             "eval/success": np.mean(end), "eval/won": end}]
+    recs = [
+        {
+            "iteration": 0,
+            "kind": "eval",
+            "eval/split": "easy-valid",
+            "eval/episodes": 144,
+            "eval/success": np.mean(start),
+            "eval/won": start,
+        },
+        {"iteration": 0, "kind": "baseline", "eval/split": "easy-valid", "eval/episodes": 144, "eval/success": 0.02},
+        {"iteration": 1, "kind": "train", "success": 0.3, "all_failed_frac": 0.5, "coverage_rate": 0.4},
+        {
+            "iteration": 1,
+            "kind": "eval",
+            "eval/split": "easy-valid",
+            "eval/episodes": 144,
+            "eval/success": np.mean(end),
+            "eval/won": end,
+        },
+    ]
     g = rl_gain(recs)
     assert g["start"] == pytest.approx(44 / 144) and g["end"] == pytest.approx(74 / 144)
     assert g["diff"] == pytest.approx(30 / 144) and g["ci"][0] > 0
@@ -58,15 +73,26 @@ def test_rl_gain_reads_start_and_last_eval(tmp_path):
 
 def test_the_report_gives_the_mean_score_where_partial_credit_exists(tmp_path):
     start, end = [0.0, 0.5, 0.0, 1.0], [0.25, 0.75, 0.0, 1.0]  # WebShop-like scores: partial purchases count
-    recs = [{"iteration": i, "kind": "eval", "eval/split": "valid", "eval/episodes": 4, "eval/success": np.mean(
-             [x == 1.0 for x in sc]), "eval/won": [int(x == 1.0) for x in sc], "eval/score": sc}
-            for i, sc in ((0, start), (3, end))]
+    recs = [
+        {
+            "iteration": i,
+            "kind": "eval",
+            "eval/split": "valid",
+            "eval/episodes": 4,
+            "eval/success": np.mean([x == 1.0 for x in sc]),
+            "eval/won": [int(x == 1.0) for x in sc],
+            "eval/score": sc,
+        }
+        for i, sc in ((0, start), (3, end))
+    ]
     g = rl_gain(recs)
     assert g["score"]["start"] == pytest.approx(0.375) and g["score"]["diff"] == pytest.approx(0.125)
     lo, hi = g["score"]["ci"]
     summary = write_report(tmp_path, recs, {"estimator": "gigpo", "env": "webshop"}).read_text()
-    assert (f"- Mean score (partial credit counts): 0.375 -> 0.500, difference **+0.125** (95% paired bootstrap CI "
-            f"[{lo:+.3f}, {hi:+.3f}]).") in summary
+    assert (
+        f"- Mean score (partial credit counts): 0.375 -> 0.500, difference **+0.125** (95% paired bootstrap CI "
+        f"[{lo:+.3f}, {hi:+.3f}])."
+    ) in summary
     whole = [{**r, "eval/score": [float(w) for w in r["eval/won"]]} for r in recs]  # scores are the wins: no line
     assert "Mean score" not in write_report(tmp_path, whole, {"estimator": "gigpo", "env": "rooms"}).read_text()
 
@@ -79,7 +105,9 @@ def test_run_eval_is_reproducible_and_random_policy_skips_passive_commands():
     assert len(a.trajectories) == 5
     assert [t.won for t in a.trajectories] == [t.won for t in b.trajectories]
     assert [s.action for s in a.steps] == [s.action for s in b.steps]
-    out = random_baseline(0).act(["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20)
+    out = random_baseline(0).act(
+        ["o"] * 20, [{"admissible_commands": ["look", "inventory", "examine x", "go to a"]}] * 20
+    )
     assert {o.action for o in out} == {"go to a"}
 
 
@@ -98,8 +126,10 @@ class _ObservationPolicy:
         self.calls += 1
         if self.fail_after is not None and self.calls > self.fail_after:
             raise RuntimeError("policy broke")
-        return [StepOutput(action=sorted(i["admissible_commands"])[len(o) % len(i["admissible_commands"])])
-                for o, i in zip(observations, infos)]
+        return [
+            StepOutput(action=sorted(i["admissible_commands"])[len(o) % len(i["admissible_commands"])])
+            for o, i in zip(observations, infos)
+        ]
 
 
 def _thread_recording(fn, seen):
@@ -130,7 +160,9 @@ def test_run_eval_in_streams_plays_the_same_episodes_with_env_calls_on_the_calli
     seen.clear()
     b = run_eval(two, fn, plan, batch=4, streams=2)
     assert len(b.trajectories) == 7 and [t.group for t in b.trajectories] == list(range(7))
-    assert [(t.task_id, t.won, t.length) for t in a.trajectories] == [(t.task_id, t.won, t.length) for t in b.trajectories]
+    assert [(t.task_id, t.won, t.length) for t in a.trajectories] == [
+        (t.task_id, t.won, t.length) for t in b.trajectories
+    ]
     assert sorted((s.traj, s.t, s.action) for s in a.steps) == sorted((s.traj, s.t, s.action) for s in b.steps)
     assert seen == seen_one == {threading.main_thread().name}
     assert one.threads == {threading.main_thread().name}
@@ -171,7 +203,10 @@ def test_run_eval_in_streams_raises_the_error_of_a_stream():
     with pytest.raises(ValueError, match="streams must be >= 1"):
         run_eval(_ObservationPolicy(), fn, plan, streams=0)
     assert run_eval(_ObservationPolicy(), fn, EvalPlan("valid", (), 1, seed=0), streams=2).trajectories == []
-    assert len(run_eval(_ObservationPolicy(), fn, EvalPlan.for_episodes("valid", [], 1, seed=0), streams=3).trajectories) == 1
+    assert (
+        len(run_eval(_ObservationPolicy(), fn, EvalPlan.for_episodes("valid", [], 1, seed=0), streams=3).trajectories)
+        == 1
+    )
 
 
 def test_streams_split_the_torch_threads_and_an_env_error_reaches_the_stream_that_called(monkeypatch):
@@ -190,8 +225,13 @@ def test_streams_split_the_torch_threads_and_an_env_error_reaches_the_stream_tha
     torch.set_num_threads(4)
     try:
         policy = Threads()
-        run_eval(policy, make_env_fn("rooms", "valid", max_steps=3), EvalPlan.for_episodes("valid", [], 4, seed=1),
-                 batch=4, streams=2)
+        run_eval(
+            policy,
+            make_env_fn("rooms", "valid", max_steps=3),
+            EvalPlan.for_episodes("valid", [], 4, seed=1),
+            batch=4,
+            streams=2,
+        )
         assert {t for t in policy.threads if isinstance(t, int)} == {2} and torch.get_num_threads() == 4
     finally:
         torch.set_num_threads(before)
@@ -202,8 +242,13 @@ def test_streams_split_the_torch_threads_and_an_env_error_reaches_the_stream_tha
 
     fn = make_env_fn("rooms", "valid", max_steps=3)
     with pytest.raises(ValueError, match="the env broke"):
-        run_eval(_ObservationPolicy(), lambda: Broken(fn()), EvalPlan.for_episodes("valid", [], 4, seed=1), batch=4,
-                 streams=2)
+        run_eval(
+            _ObservationPolicy(),
+            lambda: Broken(fn()),
+            EvalPlan.for_episodes("valid", [], 4, seed=1),
+            batch=4,
+            streams=2,
+        )
 
 
 def _pid_recording(fn, seen):
@@ -234,9 +279,12 @@ def test_run_eval_in_processes_plays_what_threads_play_and_counts_every_step():
     policy = _ObservationPolicy()
     procs = run_eval(policy, fn, plan, batch=4, streams=2, processes=True, on_step=counted.append)
     assert [t.group for t in procs.trajectories] == list(range(7))
-    assert [(t.task_id, t.won, t.length, t.outcome) for t in threads.trajectories] == \
-        [(t.task_id, t.won, t.length, t.outcome) for t in procs.trajectories]
-    assert [(s.traj, s.t, s.action, s.reward) for s in threads.steps] == [(s.traj, s.t, s.action, s.reward) for s in procs.steps]
+    assert [(t.task_id, t.won, t.length, t.outcome) for t in threads.trajectories] == [
+        (t.task_id, t.won, t.length, t.outcome) for t in procs.trajectories
+    ]
+    assert [(s.traj, s.t, s.action, s.reward) for s in threads.steps] == [
+        (s.traj, s.t, s.action, s.reward) for s in procs.steps
+    ]
     assert set(seen) == {os.getpid()}  # the other stream's env calls were made in its own process
     assert sum(counted) == sum(t.length for t in procs.trajectories)
     assert policy.threads == {threading.main_thread().name}
@@ -268,9 +316,14 @@ class _Unpicklable(Exception):
         super().__init__(f"{a}{b}")
 
 
-@pytest.mark.parametrize("how, error, match", [("raise", ValueError, "bad policy input"),
-                                               ("unpicklable", RuntimeError, "_Unpicklable: ab"),
-                                               ("exit", RuntimeError, r"evaluation stream 1 ended \(exit code 3\)")])
+@pytest.mark.parametrize(
+    "how, error, match",
+    [
+        ("raise", ValueError, "bad policy input"),
+        ("unpicklable", RuntimeError, "_Unpicklable: ab"),
+        ("exit", RuntimeError, r"evaluation stream 1 ended \(exit code 3\)"),
+    ],
+)
 def test_run_eval_in_processes_raises_what_broke_a_stream(how, error, match):
     import multiprocessing
 
@@ -289,9 +342,20 @@ def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp
     from trainers.config import TrainConfig
     from trainers.loop.trainer import Trainer
 
-    cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), num_groups=2, group_size=2, max_steps=5,
-                              eval_episodes=12, progress_bars=False, tensorboard=False, model="tiny",
-                              batch_decisions="tree", torch_threads=2, eval_streams=2)
+    cfg = dataclasses.replace(
+        TrainConfig(),
+        output_dir=str(tmp_path),
+        num_groups=2,
+        group_size=2,
+        max_steps=5,
+        eval_episodes=12,
+        progress_bars=False,
+        tensorboard=False,
+        model="tiny",
+        batch_decisions="tree",
+        torch_threads=2,
+        eval_streams=2,
+    )
     trainer = Trainer(cfg)
     assert trainer.evaluator.in_processes()
     in_processes = trainer.evaluate(0)
@@ -311,14 +375,32 @@ def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_avai
     from trainers.config import TrainConfig
     from trainers.loop.trainer import Trainer
 
-    cfg = dataclasses.replace(TrainConfig(), output_dir=str(tmp_path), iterations=1, num_groups=2, group_size=2,
-                              max_steps=6, bc_steps=5, eval_episodes=6, eval_extra_episodes=3, progress_bars=False,
-                              tensorboard=False, model="tiny")
+    cfg = dataclasses.replace(
+        TrainConfig(),
+        output_dir=str(tmp_path),
+        iterations=1,
+        num_groups=2,
+        group_size=2,
+        max_steps=6,
+        bc_steps=5,
+        eval_episodes=6,
+        eval_extra_episodes=3,
+        progress_bars=False,
+        tensorboard=False,
+        model="tiny",
+    )
     report = Trainer(cfg).train()
     recs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     kinds = [(r["iteration"], r["kind"]) for r in recs]
-    assert kinds == [(0, "init"), (0, "baseline"), (0, "eval"), (0, "eval_extra"), (1, "train"), (1, "eval"),
-                     (1, "eval_extra")]
+    assert kinds == [
+        (0, "init"),
+        (0, "baseline"),
+        (0, "eval"),
+        (0, "eval_extra"),
+        (1, "train"),
+        (1, "eval"),
+        (1, "eval_extra"),
+    ]
     evals = [r for r in recs if r["kind"] == "eval"]
     for r in evals:
         assert r["eval/split"] == "easy-valid" and r["eval/episodes"] == 36 and 0 <= r["eval/success"] <= 1
@@ -358,14 +440,21 @@ def test_every_evaluation_of_a_run_plays_one_panel_and_records_it(tmp_path):
     from trainers import seeds
     from trainers.loop.trainer import Trainer
 
-    cfg = config_for_tests(iterations=2, eval_every=1, eval_episodes=6, output_dir=str(tmp_path / "run"),
-                           warm_start="none", eval_extra_split="none")
+    cfg = config_for_tests(
+        iterations=2,
+        eval_every=1,
+        eval_episodes=6,
+        output_dir=str(tmp_path / "run"),
+        warm_start="none",
+        eval_extra_split="none",
+    )
     trainer = Trainer(cfg)
     trainer.train()
     evals = [r for r in trainer.history if r.get("kind") == "eval"]
     assert [r["iteration"] for r in evals] == [0, 1, 2]
-    expected = EvalPlan.for_env(make_env_fn("rooms", cfg.splits[1], cfg.max_steps), cfg.splits[1], 6,
-                                seed=seeds.eval_plan(cfg.seed)).panel()
+    expected = EvalPlan.for_env(
+        make_env_fn("rooms", cfg.splits[1], cfg.max_steps), cfg.splits[1], 6, seed=seeds.eval_plan(cfg.seed)
+    ).panel()
     assert {r["eval/panel"] for r in evals} == {expected}
     assert rl_gain(trainer.history)["ci"] is not None  # paired
 
@@ -389,21 +478,33 @@ def test_example_episodes_pick_the_first_won_and_lost_and_abridge_them():
 
     from trainers.rollouts.eval_episodes import example_episodes
 
-    trajs = [S(won=False, task_id="t0", task_type="pick", outcome=0.0, length=3),
-             S(won=True, task_id="t1", task_type="heat", outcome=1.0, length=14),
-             S(won=False, task_id="t2", task_type="cool", outcome=0.0, length=1),
-             S(won=True, task_id="t3", task_type="pick", outcome=1.0, length=1)]
+    trajs = [
+        S(won=False, task_id="t0", task_type="pick", outcome=0.0, length=3),
+        S(won=True, task_id="t1", task_type="heat", outcome=1.0, length=14),
+        S(won=False, task_id="t2", task_type="cool", outcome=0.0, length=1),
+        S(won=True, task_id="t3", task_type="pick", outcome=1.0, length=1),
+    ]
     steps = [S(traj=1, t=k, action=f"a{k}", next_obs=f"o{k}") for k in reversed(range(14))]  # any order
     steps += [S(traj=0, t=k, action=f"b{k}", next_obs="x" * 300 if k == 2 else "y") for k in range(3)]
     ex = example_episodes(S(trajectories=trajs, steps=steps), max_actions=5, max_chars=10)
     assert set(ex) == {"won", "lost"}
     won, lost = ex["won"], ex["lost"]
-    assert (won["episode"], won["task_id"], won["task_type"], won["outcome"], won["steps"]) == (1, "t1", "heat", 1.0, 14)
+    assert (won["episode"], won["task_id"], won["task_type"], won["outcome"], won["steps"]) == (
+        1,
+        "t1",
+        "heat",
+        1.0,
+        14,
+    )
     assert won["actions"] == ["a0", "a1", "a2", "a3", "a4"] and won["last_observation"] == "o13"
     assert (lost["episode"], lost["actions"], lost["steps"]) == (0, ["b0", "b1", "b2"], 3)
     assert lost["last_observation"] == "x" * 10 + "..."
     only_lost = example_episodes(S(trajectories=trajs[:1], steps=[]))
-    assert list(only_lost) == ["lost"] and only_lost["lost"]["actions"] == [] and only_lost["lost"]["last_observation"] == ""
+    assert (
+        list(only_lost) == ["lost"]
+        and only_lost["lost"]["actions"] == []
+        and only_lost["lost"]["last_observation"] == ""
+    )
 
 
 def test_play_episodes_plays_the_panels_episodes_it_is_given():
@@ -428,12 +529,18 @@ def test_panels_differ_with_the_split_tasks_order_or_seed_and_an_unrecorded_pane
     from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 
     base = EvalPlan("valid", ("a", "b"), 2, seed=3)
-    others = [EvalPlan("test", ("a", "b"), 2, seed=3), EvalPlan("valid", ("b", "a"), 2, seed=3),
-              EvalPlan("valid", ("a", "b"), 3, seed=3), EvalPlan("valid", ("a", "b"), 2, seed=4)]
+    others = [
+        EvalPlan("test", ("a", "b"), 2, seed=3),
+        EvalPlan("valid", ("b", "a"), 2, seed=3),
+        EvalPlan("valid", ("a", "b"), 3, seed=3),
+        EvalPlan("valid", ("a", "b"), 2, seed=4),
+    ]
     assert len({base.panel(), *(o.panel() for o in others)}) == 5 and len(base.panel()) == 16
     check_same_panel({"eval/panel": base.panel()}, {})  # a record from before panels: nothing to check
     check_same_panel({}, {"eval/panel": base.panel()})
-    with pytest.raises(PanelMismatch, match=re.escape(f"the start and the end played different episodes (panel {base.panel()} vs")):
+    with pytest.raises(
+        PanelMismatch, match=re.escape(f"the start and the end played different episodes (panel {base.panel()} vs")
+    ):
         check_same_panel({"eval/panel": base.panel()}, {"eval/panel": others[0].panel()}, "the start and the end")
     plan = EvalPlan.for_episodes("valid", [], 3, seed=1)  # an env without task ids: distinct seeds
     assert plan.episodes() == ["", "", ""] and plan.num_episodes == 3
@@ -458,7 +565,12 @@ def test_a_plan_for_an_env_takes_its_task_ids_and_an_env_without_them_gets_disti
         return lambda: S(unwrapped=S(task_ids=ids), close=lambda: closed.append("x"))
 
     plan = EvalPlan.for_env(env_fn(["kitchen-1", "bath-2", "bed-3"]), "valid", 5, seed=4)
-    assert (plan.split, plan.task_ids, plan.episodes_per_task, plan.seed) == ("valid", ("kitchen-1", "bath-2", "bed-3"), 2, 4)
+    assert (plan.split, plan.task_ids, plan.episodes_per_task, plan.seed) == (
+        "valid",
+        ("kitchen-1", "bath-2", "bed-3"),
+        2,
+        4,
+    )
     assert plan.episodes()[:3] == ["kitchen-1", "kitchen-1", "bath-2"] and plan.num_episodes == 6
     bare = EvalPlan.for_env(env_fn(None), "valid", 5, seed=4)
     assert bare.task_ids == ("",) * 5 and bare.episodes_per_task == 1
@@ -470,8 +582,10 @@ def test_a_panel_mismatch_says_what_differs_and_why_it_matters():
 
     with pytest.raises(PanelMismatch) as err:
         check_same_panel({"eval/panel": "ab"}, {"eval/panel": "cd"})
-    assert str(err.value) == ("the two evaluations played different episodes (panel ab vs cd): a paired difference needs "
-                              "the same tasks and task seeds on both sides")
+    assert str(err.value) == (
+        "the two evaluations played different episodes (panel ab vs cd): a paired difference needs "
+        "the same tasks and task seeds on both sides"
+    )
 
 
 def test_episode_records_keep_each_episodes_task_outcome_and_win():
@@ -479,8 +593,13 @@ def test_episode_records_keep_each_episodes_task_outcome_and_win():
 
     from trainers.rollouts.eval_episodes import episode_records
 
-    rollout = S(trajectories=[S(task_id="t0", won=True, outcome=1.0), S(task_id="t1", won=False, outcome=0.25),
-                              S(task_id="t0", won=np.bool_(False), outcome=0)])
+    rollout = S(
+        trajectories=[
+            S(task_id="t0", won=True, outcome=1.0),
+            S(task_id="t1", won=False, outcome=0.25),
+            S(task_id="t0", won=np.bool_(False), outcome=0),
+        ]
+    )
     assert episode_records(rollout) == {"task_id": ["t0", "t1", "t0"], "won": [1, 0, 0], "score": [1.0, 0.25, 0.0]}
     assert all(type(v) is int for v in episode_records(rollout)["won"])
 
@@ -490,9 +609,11 @@ def test_example_episodes_default_abridgement_and_a_second_win_before_the_first_
 
     from trainers.rollouts.eval_episodes import example_episodes
 
-    trajs = [S(won=True, task_id="w0", task_type="pick", outcome=1.0, length=13),
-             S(won=True, task_id="w1", task_type="pick", outcome=1.0, length=1),
-             S(won=False, task_id="l2", task_type="cool", outcome=0.0, length=1)]
+    trajs = [
+        S(won=True, task_id="w0", task_type="pick", outcome=1.0, length=13),
+        S(won=True, task_id="w1", task_type="pick", outcome=1.0, length=1),
+        S(won=False, task_id="l2", task_type="cool", outcome=0.0, length=1),
+    ]
     steps = [S(traj=0, t=k, action=f"a{k}", next_obs="z" * 160) for k in range(13)]
     steps += [S(traj=1, t=0, action="b", next_obs="y"), S(traj=2, t=0, action="c", next_obs="q" * 161)]
     ex = example_episodes(S(trajectories=trajs, steps=steps))
@@ -505,7 +626,10 @@ def test_the_random_baseline_never_picks_a_passive_command_and_sends_a_no_op_whe
     from agents.contract import StepOutput
 
     policy = random_baseline()
-    infos = [{"admissible_commands": ["look", "inventory", "go to desk 1", "examine desk 1"]}, {"admissible_commands": []}]
+    infos = [
+        {"admissible_commands": ["look", "inventory", "go to desk 1", "examine desk 1"]},
+        {"admissible_commands": []},
+    ]
     out = policy.act(["o", "o"], infos)
     assert all(isinstance(o, StepOutput) for o in out)
     assert out[0].action == "go to desk 1" and out[1].action == ""

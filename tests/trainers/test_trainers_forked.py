@@ -1,4 +1,5 @@
 """Shares of a piece of work in forked processes (trainers.forked): results, steps, errors, signals."""
+
 from __future__ import annotations
 
 import multiprocessing
@@ -15,6 +16,7 @@ from trainers.stop_request import Terminated
 def test_a_share_that_ends_first_leaves_the_others_steps_counted():
     """The forked share is done before the first one reports a step: its result is kept, and
     polling its finished pipe raises nothing."""
+
     def quick(step):
         step(1)
         return "quick"
@@ -36,6 +38,7 @@ def test_a_forked_share_leaves_the_parents_signal_handlers_behind(tmp_path):
     marker = tmp_path / "handled"
     previous = signal.signal(signal.SIGTERM, lambda *a: marker.write_text(str(os.getpid())))
     try:
+
         def terminated(step):
             os.kill(os.getpid(), signal.SIGTERM)
             time.sleep(5)
@@ -47,11 +50,13 @@ def test_a_forked_share_leaves_the_parents_signal_handlers_behind(tmp_path):
     assert not marker.exists()
 
 
-@pytest.mark.parametrize("sig,raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGKILL, ShareKilled),
-                                        (signal.SIGUSR1, RuntimeError)])
+@pytest.mark.parametrize(
+    "sig,raised", [(signal.SIGINT, KeyboardInterrupt), (signal.SIGKILL, ShareKilled), (signal.SIGUSR1, RuntimeError)]
+)
 def test_a_share_ended_by_a_signal_says_what_ended_it(sig, raised):
     """Ctrl-C on the process group reaches the shares too: a share ended by SIGINT is this run's
     interrupt; SIGKILL (the out-of-memory killer) is one line with advice; a crash stays an error."""
+
     def killed(step):
         os.kill(os.getpid(), sig)
         time.sleep(5)
@@ -81,12 +86,45 @@ def _signal_during_forked_evaluation(tmp_path, send) -> tuple[int, str]:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    args = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-            "--iterations", "50", "--eval-every", "1", "--eval-episodes", "400", "--eval-streams", "2",
-            "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "2",
-            "--no-baseline-random", "--eval-extra-split", "none", "--output-dir", str(tmp_path / "run")]
-    proc = subprocess.Popen([sys.executable, "-m", "trainers.progpo", *args], cwd=root, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True, env=dict(os.environ, PYTHONWARNINGS="ignore"))
+    args = [
+        "--env",
+        "rooms",
+        "--model",
+        "tiny",
+        "--num-groups",
+        "1",
+        "--group-size",
+        "2",
+        "--max-steps",
+        "3",
+        "--iterations",
+        "50",
+        "--eval-every",
+        "1",
+        "--eval-episodes",
+        "400",
+        "--eval-streams",
+        "2",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--warm-start",
+        "none",
+        "--torch-threads",
+        "2",
+        "--no-baseline-random",
+        "--eval-extra-split",
+        "none",
+        "--output-dir",
+        str(tmp_path / "run"),
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainers.progpo", *args],
+        cwd=root,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, PYTHONWARNINGS="ignore"),
+    )
     try:
         deadline = time.monotonic() + 180
         while not _children(proc.pid) or not (tmp_path / "run" / "checkpoints" / "latest").exists():

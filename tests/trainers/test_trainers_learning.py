@@ -6,6 +6,7 @@ instead of 12 and no random-policy or `valid` evaluations. Everything is seeded 
 thread), so the run is reproducible; the assertion is the direction only (end > start), not the
 size of the gain that `make run` reports.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,8 +23,19 @@ pytest.importorskip("transformers", reason="training extra [train] not installed
 @pytest.mark.timeout(1500)
 def test_shortened_default_run_raises_held_out_success(tmp_path, capsys, alfworld_engine_available):
     out = tmp_path / "run"
-    rc = main(["--iterations", "4", "--eval-extra-split", "none", "--no-baseline-random", "--no-tensorboard",
-               "--no-progress-bars", "--output-dir", str(out)])
+    rc = main(
+        [
+            "--iterations",
+            "4",
+            "--eval-extra-split",
+            "none",
+            "--no-baseline-random",
+            "--no-tensorboard",
+            "--no-progress-bars",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert rc == 0
     records = read_metrics(out / "metrics.jsonl")
     init = [r for r in records if r["kind"] == "init"]
@@ -44,9 +56,23 @@ def test_shortened_webshop_demo_raises_held_out_mean_score(tmp_path, capsys):
     200: the direction of the held-out mean score (end > start at seed 0), not the size of the gain."""
     out = tmp_path / "ws"
     config = Path(__file__).resolve().parents[2] / "configs" / "webshop_cpu_demo.yaml"
-    rc = main(["--config", str(config), "--iterations", "12", "--eval-episodes", "100",
-               "--bc-episodes", "150", "--no-baseline-random", "--no-tensorboard", "--no-progress-bars",
-               "--output-dir", str(out)])
+    rc = main(
+        [
+            "--config",
+            str(config),
+            "--iterations",
+            "12",
+            "--eval-episodes",
+            "100",
+            "--bc-episodes",
+            "150",
+            "--no-baseline-random",
+            "--no-tensorboard",
+            "--no-progress-bars",
+            "--output-dir",
+            str(out),
+        ]
+    )
     assert rc == 0
     evals = [r for r in read_metrics(out / "metrics.jsonl") if r["kind"] == "eval"]
     assert [e["iteration"] for e in evals] == [0, 12] and all(e["eval/episodes"] == 100 for e in evals)

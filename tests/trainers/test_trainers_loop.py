@@ -1,4 +1,5 @@
 """Trainer: losses, rollout records, config / CLI errors, checkpoints and bit-for-bit resume."""
+
 from __future__ import annotations
 
 import os
@@ -139,21 +140,33 @@ def test_eval_streams_is_refused_where_the_policy_does_not_act_with_the_model():
 
 
 # ----------------------------------------------------------------------------- config / CLI
-@pytest.mark.parametrize("kwargs, said", [
-    ({"env": "webshop", "warm_start": "bc", "bc_episodes": 0}, "warm_start bc on WebShop needs bc_episodes >= 1"),
-    ({"dist_strategy": "fsdp2", "decode": "static", "policy_mode": "generate", "warm_start": "none"},
-     "dist_strategy fsdp2 samples with the loop over the sharded weights"),
-    ({"dist_strategy": "fsdp2", "rollout_dtype": "bf16", "policy_mode": "generate", "warm_start": "none"},
-     "dist_strategy fsdp2 samples with the loop over the sharded weights"),
-    ({"backend": "vllm"}, "backend vllm samples free-text answers: use it with --policy-mode generate"),
-])
+@pytest.mark.parametrize(
+    "kwargs, said",
+    [
+        ({"env": "webshop", "warm_start": "bc", "bc_episodes": 0}, "warm_start bc on WebShop needs bc_episodes >= 1"),
+        (
+            {"dist_strategy": "fsdp2", "decode": "static", "policy_mode": "generate", "warm_start": "none"},
+            "dist_strategy fsdp2 samples with the loop over the sharded weights",
+        ),
+        (
+            {"dist_strategy": "fsdp2", "rollout_dtype": "bf16", "policy_mode": "generate", "warm_start": "none"},
+            "dist_strategy fsdp2 samples with the loop over the sharded weights",
+        ),
+        ({"backend": "vllm"}, "backend vllm samples free-text answers: use it with --policy-mode generate"),
+    ],
+)
 def test_engine_and_warm_start_combinations_that_cannot_run_are_refused(kwargs, said):
     from trainers.config import ConfigError, TrainConfig
 
     with pytest.raises(ConfigError, match=said):
         TrainConfig(**kwargs)
-    fixed = {"bc_episodes": 300} if "bc_episodes" in kwargs else {"decode": "auto", "rollout_dtype": "auto"} if (
-        "dist_strategy" in kwargs) else {"policy_mode": "generate", "warm_start": "none"}
+    fixed = (
+        {"bc_episodes": 300}
+        if "bc_episodes" in kwargs
+        else {"decode": "auto", "rollout_dtype": "auto"}
+        if ("dist_strategy" in kwargs)
+        else {"policy_mode": "generate", "warm_start": "none"}
+    )
     TrainConfig(**{**kwargs, **fixed})  # the combination the message points to is taken
 
 
@@ -169,15 +182,18 @@ def test_yaml_then_cli_precedence(tmp_path):
     assert (cfg.estimator, cfg.lr, cfg.lora) == ("grpo", 0.5, False)
 
 
-@pytest.mark.parametrize("text, match", [
-    ("estimator: [unclosed", "not valid YAML"),
-    ("- a\n- b\n", "mapping"),
-    ("bogus_field: 1\n", "unknown field"),
-    ("ppo: {lr: fast}\n", "lr must be a number"),
-    ("group_size: 0\n", "group_size must be an integer >= 1"),
-    ("group_size: 1\nadvantage: {estimator: grpo}\n", "group_size 1: grpo compares each trajectory"),
-    ("seed: 100000000000000000000000\n", "seed must be an integer in 0..4294967295"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("estimator: [unclosed", "not valid YAML"),
+        ("- a\n- b\n", "mapping"),
+        ("bogus_field: 1\n", "unknown field"),
+        ("ppo: {lr: fast}\n", "lr must be a number"),
+        ("group_size: 0\n", "group_size must be an integer >= 1"),
+        ("group_size: 1\nadvantage: {estimator: grpo}\n", "group_size 1: grpo compares each trajectory"),
+        ("seed: 100000000000000000000000\n", "seed must be an integer in 0..4294967295"),
+    ],
+)
 def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
     p = tmp_path / "bad.yaml"
     p.write_text(text)
@@ -186,8 +202,9 @@ def test_bad_config_is_one_line_error(tmp_path, capsys, text, match):
     assert err.startswith("error:") and match in err and "\n" not in err
 
 
-@pytest.mark.parametrize("text, value", [("lr: 1e-6\n", 1e-6), ("lr: 3E+2\n", 300.0), ("lr: 1.0e-6\n", 1e-6),
-                                         ("lr: .5e-3\n", 5e-4)])
+@pytest.mark.parametrize(
+    "text, value", [("lr: 1e-6\n", 1e-6), ("lr: 3E+2\n", 300.0), ("lr: 1.0e-6\n", 1e-6), ("lr: .5e-3\n", 5e-4)]
+)
 def test_yaml11_exponent_floats_are_numbers(tmp_path, text, value):
     p = tmp_path / "run.yaml"
     p.write_text(text)
@@ -215,8 +232,17 @@ def test_missing_config_and_binary_config(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- training + resume
 def _train(tmp: Path, iterations: int, resume: str | None = None, **kw) -> Trainer:
-    cfg = config_for_tests(output_dir=str(tmp), iterations=iterations, num_groups=2, group_size=3, max_steps=5,
-                           lr=0.05, estimator="progpo-gigpo", eval_every=2, **kw)
+    cfg = config_for_tests(
+        output_dir=str(tmp),
+        iterations=iterations,
+        num_groups=2,
+        group_size=3,
+        max_steps=5,
+        lr=0.05,
+        estimator="progpo-gigpo",
+        eval_every=2,
+        **kw,
+    )
     tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0, invalid_every=5))
     tr.train(resume=resume)
     return tr
@@ -231,7 +257,15 @@ def test_resume_is_bit_for_bit(tmp_path):
     _train(tmp_path / "b", 2)
     resumed = _train(tmp_path / "b", 4, resume="latest")
     a, b = _comparable(tmp_path / "a" / "metrics.jsonl"), _comparable(tmp_path / "b" / "metrics.jsonl")
-    assert [r["iteration"] for r in a] == [0, 1, 2, 2, 3, 4, 4]  # eval at 0 (before RL), train records, evals at 2 and 4
+    assert [r["iteration"] for r in a] == [
+        0,
+        1,
+        2,
+        2,
+        3,
+        4,
+        4,
+    ]  # eval at 0 (before RL), train records, evals at 2 and 4
     assert a == b
     for (n1, p1), (n2, p2) in zip(straight.model.state_dict().items(), resumed.model.state_dict().items()):
         assert n1 == n2 and torch.equal(p1, p2)
@@ -254,8 +288,22 @@ def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
     # through the CLI: one line, exit 2, checked before any model is loaded
     for target in (str(tmp_path / "missing.pt"), None):
         extra = ["--resume", target] if target else ["--resume"]
-        assert main(["--env", "rooms", "--model", "tiny", "--output-dir", str(tmp_path / "none"), *extra,
-                     "--no-progress-bars", "--no-tensorboard"]) == 2
+        assert (
+            main(
+                [
+                    "--env",
+                    "rooms",
+                    "--model",
+                    "tiny",
+                    "--output-dir",
+                    str(tmp_path / "none"),
+                    *extra,
+                    "--no-progress-bars",
+                    "--no-tensorboard",
+                ]
+            )
+            == 2
+        )
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and "\n" not in err and ("does not exist" in err or "no checkpoint" in err)
 
@@ -264,8 +312,9 @@ def test_a_runs_config_yaml_is_in_sections_and_reads_back_as_the_same_config(tmp
     """The config.yaml a run writes is a valid --config: in sections, read back silently, equal."""
     import yaml
 
-    cfg = config_for_tests(output_dir=str(tmp_path / "run"), iterations=1, estimator="progpo-grpo", gamma=0.9,
-                           eval_episodes=0)
+    cfg = config_for_tests(
+        output_dir=str(tmp_path / "run"), iterations=1, estimator="progpo-grpo", gamma=0.9, eval_episodes=0
+    )
     tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
     tr.train()
     written = yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())

@@ -1,5 +1,6 @@
 """The entropy bonus needs exact entropies: the sampled-token estimate has zero
 expected gradient on-policy, so ppo_clip_loss refuses it instead of silently using it."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """PlanPO and HGPO (and ProGPO over them): hand-computed cases for every formula, the trainer's
 schedule and metrics, and 2-iteration runs of each estimator on the rooms env."""
+
 from __future__ import annotations
 
 import json
@@ -131,7 +132,9 @@ def test_progpo_planpo_covers_the_groups_planpo_leaves():
     step_traj = np.repeat(np.arange(6), [2, 2, 1, 3, 2, 2])
     step_t = np.concatenate([np.arange(n) for n in [2, 2, 1, 3, 2, 2]])
     fv = np.array([1, 1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1], dtype=bool)
-    out = step_advantages(r, group, step_traj, step_t, first_visit=fv, config=AdvantageConfig(estimator="progpo-planpo"))
+    out = step_advantages(
+        r, group, step_traj, step_t, first_visit=fv, config=AdvantageConfig(estimator="progpo-planpo")
+    )
     np.testing.assert_allclose(out.episode[:2], z([1.0, 0.5]), rtol=1e-12)  # coverage rates 2/2, 1/2
     np.testing.assert_allclose(out.episode[2:4], z([1.0, 1 / 3]), rtol=1e-12)  # PlanPO: T = 1, 3
     # partial scores, no success: not all-failed (ProGPO leaves it) and no success (PlanPO too)
@@ -188,8 +191,15 @@ def test_hgpo_depth_zero_is_gigpo():
     fv = rng.random(step_traj.size) < 0.5
     for base in ("gigpo", "progpo-gigpo"):
         want = step_advantages(r, group, step_traj, step_t, states, fv, config=AdvantageConfig(estimator=base))
-        got = step_advantages(r, group, step_traj, step_t, states, fv,
-                              config=AdvantageConfig(estimator=base.replace("gigpo", "hgpo"), hgpo_depth=0))
+        got = step_advantages(
+            r,
+            group,
+            step_traj,
+            step_t,
+            states,
+            fv,
+            config=AdvantageConfig(estimator=base.replace("gigpo", "hgpo"), hgpo_depth=0),
+        )
         np.testing.assert_array_equal(got.steps, want.steps)
     deeper = step_advantages(r, group, step_traj, step_t, states, fv, config=AdvantageConfig(estimator="hgpo"))
     assert not np.array_equal(deeper.steps, want.steps)  # depths 1..2 change something on this batch
@@ -217,8 +227,9 @@ def test_potential_credit_reconstruction():
     np.testing.assert_allclose(got, [0.95 * 1.0 - 0.475, 1.0 + 0.0 - 1.0, 0.95 * 0.0 - 0.475, 0.0], atol=1e-12)
     cfg = AdvantageConfig(estimator="hgpo", potential_credit=True, hgpo_depth=1)
     out = step_advantages(np.array([1.0, 0.0]), np.array([0, 0]), traj, t, states, config=cfg)
-    plain = step_advantages(np.array([1.0, 0.0]), np.array([0, 0]), traj, t, states,
-                            config=AdvantageConfig(estimator="hgpo", hgpo_depth=1))
+    plain = step_advantages(
+        np.array([1.0, 0.0]), np.array([0, 0]), traj, t, states, config=AdvantageConfig(estimator="hgpo", hgpo_depth=1)
+    )
     np.testing.assert_allclose(out.steps - plain.steps, got, atol=1e-12)
     with pytest.raises(ValueError, match="potential_credit"):
         AdvantageConfig(estimator="gigpo", potential_credit=True)
@@ -227,15 +238,23 @@ def test_potential_credit_reconstruction():
 def test_progpo_hgpo_uses_first_visits_in_all_failed_groups():
     group, traj, t, s, _ = _depth_example()
     fv = np.array([True, True, True, False, True, False])
-    out = step_advantages(np.zeros(3), np.zeros(3, int), traj, t, s, fv,
-                          config=AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=1))
+    out = step_advantages(
+        np.zeros(3), np.zeros(3, int), traj, t, s, fv, config=AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=1)
+    )
     ret = np.array([1 + 0.95, 1.0, 1.0, 0.0, 1.0, 0.0])  # first-visit returns, gamma 0.95
     step = hgpo_history_advantages(ret, group, traj, t, s, depth=1)
     np.testing.assert_allclose(out.steps, out.episode[traj] + step, rtol=1e-12)
     np.testing.assert_allclose(out.episode, z([1.0, 0.5, 0.5]), rtol=1e-12)  # coverage rates
     # with the potential credit, the rewards of an all-failed group are its first visits too
-    credit = step_advantages(np.zeros(3), np.zeros(3, int), traj, t, s, fv,
-                             config=AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=1, potential_credit=True))
+    credit = step_advantages(
+        np.zeros(3),
+        np.zeros(3, int),
+        traj,
+        t,
+        s,
+        fv,
+        config=AdvantageConfig(estimator="progpo-hgpo", hgpo_depth=1, potential_credit=True),
+    )
     want = potential_credit(ret, fv.astype(float), traj, t, history_clusters(group, traj, t, s, 1), gamma=0.95)
     np.testing.assert_allclose(credit.steps - out.steps, want, atol=1e-12)
 
@@ -247,9 +266,12 @@ def test_config_fields_and_errors():
     adv = cfg.advantage_config()
     opts = adv.base_options
     assert (opts.depth, opts.fusion, opts.potential_credit) == (3, "inverse-variance", True)
-    for bad, match in [(dict(hgpo_fusion="mean"), "hgpo_fusion"), (dict(hgpo_depth=-1), "hgpo_depth"),
-                       (dict(estimator="gigpo", potential_credit=True), "potential_credit"),
-                       (dict(success_threshold=-0.5), "success_threshold")]:
+    for bad, match in [
+        (dict(hgpo_fusion="mean"), "hgpo_fusion"),
+        (dict(hgpo_depth=-1), "hgpo_depth"),
+        (dict(estimator="gigpo", potential_credit=True), "potential_credit"),
+        (dict(success_threshold=-0.5), "success_threshold"),
+    ]:
         with pytest.raises(ConfigError, match=match):
             TrainConfig(**bad)
 
@@ -257,28 +279,59 @@ def test_config_fields_and_errors():
 def test_trainer_turn_weight_is_the_schedule_in_generate_mode_only():
     from trainers.loop.credit import CreditAssigner
 
-    gen = CreditAssigner(credit_section(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none")))
+    gen = CreditAssigner(
+        credit_section(TrainConfig(estimator="planpo", policy_mode="generate", iterations=3, warm_start="none"))
+    )
     assert [gen.config_at(i).base_options.alpha for i in (1, 2, 3)] == pytest.approx([0.1, 0.075, 0.05])
     score = CreditAssigner(credit_section(TrainConfig(estimator="progpo-planpo", policy_mode="score", iterations=3)))
     assert [score.config_at(i).base_options.alpha for i in (1, 2, 3)] == [0.0, 0.0, 0.0]
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("estimator,extra", [
-    ("planpo", []),
-    ("progpo-planpo", []),
-    ("planpo", ["--policy-mode", "generate", "--max-new-tokens", "8"]),
-    ("hgpo", []),
-    ("progpo-hgpo", []),
-    ("hgpo", ["--hgpo-fusion", "inverse-variance", "--potential-credit"]),
-])
+@pytest.mark.parametrize(
+    "estimator,extra",
+    [
+        ("planpo", []),
+        ("progpo-planpo", []),
+        ("planpo", ["--policy-mode", "generate", "--max-new-tokens", "8"]),
+        ("hgpo", []),
+        ("progpo-hgpo", []),
+        ("hgpo", ["--hgpo-fusion", "inverse-variance", "--potential-credit"]),
+    ],
+)
 def test_two_iterations_on_rooms(tmp_path, estimator, extra):
     from trainers.cli.train import main
 
     out = tmp_path / "run"
-    assert main(["--env", "rooms", "--model", "tiny", "--estimator", estimator, "--iterations", "2",
-                 "--num-groups", "2", "--group-size", "4", "--max-steps", "8", "--eval-episodes", "4",
-                 "--output-dir", str(out), "--no-progress-bars", "--no-tensorboard", "--no-baseline-random", *extra]) == 0
+    assert (
+        main(
+            [
+                "--env",
+                "rooms",
+                "--model",
+                "tiny",
+                "--estimator",
+                estimator,
+                "--iterations",
+                "2",
+                "--num-groups",
+                "2",
+                "--group-size",
+                "4",
+                "--max-steps",
+                "8",
+                "--eval-episodes",
+                "4",
+                "--output-dir",
+                str(out),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--no-baseline-random",
+                *extra,
+            ]
+        )
+        == 0
+    )
     train = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
     assert [r["iteration"] for r in train] == [1, 2]
@@ -390,8 +443,11 @@ def test_planpo_turn_term_z_scores_each_group_and_turn_index_apart():
     np.testing.assert_allclose(got[[6, 7]], _z([0.3, 0.1]), rtol=1e-9)  # group 1, turn 1
     strict = planpo_turn_advantages(r, traj_group, traj, t, length)  # threshold 1: group 1 has no success
     assert np.all(strict[4:] == 0.0)
-    np.testing.assert_allclose(planpo_turn_advantages(r, traj_group, traj, t, length, success_threshold=0.5,
-                                                      norm="mean")[[4, 5]], [0.2, -0.2], rtol=1e-9)
+    np.testing.assert_allclose(
+        planpo_turn_advantages(r, traj_group, traj, t, length, success_threshold=0.5, norm="mean")[[4, 5]],
+        [0.2, -0.2],
+        rtol=1e-9,
+    )
     assert planpo_turn_advantages(r, traj_group, traj[:0], t[:0], length[:0]).shape == (0,)
     with pytest.raises(ValueError, match="need one entry per step"):
         planpo_turn_advantages(r, traj_group, traj, t, length[:3])

@@ -5,6 +5,7 @@ checkpoint's temp file, ``checkpoints/``, ``metrics.jsonl`` on resume) pointing 
 the dir, then runs the trainer: the outside file must keep its bytes, and the run either goes on
 without the link or stops with one ``error:`` line.
 """
+
 from __future__ import annotations
 
 import json
@@ -18,9 +19,27 @@ from trainers.runs.checkpoint import save_checkpoint
 from trainers.runs.run_dir import MANIFEST_NAME, RunDirError, RunManifest, claim_run_dir
 from trainers.runs.run_files import LinkedPathError, create_fresh, open_nofollow, real_dir, write_atomic
 
-FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
-         "--no-baseline-random"]
+FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "1",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--warm-start",
+    "none",
+    "--torch-threads",
+    "1",
+    "--no-baseline-random",
+]
 SECRET = b"a user's notes, not the run's\n"
 
 
@@ -133,8 +152,9 @@ def test_an_oversized_manifest_is_refused_unread(tmp_path, monkeypatch):
     import trainers.runs.run_dir as run_dir
 
     monkeypatch.setattr(run_dir, "MANIFEST_MAX_BYTES", 1024)
-    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"format": "progpo-run-v1", "run_id": "x",
-                                                      "files": ["f%06d" % i for i in range(200)]}))
+    (tmp_path / MANIFEST_NAME).write_text(
+        json.dumps({"format": "progpo-run-v1", "run_id": "x", "files": ["f%06d" % i for i in range(200)]})
+    )
     with pytest.raises(RunDirError, match="over"):
         RunManifest.load(tmp_path)
     import tracemalloc
@@ -157,8 +177,10 @@ def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outs
     for mode in ("w", "a", "r+", "ab"):
         with pytest.raises(LinkedPathError) as info:
             open_nofollow(link, mode)
-        assert str(info.value) == (f"{link}: is a symbolic link, which a run never writes through (it could point "
-                                   "outside the run dir); remove it and run again")
+        assert str(info.value) == (
+            f"{link}: is a symbolic link, which a run never writes through (it could point "
+            "outside the run dir); remove it and run again"
+        )
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with pytest.raises(LinkedPathError, match="not a regular file"):
@@ -177,8 +199,9 @@ def test_the_run_file_calls_refuse_links_fifos_and_linked_folders(tmp_path, outs
     assert outside.read_bytes() == SECRET and link.read_bytes() == b"new" and not link.is_symlink()
 
 
-def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_the_unlink(tmp_path, outside,
-                                                                                           monkeypatch):
+def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_the_unlink(
+    tmp_path, outside, monkeypatch
+):
     """What was there goes first (a file, a link); a folder is refused by name; a link planted
     between that removal and the exclusive create is refused, its target untouched; the new file
     is readable by all, writable by its owner (0o644 under umask 022)."""
@@ -194,8 +217,10 @@ def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_
     (tmp_path / "d").mkdir()
     with pytest.raises(LinkedPathError) as info:
         create_fresh(tmp_path / "d")
-    assert str(info.value) == (f"{tmp_path / 'd'}: is a folder, which a run never writes through (it could point "
-                               "outside the run dir); remove it and run again")
+    assert str(info.value) == (
+        f"{tmp_path / 'd'}: is a folder, which a run never writes through (it could point "
+        "outside the run dir); remove it and run again"
+    )
     real_unlink = type(target).unlink
 
     def unlink_then_plant(self, missing_ok=False):
@@ -205,7 +230,9 @@ def test_create_fresh_replaces_a_file_refuses_a_folder_and_a_link_planted_after_
     monkeypatch.setattr(type(target), "unlink", unlink_then_plant)
     with pytest.raises(LinkedPathError) as info:
         create_fresh(target)
-    assert str(info.value).startswith(f"{target}: is a file that appeared while it was being replaced, which a run never")
+    assert str(info.value).startswith(
+        f"{target}: is a file that appeared while it was being replaced, which a run never"
+    )
     assert outside.read_bytes() == SECRET
 
 
@@ -269,8 +296,10 @@ def test_a_link_planted_where_a_run_folder_was_just_made_is_refused(tmp_path, ou
     monkeypatch.setattr(type(target), "mkdir", plant)
     with pytest.raises(LinkedPathError) as info:
         real_dir(target)
-    assert str(info.value) == (f"{target}: is not a folder, which a run never writes through (it could point outside "
-                               "the run dir); remove it and run again")
+    assert str(info.value) == (
+        f"{target}: is not a folder, which a run never writes through (it could point outside "
+        "the run dir); remove it and run again"
+    )
 
 
 def test_every_manifest_that_is_not_a_runs_is_refused_in_one_line(tmp_path, outside, monkeypatch):
@@ -305,8 +334,13 @@ def test_every_manifest_that_is_not_a_runs_is_refused_in_one_line(tmp_path, outs
         path.write_bytes(raw)
         assert refused() == f"{path} is damaged ({cause}); {fix}"
     good = {"format": "progpo-run-v1", "run_id": "x", "files": ["metrics.jsonl"]}
-    for bad in ([good], {**good, "format": "progpo-run-v0"}, {**good, "run_id": 7}, {**good, "files": "metrics.jsonl"},
-                {**good, "files": ["metrics.jsonl", 3]}):
+    for bad in (
+        [good],
+        {**good, "format": "progpo-run-v0"},
+        {**good, "run_id": 7},
+        {**good, "files": "metrics.jsonl"},
+        {**good, "files": ["metrics.jsonl", 3]},
+    ):
         path.write_text(json.dumps(bad))
         assert refused() == f"{path} is not a progpo-run-v1 manifest; {fix}"
 

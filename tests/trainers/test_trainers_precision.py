@@ -1,4 +1,5 @@
 """Bf16 keeps fp32 master weights (a 1e-6 step survives), lr sanity warnings, log-prob mismatch."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -37,10 +38,15 @@ def test_bf16_update_of_1e6_changes_weights_and_outputs(tmp_path):
         stats = trainer.update(rollout.steps, adv, 1)
     assert stats["update/optimizer_steps"] >= 1
     changed = sum(int((model.state_dict()[k] != v).sum()) for k, v in before.items())
-    assert changed > 0.2 * sum(v.numel() for v in before.values())  # the 1e-6 step landed (unused token rows get no grad)
+    assert changed > 0.2 * sum(
+        v.numel() for v in before.values()
+    )  # the 1e-6 step landed (unused token rows get no grad)
     assert not torch.equal(_probe_logits(model), logits)  # and it shows in the bf16-computed outputs
-    assert all(p.dtype == torch.float32 for p in trainer.optimizer.state[next(iter(trainer.params))].values()
-               if torch.is_tensor(p) and p.dim() > 0)
+    assert all(
+        p.dtype == torch.float32
+        for p in trainer.optimizer.state[next(iter(trainer.params))].values()
+        if torch.is_tensor(p) and p.dim() > 0
+    )
     trainer.close()
     # the defect this replaces: AdamW on bf16 weights rounds the same step away
     w = torch.nn.Parameter(torch.full((1000,), 0.02, dtype=torch.bfloat16))
@@ -57,8 +63,15 @@ def test_lr_warnings_and_configs():
     from trainers.config import load_yaml
 
     paper = TrainConfig.from_dict(load_yaml(ROOT / "configs/alfworld_gpu_paper.yaml"))
-    assert (paper.lora, paper.lr, paper.kl_coef, paper.num_groups, paper.group_size, paper.max_steps, paper.answer_format) == \
-        (False, 1e-6, 0.01, 16, 8, 50, "think_action")
+    assert (
+        paper.lora,
+        paper.lr,
+        paper.kl_coef,
+        paper.num_groups,
+        paper.group_size,
+        paper.max_steps,
+        paper.answer_format,
+    ) == (False, 1e-6, 0.01, 16, 8, 50, "think_action")
     assert lr_warning(paper) is None
     webshop = TrainConfig.from_dict(load_yaml(ROOT / "configs/webshop_gpu_lora.yaml"))
     assert webshop.lora and lr_warning(webshop) is None
@@ -74,7 +87,8 @@ def test_trainer_warns_on_implausible_lr(tmp_path):
 
 
 def test_rollout_mismatch_metric_names():
-    m = rollout_mismatch([torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])],
-                         [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])])
+    m = rollout_mismatch(
+        [torch.tensor([-1.0, -2.0]), torch.tensor([-0.5])], [torch.tensor([-1.0, -2.5]), torch.tensor([-0.25])]
+    )
     assert m["rollout/logprob_mismatch_max"] == pytest.approx(0.5)
     assert m["rollout/logprob_mismatch_mean"] == pytest.approx(0.25)

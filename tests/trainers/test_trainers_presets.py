@@ -1,4 +1,5 @@
 """The shipped configs build the settings their comments describe."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,21 +19,38 @@ def _cfg(name: str) -> TrainConfig:
 
 def test_trap_preset_keeps_the_trap():
     cfg = _cfg("alfworld_trap.yaml")
-    assert (cfg.avoid_repeats, cfg.history_k, cfg.template, cfg.resolved_warm_start) == (False, 2, "alfworld-task-notes", "bc")
+    assert (cfg.avoid_repeats, cfg.history_k, cfg.template, cfg.resolved_warm_start) == (
+        False,
+        2,
+        "alfworld-task-notes",
+        "bc",
+    )
     assert cfg.bc_steps < _cfg("alfworld_cpu_demo.yaml").bc_steps  # a weaker clone than the demo's
 
     from agents.prompting import build_messages
 
     hist = [("You are in the middle of a room.", "go to desk 1")]
-    msgs = build_messages(cfg.template, goal="put a mug in desk.", observation="On the desk 1, you see a mug 1.",
-                          admissible=["go to desk 1", "go to shelf 1", "take mug 1 from desk 1"], history=hist,
-                          step=1, k=cfg.history_k, fmt="action")
+    msgs = build_messages(
+        cfg.template,
+        goal="put a mug in desk.",
+        observation="On the desk 1, you see a mug 1.",
+        admissible=["go to desk 1", "go to shelf 1", "take mug 1 from desk 1"],
+        history=hist,
+        step=1,
+        k=cfg.history_k,
+        fmt="action",
+    )
     assert "visited" not in msgs[-1]["content"] and "seen: mug 1 at desk 1" in msgs[-1]["content"]
 
 
 def test_webshop_demo_clones_the_shopper_with_the_notes_prompt():
     cfg = _cfg("webshop_cpu_demo.yaml")
-    assert (cfg.env, cfg.template, cfg.resolved_warm_start, cfg.policy_mode) == ("webshop", "webshop-notes", "bc", "score")
+    assert (cfg.env, cfg.template, cfg.resolved_warm_start, cfg.policy_mode) == (
+        "webshop",
+        "webshop-notes",
+        "bc",
+        "score",
+    )
     assert cfg.bc_episodes > 0 and cfg.eval_episodes >= 200
 
 
@@ -53,8 +71,17 @@ def test_every_config_field_documents_itself_in_help() -> None:
         if f.name != "notes":
             assert " ".join(f.metadata["help"].split()) in text, f.name
     sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
-    assert sections == ["what to train", "policy", "warm start", "estimator", "rollout", "teacher", "budget", "PPO update",
-                        "outputs"]
+    assert sections == [
+        "what to train",
+        "policy",
+        "warm start",
+        "estimator",
+        "rollout",
+        "teacher",
+        "budget",
+        "PPO update",
+        "outputs",
+    ]
     help_text = build_parser().format_help()
     assert all(f"\n{s}" in help_text for s in sections)
     assert "estimator (in a YAML config: under advantage:):" in help_text  # where the group goes in a YAML file
@@ -64,13 +91,26 @@ def test_yaml_sections_read_as_their_fields_and_flat_keys_with_a_deprecation_lin
     from trainers.config import SECTIONS, TrainConfig, parse_args
 
     sectioned = tmp_path / "sectioned.yaml"
-    sectioned.write_text("seed: 3\nrollout: tree\nadvantage: {estimator: progpo-hgpo, gamma: 0.9, hgpo_depth: 3}\n"
-                         "tree: {branches: 2, scorer: random}\ndistill: {mode: hindsight, tau: 0.1, lambda: 0.02}\n"
-                         "ppo: {lr: 1.0e-4, clip_eps: 0.3}\n")
+    sectioned.write_text(
+        "seed: 3\nrollout: tree\nadvantage: {estimator: progpo-hgpo, gamma: 0.9, hgpo_depth: 3}\n"
+        "tree: {branches: 2, scorer: random}\ndistill: {mode: hindsight, tau: 0.1, lambda: 0.02}\n"
+        "ppo: {lr: 1.0e-4, clip_eps: 0.3}\n"
+    )
     cfg, _ = parse_args(["--config", str(sectioned), "--gamma", "0.8"])  # a flag overrides its section's key
-    assert (cfg.seed, cfg.rollout, cfg.estimator, cfg.gamma, cfg.hgpo_depth, cfg.tree_branches, cfg.tree_scorer,
-            cfg.distill, cfg.distill_tau, cfg.distill_lambda, cfg.lr, cfg.clip_eps) == (
-        3, "tree", "progpo-hgpo", 0.8, 3, 2, "random", "hindsight", 0.1, 0.02, 1e-4, 0.3)
+    assert (
+        cfg.seed,
+        cfg.rollout,
+        cfg.estimator,
+        cfg.gamma,
+        cfg.hgpo_depth,
+        cfg.tree_branches,
+        cfg.tree_scorer,
+        cfg.distill,
+        cfg.distill_tau,
+        cfg.distill_lambda,
+        cfg.lr,
+        cfg.clip_eps,
+    ) == (3, "tree", "progpo-hgpo", 0.8, 3, 2, "random", "hindsight", 0.1, 0.02, 1e-4, 0.3)
     assert capsys.readouterr().err == ""
     flat = tmp_path / "flat.yaml"
     flat.write_text("seed: 3\nestimator: progpo-hgpo\ntree_branches: 2\ndistill: hindsight\nlr: 1.0e-4\n")
@@ -113,8 +153,15 @@ def test_renamed_fields_still_read_from_yaml_and_flags_with_one_line(tmp_path, c
     old = tmp_path / "old.yaml"
     old.write_text("init: none\ninit_std: 0.05\nlam: 0.5\nnorm: mean\nextra: {why: test}\n")
     cfg, _ = parse_args(["--config", str(old), "--no-progress", "--fmt", "raw"])
-    assert (cfg.warm_start, cfg.tiny_init_std, cfg.progress_lambda, cfg.group_norm, cfg.notes, cfg.progress_bars,
-            cfg.answer_format) == ("none", 0.05, 0.5, "mean", {"why": "test"}, False, "raw")
+    assert (
+        cfg.warm_start,
+        cfg.tiny_init_std,
+        cfg.progress_lambda,
+        cfg.group_norm,
+        cfg.notes,
+        cfg.progress_bars,
+        cfg.answer_format,
+    ) == ("none", 0.05, 0.5, "mean", {"why": "test"}, False, "raw")
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
     assert len(err) == 7 and all(ln.startswith("deprecated: ") for ln in err), err
     assert "init is now warm_start" in err[0] and any("--fmt is now --answer-format" in ln for ln in err)
@@ -134,9 +181,14 @@ def build_help() -> str:
     return build_parser().format_help()
 
 
-@pytest.mark.parametrize("argv,said", [(["--estimater", "gigpo"], "did you mean --estimator?"),
-                                       (["--estimator", "progpo-gipgo"], "did you mean progpo-gigpo?"),
-                                       (["--no-tensorbord"], "did you mean --no-tensorboard?")])
+@pytest.mark.parametrize(
+    "argv,said",
+    [
+        (["--estimater", "gigpo"], "did you mean --estimator?"),
+        (["--estimator", "progpo-gipgo"], "did you mean progpo-gigpo?"),
+        (["--no-tensorbord"], "did you mean --no-tensorboard?"),
+    ],
+)
 def test_a_mistyped_flag_or_choice_is_a_short_usage_and_the_closest_one(argv, said, capsys):
     from trainers.config import parse_args
 
@@ -157,11 +209,39 @@ def test_a_run_logged_to_a_file_prints_one_line_per_iteration_and_no_bar_fragmen
     root = Path(__file__).resolve().parents[2]
     log = tmp_path / "run.log"
     with open(log, "w") as fh:
-        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", "--env", "rooms", "--model", "tiny",
-                               "--iterations", "3", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-                               "--eval-episodes", "2", "--warm-start", "none", "--no-baseline-random",
-                               "--torch-threads", "1", "--no-tensorboard", "--output-dir", str(tmp_path / "run")],
-                              cwd=root, stdout=fh, stderr=subprocess.STDOUT, timeout=600)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "trainers.progpo",
+                "--env",
+                "rooms",
+                "--model",
+                "tiny",
+                "--iterations",
+                "3",
+                "--num-groups",
+                "1",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "3",
+                "--eval-episodes",
+                "2",
+                "--warm-start",
+                "none",
+                "--no-baseline-random",
+                "--torch-threads",
+                "1",
+                "--no-tensorboard",
+                "--output-dir",
+                str(tmp_path / "run"),
+            ],
+            cwd=root,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            timeout=600,
+        )
     text = log.read_text()
     assert proc.returncode == 0, text[-2000:]
     assert "\r" not in text

@@ -1,5 +1,6 @@
 """Verified checkpoints, strict state-dict loading, config validation, env step timeouts
 and worker-restart metrics in the trainer. Every failure ends in one ``error:`` line, exit 2."""
+
 from __future__ import annotations
 
 import os
@@ -21,13 +22,34 @@ from trainers.config import TrainConfig, parse_args  # noqa: E402
 from trainers.loop.trainer import Trainer  # noqa: E402
 from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
 
-RUN_FLAGS = ["--env", "rooms", "--model", "tiny", "--lora", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-             "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1"]
+RUN_FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--lora",
+    "--num-groups",
+    "1",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--warm-start",
+    "none",
+    "--torch-threads",
+    "1",
+]
 
 
 def _one_line_error(capsys) -> str:
     err = capsys.readouterr().err.strip()
-    lines = [ln for ln in err.splitlines() if not ln.lstrip().startswith(("warnings.warn", "/")) and "Warning" not in ln]
+    lines = [
+        ln for ln in err.splitlines() if not ln.lstrip().startswith(("warnings.warn", "/")) and "Warning" not in ln
+    ]
     assert len(lines) == 1 and lines[0].startswith("error:"), err
     return lines[0]
 
@@ -55,8 +77,8 @@ def _flip_tensor_bytes(path: Path, n: int = 512) -> None:
     with zipfile.ZipFile(path) as z:
         info = max((i for i in z.infolist() if "/data/" in i.filename), key=lambda i: i.file_size)
     raw = bytearray(path.read_bytes())
-    name_len = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little")
-    extra_len = int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    name_len = int.from_bytes(raw[info.header_offset + 26 : info.header_offset + 28], "little")
+    extra_len = int.from_bytes(raw[info.header_offset + 28 : info.header_offset + 30], "little")
     start = info.header_offset + 30 + name_len + extra_len + info.file_size // 4
     n = min(n, info.file_size // 2)
     for k in range(start, start + n):
@@ -125,12 +147,15 @@ def test_corrupt_checkpoint_is_a_one_line_cli_error(lora_run, tmp_path, capsys):
     assert "corrupt" in _one_line_error(capsys)
 
 
-@pytest.mark.parametrize("damage, match", [
-    (lambda d: d.pop("iteration"), "no valid 'iteration'"),
-    (lambda d: d.pop("history"), "no valid 'history'"),
-    (lambda d: d.update(history="x"), "no valid 'history'"),
-    (lambda d: d.update(model={"foo": torch.zeros(2)}), "does not match.*missing key"),
-])
+@pytest.mark.parametrize(
+    "damage, match",
+    [
+        (lambda d: d.pop("iteration"), "no valid 'iteration'"),
+        (lambda d: d.pop("history"), "no valid 'history'"),
+        (lambda d: d.update(history="x"), "no valid 'history'"),
+        (lambda d: d.update(model={"foo": torch.zeros(2)}), "does not match.*missing key"),
+    ],
+)
 def test_incomplete_or_foreign_checkpoint_is_a_one_line_cli_error(lora_run, tmp_path, capsys, damage, match):
     run = _copy(lora_run, tmp_path)
     ckpt = run / "checkpoints" / "iter_000001.pt"
@@ -139,7 +164,9 @@ def test_incomplete_or_foreign_checkpoint_is_a_one_line_cli_error(lora_run, tmp_
     # rewritten properly (fresh checksum): only the content is wrong
     payload = {k: v for k, v in data.items() if k not in ("format", "iteration")}
     tmp = ckpt.with_suffix(".pt.tmp")
-    torch.save({"format": data["format"], **({"iteration": data["iteration"]} if "iteration" in data else {}), **payload}, tmp)
+    torch.save(
+        {"format": data["format"], **({"iteration": data["iteration"]} if "iteration" in data else {}), **payload}, tmp
+    )
     os.replace(tmp, ckpt)
     checksum_path(ckpt).unlink()
     assert _resume(run) == 2
@@ -162,21 +189,39 @@ def test_lora_state_with_wrong_shape_is_rejected(lora_run, tmp_path, capsys):
 def _records(run: Path) -> list[tuple]:
     import json
 
-    return [(r.get("kind"), r.get("iteration")) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())]
+    return [
+        (r.get("kind"), r.get("iteration")) for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())
+    ]
 
 
 @pytest.fixture(scope="module")
 def two_iteration_run(tmp_path_factory) -> Path:
     """A two-iteration run evaluated after each iteration: eval0 train1 eval1 train2 eval2."""
     out = tmp_path_factory.mktemp("run2") / "run"
-    assert main([*RUN_FLAGS, "--iterations", "2", "--eval-episodes", "2", "--eval-every", "1", "--no-baseline-random",
-                 "--output-dir", str(out)]) == 0
+    assert (
+        main(
+            [
+                *RUN_FLAGS,
+                "--iterations",
+                "2",
+                "--eval-episodes",
+                "2",
+                "--eval-every",
+                "1",
+                "--no-baseline-random",
+                "--output-dir",
+                str(out),
+            ]
+        )
+        == 0
+    )
     return out
 
 
 @pytest.mark.parametrize("damage", ["garbled", "not a record", "torn last"])
 def test_resume_rebuilds_a_damaged_metrics_file_from_the_checkpoint_and_keeps_the_damaged_copy(
-        two_iteration_run, tmp_path, damage):
+    two_iteration_run, tmp_path, damage
+):
     run = _copy(two_iteration_run, tmp_path)
     whole = _records(run)
     assert whole[:5] == [("eval", 0), ("train", 1), ("eval", 1), ("train", 2), ("eval", 2)]
@@ -190,8 +235,24 @@ def test_resume_rebuilds_a_damaged_metrics_file_from_the_checkpoint_and_keeps_th
     found = "".join(lines)
     (run / "metrics.jsonl").write_text(found)
     with pytest.warns(UserWarning, match="rebuilt its .* records up to iteration 2 from the checkpoint's history"):
-        assert main([*RUN_FLAGS, "--iterations", "3", "--eval-episodes", "2", "--eval-every", "1", "--no-baseline-random",
-                     "--output-dir", str(run), "--resume"]) == 0
+        assert (
+            main(
+                [
+                    *RUN_FLAGS,
+                    "--iterations",
+                    "3",
+                    "--eval-episodes",
+                    "2",
+                    "--eval-every",
+                    "1",
+                    "--no-baseline-random",
+                    "--output-dir",
+                    str(run),
+                    "--resume",
+                ]
+            )
+            == 0
+        )
     assert _records(run) == whole + [("train", 3), ("eval", 3)]  # nothing dropped, nothing twice
     assert (run / "metrics.jsonl.damaged").read_text() == found
 
@@ -217,28 +278,38 @@ def test_intact_lora_run_resumes(lora_run, tmp_path):
 
 
 # ----------------------------------------------------------------------------- config
-@pytest.mark.parametrize("text, match", [
-    ("1: 2\n", "keys must be field names, got 1"),
-    ("~: 2\n", "keys must be field names, got None"),
-    ("notes: 5\n", "notes must be a mapping"),
-    ("ppo: {lr: .nan}\n", "lr must be a finite number"),
-    ("advantage: {gamma: .nan}\n", "gamma must be a finite number"),
-    ("ppo: {max_grad_norm: .inf}\n", "max_grad_norm must be a finite number"),
-    ("advantage: {gama: 0.9}\n", "advantage: has no key 'gama'; did you mean gamma?"),
-    ("advantage: {gamma: 0.9}\ngamma: 0.8\n", "gamma is set twice"),
-    ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
-    # sizes that would end in a MemoryError after the run dir is claimed
-    ("eval_episodes: 1000000000\n", "eval_episodes 1000000000 is over 100,000"),
-    ("lora: true\nlora_r: 1000000000\n", "lora_r 1000000000 is over 8,192"),
-    # a key set twice keeps the last value in plain YAML: refused at any depth
-    ("advantage: {estimator: grpo}\nadvantage: {gamma: 0.9}\n", "line 2: key 'advantage' is set twice in one mapping"),
-    ("notes:\n  run: {a: 1, a: 2}\n", "line 2: key 'a' is set twice in one mapping"),
-    ("lr: 0.1\nppo: {lr: 0.2}\nlr: 0.3\n", "line 3: key 'lr' is set twice in one mapping (first on line 1)"),
-    # nested aliases under notes: would expand to gigabytes when the config is written back
-    ("notes:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
-     + "".join(f"  a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(10)) + "}\n" for i in range(1, 9)),
-     "line 3: YAML aliases (*a0) are not accepted in a config"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("1: 2\n", "keys must be field names, got 1"),
+        ("~: 2\n", "keys must be field names, got None"),
+        ("notes: 5\n", "notes must be a mapping"),
+        ("ppo: {lr: .nan}\n", "lr must be a finite number"),
+        ("advantage: {gamma: .nan}\n", "gamma must be a finite number"),
+        ("ppo: {max_grad_norm: .inf}\n", "max_grad_norm must be a finite number"),
+        ("advantage: {gama: 0.9}\n", "advantage: has no key 'gama'; did you mean gamma?"),
+        ("advantage: {gamma: 0.9}\ngamma: 0.8\n", "gamma is set twice"),
+        ("step_timeout: -1\n", "step_timeout must be a finite number >= 0"),
+        # sizes that would end in a MemoryError after the run dir is claimed
+        ("eval_episodes: 1000000000\n", "eval_episodes 1000000000 is over 100,000"),
+        ("lora: true\nlora_r: 1000000000\n", "lora_r 1000000000 is over 8,192"),
+        # a key set twice keeps the last value in plain YAML: refused at any depth
+        (
+            "advantage: {estimator: grpo}\nadvantage: {gamma: 0.9}\n",
+            "line 2: key 'advantage' is set twice in one mapping",
+        ),
+        ("notes:\n  run: {a: 1, a: 2}\n", "line 2: key 'a' is set twice in one mapping"),
+        ("lr: 0.1\nppo: {lr: 0.2}\nlr: 0.3\n", "line 3: key 'lr' is set twice in one mapping (first on line 1)"),
+        # nested aliases under notes: would expand to gigabytes when the config is written back
+        (
+            "notes:\n  a0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]\n"
+            + "".join(
+                f"  a{i}: &a{i} {{" + ", ".join(f"k{j}: *a{i - 1}" for j in range(10)) + "}\n" for i in range(1, 9)
+            ),
+            "line 3: YAML aliases (*a0) are not accepted in a config",
+        ),
+    ],
+)
 def test_bad_yaml_is_one_line_error_before_the_model_loads(tmp_path, capsys, monkeypatch, text, match):
     def no_model(*a, **k):
         raise AssertionError("the model must not be loaded for a bad config")
@@ -264,8 +335,9 @@ def test_nan_from_the_cli_is_rejected_and_notes_in_extra_still_work(tmp_path, ca
 
 # ----------------------------------------------------------------------------- timeouts + restarts
 def test_trainer_sets_step_timeout_and_logs_worker_restarts(tmp_path):
-    cfg = config_for_tests(output_dir=str(tmp_path), env_backend="async", num_groups=1, group_size=2, max_steps=3,
-                           step_timeout=45.0)
+    cfg = config_for_tests(
+        output_dir=str(tmp_path), env_backend="async", num_groups=1, group_size=2, max_steps=3, step_timeout=45.0
+    )
     trainer = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
     try:
         trainer.envs = trainer.rollouts.make_envs()
@@ -304,7 +376,9 @@ def test_gpu_check_loads_run_weights_without_running_pickled_code(tmp_path, with
     import hashlib
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("gpu_check", Path(__file__).parents[2] / "benchmarks" / "gpu_check.py")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", Path(__file__).parents[2] / "benchmarks" / "gpu_check.py"
+    )
     gpu_check = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(gpu_check)
     marker = tmp_path / "code-ran"
@@ -340,8 +414,13 @@ def test_every_rng_stream_survives_a_checkpoint_round_trip(tmp_path):
     save_checkpoint(tmp_path, 1, {"rng": capture_rng()})
 
     def draws():
-        return (random.random(), random.gauss(0, 1), np.random.random(3).tolist(), np.random.normal(),
-                torch.rand(3).tolist())
+        return (
+            random.random(),
+            random.gauss(0, 1),
+            np.random.random(3).tolist(),
+            np.random.normal(),
+            torch.rand(3).tolist(),
+        )
 
     first = draws()
     draws()  # move every stream on
@@ -350,10 +429,13 @@ def test_every_rng_stream_survives_a_checkpoint_round_trip(tmp_path):
 
 
 # ----------------------------------------------------------------------------- said, not silent
-@pytest.mark.parametrize("text, match", [
-    ("advantage: grpo\n", "advantage: is a section, a mapping of its keys (e.g. advantage: {estimator: 'grpo'})"),
-    ("tree: {gamma: 0.9}\n", "tree: has no key 'gamma'; gamma goes under advantage: {gamma: ...}"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("advantage: grpo\n", "advantage: is a section, a mapping of its keys (e.g. advantage: {estimator: 'grpo'})"),
+        ("tree: {gamma: 0.9}\n", "tree: has no key 'gamma'; gamma goes under advantage: {gamma: ...}"),
+    ],
+)
 def test_a_section_written_wrong_says_where_its_keys_go(tmp_path, capsys, text, match):
     p = tmp_path / "k.yaml"
     p.write_text(text)
@@ -379,8 +461,9 @@ def test_an_empty_config_is_said_before_training_on_the_defaults(tmp_path, capsy
     (tmp_path / "empty.yaml").write_text("# only a comment\n")
     cfg, _ = parse_args(["--config", str(tmp_path / "empty.yaml")])
     assert cfg == TrainConfig()
-    assert capsys.readouterr().err.strip() == (f"note: config {tmp_path / 'empty.yaml'} sets nothing: every field not "
-                                                "given as a flag is at its default")
+    assert capsys.readouterr().err.strip() == (
+        f"note: config {tmp_path / 'empty.yaml'} sets nothing: every field not given as a flag is at its default"
+    )
 
 
 def test_a_checkpoint_without_a_field_added_since_resumes_when_the_field_is_at_its_default(lora_run, tmp_path):
@@ -391,9 +474,17 @@ def test_a_checkpoint_without_a_field_added_since_resumes_when_the_field_is_at_i
     run = _copy(lora_run, tmp_path)
     ckpt = run / "checkpoints" / (run / "checkpoints" / "latest").read_text().strip()
     data = load_checkpoint(ckpt)
-    newer = next(k for k, v in TrainConfig().to_dict().items()
-                 if k not in EARLIER_VALUES and k in data["config"] and v == data["config"][k] and k != "notes"
-                 and isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0)
+    newer = next(
+        k
+        for k, v in TrainConfig().to_dict().items()
+        if k not in EARLIER_VALUES
+        and k in data["config"]
+        and v == data["config"][k]
+        and k != "notes"
+        and isinstance(v, (int, float))
+        and not isinstance(v, bool)
+        and v == 0
+    )
     del data["config"][newer]
     save_checkpoint(run, int(data["iteration"]), {k: v for k, v in data.items() if k not in ("format", "iteration")})
     assert _resume(run) == 0

@@ -1,4 +1,5 @@
 """--report-to: TensorBoard, Weights & Biases or none, as TRL's report_to (comma-separated)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -10,17 +11,39 @@ import pytest
 from trainers.cli.train import main
 from trainers.config import ConfigError, TrainConfig
 
-FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "2", "--group-size", "2", "--max-steps", "3",
-         "--iterations", "2", "--eval-episodes", "4", "--warm-start", "none", "--no-progress-bars",
-         "--no-baseline-random", "--torch-threads", "1"]
+FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "2",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--iterations",
+    "2",
+    "--eval-episodes",
+    "4",
+    "--warm-start",
+    "none",
+    "--no-progress-bars",
+    "--no-baseline-random",
+    "--torch-threads",
+    "1",
+]
 
 
 def test_report_to_names_trackers_like_trl():
     assert TrainConfig().trackers == ("tensorboard",)
     assert TrainConfig(report_to="none").trackers == ()
     assert TrainConfig(report_to="tensorboard", tensorboard=False).trackers == ()  # --no-tensorboard still works
-    for bad, said in (("mlflow", "report_to takes tensorboard, wandb, none"), ("none,tensorboard", "none reports"),
-                      ("", "report_to takes")):
+    for bad, said in (
+        ("mlflow", "report_to takes tensorboard, wandb, none"),
+        ("none,tensorboard", "none reports"),
+        ("", "report_to takes"),
+    ):
         with pytest.raises(ConfigError, match=said):
             TrainConfig(report_to=bad)
 
@@ -64,8 +87,9 @@ def test_every_record_reaches_wandb_at_its_iteration(tmp_path, monkeypatch):
     recorded = [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(fake.logged) == len(recorded)  # every record, under the keys metrics.jsonl uses
     for (step, logged), rec in zip(fake.logged, recorded):
-        numbers = {k: v for k, v in rec.items() if k != "iteration" and isinstance(v, (int, float))
-                   and not isinstance(v, bool)}
+        numbers = {
+            k: v for k, v in rec.items() if k != "iteration" and isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
         assert step == rec["iteration"] and logged == numbers
     assert not (run / "tensorboard").exists()  # only what report_to names
 

@@ -1,5 +1,6 @@
 """A run owns its output dir: a fresh run never destroys an earlier one, two runs never share one,
 pruning never deletes the checkpoint just written, and lost metrics are rebuilt on resume."""
+
 from __future__ import annotations
 
 import json
@@ -14,9 +15,27 @@ from trainers.runs.checkpoint import latest_checkpoint, save_checkpoint
 from trainers.runs.run_dir import RunDirError, claim_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
-         "--no-baseline-random"]
+FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "1",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--warm-start",
+    "none",
+    "--torch-threads",
+    "1",
+    "--no-baseline-random",
+]
 
 
 def _iterations(run: Path) -> list[int]:
@@ -61,15 +80,27 @@ def test_pruning_never_deletes_the_checkpoint_just_written(tmp_path):
 
 def test_second_process_on_the_same_dir_is_refused_with_the_holders_pid(tmp_path):
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from trainers.runs.run_dir import claim_run_dir; "
-         f"lock = claim_run_dir({str(tmp_path)!r}, resume=False); print('held', flush=True); time.sleep(60)"],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; from trainers.runs.run_dir import claim_run_dir; "
+            f"lock = claim_run_dir({str(tmp_path)!r}, resume=False); print('held', flush=True); time.sleep(60)",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(RunDirError, match=rf"in use by another run \(pid {holder.pid}\)"):
             claim_run_dir(tmp_path, resume=True)
-        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *FLAGS, "--output-dir", str(tmp_path)],
-                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainers.progpo", *FLAGS, "--output-dir", str(tmp_path)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert proc.returncode == 2 and f"(pid {holder.pid})" in proc.stderr
         assert "Traceback" not in proc.stderr
     finally:
@@ -93,8 +124,9 @@ def test_sigterm_stops_the_run_and_says_how_to_resume(tmp_path):
 
     out = tmp_path / "run"
     # iteration 0's checkpoint: the loop runs
-    returncode, err = sigterm_when([*FLAGS, "--iterations", "200", "--output-dir", str(out)],
-                                   out / "checkpoints" / "latest", poll=0.2)
+    returncode, err = sigterm_when(
+        [*FLAGS, "--iterations", "200", "--output-dir", str(out)], out / "checkpoints" / "latest", poll=0.2
+    )
     assert returncode == 143, err
     assert "terminated (SIGTERM)" in err and "--resume" in err and "Traceback" not in err
 
@@ -159,13 +191,16 @@ def test_a_weights_file_is_loaded_as_tensors_only_onto_the_cpu_and_a_failure_quo
     assert seen == {"map_location": "cpu", "weights_only": True}
 
     for cause, quoted in ((ValueError("x" * 200 + "\nsecond line"), "x" * 150), (KeyError(), "")):
+
         def refuse(state, cause=cause):
             raise cause
+
         monkeypatch.setattr(model, "load_state_dict", refuse)
         with pytest.raises(CheckpointError) as info:
             load_weights(model, path)
-        assert str(info.value) == (f"weights_file {path} cannot be loaded into model '' "
-                                   f"({type(cause).__name__}: {quoted})")
+        assert str(info.value) == (
+            f"weights_file {path} cannot be loaded into model '' ({type(cause).__name__}: {quoted})"
+        )
 
 
 def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
@@ -182,8 +217,10 @@ def test_overwrite_says_what_it_removes_and_keeps_by_folder(tmp_path):
     (run / "tensorboard" / "events.other").write_text("another tool's")
     said: list[str] = []
     claim_run_dir(run, resume=False, overwrite=True, say=said.append).release()
-    assert said == [f"--overwrite: removing the earlier run's files in {run}: checkpoints/ (3 files), metrics.jsonl; "
-                    "keeping files no run wrote: checkpoints/ (1 file), tensorboard/ (1 file)"]
+    assert said == [
+        f"--overwrite: removing the earlier run's files in {run}: checkpoints/ (3 files), metrics.jsonl; "
+        "keeping files no run wrote: checkpoints/ (1 file), tensorboard/ (1 file)"
+    ]
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["mine.bin"]
     assert (run / "tensorboard" / "events.other").exists() and not (run / "metrics.jsonl").exists()
 
@@ -203,8 +240,12 @@ def test_a_run_from_before_manifests_is_recognised_by_its_own_formats(tmp_path):
     (run / "summary.md").write_text("# My notes\n")
     (run / "config.yaml").write_text("lr: 0.1\n")  # a user's short config
     ours, foreign = earlier_run_files(run)
-    assert ours == [] and sorted(p.name for p in foreign) == ["config.yaml", "metrics.jsonl", "provenance.jsonl",
-                                                               "summary.md"]
+    assert ours == [] and sorted(p.name for p in foreign) == [
+        "config.yaml",
+        "metrics.jsonl",
+        "provenance.jsonl",
+        "summary.md",
+    ]
 
 
 def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refuse_what_does_not_parse(tmp_path, capsys):
@@ -230,8 +271,11 @@ def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refus
     big = '{"iteration": 0, "kind": "init", "notes": "' + "x" * ((3 << 20) // 2) + '"}\n'
     cases = {
         "metrics.jsonl": ["not json\n", big],
-        "config.yaml": ["lr: [unclosed\n", yaml.safe_dump(list(flat)),
-                        yaml.safe_dump({**flat, "notes": "n" * ((3 << 20) // 2)})],
+        "config.yaml": [
+            "lr: [unclosed\n",
+            yaml.safe_dump(list(flat)),
+            yaml.safe_dump({**flat, "notes": "n" * ((3 << 20) // 2)}),
+        ],
         "curves.png": [b"\x89PNG\r\n\x1a\n" + b"\0" * 300 + b"Software: Matplotlib"],
     }
     for name, contents in cases.items():
@@ -251,14 +295,19 @@ def test_an_os_error_on_the_run_dir_is_named_in_one_line(tmp_path, monkeypatch):
     def failing(err):
         def mkdir(self, *a, **k):
             raise err
+
         return mkdir
 
-    for err, reason in ((OSError(errno.EROFS, "Read-only"), "read-only file system"),
-                        (PermissionError(), "PermissionError")):
+    for err, reason in (
+        (OSError(errno.EROFS, "Read-only"), "read-only file system"),
+        (PermissionError(), "PermissionError"),
+    ):
         monkeypatch.setattr(P, "mkdir", failing(err))
         with pytest.raises(RunDirError) as info:
             claim_run_dir(tmp_path / "ro" / "run", resume=False)
-        assert str(info.value) == f"cannot use output dir {tmp_path / 'ro' / 'run'}: {reason}; pick another --output-dir"
+        assert (
+            str(info.value) == f"cannot use output dir {tmp_path / 'ro' / 'run'}: {reason}; pick another --output-dir"
+        )
 
 
 def test_the_latest_pointer_is_read_whatever_its_bytes_and_must_name_a_file_of_its_own_folder(tmp_path):
@@ -267,13 +316,19 @@ def test_the_latest_pointer_is_read_whatever_its_bytes_and_must_name_a_file_of_i
     ckpt = tmp_path / "checkpoints"
     with pytest.raises(CheckpointError) as info:
         latest_checkpoint(tmp_path)
-    assert str(info.value) == (f"no checkpoint to resume in {ckpt} (no 'latest' file); start without --resume "
-                               "(plus --overwrite where the dir holds an earlier run's files)")
+    assert str(info.value) == (
+        f"no checkpoint to resume in {ckpt} (no 'latest' file); start without --resume "
+        "(plus --overwrite where the dir holds an earlier run's files)"
+    )
     (ckpt / "sub").mkdir(parents=True)
     (ckpt / "sub" / "iter_000001.pt").write_bytes(b"x")
     (ckpt / "iter_000002.pt").write_bytes(b"x")
-    for content, shown in ((b"sub/iter_000001.pt\n", "'sub/iter_000001.pt'"), (b"\xff\xfe\n", "'\ufffd\ufffd'"),
-                           (b"\n", "''"), (b"iter_000009.pt", "'iter_000009.pt'")):
+    for content, shown in (
+        (b"sub/iter_000001.pt\n", "'sub/iter_000001.pt'"),
+        (b"\xff\xfe\n", "'\ufffd\ufffd'"),
+        (b"\n", "''"),
+        (b"iter_000009.pt", "'iter_000009.pt'"),
+    ):
         (ckpt / "latest").write_bytes(content)
         with pytest.raises(CheckpointError) as info:
             latest_checkpoint(tmp_path)
@@ -304,7 +359,12 @@ def test_overwrite_removes_the_emptied_run_folders_deepest_first_and_keeps_those
     (run / "tensorboard" / "a" / "mine.txt").write_text("a user's")
     claim_run_dir(run, resume=False, overwrite=True, say=lambda line: None).release()
     assert sorted(p.relative_to(run).as_posix() for p in run.rglob("*")) == [
-        ".lock", ".progpo-run.json", "tensorboard", "tensorboard/a", "tensorboard/a/mine.txt"]
+        ".lock",
+        ".progpo-run.json",
+        "tensorboard",
+        "tensorboard/a",
+        "tensorboard/a/mine.txt",
+    ]
 
 
 def test_overwrite_never_deletes_below_a_linked_folder_at_any_depth(tmp_path):
@@ -367,8 +427,9 @@ def test_a_checksum_file_that_cannot_be_read_or_does_not_match_is_named_with_the
     p.write_bytes(b"not a zip")
     with pytest.raises(CheckpointError) as info:
         verify_file(p)
-    assert str(info.value) == (f"checkpoint {p} is corrupt or unreadable (not a valid zip: File is not a zip file); "
-                               f"{hint}")
+    assert str(info.value) == (
+        f"checkpoint {p} is corrupt or unreadable (not a valid zip: File is not a zip file); {hint}"
+    )
 
 
 def test_a_trainable_state_that_does_not_fit_says_how(tmp_path):
@@ -424,31 +485,43 @@ def test_a_checkpoint_that_cannot_be_used_is_refused_in_one_line_that_names_the_
     assert load_checkpoint(p)["iteration"] == 0  # the first iteration's checkpoint is valid
     fix = "delete it or resume from another run"
     real_load = torch.load
-    for cause, detail in ((ValueError("v" * 200 + "\nsecond line"), "ValueError: " + "v" * 120), (KeyError(), "KeyError"),
-                          (__import__("pickle").UnpicklingError("Weights only load failed. Advice..."), "UnpicklingError")):
+    for cause, detail in (
+        (ValueError("v" * 200 + "\nsecond line"), "ValueError: " + "v" * 120),
+        (KeyError(), "KeyError"),
+        (__import__("pickle").UnpicklingError("Weights only load failed. Advice..."), "UnpicklingError"),
+    ):
+
         def fail(*a, cause=cause, **k):
             raise cause
+
         monkeypatch.setattr(torch, "load", fail)
         assert refused(p) == f"checkpoint {p} is corrupt or unreadable ({detail}); {fix}"
     monkeypatch.setattr(torch, "load", real_load)
     for payload, message in (
-            ([1, 2], f"{p} is not a {FORMAT} file"),
-            ({"format": "other", "iteration": 1}, f"{p} is not a {FORMAT} file"),
-            ({"format": FORMAT, "iteration": -1}, f"checkpoint {p} has no valid 'iteration' (got -1); it is damaged or was "
-                                                  "not written by this trainer"),
-            ({"format": FORMAT, "iteration": True}, f"checkpoint {p} has no valid 'iteration' (got True); it is damaged "
-                                                    "or was not written by this trainer")):
+        ([1, 2], f"{p} is not a {FORMAT} file"),
+        ({"format": "other", "iteration": 1}, f"{p} is not a {FORMAT} file"),
+        (
+            {"format": FORMAT, "iteration": -1},
+            f"checkpoint {p} has no valid 'iteration' (got -1); it is damaged or was not written by this trainer",
+        ),
+        (
+            {"format": FORMAT, "iteration": True},
+            f"checkpoint {p} has no valid 'iteration' (got True); it is damaged or was not written by this trainer",
+        ),
+    ):
         torch.save(payload, p)
         assert refused(p) == message
     torch.save({"format": FORMAT, "iteration": 2, "model": {}, "history": [1]}, p)
     assert refused(p, require=("model", "optimizer")) == (
         f"checkpoint {p} has no valid 'optimizer' (a dict is needed, got nothing); it is damaged or was not written by "
-        "this trainer")
+        "this trainer"
+    )
     assert refused(p, require=("history",)) == f"checkpoint {p}: 'history' must be a list of records (dicts)"
     torch.save({"format": FORMAT, "iteration": 2, "model": [1]}, p)
     assert refused(p, require=("model",)) == (
         f"checkpoint {p} has no valid 'model' (a dict is needed, got list); it is damaged or was not written by this "
-        "trainer")
+        "trainer"
+    )
 
 
 def test_a_fresh_run_refuses_a_dir_in_its_way_in_one_line_that_says_what_to_do(tmp_path, monkeypatch):
@@ -462,14 +535,18 @@ def test_a_fresh_run_refuses_a_dir_in_its_way_in_one_line_that_says_what_to_do(t
     (run / "provenance.jsonl").write_text('{"iteration": 0, "kind": "train"}\n')  # a record, but not a provenance one
     with pytest.raises(RunDirError) as info:
         claim_run_dir(run, resume=False, overwrite=True)
-    assert str(info.value) == (f"output dir {run} holds metrics.jsonl, provenance.jsonl, which no run of this trainer "
-                               "wrote and a run would replace; move it or pick another --output-dir")
+    assert str(info.value) == (
+        f"output dir {run} holds metrics.jsonl, provenance.jsonl, which no run of this trainer "
+        "wrote and a run would replace; move it or pick another --output-dir"
+    )
     (run / "provenance.jsonl").unlink()
     (run / "metrics.jsonl").write_text('{"iteration": 0, "kind": "init"}\n')
     with pytest.raises(RunDirError) as info:
         claim_run_dir(run, resume=False)
-    assert str(info.value) == (f"output dir {run} already holds a run (metrics.jsonl); pass --overwrite to replace it, "
-                               "--resume to continue it, or pick another --output-dir")
+    assert str(info.value) == (
+        f"output dir {run} already holds a run (metrics.jsonl); pass --overwrite to replace it, "
+        "--resume to continue it, or pick another --output-dir"
+    )
 
     def denied(self, missing_ok=False):
         raise PermissionError(errno.EACCES, "Permission denied")
@@ -499,8 +576,11 @@ def test_an_earlier_runs_plot_checkpoints_and_unreadable_files_by_their_formats(
     (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (200 - 8 - len(mark)) + mark)  # ends at byte 200
     (run / "summary.md").write_text("# ProGPO run report: gigpo on rooms\n")
     ours, foreign = earlier_run_files(run)
-    assert sorted(p.relative_to(run).as_posix() for p in ours) == ["checkpoints/iter_000001.pt", "curves.png",
-                                                                    "summary.md"]
+    assert sorted(p.relative_to(run).as_posix() for p in ours) == [
+        "checkpoints/iter_000001.pt",
+        "curves.png",
+        "summary.md",
+    ]
     (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * (201 - 8 - len(mark)) + mark)  # one byte later
     assert "curves.png" not in [p.name for p in earlier_run_files(run)[0]]
     (run / "curves.png").write_bytes(b"a plot I made with Matplotlib")
@@ -515,7 +595,9 @@ def test_an_earlier_runs_plot_checkpoints_and_unreadable_files_by_their_formats(
 
     monkeypatch.setattr(type(run), "open", unreadable)
     ours, foreign = earlier_run_files(run)
-    assert sorted(p.name for p in ours) == ["curves.png", "iter_000001.pt"] and [p.name for p in foreign] == ["summary.md"]
+    assert sorted(p.name for p in ours) == ["curves.png", "iter_000001.pt"] and [p.name for p in foreign] == [
+        "summary.md"
+    ]
 
 
 def test_a_gpu_machines_rng_states_are_captured(monkeypatch):
@@ -544,12 +626,18 @@ def test_the_files_of_a_checkpoint_and_a_failed_write_in_one_line(tmp_path, monk
     save_checkpoint(tmp_path, 3, {"x": 1})
     assert all(p.is_file() for p in checkpoint_files(tmp_path, 3))
     tail = "; is the disk full?); the partial file was removed and the previous checkpoint is kept"
-    for cause, reason in ((OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
-                          (RuntimeError("PytorchStreamWriter failed writing file data/0\nmore"),
-                           "PytorchStreamWriter failed writing file data/0"),
-                          (OSError("q" * 130 + "\ndetails"), "q" * 120)):
+    for cause, reason in (
+        (OSError(errno.ENOSPC, "No space left on device"), "No space left on device"),
+        (
+            RuntimeError("PytorchStreamWriter failed writing file data/0\nmore"),
+            "PytorchStreamWriter failed writing file data/0",
+        ),
+        (OSError("q" * 130 + "\ndetails"), "q" * 120),
+    ):
+
         def fail(*a, cause=cause, **k):
             raise cause
+
         monkeypatch.setattr(torch, "save", fail)
         with pytest.raises(CheckpointError) as info:
             save_checkpoint(tmp_path, 4, {"x": 1})
@@ -639,14 +727,18 @@ def test_a_run_folder_that_is_a_file_or_a_link_is_refused_word_for_word(tmp_path
     (tmp_path / "afile").write_text("x")
     with pytest.raises(LinkedPathError) as info:
         real_dir(tmp_path / "afile")
-    assert str(info.value) == (f"{tmp_path / 'afile'}: is not a folder, which a run never writes through (it could "
-                               "point outside the run dir); remove it and run again")
+    assert str(info.value) == (
+        f"{tmp_path / 'afile'}: is not a folder, which a run never writes through (it could "
+        "point outside the run dir); remove it and run again"
+    )
     (tmp_path / "link").symlink_to(tmp_path / "elsewhere", target_is_directory=True)
     with pytest.raises(LinkedPathError) as info:
         real_dir(tmp_path / "link")
-    assert str(info.value) == (f"{tmp_path / 'link'}: is a symbolic link, which a run never writes through (it could "
-                               "point outside the run dir); remove it and run again (to keep a run's files on another "
-                               "disk, give that disk's path, or a link to it, as --output-dir)")
+    assert str(info.value) == (
+        f"{tmp_path / 'link'}: is a symbolic link, which a run never writes through (it could "
+        "point outside the run dir); remove it and run again (to keep a run's files on another "
+        "disk, give that disk's path, or a link to it, as --output-dir)"
+    )
     assert real_dir(tmp_path / "a" / "b") == tmp_path / "a" / "b" and (tmp_path / "a" / "b").is_dir()
 
 
@@ -654,13 +746,35 @@ def test_a_file_where_the_checkpoints_folder_goes_is_one_line_before_any_trainin
     run = tmp_path / "run"
     run.mkdir()
     (run / "checkpoints").write_text("a file")
-    rc = main(["--env", "rooms", "--model", "tiny", "--iterations", "1", "--num-groups", "2", "--group-size", "2",
-               "--max-steps", "2", "--eval-episodes", "0", "--output-dir", str(run), "--no-progress-bars",
-               "--no-tensorboard", "--no-baseline-random"])
+    rc = main(
+        [
+            "--env",
+            "rooms",
+            "--model",
+            "tiny",
+            "--iterations",
+            "1",
+            "--num-groups",
+            "2",
+            "--group-size",
+            "2",
+            "--max-steps",
+            "2",
+            "--eval-episodes",
+            "0",
+            "--output-dir",
+            str(run),
+            "--no-progress-bars",
+            "--no-tensorboard",
+            "--no-baseline-random",
+        ]
+    )
     err = capsys.readouterr().err
     assert rc != 0 and "Traceback" not in err
-    assert err.strip().splitlines()[-1] == (f"error: {run / 'checkpoints'}: is not a folder, which a run never writes "
-                                            "through (it could point outside the run dir); remove it and run again")
+    assert err.strip().splitlines()[-1] == (
+        f"error: {run / 'checkpoints'}: is not a folder, which a run never writes "
+        "through (it could point outside the run dir); remove it and run again"
+    )
     assert not (run / "metrics.jsonl").exists() and (run / "checkpoints").read_text() == "a file"
 
 
@@ -696,8 +810,10 @@ def test_the_run_dir_lock_names_its_holder_frees_on_release_and_says_why_it_cann
         return str(info.value)
 
     first = RunDirLock(run)
-    assert refused() == (f"output dir {run} is in use by another run (pid {os.getpid()}); wait for it to finish "
-                               "or pick another --output-dir")
+    assert refused() == (
+        f"output dir {run} is in use by another run (pid {os.getpid()}); wait for it to finish "
+        "or pick another --output-dir"
+    )
     first.release()
     first.release()  # twice is harmless
     RunDirLock(run).release()  # free again

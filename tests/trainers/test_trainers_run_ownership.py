@@ -1,6 +1,7 @@
 """A run touches only its own files: a checkpoint of one run never resumes into another's dir,
 ``--overwrite`` removes only what a run wrote (and says so), unusable output dirs and a full disk
 end in one ``error:`` line, and the advice after a stop works."""
+
 from __future__ import annotations
 
 import hashlib
@@ -14,9 +15,27 @@ from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_ch
 from trainers.runs.run_dir import MANIFEST_NAME, RunManifest
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = ["--env", "rooms", "--model", "tiny", "--num-groups", "1", "--group-size", "2", "--max-steps", "3",
-         "--eval-episodes", "0", "--no-progress-bars", "--no-tensorboard", "--warm-start", "none", "--torch-threads", "1",
-         "--no-baseline-random"]
+FLAGS = [
+    "--env",
+    "rooms",
+    "--model",
+    "tiny",
+    "--num-groups",
+    "1",
+    "--group-size",
+    "2",
+    "--max-steps",
+    "3",
+    "--eval-episodes",
+    "0",
+    "--no-progress-bars",
+    "--no-tensorboard",
+    "--warm-start",
+    "none",
+    "--torch-threads",
+    "1",
+    "--no-baseline-random",
+]
 
 
 def _error_line(capsys) -> str:
@@ -27,8 +46,11 @@ def _error_line(capsys) -> str:
 
 def _snapshot(run: Path) -> dict[str, str]:
     """Every file of ``run`` (but the lock) and its SHA-256."""
-    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(run.rglob("*")) if p.is_file() and p.name != ".lock"}
+    return {
+        str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != ".lock"
+    }
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +85,12 @@ def test_without_run_ids_the_config_and_history_decide(two_runs, tmp_path, capsy
     a, b = (_copy(p, tmp_path / p.name) for p in two_runs)
     (b / MANIFEST_NAME).unlink()  # a run dir written before manifests
     before = _snapshot(b)
-    assert main([*FLAGS, "--iterations", "3", "--output-dir", str(b), "--resume",
-                 str(a / "checkpoints" / "iter_000002.pt")]) == 2
+    assert (
+        main(
+            [*FLAGS, "--iterations", "3", "--output-dir", str(b), "--resume", str(a / "checkpoints" / "iter_000002.pt")]
+        )
+        == 2
+    )
     assert "belongs to another run" in _error_line(capsys)
     assert _snapshot(b) == before
 
@@ -174,13 +200,17 @@ def test_full_disk_during_a_checkpoint_write_keeps_the_previous_one(tmp_path, fu
     first = save_checkpoint(tmp_path, 1, {"history": []})
     with pytest.raises(CheckpointError, match="disk full"):
         save_checkpoint(tmp_path, 2, {"history": []})
-    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["iter_000001.pt", "iter_000001.pt.sha256",
-                                                                            "latest"]
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [
+        "iter_000001.pt",
+        "iter_000001.pt.sha256",
+        "latest",
+    ]
     assert latest_checkpoint(tmp_path) == first and load_checkpoint(first)["iteration"] == 1
 
 
-def test_full_disk_during_a_run_is_one_line_and_the_run_resumes(tmp_path, capsys, full_disk_at_iteration_2,
-                                                                monkeypatch):
+def test_full_disk_during_a_run_is_one_line_and_the_run_resumes(
+    tmp_path, capsys, full_disk_at_iteration_2, monkeypatch
+):
     run = tmp_path / "run"
     assert main([*FLAGS, "--iterations", "3", "--output-dir", str(run)]) == 2
     line = _error_line(capsys)
@@ -194,8 +224,16 @@ def test_full_disk_during_a_run_is_one_line_and_the_run_resumes(tmp_path, capsys
 @pytest.mark.slow
 def test_sigterm_before_the_first_checkpoint_gives_advice_that_works(tmp_path):
     run = tmp_path / "run"
-    slow_start = [*FLAGS[:FLAGS.index("--eval-episodes")], *FLAGS[FLAGS.index("--eval-episodes") + 2:],
-                  "--eval-episodes", "2000", "--iterations", "1", "--output-dir", str(run)]
+    slow_start = [
+        *FLAGS[: FLAGS.index("--eval-episodes")],
+        *FLAGS[FLAGS.index("--eval-episodes") + 2 :],
+        "--eval-episodes",
+        "2000",
+        "--iterations",
+        "1",
+        "--output-dir",
+        str(run),
+    ]
     from sigterm_run import sigterm_when
 
     # the run started; its first evaluation is long
@@ -206,18 +244,23 @@ def test_sigterm_before_the_first_checkpoint_gives_advice_that_works(tmp_path):
     assert main(advised) == 0
 
 
-@pytest.mark.parametrize("env, flag, split", [("alfworld", "--train-split", "valid_unseen"),
-                                              ("alfworld", "--eval-extra-split", "nope"),
-                                              ("rooms", "--eval-split", "hard"),
-                                              ("webshop", "--eval-split", "dev")])
+@pytest.mark.parametrize(
+    "env, flag, split",
+    [
+        ("alfworld", "--train-split", "valid_unseen"),
+        ("alfworld", "--eval-extra-split", "nope"),
+        ("rooms", "--eval-split", "hard"),
+        ("webshop", "--eval-split", "dev"),
+    ],
+)
 def test_unknown_split_is_one_line_before_the_run_writes_anything(tmp_path, capsys, env, flag, split):
     run = tmp_path / "run"
-    argv = [*FLAGS[FLAGS.index("--model"):], "--env", env, "--iterations", "1", flag, split, "--output-dir", str(run)]
+    argv = [*FLAGS[FLAGS.index("--model") :], "--env", env, "--iterations", "1", flag, split, "--output-dir", str(run)]
     assert main(argv) == 2
     line = _error_line(capsys)
     assert repr(split) in line and "split" in line
     assert RunManifest.load(run).files == set()  # nothing of a run: a corrected rerun needs no --overwrite
-    assert main([*argv[:argv.index(flag)], *argv[argv.index(flag) + 2:]]) in (0, 2)  # not refused for the dir
+    assert main([*argv[: argv.index(flag)], *argv[argv.index(flag) + 2 :]]) in (0, 2)  # not refused for the dir
     assert "already holds a run" not in capsys.readouterr().err
 
 

@@ -1,4 +1,5 @@
 """Behaviour cloning (trainers.sft.behaviour_clone): it fits the demos, and its lr schedule does what it says."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -13,8 +14,10 @@ from trainers.sft import Demo, behaviour_clone, step_accuracy
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 
 INFO = {"goal": "find the key", "admissible_commands": ["look", "inventory", "go hall", "go cellar", "take key"]}
-DEMOS = [Demo("You are in the kitchen. Exits: hall, cellar.", dict(INFO), [], "go cellar"),
-         Demo("You are in the cellar. You see a key.", dict(INFO), [], "take key")] * 8
+DEMOS = [
+    Demo("You are in the kitchen. Exits: hall, cellar.", dict(INFO), [], "go cellar"),
+    Demo("You are in the cellar. You see a key.", dict(INFO), [], "take key"),
+] * 8
 
 
 def _policy():
@@ -37,8 +40,9 @@ def _clone(schedule: str, steps: int = 40) -> tuple[list[float], float]:
         for p, q in zip(params, last):
             q.copy_(p.detach())
 
-    behaviour_clone(policy, DEMOS, steps=steps, batch_size=4, lr=5e-3, seed=0, holdout=0.0,
-                    on_step=on_step, lr_schedule=schedule)
+    behaviour_clone(
+        policy, DEMOS, steps=steps, batch_size=4, lr=5e-3, seed=0, holdout=0.0, on_step=on_step, lr_schedule=schedule
+    )
     outs = [policy.forced_step(d.observation, d.info, d.history, d.action) for d in DEMOS[:2]]
     return moves, step_accuracy(policy, outs)
 
@@ -66,8 +70,9 @@ def test_a_wider_draw_of_the_tiny_model_clones_faster():
     losses = {}
     for std in (0.0, 0.125):  # 0: transformers' 0.02; 0.125 = 1/sqrt(64), the tiny model's width
         torch.manual_seed(0)
-        cfg = dataclasses.replace(TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False,
-                                  policy_mode="score", tiny_init_std=std)
+        cfg = dataclasses.replace(
+            TrainConfig(), env="rooms", model="tiny", device="cpu", lora=False, policy_mode="score", tiny_init_std=std
+        )
         policy = build_policy(cfg, torch.device("cpu"))
         if std:
             assert abs(float(policy.model.model.embed_tokens.weight.std()) - std) < 0.1 * std
@@ -81,7 +86,7 @@ def test_init_std_is_for_random_tiny_models_only():
         dataclasses.replace(TrainConfig(), model="smollm2", tiny_init_std=0.05).validate()
     with pytest.raises(ConfigError, match="init_std"):
         dataclasses.replace(TrainConfig(), tiny_init_std=-0.1).validate()
-    dataclasses.replace(TrainConfig(), tiny_init_std=128 ** -0.5).validate()  # the CPU demo's tiny-128x2
+    dataclasses.replace(TrainConfig(), tiny_init_std=128**-0.5).validate()  # the CPU demo's tiny-128x2
 
 
 @pytest.mark.parametrize("micro", [1, 3])
@@ -97,8 +102,17 @@ def test_micro_batches_give_the_whole_batch_step(micro, monkeypatch):
         policy = _policy()
         params = [p for p in policy.model.parameters() if p.requires_grad]
         grads: list[list[torch.Tensor]] = []
-        stats = behaviour_clone(policy, DEMOS, steps=3, batch_size=8, lr=5e-3, seed=0, holdout=0.0, micro_batch=m,
-                                on_step=lambda _: grads.append([p.grad.detach().clone() for p in params]))
+        stats = behaviour_clone(
+            policy,
+            DEMOS,
+            steps=3,
+            batch_size=8,
+            lr=5e-3,
+            seed=0,
+            holdout=0.0,
+            micro_batch=m,
+            on_step=lambda _: grads.append([p.grad.detach().clone() for p in params]),
+        )
         results.append((stats["bc/loss"], grads, [p.detach().clone() for p in params]))
     (loss_a, grads_a, params_a), (loss_b, grads_b, params_b) = results
     assert loss_b == pytest.approx(loss_a, rel=1e-5)

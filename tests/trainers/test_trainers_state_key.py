@@ -1,4 +1,5 @@
 """--state-key: canonical (the env's canonicalizer) or exact (distinct raw observation strings)."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,14 +41,14 @@ AT_DESK = ["examine desk 1", "go to bed 1", "help", "inventory", "look", "take m
 HOLDING = ["examine desk 1", "examine mug 1", "go to bed 1", "help", "inventory", "look", "move mug 1 to desk 1"]
 AT_BED = ["examine bed 1", "examine mug 1", "go to desk 1", "help", "inventory", "look", "move mug 1 to bed 1"]
 SCRIPT = [
-    ("You are in the middle of a room.", START, True),                                  # reset
-    ("You arrive at desk 1. On the desk 1, you see a mug 1.", AT_DESK, True),           # go to desk 1
-    ("You are facing the desk 1. Next to it, you see nothing.", AT_DESK, True),         # look
-    ("You pick up the mug 1 from the desk 1.", HOLDING, True),                          # take mug 1
-    ("You are carrying: a mug 1.", HOLDING, True),                                      # inventory
-    ("You arrive at bed 1. On the bed 1, you see nothing.", AT_BED, True),              # go to bed 1 (carrying)
-    ("Nothing happens.", AT_BED, False),                                                # rejected
-    ("You are carrying: a mug 1.", AT_BED, True),                                       # inventory again
+    ("You are in the middle of a room.", START, True),  # reset
+    ("You arrive at desk 1. On the desk 1, you see a mug 1.", AT_DESK, True),  # go to desk 1
+    ("You are facing the desk 1. Next to it, you see nothing.", AT_DESK, True),  # look
+    ("You pick up the mug 1 from the desk 1.", HOLDING, True),  # take mug 1
+    ("You are carrying: a mug 1.", HOLDING, True),  # inventory
+    ("You arrive at bed 1. On the bed 1, you see nothing.", AT_BED, True),  # go to bed 1 (carrying)
+    ("Nothing happens.", AT_BED, False),  # rejected
+    ("You are carrying: a mug 1.", AT_BED, True),  # inventory again
 ]
 
 

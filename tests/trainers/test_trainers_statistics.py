@@ -1,4 +1,5 @@
 """The within-group AUC of coverage for success, on constructed rollouts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,11 +45,16 @@ def test_coverage_auc_benchmark_tables_every_key_and_the_mismatch():
     spec = importlib.util.spec_from_file_location("coverage_auc", root / "benchmarks" / "coverage_auc.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
-    base = {"outcome": np.array([1.0, 0.0, 0.0, 1.0]), "group": np.array([0, 0, 1, 1]),
-            "task_type": np.array(["a", "a", "b", "b"])}
-    data = {"canonical": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 0], bool)},
-            "exact": {**base, "coverage": np.array([0.1, 0.9, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 1], bool)},
-            "carry-free": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 0, 1, 0], bool)}}
+    base = {
+        "outcome": np.array([1.0, 0.0, 0.0, 1.0]),
+        "group": np.array([0, 0, 1, 1]),
+        "task_type": np.array(["a", "a", "b", "b"]),
+    }
+    data = {
+        "canonical": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 0], bool)},
+        "exact": {**base, "coverage": np.array([0.1, 0.9, 0.2, 0.8]), "first_visit": np.array([1, 1, 1, 1], bool)},
+        "carry-free": {**base, "coverage": np.array([0.9, 0.1, 0.2, 0.8]), "first_visit": np.array([1, 0, 1, 0], bool)},
+    }
     result = bench.summarize(data, 1e-3)
     assert result["canonical"]["all"]["auc"] == 1.0 and result["exact"]["all"]["auc"] == 0.5
     text = bench.table(result, data, 1e-3)
@@ -164,8 +170,7 @@ def test_mean_ci_reads_a_missing_value_as_nan_and_works_per_column():
 
     m, h = mean_ci([[0.1, 1.0], [None, 3.0], [0.3, 2.0]])  # a run without that record: None
     assert m.tolist() == pytest.approx([0.2, 2.0])
-    assert h.tolist() == pytest.approx([t975(1) * np.std([0.1, 0.3], ddof=1) / np.sqrt(2),
-                                        t975(2) * 1.0 / np.sqrt(3)])
+    assert h.tolist() == pytest.approx([t975(1) * np.std([0.1, 0.3], ddof=1) / np.sqrt(2), t975(2) * 1.0 / np.sqrt(3)])
     m, h = mean_ci(np.array([[np.nan], [np.nan]]))  # no value at all: NaN mean, no interval
     assert np.isnan(m[0]) and h[0] == 0.0
 

@@ -1,5 +1,6 @@
 """Teachers (--distill): the losses on hand-made distributions, routing by group, the EMA teacher,
 the skill writer's inputs, and 2-iteration runs of each mode on ALFWorld and WebShop."""
+
 from __future__ import annotations
 
 import json
@@ -114,11 +115,20 @@ def _toy_update(routed: list[bool], mode: str = "privileged") -> tuple[torch.Ten
     old = [torch.log(torch.tensor([1 / 3])), torch.log(torch.tensor([1 / 3]))]
     batch = UpdateBatch(steps, old, None, torch.tensor([5.0, 1.0]), [1, 1], [1.0, 1.0], [1, 1], [(0,), (1,)], 2)
     if mode == "privileged":
-        batch.aux = PrivilegedTargets(routed=routed, teacher=[teacher if r else None for r in routed],
-                                      index=[None, None], weight=[torch.ones(1) if r else None for r in routed])
+        batch.aux = PrivilegedTargets(
+            routed=routed,
+            teacher=[teacher if r else None for r in routed],
+            index=[None, None],
+            weight=[torch.ones(1) if r else None for r in routed],
+        )
     opt = torch.optim.SGD([theta], lr=1.0)
-    ppo_update(batch, PPOConfig(num_minibatches=1, max_grad_norm=1e9), Learner(forward, lambda: [], opt, [theta],
-               distributions=distributions), Comm(), torch.Generator().manual_seed(0))
+    ppo_update(
+        batch,
+        PPOConfig(num_minibatches=1, max_grad_norm=1e9),
+        Learner(forward, lambda: [], opt, [theta], distributions=distributions),
+        Comm(),
+        torch.Generator().manual_seed(0),
+    )
     return theta.detach()[0].clone(), theta.detach()[1].clone()
 
 
@@ -142,16 +152,23 @@ def test_a_routed_step_gets_the_distillation_loss_only_and_the_others_the_rl_los
 
 # ----------------------------------------------------------------------------- skills
 def test_template_skill_of_a_hand_made_transcript():
-    t = Transcript("put a clean mug in the cabinet", (
-        ("You are in the middle of a room.", "go to countertop 1"),
-        ("On the countertop 1, you see a knife 1.", "go to shelf 1"),
-        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
-        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
-        ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
-        ("On the shelf 1, you see a mug 1.", "go to countertop 1")), "On the countertop 1, you see a knife 1.")
+    t = Transcript(
+        "put a clean mug in the cabinet",
+        (
+            ("You are in the middle of a room.", "go to countertop 1"),
+            ("On the countertop 1, you see a knife 1.", "go to shelf 1"),
+            ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+            ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+            ("On the shelf 1, you see a mug 1.", "examine shelf 1"),
+            ("On the shelf 1, you see a mug 1.", "go to countertop 1"),
+        ),
+        "On the countertop 1, you see a knife 1.",
+    )
     skill = TemplateSkillWriter().write([t])[0]
-    assert skill == ('Hindsight from an earlier attempt at this task: "mug" appeared after "go to shelf 1". Going back '
-                     'to countertop 1 brought nothing new. "examine shelf 1" was repeated 3 times: try something else.')
+    assert skill == (
+        'Hindsight from an earlier attempt at this task: "mug" appeared after "go to shelf 1". Going back '
+        'to countertop 1 brought nothing new. "examine shelf 1" was repeated 3 times: try something else.'
+    )
 
 
 def test_the_skill_writer_never_sees_the_answer():
@@ -166,8 +183,9 @@ def test_the_skill_writer_never_sees_the_answer():
         def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
             return [StepOutput(action=sorted(i["admissible_commands"])[-1]) for i in infos]
 
-    envs = GroupVectorEnv(make_env_fn("webshop", "train", max_steps=4, privileged_info=True), num_groups=2,
-                          group_size=2, seed=0)
+    envs = GroupVectorEnv(
+        make_env_fn("webshop", "train", max_steps=4, privileged_info=True), num_groups=2, group_size=2, seed=0
+    )
     try:
         rollout = collect_rollout(envs, FirstCommand(), [3, 4], seed=0)
     finally:
@@ -202,12 +220,37 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
         request.getfixturevalue("alfworld_engine_available")
     from trainers.cli.train import main
 
-    args = ["--config", "configs/webshop_cpu_demo.yaml", "--bc-episodes", "20"] if env == "webshop" else \
-        ["--env", "alfworld", "--max-steps", "8", "--eval-extra-split", "none"]
+    args = (
+        ["--config", "configs/webshop_cpu_demo.yaml", "--bc-episodes", "20"]
+        if env == "webshop"
+        else ["--env", "alfworld", "--max-steps", "8", "--eval-extra-split", "none"]
+    )
     run = tmp_path / "run"
-    assert main([*args, "--distill", mode, "--iterations", "2", "--num-groups", "2", "--group-size", "4",
-                 "--bc-steps", "5", "--eval-episodes", "4", "--output-dir", str(run), "--no-progress-bars",
-                 "--no-tensorboard", "--no-baseline-random"]) == 0
+    assert (
+        main(
+            [
+                *args,
+                "--distill",
+                mode,
+                "--iterations",
+                "2",
+                "--num-groups",
+                "2",
+                "--group-size",
+                "4",
+                "--bc-steps",
+                "5",
+                "--eval-episodes",
+                "4",
+                "--output-dir",
+                str(run),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--no-baseline-random",
+            ]
+        )
+        == 0
+    )
     label = "privileged (not pure RL)" if mode == "privileged" else "hindsight (no ground truth)"
     train = [r for r in _records(run) if r.get("kind") == "train"]
     assert len(train) == 2 and all(r["distill"] == label for r in train)
@@ -234,23 +277,45 @@ def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_availabl
     from trainers.cli.train import main
     from trainers.runs.metrics import TIMING_KEYS
 
-    args = ["--env", "alfworld", "--max-steps", "6", "--eval-extra-split", "none", "--distill", "privileged",
-            "--num-groups", "2", "--group-size", "4", "--bc-steps", "5", "--eval-episodes", "0", "--no-progress-bars",
-            "--no-tensorboard", "--no-baseline-random"]
+    args = [
+        "--env",
+        "alfworld",
+        "--max-steps",
+        "6",
+        "--eval-extra-split",
+        "none",
+        "--distill",
+        "privileged",
+        "--num-groups",
+        "2",
+        "--group-size",
+        "4",
+        "--bc-steps",
+        "5",
+        "--eval-episodes",
+        "0",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--no-baseline-random",
+    ]
     assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "a")]) == 0
     assert main([*args, "--iterations", "1", "--output-dir", str(tmp_path / "b")]) == 0
     assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "b"), "--resume"]) == 0
 
     def comparable(run: Path) -> list[dict]:
-        return [{k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")}
-                for r in _records(run)]
+        return [
+            {k: v for k, v in r.items() if k not in TIMING_KEYS and not k.startswith("time/")} for r in _records(run)
+        ]
 
     assert comparable(tmp_path / "a") == comparable(tmp_path / "b")
     train = [r for r in _records(tmp_path / "a") if r.get("kind") == "train"]
     assert len(train) == 2 and all(r["distill"] == "privileged (not pure RL)" for r in train)
     assert any(r.get("distill/kl", 0.0) > 0 for r in train)
-    assert (tmp_path / "a" / "summary.md").read_text().startswith("# ProGPO run report: progpo-gigpo on alfworld, "
-                                                                   "distill privileged (not pure RL)")
+    assert (
+        (tmp_path / "a" / "summary.md")
+        .read_text()
+        .startswith("# ProGPO run report: progpo-gigpo on alfworld, distill privileged (not pure RL)")
+    )
     samples = [json.loads(line) for line in (tmp_path / "a" / "distill_samples.jsonl").read_text().splitlines()]
     assert samples and all(s["context"].startswith("Expert plan: ") for s in samples)
 
@@ -260,10 +325,38 @@ def test_the_held_out_records_of_a_run_with_a_teacher_carry_its_label(tmp_path):
     from trainers.cli.train import main
 
     run = tmp_path / "run"
-    assert main(["--env", "rooms", "--model", "tiny", "--distill", "hindsight", "--iterations", "1", "--num-groups", "1",
-                 "--group-size", "2", "--max-steps", "3", "--eval-episodes", "2", "--warm-start", "none",
-                 "--output-dir", str(run), "--no-progress-bars", "--no-tensorboard", "--baseline-random",
-                 "--torch-threads", "1"]) == 0
+    assert (
+        main(
+            [
+                "--env",
+                "rooms",
+                "--model",
+                "tiny",
+                "--distill",
+                "hindsight",
+                "--iterations",
+                "1",
+                "--num-groups",
+                "1",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "3",
+                "--eval-episodes",
+                "2",
+                "--warm-start",
+                "none",
+                "--output-dir",
+                str(run),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--baseline-random",
+                "--torch-threads",
+                "1",
+            ]
+        )
+        == 0
+    )
     records = _records(run)
     evals = [r for r in records if r.get("kind") == "eval"]
     assert len(evals) == 2 and all(r["distill"] == "hindsight (no ground truth)" for r in evals)
@@ -274,8 +367,22 @@ def test_a_privileged_teacher_on_an_env_without_privileged_text_is_refused_befor
     from trainers.cli.train import main
 
     run = tmp_path / "run"
-    assert main(["--env", "rooms", "--model", "tiny", "--distill", "privileged", "--output-dir", str(run),
-                 "--no-progress-bars"]) == 2
+    assert (
+        main(
+            [
+                "--env",
+                "rooms",
+                "--model",
+                "tiny",
+                "--distill",
+                "privileged",
+                "--output-dir",
+                str(run),
+                "--no-progress-bars",
+            ]
+        )
+        == 2
+    )
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
     assert len(err) == 1 and "privileged text" in err[0] and "rooms" in err[0]
     assert not run.exists()  # the corrected rerun needs no --overwrite
@@ -310,10 +417,41 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
     from trainers.cli.train import main
 
     run = tmp_path / "run"
-    assert main(["--env", "alfworld", "--policy-mode", "generate", "--warm-start", "none", "--max-new-tokens", "8",
-                 "--distill", mode, *extra, "--iterations", "1", "--num-groups", "1", "--group-size", "2",
-                 "--max-steps", "4", "--eval-episodes", "0", "--eval-extra-split", "none", "--output-dir", str(run),
-                 "--no-progress-bars", "--no-tensorboard", "--no-baseline-random"]) == 0
+    assert (
+        main(
+            [
+                "--env",
+                "alfworld",
+                "--policy-mode",
+                "generate",
+                "--warm-start",
+                "none",
+                "--max-new-tokens",
+                "8",
+                "--distill",
+                mode,
+                *extra,
+                "--iterations",
+                "1",
+                "--num-groups",
+                "1",
+                "--group-size",
+                "2",
+                "--max-steps",
+                "4",
+                "--eval-episodes",
+                "0",
+                "--eval-extra-split",
+                "none",
+                "--output-dir",
+                str(run),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--no-baseline-random",
+            ]
+        )
+        == 0
+    )
     [rec] = [r for r in _records(run) if r.get("kind") == "train"]
     assert rec["distill/steps"] > 0
     assert (rec["distill/kl"] > 0) if mode == "privileged" else (0 < rec["distill/gate"] < 1)
@@ -324,12 +462,35 @@ def _routing_rollout():
     from agents.contract import StepOutput
     from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 
-    trajs = [Trajectory(group=g, member=2 * g + m, task_id="t", task_type="pick", outcome=float(g == 1 and m == 0),
-                        length=2, won=g == 1 and m == 0, privileged=f"Expert plan: group {g} member {m}")
-             for g in (0, 1) for m in (0, 1)]
-    steps = [StepRecord(traj=j, t=t, output=StepOutput(action=f"a{t}"), state=f"s{j}{t}", next_state=f"s{j}{t + 1}",
-                        first_visit=True, reward=trajs[j].outcome if t == 1 else 0.0, valid=True, action=f"a{t}")
-             for j in range(4) for t in range(2)]
+    trajs = [
+        Trajectory(
+            group=g,
+            member=2 * g + m,
+            task_id="t",
+            task_type="pick",
+            outcome=float(g == 1 and m == 0),
+            length=2,
+            won=g == 1 and m == 0,
+            privileged=f"Expert plan: group {g} member {m}",
+        )
+        for g in (0, 1)
+        for m in (0, 1)
+    ]
+    steps = [
+        StepRecord(
+            traj=j,
+            t=t,
+            output=StepOutput(action=f"a{t}"),
+            state=f"s{j}{t}",
+            next_state=f"s{j}{t + 1}",
+            first_visit=True,
+            reward=trajs[j].outcome if t == 1 else 0.0,
+            valid=True,
+            action=f"a{t}",
+        )
+        for j in range(4)
+        for t in range(2)
+    ]
     return Rollout(steps=steps, trajectories=trajs)
 
 
@@ -381,8 +542,9 @@ def test_a_single_all_failed_group_is_the_whole_share_and_an_empty_rollout_none(
     from trainers.teachers import hindsight_inputs, privileged_inputs
 
     full = _routing_rollout()
-    rollout = Rollout(steps=[s for s in full.steps if s.traj < 2],
-                      trajectories=[t for t in full.trajectories if t.group == 0])
+    rollout = Rollout(
+        steps=[s for s in full.steps if s.traj < 2], trajectories=[t for t in full.trajectories if t.group == 0]
+    )
     teach = privileged_inputs(rollout, [True] * len(rollout.steps))
     assert teach.metrics == {"distill/group_frac": 1.0} and all(teach.routed)
 
@@ -441,8 +603,14 @@ def test_teacher_arguments():
     with pytest.raises(UserError, match="the policy object has no distributions"):
         PrivilegedTeacher(object(), model)
     p, h = PrivilegedTeacher(policy, model), HindsightTeacher(policy, model)
-    assert (p.tau, p.top_k, p.samples_per_iteration, h.coef, h.beta, h.samples_per_iteration) == (0.05, 20, 4, 0.01,
-                                                                                                 5.0, 4)
+    assert (p.tau, p.top_k, p.samples_per_iteration, h.coef, h.beta, h.samples_per_iteration) == (
+        0.05,
+        20,
+        4,
+        0.01,
+        5.0,
+        4,
+    )
 
 
 # ----------------------------------------------------------------------------- targets on a real tiny policy
@@ -480,7 +648,9 @@ def test_privileged_targets_are_the_ema_teachers_candidate_distribution_with_the
     assert out.teacher[1] is None and out.weight[1] is None and not hasattr(out, "skill")
     for j in (0, 2, 3):
         k = len(steps[j].output.candidates)
-        assert out.teacher[j].shape == (k,) and torch.logsumexp(out.teacher[j], 0).item() == pytest.approx(0.0, abs=1e-5)
+        assert out.teacher[j].shape == (k,) and torch.logsumexp(out.teacher[j], 0).item() == pytest.approx(
+            0.0, abs=1e-5
+        )
         prefix = teacher._encode(texts[j])
         with torch.no_grad():
             want = policy.distributions([_with_context(steps[j].output, prefix)])[0]  # the EMA is still the student
@@ -510,8 +680,9 @@ def test_hindsight_targets_score_the_chosen_command_after_the_skill(tiny_steps):
     assert (out.coef, out.beta) == (0.2, 3.0) and not hasattr(out, "teacher")
     assert out.skill[1] is None and out.skill[2] is None
     for j in (0, 3):
-        want, _ = policy.compute_logprobs_and_entropy([_with_context(steps[j].output, teacher._encode(texts[j]))],
-                                                      with_entropy=False)
+        want, _ = policy.compute_logprobs_and_entropy(
+            [_with_context(steps[j].output, teacher._encode(texts[j]))], with_entropy=False
+        )
         torch.testing.assert_close(out.skill[j], want[0].detach().float(), rtol=1e-5, atol=1e-5)
     assert teacher.ema is None  # hindsight keeps no EMA teacher
 
@@ -519,15 +690,19 @@ def test_hindsight_targets_score_the_chosen_command_after_the_skill(tiny_steps):
 def test_template_skills_name_first_sightings_returns_and_repeats():
     from trainers.teachers import TemplateSkillWriter
 
-    t = Transcript("find the red apple and put it in the fridge",
-                   (("You are in the kitchen. You see a fridge.", "open fridge"),
-                    ("The fridge is empty.", "go to counter 1"),
-                    ("On the counter 1 you see an apple.", "go to counter 1"),
-                    ("On the counter 1 you see an apple.", "look"),
-                    ("You are at the counter.", "look"),
-                    ("You are at the counter.", "look"),
-                    ("You are at the counter.", "click[Back]")),
-                   "A red light.")
+    t = Transcript(
+        "find the red apple and put it in the fridge",
+        (
+            ("You are in the kitchen. You see a fridge.", "open fridge"),
+            ("The fridge is empty.", "go to counter 1"),
+            ("On the counter 1 you see an apple.", "go to counter 1"),
+            ("On the counter 1 you see an apple.", "look"),
+            ("You are at the counter.", "look"),
+            ("You are at the counter.", "look"),
+            ("You are at the counter.", "click[Back]"),
+        ),
+        "A red light.",
+    )
     skill = TemplateSkillWriter().write_one(t)
     assert skill.startswith("Hindsight from an earlier attempt at this task: ")
     # "fridge" was seen before any action; "apple" after the first go to; "red" only at the very end
@@ -559,7 +734,9 @@ def test_the_policy_writes_skills_only_in_generate_mode_from_the_last_eight_step
             return kw
 
     tok = SimpleNamespace(encode=lambda text, add_special_tokens: list(text.encode()))
-    writer = PolicySkillWriter(SimpleNamespace(backend=Backend(), tokenizer=tok, sampling=Sampling()), max_new_tokens=16)
+    writer = PolicySkillWriter(
+        SimpleNamespace(backend=Backend(), tokenizer=tok, sampling=Sampling()), max_new_tokens=16
+    )
     steps = tuple((f"obs {k} " + "y" * 300, f"act {k}") for k in range(10))
     skills = writer.write([Transcript("the goal", steps, "end"), Transcript("other", steps[:1], "")])
     assert seen["cfg"] == {"max_new_tokens": 16, "min_new_tokens": 0, "n": 1} and seen["seed"] == 0

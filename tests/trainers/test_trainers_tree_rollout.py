@@ -1,5 +1,6 @@
 """Tree rollouts: forks by replay on the real envs, the clear line for an env that cannot be
 branched, the decision budget, the shared-prefix credit rule, and training with every estimator."""
+
 from __future__ import annotations
 
 import json
@@ -38,8 +39,11 @@ class RandomAdmissible:
         rng = random.Random(seed)
         out = []
         for info in infos:
-            cmds = [c for c in info.get("admissible_commands", []) if c not in ("look", "inventory")] or \
-                list(info.get("admissible_commands", [])) or ["look"]
+            cmds = (
+                [c for c in info.get("admissible_commands", []) if c not in ("look", "inventory")]
+                or list(info.get("admissible_commands", []))
+                or ["look"]
+            )
             out.append(StepOutput(action=rng.choice(sorted(cmds))))
         return out
 
@@ -97,9 +101,12 @@ class Noisy(gym.Env):
 def test_a_nondeterministic_env_cannot_be_branched():
     envs = GroupVectorEnv(Noisy, num_groups=1, group_size=4, seed=0)
     try:
-        with pytest.raises(NondeterministicEnvError, match="replaying step 0 .* cannot be branched .use --rollout flat."):
-            collect_tree_rollout(envs, RandomAdmissible(), [5], seed=0, cfg=TreeConfig(branches=2, interval=2),
-                                 max_steps=6)
+        with pytest.raises(
+            NondeterministicEnvError, match="replaying step 0 .* cannot be branched .use --rollout flat."
+        ):
+            collect_tree_rollout(
+                envs, RandomAdmissible(), [5], seed=0, cfg=TreeConfig(branches=2, interval=2), max_steps=6
+            )
     finally:
         envs.close()
 
@@ -109,8 +116,9 @@ def test_an_env_error_inside_a_tree_leaves_the_vector_env_needing_a_reset():
     try:
         envs.reset(seed=0)
         with pytest.raises(NondeterministicEnvError):
-            collect_tree_rollout(envs, RandomAdmissible(), [5], seed=0, cfg=TreeConfig(branches=2, interval=2),
-                                 max_steps=6)
+            collect_tree_rollout(
+                envs, RandomAdmissible(), [5], seed=0, cfg=TreeConfig(branches=2, interval=2), max_steps=6
+            )
         with pytest.raises(RuntimeError, match="reset"):  # its members were moved one by one: its view is stale
             envs.step(["look"] * 4)
     finally:
@@ -148,18 +156,38 @@ def test_decisions_never_exceed_the_budget(budget):
 
 
 def _step(t: int, state: str, action: str, fv: bool = True, reward: float = 0.0) -> StepRecord:
-    return StepRecord(traj=0, t=t, output=StepOutput(action=action), state=state, next_state=state + "'",
-                      first_visit=fv, reward=reward, valid=True, action=action)
+    return StepRecord(
+        traj=0,
+        t=t,
+        output=StepOutput(action=action),
+        state=state,
+        next_state=state + "'",
+        first_visit=fv,
+        reward=reward,
+        valid=True,
+        action=action,
+    )
 
 
 def test_a_shared_step_gets_the_mean_of_its_leaves_advantages():
     # one task: steps 0-1 shared; leaf A = 0, 1, 2 (won), leaf B = 0, 1, 3, 4 (lost), leaf C = 0, 5 (lost)
-    steps = [_step(0, "s0", "a"), _step(1, "s1", "b"), _step(2, "s2", "c", reward=1.0), _step(2, "s2", "d"),
-             _step(3, "s3", "e"), _step(1, "s4", "f")]
-    rollout = Rollout(steps=steps, trajectories=[Trajectory(0, 0, "t", "x", outcome=1.0, length=3, won=True),
-                                            Trajectory(0, 1, "t", "x", outcome=0.0, length=4),
-                                            Trajectory(0, 2, "t", "x", outcome=0.0, length=2)],
-                 rows=[(j, i) for j, path in enumerate([[0, 1, 2], [0, 1, 3, 4], [0, 5]]) for i in path])
+    steps = [
+        _step(0, "s0", "a"),
+        _step(1, "s1", "b"),
+        _step(2, "s2", "c", reward=1.0),
+        _step(2, "s2", "d"),
+        _step(3, "s3", "e"),
+        _step(1, "s4", "f"),
+    ]
+    rollout = Rollout(
+        steps=steps,
+        trajectories=[
+            Trajectory(0, 0, "t", "x", outcome=1.0, length=3, won=True),
+            Trajectory(0, 1, "t", "x", outcome=0.0, length=4),
+            Trajectory(0, 2, "t", "x", outcome=0.0, length=2),
+        ],
+        rows=[(j, i) for j, path in enumerate([[0, 1, 2], [0, 1, 3, 4], [0, 5]]) for i in path],
+    )
     arrays = rollout.advantage_inputs()
     assert arrays["step_traj"].tolist() == [0, 0, 0, 1, 1, 1, 1, 2, 2]
     assert arrays["step_index"].tolist() == [0, 1, 2, 0, 1, 2, 3, 0, 1]
@@ -168,7 +196,9 @@ def test_a_shared_step_gets_the_mean_of_its_leaves_advantages():
     a_won, a_lost = rows[0], rows[3]  # GRPO: every row of a leaf carries the leaf's advantage
     assert merged[0] == pytest.approx((a_won + 2 * a_lost) / 3)  # in all three leaves
     assert merged[1] == pytest.approx((a_won + a_lost) / 2)  # in A and B
-    assert merged[2] == pytest.approx(a_won) and merged[4] == pytest.approx(a_lost) and merged[5] == pytest.approx(a_lost)
+    assert (
+        merged[2] == pytest.approx(a_won) and merged[4] == pytest.approx(a_lost) and merged[5] == pytest.approx(a_lost)
+    )
     # GiGPO: the shared prefix fills anchor groups at the fork (s2 reached by A and B)
     gi = rollout.merge_rows(step_advantages(**arrays, config=AdvantageConfig(estimator="gigpo")).steps)
     assert gi[2] > gi[3]
@@ -189,8 +219,19 @@ def test_scorers():
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_tree_rollout_trains_with_every_estimator(tmp_path, estimator):
-    cfg = config_for_tests(output_dir=str(tmp_path), iterations=2, num_groups=2, group_size=4, max_steps=6, lr=0.05,
-                           estimator=estimator, rollout="tree", tree_branches=2, tree_interval=2, eval_episodes=0)
+    cfg = config_for_tests(
+        output_dir=str(tmp_path),
+        iterations=2,
+        num_groups=2,
+        group_size=4,
+        max_steps=6,
+        lr=0.05,
+        estimator=estimator,
+        rollout="tree",
+        tree_branches=2,
+        tree_interval=2,
+        eval_episodes=0,
+    )
     tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
     tr.train()
     train = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -202,18 +243,45 @@ def test_tree_rollout_trains_with_every_estimator(tmp_path, estimator):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("env,extra", [("rooms", ["--group-size", "8", "--max-steps", "12"]),
-                                       ("alfworld", ["--group-size", "8", "--max-steps", "10", "--bc-steps", "5",
-                                                     "--tree-scorer", "random"])])
+@pytest.mark.parametrize(
+    "env,extra",
+    [
+        ("rooms", ["--group-size", "8", "--max-steps", "12"]),
+        ("alfworld", ["--group-size", "8", "--max-steps", "10", "--bc-steps", "5", "--tree-scorer", "random"]),
+    ],
+)
 def test_two_tree_iterations_from_the_cli(tmp_path, env, extra, request):
     if env == "alfworld":
         request.getfixturevalue("alfworld_engine_available")
     from trainers.cli.train import main
 
     model = ["--model", "tiny"] if env == "rooms" else []
-    assert main(["--env", env, *model, "--rollout", "tree", "--iterations", "2", "--num-groups", "2",
-                 "--eval-episodes", "4", "--output-dir", str(tmp_path / "run"), "--no-progress-bars", "--no-tensorboard",
-                 "--no-baseline-random", "--eval-extra-split", "none", *extra]) == 0
+    assert (
+        main(
+            [
+                "--env",
+                env,
+                *model,
+                "--rollout",
+                "tree",
+                "--iterations",
+                "2",
+                "--num-groups",
+                "2",
+                "--eval-episodes",
+                "4",
+                "--output-dir",
+                str(tmp_path / "run"),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--no-baseline-random",
+                "--eval-extra-split",
+                "none",
+                *extra,
+            ]
+        )
+        == 0
+    )
     train = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     train = [r for r in train if r.get("kind") == "train"]
     assert len(train) == 2 and all(r["rollout/replay_steps"] > 0 for r in train)
@@ -223,12 +291,16 @@ def test_the_multiprocess_pool_grows_the_same_tree():
     """The async member pool (one process per member) forks the same way as the sync one."""
     trees = []
     for backend in ("sync", "async"):
-        envs = GroupVectorEnv(make_env_fn("rooms", "train", max_steps=8), num_groups=2, group_size=4, seed=0,
-                              backend=backend)
+        envs = GroupVectorEnv(
+            make_env_fn("rooms", "train", max_steps=8), num_groups=2, group_size=4, seed=0, backend=backend
+        )
         try:
-            rollout = collect_tree_rollout(envs, RandomAdmissible(), [4, 9], seed=2,
-                                      cfg=TreeConfig(branches=2, interval=2), max_steps=8)
+            rollout = collect_tree_rollout(
+                envs, RandomAdmissible(), [4, 9], seed=2, cfg=TreeConfig(branches=2, interval=2), max_steps=8
+            )
         finally:
             envs.close()
-        trees.append(([(s.t, s.state, s.action, s.next_state) for s in rollout.steps], rollout.rows, rollout.tree_stats))
+        trees.append(
+            ([(s.t, s.state, s.action, s.next_state) for s in rollout.steps], rollout.rows, rollout.tree_stats)
+        )
     assert trees[0] == trees[1] and trees[0][2]["rollout/forks"] > 0

@@ -1,5 +1,6 @@
 """benchmarks/update_paths.py: every path runs the same update (the same loss, float rounding
 aside); the length order pads less than the prefix order; the table and the profile print."""
+
 from __future__ import annotations
 
 import json
@@ -14,10 +15,35 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def test_the_update_paths_compute_one_update_and_the_length_order_pads_less(tmp_path):
     out = tmp_path / "paths.json"
-    run = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "update_paths.py"), "--groups", "2", "--group-size", "3",
-                          "--steps", "3", "--prompt-tokens", "60", "--response-tokens", "6", "--micro-batch-tokens", "200",
-                          "--logit-chunk", "4", "--repeats", "1", "--profile", "--json", str(out)],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    run = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "update_paths.py"),
+            "--groups",
+            "2",
+            "--group-size",
+            "3",
+            "--steps",
+            "3",
+            "--prompt-tokens",
+            "60",
+            "--response-tokens",
+            "6",
+            "--micro-batch-tokens",
+            "200",
+            "--logit-chunk",
+            "4",
+            "--repeats",
+            "1",
+            "--profile",
+            "--json",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert run.returncode == 0, run.stderr[-2000:]
     data = json.loads(out.read_text())
     rows = {r["path"]: r for r in data["rows"]}
@@ -28,6 +54,11 @@ def test_the_update_paths_compute_one_update_and_the_length_order_pads_less(tmp_
     assert rows["length"]["padding"] < rows["prefix"]["padding"]
     assert all(r["update_tflops"] > 0 and r["peak_gpu_mem_gib"] is None for r in rows.values())
     assert "| prefix |" in run.stdout and "costliest operators" in run.stdout and len(data["profile"]) == 10
-    bad = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "update_paths.py"), "--paths", "turbo"],
-                         capture_output=True, text=True, timeout=300, cwd=ROOT)
+    bad = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "update_paths.py"), "--paths", "turbo"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert bad.returncode != 0 and "unknown path(s) turbo" in bad.stderr

@@ -1,4 +1,5 @@
 """`benchmarks/update_transfer.py` measures what one update does on independent batches."""
+
 from __future__ import annotations
 
 import subprocess
@@ -21,10 +22,32 @@ def _row(table: str, spec: str) -> list[float]:
 def test_update_transfer_quick_run(tmp_path, alfworld_engine_available):
     out = tmp_path / "ut"
     run = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "update_transfer.py"), "--configs", "sgd:0,adam:1e-2",
-         "--batches", "1", "--measure-groups", "2", "--out", str(out),
-         "--bc-steps", "5", "--bc-episodes", "4", "--num-groups", "2", "--group-size", "4", "--max-steps", "8"],
-        capture_output=True, text=True, timeout=600, cwd=ROOT,
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "update_transfer.py"),
+            "--configs",
+            "sgd:0,adam:1e-2",
+            "--batches",
+            "1",
+            "--measure-groups",
+            "2",
+            "--out",
+            str(out),
+            "--bc-steps",
+            "5",
+            "--bc-episodes",
+            "4",
+            "--num-groups",
+            "2",
+            "--group-size",
+            "4",
+            "--max-steps",
+            "8",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     table = (out / "table.md").read_text()

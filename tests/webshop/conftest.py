@@ -1,4 +1,5 @@
 """Shared fixtures of the WebShop shop tests: one embedded catalog + index per session."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,4 +1,5 @@
 """Browser mode through real headless Chromium: same observations and rewards as text mode."""
+
 from __future__ import annotations
 
 import copy
@@ -19,7 +20,7 @@ if not (os.path.exists(CHROMIUM_BINARY) and os.path.exists(CHROMEDRIVER_BINARY))
     pytest.skip(f"needs {CHROMIUM_BINARY} and {CHROMEDRIVER_BINARY}", allow_module_level=True)
 pytest.importorskip("selenium", reason="browser extra [browser] not installed")
 
-NASTY = "<script>window.pwned = 1</script> Herbal Tea & <b>Bold</b> \"Quoted\""
+NASTY = '<script>window.pwned = 1</script> Herbal Tea & <b>Bold</b> "Quoted"'
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +64,12 @@ def test_browser_and_text_mode_agree_step_by_step(envs, ws_oracle):
     goal = ti["goal"]
     script = [
         "search[<script>alert(1)</script> tea]",  # escaped query, results page
-        "click[next >]", "click[next >]", "click[< prev]",
-        "click[search]", "look", "click[buy now]",  # invalid: no-ops in both
+        "click[next >]",
+        "click[next >]",
+        "click[< prev]",
+        "click[search]",
+        "look",
+        "click[buy now]",  # invalid: no-ops in both
         f"search[{goal['query']}]",
         "click[back to search]",
         f"search[{goal['instruction_text']}]",
@@ -76,8 +81,13 @@ def test_browser_and_text_mode_agree_step_by_step(envs, ws_oracle):
     taken = ws_oracle(text, ti)
     browser.reset(options={"goal_index": 0})
     text.reset(options={"goal_index": 0})
-    extra = [taken[-2] if len(taken) > 1 else taken[0], "click[features]", "click[< prev]",
-             "click[description]", "click[reviews]"]
+    extra = [
+        taken[-2] if len(taken) > 1 else taken[0],
+        "click[features]",
+        "click[< prev]",
+        "click[description]",
+        "click[reviews]",
+    ]
     for action in taken[:-1] + extra + ["click[< prev]", taken[-1]]:
         b, t = browser.step(action), text.step(action)
         _same(b, t)
@@ -109,8 +119,12 @@ def test_html_in_data_and_queries_stays_text(envs):
     _, info = browser.reset(options={"goal_index": 0})
     text.reset(options={"goal_index": 0})
     driver = browser._browser_backend.browser.driver
-    for action in ["search[herbal tea bold quoted]", f"click[{info['goal']['asin'].lower()}]", "click[features]",
-                   "search[</title><script>window.pwned=2</script>]"]:
+    for action in [
+        "search[herbal tea bold quoted]",
+        f"click[{info['goal']['asin'].lower()}]",
+        "click[features]",
+        "search[</title><script>window.pwned=2</script>]",
+    ]:
         b, t = browser.step(action), text.step(action)
         _same(b, t)
         assert driver.execute_script("return [window.pwned, document.scripts.length]") == [None, 0]
@@ -148,8 +162,18 @@ def test_odd_queries_agree(envs):
     browser, text = envs
     browser.reset(seed=4)
     text.reset(seed=4)
-    for q in ["🍵 tea", "a\x00b tea", "x" * 9000, "שלום tea", "tea\ttea", "  tea  ", "a\u2028b",
-              "100% cotton & <b>", "a+b=c?d#e/f\\g", "search[\udcff]"]:
+    for q in [
+        "🍵 tea",
+        "a\x00b tea",
+        "x" * 9000,
+        "שלום tea",
+        "tea\ttea",
+        "  tea  ",
+        "a\u2028b",
+        "100% cotton & <b>",
+        "a+b=c?d#e/f\\g",
+        "search[\udcff]",
+    ]:
         action = q if q.startswith("search[") else f"search[{q}]"
         _same(browser.step(action), text.step(action))
 
@@ -191,7 +215,9 @@ def test_error_page_is_an_invalid_action_with_state_unchanged(envs, monkeypatch)
     url = browser._browser_backend.url
     obs2, reward, term, trunc, info2 = browser.step(product)
     assert info2["valid_action"] is False and (reward, term, trunc) == (0.0, False, False)
-    assert obs2 == obs and info2["state"] == info["state"] and info2["admissible_commands"] == info["admissible_commands"]
+    assert (
+        obs2 == obs and info2["state"] == info["state"] and info2["admissible_commands"] == info["admissible_commands"]
+    )
     assert browser._browser_backend.url == url
     monkeypatch.setattr(server, "page", real_page)
     assert browser.step(product)[4]["page"] == "item"

@@ -1,4 +1,5 @@
 """ProGPO-WebShop-v0 in text mode: API, page flow, action grammar, paging, bad input."""
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -11,8 +12,20 @@ import progpo_envs  # noqa: F401
 from progpo_envs.webshop.data import WebShopDataError
 from progpo_envs.webshop.env import WebShopEnv
 
-INFO_KEYS = {"admissible_commands", "available_actions", "task_id", "task_type", "goal", "won",
-             "valid_action", "step", "page", "state", "outcome", "instruction"}
+INFO_KEYS = {
+    "admissible_commands",
+    "available_actions",
+    "task_id",
+    "task_type",
+    "goal",
+    "won",
+    "valid_action",
+    "step",
+    "page",
+    "state",
+    "outcome",
+    "instruction",
+}
 
 
 def test_gym_make_default_works_offline_and_passes_check_env():
@@ -95,14 +108,20 @@ def test_results_paging_follows_webshop(ws_env):
     assert clickables[:2] == ["back to search", "next >"] and "< prev" not in clickables
     assert "Page 1 (Total results: 50)" in obs
     assert len(clickables) == 2 + 10
-    assert info["state"] == {"page": "results", "query": "size", "page_num": 1, "asin": None,
-                             "options": {}, "sub_page": None}
+    assert info["state"] == {
+        "page": "results",
+        "query": "size",
+        "page_num": 1,
+        "asin": None,
+        "options": {},
+        "sub_page": None,
+    }
     for page in range(2, 6):
         obs, _, _, _, info = ws_env.step("click[next >]")
         assert info["valid_action"] and f"Page {page} (Total results: 50)" in obs
         clickables = info["available_actions"]["clickables"]
         expected = ["back to search", "< prev"] + (["next >"] if page < 5 else [])
-        assert clickables[:len(expected)] == expected and len(clickables) == len(expected) + 10
+        assert clickables[: len(expected)] == expected and len(clickables) == len(expected) + 10
     # page 5 holds hits 41-50 of 50: no next page, so paging cannot mint new states
     obs, _, _, _, info = ws_env.step("click[next >]")
     assert not info["valid_action"] and info["state"]["page_num"] == 5 and "Next >" not in obs
@@ -118,8 +137,7 @@ def test_results_paging_follows_webshop(ws_env):
 def test_a_short_result_list_has_one_page_per_ten_hits(ws_env):
     ws_env.reset(seed=0)
     shop = ws_env.shop
-    query = next(q for q in ("red", "black", "tea", "blue", "green", "pack", "size")
-                 if 10 < len(shop.search(q)) < 50)
+    query = next(q for q in ("red", "black", "tea", "blue", "green", "pack", "size") if 10 < len(shop.search(q)) < 50)
     total = len(shop.search(query))
     obs, _, _, _, info = ws_env.step(f"search[{query}]")
     pages = 1
@@ -133,14 +151,19 @@ def test_item_page_sub_pages_and_navigation(ws_env):
     _, info = ws_env.reset(options={"goal_index": 0})
     ws_env.step(f"search[{info['goal']['query']}]")
     obs, _, _, _, info = ws_env.step("click[next >]")
-    asin = next(a for a in info["available_actions"]["clickables"][3:]
-                if ws_env.shop.by_asin[a.upper()]["options"])
+    asin = next(a for a in info["available_actions"]["clickables"][3:] if ws_env.shop.by_asin[a.upper()]["options"])
     obs, _, _, _, info = ws_env.step(f"click[{asin.upper()}]")  # argument is lower-cased
     assert info["page"] == "item" and info["state"]["asin"] == asin.upper()
     product = ws_env.shop.by_asin[asin.upper()]
     assert "Rating: N.A." in obs and obs.endswith("Description [SEP] Features [SEP] Reviews [SEP] Buy Now")
     assert info["available_actions"]["clickables"][:6] == [
-        "back to search", "< prev", "description", "features", "reviews", "buy now"]
+        "back to search",
+        "< prev",
+        "description",
+        "features",
+        "reviews",
+        "buy now",
+    ]
     name, values = next(iter(product["options"].items()))
     _, _, _, _, info = ws_env.step(f"click[{values[-1]}]")
     assert info["state"]["options"] == {name: values[-1]}
@@ -165,9 +188,30 @@ def test_item_page_sub_pages_and_navigation(ws_env):
 
 def test_invalid_actions_are_noops(ws_env):
     obs0, info0 = ws_env.reset(seed=5)
-    for action in ["click[search]", "click[next >]", "click[buy now]", "search[]", "search",
-                   "click[", "", "  ", "buy[now]", "Search[x]", "click[x]y", "search[a\nb]",
-                   "x" * (1 << 20), "search[" + "a" * (1 << 20) + "]", "\udcff", "search[\udcff]", "é[ü]", "[]", "[x]", None, 123, b"search[x]"]:
+    for action in [
+        "click[search]",
+        "click[next >]",
+        "click[buy now]",
+        "search[]",
+        "search",
+        "click[",
+        "",
+        "  ",
+        "buy[now]",
+        "Search[x]",
+        "click[x]y",
+        "search[a\nb]",
+        "x" * (1 << 20),
+        "search[" + "a" * (1 << 20) + "]",
+        "\udcff",
+        "search[\udcff]",
+        "é[ü]",
+        "[]",
+        "[x]",
+        None,
+        123,
+        b"search[x]",
+    ]:
         obs, reward, term, trunc, info = ws_env.step(action)
         assert (obs, reward, term, info["valid_action"], info["page"]) == (obs0, 0.0, False, False, "search")
 

@@ -1,6 +1,7 @@
 """WebShop honours max_episode_steps from gym.make / the trainer and rejects a
 search whose URL would be too long in both modes alike (the text side; the browser side is in
 test_webshop_browser.py)."""
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -63,8 +64,11 @@ def test_nothing_is_played_or_paid_after_truncation(ws_shop, make):
     """The oracle's purchase, one step too late: the truncated episode stays over."""
     from agents.baselines import WebShopOracleAgent
 
-    env = gym.make(progpo_envs.WEBSHOP_ID, shop=ws_shop, max_episode_steps=2) if make == "gym.make" \
+    env = (
+        gym.make(progpo_envs.WEBSHOP_ID, shop=ws_shop, max_episode_steps=2)
+        if make == "gym.make"
         else WebShopEnv(shop=ws_shop, max_episode_steps=2)
+    )
     agent = WebShopOracleAgent()
     obs, info = env.reset(seed=3)
     truncated = False

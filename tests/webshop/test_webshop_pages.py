@@ -1,4 +1,5 @@
 """Pages: the HTML the server serves reads back as exactly the text-mode observation."""
+
 from __future__ import annotations
 
 import copy
@@ -29,7 +30,7 @@ from progpo_envs.webshop.shop import Shop, ShopSession
 
 def _views(shop: Shop, n: int, seed: int = 0):
     rng = random.Random(seed)
-    instr = "find <b>a</b> & \"red\" hat"
+    instr = 'find <b>a</b> & "red" hat'
     yield shop.view(ShopState(), instr)
     for _ in range(n):
         asin = rng.choice(shop.products)["asin"]
@@ -56,11 +57,21 @@ def test_html_reads_back_as_text_observation(ws_shop):
 
 def test_everything_is_escaped():
     nasty = "<script>alert('x')</script> & <b>bold</b> \"quoted\""
-    product = {"asin": "B0000000X1", "Title": nasty, "Description": nasty, "BulletPoints": [nasty],
-               "options": {nasty: [nasty, "plain"]}, "pricing": [1.0], "Rating": "N.A.", "Reviews": []}
-    for state in (ShopState(ITEM, nasty, 1, "B0000000X1", ((nasty, nasty),)),
-                  ShopState(SUB_PAGE, nasty, 1, "B0000000X1", (), "Description"),
-                  ShopState(SUB_PAGE, nasty, 1, "B0000000X1", (), "Features")):
+    product = {
+        "asin": "B0000000X1",
+        "Title": nasty,
+        "Description": nasty,
+        "BulletPoints": [nasty],
+        "options": {nasty: [nasty, "plain"]},
+        "pricing": [1.0],
+        "Rating": "N.A.",
+        "Reviews": [],
+    }
+    for state in (
+        ShopState(ITEM, nasty, 1, "B0000000X1", ((nasty, nasty),)),
+        ShopState(SUB_PAGE, nasty, 1, "B0000000X1", (), "Description"),
+        ShopState(SUB_PAGE, nasty, 1, "B0000000X1", (), "Features"),
+    ):
         view = PageView(state.kind, nasty, state, product=product)
         html = render_html(view, "sid")
         assert "<script>" not in html and "<b>" not in html
@@ -77,12 +88,24 @@ _text = st.text(max_size=20)
 
 
 @settings(max_examples=300, deadline=None)
-@given(kind=st.sampled_from([RESULTS, ITEM, SUB_PAGE, DONE]), query=_text, page=st.integers(1, 99),
-       asin=st.text(min_size=1, max_size=12), opts=st.dictionaries(_text, _text, max_size=3),
-       sub_page=st.sampled_from(SUB_PAGES), sid=st.text(min_size=1, max_size=10))
+@given(
+    kind=st.sampled_from([RESULTS, ITEM, SUB_PAGE, DONE]),
+    query=_text,
+    page=st.integers(1, 99),
+    asin=st.text(min_size=1, max_size=12),
+    opts=st.dictionaries(_text, _text, max_size=3),
+    sub_page=st.sampled_from(SUB_PAGES),
+    sid=st.text(min_size=1, max_size=10),
+)
 def test_state_path_round_trips(kind, query, page, asin, opts, sub_page, sid):
-    state = ShopState(kind, query, page, None if kind == RESULTS else asin,
-                      () if kind == RESULTS else tuple(opts.items()), sub_page if kind == SUB_PAGE else None)
+    state = ShopState(
+        kind,
+        query,
+        page,
+        None if kind == RESULTS else asin,
+        () if kind == RESULTS else tuple(opts.items()),
+        sub_page if kind == SUB_PAGE else None,
+    )
     assert parse_path(state_path(sid, state)) == (sid, state)
 
 
@@ -92,8 +115,10 @@ def test_text_observations_have_the_original_layout(ws_shop):
     s.step("search[size]")
     obs = s.view().observation()
     first = ws_shop.hit(s.shop.search("size")[0])
-    assert obs.startswith(f"Instruction: [SEP] {s.instruction} [SEP] Back to Search [SEP] "
-                          f"Page 1 (Total results: 50) [SEP] Next > [SEP] {first.asin} [SEP] {first.title} [SEP] {first.price}")
+    assert obs.startswith(
+        f"Instruction: [SEP] {s.instruction} [SEP] Back to Search [SEP] "
+        f"Page 1 (Total results: 50) [SEP] Next > [SEP] {first.asin} [SEP] {first.title} [SEP] {first.price}"
+    )
     assert price_tag({"pricing": [19.99, 27.99]}) == "$19.99 to $27.99"
 
 
@@ -123,11 +148,14 @@ def test_canonicalizer_keeps_state_drops_chrome(ws_env):
     a["state"]["options"] = {"size": "7", "color": "red"}
     b["state"]["options"] = {"color": "red", "size": "7"}
     assert canonicalize_webshop("", a) == canonicalize_webshop("", b) == f"item|{asin.upper()}|color=red;size=7"
-    assert canonicalize_webshop("x", {**a, "state": {**a["state"], "page": "sub-page", "sub_page": "Features"}}) \
+    assert (
+        canonicalize_webshop("x", {**a, "state": {**a["state"], "page": "sub-page", "sub_page": "Features"}})
         == f"sub-page|{asin.upper()}|Features|color=red;size=7"
+    )
     # no info: falls back on the text, minus the instruction
-    assert canonicalize_webshop("Instruction: [SEP] buy x [SEP] Back to Search [SEP] < Prev [SEP] hi", {}) == \
-        canonicalize_webshop("Instruction: [SEP] buy y [SEP] Back to Search [SEP] < Prev [SEP] hi", {})
+    assert canonicalize_webshop(
+        "Instruction: [SEP] buy x [SEP] Back to Search [SEP] < Prev [SEP] hi", {}
+    ) == canonicalize_webshop("Instruction: [SEP] buy y [SEP] Back to Search [SEP] < Prev [SEP] hi", {})
 
 
 @pytest.mark.parametrize("kind", [SEARCH, RESULTS])
@@ -141,8 +169,9 @@ def test_paging_and_new_query_strings_cannot_farm_first_visits(ws_shop):
     from wrappers.canonicalize import CanonicalizeObservation
     from wrappers.coverage import FirstVisitCoverage
 
-    env = FirstVisitCoverage(CanonicalizeObservation(WebShopEnv(shop=ws_shop, max_episode_steps=10**4),
-                                                     canonicalize_webshop))
+    env = FirstVisitCoverage(
+        CanonicalizeObservation(WebShopEnv(shop=ws_shop, max_episode_steps=10**4), canonicalize_webshop)
+    )
     env.reset(seed=0)
     info = env.step("search[size]")[4]  # 50 hits: 5 pages
     for _ in range(40):

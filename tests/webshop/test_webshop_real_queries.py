@@ -1,4 +1,5 @@
 """Real WebShop shopper text as search input: 12k human instructions and 1.5k human queries."""
+
 from __future__ import annotations
 
 import json

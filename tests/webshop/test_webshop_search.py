@@ -1,4 +1,5 @@
 """BM25 search: Lucene analysis chain, Lucene BM25 scores, ranking, caching."""
+
 from __future__ import annotations
 
 import math
@@ -36,8 +37,7 @@ def test_analyzer_follows_lucene_english_chain(text, expected):
 
 def test_quantized_length_matches_lucene_smallfloat_table():
     # Lucene: lengths < 40 exact, then 4 significant bits (40, 42, ..., 56, 60, ...).
-    assert [lucene_quantized_length(n) for n in (39, 40, 41, 55, 56, 57, 59, 60)] == [
-        39, 40, 40, 54, 56, 56, 56, 60]
+    assert [lucene_quantized_length(n) for n in (39, 40, 41, 55, 56, 57, 59, 60)] == [39, 40, 40, 54, 56, 56, 56, 60]
 
 
 def _reference_scores(docs: list[str], query: str, k1=0.9, b=0.4) -> list[float]:
@@ -103,14 +103,20 @@ def test_search_returns_at_most_50_sorted_by_score():
 
 
 def test_product_document_is_webshop_indexed_text():
-    p = {"Title": "Red Shoe", "Description": "Soft.", "BulletPoints": ["Rubber", "ignored"],
-         "options": {"color": ["black", "red"], "size": ["7"]}}
+    p = {
+        "Title": "Red Shoe",
+        "Description": "Soft.",
+        "BulletPoints": ["Rubber", "ignored"],
+        "options": {"color": ["black", "red"], "size": ["7"]},
+    }
     assert product_document(p) == "red shoe soft. rubber color: black, red, and size: 7"
 
 
 def test_index_is_cached_in_memory_and_on_disk(tmp_path):
-    products = [{"asin": f"B{i:09d}", "Title": t, "Description": "", "BulletPoints": [""], "options": {}}
-                for i, t in enumerate(["red shoe", "blue hat", "red hat"])]
+    products = [
+        {"asin": f"B{i:09d}", "Title": t, "Description": "", "BulletPoints": [""], "options": {}}
+        for i, t in enumerate(["red shoe", "blue hat", "red hat"])
+    ]
     clear_search_index_cache()
     a = get_search_index(products, cache_dir=tmp_path)
     assert get_search_index(products) is a

@@ -1,4 +1,5 @@
 """Fixtures for the WebShop data / goals / reward tests."""
+
 from __future__ import annotations
 
 import pytest

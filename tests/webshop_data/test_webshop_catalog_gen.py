@@ -1,4 +1,5 @@
 """The generated catalog: original schema, determinism, prefix stability, files, CLI, scale."""
+
 from __future__ import annotations
 
 import json

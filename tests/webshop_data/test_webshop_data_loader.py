@@ -1,4 +1,5 @@
 """load_catalog: embedded catalog, original files (real attributes), errors, determinism, splits."""
+
 from __future__ import annotations
 
 import itertools
@@ -17,9 +18,25 @@ from progpo_envs.webshop.data import (
 )
 
 PRODUCT_KEYS = {
-    "asin", "name", "category", "query", "product_category", "Title", "Description",
-    "BulletPoints", "Reviews", "Rating", "MainImage", "options", "option_to_image", "pricing",
-    "Price", "price_tag", "Attributes", "instruction_text", "instruction_attributes",
+    "asin",
+    "name",
+    "category",
+    "query",
+    "product_category",
+    "Title",
+    "Description",
+    "BulletPoints",
+    "Reviews",
+    "Rating",
+    "MainImage",
+    "options",
+    "option_to_image",
+    "pricing",
+    "Price",
+    "price_tag",
+    "Attributes",
+    "instruction_text",
+    "instruction_attributes",
 }
 
 
@@ -48,17 +65,24 @@ def test_embedded_products_have_the_original_loaded_form(catalog_1k: Catalog) ->
 
 def test_convert_product_matches_the_original_loader_rules() -> None:
     raw = {
-        "asin": "B0TEST0001", "name": "Acme Wool Socks", "category": "fashion",
-        "query": "  Men's Socks ", "product_category": "Clothing › Men › Socks",
-        "pricing": "$12.50$15.00", "small_description": "one bullet",
-        "full_description": "Warm socks.", "images": ["http://img/1.jpg"],
+        "asin": "B0TEST0001",
+        "name": "Acme Wool Socks",
+        "category": "fashion",
+        "query": "  Men's Socks ",
+        "product_category": "Clothing › Men › Socks",
+        "pricing": "$12.50$15.00",
+        "small_description": "one bullet",
+        "full_description": "Warm socks.",
+        "images": ["http://img/1.jpg"],
         "customization_options": {
             "Color": [{"value": " Navy/Grey ", "image": "http://img/c.jpg"}],
-            "Size": [{"value": "Large"}], "Style": None,
+            "Size": [{"value": "Large"}],
+            "Style": None,
         },
     }
-    p = convert_product(raw, {"attributes": ["wool"], "instruction": "Find me wool men's socks",
-                              "instruction_attributes": ["wool"]})
+    p = convert_product(
+        raw, {"attributes": ["wool"], "instruction": "Find me wool men's socks", "instruction_attributes": ["wool"]}
+    )
     assert p["query"] == "men's socks"
     assert p["options"] == {"color": ["navy | grey"], "size": ["large"]}
     assert p["option_to_image"] == {"navy | grey": "http://img/c.jpg", "large": None}
@@ -72,11 +96,23 @@ def test_convert_product_matches_the_original_loader_rules() -> None:
     assert convert_product(raw, {"attributes": []})["Attributes"] == []
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("$19.99", [19.99]), ("$19.99$27.99", [19.99, 27.99]), ("", [100.0]), (None, [100.0]),
-    ("$1,299.00", [1299.0]), ("$5$6$7", [5.0, 6.0]), ("$abc", [100.0]), ("$1.2.3$4", [4.0]),
-    ("$19.99 - $27.99", [19.99, 27.99]), ([3, 4.5], [3.0, 4.5]), ([], [100.0]), (7, [100.0]),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("$19.99", [19.99]),
+        ("$19.99$27.99", [19.99, 27.99]),
+        ("", [100.0]),
+        (None, [100.0]),
+        ("$1,299.00", [1299.0]),
+        ("$5$6$7", [5.0, 6.0]),
+        ("$abc", [100.0]),
+        ("$1.2.3$4", [4.0]),
+        ("$19.99 - $27.99", [19.99, 27.99]),
+        ([3, 4.5], [3.0, 4.5]),
+        ([], [100.0]),
+        (7, [100.0]),
+    ],
+)
 def test_parse_pricing(text, expected) -> None:
     assert parse_pricing(text) == expected
 
@@ -93,9 +129,7 @@ def test_goals_and_splits(catalog_1k: Catalog) -> None:
     cat = catalog_1k
     assert len(cat.goals) > 1000
     with_ins = [p for p in cat.products if p["instruction_text"]]
-    expected = sum(
-        len(list(itertools.product(*p["options"].values()))) for p in with_ins
-    )
+    expected = sum(len(list(itertools.product(*p["options"].values()))) for p in with_ins)
     assert len(cat.goals) == expected
     assert cat.split("test") == list(range(500))
     assert cat.split("train") == list(range(500, len(cat.goals)))
@@ -153,7 +187,8 @@ def _real_subset(tmp_path: Path, shared_data: Path, n: int = 120) -> tuple[dict,
         item["asin"] = asin
     (tmp_path / "items_shuffle_1000.json").write_text(json.dumps(items))
     (tmp_path / "items_ins_v2_1000.json").write_text(
-        (shared_data / "webshop-real" / "items_ins_v2_1000.json").read_text())
+        (shared_data / "webshop-real" / "items_ins_v2_1000.json").read_text()
+    )
     return real_ins, items
 
 
@@ -169,8 +204,7 @@ def test_real_attributes_and_instructions_load(tmp_path: Path, shared_data: Path
         assert p["instruction_attributes"] == entry.get("instruction_attributes")
         n_ins += "instruction" in entry
     assert n_ins > 20
-    expected = sum(len(list(itertools.product(*p["options"].values())))
-                   for p in cat.products if p["instruction_text"])
+    expected = sum(len(list(itertools.product(*p["options"].values()))) for p in cat.products if p["instruction_text"])
     assert len(cat.goals) == expected
     for g in cat.goals:
         assert g["instruction_text"].startswith(real_ins[g["asin"]]["instruction"])
@@ -187,14 +221,15 @@ def test_human_goals_from_items_human_ins(tmp_path: Path) -> None:
     (tmp_path / "items_ins_v2.json").write_text(json.dumps(ins))
     human = {
         items[0]["asin"]: [
-            {"instruction": "i want a thing in red.", "instruction_attributes": ["red thing"],
-             "instruction_options": ["red"]},
-            {"instruction": "skipped: no attributes", "instruction_attributes": [],
-             "instruction_options": []},
+            {
+                "instruction": "i want a thing in red.",
+                "instruction_attributes": ["red thing"],
+                "instruction_options": ["red"],
+            },
+            {"instruction": "skipped: no attributes", "instruction_attributes": [], "instruction_options": []},
         ],
         items[3]["asin"]: [
-            {"instruction": "another one", "instruction_attributes": ["a", "b"],
-             "instruction_options": []},
+            {"instruction": "another one", "instruction_attributes": ["a", "b"], "instruction_options": []},
         ],
     }
     with pytest.raises(WebShopDataError, match="items_human_ins.json"):
@@ -267,6 +302,7 @@ def test_real_goals_score_one_on_their_own_product(tmp_path: Path, shared_data: 
     nouns = TitleNouns(backend="rules")
     for goal in cat.goals[:200]:
         product = cat.by_asin[goal["asin"]]
-        _, info = get_reward(product, goal, cat.prices[goal["asin"]], dict(goal["goal_options"]), nouns=nouns,
-                             verbose=True)
+        _, info = get_reward(
+            product, goal, cat.prices[goal["asin"]], dict(goal["goal_options"]), nouns=nouns, verbose=True
+        )
         assert info["r_att"] == 1.0 and info["r_type"] == 1.0 and info["r_price"] is True

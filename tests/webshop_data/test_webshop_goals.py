@@ -1,5 +1,6 @@
 """Goal construction as the original: option combinations, texts, price caps, weights, shuffle;
 real human instructions as instruction-only goals."""
+
 from __future__ import annotations
 
 import json
@@ -21,30 +22,44 @@ from progpo_envs.webshop.goals import (
 
 
 def _product(asin, instruction, attrs, options):
-    return {"asin": asin, "category": "fashion", "query": "men's jeans", "name": f"{asin} Jeans",
-            "Title": f"{asin} Jeans", "product_category": "Clothing › Men › Jeans",
-            "instruction_text": instruction, "instruction_attributes": attrs, "options": options}
+    return {
+        "asin": asin,
+        "category": "fashion",
+        "query": "men's jeans",
+        "name": f"{asin} Jeans",
+        "Title": f"{asin} Jeans",
+        "product_category": "Clothing › Men › Jeans",
+        "instruction_text": instruction,
+        "instruction_attributes": attrs,
+        "options": options,
+    }
 
 
 def test_one_goal_per_option_combination_with_original_text() -> None:
     products = [
-        _product("B0A", "Find me slim fit men's jeans", ["slim fit", "machine wash"],
-                 {"size": ["30w x 30l", "32w x 32l"], "color": ["black", "blue"]}),
-        _product("B0B", None, None, {"size": ["s"]}),             # no instruction: no goal
+        _product(
+            "B0A",
+            "Find me slim fit men's jeans",
+            ["slim fit", "machine wash"],
+            {"size": ["30w x 30l", "32w x 32l"], "color": ["black", "blue"]},
+        ),
+        _product("B0B", None, None, {"size": ["s"]}),  # no instruction: no goal
         _product("B0C", "Find me machine wash men's jeans", ["machine wash"], {}),  # one goal
     ]
     goals = get_synthetic_goals(products, {"B0A": 23.0, "B0C": 995.0}, rng=random.Random(1))
     assert [g["asin"] for g in goals] == ["B0A"] * 4 + ["B0C"]
     # option names sorted, values in the product's order, itertools.product order
     assert [g["goal_options"] for g in goals[:4]] == [
-        {"color": "black", "size": "30w x 30l"}, {"color": "black", "size": "32w x 32l"},
-        {"color": "blue", "size": "30w x 30l"}, {"color": "blue", "size": "32w x 32l"},
+        {"color": "black", "size": "30w x 30l"},
+        {"color": "black", "size": "32w x 32l"},
+        {"color": "blue", "size": "30w x 30l"},
+        {"color": "blue", "size": "32w x 32l"},
     ]
     cap = goals[0]["price_upper"]
     assert all(g["price_upper"] == cap for g in goals[:4]) and cap in (40.0, 50.0, 60.0)
     assert goals[0]["instruction_text"] == (
-        f"Find me slim fit men's jeans with color: black, and size: 30w x 30l, and price lower "
-        f"than {cap:.2f} dollars")
+        f"Find me slim fit men's jeans with color: black, and size: 30w x 30l, and price lower than {cap:.2f} dollars"
+    )
     # price 995: fewer than two caps above it -> no price text, cap 1000000
     assert goals[4]["instruction_text"] == "Find me machine wash men's jeans"
     assert goals[4]["price_upper"] == NO_PRICE_CAP and goals[4]["goal_options"] == {}
@@ -53,8 +68,18 @@ def test_one_goal_per_option_combination_with_original_text() -> None:
     assert goals[0]["weight"] == pytest.approx((1 / 4 + 1 / 5) / 2)
     assert goals[4]["weight"] == pytest.approx(1 / 5)
     assert goals[0]["name"] == "B0A Jeans" and goals[0]["attributes"] == ["slim fit", "machine wash"]
-    assert set(goals[0]) == {"asin", "category", "query", "name", "product_category",
-                             "instruction_text", "attributes", "price_upper", "goal_options", "weight"}
+    assert set(goals[0]) == {
+        "asin",
+        "category",
+        "query",
+        "name",
+        "product_category",
+        "instruction_text",
+        "attributes",
+        "price_upper",
+        "goal_options",
+        "weight",
+    }
 
 
 def test_price_cap_draws_from_the_next_four_multiples_of_ten() -> None:
@@ -78,9 +103,20 @@ def test_shuffle_is_the_seeded_original_shuffle() -> None:
 
 
 def test_human_goals_keep_list_options_and_strip_dots() -> None:
-    product = {"asin": "B0H", "category": "beauty", "query": "q", "name": "N", "product_category": "A › B",
-               "instructions": [{"instruction": "i want red lipstick.", "instruction_attributes": ["lipstick"],
-                                 "instruction_options": ["red"]}]}
+    product = {
+        "asin": "B0H",
+        "category": "beauty",
+        "query": "q",
+        "name": "N",
+        "product_category": "A › B",
+        "instructions": [
+            {
+                "instruction": "i want red lipstick.",
+                "instruction_attributes": ["lipstick"],
+                "instruction_options": ["red"],
+            }
+        ],
+    }
     goals = get_human_goals([product], {"B0H": 5.0}, rng=random.Random(0))
     assert len(goals) == 1 and goals[0]["goal_options"] == ["red"] and goals[0]["weight"] == 1
     assert goals[0]["instruction_text"].startswith("i want red lipstick, and price lower than")

@@ -3,6 +3,7 @@
 Goal used by most cases (|A| = 2 attributes, |O| = 2 options, so the denominator is 5):
     name "Acme Women's Running Shoes" -> rule nouns [acme, women, running, shoes]
 """
+
 from __future__ import annotations
 
 import random
@@ -27,10 +28,14 @@ SHOES_CAT = "Clothing, Shoes & Jewelry › Women › Shoes › Athletic › Runn
 
 def _goal(**over):
     goal = {
-        "asin": "B0GOAL0001", "name": "Acme Women's Running Shoes", "query": "women's athletic shoes",
-        "category": "fashion", "product_category": SHOES_CAT,
+        "asin": "B0GOAL0001",
+        "name": "Acme Women's Running Shoes",
+        "query": "women's athletic shoes",
+        "category": "fashion",
+        "product_category": SHOES_CAT,
         "attributes": ["non slip", "arch support"],
-        "goal_options": {"color": "navy blue", "size": "8.5"}, "price_upper": 50.0,
+        "goal_options": {"color": "navy blue", "size": "8.5"},
+        "price_upper": 50.0,
     }
     goal.update(over)
     return goal
@@ -38,10 +43,14 @@ def _goal(**over):
 
 def _product(**over):
     product = {
-        "asin": "B0GOAL0001", "name": "Acme Women's Running Shoes", "Title": "Acme Women's Running Shoes",
-        "query": "women's athletic shoes", "product_category": SHOES_CAT,
+        "asin": "B0GOAL0001",
+        "name": "Acme Women's Running Shoes",
+        "Title": "Acme Women's Running Shoes",
+        "query": "women's athletic shoes",
+        "product_category": SHOES_CAT,
         "Attributes": ["non slip", "arch support", "memory foam"],
-        "BulletPoints": ["Breathable mesh upper"], "Description": "A light shoe for daily runs.",
+        "BulletPoints": ["Breathable mesh upper"],
+        "Description": "A light shoe for daily runs.",
     }
     product.update(over)
     if "name" in over and "Title" not in over:
@@ -88,8 +97,11 @@ def test_attribute_only_in_description_counts() -> None:
 
 
 def test_attribute_in_title_and_bullets_counts() -> None:
-    product = _product(name="Acme Non Slip Women's Running Shoes", Attributes=["DUMMY_ATTR"],
-                       BulletPoints=["ARCH SUPPORT: keeps feet comfortable"])
+    product = _product(
+        name="Acme Non Slip Women's Running Shoes",
+        Attributes=["DUMMY_ATTR"],
+        BulletPoints=["ARCH SUPPORT: keeps feet comfortable"],
+    )
     r, info = score(product, _goal(), 39.0, {"color": "navy blue", "size": "8.5"})
     assert info["r_att"] == 1.0 and r == 1.0
 
@@ -103,9 +115,13 @@ def test_attribute_fuzzy_match_is_token_set() -> None:
 
 def test_other_product_same_category() -> None:
     # different query, category shares Clothing..Women..Shoes, nouns {women, shoes} of 4 -> 0.5
-    product = _product(asin="B0OTHER001", name="Zeta Women's Walking Shoes", query="women's flats",
-                       product_category="Clothing, Shoes & Jewelry › Women › Shoes › Flats",
-                       Attributes=["non slip"])
+    product = _product(
+        asin="B0OTHER001",
+        name="Zeta Women's Walking Shoes",
+        query="women's flats",
+        product_category="Clothing, Shoes & Jewelry › Women › Shoes › Flats",
+        Attributes=["non slip"],
+    )
     r, info = score(product, _goal(), 30.0, {"color": "black", "size": "8.5"})
     assert info["title_score"] == 0.5 and info["category_match"] and not info["query_match"]
     assert info["r_type"] == 1.0
@@ -114,17 +130,22 @@ def test_other_product_same_category() -> None:
 
 
 def test_unrelated_product_scores_zero() -> None:
-    product = _product(asin="B0CABLE001", name="Belsa HDMI Cable", query="hdmi cables",
-                       product_category="Electronics › Accessories › Cables",
-                       Attributes=["non slip", "arch support"])
+    product = _product(
+        asin="B0CABLE001",
+        name="Belsa HDMI Cable",
+        query="hdmi cables",
+        product_category="Electronics › Accessories › Cables",
+        Attributes=["non slip", "arch support"],
+    )
     r, info = score(product, _goal(), 9.0, {"color": "navy blue", "size": "8.5"})
     assert info["title_score"] == 0.0 and info["r_type"] == 0.0 and r == 0.0
 
 
 def test_r_type_half_when_nothing_matches_well() -> None:
     goal = _goal(name="Acme Trail Runner Sneaker Boots")  # 5 nouns
-    product = _product(name="Kappa Sneaker Lace Set", query="shoe care",
-                       product_category="Clothing, Shoes & Jewelry › Shoe Care")
+    product = _product(
+        name="Kappa Sneaker Lace Set", query="shoe care", product_category="Clothing, Shoes & Jewelry › Shoe Care"
+    )
     r, info = score(product, goal, 39.0, {"color": "navy blue", "size": "8.5"})
     # 1 shared noun of 5 = 0.2 (not > 0.2), 1 shared category level, query differs
     assert info["title_score"] == pytest.approx(0.2) and info["r_type"] == 0.5
@@ -178,10 +199,17 @@ def test_colour_normalization() -> None:
 
 
 def test_range_price_drawn_once_at_load() -> None:
-    raw = {"asin": "B0RANGE001", "name": "Acme Women's Running Shoes", "category": "fashion",
-           "query": "women's athletic shoes", "product_category": SHOES_CAT,
-           "pricing": "$10.00$30.00", "small_description": [], "full_description": "",
-           "customization_options": ""}
+    raw = {
+        "asin": "B0RANGE001",
+        "name": "Acme Women's Running Shoes",
+        "category": "fashion",
+        "query": "women's athletic shoes",
+        "product_category": SHOES_CAT,
+        "pricing": "$10.00$30.00",
+        "small_description": [],
+        "full_description": "",
+        "customization_options": "",
+    }
     product = convert_product(raw, {"attributes": ["non slip", "arch support"]})
     prices = draw_prices([product], random.Random(0))
     expected = random.Random(0).uniform(10.0, 30.0)  # 26.888...
@@ -207,8 +235,18 @@ def test_the_original_signature_and_return_types() -> None:
     assert isinstance(r, float) and r == pytest.approx(4 / 5)
     same, info = get_reward(_product(), _goal(), 39.0, {"size": "8.5"}, verbose=True, nouns=NOUNS)
     assert same == r
-    assert {"r_type", "r_att", "w_att", "query_match", "category_match", "title_score", "r_option", "w_option",
-            "r_price", "w_price"} <= set(info)
+    assert {
+        "r_type",
+        "r_att",
+        "w_att",
+        "query_match",
+        "category_match",
+        "title_score",
+        "r_option",
+        "w_option",
+        "r_price",
+        "w_price",
+    } <= set(info)
     assert info["w_att"] + info["w_option"] + info["w_price"] == pytest.approx(1.0)
 
 
@@ -235,10 +273,18 @@ def test_default_noun_tagger_is_used_without_argument() -> None:
 
 
 PAIRS = [
-    ("xl", ("size", "xl")), ("navy blue", "navy"), ("Größe XL", "grosse xl"), ("", "abc"),
-    ("arch support", "arch-support"), ("12 fl oz (pack of 2)", ("size", "12 fl oz (pack of 2)")),
-    ("black", ("color", "navy blue")), ("café crème", "cafe creme"), (("a", "b"), ("b", "a")),
-    ("slip resistant", "non slip"), ("leak proof", "leakproof"), ("100% cotton", "cotton"),
+    ("xl", ("size", "xl")),
+    ("navy blue", "navy"),
+    ("Größe XL", "grosse xl"),
+    ("", "abc"),
+    ("arch support", "arch-support"),
+    ("12 fl oz (pack of 2)", ("size", "12 fl oz (pack of 2)")),
+    ("black", ("color", "navy blue")),
+    ("café crème", "cafe creme"),
+    (("a", "b"), ("b", "a")),
+    ("slip resistant", "non slip"),
+    ("leak proof", "leakproof"),
+    ("100% cotton", "cotton"),
 ]
 
 
@@ -269,8 +315,9 @@ def test_every_generated_goal_is_attainable(catalog_1k) -> None:
     # buying the goal's product with the goal's options scores exactly 1 for every goal
     for goal in catalog_1k.goals:
         product = catalog_1k.by_asin[goal["asin"]]
-        r, info = get_reward(product, goal, catalog_1k.prices[goal["asin"]],
-                             dict(goal["goal_options"]), nouns=NOUNS, verbose=True)
+        r, info = get_reward(
+            product, goal, catalog_1k.prices[goal["asin"]], dict(goal["goal_options"]), nouns=NOUNS, verbose=True
+        )
         assert r == 1.0, (goal["instruction_text"], info)
 
 

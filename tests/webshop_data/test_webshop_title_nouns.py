@@ -1,4 +1,5 @@
 """Title nouns (rule backend) agree with the intent of r_type on the generated catalog."""
+
 from __future__ import annotations
 
 import random
@@ -14,22 +15,49 @@ from progpo_envs.webshop.title_nouns import TitleNouns, default_title_nouns, rul
 NOUNS = TitleNouns(backend="rules")
 TYPES = {t.query: t for t in PRODUCT_TYPES}
 ADJECTIVE_FILLERS = {
-    "professional", "premium", "natural", "gentle", "upgraded", "portable", "universal",
-    "compact", "smart", "casual", "classic", "vintage", "lightweight", "comfortable", "stylish",
-    "fresh", "modern", "rustic", "industrial", "minimalist", "sturdy", "elegant", "traditional",
+    "professional",
+    "premium",
+    "natural",
+    "gentle",
+    "upgraded",
+    "portable",
+    "universal",
+    "compact",
+    "smart",
+    "casual",
+    "classic",
+    "vintage",
+    "lightweight",
+    "comfortable",
+    "stylish",
+    "fresh",
+    "modern",
+    "rustic",
+    "industrial",
+    "minimalist",
+    "sturdy",
+    "elegant",
+    "traditional",
 }
 
 
-@pytest.mark.parametrize("title,expected", [
-    ("Belara Waterproof Men's Chelsea Boots, Black, Size 10", ["belara", "men", "chelsea", "boots", "size"]),
-    ("PMUYBHF Womens Fashion Flat Shoes Comfortable Running Shoes",
-     ["pmuybhf", "womens", "fashion", "shoes", "running", "shoes"]),
-    ("Upgraded Portable 4K HDMI Cable with Braided Nylon - 6 ft", ["hdmi", "cable", "nylon", "ft"]),
-    ("Seeds of Change Organic Brown Basmati Rice, 8.5 oz (Pack of 12)",
-     ["seeds", "change", "basmati", "rice", "oz", "pack"]),
-    ("Adjustable Rolling Bed Table for Family Room", ["rolling", "bed", "table", "family", "room"]),
-    ("", []),
-])
+@pytest.mark.parametrize(
+    "title,expected",
+    [
+        ("Belara Waterproof Men's Chelsea Boots, Black, Size 10", ["belara", "men", "chelsea", "boots", "size"]),
+        (
+            "PMUYBHF Womens Fashion Flat Shoes Comfortable Running Shoes",
+            ["pmuybhf", "womens", "fashion", "shoes", "running", "shoes"],
+        ),
+        ("Upgraded Portable 4K HDMI Cable with Braided Nylon - 6 ft", ["hdmi", "cable", "nylon", "ft"]),
+        (
+            "Seeds of Change Organic Brown Basmati Rice, 8.5 oz (Pack of 12)",
+            ["seeds", "change", "basmati", "rice", "oz", "pack"],
+        ),
+        ("Adjustable Rolling Bed Table for Family Room", ["rolling", "bed", "table", "family", "room"]),
+        ("", []),
+    ],
+)
 def test_rule_nouns_examples(title: str, expected: list[str]) -> None:
     assert rule_nouns(title) == expected
 
@@ -37,8 +65,9 @@ def test_rule_nouns_examples(title: str, expected: list[str]) -> None:
 def test_backend_selection() -> None:
     assert NOUNS.backend == "rules"
     assert default_title_nouns() is default_title_nouns()
-    assert default_title_nouns().backend in {"rules"} | {f"spacy:{m}" for m in
-                                                         ("en_core_web_sm", "en_core_web_lg", "en_core_web_md")}
+    assert default_title_nouns().backend in {"rules"} | {
+        f"spacy:{m}" for m in ("en_core_web_sm", "en_core_web_lg", "en_core_web_md")
+    }
     with pytest.raises(ValueError):
         TitleNouns(backend="nltk")
     with pytest.raises(RuntimeError, match="backend='rules'"):
@@ -101,8 +130,9 @@ def test_spacy_backend_keeps_noun_and_propn_tokens(monkeypatch: pytest.MonkeyPat
     monkeypatch.setitem(sys.modules, "spacy", fake)
     real_find_spec = importlib.util.find_spec
     present = {"spacy", "en_core_web_sm", "en_core_web_lg"}
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: object() if name in present else real_find_spec(name, *a))
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name in present else real_find_spec(name, *a)
+    )
     nouns = TitleNouns()
     assert nouns.backend == "spacy:en_core_web_lg" and loaded == ["en_core_web_lg"]
     assert nouns("Acme Waterproof Boots for Men 10") == ["acme", "boots", "men"]

@@ -1,4 +1,5 @@
 """The wrappers benchmark script runs and prints both of its tables."""
+
 from __future__ import annotations
 
 import subprocess
@@ -14,7 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_wrappers_overhead_benchmark_quick_run():
     out = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "wrappers_overhead.py"), "--quick"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     text = out.stdout

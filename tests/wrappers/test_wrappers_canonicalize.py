@@ -1,4 +1,5 @@
 """CanonicalizeObservation and the generic canonicalizers."""
+
 from __future__ import annotations
 
 import subprocess
@@ -70,8 +71,13 @@ def test_default_canonicalizer_is_stable_across_processes():
         "print(d({'pos': np.arange(3, dtype=np.int32), 'name': 'x', 't': (1, 2.5)}, {}))"
     )
     outs = {
-        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                       env={**__import__('os').environ, "PYTHONHASHSEED": seed}).stdout.strip()
+        subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**__import__("os").environ, "PYTHONHASHSEED": seed},
+        ).stdout.strip()
         for seed in ("1", "2")
     }
     here = default_canonicalizer({"pos": np.arange(3, dtype=np.int32), "name": "x", "t": (1, 2.5)}, {})
@@ -81,7 +87,9 @@ def test_default_canonicalizer_is_stable_across_processes():
 @settings(max_examples=60, deadline=None)
 @given(a=st.lists(st.integers(-5, 5), max_size=4), b=st.lists(st.integers(-5, 5), max_size=4))
 def test_default_canonicalizer_equal_iff_equal_arrays(a, b):
-    same = default_canonicalizer(np.array(a, dtype=np.int64), {}) == default_canonicalizer(np.array(b, dtype=np.int64), {})
+    same = default_canonicalizer(np.array(a, dtype=np.int64), {}) == default_canonicalizer(
+        np.array(b, dtype=np.int64), {}
+    )
     assert same == (a == b)
 
 
@@ -118,13 +126,69 @@ def test_gymnasium_env_checker_passes_on_wrapped_envs():
 # ------------------------------------------------------------------ the encoding is a key: injective
 def _corpus():
     """Observation parts that must all get distinct keys (types, lengths, nesting, dtypes, shapes)."""
-    return [None, True, False, 0, 1, -1, 10, 2**70, 0.5, 1.5, float("inf"), float("nan"), "", "N", "1", "ab", "a",
-            "b", "é", b"", b"1", b"ab", bytearray(b"ab")[:1], (), [], {}, (1,), [1], (1, 2), [1, 2], ((1,), 2),
-            (1, (2,)), ["ab", "c"], ["a", "bc"], ("a", "b"), {"a": 1}, {"a": 2}, {"b": 1}, {"a": 1, "b": 2},
-            [("a", 1)], {1: "a"}, {"1": "a"}, np.array([1]), np.array([1.0]), np.array([1], dtype=np.int32),
-            np.array([[1]]), np.zeros(2), np.zeros((1, 2)), np.array([1, 2]), np.array([2, 1]),
-            np.array(["a", None], dtype=object), np.array([None, "a"], dtype=object), np.array([[None]], dtype=object),
-            {"x": np.zeros(2)}, [None], [None, None], (None,), [[]], [[], []], [True], [1.0]]
+    return [
+        None,
+        True,
+        False,
+        0,
+        1,
+        -1,
+        10,
+        2**70,
+        0.5,
+        1.5,
+        float("inf"),
+        float("nan"),
+        "",
+        "N",
+        "1",
+        "ab",
+        "a",
+        "b",
+        "é",
+        b"",
+        b"1",
+        b"ab",
+        bytearray(b"ab")[:1],
+        (),
+        [],
+        {},
+        (1,),
+        [1],
+        (1, 2),
+        [1, 2],
+        ((1,), 2),
+        (1, (2,)),
+        ["ab", "c"],
+        ["a", "bc"],
+        ("a", "b"),
+        {"a": 1},
+        {"a": 2},
+        {"b": 1},
+        {"a": 1, "b": 2},
+        [("a", 1)],
+        {1: "a"},
+        {"1": "a"},
+        np.array([1]),
+        np.array([1.0]),
+        np.array([1], dtype=np.int32),
+        np.array([[1]]),
+        np.zeros(2),
+        np.zeros((1, 2)),
+        np.array([1, 2]),
+        np.array([2, 1]),
+        np.array(["a", None], dtype=object),
+        np.array([None, "a"], dtype=object),
+        np.array([[None]], dtype=object),
+        {"x": np.zeros(2)},
+        [None],
+        [None, None],
+        (None,),
+        [[]],
+        [[], []],
+        [True],
+        [1.0],
+    ]
 
 
 def test_distinct_observations_get_distinct_keys():
@@ -145,10 +209,20 @@ def test_distinct_observations_get_distinct_keys():
 def test_equal_observations_get_equal_keys():
     from wrappers.canonicalize import default_canonicalizer, encode_observation
 
-    pairs = [(1, np.int64(1)), (1.5, np.float32(1.5)), (True, np.bool_(True)), (0.0, -0.0),
-             (float("nan"), float("-nan")), ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ({1: "x", 2: "y"}, {2: "y", 1: "x"}),
-             (np.array([1, 2]), np.array([1, 2])[::1].copy()), (np.arange(4)[::2], np.array([0, 2])),
-             (b"ab", bytearray(b"ab")), (b"ab", memoryview(b"ab")), ({(1, 2): 3}, {(1, 2): 3})]
+    pairs = [
+        (1, np.int64(1)),
+        (1.5, np.float32(1.5)),
+        (True, np.bool_(True)),
+        (0.0, -0.0),
+        (float("nan"), float("-nan")),
+        ({"a": 1, "b": 2}, {"b": 2, "a": 1}),
+        ({1: "x", 2: "y"}, {2: "y", 1: "x"}),
+        (np.array([1, 2]), np.array([1, 2])[::1].copy()),
+        (np.arange(4)[::2], np.array([0, 2])),
+        (b"ab", bytearray(b"ab")),
+        (b"ab", memoryview(b"ab")),
+        ({(1, 2): 3}, {(1, 2): 3}),
+    ]
     for a, b in pairs:
         assert encode_observation(a) == encode_observation(b), (a, b)
         assert default_canonicalizer(a, {}) == default_canonicalizer(b, {})

@@ -1,4 +1,5 @@
 """FirstVisitCoverage on a discrete, a continuous and a text env."""
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -235,8 +236,11 @@ def test_the_wrappers_pass_reset_options_and_record_their_arguments():
     from wrappers import CanonicalizeObservation, FirstVisitBonus
 
     key = lambda obs, info: info["room"]  # noqa: E731 - a key read from info
-    for make in (lambda e: FirstVisitCoverage(e, key_fn=key), lambda e: CanonicalizeObservation(e),
-                 lambda e: FirstVisitBonus(FirstVisitCoverage(e), coef=0.5)):
+    for make in (
+        lambda e: FirstVisitCoverage(e, key_fn=key),
+        lambda e: CanonicalizeObservation(e),
+        lambda e: FirstVisitBonus(FirstVisitCoverage(e), coef=0.5),
+    ):
         base = _OptionsEnv()
         env = make(base)
         env.reset(seed=0, options={"task": 3})

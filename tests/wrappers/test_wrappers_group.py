@@ -1,4 +1,5 @@
 """GroupVectorEnv, synchronous backend: shared tasks, waiting, group flags, seeds, bad input."""
+
 from __future__ import annotations
 
 import functools
@@ -278,7 +279,7 @@ def test_members_driven_one_by_one_replay_a_branch_and_leave_the_schedule_alone(
     envs = GroupVectorEnv(TextRoomsEnv, num_groups=1, group_size=2, seed=3)
     try:
         envs.reset()
-        (obs0, info0), = envs.reset_members([1], [11])
+        ((obs0, info0),) = envs.reset_members([1], [11])
         played = envs.step_members([1], ["look"])[0]
         assert isinstance(played, tuple) and len(played) == 5
         (obs, info), results = envs.fork(0, 11, None, ["look", "inventory"])

@@ -1,4 +1,5 @@
 """GroupVectorEnv, multiprocess backend: parity with sync, worker crash recovery, errors."""
+
 from __future__ import annotations
 
 import functools
@@ -107,8 +108,9 @@ def test_errors_inside_workers_are_reported_with_their_traceback():
 
 
 def test_env_id_works_in_workers():
-    envs = GroupVectorEnv("FrozenLake-v1", num_groups=1, group_size=2, backend="async", seed=0,
-                          env_kwargs={"is_slippery": False})
+    envs = GroupVectorEnv(
+        "FrozenLake-v1", num_groups=1, group_size=2, backend="async", seed=0, env_kwargs={"is_slippery": False}
+    )
     try:
         envs.reset()
         assert envs.step(np.array([2, 1]))[0].tolist() == [1, 4]

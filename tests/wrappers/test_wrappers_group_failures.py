@@ -1,5 +1,6 @@
 """GroupVectorEnv failure contract: members never fall out of step, a member
 exception truncates only that member, hung steps time out with a default that fits the env."""
+
 from __future__ import annotations
 
 import sys
@@ -116,8 +117,9 @@ def test_member_exception_truncates_that_member_only_and_loses_no_transition(bac
 def test_sync_hung_step_is_interrupted_and_the_env_rebuilt():
     import signal
 
-    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None), \
+    assert signal.getsignal(signal.SIGALRM) in (signal.SIG_DFL, signal.SIG_IGN, None), (
         "another SIGALRM handler is installed (pytest-timeout must use timeout_method = thread)"
+    )
     kwargs = [{"step_time": 0.0}, {"step_time": 30.0}]
     envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=2, backend="sync", step_timeout=0.5, env_kwargs=kwargs)
     try:

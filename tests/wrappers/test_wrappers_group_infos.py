@@ -1,5 +1,6 @@
 """GroupVectorEnv: infos whose types differ between members or over time, failed autoresets,
 closed envs, and argument checks that must fire before any member moves."""
+
 from __future__ import annotations
 
 import itertools
@@ -22,8 +23,15 @@ PERMUTATIONS = list(itertools.permutations(range(len(MIXED_INFO_VALUES))))
 
 def play_mixed(backend: str, orders: list[tuple[int, ...]], group_size: int, **kw) -> None:
     """Every member's ``info["value"]`` comes back as it was emitted, at reset and each step."""
-    envs = GroupVectorEnv(MixedInfoEnv, num_groups=len(orders) // group_size, group_size=group_size,
-                          backend=backend, seed=0, env_kwargs=[{"order": o} for o in orders], **kw)
+    envs = GroupVectorEnv(
+        MixedInfoEnv,
+        num_groups=len(orders) // group_size,
+        group_size=group_size,
+        backend=backend,
+        seed=0,
+        env_kwargs=[{"order": o} for o in orders],
+        **kw,
+    )
     try:
         _, infos = envs.reset()
         for t in range(len(orders[0])):
@@ -124,8 +132,9 @@ def test_failed_autoreset_keeps_the_step_and_is_retried(backend):
 
 def test_autoreset_that_fails_twice_raises_one_clear_error():
     bad = _second_task_seed(5)
-    envs = GroupVectorEnv(FlakyResetRooms, num_groups=2, group_size=2, seed=5,
-                          env_kwargs={"bad_seeds": (bad,), "failures": 5})
+    envs = GroupVectorEnv(
+        FlakyResetRooms, num_groups=2, group_size=2, seed=5, env_kwargs={"bad_seeds": (bad,), "failures": 5}
+    )
     try:
         envs.reset()
         envs.step(["look"] * 4)

@@ -5,6 +5,7 @@ Every test here shares one 2-node Ray cluster on loopback (``LoopbackRayCluster`
 process group, ended by group id, never ``ray stop``). Starting it costs ~20 s on 2 cores, hence
 ``slow`` and one cluster for the module.
 """
+
 from __future__ import annotations
 
 import os
@@ -32,8 +33,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def cluster():
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               OMP_NUM_THREADS="1")
+    env = dict(
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        OMP_NUM_THREADS="1",
+    )
     c = LoopbackRayCluster(num_nodes=2, num_cpus=1, env=env)
     try:
         c.start()
@@ -53,8 +57,15 @@ def _trace(backend, steps=7, **kw):
         trace = [envs.reset()[0]]
         for _ in range(steps):
             obs, rew, term, trunc, infos = envs.step(rng.integers(0, 2, size=4))
-            trace += [obs, rew, term, trunc, infos["waiting"], infos.get("group_outcomes", np.zeros((4, 2))),
-                      infos.get("task_seed", np.zeros(4))]
+            trace += [
+                obs,
+                rew,
+                term,
+                trunc,
+                infos["waiting"],
+                infos.get("group_outcomes", np.zeros((4, 2))),
+                infos.get("task_seed", np.zeros(4)),
+            ]
     finally:
         envs.close()
     return trace
@@ -67,7 +78,9 @@ def _rooms(backend, **kw):
         obs, infos = envs.reset()
         out.append((list(obs), infos["task_id"].tolist()))
         for _ in range(6):  # each member walks its own way: first/last exit alternately
-            cmds = [infos["admissible_commands"][i][(i + len(out)) % len(infos["admissible_commands"][i])] for i in range(4)]
+            cmds = [
+                infos["admissible_commands"][i][(i + len(out)) % len(infos["admissible_commands"][i])] for i in range(4)
+            ]
             obs, rew, term, trunc, infos = envs.step(cmds)
             out.append((list(obs), rew.tolist(), term.tolist(), trunc.tolist(), infos["waiting"].tolist()))
     finally:
@@ -103,8 +116,16 @@ def test_killed_actor_truncates_only_its_member_and_is_restarted(cluster, kill_m
 
 @pytest.mark.slow
 def test_pack_actor_killed_or_hung_truncates_its_members_only_once(cluster):
-    envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=4, backend="ray", num_cpus=0.5, members_per_actor=2,
-                          env_kwargs=[{"step_time": 0.0}] * 3 + [{"step_time": 30.0}], step_timeout=1.0)
+    envs = GroupVectorEnv(
+        SleepEnv,
+        num_groups=1,
+        group_size=4,
+        backend="ray",
+        num_cpus=0.5,
+        members_per_actor=2,
+        env_kwargs=[{"step_time": 0.0}] * 3 + [{"step_time": 30.0}],
+        step_timeout=1.0,
+    )
     try:
         envs.reset(seed=0)
         os.kill(envs.worker_pids[0], signal.SIGKILL)  # the actor of members 0 and 1
@@ -120,7 +141,9 @@ def test_pack_actor_killed_or_hung_truncates_its_members_only_once(cluster):
 
 @pytest.mark.slow
 def test_member_errors_and_unsendable_actions_follow_the_async_contract(cluster):
-    envs = GroupVectorEnv(SleepEnv, num_groups=1, group_size=2, backend="ray", num_cpus=0.5, env_kwargs={"step_time": 0.0})
+    envs = GroupVectorEnv(
+        SleepEnv, num_groups=1, group_size=2, backend="ray", num_cpus=0.5, env_kwargs={"step_time": 0.0}
+    )
     try:
         envs.reset(seed=0)
         with pytest.raises(UnsentActionError, match="No member was stepped"):
@@ -131,8 +154,14 @@ def test_member_errors_and_unsendable_actions_follow_the_async_contract(cluster)
     finally:
         envs.close()
     with pytest.raises(MemberError, match="episode_length must be >= 1"):
-        GroupVectorEnv(SleepEnv, num_groups=1, group_size=1, backend="ray", num_cpus=0.5,
-                       env_kwargs={"step_time": 0.0, "episode_length": 0})
+        GroupVectorEnv(
+            SleepEnv,
+            num_groups=1,
+            group_size=1,
+            backend="ray",
+            num_cpus=0.5,
+            env_kwargs={"step_time": 0.0, "episode_length": 0},
+        )
 
 
 @pytest.mark.slow
@@ -143,7 +172,9 @@ def test_alfworld_group_env_runs_on_both_nodes_and_matches_sync(cluster):
     kw = {"split": "easy-train", "max_episode_steps": 3}
 
     def play(backend, **extra):
-        envs = GroupVectorEnv("ProGPO-ALFWorld-v0", num_groups=2, group_size=2, backend=backend, seed=5, env_kwargs=kw, **extra)
+        envs = GroupVectorEnv(
+            "ProGPO-ALFWorld-v0", num_groups=2, group_size=2, backend=backend, seed=5, env_kwargs=kw, **extra
+        )
         try:
             obs, infos = envs.reset()
             out = [list(obs)]
@@ -161,13 +192,21 @@ def test_alfworld_group_env_runs_on_both_nodes_and_matches_sync(cluster):
 
 
 def test_wrappers_import_without_ray():
-    code = ("import sys; sys.modules['ray'] = None\n"
-            "import wrappers, wrappers.group, wrappers.group.ray_pool\n"
-            "from progpo_envs.rooms import TextRoomsEnv\n"
-            "try:\n    wrappers.GroupVectorEnv(TextRoomsEnv, 1, 1, backend='ray')\n"
-            "except ImportError as e:\n    print('ImportError', e)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import sys; sys.modules['ray'] = None\n"
+        "import wrappers, wrappers.group, wrappers.group.ray_pool\n"
+        "from progpo_envs.rooms import TextRoomsEnv\n"
+        "try:\n    wrappers.GroupVectorEnv(TextRoomsEnv, 1, 1, backend='ray')\n"
+        "except ImportError as e:\n    print('ImportError', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert out.returncode == 0, out.stderr
     assert "pip install 'progpo[ray]'" in out.stdout
 

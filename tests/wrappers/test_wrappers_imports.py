@@ -1,4 +1,5 @@
 """`wrappers` stays light (gymnasium + numpy only) and its documented examples run."""
+
 from __future__ import annotations
 
 import doctest
@@ -21,8 +22,16 @@ def test_import_wrappers_does_not_import_heavy_packages():
 
 
 @pytest.mark.parametrize(
-    "module", ["wrappers", "wrappers.canonicalize", "wrappers.coverage", "wrappers.group", "wrappers.sb3", "wrappers.signals",
-               "progpo_envs.rooms"]
+    "module",
+    [
+        "wrappers",
+        "wrappers.canonicalize",
+        "wrappers.coverage",
+        "wrappers.group",
+        "wrappers.sb3",
+        "wrappers.signals",
+        "progpo_envs.rooms",
+    ],
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -1,4 +1,5 @@
 """The wrappers on the package's own text envs (integration; slow: real env construction)."""
+
 from __future__ import annotations
 
 import gymnasium as gym
@@ -12,6 +13,7 @@ def test_group_env_and_coverage_on_webshop():
     pytest.importorskip("bm25s", reason="WebShop engine (extra [webshop]) not installed")
     import progpo_envs  # the package's own: an import error here is a failure, not a skip
     import progpo_envs.webshop.env  # noqa: F401
+
     envs = GroupVectorEnv(progpo_envs.WEBSHOP_ID, num_groups=2, group_size=2, seed=0)
     try:
         obs, infos = envs.reset()

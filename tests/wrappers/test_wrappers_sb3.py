@@ -1,4 +1,5 @@
 """The SB3 adapter: spaces, masks, command mapping, SB3's env checker and a PPO run."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -45,7 +46,7 @@ def test_spaces_mask_and_command_mapping():
     assert env.commands == info["admissible_commands"]
     np.testing.assert_allclose(obs[:32], hashed_bag_of_words(env.unwrapped._describe(), 32))
     slot = env.commands.index("inventory")
-    np.testing.assert_allclose(obs[32 + 4 * slot: 32 + 4 * slot + 4], hashed_bag_of_words("inventory", 4))
+    np.testing.assert_allclose(obs[32 + 4 * slot : 32 + 4 * slot + 4], hashed_bag_of_words("inventory", 4))
     _, _, _, _, info = env.step(slot)
     assert info["adapter_command"] == "inventory" and not info["adapter_invalid_action"]
     assert info["valid_action"]
@@ -84,8 +85,9 @@ def test_bag_of_words_is_stable_across_processes():
 
 
 def _sb3_text_env():
-    return AdmissibleActionsToDiscrete(FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=10))),
-                                       max_actions=8, obs_dim=32, action_dim=8)
+    return AdmissibleActionsToDiscrete(
+        FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(max_steps=10))), max_actions=8, obs_dim=32, action_dim=8
+    )
 
 
 @pytest.mark.slow

@@ -59,6 +59,7 @@ array([-1.,  1.])
 >>> progpo_episode_advantages(np.array([1.0, 0.0]), np.array([0.2, 0.6])).round(4)  # success: GRPO
 array([ 1., -1.])
 """
+
 from __future__ import annotations
 
 try:  # another distribution's `wrappers` first on sys.path: one line that says so

@@ -1,4 +1,5 @@
 """The estimator's options: :class:`AdvantageConfig` (defaults reproduce the papers)."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -9,6 +9,7 @@ estimator is ``progpo-<base>``. :func:`episode_advantages` takes any group ids;
 >>> progpo_episode_advantages(np.array([0.0, 0.0]), np.array([0.2, 0.6])).round(4)
 array([-1.,  1.])
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -25,9 +26,21 @@ __all__ = ["episode_advantages", "episode_flat", "progpo_episode_advantages", "p
 
 
 def episode_flat(
-    r: np.ndarray, gid: np.ndarray, n: int, base: str, p: np.ndarray | None, *, lam: float, norm: str,
-    tau_r: float, tau_p: float, eps: float, gate: str = "all_failed", failed: np.ndarray | None = None,
-    turns: np.ndarray | None = None, options: Any = None,
+    r: np.ndarray,
+    gid: np.ndarray,
+    n: int,
+    base: str,
+    p: np.ndarray | None,
+    *,
+    lam: float,
+    norm: str,
+    tau_r: float,
+    tau_p: float,
+    eps: float,
+    gate: str = "all_failed",
+    failed: np.ndarray | None = None,
+    turns: np.ndarray | None = None,
+    options: Any = None,
 ) -> np.ndarray:
     """A^E_i of every trajectory (flat arrays, dense group ids ``gid`` of ``n`` groups): the base's
     episode term, and with progress ``p`` ProGPO's term (:func:`~trainers.advantages.progpo.with_progress`)."""
@@ -36,8 +49,9 @@ def episode_flat(
     adv = spec.run_episode(r, gid, n, eps=eps, norm=norm, turns=turns, options=opts)
     if p is None:  # plain base estimator
         return adv
-    return with_progress(adv, r, gid, n, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, gate=gate,
-                         failed=failed)
+    return with_progress(
+        adv, r, gid, n, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, gate=gate, failed=failed
+    )
 
 
 def episode_advantages(
@@ -82,8 +96,20 @@ def episode_advantages(
     t = None if turns is None else as_float(turns, "turns").reshape(-1)
     if t is not None and t.shape != r.shape:
         raise ValueError(f"turns has {t.size} entries, outcomes {r.size}")
-    return episode_flat(r, gid, n, spec.name, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, turns=t,
-                        options=spec.make_options(options))
+    return episode_flat(
+        r,
+        gid,
+        n,
+        spec.name,
+        p,
+        lam=lam,
+        norm=norm,
+        tau_r=tau_r,
+        tau_p=tau_p,
+        eps=eps,
+        turns=t,
+        options=spec.make_options(options),
+    )
 
 
 def _check_base(base: str) -> None:
@@ -117,8 +143,15 @@ def progpo_episode_advantages(
     return progpo_episode_advantages_batched(r[None], p[None], base, lam, tau_r, tau_p, eps)[0]
 
 
-def progpo_episode_advantages_batched(outcomes: np.ndarray, coverage_rate: np.ndarray, base: str = "grpo", lam: float = 1.0,
-                                      tau_r: float = TAU_R, tau_p: float = TAU_P, eps: float = 1e-6) -> np.ndarray:
+def progpo_episode_advantages_batched(
+    outcomes: np.ndarray,
+    coverage_rate: np.ndarray,
+    base: str = "grpo",
+    lam: float = 1.0,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
+    eps: float = 1e-6,
+) -> np.ndarray:
     """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out.
 
     >>> progpo_episode_advantages_batched(np.array([[1., 0.], [0., 0.]]),

@@ -8,6 +8,7 @@ its first visits (:meth:`~trainers.advantages.registry.StepContext.returns`).
 >>> GiGPOConfig().omega
 1.0
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -38,5 +39,14 @@ def gigpo_step(ctx: StepContext) -> np.ndarray | None:
     return ctx.options.omega * anchor_advantages(ret, keys, ctx.cfg.eps, ctx.cfg.norm)
 
 
-register_builtin(Estimator("gigpo", grpo_episode, gigpo_step, needs=frozenset({"states"}), options=GiGPOConfig,
-                   help="GRPO's episode term plus omega x the anchor-state term (steps from the same o_t)"), rank=2)
+register_builtin(
+    Estimator(
+        "gigpo",
+        grpo_episode,
+        gigpo_step,
+        needs=frozenset({"states"}),
+        options=GiGPOConfig,
+        help="GRPO's episode term plus omega x the anchor-state term (steps from the same o_t)",
+    ),
+    rank=2,
+)

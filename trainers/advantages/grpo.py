@@ -6,6 +6,7 @@ one implementation of each formula; the others are views with one group per row 
 >>> rloo_advantages(np.array([1.0, 0.0, 0.0]))
 array([ 1. , -0.5, -0.5])
 """
+
 from __future__ import annotations
 
 import numpy as np

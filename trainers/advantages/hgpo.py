@@ -39,6 +39,7 @@ history term: ``A = A^E + omega * (A^H + credit)``.
 ...                         s, depth=1).round(4)
 array([ 1.,  1., -1., -1.])
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -49,8 +50,16 @@ import numpy as np
 from trainers.advantages.registry import Estimator, StepContext, grpo_episode, option, register_builtin
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 
-__all__ = ["Fusion", "HGPOConfig", "HistoryClusters", "FUSIONS", "history_clusters", "hgpo_history_advantages",
-           "potential_credit", "fuse"]
+__all__ = [
+    "Fusion",
+    "HGPOConfig",
+    "HistoryClusters",
+    "FUSIONS",
+    "history_clusters",
+    "hgpo_history_advantages",
+    "potential_credit",
+    "fuse",
+]
 
 Fusion = Literal["power", "inverse-variance"]
 FUSIONS: tuple[str, ...] = ("power", "inverse-variance")
@@ -68,14 +77,27 @@ class HGPOConfig:
     ValueError: hgpo depth must be an integer >= 0, got -1
     """
 
-    depth: int = option(2, "the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is GiGPO's "
-                           "anchor grouping)", flag="hgpo_depth", ge=0)
+    depth: int = option(
+        2,
+        "the deepest history matched, K (depths 0..K: o_t plus the last k states; 0 is GiGPO's anchor grouping)",
+        flag="hgpo_depth",
+        ge=0,
+    )
     alpha: float = option(1.0, "depth weights (k + 1)^alpha of the power fusion", flag="hgpo_alpha", ge=0)
-    fusion: Fusion = option("power", "fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
-                            "inverse-variance (of each cluster's mean return)", flag="hgpo_fusion", choices=FUSIONS)
-    potential_credit: bool = option(False, "add the transition credit gamma * Phi(s') - Phi(s) from depth-fused state "
-                                    "potentials (a reconstruction of arXiv 2607.04242, whose text is not public)",
-                                    flag="potential_credit", exclusive=True)
+    fusion: Fusion = option(
+        "power",
+        "fuse the depths by power weights (k + 1)^alpha (the public recipe) | "
+        "inverse-variance (of each cluster's mean return)",
+        flag="hgpo_fusion",
+        choices=FUSIONS,
+    )
+    potential_credit: bool = option(
+        False,
+        "add the transition credit gamma * Phi(s') - Phi(s) from depth-fused state "
+        "potentials (a reconstruction of arXiv 2607.04242, whose text is not public)",
+        flag="potential_credit",
+        exclusive=True,
+    )
     omega: float = option(1.0, "weight of the history term", shared=True, ge=0)
 
     def __post_init__(self) -> None:
@@ -95,8 +117,9 @@ class HistoryClusters:
     count: np.ndarray  # (K + 1, S) float64
 
 
-def history_clusters(group_of_step: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
-                     state_ids: np.ndarray, depth: int) -> HistoryClusters:
+def history_clusters(
+    group_of_step: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray, state_ids: np.ndarray, depth: int
+) -> HistoryClusters:
     """Cluster ids of each step at depths ``0..depth``: same group, same ``o_t``, same last ``k``
     states.
 
@@ -166,10 +189,20 @@ def fuse(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return safe_divide((weights * values).sum(axis=0), weights.sum(axis=0))
 
 
-def hgpo_history_advantages(returns: np.ndarray, group_of_step: np.ndarray, step_traj: np.ndarray,
-                            step_index: np.ndarray, state_ids: np.ndarray, *, depth: int = 2, alpha: float = 1.0,
-                            fusion: Fusion = "power", eps: float = 1e-6, norm: Norm = "mean_std",
-                            clusters: HistoryClusters | None = None) -> np.ndarray:
+def hgpo_history_advantages(
+    returns: np.ndarray,
+    group_of_step: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    state_ids: np.ndarray,
+    *,
+    depth: int = 2,
+    alpha: float = 1.0,
+    fusion: Fusion = "power",
+    eps: float = 1e-6,
+    norm: Norm = "mean_std",
+    clusters: HistoryClusters | None = None,
+) -> np.ndarray:
     """HGPO's history term ``A^H`` of every step (module docstring): per depth, ``returns``
     z-scored in the step's history cluster, fused across the depths with peers."""
     check_norm(norm)
@@ -186,13 +219,22 @@ def hgpo_history_advantages(returns: np.ndarray, group_of_step: np.ndarray, step
         peers = count > 1
         centered = ret - mean
         adv[k] = np.where(peers, safe_divide(centered, std + eps) if norm == "mean_std" else centered, 0.0)
-        weight[k] = (np.where(peers, float(k + 1) ** alpha, 0.0) if fusion == "power"
-                     else _inverse_variance(count, std, eps))
+        weight[k] = (
+            np.where(peers, float(k + 1) ** alpha, 0.0) if fusion == "power" else _inverse_variance(count, std, eps)
+        )
     return fuse(adv, weight)
 
 
-def potential_credit(returns: np.ndarray, step_rewards: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
-                     clusters: HistoryClusters, *, gamma: float = 0.95, eps: float = 1e-6) -> np.ndarray:
+def potential_credit(
+    returns: np.ndarray,
+    step_rewards: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    clusters: HistoryClusters,
+    *,
+    gamma: float = 0.95,
+    eps: float = 1e-6,
+) -> np.ndarray:
     """The reconstructed transition credit ``r_t + gamma * Phi(s_{t+1}) - Phi(s_t)`` of every step
     (module docstring), from depth-fused, inverse-variance-weighted potentials.
 
@@ -230,8 +272,9 @@ def hgpo_step(ctx: StepContext) -> np.ndarray | None:
     rew, ret = ctx.returns()
     s, step_group = ctx.states(), ctx.gid[traj]
     clusters = history_clusters(step_group, traj, t, s, opts.depth)
-    term = hgpo_history_advantages(ret, step_group, traj, t, s, alpha=opts.alpha, fusion=opts.fusion,
-                                   eps=cfg.eps, norm=cfg.norm, clusters=clusters)
+    term = hgpo_history_advantages(
+        ret, step_group, traj, t, s, alpha=opts.alpha, fusion=opts.fusion, eps=cfg.eps, norm=cfg.norm, clusters=clusters
+    )
     ctx.acted["hgpo_peer_steps"] = float(np.sum((clusters.count > 1).any(axis=0)))
     ctx.acted["hgpo_deep_steps"] = float(np.sum((clusters.count[1:] > 1).any(axis=0)))
     if opts.potential_credit:
@@ -247,8 +290,10 @@ def hgpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dic
     """
     if "hgpo_peer_steps" not in acted:
         return {}
-    return {"adv/hgpo_peer_step_frac": float(acted["hgpo_peer_steps"]) / max(n_steps, 1),
-            "adv/hgpo_deep_step_frac": float(acted.get("hgpo_deep_steps", 0.0)) / max(n_steps, 1)}
+    return {
+        "adv/hgpo_peer_step_frac": float(acted["hgpo_peer_steps"]) / max(n_steps, 1),
+        "adv/hgpo_deep_step_frac": float(acted.get("hgpo_deep_steps", 0.0)) / max(n_steps, 1),
+    }
 
 
 def hgpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -256,14 +301,27 @@ def hgpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> l
     peer = sum(float(r.get("adv/hgpo_peer_step_frac", 0.0)) for r in train) / len(train)
     deep = sum(float(r.get("adv/hgpo_deep_step_frac", 0.0)) for r in train) / len(train)
     credit = " with the reconstructed potential credit (arXiv 2607.04242)" if config.get("potential_credit") else ""
-    return ["## Where HGPO acted", "",
-            f"On average {peer:.1%} of the steps of an iteration had a peer with the same state in their group, "
-            f"and {deep:.1%} one with the same state and at least the last state before it (depths 1.."
-            f"{config.get('hgpo_depth', 2)}, {config.get('hgpo_fusion', 'power')} fusion{credit}).", ""]
+    return [
+        "## Where HGPO acted",
+        "",
+        f"On average {peer:.1%} of the steps of an iteration had a peer with the same state in their group, "
+        f"and {deep:.1%} one with the same state and at least the last state before it (depths 1.."
+        f"{config.get('hgpo_depth', 2)}, {config.get('hgpo_fusion', 'power')} fusion{credit}).",
+        "",
+    ]
 
 
-register_builtin(Estimator("hgpo", grpo_episode, hgpo_step, needs=frozenset({"states"}), options=HGPOConfig,
-                   help="step returns compared over matching histories (GRPO's episode term plus omega x the "
-                        "history-depth term)", metrics=hgpo_metrics, report=hgpo_report,
-                   acted={"HGPO peer steps": "adv/hgpo_peer_step_frac",
-                          "HGPO deep steps": "adv/hgpo_deep_step_frac"}), rank=4)
+register_builtin(
+    Estimator(
+        "hgpo",
+        grpo_episode,
+        hgpo_step,
+        needs=frozenset({"states"}),
+        options=HGPOConfig,
+        help="step returns compared over matching histories (GRPO's episode term plus omega x the history-depth term)",
+        metrics=hgpo_metrics,
+        report=hgpo_report,
+        acted={"HGPO peer steps": "adv/hgpo_peer_step_frac", "HGPO deep steps": "adv/hgpo_deep_step_frac"},
+    ),
+    rank=4,
+)

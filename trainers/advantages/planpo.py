@@ -22,6 +22,7 @@ success longer.
 >>> planpo_episode_advantages(np.array([1.0, 1.0, 0.0]), np.array([2, 4, 3])).round(4)
 array([ 1.2247,  0.    , -1.2247])
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -41,13 +42,27 @@ class PlanPOConfig:
     partial score below it is not); ``alpha`` weights the turn term at this iteration (the trainer
     sets it from :func:`planpo_alpha` between ``alpha_start`` and ``alpha_end``; 0 in score mode)."""
 
-    success_threshold: float = option(1.0, "an outcome at or above it is a success (a partial WebShop score below it "
-                                      "is not)", flag="success_threshold", ge=0)
-    alpha: float = option(0.1, "weight of the turn term at this iteration (set from alpha_start and alpha_end)",
-                          flag="planpo_alpha", train=False, ge=0)
-    alpha_start: float = option(0.1, "weight of the turn term (shorter answers among successes) at the first "
-                                "iteration, decaying linearly to planpo_alpha_end; generate mode only (score mode: 0, "
-                                "it would reward short command names)", flag="planpo_alpha_start", ge=0)
+    success_threshold: float = option(
+        1.0,
+        "an outcome at or above it is a success (a partial WebShop score below it is not)",
+        flag="success_threshold",
+        ge=0,
+    )
+    alpha: float = option(
+        0.1,
+        "weight of the turn term at this iteration (set from alpha_start and alpha_end)",
+        flag="planpo_alpha",
+        train=False,
+        ge=0,
+    )
+    alpha_start: float = option(
+        0.1,
+        "weight of the turn term (shorter answers among successes) at the first "
+        "iteration, decaying linearly to planpo_alpha_end; generate mode only (score mode: 0, "
+        "it would reward short command names)",
+        flag="planpo_alpha_start",
+        ge=0,
+    )
     alpha_end: float = option(0.05, "weight of the turn term at the last iteration", flag="planpo_alpha_end", ge=0)
 
 
@@ -69,8 +84,16 @@ def _z(x: np.ndarray, seg: np.ndarray, n_seg: int, eps: float, norm: str) -> np.
     return np.where(_constant_segments(x, seg, n_seg)[seg], 0.0, out)
 
 
-def planpo_episode_flat(outcomes: np.ndarray, turns: np.ndarray, gid: np.ndarray, n: int, *,
-                        success_threshold: float = 1.0, eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
+def planpo_episode_flat(
+    outcomes: np.ndarray,
+    turns: np.ndarray,
+    gid: np.ndarray,
+    n: int,
+    *,
+    success_threshold: float = 1.0,
+    eps: float = 1e-6,
+    norm: Norm = "mean_std",
+) -> np.ndarray:
     """PlanPO's trajectory term ``A^E`` over flat arrays (dense group ids ``gid``, ragged groups).
 
     >>> planpo_episode_flat(np.array([1., 1., 0., 0.]), np.array([2, 4, 5, 5]), np.array([0, 0, 1, 1]), 2).round(4)
@@ -87,8 +110,9 @@ def planpo_episode_flat(outcomes: np.ndarray, turns: np.ndarray, gid: np.ndarray
     return np.where(any_success[gid], adv, 0.0)
 
 
-def planpo_episode_advantages(outcomes: np.ndarray, turns: np.ndarray, *, success_threshold: float = 1.0,
-                              eps: float = 1e-6) -> np.ndarray:
+def planpo_episode_advantages(
+    outcomes: np.ndarray, turns: np.ndarray, *, success_threshold: float = 1.0, eps: float = 1e-6
+) -> np.ndarray:
     """PlanPO's trajectory term ``A^E`` of ONE group (1-D arrays of length G).
 
     ``R^E_i = R_i / T_i`` for members with ``R_i >= success_threshold``, else 0; population
@@ -103,13 +127,22 @@ def planpo_episode_advantages(outcomes: np.ndarray, turns: np.ndarray, *, succes
     t = as_float(turns, "turns")
     if r.ndim != 1 or t.shape != r.shape:
         raise ValueError(f"expected two 1-D arrays of one length, got {r.shape} and {t.shape}")
-    return planpo_episode_flat(r, t, np.zeros(r.size, dtype=np.int64), 1 if r.size else 0,
-                               success_threshold=success_threshold, eps=eps)
+    return planpo_episode_flat(
+        r, t, np.zeros(r.size, dtype=np.int64), 1 if r.size else 0, success_threshold=success_threshold, eps=eps
+    )
 
 
-def planpo_turn_advantages(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray,
-                           step_index: np.ndarray, response_lengths: np.ndarray, *, success_threshold: float = 1.0,
-                           eps: float = 1e-6, norm: Norm = "mean_std") -> np.ndarray:
+def planpo_turn_advantages(
+    outcomes: np.ndarray,
+    traj_group: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    response_lengths: np.ndarray,
+    *,
+    success_threshold: float = 1.0,
+    eps: float = 1e-6,
+    norm: Norm = "mean_std",
+) -> np.ndarray:
     """PlanPO's turn term ``A^S`` of every step: ``R^S_{i,t} = 1[success_i] R_i / L_{i,t}``
     z-scored among the steps of one group with the same turn index ``t`` (failures at 0).
 
@@ -150,8 +183,17 @@ def planpo_alpha(iteration: int, iterations: int, start: float = 0.1, end: float
     return start + (end - start) * frac
 
 
-def planpo_episode(r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: Norm, turns: np.ndarray | None,
-                   options: PlanPOConfig | None = None, **_: Any) -> np.ndarray:
+def planpo_episode(
+    r: np.ndarray,
+    gid: np.ndarray,
+    n: int,
+    *,
+    eps: float,
+    norm: Norm,
+    turns: np.ndarray | None,
+    options: PlanPOConfig | None = None,
+    **_: Any,
+) -> np.ndarray:
     """PlanPO's trajectory term (needs the number of turns ``T_i``)."""
     if turns is None:
         raise ValueError("planpo needs the number of turns T_i of each trajectory")
@@ -163,16 +205,32 @@ def planpo_step(ctx: StepContext) -> np.ndarray | None:
     """PlanPO: ``alpha`` x the turn term (one group's turn-t answers); counts where its
     trajectory term acted."""
     cfg, opts, r, gid, n_groups = ctx.cfg, ctx.options, ctx.r, ctx.gid, ctx.n_groups
-    planpo_ep = planpo_episode_flat(r, ctx.length, gid, n_groups, success_threshold=opts.success_threshold,
-                                    eps=cfg.eps, norm=cfg.norm) if r.size else np.zeros(0)
-    ctx.acted["planpo_groups"] = float(np.sum(np.bincount(gid, weights=(planpo_ep != 0).astype(float),
-                                                          minlength=n_groups) > 0)) if r.size else 0.0
+    planpo_ep = (
+        planpo_episode_flat(
+            r, ctx.length, gid, n_groups, success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm
+        )
+        if r.size
+        else np.zeros(0)
+    )
+    ctx.acted["planpo_groups"] = (
+        float(np.sum(np.bincount(gid, weights=(planpo_ep != 0).astype(float), minlength=n_groups) > 0))
+        if r.size
+        else 0.0
+    )
     alpha = opts.alpha if ctx.response_lengths is not None else 0.0
     ctx.acted["planpo_turn_alpha"] = float(alpha)
     if not (alpha and ctx.traj.size) or ctx.response_lengths is None:
         return None
-    return alpha * planpo_turn_advantages(r, gid, ctx.traj, ctx.t, ctx.response_lengths,
-                                          success_threshold=opts.success_threshold, eps=cfg.eps, norm=cfg.norm)
+    return alpha * planpo_turn_advantages(
+        r,
+        gid,
+        ctx.traj,
+        ctx.t,
+        ctx.response_lengths,
+        success_threshold=opts.success_threshold,
+        eps=cfg.eps,
+        norm=cfg.norm,
+    )
 
 
 def planpo_schedule(options: PlanPOConfig, iteration: int, iterations: int, generate: bool) -> PlanPOConfig:
@@ -184,8 +242,10 @@ def planpo_schedule(options: PlanPOConfig, iteration: int, iterations: int, gene
     """
     if not generate:
         return replace(options, alpha=0.0)
-    return replace(options, alpha=planpo_alpha(min(max(iteration, 1), iterations), iterations, options.alpha_start,
-                                               options.alpha_end))
+    return replace(
+        options,
+        alpha=planpo_alpha(min(max(iteration, 1), iterations), iterations, options.alpha_start, options.alpha_end),
+    )
 
 
 def planpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dict[str, float]:
@@ -196,9 +256,11 @@ def planpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> d
     """
     if "planpo_groups" not in acted:
         return {}
-    return {"adv/planpo_groups": float(acted["planpo_groups"]),
-            "adv/planpo_group_frac": float(acted["planpo_groups"]) / max(n_groups, 1),
-            "adv/planpo_turn_alpha": float(acted.get("planpo_turn_alpha", 0.0))}
+    return {
+        "adv/planpo_groups": float(acted["planpo_groups"]),
+        "adv/planpo_group_frac": float(acted["planpo_groups"]) / max(n_groups, 1),
+        "adv/planpo_turn_alpha": float(acted.get("planpo_turn_alpha", 0.0)),
+    }
 
 
 def planpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
@@ -206,18 +268,37 @@ def planpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) ->
     acted = sum(float(r.get("adv/planpo_groups", 0.0)) for r in train)
     groups = sum(float(r["adv/groups"]) for r in train)
     alphas = [float(r.get("adv/planpo_turn_alpha", 0.0)) for r in train]
-    turn = (f"The turn term's weight went from {alphas[0]:.3f} to {alphas[-1]:.3f}." if any(alphas) else
-            "The turn term was off (alpha 0): in score mode a response is a command's name, and the term "
-            "would reward short names." if config.get("policy_mode") == "score" else
-            "The turn term was off (alpha 0).")
-    return ["## Where PlanPO acted", "",
-            f"The trajectory term (shorter successes rank higher) acted in **{acted:.0f} of {groups:.0f} "
-            f"groups** ({acted / max(groups, 1):.1%}): the groups with a success whose successes differ in "
-            f"length. {turn}", ""]
+    turn = (
+        f"The turn term's weight went from {alphas[0]:.3f} to {alphas[-1]:.3f}."
+        if any(alphas)
+        else "The turn term was off (alpha 0): in score mode a response is a command's name, and the term "
+        "would reward short names."
+        if config.get("policy_mode") == "score"
+        else "The turn term was off (alpha 0)."
+    )
+    return [
+        "## Where PlanPO acted",
+        "",
+        f"The trajectory term (shorter successes rank higher) acted in **{acted:.0f} of {groups:.0f} "
+        f"groups** ({acted / max(groups, 1):.1%}): the groups with a success whose successes differ in "
+        f"length. {turn}",
+        "",
+    ]
 
 
-register_builtin(Estimator("planpo", planpo_episode, planpo_step, needs=frozenset({"turns"}),
-                   options=PlanPOConfig, help="shorter successes rank higher (the trajectory term z(R / T) among the "
-                   "successes, plus alpha x the turn term in generate mode)", metrics=planpo_metrics,
-                   acted={"PlanPO groups": "adv/planpo_group_frac"}, report=planpo_report,
-                   schedule=planpo_schedule), rank=3)
+register_builtin(
+    Estimator(
+        "planpo",
+        planpo_episode,
+        planpo_step,
+        needs=frozenset({"turns"}),
+        options=PlanPOConfig,
+        help="shorter successes rank higher (the trajectory term z(R / T) among the "
+        "successes, plus alpha x the turn term in generate mode)",
+        metrics=planpo_metrics,
+        acted={"PlanPO groups": "adv/planpo_group_frac"},
+        report=planpo_report,
+        schedule=planpo_schedule,
+    ),
+    rank=3,
+)

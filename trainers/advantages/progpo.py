@@ -9,6 +9,7 @@ adds it in every group). :func:`shuffle_within_groups` is the shuffled-coverage 
 >>> progress_advantages(np.array([0.0, 0.5, 1.0]), lam=0.5).round(4)
 array([-0.6124,  0.    ,  0.6124])
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -19,11 +20,20 @@ from trainers.advantages.grpo import rows
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
 from wrappers.signals import TAU_P, all_failed_groups, coverage_rate
 
-__all__ = ["all_failed_flat", "group_scope_first_visit", "progress_advantages", "progress_flat", "progress_of",
-           "shuffle_within_groups", "with_progress"]
+__all__ = [
+    "all_failed_flat",
+    "group_scope_first_visit",
+    "progress_advantages",
+    "progress_flat",
+    "progress_of",
+    "shuffle_within_groups",
+    "with_progress",
+]
 
 
-def progress_flat(p: np.ndarray, gid: np.ndarray, n: int, lam: float, tau_p: float, eps: float, norm: str) -> np.ndarray:
+def progress_flat(
+    p: np.ndarray, gid: np.ndarray, n: int, lam: float, tau_p: float, eps: float, norm: str
+) -> np.ndarray:
     _, mean, std = segment_stats(p, gid, n)
     centered = p - mean[gid]  # P_i - mean_j P_j
     scaled = safe_divide(centered, std[gid] + eps) if norm == "mean_std" else centered
@@ -34,9 +44,21 @@ def all_failed_flat(r: np.ndarray, gid: np.ndarray, n: int, tau_r: float) -> np.
     return all_failed_groups(r, gid, n, tau_r)  # max_i R_i < tau_R
 
 
-def with_progress(adv: np.ndarray, r: np.ndarray, gid: np.ndarray, n: int, p: np.ndarray, *, lam: float, norm: str,
-                  tau_r: float, tau_p: float, eps: float, gate: str = "all_failed",
-                  failed: np.ndarray | None = None) -> np.ndarray:
+def with_progress(
+    adv: np.ndarray,
+    r: np.ndarray,
+    gid: np.ndarray,
+    n: int,
+    p: np.ndarray,
+    *,
+    lam: float,
+    norm: str,
+    tau_r: float,
+    tau_p: float,
+    eps: float,
+    gate: str = "all_failed",
+    failed: np.ndarray | None = None,
+) -> np.ndarray:
     """The base estimator's episode term ``adv`` with ProGPO's progress term: in its place in
     all-failed groups, or (``gate: always``) added in every group."""
     prog = progress_flat(p, gid, n, lam, tau_p, eps, norm)  # lambda * (P_i - mean P) / (std P + eps), gated
@@ -112,8 +134,16 @@ def shuffle_within_groups(values: np.ndarray, gid: np.ndarray, mask: np.ndarray,
     return out
 
 
-def progress_of(cfg: Any, first_visit: np.ndarray | None, traj: np.ndarray, t: np.ndarray, gid: np.ndarray,
-              length: np.ndarray, state_ids: np.ndarray | None, next_ids: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+def progress_of(
+    cfg: Any,
+    first_visit: np.ndarray | None,
+    traj: np.ndarray,
+    t: np.ndarray,
+    gid: np.ndarray,
+    length: np.ndarray,
+    state_ids: np.ndarray | None,
+    next_ids: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray]:
     """``first_visit_t`` as floats (group scope applied) and each trajectory's progress ``P_i``."""
     n_traj, n_steps = length.size, traj.size
     if first_visit is None:

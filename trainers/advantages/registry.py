@@ -34,6 +34,7 @@ group ``progpo.estimators`` (:func:`load_entry_points`).
 (True, True)
 >>> unregister("doc-demo")
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,10 +48,31 @@ from trainers.advantages.grpo import grpo_flat, rloo_flat
 from trainers.advantages.segments import as_float, discounted_returns
 from trainers.plugins import load_entry_point_group, load_plugin
 
-__all__ = ["BASES", "BASE_ESTIMATORS", "ENTRY_POINT_GROUP", "ESTIMATORS", "STEP_BASES", "BaseEstimator", "Estimator",
-           "StepContext", "base_names", "check_options", "estimator", "estimator_names", "exclusive_conflict", "flat_options", "grpo_episode",
-           "load_entry_points", "load_plugin", "option", "option_fields", "register", "register_builtin", "register_estimator",
-           "unregister"]
+__all__ = [
+    "BASES",
+    "BASE_ESTIMATORS",
+    "ENTRY_POINT_GROUP",
+    "ESTIMATORS",
+    "STEP_BASES",
+    "BaseEstimator",
+    "Estimator",
+    "StepContext",
+    "base_names",
+    "check_options",
+    "estimator",
+    "estimator_names",
+    "exclusive_conflict",
+    "flat_options",
+    "grpo_episode",
+    "load_entry_points",
+    "load_plugin",
+    "option",
+    "option_fields",
+    "register",
+    "register_builtin",
+    "register_estimator",
+    "unregister",
+]
 
 #: the entry point group of installed distributions that register estimators
 ENTRY_POINT_GROUP = "progpo.estimators"
@@ -112,18 +134,37 @@ StepTerm = Callable[[StepContext], "np.ndarray | None"]
 NEEDS = ("states", "turns", "response_lengths")
 
 
-def option(default: Any, help: str, *, flag: str | None = None, ge: float | None = None,  # noqa: A002 - argparse's word
-           le: float | None = None, choices: Sequence[Any] | None = None, train: bool = True,
-           shared: bool = False, exclusive: bool = False) -> Any:
+def option(
+    default: Any,
+    help: str,
+    *,
+    flag: str | None = None,
+    ge: float | None = None,  # noqa: A002 - argparse's word
+    le: float | None = None,
+    choices: Sequence[Any] | None = None,
+    train: bool = True,
+    shared: bool = False,
+    exclusive: bool = False,
+) -> Any:
     """A field of an estimator's options dataclass: its default, its one line of help, its bounds
     (``ge`` / ``le``) or ``choices``. ``flag``: the flat name the trainer's flags, YAML and verl's
     config spell it with (default ``<base>_<field>``); ``train=False``: set by the trainer itself
     (PlanPO's per-iteration weight), not a flag of its own; ``shared``: the value of the shared
     option of that name (``omega``) unless given; ``exclusive``: set away from its default while
     another base trains, it is an error (a feature that would silently do nothing)."""
-    return dataclasses.field(default=default, metadata={"help": help, "flag": flag, "ge": ge, "le": le,
-                                                        "choices": tuple(choices) if choices else None,
-                                                        "train": train, "shared": shared, "exclusive": exclusive})
+    return dataclasses.field(
+        default=default,
+        metadata={
+            "help": help,
+            "flag": flag,
+            "ge": ge,
+            "le": le,
+            "choices": tuple(choices) if choices else None,
+            "train": train,
+            "shared": shared,
+            "exclusive": exclusive,
+        },
+    )
 
 
 def option_fields(options: type | None) -> tuple[dataclasses.Field[Any], ...]:
@@ -212,13 +253,16 @@ class Estimator:
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name.startswith("progpo-") or "+" in self.name:
-            raise ValueError(f"an estimator's name is a non-empty string without '+' that does not start with "
-                             f"'progpo-' (that prefix adds ProGPO's term), got {self.name!r}")
+            raise ValueError(
+                f"an estimator's name is a non-empty string without '+' that does not start with "
+                f"'progpo-' (that prefix adds ProGPO's term), got {self.name!r}"
+            )
         unknown = set(self.needs) - set(NEEDS)
         if unknown:
             raise ValueError(f"estimator {self.name}: needs takes {', '.join(NEEDS)}, got {', '.join(sorted(unknown))}")
-        if self.options is not None and not (dataclasses.is_dataclass(self.options)
-                                             and self.options.__dataclass_params__.frozen):  # type: ignore[attr-defined]  # set by @dataclass; typeshed's type has no __dataclass_params__
+        if self.options is not None and not (
+            dataclasses.is_dataclass(self.options) and self.options.__dataclass_params__.frozen
+        ):  # type: ignore[attr-defined]  # set by @dataclass; typeshed's type has no __dataclass_params__
             raise ValueError(f"estimator {self.name}: options must be a frozen dataclass")
 
     @property
@@ -242,8 +286,9 @@ class Estimator:
                 given[f.name] = getattr(shared, f.name)
         return self.options(**given)
 
-    def run_episode(self, r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str,
-                    turns: np.ndarray | None, options: Any) -> np.ndarray:
+    def run_episode(
+        self, r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, turns: np.ndarray | None, options: Any
+    ) -> np.ndarray:
         """The episode term of each trajectory."""
         term = self.episode or grpo_episode
         return term(r, gid, n, eps=eps, norm=norm, turns=turns, options=options)
@@ -266,18 +311,38 @@ def register(spec: Estimator, *, replace: bool = False) -> Estimator:
     return spec
 
 
-def register_estimator(name: str, *, episode: EpisodeTerm | None = None, needs: Sequence[str] = (),
-                       options: type | None = None, help: str = "",  # noqa: A002 - argparse's word
-                       metrics: Callable[..., dict[str, float]] | None = None,
-                       report: Callable[..., list[str]] | None = None, schedule: Callable[..., Any] | None = None,
-                       acted: Mapping[str, str] | None = None, replace: bool = False) -> Callable[[StepTerm], StepTerm]:
+def register_estimator(
+    name: str,
+    *,
+    episode: EpisodeTerm | None = None,
+    needs: Sequence[str] = (),
+    options: type | None = None,
+    help: str = "",  # noqa: A002 - argparse's word
+    metrics: Callable[..., dict[str, float]] | None = None,
+    report: Callable[..., list[str]] | None = None,
+    schedule: Callable[..., Any] | None = None,
+    acted: Mapping[str, str] | None = None,
+    replace: bool = False,
+) -> Callable[[StepTerm], StepTerm]:
     """Register the decorated function as the step term of the estimator ``name`` (the other
     fields as :class:`Estimator`'s); returns the function unchanged."""
 
     def decorate(step: StepTerm) -> StepTerm:
-        register(Estimator(name, episode=episode, step=step, needs=frozenset(needs), options=options, help=help,
-                           metrics=metrics, report=report, schedule=schedule, acted=dict(acted or {})),
-                 replace=replace)
+        register(
+            Estimator(
+                name,
+                episode=episode,
+                step=step,
+                needs=frozenset(needs),
+                options=options,
+                help=help,
+                metrics=metrics,
+                report=report,
+                schedule=schedule,
+                acted=dict(acted or {}),
+            ),
+            replace=replace,
+        )
         return step
 
     return decorate
@@ -380,4 +445,3 @@ def __getattr__(name: str) -> Any:
     if name == "STEP_BASES":
         return tuple(n for n in base_names() if _REGISTRY[n].needs_states)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-

@@ -8,6 +8,7 @@ as dense integer ids.
 >>> count.tolist(), mean.tolist(), std.tolist()
 ([2.0, 1.0], [2.0, 5.0], [1.0, 0.0])
 """
+
 from __future__ import annotations
 
 from typing import Literal, Sequence
@@ -53,11 +54,9 @@ def check_norm(norm: str) -> None:
         raise ValueError(f"norm must be 'mean_std' or 'mean', got {norm!r}")
 
 
-
 def safe_divide(centered: np.ndarray, denom: np.ndarray) -> np.ndarray:
     """``centered / denom``, 0 where ``denom`` is 0 (eps = 0 and a group whose values are all equal)."""
     return np.divide(centered, denom, out=np.zeros_like(centered, dtype=np.float64), where=denom > 0)
-
 
 
 def dense_ids(group_ids: np.ndarray) -> tuple[np.ndarray, int]:
@@ -65,7 +64,6 @@ def dense_ids(group_ids: np.ndarray) -> tuple[np.ndarray, int]:
     _, gid = np.unique(np.asarray(group_ids).reshape(-1), return_inverse=True)
     gid = gid.reshape(-1)
     return gid, (int(gid.max()) + 1 if gid.size else 0)
-
 
 
 def factorize(keys: Sequence[object]) -> np.ndarray:

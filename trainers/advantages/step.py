@@ -6,6 +6,7 @@
 (:class:`~trainers.advantages.registry.Estimator`); :func:`penalized_advantages` takes each
 invalid answer's penalty off.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ class StepAdvantages:
     acted: dict[str, float] = field(default_factory=dict)
 
 
-def _batch(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
-           tau_r: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
+def _batch(
+    outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray, tau_r: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int, np.ndarray, np.ndarray]:
     """The arrays a step term reads, checked against each other: ``R_i``, each step's trajectory
     ``i`` and time ``t``, each trajectory's dense group, the number of groups, ``T_i``, and each
     group's all-failed flag."""
@@ -115,24 +117,48 @@ def step_advantages(
     # Episode level A^E_i (base estimator; ProGPO: progress A^E_i in all-failed groups).
     p_used = None
     if cfg.progpo:
-        p_used = shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
-    ep = episode_flat(r, gid, n_groups, cfg.base, p_used, lam=cfg.lam, norm=cfg.norm, tau_r=cfg.tau_r,
-                      tau_p=cfg.tau_p, eps=cfg.eps, gate=cfg.gate, failed=failed, turns=length, options=options)
+        p_used = (
+            shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
+        )
+    ep = episode_flat(
+        r,
+        gid,
+        n_groups,
+        cfg.base,
+        p_used,
+        lam=cfg.lam,
+        norm=cfg.norm,
+        tau_r=cfg.tau_r,
+        tau_p=cfg.tau_p,
+        eps=cfg.eps,
+        gate=cfg.gate,
+        failed=failed,
+        turns=length,
+        options=options,
+    )
     adv = ep[traj]  # every step t of trajectory i starts from A^E_i
     acted: dict[str, float] = {}
 
     # Step level: the base's step term (GiGPO's anchor groups, HGPO's history clusters, PlanPO's turns).
-    ctx = StepContext(cfg, options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards,
-                      response_lengths, acted)
+    ctx = StepContext(
+        cfg, options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards, response_lengths, acted
+    )
     step_term = base.step(ctx) if base.step is not None else None
     if step_term is not None:
         adv = adv + step_term  # A_t = A^E_i + omega * A^S_t (PlanPO: + alpha * its turn term)
     return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed, acted=acted)
 
 
-def base_step_term(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.ndarray, step_index: np.ndarray,
-                   config: AdvantageConfig, *, state_ids: np.ndarray | None = None,
-                   response_lengths: np.ndarray | None = None) -> np.ndarray | None:
+def base_step_term(
+    outcomes: np.ndarray,
+    traj_group: np.ndarray,
+    step_traj: np.ndarray,
+    step_index: np.ndarray,
+    config: AdvantageConfig,
+    *,
+    state_ids: np.ndarray | None = None,
+    response_lengths: np.ndarray | None = None,
+) -> np.ndarray | None:
     """The base's step term alone (without ProGPO's first visits): what an integration adds to
     an episode term it computed from its own columns (PlanPO's turn term on verl's step rows).
     ``None`` where the base adds nothing.
@@ -146,6 +172,20 @@ def base_step_term(outcomes: np.ndarray, traj_group: np.ndarray, step_traj: np.n
     if spec.step is None:
         return None
     r, traj, t, gid, n_groups, length, failed = _batch(outcomes, traj_group, step_traj, step_index, config.tau_r)
-    ctx = StepContext(config, config.base_options, r, gid, n_groups, length, traj, t, np.zeros(traj.size), failed,
-                      state_ids, None, response_lengths, {})
+    ctx = StepContext(
+        config,
+        config.base_options,
+        r,
+        gid,
+        n_groups,
+        length,
+        traj,
+        t,
+        np.zeros(traj.size),
+        failed,
+        state_ids,
+        None,
+        response_lengths,
+        {},
+    )
     return spec.step(ctx)

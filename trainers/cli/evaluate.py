@@ -14,6 +14,7 @@ over episodes, success per task type, and a JSON record (``--json FILE`` writes 
 difference (this - other) with its 95% paired bootstrap interval; panels that differ are refused.
 Exit status: 0 done, 2 a problem said in one line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,9 @@ from typing import Any
 __all__ = ["evaluate_saved", "main"]
 
 
-def evaluate_saved(saved: Any, split: str | None = None, episodes: int | None = None,
-                   streams: int | None = None) -> dict[str, Any]:
+def evaluate_saved(
+    saved: Any, split: str | None = None, episodes: int | None = None, streams: int | None = None
+) -> dict[str, Any]:
     """Play ``saved`` (a :class:`trainers.saved_policy.SavedPolicy`) on ``split`` (default: the run's
     eval split) for ``episodes`` (default: the run's ``eval_episodes``) in ``streams`` concurrent
     streams (default: the run's ``eval_streams``, so that the figure is the run's own); the eval
@@ -50,8 +52,14 @@ def evaluate_saved(saved: Any, split: str | None = None, episodes: int | None = 
     plan = EvalPlan.for_env(env_fn, split, n, seed=seeds.eval_plan(cfg.seed))
     with torch.no_grad():
         rollout = run_eval(saved.policy, env_fn, plan, streams=int(streams or cfg.eval_streams))
-    rec: dict[str, Any] = {"checkpoint": str(saved.checkpoint), "iteration": saved.iteration, "env": cfg.env,
-                           "eval/split": split, "eval/episodes": len(rollout.trajectories), "eval/panel": plan.panel()}
+    rec: dict[str, Any] = {
+        "checkpoint": str(saved.checkpoint),
+        "iteration": saved.iteration,
+        "env": cfg.env,
+        "eval/split": split,
+        "eval/episodes": len(rollout.trajectories),
+        "eval/panel": plan.panel(),
+    }
     rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))
     columns = episode_records(rollout)
     rec["eval/won"], rec["eval/score"], rec["eval/task_id"] = columns["won"], columns["score"], columns["task_id"]
@@ -64,8 +72,10 @@ def evaluate_saved(saved: Any, split: str | None = None, episodes: int | None = 
 
 def _lines(rec: dict[str, Any]) -> list[str]:
     lo, hi = rec["eval/success_ci"]
-    out = [f"{rec['checkpoint']} (iteration {rec['iteration']}) on {rec['env']} {rec['eval/split']}, "
-           f"{rec['eval/episodes']} episodes: success {rec['eval/success']:.3f} (95% CI [{lo:.3f}, {hi:.3f}])"]
+    out = [
+        f"{rec['checkpoint']} (iteration {rec['iteration']}) on {rec['env']} {rec['eval/split']}, "
+        f"{rec['eval/episodes']} episodes: success {rec['eval/success']:.3f} (95% CI [{lo:.3f}, {hi:.3f}])"
+    ]
     if rec["eval/score_mean"] != rec["eval/success"]:  # partial credit (WebShop's score)
         lo, hi = rec["eval/score_ci"]
         out.append(f"  mean score {rec['eval/score_mean']:.3f} (95% CI [{lo:.3f}, {hi:.3f}])")
@@ -97,11 +107,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("path", help="a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)")
     ap.add_argument("--split", default=None, help="the env's split to play (default: the run's eval split)")
     ap.add_argument("--episodes", type=int, default=None, help="episodes (default: the run's eval_episodes)")
-    ap.add_argument("--against", default=None, help="a second run dir or checkpoint, played on the same episodes: "
-                                                     "prints the paired difference (this - other)")
-    ap.add_argument("--streams", type=int, default=None,
-                    help="concurrent evaluation streams (CPU: processes); default: the run's eval_streams, whose "
-                         "figures it then reproduces")
+    ap.add_argument(
+        "--against",
+        default=None,
+        help="a second run dir or checkpoint, played on the same episodes: prints the paired difference (this - other)",
+    )
+    ap.add_argument(
+        "--streams",
+        type=int,
+        default=None,
+        help="concurrent evaluation streams (CPU: processes); default: the run's eval_streams, whose "
+        "figures it then reproduces",
+    )
     ap.add_argument("--json", type=Path, default=None, help="also write the JSON record to this file")
     args = ap.parse_args(argv)
     try:
@@ -119,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             out["paired"] = _paired(rec, other)
             p = out["paired"]
             lines += _lines(other)
-            lines.append(f"paired difference (this - other) over the same {p['episodes']} episodes: "
-                         f"{p['diff']:+.3f} (95% paired bootstrap CI [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}])")
+            lines.append(
+                f"paired difference (this - other) over the same {p['episodes']} episodes: "
+                f"{p['diff']:+.3f} (95% paired bootstrap CI [{p['ci'][0]:+.3f}, {p['ci'][1]:+.3f}])"
+            )
     except (UserError, CheckpointError, ValueError) as err:
         print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ copy written beside it in ``OUT_DIR/base``); the vLLM backend
 beside the weights says which run, checkpoint and iteration it came from and the prompt settings
 the policy was trained with. Exit status: 0 done, 2 a problem said in one line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,18 @@ from typing import Any
 __all__ = ["check_out_dir", "export_saved", "load_line", "main"]
 
 #: what a policy needs besides its weights to act as it was trained (its prompt)
-PROMPT_FIELDS = ("env", "policy_mode", "template", "history_k", "max_new_tokens", "temperature", "top_p",
-                 "avoid_repeats", "max_steps", "state_key")
+PROMPT_FIELDS = (
+    "env",
+    "policy_mode",
+    "template",
+    "history_k",
+    "max_new_tokens",
+    "temperature",
+    "top_p",
+    "avoid_repeats",
+    "max_steps",
+    "state_key",
+)
 
 
 def _loadable_by_name(model: str) -> bool:
@@ -47,8 +58,9 @@ def check_out_dir(out_dir: str | Path) -> Path:
 
     out = Path(out_dir)
     if out.is_symlink():
-        raise UserError(f"{out} is a link ({'dangling' if not out.exists() else 'to ' + str(out.resolve())}); "
-                        "pick another OUT_DIR")
+        raise UserError(
+            f"{out} is a link ({'dangling' if not out.exists() else 'to ' + str(out.resolve())}); pick another OUT_DIR"
+        )
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise UserError(f"{out} exists and is not an empty directory; pick another OUT_DIR")
     check_can_make(out.absolute().parent, f"{out} cannot be made")
@@ -70,8 +82,13 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     if lora and not merge:
         model_name = str(saved.cfg.model)
         local = Path(model_name).expanduser()
-        base_name = (str(out / "base") if not _loadable_by_name(model_name)  # a tiny or bundled base: beside it
-                     else str(local.absolute()) if local.is_dir() else model_name)
+        base_name = (
+            str(out / "base")
+            if not _loadable_by_name(model_name)  # a tiny or bundled base: beside it
+            else str(local.absolute())
+            if local.is_dir()
+            else model_name
+        )
     base_beside = base_name == str(out / "base")
     # merging and unloading change a peft model in place: they work on a copy
     model = copy.deepcopy(saved.model) if lora and (merge or base_beside) else saved.model
@@ -99,8 +116,9 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     return out
 
 
-def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool,
-           final: Path) -> None:
+def _write(
+    saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool, final: Path
+) -> None:
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     if base_beside:
@@ -111,10 +129,16 @@ def _write(saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge:
     if generation_config is not None and not (out / "generation_config.json").exists():
         generation_config.save_pretrained(out)
     cfg = saved.cfg.to_dict()
-    manifest = {"format": "progpo-export-v1", "checkpoint": str(saved.checkpoint), "iteration": saved.iteration,
-                "model": cfg.get("model"), "weights": "peft adapter" if lora and not merge else "full model",
-                "prompt": {k: cfg.get(k) for k in PROMPT_FIELDS}, "estimator": cfg.get("estimator"),
-                "base": "base" if base_beside else cfg.get("model")}
+    manifest = {
+        "format": "progpo-export-v1",
+        "checkpoint": str(saved.checkpoint),
+        "iteration": saved.iteration,
+        "model": cfg.get("model"),
+        "weights": "peft adapter" if lora and not merge else "full model",
+        "prompt": {k: cfg.get(k) for k in PROMPT_FIELDS},
+        "estimator": cfg.get("estimator"),
+        "base": "base" if base_beside else cfg.get("model"),
+    }
     (out / "progpo_export.json").write_text(json.dumps(manifest, indent=1) + "\n")
     _write_card(saved, out, manifest["weights"], final, base_beside)
 
@@ -131,9 +155,16 @@ def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: b
     records = [r for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= saved.iteration]
     commits = [r.get("commit") for r in read_provenance(run_dir) if r.get("kind") == "provenance" and r.get("commit")]
     cfg = {**saved.cfg.to_dict(), "train_split": saved.cfg.splits[0], "eval_split": saved.cfg.splits[1]}
-    (out / "README.md").write_text(model_card(cfg, weights, last_evaluation(records), str(final),
-                                              commits[-1] if commits else None,
-                                              base=str(final / "base") if base_beside else None))
+    (out / "README.md").write_text(
+        model_card(
+            cfg,
+            weights,
+            last_evaluation(records),
+            str(final),
+            commits[-1] if commits else None,
+            base=str(final / "base") if base_beside else None,
+        )
+    )
 
 
 def load_line(out: Path) -> str:

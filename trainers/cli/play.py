@@ -9,6 +9,7 @@ reward, and whether the state was a first visit (with the coverage so far). The 
 episode ``--task`` of the run's evaluation panel for ``--split`` (the same task and task seed as
 in ``python -m trainers.evaluate``). Exit status: 0 done, 2 a problem said in one line.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,10 +33,20 @@ def episode_steps(rollout: Any, top: int = 3) -> list[dict[str, Any]]:
         logps = (getattr(out, "extra", None) or {}).get("candidate_logprobs")
         if getattr(out, "candidates", None) and logps is not None:
             cands = sorted(zip(out.candidates, (math.exp(x) for x in logps)), key=lambda c: -c[1])[:top]
-        steps.append({"t": s.t, "observation": s.obs, "candidates": cands,
-                      "answer": "" if cands else getattr(out, "text", ""), "action": s.action, "valid": s.valid,
-                      "reward": s.reward, "first_visit": bool(s.first_visit), "coverage": found,
-                      "next_observation": s.next_obs})
+        steps.append(
+            {
+                "t": s.t,
+                "observation": s.obs,
+                "candidates": cands,
+                "answer": "" if cands else getattr(out, "text", ""),
+                "action": s.action,
+                "valid": s.valid,
+                "reward": s.reward,
+                "first_visit": bool(s.first_visit),
+                "coverage": found,
+                "next_observation": s.next_obs,
+            }
+        )
     return steps
 
 
@@ -49,8 +60,10 @@ def render_text(title: str, steps: list[dict[str, Any]], outcome: str) -> str:
         if st["answer"]:
             lines.append(f"   answer: {st['answer'].strip()}")
         visit = "first visit" if st["first_visit"] else "seen before"
-        lines.append(f"> {st['action']}{'' if st['valid'] else '  (invalid)'}    reward {st['reward']:+.3f}, {visit}, "
-                     f"coverage {st['coverage']}")
+        lines.append(
+            f"> {st['action']}{'' if st['valid'] else '  (invalid)'}    reward {st['reward']:+.3f}, {visit}, "
+            f"coverage {st['coverage']}"
+        )
     if steps:
         lines += ["--- end ---", steps[-1]["next_observation"].strip()]
     lines += ["", outcome]
@@ -65,15 +78,21 @@ def render_html(title: str, steps: list[dict[str, Any]], outcome: str) -> str:
         cands = "".join(f"<li><b>{p:.1%}</b> {esc(c)}</li>" for c, p in st["candidates"])
         answer = f"<p class=answer>answer: {esc(st['answer'])}</p>" if st["answer"] else ""
         visit = "first visit" if st["first_visit"] else "seen before"
-        rows.append(f"<section><h2>step {st['t']}</h2><pre>{esc(st['observation'].strip())}</pre>"
-                    f"{'<ol>' + cands + '</ol>' if cands else ''}{answer}"
-                    f"<p class=act>&gt; {esc(st['action'])} <span>reward {st['reward']:+.3f}, {visit}, "
-                    f"coverage {st['coverage']}</span></p></section>")
+        rows.append(
+            f"<section><h2>step {st['t']}</h2><pre>{esc(st['observation'].strip())}</pre>"
+            f"{'<ol>' + cands + '</ol>' if cands else ''}{answer}"
+            f"<p class=act>&gt; {esc(st['action'])} <span>reward {st['reward']:+.3f}, {visit}, "
+            f"coverage {st['coverage']}</span></p></section>"
+        )
     end = f"<section><h2>end</h2><pre>{esc(steps[-1]['next_observation'].strip())}</pre></section>" if steps else ""
-    style = ("body{font-family:sans-serif;max-width:60em;margin:auto}pre{white-space:pre-wrap;background:#f4f4f4;"
-             "padding:.5em}.act{font-family:monospace}.act span{color:#666}")
-    return (f"<!doctype html><html><head><meta charset=utf-8><title>{esc(title)}</title><style>{style}</style></head>"
-            f"<body><h1>{esc(title)}</h1>{''.join(rows)}{end}<p><b>{esc(outcome)}</b></p></body></html>\n")
+    style = (
+        "body{font-family:sans-serif;max-width:60em;margin:auto}pre{white-space:pre-wrap;background:#f4f4f4;"
+        "padding:.5em}.act{font-family:monospace}.act span{color:#666}"
+    )
+    return (
+        f"<!doctype html><html><head><meta charset=utf-8><title>{esc(title)}</title><style>{style}</style></head>"
+        f"<body><h1>{esc(title)}</h1>{''.join(rows)}{end}<p><b>{esc(outcome)}</b></p></body></html>\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,8 +135,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {str(err).splitlines()[0] if str(err) else type(err).__name__}", file=sys.stderr)
         return 2
     traj = rollout.trajectories[0]
-    title = (f"{cfg.env} {split}, episode {args.task} (task {traj.task_id or 'from its seed'}, {traj.task_type}); "
-             f"{saved.checkpoint.name}, iteration {saved.iteration}")
+    title = (
+        f"{cfg.env} {split}, episode {args.task} (task {traj.task_id or 'from its seed'}, {traj.task_type}); "
+        f"{saved.checkpoint.name}, iteration {saved.iteration}"
+    )
     outcome = f"{'won' if traj.won else 'lost'}: outcome {traj.outcome:.3f} after {traj.length} steps"
     steps = episode_steps(rollout, top=args.top)
     print(render_text(title, steps, outcome), end="")

@@ -21,6 +21,7 @@ continues it). Bad configs, corrupt checkpoints, unloadable models and env membe
 reset end with a one-line ``error: ...`` (exit status 2); set ``PROGPO_DEBUG=1`` for the
 traceback. Ctrl-C and SIGTERM stop the run and say how to resume it.
 """
+
 from __future__ import annotations
 
 import errno
@@ -58,8 +59,9 @@ def _resume_advice(output_dir: str, what: str) -> str:
     try:
         latest_checkpoint(output_dir)
     except CheckpointError:
-        return (f"{what} before the first checkpoint; nothing to resume: start again with the same command plus "
-                "--overwrite")
+        return (
+            f"{what} before the first checkpoint; nothing to resume: start again with the same command plus --overwrite"
+        )
     return f"{what}; checkpoints are in {output_dir}/checkpoints: resume with the same command plus --resume"
 
 
@@ -128,12 +130,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         if g is not None:
             ci = f", 95% CI [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}]" if g["ci"] else ""
-            print(f"{g['split']}: success {g['start']:.3f} -> {g['end']:.3f} ({g['diff']:+.3f}{ci}; "
-                  f"{g['episodes']} held-out episodes)")
+            print(
+                f"{g['split']}: success {g['start']:.3f} -> {g['end']:.3f} ({g['diff']:+.3f}{ci}; "
+                f"{g['episodes']} held-out episodes)"
+            )
             sc = g.get("score")
             if sc is not None and (sc["start"] != g["start"] or sc["end"] != g["end"]):
-                print(f"{g['split']}: mean score {sc['start']:.3f} -> {sc['end']:.3f} ({sc['diff']:+.3f}, 95% CI "
-                      f"[{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}])")
+                print(
+                    f"{g['split']}: mean score {sc['start']:.3f} -> {sc['end']:.3f} ({sc['diff']:+.3f}, 95% CI "
+                    f"[{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}])"
+                )
     print(f"report: {report}  (metrics: {report.parent / 'metrics.jsonl'}, curves: {report.parent / 'curves.png'})")
     return 0
 

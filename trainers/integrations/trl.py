@@ -58,6 +58,7 @@ loss by a constant (Adam is almost invariant to it; or scale ``learning_rate`` f
 GPU variant: ``GRPOConfig(use_vllm=True, vllm_mode="colocate", ...)``; the rollout then generates
 with TRL's vLLM engine (see ``examples/trl_grpo_alfworld.py``).
 """
+
 # Over 500 lines: TRL's rollout function, reward functions and dataset builder, which its GRPOTrainer takes
 # together.
 from __future__ import annotations
@@ -111,8 +112,11 @@ def _groups(group_id: Sequence[Any]) -> list[np.ndarray]:
 
 
 def progress_conditioned_values(
-    outcome: Sequence[float], coverage_rate: Sequence[float], group_id: Sequence[Any],
-    tau_r: float = TAU_R, tau_p: float = TAU_P,
+    outcome: Sequence[float],
+    coverage_rate: Sequence[float],
+    group_id: Sequence[Any],
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
 ) -> np.ndarray:
     """Per completion: the outcome in a group with a success, else the coverage rate (0 for the
     whole group when its coverage std is below ``tau_p``).
@@ -125,7 +129,9 @@ def progress_conditioned_values(
     r = np.asarray(outcome, dtype=np.float64)
     p = np.asarray(coverage_rate, dtype=np.float64)
     if r.shape != p.shape or r.shape != (len(group_id),):
-        raise ValueError(f"outcome, coverage_rate and group_id need one length, got {r.shape}, {p.shape}, {len(group_id)}")
+        raise ValueError(
+            f"outcome, coverage_rate and group_id need one length, got {r.shape}, {p.shape}, {len(group_id)}"
+        )
     out = r.copy()
     for ix in _groups(group_id):
         if r[ix].max() < tau_r:  # all failed
@@ -134,8 +140,14 @@ def progress_conditioned_values(
 
 
 def progress_conditioned_reward(
-    prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-    coverage_rate: Sequence[float], group_id: Sequence[Any], tau_r: float = TAU_R, tau_p: float = TAU_P,
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    outcome: Sequence[float],
+    coverage_rate: Sequence[float],
+    group_id: Sequence[Any],
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
     **kwargs: Any,
 ) -> list[float]:
     """TRL reward function: :func:`progress_conditioned_values` of the rollout's columns.
@@ -161,7 +173,11 @@ def trl_to_progpo_scale(num_generations: int) -> float:
 
 
 def make_progress_conditioned_reward(
-    num_generations: int, eps: float = 1e-6, tau_r: float = TAU_R, tau_p: float = TAU_P, trl_eps: float = TRL_STD_EPS,
+    num_generations: int,
+    eps: float = 1e-6,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
+    trl_eps: float = TRL_STD_EPS,
 ) -> Callable[..., list[float]]:
     """:func:`progress_conditioned_reward` scaled by ``c = trl_eps / (eps * sqrt(G / (G - 1)))``.
 
@@ -175,16 +191,30 @@ def make_progress_conditioned_reward(
     """
     c = trl_eps / (eps * trl_to_progpo_scale(num_generations))
 
-    def progress_conditioned_reward_exact(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-                                          coverage_rate: Sequence[float], group_id: Sequence[Any], **kwargs: Any) -> list[float]:
+    def progress_conditioned_reward_exact(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        outcome: Sequence[float],
+        coverage_rate: Sequence[float],
+        group_id: Sequence[Any],
+        **kwargs: Any,
+    ) -> list[float]:
         return (c * progress_conditioned_values(outcome, coverage_rate, group_id, tau_r, tau_p)).tolist()
 
     return progress_conditioned_reward_exact
 
 
 def progpo_advantage_reward(
-    prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float], coverage_rate: Sequence[float],
-    group_id: Sequence[Any], base: str = "grpo", lam: float = 1.0, **kwargs: Any,
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    outcome: Sequence[float],
+    coverage_rate: Sequence[float],
+    group_id: Sequence[Any],
+    base: str = "grpo",
+    lam: float = 1.0,
+    **kwargs: Any,
 ) -> list[float]:
     """Rewards equal to ProGPO's episode advantages (any ``base``/``lam``); for ``scale_rewards="none"``.
 
@@ -202,8 +232,14 @@ def progpo_advantage_reward(
 
 
 def planpo_values(
-    outcome: Sequence[float], num_steps: Sequence[int], group_id: Sequence[Any], *, success_threshold: float = 1.0,
-    coverage_rate: Sequence[float] | None = None, tau_r: float = TAU_R, tau_p: float = TAU_P,
+    outcome: Sequence[float],
+    num_steps: Sequence[int],
+    group_id: Sequence[Any],
+    *,
+    success_threshold: float = 1.0,
+    coverage_rate: Sequence[float] | None = None,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
 ) -> np.ndarray:
     """Per completion: PlanPO's ``R^E = R / T`` for a success (``R >= success_threshold``), else 0.
 
@@ -237,9 +273,16 @@ def planpo_values(
     return out
 
 
-def planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-                  num_steps: Sequence[int], group_id: Sequence[Any], success_threshold: float = 1.0,
-                  **kwargs: Any) -> list[float]:
+def planpo_reward(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    outcome: Sequence[float],
+    num_steps: Sequence[int],
+    group_id: Sequence[Any],
+    success_threshold: float = 1.0,
+    **kwargs: Any,
+) -> list[float]:
     """TRL reward function: :func:`planpo_values` of the rollout's columns (PlanPO's trajectory term
     after TRL's group normalisation, up to TRL's std convention: :func:`make_planpo_reward`).
 
@@ -249,19 +292,41 @@ def planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome
     return planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold).tolist()
 
 
-def progress_planpo_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-                           num_steps: Sequence[int], coverage_rate: Sequence[float], group_id: Sequence[Any],
-                           success_threshold: float = 1.0, tau_r: float = TAU_R, tau_p: float = TAU_P,
-                           **kwargs: Any) -> list[float]:
+def progress_planpo_reward(
+    prompts: Sequence[Any],
+    completions: Sequence[Any],
+    *,
+    outcome: Sequence[float],
+    num_steps: Sequence[int],
+    coverage_rate: Sequence[float],
+    group_id: Sequence[Any],
+    success_threshold: float = 1.0,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
+    **kwargs: Any,
+) -> list[float]:
     """TRL reward function for ProGPO(PlanPO): all-failed groups their coverage rates, the others
     PlanPO's ``R / T`` among the successes (:func:`planpo_values`)."""
-    return planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold,
-                         coverage_rate=coverage_rate, tau_r=tau_r, tau_p=tau_p).tolist()
+    return planpo_values(
+        outcome,
+        num_steps,
+        group_id,
+        success_threshold=success_threshold,
+        coverage_rate=coverage_rate,
+        tau_r=tau_r,
+        tau_p=tau_p,
+    ).tolist()
 
 
 def make_planpo_reward(
-    num_generations: int, *, progress: bool = False, success_threshold: float = 1.0, eps: float = 1e-6,
-    tau_r: float = TAU_R, tau_p: float = TAU_P, trl_eps: float = TRL_STD_EPS,
+    num_generations: int,
+    *,
+    progress: bool = False,
+    success_threshold: float = 1.0,
+    eps: float = 1e-6,
+    tau_r: float = TAU_R,
+    tau_p: float = TAU_P,
+    trl_eps: float = TRL_STD_EPS,
 ) -> Callable[..., list[float]]:
     """:func:`planpo_reward` (``progress=True``: :func:`progress_planpo_reward`) scaled as in
     :func:`make_progress_conditioned_reward`, so that ``sqrt(G / (G - 1))`` times TRL's advantage
@@ -273,19 +338,35 @@ def make_planpo_reward(
     """
     c = trl_eps / (eps * trl_to_progpo_scale(num_generations))
 
-    def planpo_reward_exact(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float],
-                            num_steps: Sequence[int], group_id: Sequence[Any],
-                            coverage_rate: Sequence[float] | None = None, **kwargs: Any) -> list[float]:
+    def planpo_reward_exact(
+        prompts: Sequence[Any],
+        completions: Sequence[Any],
+        *,
+        outcome: Sequence[float],
+        num_steps: Sequence[int],
+        group_id: Sequence[Any],
+        coverage_rate: Sequence[float] | None = None,
+        **kwargs: Any,
+    ) -> list[float]:
         if progress and coverage_rate is None:
             raise ValueError("make_planpo_reward(progress=True) needs the rollout's coverage_rate column")
-        values = planpo_values(outcome, num_steps, group_id, success_threshold=success_threshold,
-                               coverage_rate=coverage_rate if progress else None, tau_r=tau_r, tau_p=tau_p)
+        values = planpo_values(
+            outcome,
+            num_steps,
+            group_id,
+            success_threshold=success_threshold,
+            coverage_rate=coverage_rate if progress else None,
+            tau_r=tau_r,
+            tau_p=tau_p,
+        )
         return (c * values).tolist()
 
     return planpo_reward_exact
 
 
-def outcome_reward(prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float], **kwargs: Any) -> list[float]:
+def outcome_reward(
+    prompts: Sequence[Any], completions: Sequence[Any], *, outcome: Sequence[float], **kwargs: Any
+) -> list[float]:
     """The env's outcome reward (log it with weight 0 next to a ProGPO reward)."""
     return [float(v) for v in outcome]
 
@@ -331,7 +412,7 @@ def _one_per_group(prompts: list[Any], g: int) -> list[Any]:
     (['1', '2'], ['1', '2'])
     """
     if g > 1 and len(prompts) % g == 0:
-        runs = [prompts[k:k + g] for k in range(0, len(prompts), g)]
+        runs = [prompts[k : k + g] for k in range(0, len(prompts), g)]
         if all(all(p == run[0] for p in run) for run in runs):
             return [run[0] for run in runs]
     return list(prompts)
@@ -356,7 +437,9 @@ def _wrapped_env(env_id: str, max_steps: int, env_kwargs: Mapping[str, Any]) -> 
         from progpo_envs.webshop.canonical import canonicalize_webshop as canon
     else:
         canon = default_canonicalizer
-    return FirstVisitCoverage(CanonicalizeObservation(gym.make(env_id, max_episode_steps=max_steps, **env_kwargs), canon))
+    return FirstVisitCoverage(
+        CanonicalizeObservation(gym.make(env_id, max_episode_steps=max_steps, **env_kwargs), canon)
+    )
 
 
 #: the TRL releases the rollout was run against (``trainer._generate_single_turn`` is private API)
@@ -367,22 +450,31 @@ def generation_hook(trainer: Any) -> Callable[..., Any]:
     """``trainer._generate_single_turn``, TRL's own (private) generation path, or one clear error."""
     hook = getattr(trainer, "_generate_single_turn", None)
     if not callable(hook):
-
         try:
             version = md.version("trl")
         except md.PackageNotFoundError:
             version = "not installed"
-        raise RuntimeError(f"trainers.integrations.trl needs GRPOTrainer._generate_single_turn, which TRL {version} "
-                           f"does not have: install a tested release (pip install 'trl{TESTED_TRL}')")
+        raise RuntimeError(
+            f"trainers.integrations.trl needs GRPOTrainer._generate_single_turn, which TRL {version} "
+            f"does not have: install a tested release (pip install 'trl{TESTED_TRL}')"
+        )
     return hook
 
 
 class _Rollout:
     """The callable returned by :func:`make_rollout_func` (keeps its envs between calls)."""
 
-    def __init__(self, env_id: str, env_kwargs: dict[str, Any], max_steps: int, prompt_template: str,
-                 feedback_template: str, action_format: str, max_completion_tokens: int,
-                 env_factory: Callable[[], Any] | None) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        env_kwargs: dict[str, Any],
+        max_steps: int,
+        prompt_template: str,
+        feedback_template: str,
+        action_format: str,
+        max_completion_tokens: int,
+        env_factory: Callable[[], Any] | None,
+    ) -> None:
         self.env_id, self.env_kwargs, self.max_steps = env_id, env_kwargs, max_steps
         self.prompt_template, self.feedback_template = prompt_template, feedback_template
         self.action_format, self.max_completion_tokens = action_format, max_completion_tokens
@@ -408,7 +500,11 @@ class _Rollout:
         tok = trainer.processing_class
         tok = getattr(tok, "tokenizer", tok)
         mode = "train" if trainer.model.training else "eval"
-        g = int(trainer.num_generations if mode == "train" else getattr(trainer, "num_generations_eval", None) or trainer.num_generations)
+        g = int(
+            trainer.num_generations
+            if mode == "train"
+            else getattr(trainer, "num_generations_eval", None) or trainer.num_generations
+        )
         generate = generation_hook(trainer)
         prompts = _one_per_group(prompts, g)
         n = len(prompts) * g
@@ -472,8 +568,9 @@ class _Rollout:
         }
 
 
-def expert_warm_start(model: Any, tokenizer: Any, rollout: Any, *, episodes: int = 8, steps: int = 60,
-                      lr: float = 3e-3, seed: int = 0) -> dict[str, float]:
+def expert_warm_start(
+    model: Any, tokenizer: Any, rollout: Any, *, episodes: int = 8, steps: int = 60, lr: float = 3e-3, seed: int = 0
+) -> dict[str, float]:
     """Clone ALFWorld's searching expert into ``model`` in ``rollout``'s own turn format.
 
     Plays :class:`agents.search_expert.ALFWorldSearchAgent` (it reads only what the agent reads)
@@ -491,8 +588,10 @@ def expert_warm_start(model: Any, tokenizer: Any, rollout: Any, *, episodes: int
     from agents.search_expert import ALFWorldSearchAgent
 
     if rollout.action_format == "think_action":
-        raise ValueError("expert_warm_start writes <action>CMD</action> answers: build the rollout with "
-                         "action_format='action' (the expert has no reasoning to clone)")
+        raise ValueError(
+            "expert_warm_start writes <action>CMD</action> answers: build the rollout with "
+            "action_format='action' (the expert has no reasoning to clone)"
+        )
     agent, env = ALFWorldSearchAgent(), rollout._env(0)
     eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     data, wins = [], 0
@@ -524,8 +623,12 @@ def expert_warm_start(model: Any, tokenizer: Any, rollout: Any, *, episodes: int
         loss.backward()
         optim.step()
         losses.append(float(loss))
-    return {"loss_first": losses[0], "loss_last": float(np.mean(losses[-5:])), "episodes": float(episodes),
-            "expert_wins": float(wins)}
+    return {
+        "loss_first": losses[0],
+        "loss_last": float(np.mean(losses[-5:])),
+        "episodes": float(episodes),
+        "expert_wins": float(wins),
+    }
 
 
 def make_rollout_func(
@@ -552,5 +655,13 @@ def make_rollout_func(
     >>> callable(f) and f.max_steps == 3
     True
     """
-    return _Rollout(env_id, dict(env_kwargs), max_steps, prompt_template, feedback_template, action_format,
-                    max_completion_tokens, env_factory)
+    return _Rollout(
+        env_id,
+        dict(env_kwargs),
+        max_steps,
+        prompt_template,
+        feedback_template,
+        action_format,
+        max_completion_tokens,
+        env_factory,
+    )

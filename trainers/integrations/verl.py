@@ -33,6 +33,7 @@ ours times sqrt((G-1)/G)); eps 1e-6 outside the std. Every estimator is
 :func:`trainers.advantages.episode_advantages` or :func:`~trainers.advantages.step_advantages`
 on the rows' columns (:func:`advantage_per_row`): one implementation per formula.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -159,9 +160,11 @@ def require_columns(name: str, non_tensor_batch: Mapping[str, Any] | None) -> Ma
     have = set(non_tensor_batch or ())
     missing = [c for c in required_columns(name) if c not in have]
     if missing:
-        raise MissingColumnsError(f"{name}: non_tensor_batch lacks {', '.join(missing)}"
-                                  f"{' (no non_tensor_batch was passed)' if non_tensor_batch is None else ''}; "
-                                  f"{_HOW_TO_PROVIDE}")
+        raise MissingColumnsError(
+            f"{name}: non_tensor_batch lacks {', '.join(missing)}"
+            f"{' (no non_tensor_batch was passed)' if non_tensor_batch is None else ''}; "
+            f"{_HOW_TO_PROVIDE}"
+        )
     assert non_tensor_batch is not None
     return non_tensor_batch
 
@@ -191,15 +194,24 @@ def _episode_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfi
     traj, n_traj = _trajectories(len(index), ntb)
     cover = _per_trajectory(ntb["progpo_coverage_rate"], traj, n_traj) if cfg.progpo else None
     turns = _per_trajectory(ntb["progpo_turns"], traj, n_traj) if "turns" in cfg.spec.needs else None
-    adv = episode_advantages(_per_trajectory(ntb["progpo_outcome"], traj, n_traj),
-                             factorize(list(_per_trajectory(index, traj, n_traj, object))), cover,
-                             estimator=cfg.estimator, lam=cfg.lam, tau_r=cfg.tau_r, tau_p=cfg.tau_p, eps=cfg.eps,
-                             turns=turns, **dict(cfg.options))
+    adv = episode_advantages(
+        _per_trajectory(ntb["progpo_outcome"], traj, n_traj),
+        factorize(list(_per_trajectory(index, traj, n_traj, object))),
+        cover,
+        estimator=cfg.estimator,
+        lam=cfg.lam,
+        tau_r=cfg.tau_r,
+        tau_p=cfg.tau_p,
+        eps=cfg.eps,
+        turns=turns,
+        **dict(cfg.options),
+    )
     return adv[traj]
 
 
-def _step_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
-               response_lengths: np.ndarray | None) -> np.ndarray:
+def _step_rows(
+    index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig, response_lengths: np.ndarray | None
+) -> np.ndarray:
     """A step-level estimator's advantage of each row (one row per step)."""
     step_traj, n_traj = _trajectories(len(index), ntb)
     first_visit = ntb.get("progpo_first_visit")
@@ -217,8 +229,9 @@ def _step_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
     return out.steps
 
 
-def _turn_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
-               response_lengths: np.ndarray | None) -> np.ndarray:
+def _turn_rows(
+    index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig, response_lengths: np.ndarray | None
+) -> np.ndarray:
     """A base that reads each trajectory's turns (PlanPO): its episode term from the columns; on
     step rows (``traj_uid``, ``progpo_step``) plus its step term over the rows' response lengths
     (PlanPO: ``planpo_alpha`` times the turn term)."""
@@ -227,14 +240,26 @@ def _turn_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfig,
         return adv
     step_traj, n_traj = _trajectories(len(index), ntb)
     groups = factorize(list(_per_trajectory(index, step_traj, n_traj, object)))
-    term = base_step_term(_per_trajectory(ntb["progpo_outcome"], step_traj, n_traj), groups, step_traj,
-                          np.asarray(ntb["progpo_step"], dtype=np.int64), cfg, response_lengths=response_lengths)
+    term = base_step_term(
+        _per_trajectory(ntb["progpo_outcome"], step_traj, n_traj),
+        groups,
+        step_traj,
+        np.asarray(ntb["progpo_step"], dtype=np.int64),
+        cfg,
+        response_lengths=response_lengths,
+    )
     return adv if term is None else adv + term
 
 
-def advantage_per_row(name: str, index: np.ndarray, non_tensor_batch: Mapping[str, Any] | None, *,
-                      config: Any = None, epsilon: float = 1e-6,
-                      response_lengths: np.ndarray | None = None) -> np.ndarray:
+def advantage_per_row(
+    name: str,
+    index: np.ndarray,
+    non_tensor_batch: Mapping[str, Any] | None,
+    *,
+    config: Any = None,
+    epsilon: float = 1e-6,
+    response_lengths: np.ndarray | None = None,
+) -> np.ndarray:
     """The advantage of each row under the column estimator ``name`` (a key of
     :func:`required_columns`): what the verl estimators broadcast over the response tokens and
     what verl-agent's ``compute_advantage`` branch calls. ``response_lengths``: each row's
@@ -246,8 +271,9 @@ def advantage_per_row(name: str, index: np.ndarray, non_tensor_batch: Mapping[st
     [1.0, -1.0]
     """
     if name not in package_names():
-        raise MissingColumnsError(f"{name}: not a column estimator of this package (one of "
-                                  f"{', '.join(package_names())})")
+        raise MissingColumnsError(
+            f"{name}: not a column estimator of this package (one of {', '.join(package_names())})"
+        )
     ntb = require_columns(name, non_tensor_batch)
     cfg = _progpo_config(config, package_names()[name], epsilon)
     if cfg.spec.needs_states:
@@ -274,8 +300,9 @@ def _column_estimator(name: str, doc: str) -> Callable[..., tuple[torch.Tensor, 
         non_tensor_batch: Mapping[str, Any] | None = None,
         **kwargs: Any,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        per_row = advantage_per_row(name, index, non_tensor_batch, config=config, epsilon=epsilon,
-                                    response_lengths=_row_lengths(response_mask))
+        per_row = advantage_per_row(
+            name, index, non_tensor_batch, config=config, epsilon=epsilon, response_lengths=_row_lengths(response_mask)
+        )
         return _broadcast(per_row, response_mask)
 
     estimator.__name__ = estimator.__qualname__ = f"compute_{name}_advantage"
@@ -283,7 +310,9 @@ def _column_estimator(name: str, doc: str) -> Callable[..., tuple[torch.Tensor, 
     return estimator
 
 
-compute_progpo_grpo_advantage = _column_estimator("progpo_grpo", """ProGPO(GRPO) with verl's estimator signature:
+compute_progpo_grpo_advantage = _column_estimator(
+    "progpo_grpo",
+    """ProGPO(GRPO) with verl's estimator signature:
     ``(advantages, returns)``, both ``(bs, L)``.
 
     Per row: outcome ``R`` = ``non_tensor_batch["progpo_outcome"]`` (the env's outcome, not a
@@ -297,9 +326,12 @@ compute_progpo_grpo_advantage = _column_estimator("progpo_grpo", """ProGPO(GRPO)
     ...     non_tensor_batch={"progpo_outcome": np.zeros(4), "progpo_coverage_rate": np.array([.1, .3, .2, .2])})
     >>> adv[:, 0].round(decimals=4).tolist()
     [-1.0, 1.0, 0.0, 0.0]
-    """)
+    """,
+)
 
-compute_progpo_gigpo_advantage = _column_estimator("progpo_gigpo", """ProGPO(GiGPO): one row per *step*
+compute_progpo_gigpo_advantage = _column_estimator(
+    "progpo_gigpo",
+    """ProGPO(GiGPO): one row per *step*
     (verl-agent's layout: each step's response is a row).
 
     Needs ``non_tensor_batch`` columns per row: ``traj_uid`` (trajectory), ``anchor_obs`` (the
@@ -307,27 +339,40 @@ compute_progpo_gigpo_advantage = _column_estimator("progpo_gigpo", """ProGPO(GiG
     ``progpo_outcome`` (the trajectory's outcome, on every row of it). ``index`` is the group
     (verl-agent's ``uid``). Returns :func:`trainers.advantages.step_advantages` ``.steps``
     broadcast over the tokens. Without the columns it raises :class:`MissingColumnsError`.
-    """)
+    """,
+)
 
-compute_planpo_advantage = _column_estimator("planpo", """PlanPO: in groups with a success, shorter
+compute_planpo_advantage = _column_estimator(
+    "planpo",
+    """PlanPO: in groups with a success, shorter
     successes rank higher (``progpo_outcome``, ``progpo_turns`` per row; rows of one ``traj_uid``
     count once). On step rows (``traj_uid``, ``progpo_step``) ``planpo_alpha`` times the turn term
     over the rows' response lengths is added. Without the columns: :class:`MissingColumnsError`.
-    """)
+    """,
+)
 
-compute_progpo_planpo_advantage = _column_estimator("progpo_planpo", """ProGPO(PlanPO): all-failed groups
+compute_progpo_planpo_advantage = _column_estimator(
+    "progpo_planpo",
+    """ProGPO(PlanPO): all-failed groups
     get ProGPO's progress term (``progpo_coverage_rate``), the others PlanPO (:func:`compute_planpo_advantage`).
-    """)
+    """,
+)
 
-compute_hgpo_advantage = _column_estimator("hgpo", """HGPO over one row per step: GRPO's episode term
+compute_hgpo_advantage = _column_estimator(
+    "hgpo",
+    """HGPO over one row per step: GRPO's episode term
     plus ``gigpo_omega`` times the history-depth term (``traj_uid``, ``anchor_obs``,
     ``progpo_step``, ``progpo_outcome``); ``hgpo_depth``, ``hgpo_alpha``, ``hgpo_fusion``,
     ``hgpo_potential_credit`` from the config.
-    """)
+    """,
+)
 
-compute_progpo_hgpo_advantage = _column_estimator("progpo_hgpo", """ProGPO(HGPO): HGPO, with ProGPO's
+compute_progpo_hgpo_advantage = _column_estimator(
+    "progpo_hgpo",
+    """ProGPO(HGPO): HGPO, with ProGPO's
     progress term and first-visit step returns in all-failed groups (adds ``progpo_first_visit``).
-    """)
+    """,
+)
 
 
 def compute_progpo_shaped_grpo_advantage(
@@ -348,9 +393,14 @@ def compute_progpo_shaped_grpo_advantage(
     return _broadcast(episode_advantages(scores, np.asarray(index), estimator="grpo", eps=cfg.eps), response_mask)
 
 
-_BUILT = {"progpo_grpo": compute_progpo_grpo_advantage, "progpo_gigpo": compute_progpo_gigpo_advantage,
-          "planpo": compute_planpo_advantage, "progpo_planpo": compute_progpo_planpo_advantage,
-          "hgpo": compute_hgpo_advantage, "progpo_hgpo": compute_progpo_hgpo_advantage}
+_BUILT = {
+    "progpo_grpo": compute_progpo_grpo_advantage,
+    "progpo_gigpo": compute_progpo_gigpo_advantage,
+    "planpo": compute_planpo_advantage,
+    "progpo_planpo": compute_progpo_planpo_advantage,
+    "hgpo": compute_hgpo_advantage,
+    "progpo_hgpo": compute_progpo_hgpo_advantage,
+}
 
 
 def estimators() -> dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]]:

@@ -39,6 +39,7 @@ A ``progpo_*`` estimator whose batch lacks the columns raises (never GRPO instea
 ``python scripts/check_verl_agent.py PATH_TO_VERL_AGENT`` drives all of it through verl-agent's
 own collector and checks the advantages against :func:`trainers.advantages.step_advantages`.
 """
+
 from __future__ import annotations
 
 import sys
@@ -68,8 +69,14 @@ __all__ = [
 ]
 
 #: estimator name -> the base whose trainer set-up it shares in verl-agent (no critic)
-PROGPO_ESTIMATORS = {"progpo_grpo": "grpo", "progpo_gigpo": "gigpo", "planpo": "grpo", "progpo_planpo": "grpo",
-                     "hgpo": "gigpo", "progpo_hgpo": "gigpo"}
+PROGPO_ESTIMATORS = {
+    "progpo_grpo": "grpo",
+    "progpo_gigpo": "gigpo",
+    "planpo": "grpo",
+    "progpo_planpo": "grpo",
+    "hgpo": "gigpo",
+    "progpo_hgpo": "gigpo",
+}
 ANCHORS = ("raw", "canonical")
 
 
@@ -132,13 +139,21 @@ class ProGPOEnvironmentManager:
     True
     """
 
-    def __init__(self, envs: Any, projection_f: Callable[..., tuple[list[str], list[int]]], config: Any,
-                 env_name: str = "alfworld", anchor: str = "raw") -> None:
+    def __init__(
+        self,
+        envs: Any,
+        projection_f: Callable[..., tuple[list[str], list[int]]],
+        config: Any,
+        env_name: str = "alfworld",
+        anchor: str = "raw",
+    ) -> None:
         if anchor not in ANCHORS:
             raise ValueError(f"anchor must be one of {ANCHORS}, got {anchor!r}")
         if getattr(envs, "autoreset", False):
-            raise ValueError("envs must hold finished groups until reset (GroupVectorEnv(..., autoreset=False)): "
-                             "verl-agent plays one task per group and batch")
+            raise ValueError(
+                "envs must hold finished groups until reset (GroupVectorEnv(..., autoreset=False)): "
+                "verl-agent plays one task per group and batch"
+            )
         self.envs, self.projection_f, self.config = envs, projection_f, config
         self.env_name, self.anchor = env_name, anchor
         self.history_length = int(_get(config, "env.history_length", 2))
@@ -185,8 +200,9 @@ class ProGPOEnvironmentManager:
                 out_infos.append({**self._infos[i], "is_action_valid": np.asarray(False)})
                 continue
             info = dict(per[i].get("final_info", per[i]))
-            self._signals[i].append({"progpo_step": len(self._history[i]),
-                                     "progpo_first_visit": bool(info.get("first_visit", False))})
+            self._signals[i].append(
+                {"progpo_step": len(self._history[i]), "progpo_first_visit": bool(info.get("first_visit", False))}
+            )
             self._history[i].append((self._obs[i], str(actions[i])))
             self._obs[i] = str(per[i]["final_obs"]) if "final_obs" in per[i] else str(obs[i])
             self._coverage_rate[i] = float(info.get("coverage_rate", self._coverage_rate[i]))
@@ -209,9 +225,16 @@ class ProGPOEnvironmentManager:
         out = []
         for i in range(self.envs.num_envs) if indices is None else indices:
             info = self._infos[i]
-            messages = build_messages(self.env_name, goal=goal_text(info.get("goal", "")), observation=self._obs[i],
-                                      admissible=self.admissible(i), history=self._history[i],
-                                      step=len(self._history[i]), k=self.history_length, fmt="think_action")
+            messages = build_messages(
+                self.env_name,
+                goal=goal_text(info.get("goal", "")),
+                observation=self._obs[i],
+                admissible=self.admissible(i),
+                history=self._history[i],
+                step=len(self._history[i]),
+                k=self.history_length,
+                fmt="think_action",
+            )
             out.append("\n\n".join(m["content"] for m in messages))
         return out
 
@@ -224,8 +247,9 @@ class ProGPOEnvironmentManager:
             self._process_batch(b, total_batch_list, total_infos, success)
         return {key: np.array(value) for key, value in success.items()}
 
-    def _process_batch(self, batch_idx: int, total_batch_list: list, total_infos: list,
-                       success: dict[str, list[float]]) -> None:
+    def _process_batch(
+        self, batch_idx: int, total_batch_list: list, total_infos: list, success: dict[str, list[float]]
+    ) -> None:
         for i in reversed(range(len(total_batch_list[batch_idx]))):
             if total_batch_list[batch_idx][i]["active_masks"]:
                 info = total_infos[batch_idx][i]
@@ -251,9 +275,18 @@ class ProGPOEnvironmentManager:
         finished), ``progpo_first_visit``, and the episode's ``progpo_outcome`` /
         ``progpo_coverage_rate`` / ``progpo_turns`` (its number of turns, PlanPO's T; an episode cut
         short by the collector: outcome 0, coverage and turns so far)."""
-        return [[{**row, "progpo_outcome": float(self._outcome[i]), "progpo_coverage_rate": float(self._coverage_rate[i]),
-                  "progpo_turns": len(self._history[i])}
-                 for row in rows] for i, rows in enumerate(self._signals)]
+        return [
+            [
+                {
+                    **row,
+                    "progpo_outcome": float(self._outcome[i]),
+                    "progpo_coverage_rate": float(self._coverage_rate[i]),
+                    "progpo_turns": len(self._history[i]),
+                }
+                for row in rows
+            ]
+            for i, rows in enumerate(self._signals)
+        ]
 
     def _observations(self) -> dict[str, Any]:
         if self.anchor == "raw":
@@ -286,17 +319,33 @@ def _split_infos(infos: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
     return out
 
 
-def make_manager(env_name: str, num_groups: int, group_size: int, *, split: str, max_steps: int, seed: int,
-                 config: Any = None, anchor: str = "raw", state_key: str = "canonical",
-                 backend: str = "async") -> ProGPOEnvironmentManager:
+def make_manager(
+    env_name: str,
+    num_groups: int,
+    group_size: int,
+    *,
+    split: str,
+    max_steps: int,
+    seed: int,
+    config: Any = None,
+    anchor: str = "raw",
+    state_key: str = "canonical",
+    backend: str = "async",
+) -> ProGPOEnvironmentManager:
     """A :class:`ProGPOEnvironmentManager` over ``num_groups`` x ``group_size`` envs of ``env_name``."""
     from trainers.envs import make_env_fn
     from wrappers import GroupVectorEnv
 
     if env_name not in ("alfworld", "webshop"):
         raise ValueError(f"env_name must be 'alfworld' or 'webshop', got {env_name!r}")
-    envs = GroupVectorEnv(make_env_fn(env_name, split, max_steps, state_key), num_groups, group_size, backend=backend,
-                          seed=seed, autoreset=False)
+    envs = GroupVectorEnv(
+        make_env_fn(env_name, split, max_steps, state_key),
+        num_groups,
+        group_size,
+        backend=backend,
+        seed=seed,
+        autoreset=False,
+    )
     projection = alfworld_projection if env_name == "alfworld" else webshop_projection
     return ProGPOEnvironmentManager(envs, projection, config, env_name=env_name, anchor=anchor)
 
@@ -316,18 +365,37 @@ def make_envs(config: Any) -> tuple[ProGPOEnvironmentManager, ProGPOEnvironmentM
     name = str(_get(config, "env.env_name", "")).lower()
     env_name = "alfworld" if "alfworld" in name else "webshop" if "webshop" in name else None
     if env_name is None:
-        raise ValueError(f"env.env_name={name!r}: trainers.integrations.verl_agent.make_envs serves progpo/alfworld "
-                         "and progpo/webshop; for verl-agent's own envs keep agent_system.environments.make_envs")
+        raise ValueError(
+            f"env.env_name={name!r}: trainers.integrations.verl_agent.make_envs serves progpo/alfworld "
+            "and progpo/webshop; for verl-agent's own envs keep agent_system.environments.make_envs"
+        )
     n = int(_get(config, "env.rollout.n", 1))
     opts = dict(_get(config, "env.progpo", {}) or {})
     train_split, val_split = _SPLITS[env_name]
-    common = dict(config=config, anchor=str(opts.get("anchor", "raw")), state_key=str(opts.get("state_key", "canonical")),
-                  backend=str(opts.get("backend", "async")), max_steps=int(_get(config, "env.max_steps", 50)))
+    common = dict(
+        config=config,
+        anchor=str(opts.get("anchor", "raw")),
+        state_key=str(opts.get("state_key", "canonical")),
+        backend=str(opts.get("backend", "async")),
+        max_steps=int(_get(config, "env.max_steps", 50)),
+    )
     seed = int(_get(config, "env.seed", 0))
-    envs = make_manager(env_name, int(_get(config, "data.train_batch_size", 1)), max(n, 1),
-                        split=str(opts.get("train_split", train_split)), seed=seed, **common)
-    val_envs = make_manager(env_name, int(_get(config, "data.val_batch_size", 1)), 1,
-                            split=str(opts.get("val_split", val_split)), seed=seed + 1000, **common)
+    envs = make_manager(
+        env_name,
+        int(_get(config, "data.train_batch_size", 1)),
+        max(n, 1),
+        split=str(opts.get("train_split", train_split)),
+        seed=seed,
+        **common,
+    )
+    val_envs = make_manager(
+        env_name,
+        int(_get(config, "data.val_batch_size", 1)),
+        1,
+        split=str(opts.get("val_split", val_split)),
+        seed=seed + 1000,
+        **common,
+    )
     install(config)
     return envs, val_envs
 
@@ -350,9 +418,11 @@ def collector_class(base: type) -> type:
             if signals is None:
                 estimator = str(_get(self.config, "algorithm.adv_estimator", ""))
                 if estimator in PROGPO_ESTIMATORS:
-                    raise ValueError(f"algorithm.adv_estimator={estimator} needs ProGPO's per-step signals, and "
-                                     f"{type(envs).__name__} records none: build the envs with "
-                                     "trainers.integrations.verl_agent.make_envs")
+                    raise ValueError(
+                        f"algorithm.adv_estimator={estimator} needs ProGPO's per-step signals, and "
+                        f"{type(envs).__name__} records none: build the envs with "
+                        "trainers.integrations.verl_agent.make_envs"
+                    )
                 return out
             total_batch_list = out[0]
             for i, (rows, steps) in enumerate(zip(total_batch_list, signals())):
@@ -367,7 +437,9 @@ def collector_class(base: type) -> type:
 
 
 # -- the estimator branch --------------------------------------------------------------------------
-def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str, Any] | None = None) -> Callable[..., Any]:
+def compute_advantage_branch(
+    original: Callable[..., Any], options: Mapping[str, Any] | None = None
+) -> Callable[..., Any]:
     """verl-agent's ``compute_advantage`` with a branch for each name of :data:`PROGPO_ESTIMATORS`.
 
     Rows are steps (``traj_uid``, ``uid`` = group). Rows that ``adjust_batch`` duplicated (same
@@ -392,18 +464,29 @@ def compute_advantage_branch(original: Callable[..., Any], options: Mapping[str,
             data.batch["response_mask"] = sys.modules[original.__module__].compute_response_mask(data)
         keys = [f"{t}\x00{s}" for t, s in zip(np.asarray(ntb["traj_uid"]), np.asarray(ntb["progpo_step"]))]
         _, first, inverse = np.unique(np.array(keys, dtype=object), return_index=True, return_inverse=True)
-        sub = {k: np.asarray(v)[first] for k, v in ntb.items() if k.startswith("progpo_") or k in ("traj_uid", "anchor_obs")}
-        config = {"progpo_lam": opts.get("lam", 1.0), "progpo_tau_r": opts.get("tau_r", TAU_R),
-                  "progpo_tau_p": opts.get("tau_p", TAU_P), "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
-                  "gigpo_gamma": gamma, "planpo_alpha": opts.get("planpo_alpha", 0.1),
-                  "planpo_success_threshold": opts.get("success_threshold", 1.0),
-                  "hgpo_depth": opts.get("hgpo_depth", 2), "hgpo_alpha": opts.get("hgpo_alpha", 1.0),
-                  "hgpo_fusion": opts.get("hgpo_fusion", "power"),
-                  "hgpo_potential_credit": opts.get("potential_credit", False)}
+        sub = {
+            k: np.asarray(v)[first]
+            for k, v in ntb.items()
+            if k.startswith("progpo_") or k in ("traj_uid", "anchor_obs")
+        }
+        config = {
+            "progpo_lam": opts.get("lam", 1.0),
+            "progpo_tau_r": opts.get("tau_r", TAU_R),
+            "progpo_tau_p": opts.get("tau_p", TAU_P),
+            "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
+            "gigpo_gamma": gamma,
+            "planpo_alpha": opts.get("planpo_alpha", 0.1),
+            "planpo_success_threshold": opts.get("success_threshold", 1.0),
+            "hgpo_depth": opts.get("hgpo_depth", 2),
+            "hgpo_alpha": opts.get("hgpo_alpha", 1.0),
+            "hgpo_fusion": opts.get("hgpo_fusion", "power"),
+            "hgpo_potential_credit": opts.get("potential_credit", False),
+        }
         mask = data.batch["response_mask"]
         lengths = mask.sum(dim=-1).detach().cpu().double().numpy()[first]
-        adv = advantage_per_row(name, np.asarray(data.non_tensor_batch["uid"])[first], sub, config=config,
-                                response_lengths=lengths)
+        adv = advantage_per_row(
+            name, np.asarray(data.non_tensor_batch["uid"])[first], sub, config=config, response_lengths=lengths
+        )
         per_row = torch.as_tensor(adv, dtype=torch.float32)[torch.as_tensor(inverse.reshape(-1))].to(mask.device)
         data.batch["advantages"] = per_row[:, None] * mask
         data.batch["returns"] = data.batch["advantages"].clone()

@@ -30,6 +30,7 @@ Where the columns come from, per response: ``progpo_outcome`` (the env's outcome
 ``progpo_turns`` (the episode's number of turns); ``progpo_gigpo``, ``hgpo`` and ``progpo_hgpo``
 add ``anchor_obs``, ``progpo_first_visit``, ``progpo_step`` per step row.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -44,13 +45,18 @@ import numpy as np
 
 __all__ = ["install", "patched_modules"]
 
-_CORE, _LEGACY, _V1_BASE, _V1_UTILS = ("verl.trainer.ppo.core_algos", "verl.trainer.ppo.ray_trainer",
-                                       "verl.trainer.ppo.v1.trainer_base", "verl.trainer.ppo.v1.utils")
+_CORE, _LEGACY, _V1_BASE, _V1_UTILS = (
+    "verl.trainer.ppo.core_algos",
+    "verl.trainer.ppo.ray_trainer",
+    "verl.trainer.ppo.v1.trainer_base",
+    "verl.trainer.ppo.v1.utils",
+)
 #: module name -> what was patched in it (read by tests and scripts/check_verl_agent.py)
 _PATCHED: dict[str, str] = {}
 #: columns read from TransferQueue by the v1 wrapper, consumed by the patched compute_advantage
-_V1_COLUMNS: contextvars.ContextVar[dict[str, np.ndarray] | None] = contextvars.ContextVar("progpo_v1_columns",
-                                                                                            default=None)
+_V1_COLUMNS: contextvars.ContextVar[dict[str, np.ndarray] | None] = contextvars.ContextVar(
+    "progpo_v1_columns", default=None
+)
 
 
 def patched_modules() -> dict[str, str]:
@@ -92,9 +98,13 @@ def _patch_legacy(module: Any) -> None:
         columns = dict(data.non_tensor_batch)
         columns.update(_V1_COLUMNS.get() or {})
         config = kwargs.get("config")  # verl 0.9 passes it by keyword (legacy and v1)
-        adv, ret = _estimators()[name](token_level_rewards=data.batch["token_level_rewards"],
-                                       response_mask=data.batch["response_mask"], index=data.non_tensor_batch["uid"],
-                                       config=config, non_tensor_batch=columns)
+        adv, ret = _estimators()[name](
+            token_level_rewards=data.batch["token_level_rewards"],
+            response_mask=data.batch["response_mask"],
+            index=data.non_tensor_batch["uid"],
+            config=config,
+            non_tensor_batch=columns,
+        )
         data.batch["advantages"], data.batch["returns"] = adv, ret
         return data
 
@@ -131,8 +141,11 @@ def _patch_v1_base(module: Any) -> None:
             return original(self, batch, metrics)
         data = module.tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
         extra = data.pop("extra_fields", None)
-        columns = v1_columns(list(extra.tolist()) if extra is not None else [None] * len(batch.keys), list(batch.keys),
-                             tuple(c for c in REQUIRED_COLUMNS[name] if c != "traj_uid"))
+        columns = v1_columns(
+            list(extra.tolist()) if extra is not None else [None] * len(batch.keys),
+            list(batch.keys),
+            tuple(c for c in REQUIRED_COLUMNS[name] if c != "traj_uid"),
+        )
         token = _V1_COLUMNS.set(columns)
         try:
             return original(self, batch, metrics)
@@ -151,8 +164,12 @@ def _patch_v1_utils(module: Any) -> None:
         _PATCHED[module.__name__] = "compute_advantage bound to the patched legacy one"
 
 
-_PATCHES: dict[str, Callable[[Any], None]] = {_CORE: _patch_core, _LEGACY: _patch_legacy, _V1_BASE: _patch_v1_base,
-                                              _V1_UTILS: _patch_v1_utils}
+_PATCHES: dict[str, Callable[[Any], None]] = {
+    _CORE: _patch_core,
+    _LEGACY: _patch_legacy,
+    _V1_BASE: _patch_v1_base,
+    _V1_UTILS: _patch_v1_utils,
+}
 
 
 class _PostImportFinder(importlib.abc.MetaPathFinder):
@@ -193,9 +210,13 @@ def _apply(patch: Callable[[Any], None], module: Any) -> None:
         patch(module)
     except Exception as err:  # noqa: BLE001 - any failure of the plugin must leave verl usable
         detail = str(err).splitlines()[0][:200] if str(err) else ""
-        warnings.warn(f"progpo's verl plugin could not patch {module.__name__} ({type(err).__name__}: {detail}); "
-                      "verl works without it, but the progpo_* estimators may be missing or compute without "
-                      "ProGPO's columns", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"progpo's verl plugin could not patch {module.__name__} ({type(err).__name__}: {detail}); "
+            "verl works without it, but the progpo_* estimators may be missing or compute without "
+            "ProGPO's columns",
+            RuntimeWarning,
+            stacklevel=2,
+        )
 
 
 def install() -> None:

@@ -64,12 +64,30 @@ when any differs. ``--compare-with DIR`` reads every finished run against the sa
 another copy of the block (a re-run at another commit or on another machine): bit-exact, or the
 largest relative difference and its field, run by run.
 """
+
 from __future__ import annotations
 
 from trainers.lab.analysis import ValidityCriteria, auc, families, paired, progpo_on_off, validity, validity_criteria
 from trainers.lab.methods import AXES, LAB_PRESETS, METHOD_AXES, METHODS, axes_of, labelled
 from trainers.lab.runs import LabError, load_run, rerun, run_one, strict_compare
 
-__all__ = ["AXES", "LAB_PRESETS", "LabError", "METHODS", "METHOD_AXES", "ValidityCriteria", "auc", "axes_of",
-           "families", "labelled", "load_run", "paired", "progpo_on_off", "rerun", "run_one", "strict_compare",
-           "validity", "validity_criteria"]
+__all__ = [
+    "AXES",
+    "LAB_PRESETS",
+    "LabError",
+    "METHODS",
+    "METHOD_AXES",
+    "ValidityCriteria",
+    "auc",
+    "axes_of",
+    "families",
+    "labelled",
+    "load_run",
+    "paired",
+    "progpo_on_off",
+    "rerun",
+    "run_one",
+    "strict_compare",
+    "validity",
+    "validity_criteria",
+]

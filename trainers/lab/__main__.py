@@ -1,4 +1,5 @@
 """``python -m trainers.lab``: :func:`trainers.lab.cli.main`."""
+
 from trainers.lab.cli import main
 
 if __name__ == "__main__":

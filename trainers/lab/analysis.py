@@ -10,6 +10,7 @@ over each base. A confirmatory block states its primary test in its config
 (:func:`primary_test`), and :func:`primary_verdict` gives the verdict once every registered seed is
 in, and no verdict before.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -23,8 +24,24 @@ from trainers.lab.methods import LAB_PRESETS, LABELS
 from trainers.lab.significance import holm, paired_t_p
 from trainers.statistics import mean_ci, t975
 
-__all__ = ["PrimaryTest", "ValidityCriteria", "auc", "completeness", "series", "families", "final_success", "mde_80", "multiplicity", "paired",
-           "primary_test", "primary_verdict", "registered_primary", "progpo_on_off", "validity", "validity_criteria"]
+__all__ = [
+    "PrimaryTest",
+    "ValidityCriteria",
+    "auc",
+    "completeness",
+    "series",
+    "families",
+    "final_success",
+    "mde_80",
+    "multiplicity",
+    "paired",
+    "primary_test",
+    "primary_verdict",
+    "registered_primary",
+    "progpo_on_off",
+    "validity",
+    "validity_criteria",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,7 +65,9 @@ def validity_criteria(config: Path) -> ValidityCriteria | None:
     try:
         return ValidityCriteria(float(found["trap_min"]), float(found["room_min"]), int(found["seeds"]))
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{config}: notes.preregistration.validity needs trap_min, room_min and seeds ({err})") from None
+        raise ValueError(
+            f"{config}: notes.preregistration.validity needs trap_min, room_min and seeds ({err})"
+        ) from None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +90,13 @@ def primary_test(config: Path) -> PrimaryTest | None:
     if not isinstance(found, dict) or "primary" not in found:
         return None
     try:
-        return PrimaryTest(tuple(int(s) for s in found["seeds"]), tuple(str(b) for b in found["bases"]),
-                           float(found["alpha"]))
+        return PrimaryTest(
+            tuple(int(s) for s in found["seeds"]), tuple(str(b) for b in found["bases"]), float(found["alpha"])
+        )
     except (KeyError, TypeError, ValueError) as err:
-        raise ValueError(f"{config}: notes.preregistration needs seeds, bases and alpha beside primary ({err})") from None
+        raise ValueError(
+            f"{config}: notes.preregistration needs seeds, bases and alpha beside primary ({err})"
+        ) from None
 
 
 def registered_primary(lab: str | None, config: Path) -> PrimaryTest | None:
@@ -95,17 +117,24 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
     have = pooled["seeds"] if pooled else []
     base = {"bases": list(test.bases), "alpha": test.alpha, "registered_seeds": list(test.seeds), "seeds_in": len(have)}
     if have != sorted(test.seeds):
-        return {**base, "complete": False,
-                "text": f"no verdict yet: {len(have)} of the {len(test.seeds)} registered seeds have every base's on and "
-                        "off run; the primary is read once all are in"}
+        return {
+            **base,
+            "complete": False,
+            "text": f"no verdict yet: {len(have)} of the {len(test.seeds)} registered seeds have every base's on and "
+            "off run; the primary is read once all are in",
+        }
     est, lo, hi, p = pooled["mean"], pooled["lo"], pooled["hi"], pooled["p"]
     decision = ("raises" if est > 0 else "lowers") if p < test.alpha else "cannot tell"
     over = f"its {len(test.bases)} bases" if len(test.bases) > 1 else test.bases[0]
-    numbers = (f"on - off {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
-               f"{'<' if p < test.alpha else '>='} alpha {test.alpha:g}, {len(have)} seeds")
+    numbers = (
+        f"on - off {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
+        f"{'<' if p < test.alpha else '>='} alpha {test.alpha:g}, {len(have)} seeds"
+    )
     if decision == "cannot tell":
-        text = (f"this lab cannot tell whether ProGPO's term changes final held-out success over {over}: {numbers}; "
-                f"effects from {lo:+.3f} to {hi:+.3f} fit the data")
+        text = (
+            f"this lab cannot tell whether ProGPO's term changes final held-out success over {over}: {numbers}; "
+            f"effects from {lo:+.3f} to {hi:+.3f} fit the data"
+        )
     else:
         text = f"ProGPO's term {decision} final held-out success over {over}: {numbers}"
     return {**base, "complete": True, "estimate": est, "lo": lo, "hi": hi, "p": p, "decision": decision, "text": text}
@@ -116,8 +145,11 @@ def completeness(entries: list[dict], methods: list[str], seeds: list[int]) -> d
     planned, and the seeds with every method in (the only seeds a full table could pair)."""
     done = {(e["method"], e["seed"]) for e in entries}
     planned = {(m, s) for m in methods for s in seeds}
-    return {"finished": len(done & planned), "planned": len(planned),
-            "complete_seeds": [s for s in seeds if all((m, s) in done for m in methods)]}
+    return {
+        "finished": len(done & planned),
+        "planned": len(planned),
+        "complete_seeds": [s for s in seeds if all((m, s) in done for m in methods)],
+    }
 
 
 def series(runs: list[dict], part: str, key: str) -> np.ndarray:
@@ -151,12 +183,19 @@ def paired(by: dict[str, list[dict]], a: str, b: str, metric: Callable[[dict], f
         return None
     d = np.array([fa[s] - fb[s] for s in seeds])
     m, h = mean_ci(d[:, None])
-    return {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
-            "seeds": seeds, "per_seed": [float(x) for x in d]}
+    return {
+        "mean": float(m[0]),
+        "half": float(h[0]),
+        "lo": float(m[0] - h[0]),
+        "hi": float(m[0] + h[0]),
+        "seeds": seeds,
+        "per_seed": [float(x) for x in d],
+    }
 
 
-def validity(by: dict[str, list[dict]], criteria: ValidityCriteria | None,
-             pilot_seeds: tuple[int, ...] = ()) -> dict | None:
+def validity(
+    by: dict[str, list[dict]], criteria: ValidityCriteria | None, pilot_seeds: tuple[int, ...] = ()
+) -> dict | None:
     """Whether the lab can tell GiGPO from GRPO under the pre-registered ``criteria``: the trap at
     iteration 1, GiGPO's room to move and the paired final difference (its interval excluding 0
     over enough seeds); and the same difference on the seeds that did not choose the setting
@@ -170,16 +209,31 @@ def validity(by: dict[str, list[dict]], criteria: ValidityCriteria | None,
     rm, rh = mean_ci(rise)
     diff = paired(by, "gigpo", "grpo", final_success)
     n = len(diff["seeds"]) if diff else 0
-    checks = {"trap": trap >= criteria.trap_min, "room": float(rm[0]) >= criteria.room_min,
-              "discrimination": bool(diff and n >= criteria.seeds and diff["lo"] > 0)}
+    checks = {
+        "trap": trap >= criteria.trap_min,
+        "room": float(rm[0]) >= criteria.room_min,
+        "discrimination": bool(diff and n >= criteria.seeds and diff["lo"] > 0),
+    }
     fresh = {m: [r for r in rs if r["seed"] not in pilot_seeds] for m, rs in by.items()}
     fresh_diff = paired(fresh, "gigpo", "grpo", final_success)
-    return {"all_failed_it1": trap, "gigpo_rise": float(rm[0]), "gigpo_rise_half": float(rh[0]),
-            "gigpo_minus_grpo": diff, "seeds": n, "checks": checks,
-            "pilot_seeds": sorted(pilot_seeds), "gigpo_minus_grpo_fresh": fresh_diff,
-            "criteria": dataclasses.asdict(criteria),
-            "verdict": (f"not decided: fewer than {criteria.seeds} paired seeds" if n < criteria.seeds else
-                        "discriminates" if all(checks.values()) else "cannot discriminate")}
+    return {
+        "all_failed_it1": trap,
+        "gigpo_rise": float(rm[0]),
+        "gigpo_rise_half": float(rh[0]),
+        "gigpo_minus_grpo": diff,
+        "seeds": n,
+        "checks": checks,
+        "pilot_seeds": sorted(pilot_seeds),
+        "gigpo_minus_grpo_fresh": fresh_diff,
+        "criteria": dataclasses.asdict(criteria),
+        "verdict": (
+            f"not decided: fewer than {criteria.seeds} paired seeds"
+            if n < criteria.seeds
+            else "discriminates"
+            if all(checks.values())
+            else "cannot discriminate"
+        ),
+    }
 
 
 def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
@@ -189,8 +243,10 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
     rows = [(m, paired(by, m, "gigpo", final_success)) for m in methods if m != "gigpo"]
     rows = [(m, d) for m, d in rows if d is not None and len(d["seeds"]) >= 2]
     ps = [paired_t_p(d["per_seed"]) for _, d in rows]
-    return [{"method": m, "seeds": len(d["seeds"]), "diff": d, "p": p, "p_holm": a}
-            for (m, d), p, a in zip(rows, ps, holm(ps))]
+    return [
+        {"method": m, "seeds": len(d["seeds"]), "diff": d, "p": p, "p_holm": a}
+        for (m, d), p, a in zip(rows, ps, holm(ps))
+    ]
 
 
 def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
@@ -198,8 +254,10 @@ def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
     test, judged alone) and the labelled tracks. ``None`` without ``gigpo``."""
     if "gigpo" not in by:
         return None
-    return {"pure": multiplicity(by, [m for m in by if m not in LABELS and m != "grpo"]),
-            "labelled": multiplicity(by, [m for m in by if m in LABELS])}
+    return {
+        "pure": multiplicity(by, [m for m in by if m not in LABELS and m != "grpo"]),
+        "labelled": multiplicity(by, [m for m in by if m in LABELS]),
+    }
 
 
 def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = final_success) -> dict | None:
@@ -208,7 +266,7 @@ def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = f
     differences (seeds where every pair ran), so the seeds stay the independent unit. In the
     exploratory block this contrast was chosen after its comparisons against ``gigpo``; the confirm
     block pre-registers it (:func:`primary_verdict`). ``None`` without a single pair."""
-    pairs = [(m, m[len("progpo-"):]) for m in by if m.startswith("progpo-") and m[len("progpo-"):] in by]
+    pairs = [(m, m[len("progpo-") :]) for m in by if m.startswith("progpo-") and m[len("progpo-") :] in by]
     rows = [(on, off, paired(by, on, off, metric)) for on, off in pairs]
     rows = [(on, off, d) for on, off, d in rows if d is not None]
     if not rows:
@@ -218,7 +276,16 @@ def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = f
     pooled = None
     if len(rows) > 1 and len(common) >= 2:
         m, h = mean_ci(np.array(per_seed)[:, None])
-        pooled = {"mean": float(m[0]), "half": float(h[0]), "lo": float(m[0] - h[0]), "hi": float(m[0] + h[0]),
-                  "seeds": common, "per_seed": per_seed, "p": paired_t_p(per_seed)}
-    return {"pairs": [{"on": on, "off": off, "diff": d, "p": paired_t_p(d["per_seed"])} for on, off, d in rows],
-            "pooled": pooled}
+        pooled = {
+            "mean": float(m[0]),
+            "half": float(h[0]),
+            "lo": float(m[0] - h[0]),
+            "hi": float(m[0] + h[0]),
+            "seeds": common,
+            "per_seed": per_seed,
+            "p": paired_t_p(per_seed),
+        }
+    return {
+        "pairs": [{"on": on, "off": off, "diff": d, "p": paired_t_p(d["per_seed"])} for on, off, d in rows],
+        "pooled": pooled,
+    }

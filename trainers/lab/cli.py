@@ -13,6 +13,7 @@ The steps: :func:`parse` (flags and the ``--lab`` preset's defaults), :func:`col
 read every (method, seed) run, with the checks that make them pairable), :func:`write` (the table,
 the JSON record and the plot).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,58 +66,115 @@ DESCRIPTION = "The credit-trap lab: remedies side by side in the credit trap, se
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m trainers.lab", description=DESCRIPTION)
-    ap.add_argument("--lab", choices=list(LAB_PRESETS), default=None,
-                    help="the credit-trap lab: 'alfworld' (configs/credit_lab.yaml, every remedy, 30 iterations, "
-                         "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
-                         "progpo-gigpo, planpo, 40 iterations) or 'confirm' (the pre-registered confirmatory "
-                         "experiment, configs/credit_lab_confirm.yaml: ProGPO's term on and off over four bases, "
-                         "seeds 8-23) or 'tree' (the registered replication of the confirm block's tree contrast, "
-                         "configs/credit_lab_tree.yaml: progpo-gigpo+tree and gigpo+tree, seeds 24-51); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
-                         "where each remedy acted; writes credit_lab.json")
-    ap.add_argument("--config", type=Path, default=None,
-                    help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)")
-    ap.add_argument("--methods", nargs="+", default=None,
-                    help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
-                         "always, shuffled): any registered estimator (a plug-in's too) or progpo-<estimator>, with at "
-                         "most one suffix +tree, +tree-random, +hindsight, +privileged (the last two labelled: not "
-                         "pure RL), or a ProGPO control (always, shuffled)")
-    ap.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
-                    help="a module or .py file that registers estimators, imported here and by every run (repeat "
-                         "for several)")
-    ap.add_argument("--seeds", type=int, nargs="+", default=None,
-                    help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
-                         "--lab's where it names them: confirm 8-23, tree 24-51)")
+    ap.add_argument(
+        "--lab",
+        choices=list(LAB_PRESETS),
+        default=None,
+        help="the credit-trap lab: 'alfworld' (configs/credit_lab.yaml, every remedy, 30 iterations, "
+        "-> benchmarks/results/credit_lab) or 'webshop' (the WebShop CPU demo's setting: gigpo, "
+        "progpo-gigpo, planpo, 40 iterations) or 'confirm' (the pre-registered confirmatory "
+        "experiment, configs/credit_lab_confirm.yaml: ProGPO's term on and off over four bases, "
+        "seeds 8-23) or 'tree' (the registered replication of the confirm block's tree contrast, "
+        "configs/credit_lab_tree.yaml: progpo-gigpo+tree and gigpo+tree, seeds 24-51); adds the validity verdict, every method against gigpo and progpo-gigpo, AUC and "
+        "where each remedy acted; writes credit_lab.json",
+    )
+    ap.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help="the trainer config every run starts from (default: the credit-trap preset, or the --lab's)",
+    )
+    ap.add_argument(
+        "--methods",
+        nargs="+",
+        default=None,
+        help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
+        "always, shuffled): any registered estimator (a plug-in's too) or progpo-<estimator>, with at "
+        "most one suffix +tree, +tree-random, +hindsight, +privileged (the last two labelled: not "
+        "pure RL), or a ProGPO control (always, shuffled)",
+    )
+    ap.add_argument(
+        "--plugin",
+        action="append",
+        default=[],
+        metavar="MODULE_OR_FILE",
+        help="a module or .py file that registers estimators, imported here and by every run (repeat for several)",
+    )
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=None,
+        help="seeds: each gives every method the same warm start and task schedule (default 0-7; the "
+        "--lab's where it names them: confirm 8-23, tree 24-51)",
+    )
     ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
-    ap.add_argument("--state-key", default="canonical", choices=("canonical", "exact"),
-                    help="state identity of first-visit coverage (trainer's --state-key)")
+    ap.add_argument(
+        "--state-key",
+        default="canonical",
+        choices=("canonical", "exact"),
+        help="state identity of first-visit coverage (trainer's --state-key)",
+    )
     ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
-    ap.add_argument("--ray", nargs="?", const="", default=None, metavar="ADDRESS",
-                    help="run the runs as Ray tasks (one CPU each, resumable as local runs): on the cluster at "
-                         "ADDRESS (host:port), or on a local Ray instance without one; the nodes must see this "
-                         "checkout, --out and --work at the same paths. Without it: --workers local processes")
-    ap.add_argument("--levels", type=float, nargs="+", default=[0.1, 0.2, 0.3],
-                    help="train-success levels for the episodes-to-reach table")
+    ap.add_argument(
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
+        help="run the runs as Ray tasks (one CPU each, resumable as local runs): on the cluster at "
+        "ADDRESS (host:port), or on a local Ray instance without one; the nodes must see this "
+        "checkout, --out and --work at the same paths. Without it: --workers local processes",
+    )
+    ap.add_argument(
+        "--levels",
+        type=float,
+        nargs="+",
+        default=[0.1, 0.2, 0.3],
+        help="train-success levels for the episodes-to-reach table",
+    )
     ap.add_argument("--pilot", action="store_true", help="seeds 0-1, the main pair: print the MDE at 80%% power")
     ap.add_argument("--planned-seeds", type=int, default=8, help="seeds the MDE is computed for (--pilot)")
-    ap.add_argument("--report", action="store_true",
-                    help="write the table, plot and JSON from the finished runs alone (start nothing)")
-    ap.add_argument("--allow-mixed", action="store_true",
-                    help="report runs made on different commits or compute paths side by side (labelled in the "
-                         "table); without it the lab refuses to pair them")
+    ap.add_argument(
+        "--report",
+        action="store_true",
+        help="write the table, plot and JSON from the finished runs alone (start nothing)",
+    )
+    ap.add_argument(
+        "--allow-mixed",
+        action="store_true",
+        help="report runs made on different commits or compute paths side by side (labelled in the "
+        "table); without it the lab refuses to pair them",
+    )
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
-    ap.add_argument("--verify-at", metavar="COMMIT", default=None,
-                    help="put the recorded block on one commit: re-run every recorded run's first "
-                         "--verify-iterations at COMMIT (a worktree of it) and record whether each is bit-exact "
-                         "there (verified.json beside the block's record; resumable; --workers at a time)")
+    ap.add_argument(
+        "--verify-at",
+        metavar="COMMIT",
+        default=None,
+        help="put the recorded block on one commit: re-run every recorded run's first "
+        "--verify-iterations at COMMIT (a worktree of it) and record whether each is bit-exact "
+        "there (verified.json beside the block's record; resumable; --workers at a time)",
+    )
     ap.add_argument("--verify-iterations", type=int, default=2, help="iterations re-run by --verify-at")
-    ap.add_argument("--compare-with", type=Path, default=None, metavar="DIR",
-                    help="compare every finished run of the block with the same run kept under DIR (another copy "
-                         "of the block, or its runs/): every numeric field of every record, bit-exact or the "
-                         "largest relative difference; prints a row per run and the count (start nothing)")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
-                         "default benchmarks/results/progpo_effect, or the --lab's")
-    ap.add_argument("--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)")
+    ap.add_argument(
+        "--compare-with",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="compare every finished run of the block with the same run kept under DIR (another copy "
+        "of the block, or its runs/): every numeric field of every record, bit-exact or the "
+        "largest relative difference; prints a row per run and the count (start nothing)",
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="table.md, curves.png, progpo_effect.json (credit_lab.json) and the finished runs (runs/); "
+        "default benchmarks/results/progpo_effect, or the --lab's",
+    )
+    ap.add_argument(
+        "--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)"
+    )
     return ap
 
 
@@ -182,8 +240,10 @@ def collect(args: argparse.Namespace) -> list[dict]:
         if not args.mixed:
             args.mixed = preregistered_commit_problem(args.config, entries)
     if args.mixed and not args.allow_mixed:
-        raise LabError(f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
-                       "pass --allow-mixed (the table then says so)")
+        raise LabError(
+            f"{args.mixed}: a paired difference would compare them too; rerun them on one commit, or "
+            "pass --allow-mixed (the table then says so)"
+        )
     return entries
 
 
@@ -199,16 +259,24 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
         on_off = {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]), **on_off}
     else:  # withheld until every registered seed is in: no interim look at the tests
         verdict = primary_verdict(done, test)
-        on_off = {"preregistered": f"primary of {args.config.name}: the pooled final contrast; the rest secondary",
-                  "verdict": verdict, **(on_off if verdict["complete"] else {"final": None, "auc": None})}
+        on_off = {
+            "preregistered": f"primary of {args.config.name}: the pooled final contrast; the rest secondary",
+            "verdict": verdict,
+            **(on_off if verdict["complete"] else {"final": None, "auc": None}),
+        }
     reg = getattr(args, "registration", None)
-    return {**({"registration": {"commit": reg[0], "committed": reg[1]}} if reg else {}),
-            "completeness": completeness(entries, args.methods, args.seeds),
-            "validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
-            "multiplicity": {"exploratory": post_hoc.get("multiplicity"), "families": families(done),
-                             **({"not_registered": NOT_REGISTERED} if test is not None else {})},
-            "progpo_on_off": on_off,
-            "pilot": json.loads(pilot.read_text()) if pilot.exists() else None}
+    return {
+        **({"registration": {"commit": reg[0], "committed": reg[1]}} if reg else {}),
+        "completeness": completeness(entries, args.methods, args.seeds),
+        "validity": validity(done, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())),
+        "multiplicity": {
+            "exploratory": post_hoc.get("multiplicity"),
+            "families": families(done),
+            **({"not_registered": NOT_REGISTERED} if test is not None else {}),
+        },
+        "progpo_on_off": on_off,
+        "pilot": json.loads(pilot.read_text()) if pilot.exists() else None,
+    }
 
 
 def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
@@ -216,8 +284,10 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
     text = report(args, entries, wall_s)
     print(text)
     (args.out / "table.md").write_text(text)
-    record = {"config": str(args.config.relative_to(ROOT)) if args.config.is_relative_to(ROOT) else str(args.config),
-              "runs": entries}
+    record = {
+        "config": str(args.config.relative_to(ROOT)) if args.config.is_relative_to(ROOT) else str(args.config),
+        "runs": entries,
+    }
     if args.lab:
         record.update(lab_record(args, entries))
     (args.out / args.json_name).write_text(json.dumps(record, indent=1))

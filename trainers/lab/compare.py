@@ -10,6 +10,7 @@ wall-clock fields left out).
 prints one row per shared run (records compared, ``bit-exact`` or the largest relative difference
 and its field) and a last line with the count; runs in one copy only are named, not compared.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -100,8 +101,10 @@ def compare_blocks(args: argparse.Namespace, other: Path) -> int:
         print(f"error: --compare-with: {other} is not a folder", file=sys.stderr)
         return 2
     if other_runs.resolve() == args.runs.resolve():
-        print(f"error: --compare-with: {other} is this block's own folder ({args.runs}); name another copy of it",
-              file=sys.stderr)
+        print(
+            f"error: --compare-with: {other} is this block's own folder ({args.runs}); name another copy of it",
+            file=sys.stderr,
+        )
         return 2
     shared, alone = [], []
     for seed in args.seeds:
@@ -130,14 +133,26 @@ def compare_blocks(args: argparse.Namespace, other: Path) -> int:
             differ.append(name)
         elif alone_fields:
             partial.append(name)
-        cell = (f"{worst[0]:.3g} relative ({worst[1]})" if worst is not None else
-                "bit-exact in the fields both hold; in one copy only: " + ", ".join(alone_fields[:3])
-                + (" ..." if len(alone_fields) > 3 else "") if alone_fields else "bit-exact")
+        cell = (
+            f"{worst[0]:.3g} relative ({worst[1]})"
+            if worst is not None
+            else "bit-exact in the fields both hold; in one copy only: "
+            + ", ".join(alone_fields[:3])
+            + (" ..." if len(alone_fields) > 3 else "")
+            if alone_fields
+            else "bit-exact"
+        )
         print(f"| {name} | {n} | {cell} |")
     exact = len(shared) - len(differ) - len(partial)
-    print(f"\n{exact} of {len(shared)} shared runs bit-exact"
-          + (f"; {len(partial)} more bit-exact in every field both copies hold, with fields one copy alone has "
-             f"({', '.join(partial[:4])}{' ...' if len(partial) > 4 else ''})" if partial else "")
-          + (f"; differ: {', '.join(differ)}" if differ else "")
-          + (f"; in one copy only (not compared): {', '.join(alone)}" if alone else ""))
+    print(
+        f"\n{exact} of {len(shared)} shared runs bit-exact"
+        + (
+            f"; {len(partial)} more bit-exact in every field both copies hold, with fields one copy alone has "
+            f"({', '.join(partial[:4])}{' ...' if len(partial) > 4 else ''})"
+            if partial
+            else ""
+        )
+        + (f"; differ: {', '.join(differ)}" if differ else "")
+        + (f"; in one copy only (not compared): {', '.join(alone)}" if alone else "")
+    )
     return 0

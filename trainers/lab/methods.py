@@ -9,22 +9,52 @@ they appear.
 >>> axes_of("progpo-gigpo+tree")["estimator"], axes_of("progpo-gigpo+tree")["rollout"]
 ('progpo-gigpo', 'tree')
 """
+
 from __future__ import annotations
 
 from trainers.advantages.registry import base_names, estimator, estimator_names
 from trainers.teacher_registry import label_of as teacher_label
 from trainers.teacher_registry import teacher_names
 
-__all__ = ["ACTED_BY", "ACTED_KEYS", "AXES", "CONTROLS", "COLLECTOR_SUFFIXES", "label_of", "suffixes", "DEFAULT_METHODS", "is_method", "method_axes", "EXPLORATORY", "LABELS", "LAB_BASES", "LAB_METHODS",
-           "LAB_PRESETS", "METHODS", "METHOD_AXES", "NOT_REGISTERED", "PAIRS", "TRAIN_KEYS", "axes_of", "labelled", "method_args",
-           "run_name"]
+__all__ = [
+    "ACTED_BY",
+    "ACTED_KEYS",
+    "AXES",
+    "CONTROLS",
+    "COLLECTOR_SUFFIXES",
+    "label_of",
+    "suffixes",
+    "DEFAULT_METHODS",
+    "is_method",
+    "method_axes",
+    "EXPLORATORY",
+    "LABELS",
+    "LAB_BASES",
+    "LAB_METHODS",
+    "LAB_PRESETS",
+    "METHODS",
+    "METHOD_AXES",
+    "NOT_REGISTERED",
+    "PAIRS",
+    "TRAIN_KEYS",
+    "axes_of",
+    "labelled",
+    "method_args",
+    "run_name",
+]
 
 
 #: the axes that name a method: its estimator, collector (rollout, tree scorer) and teacher, and
 #: the ProGPO controls. Every run sets each of them on the command line, and the report reads them
 #: back from the run's own config, so a method's name always says what it ran.
-AXES = {"estimator": "gigpo", "rollout": "flat", "tree_scorer": "coverage", "distill": "none",
-        "progress_gate": "all_failed", "shuffle_coverage": False}
+AXES = {
+    "estimator": "gigpo",
+    "rollout": "flat",
+    "tree_scorer": "coverage",
+    "distill": "none",
+    "progress_gate": "all_failed",
+    "shuffle_coverage": False,
+}
 
 
 #: the ProGPO controls, on the lab's base estimator (``AXES["estimator"]``)
@@ -59,9 +89,11 @@ def method_axes(method: str) -> dict[str, object]:
     name, _, suffix = method.partition("+")
     known = suffixes()
     if name not in estimator_names() or (suffix and suffix not in known):
-        raise ValueError(f"unknown method {method!r}: a control ({', '.join(CONTROLS)}) or an estimator "
-                         f"({', '.join(estimator_names())}) with at most one of "
-                         f"{', '.join('+' + s for s in known)}")
+        raise ValueError(
+            f"unknown method {method!r}: a control ({', '.join(CONTROLS)}) or an estimator "
+            f"({', '.join(estimator_names())}) with at most one of "
+            f"{', '.join('+' + s for s in known)}"
+        )
     axes: dict[str, object] = {} if name == AXES["estimator"] else {"estimator": name}
     return {**axes, **known.get(suffix, {})}
 
@@ -97,8 +129,13 @@ def method_args(method: str) -> list[str]:
 #: the methods of the package's own estimators: each base and its ``progpo-`` variant, the
 #: controls, and each with a collector or teacher suffix on the lab's base estimator
 METHOD_AXES: dict[str, dict[str, object]] = {
-    m: method_axes(m) for m in (*estimator_names(), *CONTROLS,
-                                *(f"{pre}{AXES['estimator']}+{suffix}" for pre in ("", "progpo-") for suffix in suffixes()))}
+    m: method_axes(m)
+    for m in (
+        *estimator_names(),
+        *CONTROLS,
+        *(f"{pre}{AXES['estimator']}+{suffix}" for pre in ("", "progpo-") for suffix in suffixes()),
+    )
+}
 METHODS = {m: method_args(m) for m in METHOD_AXES}
 
 
@@ -129,31 +166,73 @@ def labelled(method: str) -> str:
 
 
 #: the lab's pure-RL methods, then its labelled tracks (ranked apart)
-LAB_METHODS = ("grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "hgpo", "progpo-hgpo", "gigpo+tree",
-               "progpo-gigpo+tree", "gigpo+tree-random", "gigpo+hindsight", "gigpo+privileged")
+LAB_METHODS = (
+    "grpo",
+    "gigpo",
+    "progpo-gigpo",
+    "planpo",
+    "progpo-planpo",
+    "hgpo",
+    "progpo-hgpo",
+    "gigpo+tree",
+    "progpo-gigpo+tree",
+    "gigpo+tree-random",
+    "gigpo+hindsight",
+    "gigpo+privileged",
+)
 
 
 #: ``--lab NAME``: the credit-trap lab's blocks (each fills --config, --methods, --iterations and --out
 #: where they are not given). ``alfworld`` is the pre-registered setting; ``webshop`` the CPU demo's.
 LAB_PRESETS = {
-    "alfworld": {"config": "configs/credit_lab.yaml", "iterations": 30, "methods": LAB_METHODS,
-                 "out": "benchmarks/results/credit_lab", "pilot_seeds": (0, 1), "exploratory": "EXPLORATORY",
-                 # read when a copy of the block lacks provenance: its first run, kept in credit_lab_mixed
-                 "provenance_note": "known: every arm at seed 0, gigpo and grpo at seeds 1-7 and planpo at seed 1 "
-                                    "ran on other code than the rest (a re-run of the block at one commit reproduces "
-                                    "the rest bit for bit), so their pairings compare across code versions"},
-    "webshop": {"config": "configs/webshop_cpu_demo.yaml", "iterations": 40,
-                "methods": ("gigpo", "progpo-gigpo", "planpo"), "out": "benchmarks/results/credit_lab/webshop",
-                "validity": "the ALFWorld block's (this block runs no grpo)"},
+    "alfworld": {
+        "config": "configs/credit_lab.yaml",
+        "iterations": 30,
+        "methods": LAB_METHODS,
+        "out": "benchmarks/results/credit_lab",
+        "pilot_seeds": (0, 1),
+        "exploratory": "EXPLORATORY",
+        # read when a copy of the block lacks provenance: its first run, kept in credit_lab_mixed
+        "provenance_note": "known: every arm at seed 0, gigpo and grpo at seeds 1-7 and planpo at seed 1 "
+        "ran on other code than the rest (a re-run of the block at one commit reproduces "
+        "the rest bit for bit), so their pairings compare across code versions",
+    },
+    "webshop": {
+        "config": "configs/webshop_cpu_demo.yaml",
+        "iterations": 40,
+        "methods": ("gigpo", "progpo-gigpo", "planpo"),
+        "out": "benchmarks/results/credit_lab/webshop",
+        "validity": "the ALFWorld block's (this block runs no grpo)",
+    },
     # the confirmatory experiment, pre-registered in its config (primary: the pooled on/off contrast)
-    "confirm": {"config": "configs/credit_lab_confirm.yaml", "iterations": 30, "seeds": tuple(range(8, 24)),
-                "methods": ("grpo", "gigpo", "progpo-gigpo", "planpo", "progpo-planpo", "hgpo", "progpo-hgpo",
-                            "gigpo+tree", "progpo-gigpo+tree"), "out": "benchmarks/results/credit_lab_confirm",
-                "preregistered": True, "validity_config": "configs/credit_lab.yaml"},
+    "confirm": {
+        "config": "configs/credit_lab_confirm.yaml",
+        "iterations": 30,
+        "seeds": tuple(range(8, 24)),
+        "methods": (
+            "grpo",
+            "gigpo",
+            "progpo-gigpo",
+            "planpo",
+            "progpo-planpo",
+            "hgpo",
+            "progpo-hgpo",
+            "gigpo+tree",
+            "progpo-gigpo+tree",
+        ),
+        "out": "benchmarks/results/credit_lab_confirm",
+        "preregistered": True,
+        "validity_config": "configs/credit_lab.yaml",
+    },
     # the registered replication of the confirm block's tree contrast (primary: progpo-gigpo+tree - gigpo+tree)
-    "tree": {"config": "configs/credit_lab_tree.yaml", "iterations": 30, "seeds": tuple(range(24, 52)),
-             "methods": ("gigpo+tree", "progpo-gigpo+tree"), "out": "benchmarks/results/credit_lab_tree",
-             "preregistered": True},
+    "tree": {
+        "config": "configs/credit_lab_tree.yaml",
+        "iterations": 30,
+        "seeds": tuple(range(24, 52)),
+        "methods": ("gigpo+tree", "progpo-gigpo+tree"),
+        "out": "benchmarks/results/credit_lab_tree",
+        "preregistered": True,
+    },
 }
 
 
@@ -161,7 +240,7 @@ LAB_PRESETS = {
 EXPLORATORY = {
     "multiplicity": "exploratory: the Holm family was added after seeds 0-4 had been seen (not pre-registered)",
     "progpo_on_off": "exploratory: the on/off contrast was chosen after seeds 0-6 had been seen (not pre-registered); "
-                     "a hypothesis for a confirmatory run, not a result",
+    "a hypothesis for a confirmatory run, not a result",
 }
 
 
@@ -181,8 +260,11 @@ def _acted() -> tuple[dict[str, str], dict[str, str]]:
     for name in base_names():
         for label, key in estimator(name).acted.items():
             keys[label], by[label] = key, name
-    for label, key, part in (("tree forks", "rollout/forks", "+tree"), ("tree pruned", "rollout/pruned", "+tree"),
-                             ("teacher groups", "distill/group_frac", f"{AXES['estimator']}+")):
+    for label, key, part in (
+        ("tree forks", "rollout/forks", "+tree"),
+        ("tree pruned", "rollout/pruned", "+tree"),
+        ("teacher groups", "distill/group_frac", f"{AXES['estimator']}+"),
+    ):
         keys[label], by[label] = key, part
     return keys, by
 
@@ -195,15 +277,27 @@ ACTED_KEYS, ACTED_BY = _acted()
 #: paired differences reported: each ProGPO against its base; each control against the base and
 #: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
 #: coverage matter, or only the extra variance?)
-PAIRS = (("progpo-gigpo", "gigpo"), ("progpo-grpo", "grpo"), ("always", "gigpo"), ("shuffled", "gigpo"),
-         ("always", "progpo-gigpo"), ("shuffled", "progpo-gigpo"),
-         ("gigpo", "grpo"))  # the lab's validity pair: GiGPO must beat GRPO for the lab to discriminate
+PAIRS = (
+    ("progpo-gigpo", "gigpo"),
+    ("progpo-grpo", "grpo"),
+    ("always", "gigpo"),
+    ("shuffled", "gigpo"),
+    ("always", "progpo-gigpo"),
+    ("shuffled", "progpo-gigpo"),
+    ("gigpo", "grpo"),
+)  # the lab's validity pair: GiGPO must beat GRPO for the lab to discriminate
 
 
 #: per-iteration train metrics recorded and compared by --rerun
-TRAIN_KEYS = {"train/success": "success", "all_failed_fraction": "all_failed_frac", "coverage_rate": "coverage_rate",
-              "repeat_rate": "repeated_action_rate", "score_mean": "score_mean", "adv/abs_mean": "adv/abs_mean",
-              "adv/progress_groups": "adv/progress_groups"}
+TRAIN_KEYS = {
+    "train/success": "success",
+    "all_failed_fraction": "all_failed_frac",
+    "coverage_rate": "coverage_rate",
+    "repeat_rate": "repeated_action_rate",
+    "score_mean": "score_mean",
+    "adv/abs_mean": "adv/abs_mean",
+    "adv/progress_groups": "adv/progress_groups",
+}
 
 
 def run_name(method: str, seed: int, state_key: str) -> str:

@@ -1,4 +1,5 @@
 """The lab's report: the table of every method over seeds, the lab's sections and the plots."""
+
 from __future__ import annotations
 
 import argparse
@@ -49,8 +50,10 @@ def _provenance_line(args: argparse.Namespace, entries: list[dict]) -> str:
     p = entries[0].get("provenance") if entries else None
     if p is None:
         note = LAB_PRESETS.get(args.lab or "", {}).get("provenance_note")
-        return ("Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one "
-                "code version" + (f"; {note}." if note else "."))
+        return (
+            "Provenance: not recorded (runs made before runs recorded their commit); pairing them assumes one "
+            "code version" + (f"; {note}." if note else ".")
+        )
     return f"Provenance: every run on commit {p['commit']}, compute path {json.dumps(p['compute'], sort_keys=True)}."
 
 
@@ -62,8 +65,12 @@ def _timing_lines(args: argparse.Namespace, entries: list[dict]) -> list[str]:
     if reg is None:
         return []
     starts = sorted(e["provenance"]["started"] for e in entries if (e.get("provenance") or {}).get("started"))
-    runs = (f"its first run started {starts[0]} and its last {starts[-1]} ({len(starts)} of {len(entries)} runs "
-            "record a start)" if starts else "its runs record no start time (run before start times were recorded)")
+    runs = (
+        f"its first run started {starts[0]} and its last {starts[-1]} ({len(starts)} of {len(entries)} runs "
+        "record a start)"
+        if starts
+        else "its runs record no start time (run before start times were recorded)"
+    )
     return [f"Registration: {Path(args.config).name} committed at {reg[0][:12]} on {reg[1]}; {runs}.", ""]
 
 
@@ -72,8 +79,11 @@ def _partial_line(args: argparse.Namespace, entries: list[dict]) -> list[str]:
     done = completeness(entries, args.methods, args.seeds)
     if done["finished"] >= done["planned"]:
         return []
-    return [f"**Partial block: {done['finished']} of {done['planned']} runs finished; seeds with every method in: "
-            f"{done['complete_seeds'] or 'none yet'}. Every figure below is over the runs finished so far.**", ""]
+    return [
+        f"**Partial block: {done['finished']} of {done['planned']} runs finished; seeds with every method in: "
+        f"{done['complete_seeds'] or 'none yet'}. Every figure below is over the runs finished so far.**",
+        "",
+    ]
 
 
 def _sentence(text: str) -> str:
@@ -97,35 +107,59 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     per_iter = first["config"].get("num_groups", 0) * first["config"].get("group_size", 0)
     title = f"The credit-trap lab, {args.lab} block" if args.lab else "ProGPO vs its base in the credit trap"
     command = f" --lab {args.lab}" if args.lab else " --pilot" if args.pilot else ""
-    lines = [f"# {title} (`{Path(args.config).name}`, state key `{args.state_key}`)", "",
-             f"`python -m trainers.lab{command}`: seeds {args.seeds}, "
-             f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
-             "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.", "",
-             _provenance_line(args, entries), "", *_timing_lines(args, entries), *_partial_line(args, entries), *_verdict_lines(args, by),
-             "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
-             "all-failed, last 5 | coverage, last 5 | repeats, last 5 |", "|---" * (len(eval_its) + 7) + "|"]
+    lines = [
+        f"# {title} (`{Path(args.config).name}`, state key `{args.state_key}`)",
+        "",
+        f"`python -m trainers.lab{command}`: seeds {args.seeds}, "
+        f"{args.iterations} iterations x {per_iter} episodes; eval on {first['eval'][0]['eval/episodes']} held-out "
+        "episodes at fixed seeds. Mean over seeds +- the half-width of the 95% t interval.",
+        "",
+        _provenance_line(args, entries),
+        "",
+        *_timing_lines(args, entries),
+        *_partial_line(args, entries),
+        *_verdict_lines(args, by),
+        "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
+        "all-failed, last 5 | coverage, last 5 | repeats, last 5 |",
+        "|---" * (len(eval_its) + 7) + "|",
+    ]
     for m in methods:
         n = len(by[m])
         ev = series(by[m], "eval", "eval/success")
         cells = [str(n)] + [_cell(a, h, n) for a, h in zip(*mean_ci(ev))]
-        for key, cols in (("train/success", slice(-5, None)), ("all_failed_fraction", slice(0, 1)),
-                          ("all_failed_fraction", slice(-5, None)), ("coverage_rate", slice(-5, None)),
-                          ("repeat_rate", slice(-5, None))):
+        for key, cols in (
+            ("train/success", slice(-5, None)),
+            ("all_failed_fraction", slice(0, 1)),
+            ("all_failed_fraction", slice(-5, None)),
+            ("coverage_rate", slice(-5, None)),
+            ("repeat_rate", slice(-5, None)),
+        ):
             x = np.nanmean(series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
             a, h = mean_ci(x)
             cells.append(_cell(a[0], h[0], n))
         lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
-    lines += ["", "## Episodes to reach a train success level", "",
-              "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
-              f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.", "",
-              "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |", "|---" * (len(args.levels) + 1) + "|"]
+    lines += [
+        "",
+        "## Episodes to reach a train success level",
+        "",
+        "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+        f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.",
+        "",
+        "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |",
+        "|---" * (len(args.levels) + 1) + "|",
+    ]
     for m in methods:
         cells = episodes_to_reach(series(by[m], "train", "train/success"), args.levels, per_iter)
         lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
     if types:
-        lines += ["", "## Final held-out success by task type (mean over seeds)", "",
-                  "| method | " + " | ".join(types) + " |", "|---" * (len(types) + 1) + "|"]
+        lines += [
+            "",
+            "## Final held-out success by task type (mean over seeds)",
+            "",
+            "| method | " + " | ".join(types) + " |",
+            "|---" * (len(types) + 1) + "|",
+        ]
         for m in methods:
             cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
             lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
@@ -148,10 +182,13 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
                 line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
             lines.append(line)
     hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
-    lines += ["", f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
-              "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
-              "time." + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} "
-                                                 "worker(s).")]
+    lines += [
+        "",
+        f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
+        "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
+        "time."
+        + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."),
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -165,57 +202,92 @@ def _diff_cell(p: dict | None) -> str:
 
 def _on_off_lines(res: dict, res_auc: dict, preregistered: bool = False) -> list[str]:
     if preregistered:
-        head = ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
-                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. **Primary metric:** per seed, the "
-                "mean of that seed's final-success differences over the bases; two-sided paired t, alpha 0.05, with "
-                "its 95% t interval (the pooled row). The per-base rows and AUC are secondary."]
+        head = [
+            "",
+            "## Primary (pre-registered): ProGPO's term on and off, over its bases",
+            "",
+            "Final held-out success and AUC, `progpo-X` - `X` paired by seed. **Primary metric:** per seed, the "
+            "mean of that seed's final-success differences over the bases; two-sided paired t, alpha 0.05, with "
+            "its 95% t interval (the pooled row). The per-base rows and AUC are secondary.",
+        ]
     else:
-        head = ["", "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)", "",
-                "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that "
-                "seed's differences over the bases, then the 95% t interval over seeds. This contrast was chosen after "
-                "the pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and "
-                "with the lab's label."]
-    lines = [*head, "", "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
-             "|---|---|---|---|---|---|---|"]
+        head = [
+            "",
+            "## ProGPO's term on and off, over its bases (exploratory: not pre-registered)",
+            "",
+            "Final held-out success and AUC, `progpo-X` - `X` paired by seed. Pooled: per seed, the mean of that "
+            "seed's differences over the bases, then the 95% t interval over seeds. This contrast was chosen after "
+            "the pre-registered comparisons against gigpo; read it as a hypothesis for a confirmatory run, and "
+            "with the lab's label.",
+        ]
+    lines = [
+        *head,
+        "",
+        "| on | off | seeds | final: on - off | paired t p | AUC: on - off | paired t p |",
+        "|---|---|---|---|---|---|---|",
+    ]
     adjusted = holm([r["p"] for r in res["pairs"]])  # the per-base contrasts as one family of secondaries
     for r, ra, h in zip(res["pairs"], res_auc["pairs"], adjusted):
         holm_cell = f" (Holm {h:.3f})" if preregistered else ""
-        lines.append(f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f}"
-                     f"{holm_cell} | {_diff_cell(ra['diff'])} | {ra['p']:.3f} |")
+        lines.append(
+            f"| {r['on']} | {r['off']} | {len(r['diff']['seeds'])} | {_diff_cell(r['diff'])} | {r['p']:.3f}"
+            f"{holm_cell} | {_diff_cell(ra['diff'])} | {ra['p']:.3f} |"
+        )
     if res["pooled"]:
         pl, pa = res["pooled"], res_auc["pooled"]
-        lines.append(f"| **pooled over the {len(res['pairs'])} bases** | | {len(pl['seeds'])} | "
-                     f"{_diff_cell(pl)} | {pl['p']:.3f} | {_diff_cell(pa)} | {pa['p']:.3f} |")
+        lines.append(
+            f"| **pooled over the {len(res['pairs'])} bases** | | {len(pl['seeds'])} | "
+            f"{_diff_cell(pl)} | {pl['p']:.3f} | {_diff_cell(pa)} | {pa['p']:.3f} |"
+        )
     return lines
 
 
 def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
-    lines = ["", f"### {title}: {len(family)} comparisons against gigpo (final held-out success)", "",
-             "| method | seeds | final - gigpo | paired t p | Holm-adjusted p |", "|---|---|---|---|---|"]
+    lines = [
+        "",
+        f"### {title}: {len(family)} comparisons against gigpo (final held-out success)",
+        "",
+        "| method | seeds | final - gigpo | paired t p | Holm-adjusted p |",
+        "|---|---|---|---|---|",
+    ]
     for r in family:
-        lines.append(f"| {labelled(r['method'])} | {r['seeds']} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
-                     f"{'**' if r['p_holm'] < 0.05 else ''}{r['p_holm']:.3f}{'**' if r['p_holm'] < 0.05 else ''} |")
+        lines.append(
+            f"| {labelled(r['method'])} | {r['seeds']} | {_diff_cell(r['diff'])} | {r['p']:.3f} | "
+            f"{'**' if r['p_holm'] < 0.05 else ''}{r['p_holm']:.3f}{'**' if r['p_holm'] < 0.05 else ''} |"
+        )
     return lines
 
 
 def _acted_lines(by: dict[str, list[dict]]) -> list[str]:
     """Where each remedy's term acted: the mean over iterations and seeds of its per-iteration share."""
     lines: list[str] = []
-    keys = [k for k in ACTED_KEYS if any(ACTED_BY[k] in m and k in row for m in by for e in by[m]
-                                         for row in e.get("acted", []))]
+    keys = [
+        k
+        for k in ACTED_KEYS
+        if any(ACTED_BY[k] in m and k in row for m in by for e in by[m] for row in e.get("acted", []))
+    ]
     if keys:
-        lines += ["", "## Where each remedy acted (mean over iterations and seeds)", "",
-                  "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
-                  "iteration; blank: the method has no such term.", "",
-                  "| method | " + " | ".join(keys) + " |", "|---" * (len(keys) + 1) + "|"]
+        lines += [
+            "",
+            "## Where each remedy acted (mean over iterations and seeds)",
+            "",
+            "Shares of groups or steps a remedy's term changed, and the tree's forks and pruned branches per "
+            "iteration; blank: the method has no such term.",
+            "",
+            "| method | " + " | ".join(keys) + " |",
+            "|---" * (len(keys) + 1) + "|",
+        ]
         for m in by:
             cells = []
             for k in keys:
                 if ACTED_BY[k] not in m:
                     cells.append("")
                     continue
-                vals = [np.mean([row[k] for row in e.get("acted", []) if k in row]) for e in by[m]
-                        if any(k in row for row in e.get("acted", []))]
+                vals = [
+                    np.mean([row[k] for row in e.get("acted", []) if k in row])
+                    for e in by[m]
+                    if any(k in row for row in e.get("acted", []))
+                ]
                 cells.append(f"{np.mean(vals):.3f}" if vals else "")
             lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     return lines
@@ -231,55 +303,79 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
         lines.append("Not measured: the lab needs gigpo and grpo runs.")
     else:
         d, crit = valid["gigpo_minus_grpo"], valid["criteria"]
-        lines += [f"- the trap: all-failed fraction at iteration 1 {valid['all_failed_it1']:.3f} "
-                  f"(needs >= {crit['trap_min']:.2f}): {'met' if valid['checks']['trap'] else 'NOT met'}",
-                  f"- room to move: GiGPO's held-out success {valid['gigpo_rise']:+.3f} +- {valid['gigpo_rise_half']:.3f} "
-                  f"from start to end (needs >= {crit['room_min']:+.2f}): {'met' if valid['checks']['room'] else 'NOT met'}",
-                  f"- discrimination: GiGPO - GRPO final {_diff_cell(d)} over {valid['seeds']} seeds (needs the 95% "
-                  f"interval above 0 at >= {crit['seeds']} seeds): {'met' if valid['checks']['discrimination'] else 'NOT met'}"
-                  + (f"; these seeds include the pilot seeds {valid['pilot_seeds']}, which chose the setting. On the "
-                     f"fresh seeds alone: {_diff_cell(valid['gigpo_minus_grpo_fresh'])} over "
-                     f"{len((valid['gigpo_minus_grpo_fresh'] or {}).get('seeds', []))} seeds"
-                     if valid.get("pilot_seeds") else ""),
-                  "", f"**Verdict: {valid['verdict']}.**"
-                  + (" Every comparison below is read as: this lab cannot discriminate." if valid["verdict"] ==
-                     "cannot discriminate" else "")]
+        lines += [
+            f"- the trap: all-failed fraction at iteration 1 {valid['all_failed_it1']:.3f} "
+            f"(needs >= {crit['trap_min']:.2f}): {'met' if valid['checks']['trap'] else 'NOT met'}",
+            f"- room to move: GiGPO's held-out success {valid['gigpo_rise']:+.3f} +- {valid['gigpo_rise_half']:.3f} "
+            f"from start to end (needs >= {crit['room_min']:+.2f}): {'met' if valid['checks']['room'] else 'NOT met'}",
+            f"- discrimination: GiGPO - GRPO final {_diff_cell(d)} over {valid['seeds']} seeds (needs the 95% "
+            f"interval above 0 at >= {crit['seeds']} seeds): {'met' if valid['checks']['discrimination'] else 'NOT met'}"
+            + (
+                f"; these seeds include the pilot seeds {valid['pilot_seeds']}, which chose the setting. On the "
+                f"fresh seeds alone: {_diff_cell(valid['gigpo_minus_grpo_fresh'])} over "
+                f"{len((valid['gigpo_minus_grpo_fresh'] or {}).get('seeds', []))} seeds"
+                if valid.get("pilot_seeds")
+                else ""
+            ),
+            "",
+            f"**Verdict: {valid['verdict']}.**"
+            + (
+                " Every comparison below is read as: this lab cannot discriminate."
+                if valid["verdict"] == "cannot discriminate"
+                else ""
+            ),
+        ]
     missing = [labelled(m) for m in dict.fromkeys([*LAB_PRESETS[args.lab]["methods"], *args.methods]) if m not in by]
     if missing:
         lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
     pure = [m for m in by if m not in LABELS]
     tracks = [m for m in by if m in LABELS]
-    head = ("| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |")
+    head = "| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |"
     for title, methods in (("Pure RL", pure), ("Labelled tracks (not ranked with pure RL)", tracks)):
         if not methods:
             continue
-        lines += ["", f"## {title}: final held-out success and AUC, paired by seed (95% t intervals)", "", head,
-                  "|---" * (4 + 2 * len(LAB_BASES)) + "|"]
+        lines += [
+            "",
+            f"## {title}: final held-out success and AUC, paired by seed (95% t intervals)",
+            "",
+            head,
+            "|---" * (4 + 2 * len(LAB_BASES)) + "|",
+        ]
         for m in methods:
             fin, fh = mean_ci(np.array([[final_success(e)] for e in by[m]]))
             au, ah = mean_ci(np.array([[auc(e)] for e in by[m]]))
             n = len(by[m])
             cells = [str(n), _cell(fin[0], fh[0], n), _cell(au[0], ah[0], n)]
             for b in LAB_BASES:
-                cells += ["" if m == b else _diff_cell(paired(by, m, b, final_success)),
-                          "" if m == b else _diff_cell(paired(by, m, b, auc))]
+                cells += [
+                    "" if m == b else _diff_cell(paired(by, m, b, final_success)),
+                    "" if m == b else _diff_cell(paired(by, m, b, auc)),
+                ]
             lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     fams = families(by)
     if fams and any(fams.values()):
-        lines += ["", "## Many comparisons at once (primary metric)", "",
-                  "The intervals above hold one comparison at a time. Each family below is tested together: "
-                  "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
-                  "is the validity test, judged alone above."
-                  + (f" **{_sentence(EXPLORATORY['multiplicity'])}.**" if LAB_PRESETS[args.lab].get("exploratory") else "")
-                  + (f" **{_sentence(NOT_REGISTERED)}.**" if LAB_PRESETS[args.lab].get("preregistered") else "")]
+        lines += [
+            "",
+            "## Many comparisons at once (primary metric)",
+            "",
+            "The intervals above hold one comparison at a time. Each family below is tested together: "
+            "two-sided paired t-tests against gigpo, Holm-adjusted; bold: adjusted p < 0.05. GiGPO - GRPO "
+            "is the validity test, judged alone above."
+            + (f" **{_sentence(EXPLORATORY['multiplicity'])}.**" if LAB_PRESETS[args.lab].get("exploratory") else "")
+            + (f" **{_sentence(NOT_REGISTERED)}.**" if LAB_PRESETS[args.lab].get("preregistered") else ""),
+        ]
         for title, fam in (("Pure RL remedies", fams["pure"]), ("Labelled tracks", fams["labelled"])):
             lines += _multiplicity_lines(fam, title) if fam else []
     on_off = progpo_on_off(by)
     test = registered_primary(args.lab, args.config)
     if on_off and test is not None and not primary_verdict(by, test)["complete"]:
-        lines += ["", "## Primary (pre-registered): ProGPO's term on and off, over its bases", "",
-                  "Withheld until every registered seed is in: the on - off contrasts are the pre-registered tests, "
-                  "and an interim look at them would spend the test's alpha."]
+        lines += [
+            "",
+            "## Primary (pre-registered): ProGPO's term on and off, over its bases",
+            "",
+            "Withheld until every registered seed is in: the on - off contrasts are the pre-registered tests, "
+            "and an interim look at them would spend the test's alpha.",
+        ]
     elif on_off:
         lines += _on_off_lines(on_off, progpo_on_off(by, auc), test is not None)
     return lines + _acted_lines(by)
@@ -292,8 +388,15 @@ def _forest(ax, by: dict[str, list[dict]]) -> None:
     rows = [(m, paired(by, m, "gigpo", final_success)) for m in [*pure, *[m for m in by if m in LABELS]]]
     rows = [(m, d) for m, d in rows if d is not None]
     for y, (m, d) in enumerate(rows):
-        ax.errorbar(d["mean"], -y, xerr=d["half"], fmt="o", ms=4, capsize=3,
-                    color="tab:gray" if m in LABELS else "tab:blue" if "progpo" in m else "black")
+        ax.errorbar(
+            d["mean"],
+            -y,
+            xerr=d["half"],
+            fmt="o",
+            ms=4,
+            capsize=3,
+            color="tab:gray" if m in LABELS else "tab:blue" if "progpo" in m else "black",
+        )
     ax.axvline(0.0, color="tab:red", lw=1)
     short = {m: f"{m} [{LABELS[m].split(' (')[0]}]" if m in LABELS else m for m, _ in rows}  # the label, kept short
     ax.set_yticks([-y for y in range(len(rows))], [f"{short[m]} ({len(d['seeds'])})" for m, d in rows], fontsize=8)
@@ -309,9 +412,13 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = (("eval", "eval/success", "held-out eval success"), ("train", "train/success", "train success"),
-              ("train", "all_failed_fraction", "all-failed fraction"), ("train", "coverage_rate", "coverage rate"),
-              ("train", "repeat_rate", "repeated-action rate"))
+    panels = (
+        ("eval", "eval/success", "held-out eval success"),
+        ("train", "train/success", "train success"),
+        ("train", "all_failed_fraction", "all-failed fraction"),
+        ("train", "coverage_rate", "coverage rate"),
+        ("train", "repeat_rate", "repeated-action rate"),
+    )
     methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
     forest = bool(args.lab) and "gigpo" in by and len(by) > 1
@@ -327,12 +434,21 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
             mean, half = mean_ci(series(runs, part, key))
             style = {"color": colors[i % len(colors)], "ls": "--" if m in LABELS else "-", "label": labelled(m)}
             if part == "eval":  # few points: each with its interval, dodged
-                ax.errorbar(xs + (i - (len(methods) - 1) / 2) * width, mean, yerr=half, marker="o", ms=3,
-                            capsize=2, lw=1, **style)
+                ax.errorbar(
+                    xs + (i - (len(methods) - 1) / 2) * width,
+                    mean,
+                    yerr=half,
+                    marker="o",
+                    ms=3,
+                    capsize=2,
+                    lw=1,
+                    **style,
+                )
             else:
                 ax.plot(xs, mean, lw=1.2, **style)
-                ax.fill_between(xs, mean - half, mean + half, color=style["color"],
-                                alpha=0.15 if len(methods) <= 4 else 0.05)
+                ax.fill_between(
+                    xs, mean - half, mean + half, color=style["color"], alpha=0.15 if len(methods) <= 4 else 0.05
+                )
         ax.set_title(title)
         ax.set_xlabel("iteration")
         ax.set_ylim(-0.05, 1.05)

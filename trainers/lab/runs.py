@@ -7,6 +7,7 @@ names (:class:`LabError`); :func:`provenance_of`, :func:`provenance_problem`,
 :func:`preregistered_commit_problem` and :func:`panel_problem` say when runs cannot be paired;
 :func:`rerun` and :func:`strict_compare` check a recorded run against a fresh one.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -24,29 +25,67 @@ from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_a
 from trainers.runs.metrics import read_metrics
 from trainers.strict_yaml import StrictYAMLError, load_strict
 
-__all__ = ["LabError", "ROOT", "axes_problem", "config_axes_problem", "load_run", "panel_problem",
-           "preregistered_commit_problem", "provenance_of", "provenance_problem", "registration", "rerun", "run_on_ray", "run_one",
-           "rerun_records", "run_record", "run_trainer", "strict_compare", "trainer_args"]
+__all__ = [
+    "LabError",
+    "ROOT",
+    "axes_problem",
+    "config_axes_problem",
+    "load_run",
+    "panel_problem",
+    "preregistered_commit_problem",
+    "provenance_of",
+    "provenance_problem",
+    "registration",
+    "rerun",
+    "run_on_ray",
+    "run_one",
+    "rerun_records",
+    "run_record",
+    "run_trainer",
+    "strict_compare",
+    "trainer_args",
+]
 
 #: the checkout the runs run in (its configs, and ``python -m trainers.progpo`` from its root)
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: int, out_dir: Path) -> list[str]:
-    return ["--config", str(args.config), "--seed", str(seed), "--iterations", str(iterations),
-            "--state-key", args.state_key, "--eval-every", str(max(iterations // 2, 1)), "--save-every", "1",
-            "--no-progress-bars", "--no-tensorboard", "--output-dir", str(out_dir), *method_args(method),
-            *(arg for plugin in getattr(args, "plugin", None) or () for arg in ("--plugin", plugin))]
+    return [
+        "--config",
+        str(args.config),
+        "--seed",
+        str(seed),
+        "--iterations",
+        str(iterations),
+        "--state-key",
+        args.state_key,
+        "--eval-every",
+        str(max(iterations // 2, 1)),
+        "--save-every",
+        "1",
+        "--no-progress-bars",
+        "--no-tensorboard",
+        "--output-dir",
+        str(out_dir),
+        *method_args(method),
+        *(arg for plugin in getattr(args, "plugin", None) or () for arg in ("--plugin", plugin)),
+    ]
 
 
 def run_trainer(cmd: list[str], log: Path, root: Path = ROOT) -> None:
     """``python -m trainers.progpo CMD`` with the code of the checkout at ``root``, one thread, its
     output appended to ``log``; RuntimeError when it fails."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONWARNINGS="ignore",
-               PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        PYTHONWARNINGS="ignore",
+        PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    )
     with open(log, "a") as fh:
-        proc = subprocess.run([sys.executable, "-m", "trainers.progpo", *cmd], cwd=root, env=env, stdout=fh,
-                              stderr=subprocess.STDOUT)
+        proc = subprocess.run(
+            [sys.executable, "-m", "trainers.progpo", *cmd], cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT
+        )
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}); see {log}")
 
@@ -97,9 +136,11 @@ def config_axes_problem(config_path: Path) -> str | None:
     if not set_here:
         return None
     said = ", ".join(f"{k}: {v}" for k, v in set_here.items())
-    return (f"{config_path} sets {said}; the lab's methods set the estimator, rollout, tree scorer, teacher and ProGPO "
-            "controls themselves (e.g. gigpo+privileged is the privileged teacher's arm, gigpo+tree the tree's): "
-            "remove it from the config and pick the methods with --methods")
+    return (
+        f"{config_path} sets {said}; the lab's methods set the estimator, rollout, tree scorer, teacher and ProGPO "
+        "controls themselves (e.g. gigpo+privileged is the privileged teacher's arm, gigpo+tree the tree's): "
+        "remove it from the config and pick the methods with --methods"
+    )
 
 
 def axes_problem(method: str, config: dict) -> str | None:
@@ -125,8 +166,9 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     except FileNotFoundError:
         raise LabError(f"{where} has no config.yaml: it is half-written; delete the folder to run it again") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        raise LabError(f"{where}: config.yaml cannot be read ({type(err).__name__}); delete the folder to run it "
-                       "again") from None
+        raise LabError(
+            f"{where}: config.yaml cannot be read ({type(err).__name__}); delete the folder to run it again"
+        ) from None
     if not isinstance(config, dict):
         raise LabError(f"{where}: config.yaml is not a mapping; delete the folder to run it again")
     try:  # written in sections since they exist; the recorded runs' are flat
@@ -143,10 +185,15 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     evals = [r for r in records if r.get("kind") == "eval" and isinstance(r.get("iteration"), int)]
     iterations = config.get("iterations")
     if not train or (isinstance(iterations, int) and train[-1]["iteration"] < iterations):
-        raise LabError(f"{where}: metrics.jsonl ends at iteration {train[-1]['iteration'] if train else 0} of "
-                       f"{iterations} (cut short); delete the folder to run it again")
-    bad = [r["iteration"] for r in evals if not isinstance(r.get("eval/success"), (int, float))
-           or not math.isfinite(float(r["eval/success"]))]
+        raise LabError(
+            f"{where}: metrics.jsonl ends at iteration {train[-1]['iteration'] if train else 0} of "
+            f"{iterations} (cut short); delete the folder to run it again"
+        )
+    bad = [
+        r["iteration"]
+        for r in evals
+        if not isinstance(r.get("eval/success"), (int, float)) or not math.isfinite(float(r["eval/success"]))
+    ]
     if not evals or bad:
         what = "no evaluation" if not evals else f"no finite held-out success at iteration(s) {bad}"
         raise LabError(f"{where}: metrics.jsonl has {what}; delete the folder to run it again")
@@ -155,8 +202,10 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     if not problem and labels and axes_of(method)["distill"] == "none":
         problem = f"its records say it trained with a teacher ({', '.join(labels)})"
     if problem:
-        raise LabError(f"{where} is not what '{method}' names: {problem}; it cannot be reported under that name "
-                       "(delete it, or report it under its own method)")
+        raise LabError(
+            f"{where} is not what '{method}' names: {problem}; it cannot be reported under that name "
+            "(delete it, or report it under its own method)"
+        )
     return records, config
 
 
@@ -172,8 +221,10 @@ def panel_problem(entries: list[dict]) -> str | None:
     for seed, panels in sorted(by_seed.items()):
         if len(panels) > 1:
             said = "; ".join(f"{', '.join(sorted(m))}: panel {p}" for p, m in sorted(panels.items()))
-            return (f"seed {seed}'s runs played different held-out episodes ({said}); a paired comparison needs one "
-                    "panel: rerun the odd ones out")
+            return (
+                f"seed {seed}'s runs played different held-out episodes ({said}); a paired comparison needs one "
+                "panel: rerun the odd ones out"
+            )
     return None
 
 
@@ -192,15 +243,24 @@ def provenance_of(run_dir: Path) -> dict | None:
     paths = {json.dumps(r.get("compute"), sort_keys=True) for r in recs}
     commit = commits.pop() if len(commits) == 1 else "mixed: " + ", ".join(sorted(commits))
     path = json.loads(paths.pop()) if len(paths) == 1 else {"mixed": sorted(paths)}
-    return {"commit": commit, "compute": path, "cpu": recs[-1].get("cpu"), "versions": recs[-1].get("versions"),
-            **run_times(every)}
+    return {
+        "commit": commit,
+        "compute": path,
+        "cpu": recs[-1].get("cpu"),
+        "versions": recs[-1].get("versions"),
+        **run_times(every),
+    }
 
 
 def registration(config: Path) -> tuple[str, str] | None:
     """The commit that added ``config`` (a block's pre-registration) and its commit time in UTC
     (``YYYY-MM-DDTHH:MM:SSZ``), or ``None`` when it is not committed."""
-    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H %ct", "--", str(config)], cwd=ROOT,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H %ct", "--", str(config)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     lines = out.stdout.split("\n") if out.returncode == 0 else []
     lines = [ln.split() for ln in lines if ln.strip()]
     if not lines:
@@ -219,13 +279,20 @@ def preregistered_commit_problem(config: Path, entries: list[dict]) -> str | Non
     added, when = reg
     off = [f"{e['method']} seed {e['seed']}" for e in entries if (e.get("provenance") or {}).get("commit") != added]
     if off:
-        return (f"{len(off)} run(s) not made on {added[:12]}, the commit that pre-registered {config.name} "
-                f"({', '.join(off[:4])}{' ...' if len(off) > 4 else ''})")
-    early = [f"{e['method']} seed {e['seed']} ({e['provenance']['started']})" for e in entries
-             if (e.get("provenance") or {}).get("started") and e["provenance"]["started"] < when]
+        return (
+            f"{len(off)} run(s) not made on {added[:12]}, the commit that pre-registered {config.name} "
+            f"({', '.join(off[:4])}{' ...' if len(off) > 4 else ''})"
+        )
+    early = [
+        f"{e['method']} seed {e['seed']} ({e['provenance']['started']})"
+        for e in entries
+        if (e.get("provenance") or {}).get("started") and e["provenance"]["started"] < when
+    ]
     if early:
-        return (f"{len(early)} run(s) started before {config.name} was registered at {when} "
-                f"({', '.join(early[:4])}{' ...' if len(early) > 4 else ''})")
+        return (
+            f"{len(early)} run(s) started before {config.name} was registered at {when} "
+            f"({', '.join(early[:4])}{' ...' if len(early) > 4 else ''})"
+        )
     return None
 
 
@@ -254,8 +321,11 @@ def run_on_ray(args: argparse.Namespace, jobs: list[tuple[str, int]]) -> list[li
         raise LabError("--ray needs Ray: pip install 'progpo[ray]'") from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=args.ray or None, log_to_driver=False,
-                 runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}})
+        ray.init(
+            address=args.ray or None,
+            log_to_driver=False,
+            runtime_env={"env_vars": {"PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}},
+        )
     try:
         # this file is no importable module on the workers: its functions travel by value (a module
         # outside sys.modules, or __main__, already does)
@@ -281,17 +351,38 @@ def _run_one_task(args: argparse.Namespace, method: str, seed: int) -> list[dict
 
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
     """The JSON entry of one run."""
-    train = [{"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
-             for r in records if r.get("kind") == "train"]
-    evals = [{"iteration": r["iteration"], "eval/success": r.get("eval/success"), "eval/episodes": r.get("eval/episodes"),
-              **({"eval/panel": r["eval/panel"]} if "eval/panel" in r else {}),
-              "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")}}
-             for r in records if r.get("kind") == "eval"]
+    train = [
+        {"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
+        for r in records
+        if r.get("kind") == "train"
+    ]
+    evals = [
+        {
+            "iteration": r["iteration"],
+            "eval/success": r.get("eval/success"),
+            "eval/episodes": r.get("eval/episodes"),
+            **({"eval/panel": r["eval/panel"]} if "eval/panel" in r else {}),
+            "by_task_type": {k.split("/")[-1]: v for k, v in r.items() if k.startswith("eval/success_by_type/")},
+        }
+        for r in records
+        if r.get("kind") == "eval"
+    ]
     core_s = sum(float(r.get("time/iteration_s", 0.0)) + float(r.get("time/init_s", 0.0)) for r in records)
-    acted = [{"iteration": r["iteration"], **{k: r[src] for k, src in ACTED_KEYS.items() if src in r}}
-             for r in records if r.get("kind") == "train"]
-    return {"method": method, "seed": seed, "state_key": state_key, "config": config, "train": train, "eval": evals,
-            "acted": acted, "train_core_s": core_s}
+    acted = [
+        {"iteration": r["iteration"], **{k: r[src] for k, src in ACTED_KEYS.items() if src in r}}
+        for r in records
+        if r.get("kind") == "train"
+    ]
+    return {
+        "method": method,
+        "seed": seed,
+        "state_key": state_key,
+        "config": config,
+        "train": train,
+        "eval": evals,
+        "acted": acted,
+        "train_core_s": core_s,
+    }
 
 
 def _record_problem(recorded: dict) -> str | None:
@@ -320,10 +411,26 @@ def rerun_records(config: dict, iterations: int, log: Path, root: Path = ROOT) -
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "recorded.yaml"
         # a record from before a config field existed re-runs with that field's earlier meaning
-        path.write_text(yaml.safe_dump({**EARLIER_VALUES, **upgrade_names(config, warn=False),
-                                        "output_dir": str(Path(tmp) / "run")}))
-        run_trainer(["--config", str(path), "--iterations", str(iterations), "--no-progress-bars", "--no-tensorboard",
-                     "--output-dir", str(Path(tmp) / "run"), "--overwrite"], log, root=root)
+        path.write_text(
+            yaml.safe_dump(
+                {**EARLIER_VALUES, **upgrade_names(config, warn=False), "output_dir": str(Path(tmp) / "run")}
+            )
+        )
+        run_trainer(
+            [
+                "--config",
+                str(path),
+                "--iterations",
+                str(iterations),
+                "--no-progress-bars",
+                "--no-tensorboard",
+                "--output-dir",
+                str(Path(tmp) / "run"),
+                "--overwrite",
+            ],
+            log,
+            root=root,
+        )
         return read_metrics(Path(tmp) / "run" / "metrics.jsonl")
 
 
@@ -341,15 +448,25 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
             except (ValueError, TypeError) as err:
                 print(f"error: {path} is not a progpo_effect record ({type(err).__name__}: {err})", file=sys.stderr)
                 return 2
-    recorded = next((r for r in runs if r.get("seed") == seed and r.get("method") == method
-                     and r.get("state_key") == args.state_key), None)
+    recorded = next(
+        (
+            r
+            for r in runs
+            if r.get("seed") == seed and r.get("method") == method and r.get("state_key") == args.state_key
+        ),
+        None,
+    )
     if recorded is None:
-        print(f"error: no recorded run {method} seed {seed} (state key {args.state_key}) in {args.out}", file=sys.stderr)
+        print(
+            f"error: no recorded run {method} seed {seed} (state key {args.state_key}) in {args.out}", file=sys.stderr
+        )
         return 2
     problem = _record_problem(recorded)
     if problem:
-        print(f"error: the recorded run {method} seed {seed} in {recorded['_source']} is malformed: {problem}",
-              file=sys.stderr)
+        print(
+            f"error: the recorded run {method} seed {seed} in {recorded['_source']} is malformed: {problem}",
+            file=sys.stderr,
+        )
         return 2
     log = args.work / f"rerun_{run_name(method, seed, args.state_key)}.log"  # outlives the run's temp dir
     log.parent.mkdir(parents=True, exist_ok=True)
@@ -369,7 +486,9 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
             now = fresh.get(it, {}).get(src)
             same = now == row[key]
             differ += not same
-            print(f"iteration {it} {key:22s} recorded {row[key]!r:>22}  rerun {now!r:>22}  {'same' if same else 'DIFFERS'}")
+            print(
+                f"iteration {it} {key:22s} recorded {row[key]!r:>22}  rerun {now!r:>22}  {'same' if same else 'DIFFERS'}"
+            )
     print(f"{method} seed {seed}: {'every metric reproduced' if not differ else f'{differ} metric(s) differ'}")
     if strict is not None:
         n, worst = strict
@@ -377,8 +496,10 @@ def rerun(args: argparse.Namespace, seed: int, method: str) -> int:
             print(f"{method} seed {seed}: bit-exact (every numeric field of {n} records, bc/* and update/* included)")
         else:
             rel, where = worst
-            print(f"{method} seed {seed}: NOT bit-exact: largest relative difference {rel:.3g} in {where} "
-                  f"({n} records compared)")
+            print(
+                f"{method} seed {seed}: NOT bit-exact: largest relative difference {rel:.3g} in {where} "
+                f"({n} records compared)"
+            )
             differ += 1
     return 1 if differ else 0
 
@@ -420,8 +541,10 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
             if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
                 return len(shared), (float("inf"), f"{where} (missing)")
             if isinstance(x, list) and not (isinstance(y, list) and len(x) == len(y)):  # e.g. fewer episodes
-                return len(shared), (float("inf"), f"{where} ({len(x)} entries vs {len(y)})" if isinstance(y, list)
-                                     else f"{where} (missing)")
+                return len(shared), (
+                    float("inf"),
+                    f"{where} ({len(x)} entries vs {len(y)})" if isinstance(y, list) else f"{where} (missing)",
+                )
             scalar = isinstance(x, (int, float)) or x is None
             values = list(zip(x, y)) if isinstance(x, list) else [(x, y)] if scalar else []
             for u, v in values:

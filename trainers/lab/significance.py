@@ -6,6 +6,7 @@
   spread of per-seed differences measured before, and the seeds a registered block needs;
 * :func:`episodes_to_reach` -- how many episodes a learning curve took to reach a level.
 """
+
 from __future__ import annotations
 
 import math
@@ -103,6 +104,6 @@ def episodes_to_reach(train: np.ndarray, levels: Sequence[float], per_iteration:
     ['128', '192', '-']
     """
     tr = np.nanmean(train, axis=0)
-    smooth = np.array([np.nanmean(tr[max(0, i - 1): i + 1]) for i in range(len(tr))])
+    smooth = np.array([np.nanmean(tr[max(0, i - 1) : i + 1]) for i in range(len(tr))])
     hits = [np.flatnonzero(smooth >= lv) for lv in levels]
     return [str((int(h[0]) + 1) * per_iteration) if h.size else "-" for h in hits]

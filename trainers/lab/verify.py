@@ -14,6 +14,7 @@ full at ``C``.
 ``verified.json`` beside the block's record, one entry per run, written as each finishes (a
 stopped verification resumes where it was).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -36,8 +37,11 @@ VERIFIED_NAME = "verified.json"
 
 def resolve_commit(rev: str, repo: Path = ROOT) -> str:
     """The full hash of ``rev`` in ``repo``; :class:`LabError` when it names no commit."""
-    proc = subprocess.run(["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode != 0 or not proc.stdout.strip():
         raise LabError(f"--verify-at {rev!r}: no such commit in {repo}")
     return proc.stdout.strip()
@@ -48,13 +52,16 @@ def worktree_at(commit: str, repo: Path = ROOT, under: Path | None = None) -> Pa
     under = under or Path.home() / ".cache" / "progpo" / "worktrees"
     path = under / commit[:12]
     if (path / ".git").exists():
-        head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
         if head == commit:
             return path
         raise LabError(f"{path} holds {head[:12]}, not {commit[:12]}: remove it (git worktree remove {path})")
     under.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.run(["git", "-C", str(repo), "worktree", "add", "--detach", str(path), commit],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "-C", str(repo), "worktree", "add", "--detach", str(path), commit], capture_output=True, text=True
+    )
     if proc.returncode != 0:
         raise LabError(f"could not check out {commit[:12]} at {path}: {proc.stderr.strip()[:200]}")
     return path
@@ -81,8 +88,13 @@ def _verify_one(entry: dict, runs: Path, code: Path, commit: str, iterations: in
     except RuntimeError:
         return {"commit": commit, "iterations": iterations, "bit_exact": None, "problem": f"the re-run failed: {log}"}
     n, worst = strict_compare(read_metrics(kept), fresh, iterations)
-    return {"commit": commit, "iterations": iterations, "records": n, "bit_exact": worst is None and n > 0,
-            "worst": None if worst is None else {"relative": worst[0], "field": worst[1]}}
+    return {
+        "commit": commit,
+        "iterations": iterations,
+        "records": n,
+        "bit_exact": worst is None and n > 0,
+        "worst": None if worst is None else {"relative": worst[0], "field": worst[1]},
+    }
 
 
 def verify_at(args: argparse.Namespace, rev: str, iterations: int) -> int:
@@ -95,16 +107,25 @@ def verify_at(args: argparse.Namespace, rev: str, iterations: int) -> int:
         for seed in args.seeds:
             kept = args.runs / run_name(method, seed, args.state_key)
             if (kept / "summary.md").exists():
-                entries.append({"method": method, "seed": seed, "state_key": args.state_key,
-                                "config": load_run(kept, method, seed)[1]})
+                entries.append(
+                    {
+                        "method": method,
+                        "seed": seed,
+                        "state_key": args.state_key,
+                        "config": load_run(kept, method, seed)[1],
+                    }
+                )
     if not entries:
         raise LabError(f"no finished run of {', '.join(args.methods)} under {args.runs}")
     code = worktree_at(commit)
     args.work.mkdir(parents=True, exist_ok=True)
     verdicts = verified_commits(args.out)
     lock = threading.Lock()
-    todo = [e for e in entries if not _done(verdicts.get(run_name(e["method"], e["seed"], e["state_key"])), commit,
-                                           iterations)]
+    todo = [
+        e
+        for e in entries
+        if not _done(verdicts.get(run_name(e["method"], e["seed"], e["state_key"])), commit, iterations)
+    ]
     print(f"verifying {len(todo)} of {len(entries)} runs at {commit[:12]} ({iterations} iterations each)", flush=True)
 
     def one(entry: dict) -> None:
@@ -117,12 +138,16 @@ def verify_at(args: argparse.Namespace, rev: str, iterations: int) -> int:
 
     with ThreadPoolExecutor(max_workers=max(1, args.workers)) as pool:
         list(pool.map(one, todo))
-    mine = {run_name(e["method"], e["seed"], e["state_key"]): verdicts.get(run_name(e["method"], e["seed"], e["state_key"]))
-            for e in entries}
+    mine = {
+        run_name(e["method"], e["seed"], e["state_key"]): verdicts.get(run_name(e["method"], e["seed"], e["state_key"]))
+        for e in entries
+    }
     exact = sorted(k for k, v in mine.items() if v and v.get("bit_exact"))
     other = sorted(k for k in mine if k not in exact)
-    print(f"{len(exact)} of {len(mine)} runs bit-exact at {commit[:12]}; to re-run in full there: "
-          f"{', '.join(other) if other else 'none'}")
+    print(
+        f"{len(exact)} of {len(mine)} runs bit-exact at {commit[:12]}; to re-run in full there: "
+        f"{', '.join(other) if other else 'none'}"
+    )
     return 0 if not other else 1
 
 
@@ -130,7 +155,11 @@ def _done(verdict: dict | None, commit: str, iterations: int) -> bool:
     """Whether ``verdict`` already says what this verification would (same commit and length)."""
     if not verdict:
         return False
-    return verdict.get("commit") == commit and verdict.get("iterations") == iterations and verdict.get("bit_exact") is not None
+    return (
+        verdict.get("commit") == commit
+        and verdict.get("iterations") == iterations
+        and verdict.get("bit_exact") is not None
+    )
 
 
 def _describe(verdict: dict[str, Any]) -> str:
@@ -139,4 +168,6 @@ def _describe(verdict: dict[str, Any]) -> str:
     if verdict["bit_exact"]:
         return f"bit-exact ({verdict['records']} records)"
     worst = verdict.get("worst") or {}
-    return f"NOT bit-exact: largest relative difference {worst.get('relative', float('nan')):.3g} in {worst.get('field')}"
+    return (
+        f"NOT bit-exact: largest relative difference {worst.get('relative', float('nan')):.3g} in {worst.get('field')}"
+    )

@@ -12,6 +12,7 @@ and the forked rollout streams (``rollout_streams`` k > 1).
     >>> type(make_collector(rollout_section(TrainConfig(rollout="tree", group_size=4)))).__name__
     'TreeCollector'
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -28,15 +29,24 @@ from trainers.runs.console import progress_bar
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts
 
-__all__ = ["COLLECTORS", "Collector", "FlatCollector", "Rollout", "Rollouts", "TreeCollector", "check_rollout_streams",
-           "make_collector"]
+__all__ = [
+    "COLLECTORS",
+    "Collector",
+    "FlatCollector",
+    "Rollout",
+    "Rollouts",
+    "TreeCollector",
+    "check_rollout_streams",
+    "make_collector",
+]
 
 
 class Collector(Protocol):
     """Plays one rollout: every member of the groups of ``envs`` on ``tasks`` (one task seed per group)."""
 
-    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
-                on_step: Callable[[int], Any]) -> Rollout: ...
+    def collect(
+        self, envs: Any, policy: Any, tasks: Sequence[int], seed: int, on_step: Callable[[int], Any]
+    ) -> Rollout: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -45,8 +55,9 @@ class FlatCollector:
 
     history_k: int = 0
 
-    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
-                on_step: Callable[[int], Any]) -> Rollout:
+    def collect(
+        self, envs: Any, policy: Any, tasks: Sequence[int], seed: int, on_step: Callable[[int], Any]
+    ) -> Rollout:
         return collect_rollout(envs, policy, tasks, seed=seed, history_k=self.history_k, on_step=on_step)
 
 
@@ -56,10 +67,18 @@ class TreeCollector:
 
     section: RolloutSection
 
-    def collect(self, envs: Any, policy: Any, tasks: Sequence[int], seed: int,
-                on_step: Callable[[int], Any]) -> Rollout:
-        return collect_tree_rollout(envs, policy, tasks, seed=seed, cfg=dataclasses.replace(self.section.tree, seed=seed),
-                                    max_steps=self.section.max_steps, on_step=on_step)
+    def collect(
+        self, envs: Any, policy: Any, tasks: Sequence[int], seed: int, on_step: Callable[[int], Any]
+    ) -> Rollout:
+        return collect_tree_rollout(
+            envs,
+            policy,
+            tasks,
+            seed=seed,
+            cfg=dataclasses.replace(self.section.tree, seed=seed),
+            max_steps=self.section.max_steps,
+            on_step=on_step,
+        )
 
 
 #: ``--rollout`` -> the collector a config gets
@@ -86,9 +105,23 @@ class Rollouts:
         autocast: the forward passes' autocast (the update's).
     """
 
-    def __init__(self, cfg: RolloutSection, policy: Any, env_fn: Callable[[], Any], dist: distributed.DistInfo,
-                 shard: range, autocast: Callable[[], Any]) -> None:
-        self.cfg, self.policy, self.env_fn, self.dist, self.shard, self.autocast = cfg, policy, env_fn, dist, shard, autocast
+    def __init__(
+        self,
+        cfg: RolloutSection,
+        policy: Any,
+        env_fn: Callable[[], Any],
+        dist: distributed.DistInfo,
+        shard: range,
+        autocast: Callable[[], Any],
+    ) -> None:
+        self.cfg, self.policy, self.env_fn, self.dist, self.shard, self.autocast = (
+            cfg,
+            policy,
+            env_fn,
+            dist,
+            shard,
+            autocast,
+        )
         self.collector = make_collector(cfg)
         self.envs: Any = None
         #: crashed / hung / raising members of the last rollout (their episodes were truncated)
@@ -99,8 +132,16 @@ class Rollouts:
 
         cfg = self.cfg
         extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}
-        return GroupVectorEnv(self.env_fn, num_groups=len(self.shard), group_size=cfg.group_size, backend=cfg.env_backend,
-                              seed=cfg.seed, tau_r=cfg.tau_r, step_timeout=cfg.step_timeout, **extra)
+        return GroupVectorEnv(
+            self.env_fn,
+            num_groups=len(self.shard),
+            group_size=cfg.group_size,
+            backend=cfg.env_backend,
+            seed=cfg.seed,
+            tau_r=cfg.tau_r,
+            step_timeout=cfg.step_timeout,
+            **extra,
+        )
 
     def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
         """One training rollout of this rank's groups (``shard``, default ``self.shard``: all B
@@ -114,9 +155,11 @@ class Rollouts:
         shard = self.shard if shard is None else shard
         shard_index = self.dist.rank if shard_index is None else shard_index
         self.envs = self.envs or self.make_envs()
-        tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start:shard.stop]
+        tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start : shard.stop]
         self.policy.model.eval()
-        bar = progress_bar(len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main)
+        bar = progress_bar(
+            len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main
+        )
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
             seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
@@ -124,8 +167,10 @@ class Rollouts:
                 return self.collector.collect(self.envs, self.policy, tasks, seed, bar.update)
         finally:
             bar.close()
-            self.env_failures = {"rollout/worker_restarts": float(self.envs.worker_restarts - restarts),
-                                 "rollout/worker_errors": float(self.envs.member_errors - errors)}
+            self.env_failures = {
+                "rollout/worker_restarts": float(self.envs.worker_restarts - restarts),
+                "rollout/worker_errors": float(self.envs.member_errors - errors),
+            }
 
     def rollout_in_streams(self, iteration: int) -> Rollout:
         """Block 0 of the groups played here, block k in a process forked from this one
@@ -146,6 +191,7 @@ class Rollouts:
                 if k:
                     self.envs.close()
                 return rollout, self.env_failures
+
             return play
 
         parts = run_forked([block(k) for k in range(n)], name="rollout stream")
@@ -163,10 +209,11 @@ def check_rollout_streams(n: int, dist: distributed.DistInfo, device: torch.devi
     from trainers.forked import can_fork
 
     if dist.enabled:
-        raise ConfigError(f"rollout_streams {n}: a run in several processes already splits its groups; use "
-                          "--rollout-streams 1 under torchrun")
+        raise ConfigError(
+            f"rollout_streams {n}: a run in several processes already splits its groups; use "
+            "--rollout-streams 1 under torchrun"
+        )
     if device.type != "cpu":
-        raise ConfigError(f"rollout_streams {n}: a forked process cannot use {device.type}; use it with "
-                          "--device cpu")
+        raise ConfigError(f"rollout_streams {n}: a forked process cannot use {device.type}; use it with --device cpu")
     if not can_fork():
         raise ConfigError(f"rollout_streams {n}: needs the fork start method, which this platform lacks")

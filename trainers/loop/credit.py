@@ -5,6 +5,7 @@ with this iteration's shuffle seed and options (on the base's own schedule, as P
 weight), pays the invalid-action penalty (:func:`trainers.advantages.penalized_advantages`), merges a tree's rows of one shared step, and
 gives the all-failed flag per group and per step (:class:`Credit`).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -50,7 +51,9 @@ class CreditAssigner:
         # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
         step_adv = penalized_advantages(rollout.merge_rows(adv.steps), [s.output for s in rollout.steps])
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
-        row_failed = adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
+        row_failed = (
+            adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
+        )
         step_failed = rollout.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
         return Credit(step_adv, adv.all_failed, step_failed, adv.acted)
 

@@ -6,6 +6,7 @@ where the model is on the CPU, and returns the ``eval`` record: success, the per
 scores in plan order (for paired comparisons), the panel's fingerprint, rollout diagnostics and
 one won and one lost episode for the report. With several processes rank 0 evaluates.
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -34,8 +35,15 @@ class Evaluator:
         autocast: the forward passes' autocast.
     """
 
-    def __init__(self, cfg: EvalSection, policy: Any, eval_env_fn: Callable[[], Any], dist: distributed.DistInfo,
-                 device: torch.device, autocast: Callable[[], Any]) -> None:
+    def __init__(
+        self,
+        cfg: EvalSection,
+        policy: Any,
+        eval_env_fn: Callable[[], Any],
+        dist: distributed.DistInfo,
+        device: torch.device,
+        autocast: Callable[[], Any],
+    ) -> None:
         self.cfg, self.policy, self.eval_env_fn, self.dist = cfg, policy, eval_env_fn, dist
         self.device, self.autocast = device, autocast
 
@@ -65,8 +73,14 @@ class Evaluator:
         rec["baseline"] = "random admissible command (look, inventory, examine left out)"
         return rec
 
-    def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
-                 policy: Any = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        iteration: int,
+        split: str | None = None,
+        episodes: int | None = None,
+        kind: str = "eval",
+        policy: Any = None,
+    ) -> dict[str, Any]:
         """Play the fixed evaluation plan of ``split`` with the policy; returns the eval record.
 
         The record holds ``eval/success`` (won), ``eval/episodes``, ``eval/split``, the usual
@@ -81,7 +95,9 @@ class Evaluator:
             return rec
         return self._evaluate(iteration, split, episodes, kind, policy)
 
-    def _evaluate(self, iteration: int, split: str | None, episodes: int | None, kind: str, policy: Any) -> dict[str, Any]:
+    def _evaluate(
+        self, iteration: int, split: str | None, episodes: int | None, kind: str, policy: Any
+    ) -> dict[str, Any]:
         cfg = self.cfg
         plan = self.plan(split, episodes)
         fn = self.split_env_fn(plan.split)
@@ -90,12 +106,24 @@ class Evaluator:
         try:
             with torch.no_grad(), self.autocast():
                 # the random baseline draws from one generator: one stream keeps its draws in order
-                rollout = run_eval(policy or self.policy, fn, plan, on_step=bar.update, step_timeout=cfg.step_timeout,
-                                   streams=cfg.eval_streams if policy is None else 1, processes=self.in_processes())
+                rollout = run_eval(
+                    policy or self.policy,
+                    fn,
+                    plan,
+                    on_step=bar.update,
+                    step_timeout=cfg.step_timeout,
+                    streams=cfg.eval_streams if policy is None else 1,
+                    processes=self.in_processes(),
+                )
         finally:
             bar.close()
-        rec: dict[str, Any] = {"iteration": iteration, "kind": kind, "eval/split": plan.split,
-                               "eval/episodes": len(rollout.trajectories), "eval/panel": plan.panel()}
+        rec: dict[str, Any] = {
+            "iteration": iteration,
+            "kind": kind,
+            "eval/split": plan.split,
+            "eval/episodes": len(rollout.trajectories),
+            "eval/panel": plan.panel(),
+        }
         if cfg.teacher_label and policy is None:  # the held-out success of a policy trained with a teacher says so
             rec["distill"] = cfg.teacher_label
         rec.update(rollout_metrics(rollout, cfg.tau_r, prefix="eval/"))

@@ -9,6 +9,7 @@ and return token-mean quantities, as in GRPO / GiGPO / DAPO-style trainers.
 >>> float(out.loss), float(out.clip_fraction)
 (0.0, 0.0)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -75,15 +76,19 @@ def ppo_clip_loss(
     -0.75
     """
     if not (logprobs.shape == old_logprobs.shape == advantages.shape):
-        raise ValueError(f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, "
-                         f"advantages {tuple(advantages.shape)}")
+        raise ValueError(
+            f"shape mismatch: logprobs {tuple(logprobs.shape)}, old {tuple(old_logprobs.shape)}, "
+            f"advantages {tuple(advantages.shape)}"
+        )
     log_ratio = (logprobs - old_logprobs).clamp(-20.0, 20.0)
     ratio = torch.exp(log_ratio)
     unclipped = -advantages * ratio
     clipped = -advantages * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)
     if token_weights is not None:
         if token_weights.shape != logprobs.shape:
-            raise ValueError(f"shape mismatch: token_weights {tuple(token_weights.shape)}, logprobs {tuple(logprobs.shape)}")
+            raise ValueError(
+                f"shape mismatch: token_weights {tuple(token_weights.shape)}, logprobs {tuple(logprobs.shape)}"
+            )
         w = token_weights.to(logprobs.dtype) / token_weights.sum().clamp_min(1e-12)
     else:
         w = torch.full_like(logprobs, 1.0 / max(int(logprobs.numel()), 1))
@@ -93,9 +98,11 @@ def ppo_clip_loss(
             raise ValueError(f"shape mismatch: entropies {tuple(entropies.shape)}, logprobs {tuple(logprobs.shape)}")
         entropy = entropies.mean()
     elif entropy_coef > 0:
-        raise ValueError("entropy_coef > 0 needs the exact per-token entropies (entropies=..., with grad): the "
-                         "sampled-token estimate -mean(log pi(a)) has zero expected gradient on-policy; use a policy "
-                         "with compute_logprobs_and_entropy or set entropy_coef 0")
+        raise ValueError(
+            "entropy_coef > 0 needs the exact per-token entropies (entropies=..., with grad): the "
+            "sampled-token estimate -mean(log pi(a)) has zero expected gradient on-policy; use a policy "
+            "with compute_logprobs_and_entropy or set entropy_coef 0"
+        )
     else:
         entropy = -logprobs.detach().mean()
     loss = pg_loss - entropy_coef * entropy
@@ -109,5 +116,11 @@ def ppo_clip_loss(
     with torch.no_grad():
         clip_fraction = ((ratio - 1.0).abs() > clip_eps).float().mean()
         approx_kl_old = ((ratio - 1.0) - log_ratio).mean()
-    return PolicyLoss(loss=loss * weight, pg_loss=pg_loss.detach(), kl=kl.detach(), entropy=entropy.detach(),
-                      clip_fraction=clip_fraction, approx_kl_old=approx_kl_old)
+    return PolicyLoss(
+        loss=loss * weight,
+        pg_loss=pg_loss.detach(),
+        kl=kl.detach(),
+        entropy=entropy.detach(),
+        clip_fraction=clip_fraction,
+        approx_kl_old=approx_kl_old,
+    )

@@ -14,6 +14,7 @@ and token costs -- a :class:`PPOConfig` and a :class:`Learner` (forward passes a
 Micro-batches hold ``micro_batch_size`` decisions, or, with ``micro_batch_tokens``, as many as fit
 in that many padded token positions (:func:`micro_batches`).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -29,7 +30,17 @@ from trainers.loop.losses import ppo_clip_loss
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
 
-__all__ = ["AuxTerm", "Comm", "Learner", "PPOConfig", "UpdateBatch", "comm_for", "micro_batches", "ppo_update", "token_weights"]
+__all__ = [
+    "AuxTerm",
+    "Comm",
+    "Learner",
+    "PPOConfig",
+    "UpdateBatch",
+    "comm_for",
+    "micro_batches",
+    "ppo_update",
+    "token_weights",
+]
 
 #: update statistics that are means under the loss's token weights (traj-mean: 1 / trajectory length)
 WEIGHTED = ("pg_loss", "kl")
@@ -45,8 +56,10 @@ def token_weights(step_traj: Sequence[int], chosen: Sequence[int], n_tokens: Seq
     ([0.125, 0.5], [1.0, 1.0])
     """
     traj_len = np.bincount(list(step_traj)) if len(step_traj) else np.zeros(0)
-    return [1.0 / (float(traj_len[step_traj[i]]) * max(n, 1)) if agg == "traj-mean" else 1.0
-            for i, n in zip(chosen, n_tokens)]
+    return [
+        1.0 / (float(traj_len[step_traj[i]]) * max(n, 1)) if agg == "traj-mean" else 1.0
+        for i, n in zip(chosen, n_tokens)
+    ]
 
 
 @dataclass(frozen=True)
@@ -72,10 +85,17 @@ class PPOConfig:
         """The PPO fields of a :class:`~trainers.config.TrainConfig` (token micro-batches when
         ``batch_decisions`` is on)."""
         tokens = int(cfg.micro_batch_tokens) if cfg.batch_decisions != "off" else 0
-        return cls(clip_eps=float(cfg.clip_eps), kl_coef=float(cfg.kl_coef), entropy_coef=float(cfg.entropy_coef),
-                   max_grad_norm=float(cfg.max_grad_norm), ppo_epochs=int(cfg.ppo_epochs),
-                   num_minibatches=int(cfg.num_minibatches), micro_batch_size=int(cfg.micro_batch_size),
-                   micro_batch_tokens=tokens, by_length=cfg.policy_mode == "generate")
+        return cls(
+            clip_eps=float(cfg.clip_eps),
+            kl_coef=float(cfg.kl_coef),
+            entropy_coef=float(cfg.entropy_coef),
+            max_grad_norm=float(cfg.max_grad_norm),
+            ppo_epochs=int(cfg.ppo_epochs),
+            num_minibatches=int(cfg.num_minibatches),
+            micro_batch_size=int(cfg.micro_batch_size),
+            micro_batch_tokens=tokens,
+            by_length=cfg.policy_mode == "generate",
+        )
 
 
 class AuxTerm(Protocol):
@@ -87,12 +107,20 @@ class AuxTerm(Protocol):
     def split(self, part: list[int]) -> tuple[list[int], list[int]]:
         """``part``'s steps for the RL loss and those for this loss alone (in their order)."""
 
-    def routed_loss(self, routed: list[int], batch: "UpdateBatch", cfg: "PPOConfig", learner: "Learner",
-                    comm: "Comm", share: float) -> None:
+    def routed_loss(
+        self, routed: list[int], batch: "UpdateBatch", cfg: "PPOConfig", learner: "Learner", comm: "Comm", share: float
+    ) -> None:
         """Backward of this loss on the ``routed`` steps of a mini-batch, times ``share``."""
 
-    def micro_term(self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: "UpdateBatch",
-                   mb_weight: float, loss_scale: float) -> torch.Tensor | None:
+    def micro_term(
+        self,
+        micro: Sequence[int],
+        lp: torch.Tensor,
+        w_t: torch.Tensor,
+        batch: "UpdateBatch",
+        mb_weight: float,
+        loss_scale: float,
+    ) -> torch.Tensor | None:
         """A term added to a micro-batch's RL loss (``lp``: its new log-probs, ``w_t``: token weights)."""
 
     def stats(self, comm: "Comm") -> dict[str, float]:
@@ -128,15 +156,26 @@ class UpdateBatch:
     aux: AuxTerm | None = None
 
     @classmethod
-    def build(cls, outputs: list[Any], old: list[torch.Tensor], ref: list[torch.Tensor] | None, adv: torch.Tensor,
-              step_traj: Sequence[int], chosen: Sequence[int], loss_agg: str, cost: list[int], keys: list[tuple[Any, ...]],
-              n_global: int) -> "UpdateBatch":
+    def build(
+        cls,
+        outputs: list[Any],
+        old: list[torch.Tensor],
+        ref: list[torch.Tensor] | None,
+        adv: torch.Tensor,
+        step_traj: Sequence[int],
+        chosen: Sequence[int],
+        loss_agg: str,
+        cost: list[int],
+        keys: list[tuple[Any, ...]],
+        n_global: int,
+    ) -> "UpdateBatch":
         """The batch of the ``chosen`` steps (indices into ``step_traj``, every step's trajectory):
         token counts from ``old``, token weights by ``loss_agg``; ``cost`` / ``keys``:
         :func:`agents.batching.step_tokens` / :func:`~agents.batching.step_key` of each output."""
         n_tok = [int(o.numel()) for o in old]
-        return cls(outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg), cost, keys,
-                   n_global)
+        return cls(
+            outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg), cost, keys, n_global
+        )
 
 
 @dataclass
@@ -155,8 +194,9 @@ class Learner:
     after_step: Callable[[], None] | None = None
 
 
-def micro_batches(part: Sequence[int], cost: Sequence[int], cfg: PPOConfig,
-                  keys: Sequence[Any] | None = None) -> list[list[int]]:
+def micro_batches(
+    part: Sequence[int], cost: Sequence[int], cfg: PPOConfig, keys: Sequence[Any] | None = None
+) -> list[list[int]]:
     """``part`` (step indices) split into forward/backward passes: ``micro_batch_size`` steps each,
     or, with ``micro_batch_tokens``, as many as fit in that many token positions. Token passes take
     the steps in ``keys`` order: steps of one key (one decision, drawn by several members) land in
@@ -256,8 +296,14 @@ def comm_for(info: distributed.DistInfo) -> Comm:
     return ShardedComm(info.world_size) if info.strategy == "fsdp2" else ReplicatedComm()
 
 
-def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm, gen: torch.Generator,
-               on_micro_batch: Callable[[], Any] = lambda: None) -> dict[str, float]:
+def ppo_update(
+    batch: UpdateBatch,
+    cfg: PPOConfig,
+    learner: Learner,
+    comm: Comm,
+    gen: torch.Generator,
+    on_micro_batch: Callable[[], Any] = lambda: None,
+) -> dict[str, float]:
     """PPO-clip epochs over ``batch``; ``gen`` draws the mini-batch order; returns the update's
     statistics."""
     n_global, optimizer, params = batch.n_global, learner.optimizer, learner.params
@@ -280,7 +326,9 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
             share = len(part) / (len(part) + len(kd_part))  # each step counts once, in one of the two losses
             if kd_part:
                 aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]  # kd_part is non-empty only when aux is set
-            for micro in comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []:
+            for micro in (
+                comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []
+            ):
                 if micro is None:  # padding: a zero-weight pass over any step
                     pad = learner.pad_forward()
                     (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
@@ -295,11 +343,20 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
                 w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
                 w_sum = float(w_t.sum())
                 scale = comm.loss_scale * w_sum / mb_weight
-                out = ppo_clip_loss(lp, torch.cat([batch.old_logprobs[j] for j in micro]).to(dev),
-                                    torch.cat([batch.advantages[j].expand(n_tok[j]) for j in micro]).to(dev), cfg.clip_eps,
-                                    torch.cat([batch.ref_logprobs[j] for j in micro]).to(dev) if batch.ref_logprobs is not None else None,
-                                    cfg.kl_coef, cfg.entropy_coef, weight=scale * share if kd_part else scale,
-                                    entropies=ent_t, token_weights=w_t)
+                out = ppo_clip_loss(
+                    lp,
+                    torch.cat([batch.old_logprobs[j] for j in micro]).to(dev),
+                    torch.cat([batch.advantages[j].expand(n_tok[j]) for j in micro]).to(dev),
+                    cfg.clip_eps,
+                    torch.cat([batch.ref_logprobs[j] for j in micro]).to(dev)
+                    if batch.ref_logprobs is not None
+                    else None,
+                    cfg.kl_coef,
+                    cfg.entropy_coef,
+                    weight=scale * share if kd_part else scale,
+                    entropies=ent_t,
+                    token_weights=w_t,
+                )
                 loss = out.loss
                 term = aux.micro_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale) if aux is not None else None
                 if term is not None:
@@ -319,10 +376,19 @@ def ppo_update(batch: UpdateBatch, cfg: PPOConfig, learner: Learner, comm: Comm,
     optimizer.zero_grad(set_to_none=True)
     totals = comm.sum([*sums.values(), tok_total, w_total])
     sums, tok_total, w_total = dict(zip(sums, totals[:-2])), int(totals[-2]), float(totals[-1])
-    stats = {key if key in ("kl", "clip_fraction") else f"update/{key}": value / (w_total if key in WEIGHTED else tok_total)
-             if (w_total if key in WEIGHTED else tok_total) > 0 else 0.0 for key, value in sums.items()}
-    stats.update({"update/tokens": float(tok_total), "update/optimizer_steps": float(optimizer_steps),
-                  "update/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0})
+    stats = {
+        key if key in ("kl", "clip_fraction") else f"update/{key}": value / (w_total if key in WEIGHTED else tok_total)
+        if (w_total if key in WEIGHTED else tok_total) > 0
+        else 0.0
+        for key, value in sums.items()
+    }
+    stats.update(
+        {
+            "update/tokens": float(tok_total),
+            "update/optimizer_steps": float(optimizer_steps),
+            "update/grad_norm": float(np.mean(grad_norms)) if grad_norms else 0.0,
+        }
+    )
     if aux is not None:
         stats.update(aux.stats(comm))
     return stats

@@ -8,6 +8,7 @@ and a caller that drives it alone need only its section.
 >>> section.advantage.estimator, section.iterations, section.generate
 ('grpo', 3, False)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -21,8 +22,18 @@ from trainers.runs.run_dir import RunSection
 if TYPE_CHECKING:  # the sections are read from a config; the config does not import them
     from trainers.config import TrainConfig
 
-__all__ = ["CreditSection", "EvalSection", "RolloutSection", "RunSection", "UpdateSection", "credit_section",
-           "eval_section", "rollout_section", "run_section", "update_section"]
+__all__ = [
+    "CreditSection",
+    "EvalSection",
+    "RolloutSection",
+    "RunSection",
+    "UpdateSection",
+    "credit_section",
+    "eval_section",
+    "rollout_section",
+    "run_section",
+    "update_section",
+]
 
 
 @dataclass(frozen=True)
@@ -145,25 +156,69 @@ def credit_section(cfg: TrainConfig) -> CreditSection:
 
 def rollout_section(cfg: TrainConfig) -> RolloutSection:
     """The collection stage's section of ``cfg``."""
-    return RolloutSection(cfg.num_groups, cfg.group_size, cfg.max_steps, cfg.seed, cfg.tau_r, cfg.env_backend,
-                          cfg.ray_num_cpus, cfg.resolved_step_timeout, cfg.rollout, cfg.tree_config(), cfg.history_k,
-                          cfg.rollout_streams, cfg.progress_bars)
+    return RolloutSection(
+        cfg.num_groups,
+        cfg.group_size,
+        cfg.max_steps,
+        cfg.seed,
+        cfg.tau_r,
+        cfg.env_backend,
+        cfg.ray_num_cpus,
+        cfg.resolved_step_timeout,
+        cfg.rollout,
+        cfg.tree_config(),
+        cfg.history_k,
+        cfg.rollout_streams,
+        cfg.progress_bars,
+    )
 
 
 def update_section(cfg: TrainConfig) -> UpdateSection:
     """The update stage's section of ``cfg``."""
-    return UpdateSection(PPOConfig.from_config(cfg), cfg.lr, cfg.weight_decay, cfg.lr_warmup_iterations, cfg.loss_agg,
-                         cfg.skip_zero_advantage, cfg.recompute_old_logprobs, cfg.backend == "vllm", cfg.bf16,
-                         cfg.gradient_checkpointing, cfg.lora, cfg.batch_decisions, cfg.seed, cfg.progress_bars)
+    return UpdateSection(
+        PPOConfig.from_config(cfg),
+        cfg.lr,
+        cfg.weight_decay,
+        cfg.lr_warmup_iterations,
+        cfg.loss_agg,
+        cfg.skip_zero_advantage,
+        cfg.recompute_old_logprobs,
+        cfg.backend == "vllm",
+        cfg.bf16,
+        cfg.gradient_checkpointing,
+        cfg.lora,
+        cfg.batch_decisions,
+        cfg.seed,
+        cfg.progress_bars,
+    )
 
 
 def eval_section(cfg: TrainConfig) -> EvalSection:
     """The evaluation stage's section of ``cfg``."""
-    return EvalSection(cfg.env, cfg.splits, cfg.eval_episodes, cfg.eval_streams, cfg.max_steps, cfg.state_key,
-                       cfg.seed, cfg.tau_r, cfg.resolved_step_timeout, cfg.progress_bars, cfg.distill_label)
+    return EvalSection(
+        cfg.env,
+        cfg.splits,
+        cfg.eval_episodes,
+        cfg.eval_streams,
+        cfg.max_steps,
+        cfg.state_key,
+        cfg.seed,
+        cfg.tau_r,
+        cfg.resolved_step_timeout,
+        cfg.progress_bars,
+        cfg.distill_label,
+    )
 
 
 def run_section(cfg: TrainConfig) -> RunSection:
     """The run dir's section of ``cfg`` (its flat fields and sections taken now)."""
-    return RunSection(cfg.output_dir, cfg.iterations, tuple(cfg.trackers), cfg.progress_bars, cfg.seed, cfg.lora,
-                      cfg.to_dict(), cfg.to_sections())
+    return RunSection(
+        cfg.output_dir,
+        cfg.iterations,
+        tuple(cfg.trackers),
+        cfg.progress_bars,
+        cfg.seed,
+        cfg.lora,
+        cfg.to_dict(),
+        cfg.to_sections(),
+    )

@@ -6,6 +6,7 @@ joins the rollout metrics, the credit metrics, the update's statistics and the i
 :func:`engine_metrics` adds the generation engine's one-time costs. The record goes to
 :meth:`trainers.runs.records.RunRecorder.log`.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
@@ -25,31 +26,56 @@ if TYPE_CHECKING:  # annotations only: the record reads the estimator's config a
 __all__ = ["engine_metrics", "gather_credit", "train_record"]
 
 
-def gather_credit(rollout: Rollout, credit: Credit, env_failures: dict[str, float],
-                  dist: distributed.DistInfo) -> tuple[Rollout, Credit, dict[str, float]]:
+def gather_credit(
+    rollout: Rollout, credit: Credit, env_failures: dict[str, float], dist: distributed.DistInfo
+) -> tuple[Rollout, Credit, dict[str, float]]:
     """Every rank's rollout (summary), credit and env failure counts merged on rank 0 in rank
     order: the metrics then equal a single process's over all groups. Other ranks keep their own
     (their records are not logged). One process: unchanged."""
     if not dist.enabled:
         return rollout, credit, env_failures
-    parts = distributed.gather_objects((rollout_summary(rollout), credit.steps, np.asarray(credit.all_failed),
-                                        env_failures, np.asarray(credit.step_failed), credit.acted), dist.world_size)
+    parts = distributed.gather_objects(
+        (
+            rollout_summary(rollout),
+            credit.steps,
+            np.asarray(credit.all_failed),
+            env_failures,
+            np.asarray(credit.step_failed),
+            credit.acted,
+        ),
+        dist.world_size,
+    )
     if parts is None:
         return rollout, credit, env_failures
     failures: dict[str, float] = {}
     for part in parts:
         for key, value in part[3].items():
             failures[key] = failures.get(key, 0.0) + value
-    acted = {key: (value if key.endswith("_alpha") else sum(p[5].get(key, 0.0) for p in parts))
-             for key, value in parts[0][5].items()}  # counts add up over ranks; a weight is shared
-    merged = Credit(np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts]),
-                    np.concatenate([p[4] for p in parts]), acted)
+    acted = {
+        key: (value if key.endswith("_alpha") else sum(p[5].get(key, 0.0) for p in parts))
+        for key, value in parts[0][5].items()
+    }  # counts add up over ranks; a weight is shared
+    merged = Credit(
+        np.concatenate([p[1] for p in parts]),
+        np.concatenate([p[2] for p in parts]),
+        np.concatenate([p[4] for p in parts]),
+        acted,
+    )
     return merge_rollouts([p[0] for p in parts]), merged, failures
 
 
-def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Rollout, credit: Credit,
-                 env_failures: dict[str, float], stats: dict[str, float], times: tuple[float, float, float],
-                 dist: distributed.DistInfo, device: torch.device) -> dict[str, Any]:
+def train_record(
+    cfg: Any,
+    adv_cfg: AdvantageConfig,
+    iteration: int,
+    rollout: Rollout,
+    credit: Credit,
+    env_failures: dict[str, float],
+    stats: dict[str, float],
+    times: tuple[float, float, float],
+    dist: distributed.DistInfo,
+    device: torch.device,
+) -> dict[str, Any]:
     """The iteration's metrics record (over every rank's groups); ``adv_cfg``: the estimator's
     config (``CreditAssigner.adv_cfg``); ``times``: when the rollout, the
     update and the iteration's end began (``time.perf_counter``)."""
@@ -74,8 +100,9 @@ def train_record(cfg: Any, adv_cfg: AdvantageConfig, iteration: int, rollout: Ro
     # the rollout's phases: reset, generate, env, the rest of the collector's loop, then credit
     # (advantages, teacher inputs, gathering the ranks), so that they add up to time/rollout_s
     rec["time/reset_s"] = float(rollout.reset_seconds)
-    rec["time/rollout_other_s"] = max(0.0, rollout.seconds - rollout.policy_seconds - rollout.env_seconds
-                                      - rollout.reset_seconds)
+    rec["time/rollout_other_s"] = max(
+        0.0, rollout.seconds - rollout.policy_seconds - rollout.env_seconds - rollout.reset_seconds
+    )
     rec["time/credit_s"] = max(0.0, (t1 - t0) - rollout.seconds)
     rec["time/update_s"] = t2 - t1
     rec["time/iteration_s"] = t2 - t0

@@ -20,6 +20,7 @@ The policy is any :class:`agents.contract.TrainablePolicy` (``act``, ``compute_l
 ``behaviour_logprobs``, ``sync``, ``model``): :func:`~trainers.build.build_policy` makes the LLM one
 of the configured mode; tests inject small fakes.
 """
+
 from __future__ import annotations
 
 import time
@@ -55,8 +56,13 @@ class Trainer:
         env_fn / eval_env_fn: member env factories (``None``: :func:`trainers.envs.make_env_fn`).
     """
 
-    def __init__(self, cfg: TrainConfig, policy: TrainablePolicy | None = None,
-                 env_fn: Callable[[], Any] | None = None, eval_env_fn: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: TrainConfig,
+        policy: TrainablePolicy | None = None,
+        env_fn: Callable[[], Any] | None = None,
+        eval_env_fn: Callable[[], Any] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.run_dir = Path(cfg.output_dir)
         self.env_fn, self.eval_env_fn = env_fns(cfg, env_fn, eval_env_fn)
@@ -86,9 +92,13 @@ class Trainer:
         self.teacher = make_teacher(cfg, self.policy, self.dist)
         # the stages of an iteration
         self.updater = Updater(update_section(cfg), self.policy, self.dist, self.device, aux=self.teacher)
-        self.rollouts = Rollouts(rollout_section(cfg), self.policy, self.env_fn, self.dist, shard, self.updater.autocast)
+        self.rollouts = Rollouts(
+            rollout_section(cfg), self.policy, self.env_fn, self.dist, shard, self.updater.autocast
+        )
         self.credit = CreditAssigner(credit_section(cfg))
-        self.evaluator = Evaluator(eval_section(cfg), self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast)
+        self.evaluator = Evaluator(
+            eval_section(cfg), self.policy, self.eval_env_fn, self.dist, self.device, self.updater.autocast
+        )
         run = run_section(cfg)  # one snapshot of the config for the checkpoints and the records
         self.checkpoints = RunCheckpoints(run, self.model, self.updater.optimizer, self.dist, self.teacher)
         self.recorder = RunRecorder(run, self.dist.is_main)
@@ -127,8 +137,18 @@ class Trainer:
         t1 = time.perf_counter()
         stats = self.update(rollout.steps, credit.steps, iteration, teach)
         t2 = time.perf_counter()
-        rec = train_record(self.cfg, self.credit.adv_cfg, iteration, rollout, credit, self.rollouts.env_failures,
-                           stats, (t0, t1, t2), self.dist, self.device)
+        rec = train_record(
+            self.cfg,
+            self.credit.adv_cfg,
+            iteration,
+            rollout,
+            credit,
+            self.rollouts.env_failures,
+            stats,
+            (t0, t1, t2),
+            self.dist,
+            self.device,
+        )
         rec.update(engine_metrics(self.policy))
         return rec
 
@@ -140,12 +160,20 @@ class Trainer:
         """The credit of ``rollout`` (:meth:`trainers.loop.credit.CreditAssigner.assign`)."""
         return self.credit.assign(rollout, iteration)
 
-    def update(self, steps: Sequence[Any], advantages: np.ndarray, iteration: int, teach: Any = None) -> dict[str, float]:
+    def update(
+        self, steps: Sequence[Any], advantages: np.ndarray, iteration: int, teach: Any = None
+    ) -> dict[str, float]:
         """PPO-clip epochs over ``steps`` (:meth:`trainers.loop.updater.Updater.update`)."""
         return self.updater.update(steps, advantages, iteration, teach)
 
-    def evaluate(self, iteration: int, split: str | None = None, episodes: int | None = None, kind: str = "eval",
-                 policy: Any = None) -> dict[str, Any]:
+    def evaluate(
+        self,
+        iteration: int,
+        split: str | None = None,
+        episodes: int | None = None,
+        kind: str = "eval",
+        policy: Any = None,
+    ) -> dict[str, Any]:
         """The eval record of ``split`` (:meth:`trainers.loop.evaluator.Evaluator.evaluate`)."""
         return self.evaluator.evaluate(iteration, split, episodes, kind, policy)
 
@@ -197,7 +225,9 @@ class Trainer:
         the same directory is refused. ``run_lock``: a lock the caller already took.
         """
         main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
-        own_lock = self.checkpoints.claim(resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
+        own_lock = (
+            self.checkpoints.claim(resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
+        )
         try:
             return self._train(resume)
         finally:
@@ -214,7 +244,9 @@ class Trainer:
             if not resume:
                 for rec in self.start_records():
                     self._keep(rec)
-                if self.dist.enabled and self.dist.strategy == "ddp":  # a warm start ran on every rank: keep them identical
+                if (
+                    self.dist.enabled and self.dist.strategy == "ddp"
+                ):  # a warm start ran on every rank: keep them identical
                     distributed.broadcast_parameters(self.model)
                 self.save(0)
             for it in range(self.start_iteration, cfg.iterations + 1):

@@ -8,6 +8,7 @@ re-scores their old and reference log-probs where it must, builds the
 PPO's (a teacher's distillation) comes in through :class:`AuxiliaryLoss`; the update knows no
 teacher.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -54,8 +55,10 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
     from agents.logprobs import logprob_mismatch
 
     m = logprob_mismatch(list(sampler), list(trainer))
-    return {"rollout/logprob_mismatch_max": m["logprob_mismatch_max"],
-            "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"]}
+    return {
+        "rollout/logprob_mismatch_max": m["logprob_mismatch_max"],
+        "rollout/logprob_mismatch_mean": m["logprob_mismatch_mean"],
+    }
 
 
 class AuxiliaryLoss(Protocol):
@@ -67,8 +70,9 @@ class AuxiliaryLoss(Protocol):
     def kept(self, inputs: Any, n_steps: int) -> Sequence[bool]:
         """Steps that take a loss even at zero advantage (they carry this term)."""
 
-    def loss_targets(self, steps: Sequence[Any], chosen: Sequence[int], inputs: Any,
-                iteration: int) -> tuple[Any, dict[str, float]]:
+    def loss_targets(
+        self, steps: Sequence[Any], chosen: Sequence[int], inputs: Any, iteration: int
+    ) -> tuple[Any, dict[str, float]]:
         """What the loss compares the chosen steps with (``UpdateBatch.aux``), and its statistics."""
 
     def after_step(self) -> None:
@@ -99,8 +103,14 @@ class Updater:
         aux: a loss term beside PPO's, or ``None``.
     """
 
-    def __init__(self, cfg: UpdateSection, policy: TrainablePolicy, dist: distributed.DistInfo, device: torch.device,
-                 aux: AuxiliaryLoss | None = None) -> None:
+    def __init__(
+        self,
+        cfg: UpdateSection,
+        policy: TrainablePolicy,
+        dist: distributed.DistInfo,
+        device: torch.device,
+        aux: AuxiliaryLoss | None = None,
+    ) -> None:
         self.cfg, self.policy, self.dist, self.device, self.aux = cfg, policy, dist, device, aux
         self.model: torch.nn.Module = policy.model
         #: bf16 autocast compute over fp32 master weights and fp32 AdamW state: an
@@ -145,8 +155,9 @@ class Updater:
         kept = self.aux.kept(aux_inputs, len(idx)) if self.aux is not None and aux_inputs is not None else None
         return [i for i in idx if advantages[i] != 0.0 or (kept is not None and kept[i])]
 
-    def update(self, steps: Sequence[Any], advantages: np.ndarray, iteration: int,
-               aux_inputs: Any = None) -> dict[str, float]:
+    def update(
+        self, steps: Sequence[Any], advantages: np.ndarray, iteration: int, aux_inputs: Any = None
+    ) -> dict[str, float]:
         """PPO-clip epochs over ``steps`` (per mini-batch: token-mean loss, or trajectory-mean with
         ``loss_agg: traj-mean``), with the auxiliary term when ``aux_inputs`` is given."""
         cfg = self.cfg
@@ -164,8 +175,18 @@ class Updater:
         stats["time/old_logprob_s"] = time.perf_counter() - t_old
         # prompt + candidate (or response) tokens of the update's steps, over every rank
         stats["update/input_tokens"] = float(comm.sum([float(sum(cost))])[0])
-        batch = UpdateBatch.build(outputs, old, ref, torch.as_tensor(advantages[idx], dtype=torch.float32),
-                                  [s.traj for s in steps], idx, cfg.loss_agg, cost, keys, n_global)
+        batch = UpdateBatch.build(
+            outputs,
+            old,
+            ref,
+            torch.as_tensor(advantages[idx], dtype=torch.float32),
+            [s.traj for s in steps],
+            idx,
+            cfg.loss_agg,
+            cost,
+            keys,
+            n_global,
+        )
         if aux_inputs is not None and self.aux is not None:
             t_aux = time.perf_counter()
             with self.autocast():
@@ -181,15 +202,24 @@ class Updater:
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
         bar = progress_bar(ppo_cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
         try:
-            stats.update(ppo_update(batch, ppo_cfg, self._learner(outputs[0] if outputs else steps[0].output), comm, gen,
-                                    on_micro_batch=lambda: bar.update(1)))
+            stats.update(
+                ppo_update(
+                    batch,
+                    ppo_cfg,
+                    self._learner(outputs[0] if outputs else steps[0].output),
+                    comm,
+                    gen,
+                    on_micro_batch=lambda: bar.update(1),
+                )
+            )
         finally:
             bar.close()
         self.policy.sync()
         return stats
 
-    def _old_and_reference(self, outputs: list[Any], cost: list[int], keys: list[Any], ppo_cfg: PPOConfig,
-                           stats: dict[str, float]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+    def _old_and_reference(
+        self, outputs: list[Any], cost: list[int], keys: list[Any], ppo_cfg: PPOConfig, stats: dict[str, float]
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """The old log-probs (the sampler's, or recomputed with the mismatch into ``stats``) and
         the reference's (with a KL term), detached."""
         with torch.no_grad(), self.autocast():
@@ -218,6 +248,7 @@ class Updater:
 
         learner = Learner(forward, pad_forward, self.optimizer, self.params)
         if self.aux is not None:
+
             def distributions(micro: list[Any]) -> list[torch.Tensor]:
                 with self.autocast():
                     return self.policy.distributions(micro)  # type: ignore[attr-defined]  # a policy with a teacher has distributions(), checked when the teacher is built
@@ -227,14 +258,16 @@ class Updater:
 
     # ------------------------------------------------------------------ log-prob adapters
     def _logprobs(self, outputs: Sequence[Any]) -> list[torch.Tensor]:
-        return list(self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=False,
-                                                             **self._pass_size(outputs))[0])
+        return list(
+            self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=False, **self._pass_size(outputs))[0]
+        )
 
     def _logprobs_entropy(self, outputs: Sequence[Any]) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """New log-probs, plus exact entropies when the bonus is on."""
         if self.cfg.ppo.entropy_coef > 0:
-            lps, ents = self.policy.compute_logprobs_and_entropy(list(outputs), with_entropy=True,
-                                                                 **self._pass_size(outputs))
+            lps, ents = self.policy.compute_logprobs_and_entropy(
+                list(outputs), with_entropy=True, **self._pass_size(outputs)
+            )
             return list(lps), list(ents)
         return self._logprobs(outputs), None
 
@@ -254,8 +287,9 @@ class Updater:
         with scoring_with(self.policy, self.ref_model):
             yield
 
-    def _detached_logprobs(self, outputs: Sequence[Any], cost: Sequence[int], keys: Sequence[Any],
-                           ppo_cfg: PPOConfig) -> list[torch.Tensor]:
+    def _detached_logprobs(
+        self, outputs: Sequence[Any], cost: Sequence[int], keys: Sequence[Any], ppo_cfg: PPOConfig
+    ) -> list[torch.Tensor]:
         """Log-probs of ``outputs`` under the live policy (or the reference, inside
         :meth:`_reference`), in the update's micro-batches, detached on the CPU, in step order."""
         out: list[torch.Tensor | None] = [None] * len(outputs)

@@ -15,6 +15,7 @@ Example:
     >>> round(diff, 3), lo > 0, hi < 1
     (0.375, True, True)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -28,8 +29,17 @@ from typing import Any, Callable, Sequence
 from trainers import seeds
 from wrappers.errors import UserError
 
-__all__ = ["EvalPlan", "PanelMismatch", "check_same_panel", "episode_records", "example_episodes",
-           "play_episodes", "random_baseline", "run_eval"]
+__all__ = [
+    "EvalPlan",
+    "PanelMismatch",
+    "check_same_panel",
+    "episode_records",
+    "example_episodes",
+    "play_episodes",
+    "random_baseline",
+    "run_eval",
+]
+
 
 @dataclass(frozen=True)
 class EvalPlan:
@@ -101,13 +111,22 @@ def check_same_panel(first: Any, second: Any, what: str = "the two evaluations")
     """
     a, b = first.get("eval/panel"), second.get("eval/panel")
     if a is not None and b is not None and a != b:
-        raise PanelMismatch(f"{what} played different episodes (panel {a} vs {b}): a paired difference needs the "
-                            "same tasks and task seeds on both sides")
+        raise PanelMismatch(
+            f"{what} played different episodes (panel {a} vs {b}): a paired difference needs the "
+            "same tasks and task seeds on both sides"
+        )
 
 
-def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int = 48,
-             on_step: Callable[[int], None] | None = None, step_timeout: float | str | None = "auto",
-             streams: int = 1, processes: bool = False) -> Any:
+def run_eval(
+    policy: Any,
+    env_fn: Callable[[], Any],
+    plan: EvalPlan,
+    batch: int = 48,
+    on_step: Callable[[int], None] | None = None,
+    step_timeout: float | str | None = "auto",
+    streams: int = 1,
+    processes: bool = False,
+) -> Any:
     """Play ``plan`` with ``policy`` (one member per group, sync envs, ``batch`` at a time).
 
     ``step_timeout`` is passed to :class:`~wrappers.GroupVectorEnv` (a step past it truncates its episode).
@@ -142,7 +161,7 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     pieces: list[tuple[int, list[int]]] = []  # (stream, episode indices): each chunk of n, one piece a stream
     for start in range(0, len(episodes), n):
         chunk = list(range(start, min(start + n, len(episodes))))
-        pieces += [(k, chunk[k::int(streams)]) for k in range(int(streams)) if chunk[k::int(streams)]]
+        pieces += [(k, chunk[k :: int(streams)]) for k in range(int(streams)) if chunk[k :: int(streams)]]
     n_lanes = max(k for k, _ in pieces) + 1 if pieces else 0
     lanes = [_EvalLane(env_fn, plan, step_timeout, policy, on_step) for _ in range(n_lanes)]
     try:
@@ -171,8 +190,13 @@ def run_eval(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, batch: int 
     return total
 
 
-def play_episodes(policy: Any, env_fn: Callable[[], Any], plan: EvalPlan, indices: Sequence[int],
-                  step_timeout: float | str | None = "auto") -> Any:
+def play_episodes(
+    policy: Any,
+    env_fn: Callable[[], Any],
+    plan: EvalPlan,
+    indices: Sequence[int],
+    step_timeout: float | str | None = "auto",
+) -> Any:
     """Play episodes ``indices`` of ``plan`` (their tasks and task seeds) with ``policy``, one vector
     env of that many members; the rollout (trajectory ``j`` is episode ``indices[j]``)."""
     lane = _EvalLane(env_fn, plan, step_timeout, policy, None)
@@ -186,9 +210,21 @@ class _EvalLane:
     """One stream of an evaluation: its vector env (rebuilt for a chunk of another width) and
     the chunks it plays. ``env_proxy`` wraps its env when its calls run in another thread."""
 
-    def __init__(self, env_fn: Callable[[], Any], plan: EvalPlan, step_timeout: float | str | None, policy: Any,
-                 on_step: Callable[[int], None] | None) -> None:
-        self.env_fn, self.plan, self.step_timeout, self.policy, self.on_step = env_fn, plan, step_timeout, policy, on_step
+    def __init__(
+        self,
+        env_fn: Callable[[], Any],
+        plan: EvalPlan,
+        step_timeout: float | str | None,
+        policy: Any,
+        on_step: Callable[[int], None] | None,
+    ) -> None:
+        self.env_fn, self.plan, self.step_timeout, self.policy, self.on_step = (
+            env_fn,
+            plan,
+            step_timeout,
+            policy,
+            on_step,
+        )
         self.envs: Any = None
         self.env_proxy: Callable[[Any], Any] = lambda envs: envs
 
@@ -202,12 +238,24 @@ class _EvalLane:
         if self.envs is None or self.envs.num_envs != len(chunk):
             self.close()
             # a finished episode's group is held, not reset to a task nobody plays
-            self.envs = GroupVectorEnv(self.env_fn, num_groups=len(chunk), group_size=1, backend="sync",
-                                       seed=self.plan.seed, step_timeout=self.step_timeout, autoreset=False)
+            self.envs = GroupVectorEnv(
+                self.env_fn,
+                num_groups=len(chunk),
+                group_size=1,
+                backend="sync",
+                seed=self.plan.seed,
+                step_timeout=self.step_timeout,
+                autoreset=False,
+            )
         task_seeds = [seeds.eval_task(self.plan.seed, i) for i in indices]
-        return collect_rollout(self.env_proxy(self.envs), self.policy, task_seeds,
-                               seed=seeds.eval_sampling(self.plan.seed, indices[0]),
-                               options=[{"task_id": t} if t else None for t in chunk], on_step=self.on_step)
+        return collect_rollout(
+            self.env_proxy(self.envs),
+            self.policy,
+            task_seeds,
+            seed=seeds.eval_sampling(self.plan.seed, indices[0]),
+            options=[{"task_id": t} if t else None for t in chunk],
+            on_step=self.on_step,
+        )
 
     def close(self) -> None:
         if self.envs is not None:
@@ -262,6 +310,7 @@ def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, l
                 lanes[k].on_step = on_step
                 if k:  # a forked lane's envs end with its process
                     lanes[k].close()
+
         return play
 
     played: dict[int, Any] = {}
@@ -346,8 +395,11 @@ class _TorchModes:
 
 def episode_records(rollout: Any) -> dict[str, list[Any]]:
     """Per-episode columns of an evaluation (stored in the eval record for later comparison)."""
-    return {"task_id": [t.task_id for t in rollout.trajectories], "won": [int(bool(t.won)) for t in rollout.trajectories],
-            "score": [float(t.outcome) for t in rollout.trajectories]}
+    return {
+        "task_id": [t.task_id for t in rollout.trajectories],
+        "won": [int(bool(t.won)) for t in rollout.trajectories],
+        "score": [float(t.outcome) for t in rollout.trajectories],
+    }
 
 
 def example_episodes(rollout: Any, max_actions: int = 12, max_chars: int = 160) -> dict[str, dict[str, Any]]:
@@ -371,9 +423,15 @@ def example_episodes(rollout: Any, max_actions: int = 12, max_chars: int = 160) 
             continue
         steps = sorted(by_traj.get(j, []), key=lambda s: s.t)
         last = steps[-1].next_obs.strip() if steps else ""
-        out[kind] = {"episode": j, "task_id": traj.task_id, "task_type": traj.task_type, "outcome": float(traj.outcome),
-                     "steps": int(traj.length), "actions": [s.action for s in steps[:max_actions]],
-                     "last_observation": last[:max_chars] + ("..." if len(last) > max_chars else "")}
+        out[kind] = {
+            "episode": j,
+            "task_id": traj.task_id,
+            "task_type": traj.task_type,
+            "outcome": float(traj.outcome),
+            "steps": int(traj.length),
+            "actions": [s.action for s in steps[:max_actions]],
+            "last_observation": last[:max_chars] + ("..." if len(last) > max_chars else ""),
+        }
     return out
 
 

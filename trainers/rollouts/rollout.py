@@ -24,6 +24,7 @@ Example (a scripted policy on the toy text env):
     (4, True)
     >>> envs.close()
 """
+
 from __future__ import annotations
 
 import time
@@ -37,7 +38,17 @@ from agents.contract import Policy, StepOutput
 from trainers import seeds, stop_request
 from trainers.advantages import factorize
 
-__all__ = ["Policy", "StepOutput", "StepRecord", "Trajectory", "Rollout", "collect_rollout", "instruction_of", "member_info", "state_of"]
+__all__ = [
+    "Policy",
+    "StepOutput",
+    "StepRecord",
+    "Trajectory",
+    "Rollout",
+    "collect_rollout",
+    "instruction_of",
+    "member_info",
+    "state_of",
+]
 
 
 #: outcome at or above which an episode counts as won when the env reports no ``info["won"]``
@@ -119,7 +130,9 @@ class Rollout:
         mean of the advantages the estimator gives it in each of them (one row: its value)."""
         rows = self.row_steps()
         count = np.bincount(rows, minlength=len(self.steps))
-        return np.bincount(rows, weights=np.asarray(values, dtype=np.float64), minlength=len(self.steps)) / np.maximum(count, 1)
+        return np.bincount(rows, weights=np.asarray(values, dtype=np.float64), minlength=len(self.steps)) / np.maximum(
+            count, 1
+        )
 
     def advantage_inputs(self) -> dict[str, np.ndarray]:
         """Flat arrays for :func:`trainers.advantages.step_advantages`, one entry per row
@@ -137,8 +150,9 @@ class Rollout:
             next_ids=ids[n:],
             first_visit=np.array([s.first_visit for s in steps], dtype=bool),
             step_rewards=np.array([s.reward for s in steps], dtype=np.float64),
-            response_lengths=np.array([len(getattr(s.output, "response_ids", ()) or ()) for s in steps],
-                                      dtype=np.float64),
+            response_lengths=np.array(
+                [len(getattr(s.output, "response_ids", ()) or ()) for s in steps], dtype=np.float64
+            ),
         )
 
 
@@ -177,8 +191,9 @@ def state_of(info: Mapping[str, Any], obs: str) -> str:
     return str(canon) if canon is not None else str(obs)
 
 
-def _close_finished_groups(infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, rollout: Rollout,
-                           g_size: int) -> None:
+def _close_finished_groups(
+    infos: Mapping[str, Any], active: np.ndarray, group_done: np.ndarray, rollout: Rollout, g_size: int
+) -> None:
     """Record the outcomes of each group whose members have all finished (the vector env reports
     ``group_outcomes`` when a group's last member ends) and mark the group done."""
     if "group_outcomes" not in infos:
@@ -222,8 +237,9 @@ def collect_rollout(
     reset_seconds = time.perf_counter() - t0
     obs = list(obs)
     member_infos = [member_info(infos, i) for i in range(n)]
-    rollout = Rollout(trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)],
-                      reset_seconds=reset_seconds)
+    rollout = Rollout(
+        trajectories=[_new_trajectory(member_infos[i], i, g_size) for i in range(n)], reset_seconds=reset_seconds
+    )
     histories: list[list[tuple[str, str]]] = [[] for _ in range(n)]
     state = [state_of(member_infos[i], obs[i]) for i in range(n)]
     won_unknown: set[int] = set()  # trajectories whose env reported no "won": decided from the outcome
@@ -236,9 +252,16 @@ def collect_rollout(
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]
         t_act = time.perf_counter()
-        outputs = policy.act([obs[i] for i in idx], [member_infos[i] for i in idx],
-                             [list(histories[i]) for i in idx],
-                             seed=seeds.step(seed, k)) if idx else []
+        outputs = (
+            policy.act(
+                [obs[i] for i in idx],
+                [member_infos[i] for i in idx],
+                [list(histories[i]) for i in idx],
+                seed=seeds.step(seed, k),
+            )
+            if idx
+            else []
+        )
         t_env = time.perf_counter()
         rollout.policy_seconds += t_env - t_act
         if len(outputs) != len(idx):
@@ -253,8 +276,18 @@ def collect_rollout(
         next_obs = list(next_obs)
         for i, out in zip(idx, outputs):
             ended = bool(terms[i] or truncs[i])
-            state[i], step_info = _record_step(rollout, i, out, str(actions[i]), obs[i], next_obs[i], member_info(infos, i),
-                                               ended, float(rewards[i]), state[i])
+            state[i], step_info = _record_step(
+                rollout,
+                i,
+                out,
+                str(actions[i]),
+                obs[i],
+                next_obs[i],
+                member_info(infos, i),
+                ended,
+                float(rewards[i]),
+                state[i],
+            )
             histories[i].append((obs[i], str(actions[i])))
             if ended:
                 active[i] = False
@@ -276,13 +309,28 @@ def collect_rollout(
 
 def _new_trajectory(info: Mapping[str, Any], member: int, group_size: int) -> Trajectory:
     """Member ``member``'s trajectory, from its reset info."""
-    return Trajectory(group=member // group_size, member=member, task_id=str(info.get("task_id", "")),
-                      task_type=str(info.get("task_type", "unknown")), goal=instruction_of(info),
-                      privileged=str(info.get("privileged_text", "")))
+    return Trajectory(
+        group=member // group_size,
+        member=member,
+        task_id=str(info.get("task_id", "")),
+        task_type=str(info.get("task_type", "unknown")),
+        goal=instruction_of(info),
+        privileged=str(info.get("privileged_text", "")),
+    )
 
 
-def _record_step(rollout: Rollout, i: int, out: Any, action: str, obs: str, next_obs: str, info: Mapping[str, Any],
-                 ended: bool, reward: float, state: str) -> tuple[str, Mapping[str, Any]]:
+def _record_step(
+    rollout: Rollout,
+    i: int,
+    out: Any,
+    action: str,
+    obs: str,
+    next_obs: str,
+    info: Mapping[str, Any],
+    ended: bool,
+    reward: float,
+    state: str,
+) -> tuple[str, Mapping[str, Any]]:
     """Append member ``i``'s step to ``rollout`` (trajectory ``i``: a flat rollout's members are its
     trajectories) and return its next canonical state and the step's own info (an episode's last
     step: the ``final_info`` the vector env kept before its auto-reset)."""
@@ -290,11 +338,21 @@ def _record_step(rollout: Rollout, i: int, out: Any, action: str, obs: str, next
     shown = next_obs if "final_obs" not in info else info["final_obs"]
     nxt = state_of(step_info, shown)
     tr = rollout.trajectories[i]
-    rollout.add_step(StepRecord(
-        traj=i, t=tr.length, output=out, state=state, next_state=nxt,
-        first_visit=bool(step_info.get("first_visit", nxt != state)), reward=reward,
-        valid=bool(out.valid) and bool(step_info.get("valid_action", True)), action=action, obs=str(obs),
-        next_obs=str(shown)))
+    rollout.add_step(
+        StepRecord(
+            traj=i,
+            t=tr.length,
+            output=out,
+            state=state,
+            next_state=nxt,
+            first_visit=bool(step_info.get("first_visit", nxt != state)),
+            reward=reward,
+            valid=bool(out.valid) and bool(step_info.get("valid_action", True)),
+            action=action,
+            obs=str(obs),
+            next_obs=str(shown),
+        )
+    )
     rollout.response_tokens += len(getattr(out, "response_ids", ()) or ())
     tr.length += 1
     return nxt, step_info

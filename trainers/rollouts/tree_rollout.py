@@ -36,6 +36,7 @@ has outcome 0 and counts as a failure: pruned branches stay in the batch as nega
 >>> CoverageScorer(loop_penalty=0.5).score(branches).round(3).tolist()  # 2/2 - 0; 1/2 - 0.5 * 1/2
 [1.0, 0.25]
 """
+
 from __future__ import annotations
 
 import time
@@ -50,8 +51,16 @@ from trainers import seeds, stop_request
 from trainers.rollouts.rollout import WON_OUTCOME, Rollout, StepRecord, Trajectory, instruction_of, state_of
 from wrappers.errors import UserError
 
-__all__ = ["CoverageScorer", "NondeterministicEnvError", "RandomScorer", "Scorer", "SCORERS", "TreeConfig",
-           "collect_tree_rollout", "make_scorer"]
+__all__ = [
+    "CoverageScorer",
+    "NondeterministicEnvError",
+    "RandomScorer",
+    "Scorer",
+    "SCORERS",
+    "TreeConfig",
+    "collect_tree_rollout",
+    "make_scorer",
+]
 
 SCORERS: tuple[str, ...] = ("coverage", "random")
 
@@ -91,8 +100,10 @@ class TreeConfig:
         if self.budget < 0:
             raise ValueError(f"tree_budget must be >= 0 (0: group_size x max_steps), got {self.budget}")
         if 0 < self.budget < self.branches:  # the cut branches would be leaves that never played, counted as failures
-            raise ValueError(f"tree_budget {self.budget} < tree_branches {self.branches}: every branch started needs "
-                             "at least one decision; raise --tree-budget or lower --tree-branches")
+            raise ValueError(
+                f"tree_budget {self.budget} < tree_branches {self.branches}: every branch started needs "
+                "at least one decision; raise --tree-budget or lower --tree-branches"
+            )
         if self.scorer not in SCORERS:
             raise ValueError(f"tree_scorer must be one of {', '.join(SCORERS)}, got {self.scorer!r}")
 
@@ -131,8 +142,13 @@ class CoverageScorer:
     loop_penalty: float = 0.5
 
     def score(self, branches: Sequence[PartialTrajectory]) -> np.ndarray:
-        return np.array([sum(b.first_visits) / max(len(b.first_visits), 1) - self.loop_penalty * _repeat_rate(b.actions)
-                         for b in branches], dtype=np.float64)
+        return np.array(
+            [
+                sum(b.first_visits) / max(len(b.first_visits), 1) - self.loop_penalty * _repeat_rate(b.actions)
+                for b in branches
+            ],
+            dtype=np.float64,
+        )
 
 
 class RandomScorer:
@@ -220,7 +236,9 @@ class _TreeCollector:
         self.envs, self.policy, self.cfg, self.scorer = envs, policy, cfg, scorer
         self.g_size = envs.group_size
         if cfg.branches > self.g_size:
-            raise ValueError(f"tree_branches {cfg.branches} > group_size {self.g_size}: each branch needs a member slot")
+            raise ValueError(
+                f"tree_branches {cfg.branches} > group_size {self.g_size}: each branch needs a member slot"
+            )
         self.budget = cfg.budget or self.g_size * max_steps
         self.rollout = Rollout()
         self.trees: list[_Tree] = []
@@ -239,13 +257,21 @@ class _TreeCollector:
             results = self.envs.reset_members(slots, [int(task)] * len(slots), [opt] * len(slots))
             self.rollout.reset_seconds += time.perf_counter() - t_reset
             obs0, info0 = results[0]
-            tree = _Tree(g, int(task), opt, str(obs0), str(info0.get("task_id", "")),
-                         str(info0.get("task_type", "unknown")), instruction_of(info0),
-                         str(info0.get("privileged_text", "")))
+            tree = _Tree(
+                g,
+                int(task),
+                opt,
+                str(obs0),
+                str(info0.get("task_id", "")),
+                str(info0.get("task_type", "unknown")),
+                instruction_of(info0),
+                str(info0.get("privileged_text", "")),
+            )
             for slot, (obs, info) in zip(slots, results):
                 info = dict(info)
-                tree.branches.append(_Branch(g, slot, self.rollout.steps, obs=str(obs), info=info,
-                                             state=state_of(info, str(obs))))
+                tree.branches.append(
+                    _Branch(g, slot, self.rollout.steps, obs=str(obs), info=info, state=state_of(info, str(obs)))
+                )
                 self.counts.branches += 1
             self.trees.append(tree)
 
@@ -255,17 +281,21 @@ class _TreeCollector:
         actions = [self.rollout.steps[i].action for i in parent.path]
         (obs, info), results = self.envs.fork(slot, tree.task_seed, tree.options, actions)
         if str(obs) != tree.reset_obs:
-            raise NondeterministicEnvError(f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
-                                           "than before; this env cannot be branched (use --rollout flat)")
+            raise NondeterministicEnvError(
+                f"tree rollout: reset(seed={tree.task_seed}) gave another first observation "
+                "than before; this env cannot be branched (use --rollout flat)"
+            )
         for t, (i, result) in enumerate(zip(parent.path, results)):
             self.counts.replay_steps += 1
             if not isinstance(result, tuple):
                 return None
             obs, info = result[0], result[4]
             if str(obs) != self.rollout.steps[i].next_obs:
-                raise NondeterministicEnvError(f"tree rollout: replaying step {t} ({actions[t]!r}) of task seed "
-                                               f"{tree.task_seed} gave another observation than recorded; this env "
-                                               "cannot be branched (use --rollout flat)")
+                raise NondeterministicEnvError(
+                    f"tree rollout: replaying step {t} ({actions[t]!r}) of task seed "
+                    f"{tree.task_seed} gave another observation than recorded; this env "
+                    "cannot be branched (use --rollout flat)"
+                )
         child = parent.child(slot)
         child.info = dict(info)
         self.counts.forks += 1
@@ -288,8 +318,12 @@ class _TreeCollector:
         if not branches:
             return 0
         t_act = time.perf_counter()
-        outputs = self.policy.act([b.obs for b in branches], [b.info for b in branches],
-                                  [b.history for b in branches], seed=seeds.step(seed, k))
+        outputs = self.policy.act(
+            [b.obs for b in branches],
+            [b.info for b in branches],
+            [b.history for b in branches],
+            seed=seeds.step(seed, k),
+        )
         t_env = time.perf_counter()
         self.rollout.policy_seconds += t_env - t_act
         if len(outputs) != len(branches):
@@ -309,11 +343,21 @@ class _TreeCollector:
         else:  # the member crashed: its branch ends, truncated, as a flat rollout's episode would
             obs, reward, term, trunc, info = b.obs, 0.0, False, True, {"worker_error": getattr(result, "reason", "")}
         nxt = state_of(info, str(obs))
-        self.rollout.steps.append(StepRecord(
-            traj=-1, t=len(b.path), output=out, state=b.state, next_state=nxt,
-            first_visit=bool(info.get("first_visit", nxt != b.state)), reward=float(reward),
-            valid=bool(out.valid) and bool(info.get("valid_action", True)), action=action, obs=b.obs,
-            next_obs=str(obs)))
+        self.rollout.steps.append(
+            StepRecord(
+                traj=-1,
+                t=len(b.path),
+                output=out,
+                state=b.state,
+                next_state=nxt,
+                first_visit=bool(info.get("first_visit", nxt != b.state)),
+                reward=float(reward),
+                valid=bool(out.valid) and bool(info.get("valid_action", True)),
+                action=action,
+                obs=b.obs,
+                next_obs=str(obs),
+            )
+        )
         self.rollout.response_tokens += len(getattr(out, "response_ids", ()) or ())
         b.path.append(len(self.rollout.steps) - 1)
         b.obs, b.info, b.state = str(obs), info, nxt
@@ -371,20 +415,34 @@ class _TreeCollector:
             won = b.won if b.won is not None else b.outcome >= WON_OUTCOME
             tree = self.trees[b.tree]
             ended = b.status == "ended"
-            rollout.trajectories.append(Trajectory(group=b.tree, member=b.slot, task_id=tree.task_id, task_type=tree.task_type,
-                                              outcome=b.outcome if ended else 0.0, length=len(b.path),
-                                              won=bool(won) if ended else False, goal=tree.goal,
-                                              privileged=tree.privileged))
+            rollout.trajectories.append(
+                Trajectory(
+                    group=b.tree,
+                    member=b.slot,
+                    task_id=tree.task_id,
+                    task_type=tree.task_type,
+                    outcome=b.outcome if ended else 0.0,
+                    length=len(b.path),
+                    won=bool(won) if ended else False,
+                    goal=tree.goal,
+                    privileged=tree.privileged,
+                )
+            )
             for s in b.path:
                 if owner[s] < 0:
                     owner[s] = j
         for rec, leaf in zip(rollout.steps, owner):
             rec.traj = int(leaf)
         rollout.rows = [(j, i) for j, b in enumerate(leaves) for i in b.path]
-        rollout.tree_stats = {"rollout/decisions": float(len(rollout.steps)), "rollout/replay_steps": float(self.counts.replay_steps),
-                         "rollout/leaves": float(len(leaves)), "rollout/branches": float(self.counts.branches),
-                         "rollout/pruned": float(self.counts.pruned), "rollout/budget_cut": float(self.counts.cut),
-                         "rollout/forks": float(self.counts.forks)}
+        rollout.tree_stats = {
+            "rollout/decisions": float(len(rollout.steps)),
+            "rollout/replay_steps": float(self.counts.replay_steps),
+            "rollout/leaves": float(len(leaves)),
+            "rollout/branches": float(self.counts.branches),
+            "rollout/pruned": float(self.counts.pruned),
+            "rollout/budget_cut": float(self.counts.cut),
+            "rollout/forks": float(self.counts.forks),
+        }
         return rollout
 
 

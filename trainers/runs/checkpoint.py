@@ -14,6 +14,7 @@ not a checkpoint, wrong format, a required entry missing or of the wrong type) r
 >>> load_checkpoint(latest_checkpoint(d))["iteration"]
 3
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -33,9 +34,23 @@ from trainers import stop_request
 from trainers.runs.run_files import LinkedPathError, create_fresh, real_dir
 from wrappers.errors import UserError
 
-__all__ = ["CheckpointError", "FORMAT", "TRAINING_ENTRIES", "capture_rng", "checkpoint_files", "checksum_path", "latest_checkpoint",
-           "load_checkpoint", "load_trainable_state", "load_weights", "restore_rng", "save_checkpoint", "save_weights",
-           "trainable_state", "verify_file"]
+__all__ = [
+    "CheckpointError",
+    "FORMAT",
+    "TRAINING_ENTRIES",
+    "capture_rng",
+    "checkpoint_files",
+    "checksum_path",
+    "latest_checkpoint",
+    "load_checkpoint",
+    "load_trainable_state",
+    "load_weights",
+    "restore_rng",
+    "save_checkpoint",
+    "save_weights",
+    "trainable_state",
+    "verify_file",
+]
 
 FORMAT = "progpo-checkpoint-v1"
 
@@ -53,8 +68,13 @@ def capture_rng() -> dict[str, Any]:
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
-        "numpy": {"kind": kind, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),  # type: ignore[attr-defined]  # numpy's stub types the legacy state tuple loosely: keys is an array
-                  "has_gauss": int(has_gauss), "cached": float(cached)},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(keys.astype(np.int64)),
+            "pos": int(pos),  # type: ignore[attr-defined]  # numpy's stub types the legacy state tuple loosely: keys is an array
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -66,7 +86,9 @@ def restore_rng(state: dict[str, Any]) -> None:
     """Put back the Python, numpy and torch RNG states :func:`capture_rng` took."""
     py, npy = state["python"], state["numpy"]
     random.setstate((py["version"], tuple(int(x) for x in py["internal"].tolist()), py["gauss"]))
-    np.random.set_state((npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["cached"]))
+    np.random.set_state(
+        (npy["kind"], npy["keys"].numpy().astype(np.uint32), npy["pos"], npy["has_gauss"], npy["cached"])
+    )
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -146,8 +168,10 @@ def _save_checkpoint(run_dir: str | Path, iteration: int, payload: dict[str, Any
             if not partial.is_symlink():
                 partial.unlink(missing_ok=True)
         reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err).splitlines()[0][:120]
-        raise CheckpointError(f"cannot write checkpoint {path} ({reason}; is the disk full?); the partial file "
-                              "was removed and the previous checkpoint is kept") from None
+        raise CheckpointError(
+            f"cannot write checkpoint {path} ({reason}; is the disk full?); the partial file "
+            "was removed and the previous checkpoint is kept"
+        ) from None
     sums.unlink(missing_ok=True)  # a crash before the new one lands leaves the zip CRCs to check
     os.replace(tmp, path)
     os.replace(sums_tmp, sums)
@@ -166,8 +190,10 @@ def latest_checkpoint(run_dir: str | Path) -> Path:
     ckpt_dir = Path(run_dir) / "checkpoints"
     pointer = ckpt_dir / "latest"
     if not pointer.is_file():
-        raise CheckpointError(f"no checkpoint to resume in {ckpt_dir} (no 'latest' file); start without --resume "
-                              "(plus --overwrite where the dir holds an earlier run's files)")
+        raise CheckpointError(
+            f"no checkpoint to resume in {ckpt_dir} (no 'latest' file); start without --resume "
+            "(plus --overwrite where the dir holds an earlier run's files)"
+        )
     name = pointer.read_text(errors="replace").strip()
     path = ckpt_dir / name
     if not name or "/" in name or not path.is_file():
@@ -187,25 +213,42 @@ def load_checkpoint(path: str | Path, require: Sequence[str] = ()) -> dict[str, 
     verify_file(p)
     try:
         data = torch.load(p, map_location="cpu", weights_only=True)  # no pickled code
-    except (RuntimeError, EOFError, OSError, pickle.UnpicklingError, pickle.PickleError, zipfile.BadZipFile, ValueError, AttributeError,
-            ImportError, IndexError, KeyError, TypeError) as err:
+    except (
+        RuntimeError,
+        EOFError,
+        OSError,
+        pickle.UnpicklingError,
+        pickle.PickleError,
+        zipfile.BadZipFile,
+        ValueError,
+        AttributeError,
+        ImportError,
+        IndexError,
+        KeyError,
+        TypeError,
+    ) as err:
         detail = type(err).__name__
         if str(err) and not isinstance(err, pickle.UnpicklingError):  # torch's unpickling text is advice, not cause
             detail += ": " + str(err).splitlines()[0][:120]
-        raise CheckpointError(f"checkpoint {p} is corrupt or unreadable ({detail}); "
-                              "delete it or resume from another run") from err
+        raise CheckpointError(
+            f"checkpoint {p} is corrupt or unreadable ({detail}); delete it or resume from another run"
+        ) from err
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise CheckpointError(f"{p} is not a {FORMAT} file")
     iteration = data.get("iteration")
     if isinstance(iteration, bool) or not isinstance(iteration, int) or iteration < 0:
-        raise CheckpointError(f"checkpoint {p} has no valid 'iteration' (got {iteration!r}); it is damaged or was "
-                              "not written by this trainer")
+        raise CheckpointError(
+            f"checkpoint {p} has no valid 'iteration' (got {iteration!r}); it is damaged or was "
+            "not written by this trainer"
+        )
     for key in require:
         kind = TRAINING_ENTRIES.get(key, object)
         if not isinstance(data.get(key), kind):
             got = "nothing" if key not in data else type(data[key]).__name__
-            raise CheckpointError(f"checkpoint {p} has no valid '{key}' (a {kind.__name__} is needed, got {got}); "
-                                  "it is damaged or was not written by this trainer")
+            raise CheckpointError(
+                f"checkpoint {p} has no valid '{key}' (a {kind.__name__} is needed, got {got}); "
+                "it is damaged or was not written by this trainer"
+            )
     if "history" in require and not all(isinstance(r, dict) for r in data["history"]):
         raise CheckpointError(f"checkpoint {p}: 'history' must be a list of records (dicts)")
     return data
@@ -234,8 +277,9 @@ def load_trainable_state(model: torch.nn.Module, state: Mapping[str, Any], lora:
     expected = trainable_state(model, lora)
     missing, unexpected = sorted(set(expected) - set(state)), sorted(set(state) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"{len(missing)} missing key(s) {missing[:3]}, {len(unexpected)} unexpected key(s) "
-                         f"{unexpected[:3]}")
+        raise ValueError(
+            f"{len(missing)} missing key(s) {missing[:3]}, {len(unexpected)} unexpected key(s) {unexpected[:3]}"
+        )
     for key, value in state.items():
         if not isinstance(value, torch.Tensor) or value.shape != expected[key].shape:
             got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
@@ -266,5 +310,7 @@ def load_weights(model: torch.nn.Module, path: str | Path, model_name: str = "")
         state = torch.load(p, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
     except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
-        raise CheckpointError(f"weights_file {p} cannot be loaded into model {model_name!r} "
-                              f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
+        raise CheckpointError(
+            f"weights_file {p} cannot be loaded into model {model_name!r} "
+            f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})"
+        ) from err

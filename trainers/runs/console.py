@@ -5,6 +5,7 @@ fragments; there the run prints :func:`iteration_line` once an iteration instead
 that runs long (a real model's warm start, a slow rollout) a :class:`LineProgress` line every 30 s,
 so that a log never goes silent for minutes.
 """
+
 from __future__ import annotations
 
 import sys
@@ -27,8 +28,14 @@ class LineProgress:
     warm start (bc): 4/4 (100%), 62 s
     """
 
-    def __init__(self, total: int | None, desc: str, every_s: float = 30.0,
-                 clock: Callable[[], float] = time.monotonic, file: Any = None) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        desc: str,
+        every_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
+        file: Any = None,
+    ) -> None:
         self.total, self.desc, self.every_s, self.clock = total, desc, float(every_s), clock
         self.file = file if file is not None else sys.stderr
         self.n = 0
@@ -62,8 +69,9 @@ def progress_bar(total: int | None, desc: str, enabled: bool, leave: bool = Fals
 
     if enabled and lines and not bars_shown(enabled):
         return LineProgress(total, desc)
-    return tqdm(total=total, desc=desc, disable=not bars_shown(enabled), leave=leave, dynamic_ncols=True,
-                file=sys.stderr)
+    return tqdm(
+        total=total, desc=desc, disable=not bars_shown(enabled), leave=leave, dynamic_ncols=True, file=sys.stderr
+    )
 
 
 def iteration_line(rec: dict[str, Any], iterations: int) -> str:
@@ -73,6 +81,8 @@ def iteration_line(rec: dict[str, Any], iterations: int) -> str:
     ...                 "time/iteration_s": 12.34}, 12)
     'iteration 3/12: success 0.250, all-failed 0.500, coverage rate 0.412, 12.3 s'
     """
-    return (f"iteration {rec['iteration']}/{iterations}: success {rec.get('success', 0.0):.3f}, all-failed "
-            f"{rec.get('all_failed_frac', 0.0):.3f}, coverage rate {rec.get('coverage_rate', 0.0):.3f}, "
-            f"{rec.get('time/iteration_s', 0.0):.1f} s")
+    return (
+        f"iteration {rec['iteration']}/{iterations}: success {rec.get('success', 0.0):.3f}, all-failed "
+        f"{rec.get('all_failed_frac', 0.0):.3f}, coverage rate {rec.get('coverage_rate', 0.0):.3f}, "
+        f"{rec.get('time/iteration_s', 0.0):.1f} s"
+    )

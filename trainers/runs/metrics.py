@@ -8,6 +8,7 @@
 >>> [json.loads(l)["success"] for l in open(d + "/metrics.jsonl")]
 [0.5]
 """
+
 from __future__ import annotations
 
 import json
@@ -25,17 +26,39 @@ from trainers.runs.run_files import open_nofollow, real_dir, write_atomic
 from wrappers.errors import UserError
 from wrappers.signals import TAU_R, all_failed, coverage_rate
 
-__all__ = ["MetricsFileError", "MetricsLogger", "advantage_metrics", "restore_for_resume",
-           "rollout_metrics", "read_metrics", "scan_metrics", "wandb_run_id", "wandb_settings"]
+__all__ = [
+    "MetricsFileError",
+    "MetricsLogger",
+    "advantage_metrics",
+    "restore_for_resume",
+    "rollout_metrics",
+    "read_metrics",
+    "scan_metrics",
+    "wandb_run_id",
+    "wandb_settings",
+]
 
 
 class MetricsFileError(UserError, ValueError):
     """``metrics.jsonl`` holds a line that is JSON but not a record (an object); the message says where."""
 
+
 #: keys that depend on wall-clock time (excluded from the bit-for-bit resume comparison)
-TIMING_KEYS = ("time/rollout_s", "time/update_s", "time/iteration_s", "time/generate_s", "time/env_s",
-               "time/reset_s", "time/rollout_other_s", "time/credit_s", "time/compile_s",
-               "time/old_logprob_s", "time/init_s", "tokens_per_s", "env_steps_per_s")
+TIMING_KEYS = (
+    "time/rollout_s",
+    "time/update_s",
+    "time/iteration_s",
+    "time/generate_s",
+    "time/env_s",
+    "time/reset_s",
+    "time/rollout_other_s",
+    "time/credit_s",
+    "time/compile_s",
+    "time/old_logprob_s",
+    "time/init_s",
+    "tokens_per_s",
+    "env_steps_per_s",
+)
 
 
 def rollout_metrics(rollout: Rollout, tau_r: float = TAU_R, prefix: str = "") -> dict[str, float]:
@@ -89,8 +112,12 @@ def _path_metrics(rollout: Rollout, prefix: str) -> dict[str, float]:
     a tree's leaf over its whole path, the prefix it shares included)."""
     paths = rollout.paths()
     found = [sum(rollout.steps[i].first_visit for i in path) for path in paths]
-    m = {prefix + "coverage_rate": float(np.mean([coverage_rate(f, t.length) for f, t in zip(found, rollout.trajectories)])),
-         prefix + "coverage": float(np.mean(found))}
+    m = {
+        prefix + "coverage_rate": float(
+            np.mean([coverage_rate(f, t.length) for f, t in zip(found, rollout.trajectories)])
+        ),
+        prefix + "coverage": float(np.mean(found)),
+    }
     rows = sum(len(p) for p in paths)
     if rows:
         repeats = 0
@@ -108,8 +135,14 @@ def _path_metrics(rollout: Rollout, prefix: str) -> dict[str, float]:
 class MetricsLogger:
     """Appends one JSON line per record to ``run_dir/metrics.jsonl``; mirrors scalars to TensorBoard."""
 
-    def __init__(self, run_dir: str | Path, tensorboard: bool = True, resume_after: int | None = None,
-                 wandb: dict[str, Any] | None = None, config: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        run_dir: str | Path,
+        tensorboard: bool = True,
+        resume_after: int | None = None,
+        wandb: dict[str, Any] | None = None,
+        config: Mapping[str, Any] | None = None,
+    ) -> None:
         self.path = Path(run_dir) / "metrics.jsonl"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # a resume appends to the file :func:`restore_for_resume` cut at the checkpoint; a fresh run starts it anew
@@ -140,8 +173,11 @@ class MetricsLogger:
         with open_nofollow(self.path, "a") as fh:
             fh.write(json.dumps(record) + "\n")
         if self.wandb_run is not None:  # the keys metrics.jsonl and TensorBoard use
-            scalars = {k: v for k, v in record.items()
-                       if k != "iteration" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)}
+            scalars = {
+                k: v
+                for k, v in record.items()
+                if k != "iteration" and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+            }
             self.wandb_run.log(scalars, step=int(record.get("iteration", 0)))
         if self.writer is not None:
             step = int(record.get("iteration", 0))
@@ -158,8 +194,9 @@ class MetricsLogger:
             self.wandb_run = None
 
 
-def advantage_metrics(step_adv: np.ndarray, all_failed: np.ndarray, step_failed: np.ndarray, progpo: bool,
-                      gate: str) -> dict[str, float]:
+def advantage_metrics(
+    step_adv: np.ndarray, all_failed: np.ndarray, step_failed: np.ndarray, progpo: bool, gate: str
+) -> dict[str, float]:
     """How the advantages of an iteration came out, and where ProGPO's progress term replaced the
     base estimator's: in the all-failed groups (in every group with ``gate="always"``; nowhere for
     a base estimator), as a count, a share of groups and a share of steps.
@@ -169,18 +206,21 @@ def advantage_metrics(step_adv: np.ndarray, all_failed: np.ndarray, step_failed:
     >>> m["adv/nonzero_frac"], m["adv/progress_groups"], m["adv/progress_step_frac"]
     (0.75, 1.0, 0.5)
     """
+
     def acting(failed: np.ndarray) -> np.ndarray:
         if not progpo:
             return np.zeros_like(failed)
         return np.ones_like(failed) if gate == "always" else failed
 
     acted, acted_steps = acting(all_failed), acting(step_failed)
-    return {"adv/nonzero_frac": float(np.mean(step_adv != 0)) if step_adv.size else 0.0,
-            "adv/abs_mean": float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0,
-            "adv/groups": float(acted.size),
-            "adv/progress_groups": float(np.sum(acted)),
-            "adv/progress_group_frac": float(np.mean(acted)) if acted.size else 0.0,
-            "adv/progress_step_frac": float(np.mean(acted_steps)) if acted_steps.size else 0.0}
+    return {
+        "adv/nonzero_frac": float(np.mean(step_adv != 0)) if step_adv.size else 0.0,
+        "adv/abs_mean": float(np.mean(np.abs(step_adv))) if step_adv.size else 0.0,
+        "adv/groups": float(acted.size),
+        "adv/progress_groups": float(np.sum(acted)),
+        "adv/progress_group_frac": float(np.mean(acted)) if acted.size else 0.0,
+        "adv/progress_step_frac": float(np.mean(acted_steps)) if acted_steps.size else 0.0,
+    }
 
 
 def _parsed_lines(path: str | Path) -> Iterator[tuple[int, Any]]:
@@ -208,8 +248,10 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         if record is _NOT_JSON:
             break  # a torn last line
         if not isinstance(record, dict):
-            raise MetricsFileError(f"{path} line {number} is JSON but not a record ({type(record).__name__}); "
-                                   "delete that line or start a new --output-dir")
+            raise MetricsFileError(
+                f"{path} line {number} is JSON but not a record ({type(record).__name__}); "
+                "delete that line or start a new --output-dir"
+            )
         out.append(record)
     return out
 
@@ -230,8 +272,9 @@ def scan_metrics(path: str | Path) -> tuple[list[dict[str, Any]], str | None]:
     return out, bad
 
 
-def restore_for_resume(path: str | Path, history: list[dict[str, Any]],
-                       resumed_at: int) -> tuple[str | None, Path | None]:
+def restore_for_resume(
+    path: str | Path, history: list[dict[str, Any]], resumed_at: int
+) -> tuple[str | None, Path | None]:
     """Make ``metrics.jsonl`` hold exactly the checkpoint's ``history`` before a resume appends to it.
 
     Lines after the checkpoint (a crash after it) are dropped, as always. The checkpoint's history
@@ -250,8 +293,9 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]],
         write_atomic(path, lines)
         return f"{path} was a link; replaced it by the run's own file, rebuilt from the checkpoint's history", None
     if path.exists() and not path.is_file():
-        raise MetricsFileError(f"{path} is not a regular file; move it away, and --resume rebuilds metrics.jsonl "
-                               "from the checkpoint")
+        raise MetricsFileError(
+            f"{path} is not a regular file; move it away, and --resume rebuilds metrics.jsonl from the checkpoint"
+        )
     if not path.exists():
         write_atomic(path, lines)
         return f"{path} was missing; rebuilt it from the checkpoint's history ({len(history)} records)", None
@@ -262,14 +306,18 @@ def restore_for_resume(path: str | Path, history: list[dict[str, Any]],
             write_atomic(path, lines)
         return None, None
     if not history:
-        raise MetricsFileError(f"{path} {bad or 'does not match the checkpoint'}, and the checkpoint holds no history to "
-                               "rebuild it from; repair that line or start a new --output-dir")
+        raise MetricsFileError(
+            f"{path} {bad or 'does not match the checkpoint'}, and the checkpoint holds no history to "
+            "rebuild it from; repair that line or start a new --output-dir"
+        )
     damaged = path.with_name(path.name + ".damaged")
     write_atomic(damaged, path.read_bytes())
     write_atomic(path, lines)
     why = bad or f"does not match the checkpoint's records up to iteration {resumed_at}"
-    return (f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
-            f"history (the file as found: {damaged.name})"), damaged
+    return (
+        f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
+        f"history (the file as found: {damaged.name})"
+    ), damaged
 
 
 #: the run dir's file that keeps its W&B run id, so that ``--resume`` logs on into the same W&B run
@@ -305,6 +353,10 @@ def wandb_settings(config: Mapping[str, Any], run_dir: str | Path, run_id: str |
     ('/tmp/runs/demo', 'abc')
     """
 
-    out = {"project": os.environ.get("WANDB_PROJECT", "progpo"), "name": str(Path(run_dir).absolute()),
-           "config": dict(config), "dir": str(run_dir)}
+    out = {
+        "project": os.environ.get("WANDB_PROJECT", "progpo"),
+        "name": str(Path(run_dir).absolute()),
+        "config": dict(config),
+        "dir": str(run_dir),
+    }
     return {**out, "id": run_id} if run_id else out

@@ -17,6 +17,7 @@ or compute path differ (``python -m trainers.lab --allow-mixed`` overrides it, l
 >>> compute_path({"batch_decisions": "off", "torch_threads": 2})["torch_threads"]
 2
 """
+
 from __future__ import annotations
 
 import datetime
@@ -30,14 +31,34 @@ from typing import Any, Mapping
 
 from trainers.runs.run_files import open_nofollow
 
-__all__ = ["COMPUTE_FIELDS", "FILE_NAME", "append_end", "append_provenance", "compute_path", "git_state",
-           "provenance_record", "read_provenance", "run_times", "utc_now"]
+__all__ = [
+    "COMPUTE_FIELDS",
+    "FILE_NAME",
+    "append_end",
+    "append_provenance",
+    "compute_path",
+    "git_state",
+    "provenance_record",
+    "read_provenance",
+    "run_times",
+    "utc_now",
+]
 
 FILE_NAME = "provenance.jsonl"
 
 #: config fields that choose how the numbers are computed, not what is computed
-COMPUTE_FIELDS = ("batch_decisions", "torch_threads", "eval_streams", "rollout_streams", "device", "bf16", "backend",
-                  "env_backend", "micro_batch_size", "micro_batch_tokens")
+COMPUTE_FIELDS = (
+    "batch_decisions",
+    "torch_threads",
+    "eval_streams",
+    "rollout_streams",
+    "device",
+    "bf16",
+    "backend",
+    "env_backend",
+    "micro_batch_size",
+    "micro_batch_tokens",
+)
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -46,6 +67,7 @@ def git_state(root: str | Path = ROOT) -> tuple[str | None, bool | None]:
     commit or a file git does not ignore is untracked (a new module imported by the run would
     otherwise pass as the commit's code); ``(None, None)`` outside a git checkout (an installed
     package)."""
+
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
@@ -94,9 +116,17 @@ def compute_path(config: Mapping[str, Any]) -> dict[str, Any]:
 def provenance_record(iteration: int, config: Mapping[str, Any], root: str | Path = ROOT) -> dict[str, Any]:
     """The ``provenance`` record of a process that starts (or resumes) a run at ``iteration``."""
     commit, dirty = git_state(root)
-    return {"iteration": int(iteration), "kind": "provenance", "commit": commit, "dirty": dirty,
-            "host": socket.gethostname(), "started": utc_now(), "cpu": _cpu_model(), "versions": _versions(),
-            "compute": compute_path(config)}
+    return {
+        "iteration": int(iteration),
+        "kind": "provenance",
+        "commit": commit,
+        "dirty": dirty,
+        "host": socket.gethostname(),
+        "started": utc_now(),
+        "cpu": _cpu_model(),
+        "versions": _versions(),
+        "compute": compute_path(config),
+    }
 
 
 def read_provenance(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ where asked), ``config.yaml``, ``provenance.jsonl``, the teacher's samples, the 
 file the run wrote, and at the end the report; and the iterations' progress on the console. The
 iteration's record it logs is built by :func:`trainers.loop.train_record.train_record`.
 """
+
 from __future__ import annotations
 
 import json
@@ -53,9 +54,16 @@ class RunRecorder:
             wandb = None
             if "wandb" in cfg.trackers:
                 manifest.record(self.run_dir / WANDB_ID_FILE)
-                wandb = wandb_settings(dict(cfg.config), self.run_dir, wandb_run_id(self.run_dir, resumed_at is not None))
-            self.logger = MetricsLogger(self.run_dir, tensorboard="tensorboard" in cfg.trackers, wandb=wandb,
-                                        config=dict(cfg.config), resume_after=resumed_at)
+                wandb = wandb_settings(
+                    dict(cfg.config), self.run_dir, wandb_run_id(self.run_dir, resumed_at is not None)
+                )
+            self.logger = MetricsLogger(
+                self.run_dir,
+                tensorboard="tensorboard" in cfg.trackers,
+                wandb=wandb,
+                config=dict(cfg.config),
+                resume_after=resumed_at,
+            )
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
             write_atomic(self.run_dir / "config.yaml", _to_yaml(dict(cfg.sections)))
             self._record_provenance(resumed_at or 0)

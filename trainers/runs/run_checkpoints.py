@@ -7,6 +7,7 @@ iterations, and loads one back on ``--resume``: only with the config it was writ
 :data:`RESUME_COMPATIBLE`), with the process count that wrote it, and only into its own run dir
 (the run ids decide, else the dir's ``config.yaml`` and ``metrics.jsonl``) or an empty one.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,9 +39,22 @@ __all__ = ["RESUME_COMPATIBLE", "RunCheckpoints", "load_weights", "save_weights"
 
 #: config fields that may differ between a run and its resumption (``decode``: both engines draw
 #: the same samples; ``gradient_checkpointing`` and ``logit_chunk_tokens``: the same gradients, recomputed)
-RESUME_COMPATIBLE = ("iterations", "output_dir", "progress_bars", "tensorboard", "report_to", "eval_every", "save_every", "notes",
-                     "step_timeout", "env_backend", "ray_num_cpus", "decode", "gradient_checkpointing",
-                     "logit_chunk_tokens")
+RESUME_COMPATIBLE = (
+    "iterations",
+    "output_dir",
+    "progress_bars",
+    "tensorboard",
+    "report_to",
+    "eval_every",
+    "save_every",
+    "notes",
+    "step_timeout",
+    "env_backend",
+    "ray_num_cpus",
+    "decode",
+    "gradient_checkpointing",
+    "logit_chunk_tokens",
+)
 
 
 class RunCheckpoints:
@@ -51,8 +65,14 @@ class RunCheckpoints:
         dist: the run's processes. teacher: a teacher whose EMA copy is saved with the run, or None.
     """
 
-    def __init__(self, cfg: RunSection, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                 dist: distributed.DistInfo, teacher: Any = None) -> None:
+    def __init__(
+        self,
+        cfg: RunSection,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        dist: distributed.DistInfo,
+        teacher: Any = None,
+    ) -> None:
         self.cfg, self.model, self.optimizer, self.dist, self.teacher = cfg, model, optimizer, dist, teacher
         self.run_dir = Path(cfg.output_dir)
         #: the run id of the checkpoint resumed from (a run continued in a new dir takes it)
@@ -63,7 +83,9 @@ class RunCheckpoints:
         and the others return ``None`` once it is written)."""
         extra: dict[str, Any] = {}
         if self.dist.enabled:
-            if self.dist.strategy == "fsdp2":  # the full state gathered from the shards (FSDP2 runs need GPUs; a test takes this path with a stand-in gather)
+            if (
+                self.dist.strategy == "fsdp2"
+            ):  # the full state gathered from the shards (FSDP2 runs need GPUs; a test takes this path with a stand-in gather)
                 extra["model"], extra["optimizer"] = distributed.full_state_dicts(self.model, self.optimizer)
             rngs = distributed.gather_objects(capture_rng(), self.dist.world_size)
             if not self.dist.is_main:
@@ -73,17 +95,25 @@ class RunCheckpoints:
         if manifest is not None:  # recorded first: a crash mid-write leaves no file the run disowns
             manifest.record(*checkpoint_files(self.run_dir, iteration))
         ema = self.teacher.ema if self.teacher is not None else None
-        path = save_checkpoint(self.run_dir, iteration, {
-            "run_id": manifest.run_id if manifest is not None else None,
-            "config": dict(self.cfg.config),
-            "model": trainable_state(self.model, self.cfg.lora),
-            "optimizer": self.optimizer.state_dict(),
-            "rng": capture_rng(),
-            "env_schedule": {"seed": self.cfg.seed, "next_iteration": iteration + 1, "eval_seed": seeds.eval_plan(self.cfg.seed)},
-            "history": history,
-            **({"teacher_ema": ema.state_dict()} if ema is not None else {}),
-            **extra,
-        })
+        path = save_checkpoint(
+            self.run_dir,
+            iteration,
+            {
+                "run_id": manifest.run_id if manifest is not None else None,
+                "config": dict(self.cfg.config),
+                "model": trainable_state(self.model, self.cfg.lora),
+                "optimizer": self.optimizer.state_dict(),
+                "rng": capture_rng(),
+                "env_schedule": {
+                    "seed": self.cfg.seed,
+                    "next_iteration": iteration + 1,
+                    "eval_seed": seeds.eval_plan(self.cfg.seed),
+                },
+                "history": history,
+                **({"teacher_ema": ema.state_dict()} if ema is not None else {}),
+                **extra,
+            },
+        )
         distributed.barrier()
         return path
 
@@ -101,18 +131,24 @@ class RunCheckpoints:
         defaults = {**TrainConfig().to_dict(), **EARLIER_VALUES}
         diff = sorted(k for k in now if k not in RESUME_COMPATIBLE and saved.get(k, defaults.get(k)) != now[k])
         if diff:
-            raise CheckpointError(f"{path} was written with a different config ({', '.join(diff)} differ); "
-                                  "resume with the same settings or start a new --output-dir")
+            raise CheckpointError(
+                f"{path} was written with a different config ({', '.join(diff)} differ); "
+                "resume with the same settings or start a new --output-dir"
+            )
         self.check_owner(path, data)
         saved_world = int((data.get("distributed") or {}).get("world_size", 1))
         if saved_world != self.dist.world_size:  # before any state is loaded, and not taken for a shape mismatch
-            raise CheckpointError(f"checkpoint {path} was written by {saved_world} process(es); resume it with "
-                                  f"{saved_world} (this run has {self.dist.world_size})")
+            raise CheckpointError(
+                f"checkpoint {path} was written by {saved_world} process(es); resume it with "
+                f"{saved_world} (this run has {self.dist.world_size})"
+            )
         try:
             self._load_state(data)
         except (KeyError, RuntimeError, ValueError, TypeError) as err:
-            raise CheckpointError(f"checkpoint {path} does not match this model/optimizer "
-                                  f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})") from err
+            raise CheckpointError(
+                f"checkpoint {path} does not match this model/optimizer "
+                f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})"
+            ) from err
         return list(data["history"]), int(data["iteration"]) + 1
 
     def _load_state(self, data: dict[str, Any]) -> None:

@@ -35,6 +35,7 @@ Example:
     True True
     >>> claim_run_dir(d, resume=False, overwrite=True, say=lambda line: None).release()
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -52,11 +53,27 @@ from typing import Any, Callable, Mapping
 from trainers.runs.run_files import LinkedPathError, open_nofollow, write_atomic
 from wrappers.errors import UserError
 
-__all__ = ["MANIFEST_NAME", "RUN_FILES", "RunDirError", "RunDirLock", "RunManifest", "RunSection", "claim_run_dir",
-           "earlier_run_files"]
+__all__ = [
+    "MANIFEST_NAME",
+    "RUN_FILES",
+    "RunDirError",
+    "RunDirLock",
+    "RunManifest",
+    "RunSection",
+    "claim_run_dir",
+    "earlier_run_files",
+]
 
 #: What a run writes into its output directory (top-level names).
-RUN_FILES = ("metrics.jsonl", "checkpoints", "tensorboard", "summary.md", "curves.png", "config.yaml", "provenance.jsonl")
+RUN_FILES = (
+    "metrics.jsonl",
+    "checkpoints",
+    "tensorboard",
+    "summary.md",
+    "curves.png",
+    "config.yaml",
+    "provenance.jsonl",
+)
 #: The top-level files a run writes whole: one of these that no run wrote is never replaced.
 _REPLACED = ("metrics.jsonl", "summary.md", "curves.png", "config.yaml", "provenance.jsonl")
 
@@ -100,8 +117,10 @@ class RunDirLock:
             holder = self._fh.read().strip() or "unknown"
             self._fh.close()
             if err.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise RunDirError(f"output dir {run_dir} is in use by another run (pid {holder}); wait for it "
-                                  "to finish or pick another --output-dir") from None
+                raise RunDirError(
+                    f"output dir {run_dir} is in use by another run (pid {holder}); wait for it "
+                    "to finish or pick another --output-dir"
+                ) from None
             raise _os_problem(run_dir, err) from None
         try:
             self._fh.seek(0)
@@ -188,14 +207,23 @@ class RunManifest:
             with path.open("rb") as fh:
                 raw = fh.read(MANIFEST_MAX_BYTES + 1)
             if len(raw) > MANIFEST_MAX_BYTES:
-                raise RunDirError(f"{path} is over {MANIFEST_MAX_BYTES >> 20} MiB, far more than a run's manifest; "
-                                  "remove it or pick another --output-dir")
+                raise RunDirError(
+                    f"{path} is over {MANIFEST_MAX_BYTES >> 20} MiB, far more than a run's manifest; "
+                    "remove it or pick another --output-dir"
+                )
             data = json.loads(raw.decode("utf-8"))
         except (OSError, UnicodeDecodeError, ValueError) as err:
-            raise RunDirError(f"{path} is damaged ({type(err).__name__}); remove it or pick another --output-dir") from None
+            raise RunDirError(
+                f"{path} is damaged ({type(err).__name__}); remove it or pick another --output-dir"
+            ) from None
         files = data.get("files") if isinstance(data, dict) else None
-        if (not isinstance(data, dict) or data.get("format") != MANIFEST_FORMAT or not isinstance(data.get("run_id"), str)
-                or not isinstance(files, list) or not all(isinstance(f, str) for f in files)):
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != MANIFEST_FORMAT
+            or not isinstance(data.get("run_id"), str)
+            or not isinstance(files, list)
+            or not all(isinstance(f, str) for f in files)
+        ):
             raise RunDirError(f"{path} is not a {MANIFEST_FORMAT} manifest; remove it or pick another --output-dir")
         return cls(run_dir, data["run_id"], {f for f in files if _inside(f)})
 
@@ -210,8 +238,11 @@ class RunManifest:
             self.save()
 
     def save(self) -> None:
-        write_atomic(self.path, json.dumps({"format": MANIFEST_FORMAT, "run_id": self.run_id, "files": sorted(self.files)},
-                                           indent=1) + "\n")
+        write_atomic(
+            self.path,
+            json.dumps({"format": MANIFEST_FORMAT, "run_id": self.run_id, "files": sorted(self.files)}, indent=1)
+            + "\n",
+        )
 
 
 def _no_linked_folder(run_dir: Path, rel: str) -> bool:
@@ -298,12 +329,17 @@ def earlier_run_files(run_dir: str | Path) -> tuple[list[Path], list[Path]]:
     run_dir = Path(run_dir)
     manifest = RunManifest.load(run_dir)
     if manifest is not None:
-        ours = sorted(run_dir / f for f in manifest.files if _no_linked_folder(run_dir, f)
-                      and ((run_dir / f).is_file() or (run_dir / f).is_symlink()))
+        ours = sorted(
+            run_dir / f
+            for f in manifest.files
+            if _no_linked_folder(run_dir, f) and ((run_dir / f).is_file() or (run_dir / f).is_symlink())
+        )
     else:
         ours = _legacy_run_files(run_dir)
     names = {p.relative_to(run_dir).as_posix() for p in ours}
-    foreign = [run_dir / n for n in _REPLACED if n not in names and ((run_dir / n).exists() or (run_dir / n).is_symlink())]
+    foreign = [
+        run_dir / n for n in _REPLACED if n not in names and ((run_dir / n).exists() or (run_dir / n).is_symlink())
+    ]
     return ours, foreign
 
 
@@ -345,8 +381,9 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def claim_run_dir(run_dir: str | Path, resume: bool, overwrite: bool = False,
-                  say: Callable[[str], None] = _say) -> RunDirLock:
+def claim_run_dir(
+    run_dir: str | Path, resume: bool, overwrite: bool = False, say: Callable[[str], None] = _say
+) -> RunDirLock:
     """Lock ``run_dir`` for this run; refuse (or with ``overwrite`` clear) an earlier run's files.
 
     A fresh run then starts a new :class:`RunManifest`. ``say``: where ``overwrite`` says what it
@@ -360,8 +397,10 @@ def claim_run_dir(run_dir: str | Path, resume: bool, overwrite: bool = False,
     """
     run_dir = Path(run_dir)
     if run_dir.is_symlink() and not run_dir.exists():
-        raise RunDirError(f"output dir {run_dir} is a symlink to {os.readlink(run_dir)}, which does not exist; "
-                          "create its target or pick another --output-dir")
+        raise RunDirError(
+            f"output dir {run_dir} is a symlink to {os.readlink(run_dir)}, which does not exist; "
+            "create its target or pick another --output-dir"
+        )
     if run_dir.exists() and not run_dir.is_dir():
         raise RunDirError(f"output dir {run_dir} exists and is not a directory")
     try:
@@ -386,11 +425,15 @@ def _clear_for_fresh_run(run_dir: Path, overwrite: bool, say: Callable[[str], No
     ours, foreign = earlier_run_files(run_dir)
     if foreign:
         names = ", ".join(p.name for p in foreign)
-        raise RunDirError(f"output dir {run_dir} holds {names}, which no run of this trainer wrote and a run would "
-                          "replace; move it or pick another --output-dir")
+        raise RunDirError(
+            f"output dir {run_dir} holds {names}, which no run of this trainer wrote and a run would "
+            "replace; move it or pick another --output-dir"
+        )
     if ours and not overwrite:
-        raise RunDirError(f"output dir {run_dir} already holds a run ({_describe(run_dir, ours)}); pass --overwrite "
-                          "to replace it, --resume to continue it, or pick another --output-dir")
+        raise RunDirError(
+            f"output dir {run_dir} already holds a run ({_describe(run_dir, ours)}); pass --overwrite "
+            "to replace it, --resume to continue it, or pick another --output-dir"
+        )
     if ours:
         kept = _foreign_in_run_folders(run_dir, ours)
         line = f"--overwrite: removing the earlier run's files in {run_dir}: {_describe(run_dir, ours)}"

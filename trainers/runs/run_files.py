@@ -29,6 +29,7 @@ True
 >>> open(os.path.join(d, "a.txt")).read()
 'one\\n'
 """
+
 from __future__ import annotations
 
 import errno
@@ -41,8 +42,11 @@ from wrappers.errors import UserError
 
 __all__ = ["LinkedPathError", "create_fresh", "open_nofollow", "real_dir", "write_atomic"]
 
-_FLAGS = {"w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC, "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
-          "r+": os.O_RDWR | os.O_CREAT}
+_FLAGS = {
+    "w": os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+    "a": os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+    "r+": os.O_RDWR | os.O_CREAT,
+}
 
 
 class LinkedPathError(UserError, OSError):
@@ -50,8 +54,10 @@ class LinkedPathError(UserError, OSError):
 
 
 def _refusal(path: Path, what: str = "a symbolic link") -> LinkedPathError:
-    return LinkedPathError(f"{path}: is {what}, which a run never writes through (it could point outside the run "
-                           "dir); remove it and run again")
+    return LinkedPathError(
+        f"{path}: is {what}, which a run never writes through (it could point outside the run "
+        "dir); remove it and run again"
+    )
 
 
 def open_nofollow(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> IO[Any]:
@@ -116,9 +122,11 @@ def real_dir(path: str | Path) -> Path:
     file, is refused (:class:`LinkedPathError`)."""
     path = Path(path)
     if path.is_symlink():
-        raise LinkedPathError(f"{path}: is a symbolic link, which a run never writes through (it could point outside "
-                              "the run dir); remove it and run again (to keep a run's files on another disk, give "
-                              "that disk's path, or a link to it, as --output-dir)")
+        raise LinkedPathError(
+            f"{path}: is a symbolic link, which a run never writes through (it could point outside "
+            "the run dir); remove it and run again (to keep a run's files on another disk, give "
+            "that disk's path, or a link to it, as --output-dir)"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a file there, or on the way

@@ -12,6 +12,7 @@ second held-out split's start and end. Then the warm start, the per-iteration tr
 >>> write_report(d, recs, {"estimator": "progpo-grpo"}).name
 'summary.md'
 """
+
 from __future__ import annotations
 
 import io
@@ -27,8 +28,12 @@ from trainers.teacher_registry import teacher as registered_teacher
 
 __all__ = ["write_report", "plot_curves", "rl_gain"]
 
-CURVES = (("success", "success rate"), ("all_failed_frac", "all-failed group fraction"),
-          ("coverage_rate", "first-visit coverage rate"), ("repeated_action_rate", "repeated-action rate"))
+CURVES = (
+    ("success", "success rate"),
+    ("all_failed_frac", "all-failed group fraction"),
+    ("coverage_rate", "first-visit coverage rate"),
+    ("repeated_action_rate", "repeated-action rate"),
+)
 
 
 def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -> Path:
@@ -71,12 +76,18 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
     label = label_of(config)
-    lines = [f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}"
-             + (f", distill {label}" if label else ""), ""]
+    lines = [
+        f"# ProGPO run report: {config.get('estimator', '?')} on {config.get('env', '?')}"
+        + (f", distill {label}" if label else ""),
+        "",
+    ]
     if label:
         lines += [_distill_paragraph(str(config.get("distill")), label, train), ""]
-    lines += [f"Model `{config.get('model')}`, {config.get('num_groups')} groups x {config.get('group_size')} members, "
-              f"max {config.get('max_steps')} steps, {len(train)} iterations, policy mode `{config.get('policy_mode')}`.", ""]
+    lines += [
+        f"Model `{config.get('model')}`, {config.get('num_groups')} groups x {config.get('group_size')} members, "
+        f"max {config.get('max_steps')} steps, {len(train)} iterations, policy mode `{config.get('policy_mode')}`.",
+        "",
+    ]
     lines += _headline(records)
     lines += _progress_share(records, config)
     lines += _base_share(records, config)
@@ -86,26 +97,48 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
         from trainers.envs import ENV_TABLE
 
         expert = ENV_TABLE[config.get("env", "alfworld")].expert_name or "the expert"
-        lines += ["## Warm start", "",
-                  f"Behaviour cloning from {expert} (it reads only what the agent reads): "
-                  f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
-                  f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
-                  f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
-                  "The iteration-0 evaluation above is of this policy: the gain is RL's.", ""]
+        lines += [
+            "## Warm start",
+            "",
+            f"Behaviour cloning from {expert} (it reads only what the agent reads): "
+            f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
+            f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
+            f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
+            "The iteration-0 evaluation above is of this policy: the gain is RL's.",
+            "",
+        ]
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
-    cols = ["iteration", "success", "score_mean", "all_failed_frac", "adv/progress_group_frac", "coverage_rate",
-            "repeated_action_rate", "invalid_action_rate", "kl", "clip_fraction", "tokens_per_s"]
+    cols = [
+        "iteration",
+        "success",
+        "score_mean",
+        "all_failed_frac",
+        "adv/progress_group_frac",
+        "coverage_rate",
+        "repeated_action_rate",
+        "invalid_action_rate",
+        "kl",
+        "clip_fraction",
+        "tokens_per_s",
+    ]
     lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in train:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
     shown = [r for r in records if r.get("kind") in ("eval", "eval_extra", "baseline")]
     if shown:
-        lines += ["", "## Evaluations", "", "| iteration | kind | split | episodes | success | coverage rate | "
-                  "repeated-action rate |", "|---|---|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Evaluations",
+            "",
+            "| iteration | kind | split | episodes | success | coverage rate | repeated-action rate |",
+            "|---|---|---|---|---|---|---|",
+        ]
         for r in shown:
-            lines.append(f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
-                         f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
-                         f"{_fmt(r.get('eval/repeated_action_rate'))} |")
+            lines.append(
+                f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
+                f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
+                f"{_fmt(r.get('eval/repeated_action_rate'))} |"
+            )
     lines += _example_lines(shown)
     lines += time_lines(train)
     if evals:
@@ -115,17 +148,26 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
             lines += [f"- {k.split('/')[-1]}: {_fmt(v)}" for k, v in sorted(by_type.items())]
     lines += ["", "## Config", "", "```"] + [f"{k}: {v}" for k, v in config.items()] + ["```", ""]
     if evals:
-        lines += ["Success counts won episodes (WebShop: score 1). A group is all-failed when every member's outcome "
-                  "is below tau_R.", ""]
+        lines += [
+            "Success counts won episodes (WebShop: score 1). A group is all-failed when every member's outcome "
+            "is below tau_R.",
+            "",
+        ]
     out = run / "summary.md"
     write_atomic(out, "\n".join(lines))
     return out
 
 
 #: the phases of an iteration, as the train records name them (``time/<phase>_s``)
-PHASES = (("reset", "envs reset"), ("generate", "policy acting (generation / scoring)"), ("env", "env steps"),
-          ("rollout_other", "the collector's own loop"), ("credit", "credit (advantages, teacher inputs)"),
-          ("old_logprob", "old log-probs"), ("update", "PPO update"))
+PHASES = (
+    ("reset", "envs reset"),
+    ("generate", "policy acting (generation / scoring)"),
+    ("env", "env steps"),
+    ("rollout_other", "the collector's own loop"),
+    ("credit", "credit (advantages, teacher inputs)"),
+    ("old_logprob", "old log-probs"),
+    ("update", "PPO update"),
+)
 
 
 def phase_seconds(rec: dict[str, Any], compile_s: float = 0.0) -> dict[str, float]:
@@ -143,7 +185,7 @@ def phase_seconds(rec: dict[str, Any], compile_s: float = 0.0) -> dict[str, floa
 
 
 def time_lines(train: Sequence[dict[str, Any]]) -> list[str]:
-    r""""Where the time went": each phase's mean seconds per iteration and share (the update without
+    r""" "Where the time went": each phase's mean seconds per iteration and share (the update without
     its old log-probs; a compilation counted apart, once).
 
     >>> print("\n".join(time_lines([{"time/iteration_s": 10.0, "time/generate_s": 6.0, "time/update_s": 4.0,
@@ -168,8 +210,10 @@ def time_lines(train: Sequence[dict[str, Any]]) -> list[str]:
     lines = ["", "## Where the time went (mean per iteration)", "", "| phase | s | share |", "|---|---:|---:|"]
     lines += [f"| {name} | {mean[key]:.2f} | {100 * mean[key] / total:.1f}% |" for key, name in PHASES if mean[key] > 0]
     if compile_s:
-        lines.append(f"| decode-step compilation (once, {compile_s:.1f} s in all) | {compile_s / len(timed):.2f} | "
-                     f"{100 * compile_s / len(timed) / total:.1f}% |")
+        lines.append(
+            f"| decode-step compilation (once, {compile_s:.1f} s in all) | {compile_s / len(timed):.2f} | "
+            f"{100 * compile_s / len(timed) / total:.1f}% |"
+        )
     lines.append(f"| iteration | {total:.2f} | 100.0% |")
     return lines
 
@@ -182,17 +226,23 @@ def _example_lines(shown: Sequence[dict[str, Any]]) -> list[str]:
         if r.get("kind") == "baseline" or not isinstance(examples, dict) or not examples:
             continue
         if not lines:
-            lines += ["", "### What the agent did (one won and one lost held-out episode per evaluation, abridged; "
-                      "`python -m trainers.play RUN --task N` shows a whole episode)", ""]
+            lines += [
+                "",
+                "### What the agent did (one won and one lost held-out episode per evaluation, abridged; "
+                "`python -m trainers.play RUN --task N` shows a whole episode)",
+                "",
+            ]
         for kind in ("won", "lost"):
             ex = examples.get(kind)
             if not ex:
                 continue
             more = " > ..." if ex["steps"] > len(ex["actions"]) else ""
-            lines.append(f"- iteration {r['iteration']}, {r.get('eval/split', '')} episode {ex['episode']} "
-                         f"({ex['task_type']}), **{kind}** in {ex['steps']} steps: "
-                         f"{' > '.join(f'`{a}`' for a in ex['actions'])}{more}; last observation: "
-                         f"\"{ex['last_observation']}\"")
+            lines.append(
+                f"- iteration {r['iteration']}, {r.get('eval/split', '')} episode {ex['episode']} "
+                f"({ex['task_type']}), **{kind}** in {ex['steps']} steps: "
+                f"{' > '.join(f'`{a}`' for a in ex['actions'])}{more}; last observation: "
+                f'"{ex["last_observation"]}"'
+            )
     return lines
 
 
@@ -213,9 +263,15 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     from trainers.rollouts.eval_episodes import check_same_panel
 
     check_same_panel(a, b, f"the {kind} at iteration 0 and at iteration {b.get('iteration')}")
-    out = {"split": a.get("eval/split"), "episodes": a.get("eval/episodes"), "start": a["eval/success"],
-           "end": b["eval/success"], "end_iteration": b["iteration"], "diff": b["eval/success"] - a["eval/success"],
-           "ci": None}
+    out = {
+        "split": a.get("eval/split"),
+        "episodes": a.get("eval/episodes"),
+        "start": a["eval/success"],
+        "end": b["eval/success"],
+        "end_iteration": b["iteration"],
+        "diff": b["eval/success"] - a["eval/success"],
+        "ci": None,
+    }
     wa, wb = a.get("eval/won"), b.get("eval/won")
     if wa and wb and len(wa) == len(wb):
         out["diff"], lo, hi = paired_bootstrap_ci(wa, wb, seed=0)
@@ -238,10 +294,13 @@ def _progress_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -
     step_share = sum(float(r.get("adv/progress_step_frac", 0.0)) for r in train) / len(train)
     per_it = ", ".join(f"{r.get('adv/progress_group_frac', 0.0):.2f}" for r in train)
     base = str(config.get("estimator", "")).split("-", 1)[-1]
-    lines = ["## Where ProGPO acted", "",
-             f"The progress term replaced the {base} advantage in **{acted:.0f} of {groups:.0f} groups** "
-             f"({acted / max(groups, 1):.1%}; on average {step_share:.1%} of the steps of an iteration); "
-             f"share of groups per iteration: {per_it}."]
+    lines = [
+        "## Where ProGPO acted",
+        "",
+        f"The progress term replaced the {base} advantage in **{acted:.0f} of {groups:.0f} groups** "
+        f"({acted / max(groups, 1):.1%}; on average {step_share:.1%} of the steps of an iteration); "
+        f"share of groups per iteration: {per_it}.",
+    ]
     if acted / max(groups, 1) < 0.1:
         lines.append(f"With so few all-failed groups, what this run changed is essentially {base}'s doing.")
     return lines + [""]
@@ -279,20 +338,30 @@ def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
     ci = f" (95% paired bootstrap CI [{g['ci'][0]:+.3f}, {g['ci'][1]:+.3f}])" if g["ci"] else ""
     verdict = ""
     if g["ci"]:
-        verdict = (" The interval excludes 0: RL improved the agent." if g["ci"][0] > 0 else
-                   " The interval excludes 0: RL made the agent worse." if g["ci"][1] < 0 else
-                   " The interval includes 0: no significant change.")
-    lines += [f"- **{g['split']}** ({g['episodes']} episodes, fixed seeds): success {g['start']:.3f} at iteration 0 "
-              f"(before any RL update) -> {g['end']:.3f} at iteration {g['end_iteration']}; "
-              f"difference **{g['diff']:+.3f}**{ci}.{verdict}"]
+        verdict = (
+            " The interval excludes 0: RL improved the agent."
+            if g["ci"][0] > 0
+            else " The interval excludes 0: RL made the agent worse."
+            if g["ci"][1] < 0
+            else " The interval includes 0: no significant change."
+        )
+    lines += [
+        f"- **{g['split']}** ({g['episodes']} episodes, fixed seeds): success {g['start']:.3f} at iteration 0 "
+        f"(before any RL update) -> {g['end']:.3f} at iteration {g['end_iteration']}; "
+        f"difference **{g['diff']:+.3f}**{ci}.{verdict}"
+    ]
     sc = g.get("score")
     if sc is not None and (sc["start"] != g["start"] or sc["end"] != g["end"]):  # partial credit exists
-        lines.append(f"- Mean score (partial credit counts): {sc['start']:.3f} -> {sc['end']:.3f}, difference "
-                     f"**{sc['diff']:+.3f}** (95% paired bootstrap CI [{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}]).")
+        lines.append(
+            f"- Mean score (partial credit counts): {sc['start']:.3f} -> {sc['end']:.3f}, difference "
+            f"**{sc['diff']:+.3f}** (95% paired bootstrap CI [{sc['ci'][0]:+.3f}, {sc['ci'][1]:+.3f}])."
+        )
     base = [r for r in records if r.get("kind") == "baseline"]
     if base:
-        lines.append(f"- For scale: a uniformly random admissible-command policy (look, inventory, examine left out) "
-                     f"wins {base[0]['eval/success']:.3f} of the same {base[0].get('eval/episodes')} episodes.")
+        lines.append(
+            f"- For scale: a uniformly random admissible-command policy (look, inventory, examine left out) "
+            f"wins {base[0]['eval/success']:.3f} of the same {base[0].get('eval/episodes')} episodes."
+        )
     try:
         x = rl_gain(records, "eval_extra")
     except PanelMismatch as err:
@@ -300,8 +369,10 @@ def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
         lines.append(f"- Standard split: not compared: {err}.")
     if x is not None:
         ci = f" (95% CI [{x['ci'][0]:+.3f}, {x['ci'][1]:+.3f}])" if x["ci"] else ""
-        lines.append(f"- Standard **{x['split']}** split ({x['episodes']} episodes): {x['start']:.3f} -> {x['end']:.3f}, "
-                     f"difference {x['diff']:+.3f}{ci}.")
+        lines.append(
+            f"- Standard **{x['split']}** split ({x['episodes']} episodes): {x['start']:.3f} -> {x['end']:.3f}, "
+            f"difference {x['diff']:+.3f}{ci}."
+        )
     return lines + [""]
 
 

@@ -81,6 +81,7 @@ Example:
     [False, False, False, False, False, False]
     >>> envs.close()
 """
+
 from __future__ import annotations
 
 from wrappers.group.vector_env import DEFAULT_STEP_TIMEOUT, GroupSeedSchedule, GroupVectorEnv

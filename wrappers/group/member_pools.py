@@ -31,6 +31,7 @@ other ``SIGALRM`` handler or timer is set): a step that runs past it is interrup
 rebuilt from its factory and the member reported as crashed. Code stuck inside a C call is only
 interrupted when that call returns; use the async pool for engines that can hang in C.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -51,8 +52,17 @@ from gymnasium.vector.utils import CloudpickleWrapper
 
 from wrappers.errors import UserError
 
-__all__ = ["AsyncMemberPool", "Crashed", "MemberError", "StepTimeout", "SyncMemberPool", "UnsentActionError", "check_timeout",
-           "check_member_spaces", "describe_error"]
+__all__ = [
+    "AsyncMemberPool",
+    "Crashed",
+    "MemberError",
+    "StepTimeout",
+    "SyncMemberPool",
+    "UnsentActionError",
+    "check_timeout",
+    "check_member_spaces",
+    "describe_error",
+]
 
 #: a factory that builds one member's env
 EnvFn = Callable[[], gym.Env]
@@ -140,7 +150,9 @@ def _alarm(seconds: float | None) -> Iterator[None]:
         signal.signal(signal.SIGALRM, previous)
 
 
-def check_member_spaces(spaces: Sequence[tuple[gym.Space[Any], gym.Space[Any]]]) -> tuple[gym.Space[Any], gym.Space[Any]]:
+def check_member_spaces(
+    spaces: Sequence[tuple[gym.Space[Any], gym.Space[Any]]],
+) -> tuple[gym.Space[Any], gym.Space[Any]]:
     """The one (observation, action) space pair every member shares; a member with others is refused."""
     obs_space, act_space = spaces[0]
     for i, (o, a) in enumerate(spaces[1:], start=1):
@@ -175,7 +187,9 @@ class SyncMemberPool:
     def pids(self) -> list[int | None]:
         return [None] * len(self.envs)
 
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
+    def reset(
+        self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]
+    ) -> list[tuple[Any, bool]]:
         """Reset members ``indices``; returns a list of ``((obs, info), restarted=False)``."""
         return [(self.envs[i].reset(seed=s, options=o), False) for i, s, o in zip(indices, seeds, options)]
 
@@ -188,7 +202,9 @@ class SyncMemberPool:
                     results.append(self.envs[i].step(a))
             except StepTimeout:
                 self._rebuild(i)
-                results.append(Crashed(f"worker did not answer within {self.step_timeout} s (step interrupted, env rebuilt)"))
+                results.append(
+                    Crashed(f"worker did not answer within {self.step_timeout} s (step interrupted, env rebuilt)")
+                )
             except Exception as err:  # noqa: BLE001 - the member's episode is truncated with the message
                 results.append(Crashed(describe_error(err), restarted=False))
         return results
@@ -396,19 +412,25 @@ class AsyncMemberPool:
         return payload
 
     # -- pool API -----------------------------------------------------------------------
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
+    def reset(
+        self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]
+    ) -> list[tuple[Any, bool]]:
         """Reset members ``indices`` in parallel; returns ``((obs, info), restarted)`` per member."""
         self._check_open()
         self._resync()
         sent = [self._send(i, ("reset", (s, o))) for i, s, o in zip(indices, seeds, options)]
-        answers = [self._receive(i, self.reset_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
+        answers = [
+            self._receive(i, self.reset_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)
+        ]
         results = []
         for i, s, o, answer in zip(indices, seeds, options, answers):
             restarted = False
             if isinstance(answer, Crashed):
                 self._restart(i)
                 restarted = True
-                answer = self._receive(i, self.reset_timeout) if self._send(i, ("reset", (s, o))) else Crashed("pipe closed")
+                answer = (
+                    self._receive(i, self.reset_timeout) if self._send(i, ("reset", (s, o))) else Crashed("pipe closed")
+                )
                 if isinstance(answer, Crashed):
                     raise RuntimeError(f"member {i}: worker died twice while resetting with seed {s} ({answer.reason})")
             results.append((self._unwrap(i, answer, "reset"), restarted))
@@ -425,7 +447,9 @@ class AsyncMemberPool:
         payloads = step_payloads(indices, actions, "worker process")
         self._resync()
         sent = [self._send(i, p) for i, p in zip(indices, payloads)]
-        answers = [self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)]
+        answers = [
+            self._receive(i, self.step_timeout) if ok else Crashed("pipe closed") for i, ok in zip(indices, sent)
+        ]
         results: list[tuple[Any, ...] | Crashed] = []
         for i, answer in zip(indices, answers):
             if isinstance(answer, Crashed):

@@ -34,6 +34,7 @@ Example (a local Ray is started on demand; ``ray.shutdown()`` ends it)::
     print(envs.worker_node_ids)   # the Ray node of each member's actor
     envs.close()
 """
+
 from __future__ import annotations
 
 import functools
@@ -81,7 +82,12 @@ class _MemberActor:
         import ray
 
         spaces = [(e.observation_space, e.action_space) for e in self.envs]
-        return os.getpid(), ray.get_runtime_context().get_node_id(), spaces, dict(getattr(self.envs[0], "metadata", {}) or {})
+        return (
+            os.getpid(),
+            ray.get_runtime_context().get_node_id(),
+            spaces,
+            dict(getattr(self.envs[0], "metadata", {}) or {}),
+        )
 
     @staticmethod
     def _call(fn: Callable[[], Any]) -> _Answer:
@@ -90,8 +96,13 @@ class _MemberActor:
         except Exception as err:  # noqa: BLE001 - the caller decides (step: truncate, reset: raise)
             return "error", (type(err).__name__, str(err), traceback.format_exc())
 
-    def reset(self, slots: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[_Answer]:
-        return [self._call(functools.partial(self.envs[s].reset, seed=seed, options=o)) for s, seed, o in zip(slots, seeds, options)]
+    def reset(
+        self, slots: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]
+    ) -> list[_Answer]:
+        return [
+            self._call(functools.partial(self.envs[s].reset, seed=seed, options=o))
+            for s, seed, o in zip(slots, seeds, options)
+        ]
 
     def step(self, slots: Sequence[int], actions: Sequence[Any]) -> list[_Answer]:
         return [self._call(functools.partial(self.envs[s].step, a)) for s, a in zip(slots, actions)]
@@ -135,9 +146,13 @@ class RayMemberPool:
     ) -> None:
         if isinstance(num_cpus, bool) or not isinstance(num_cpus, (int, float)) or not num_cpus >= 0:
             raise ValueError(f"num_cpus must be a number >= 0 (fractions allowed, e.g. 0.5), got {num_cpus!r}")
-        if resources is not None and (not isinstance(resources, Mapping) or not all(
+        if resources is not None and (
+            not isinstance(resources, Mapping)
+            or not all(
                 isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
-                for k, v in resources.items())):
+                for k, v in resources.items()
+            )
+        ):
             raise ValueError(f"resources must be a dict of resource name -> amount >= 0, got {resources!r}")
         if isinstance(members_per_actor, bool) or not isinstance(members_per_actor, int) or members_per_actor < 1:
             raise ValueError(f"members_per_actor must be an int >= 1, got {members_per_actor!r}")
@@ -165,7 +180,9 @@ class RayMemberPool:
         except BaseException:
             self.close()
             raise
-        self.single_observation_space, self.single_action_space = check_member_spaces([sp for d in described for sp in d[2]])
+        self.single_observation_space, self.single_action_space = check_member_spaces(
+            [sp for d in described for sp in d[2]]
+        )
         self.metadata: dict[str, Any] = described[0][3]
 
     # -- actor management ---------------------------------------------------------------
@@ -179,11 +196,15 @@ class RayMemberPool:
         try:
             described = ray.get(ref, timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError as err:
-            raise RuntimeError(f"env_fns_or_id: the Ray actor of members {self._packs[a]} was not running within "
-                               f"{self.start_timeout} s: does the cluster have num_cpus={self._options['num_cpus']} and "
-                               f"resources={self._options['resources']} free for it?") from err
+            raise RuntimeError(
+                f"env_fns_or_id: the Ray actor of members {self._packs[a]} was not running within "
+                f"{self.start_timeout} s: does the cluster have num_cpus={self._options['num_cpus']} and "
+                f"resources={self._options['resources']} free for it?"
+            ) from err
         except ray.exceptions.RayActorError as err:
-            raise MemberError(f"env_fns_or_id: creating members {self._packs[a]} failed in their Ray actor: {err}") from err
+            raise MemberError(
+                f"env_fns_or_id: creating members {self._packs[a]} failed in their Ray actor: {err}"
+            ) from err
         self._described[a] = (described[0], described[1])
         return described
 
@@ -219,8 +240,9 @@ class RayMemberPool:
             positions[self._where[i][0]].append(pos)
         return positions
 
-    def _call(self, method: str, indices: Sequence[int], args: Sequence[Sequence[Any]],
-              timeout: float | None) -> list[_Answer | Crashed]:
+    def _call(
+        self, method: str, indices: Sequence[int], args: Sequence[Sequence[Any]], timeout: float | None
+    ) -> list[_Answer | Crashed]:
         """Send ``method`` to the actors of ``indices`` (one request per actor), gather the answers."""
         ray = self._ray
         by_actor = self._by_actor(indices)
@@ -260,19 +282,26 @@ class RayMemberPool:
         """Ray node id of each member's actor."""
         return [d[1] if (d := self._described[a]) else None for a, _ in self._where]
 
-    def reset(self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]) -> list[tuple[Any, bool]]:
+    def reset(
+        self, indices: Sequence[int], seeds: Sequence[int], options: Sequence[dict[str, Any] | None]
+    ) -> list[tuple[Any, bool]]:
         """Reset members ``indices``; returns ``((obs, info), restarted)`` per member."""
         self._resync()
         answers = self._call("reset", indices, (seeds, options), self.reset_timeout)
         retry = [p for p, ans in enumerate(answers) if isinstance(ans, Crashed)]
         restarted = {p: False for p in range(len(indices))}
         if retry:
-            again = self._call("reset", [indices[p] for p in retry], ([seeds[p] for p in retry], [options[p] for p in retry]),
-                               self.reset_timeout)
+            again = self._call(
+                "reset",
+                [indices[p] for p in retry],
+                ([seeds[p] for p in retry], [options[p] for p in retry]),
+                self.reset_timeout,
+            )
             for p, ans in zip(retry, again):
                 if isinstance(ans, Crashed):
-                    raise RuntimeError(f"member {indices[p]}: Ray actor died twice while resetting with seed {seeds[p]} "
-                                       f"({ans.reason})")
+                    raise RuntimeError(
+                        f"member {indices[p]}: Ray actor died twice while resetting with seed {seeds[p]} ({ans.reason})"
+                    )
                 answers[p], restarted[p] = ans, True
         results = []
         for p, (i, answer) in enumerate(zip(indices, answers)):

@@ -1,6 +1,7 @@
 """The body of :class:`GroupVectorEnv` and its task schedule (:class:`GroupSeedSchedule`); the
 package's docstring (:mod:`wrappers.group`) describes the layout, the schedule, the autoreset
 mode and the infos."""
+
 # Over 500 lines: one class, whose reset, step, group autoreset and forking share the members' state.
 from __future__ import annotations
 
@@ -68,8 +69,10 @@ def _info_array(values: Sequence[Any], idx: Sequence[int], n: int, force_object:
         array = np.zeros(n, dtype=type(first))
     elif kinds <= {int, float}:
         array = np.zeros(n, dtype=np.float64)
-    elif len(kinds) == 1 and isinstance(first, np.ndarray) and all(
-        v.shape == first.shape and v.dtype == first.dtype for v in values
+    elif (
+        len(kinds) == 1
+        and isinstance(first, np.ndarray)
+        and all(v.shape == first.shape and v.dtype == first.dtype for v in values)
     ):
         array = np.zeros((n, *first.shape), dtype=first.dtype)
     else:
@@ -119,8 +122,14 @@ class GroupSeedSchedule:
 
 
 #: the backends each backend-specific argument of GroupVectorEnv applies to
-_BACKEND_OPTIONS = {"context": ("async",), "reset_timeout": ("async", "ray"), "num_cpus": ("ray",),
-                    "resources": ("ray",), "members_per_actor": ("ray",), "ray_init": ("ray",)}
+_BACKEND_OPTIONS = {
+    "context": ("async",),
+    "reset_timeout": ("async", "ray"),
+    "num_cpus": ("ray",),
+    "resources": ("ray",),
+    "members_per_actor": ("ray",),
+    "ray_init": ("ray",),
+}
 
 
 def _check_backend_options(backend: str, **given: Any) -> None:
@@ -128,8 +137,9 @@ def _check_backend_options(backend: str, **given: Any) -> None:
     wrong = [name for name, value in given.items() if value is not None and backend not in _BACKEND_OPTIONS[name]]
     if wrong:
         where = sorted({b for name in wrong for b in _BACKEND_OPTIONS[name]})
-        raise ValueError(f"{', '.join(wrong)}: apply to backend={' or '.join(repr(b) for b in where)} only, "
-                         f"not {backend!r}")
+        raise ValueError(
+            f"{', '.join(wrong)}: apply to backend={' or '.join(repr(b) for b in where)} only, not {backend!r}"
+        )
 
 
 def _resolve_env_fns(
@@ -150,7 +160,9 @@ def _resolve_env_fns(
             )
         kwargs_list = [dict(k) for k in env_kwargs]
     else:
-        raise TypeError(f"env_kwargs must be None, a dict or a list of {num_envs} dicts, got {type(env_kwargs).__name__}")
+        raise TypeError(
+            f"env_kwargs must be None, a dict or a list of {num_envs} dicts, got {type(env_kwargs).__name__}"
+        )
 
     if isinstance(env_fns_or_id, str):
         try:
@@ -243,8 +255,15 @@ class GroupVectorEnv(VectorEnv):
         self.group_size = _check_int("group_size", group_size, 1)
         if backend not in ("sync", "async", "ray"):
             raise ValueError(f"backend must be 'sync', 'async' or 'ray', got {backend!r}")
-        _check_backend_options(backend, context=context, reset_timeout=reset_timeout, num_cpus=num_cpus,
-                               resources=resources, members_per_actor=members_per_actor, ray_init=ray_init)
+        _check_backend_options(
+            backend,
+            context=context,
+            reset_timeout=reset_timeout,
+            num_cpus=num_cpus,
+            resources=resources,
+            members_per_actor=members_per_actor,
+            ray_init=ray_init,
+        )
         if not isinstance(tau_r, numbers.Real) or not math.isfinite(tau_r):
             raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
         if seed is not None:
@@ -261,15 +280,25 @@ class GroupVectorEnv(VectorEnv):
         explicit_timeout = None if auto_timeout else check_timeout("step_timeout", step_timeout)
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
         if backend == "sync":
-            self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(env_fns, step_timeout=explicit_timeout)
+            self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(
+                env_fns, step_timeout=explicit_timeout
+            )
         elif backend == "ray":
             from wrappers.group.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
 
-            self.pool = RayMemberPool(env_fns, num_cpus=1.0 if num_cpus is None else num_cpus, resources=resources,
-                                      members_per_actor=members_per_actor or 1, step_timeout=explicit_timeout,
-                                      reset_timeout=reset_timeout, ray_init=ray_init)
+            self.pool = RayMemberPool(
+                env_fns,
+                num_cpus=1.0 if num_cpus is None else num_cpus,
+                resources=resources,
+                members_per_actor=members_per_actor or 1,
+                step_timeout=explicit_timeout,
+                reset_timeout=reset_timeout,
+                ray_init=ray_init,
+            )
         else:
-            self.pool = AsyncMemberPool(env_fns, context=context, step_timeout=explicit_timeout, reset_timeout=reset_timeout)
+            self.pool = AsyncMemberPool(
+                env_fns, context=context, step_timeout=explicit_timeout, reset_timeout=reset_timeout
+            )
         if auto_timeout:
             declared = self.pool.metadata.get("step_timeout")
             try:
@@ -342,7 +371,9 @@ class GroupVectorEnv(VectorEnv):
                 return list(options)
         raise ValueError(f"options must be None, a dict, or a list of {self.num_groups} dicts (one per group)")
 
-    def _reset_groups(self, groups: Sequence[int], options: Sequence[dict[str, Any] | None]) -> dict[int, tuple[Any, dict[str, Any]]]:
+    def _reset_groups(
+        self, groups: Sequence[int], options: Sequence[dict[str, Any] | None]
+    ) -> dict[int, tuple[Any, dict[str, Any]]]:
         """Start the next scheduled task in ``groups``; returns {member: (obs, reset info)}."""
         indices, seeds, opts = [], [], []
         for g, o in zip(groups, options):
@@ -397,7 +428,10 @@ class GroupVectorEnv(VectorEnv):
 
     # -- VectorEnv API -----------------------------------------------------------------------
     def reset(
-        self, *, seed: int | Sequence[int] | None = None, options: dict[str, Any] | Sequence[dict[str, Any]] | None = None
+        self,
+        *,
+        seed: int | Sequence[int] | None = None,
+        options: dict[str, Any] | Sequence[dict[str, Any]] | None = None,
     ) -> tuple[Any, dict[str, Any]]:
         """Start every group on a new task.
 
@@ -437,8 +471,9 @@ class GroupVectorEnv(VectorEnv):
         self._needs_reset = True
 
     # -- members one by one, outside the group schedule (a tree rollout's branches) ------------
-    def reset_members(self, members: Sequence[int], task_seeds: Sequence[int],
-                      options: Sequence[dict[str, Any] | None] | None = None) -> list[tuple[Any, dict[str, Any]]]:
+    def reset_members(
+        self, members: Sequence[int], task_seeds: Sequence[int], options: Sequence[dict[str, Any] | None] | None = None
+    ) -> list[tuple[Any, dict[str, Any]]]:
         """Reset ``members`` to the given task seeds (and options); their ``(obs, info)``. The
         groups' schedule is left alone: ``step()`` is refused until the next ``reset()``."""
         self._check_open()
@@ -454,8 +489,9 @@ class GroupVectorEnv(VectorEnv):
         self._needs_reset = True
         return self.pool.step(list(members), list(actions))
 
-    def fork(self, member: int, task_seed: int, options: dict[str, Any] | None,
-             actions: Sequence[Any]) -> tuple[tuple[Any, dict[str, Any]], list[tuple[Any, ...] | Crashed]]:
+    def fork(
+        self, member: int, task_seed: int, options: dict[str, Any] | None, actions: Sequence[Any]
+    ) -> tuple[tuple[Any, dict[str, Any]], list[tuple[Any, ...] | Crashed]]:
         """``member`` reset to ``task_seed`` and made to replay ``actions`` (a branch from a shared
         prefix): the reset's ``(obs, info)`` and each step's result, up to the first that crashed."""
         reset = self.reset_members([member], [task_seed], [options])[0]
@@ -472,8 +508,10 @@ class GroupVectorEnv(VectorEnv):
 
     def _split_actions(self, actions: Any) -> list[Any]:
         if isinstance(actions, (str, bytes, bytearray, memoryview)):
-            raise TypeError(f"actions: expected a sequence of {self.num_envs} member actions, got {type(actions).__name__} "
-                            "(a str or bytes is not split into actions)")
+            raise TypeError(
+                f"actions: expected a sequence of {self.num_envs} member actions, got {type(actions).__name__} "
+                "(a str or bytes is not split into actions)"
+            )
         try:
             items = list(iterate(self.action_space, actions))
         except Exception as err:  # noqa: BLE001 - re-raised with the argument named
@@ -486,8 +524,10 @@ class GroupVectorEnv(VectorEnv):
         self._check_open()
         if self._needs_reset:
             if self._interrupted:
-                raise RuntimeError("GroupVectorEnv: a previous step() was interrupted part-way, so members may be out of "
-                                   "step; call reset() before stepping again")
+                raise RuntimeError(
+                    "GroupVectorEnv: a previous step() was interrupted part-way, so members may be out of "
+                    "step; call reset() before stepping again"
+                )
             raise RuntimeError("GroupVectorEnv.step() called before reset()")
         action_list = self._split_actions(actions)
         rewards = np.zeros(self.num_envs, dtype=np.float64)
@@ -530,7 +570,9 @@ class GroupVectorEnv(VectorEnv):
         for i in map(int, np.flatnonzero(waiting)):
             per_member[i] = retried.get(i, {"worker_restarted": False})
 
-        completed = sorted({int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()})
+        completed = sorted(
+            {int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()}
+        )
         if completed:
             group_flags = {}
             for g in completed:
@@ -545,8 +587,11 @@ class GroupVectorEnv(VectorEnv):
                     elif not self.autoreset:  # held: the member waits on its final obs until reset()
                         info = {"group_reset": False, "worker_restarted": False}
                     else:  # the reset raised: the member waits on its final obs until the retry
-                        info = {"group_reset": False, "worker_restarted": False,
-                                "worker_error": f"reset failed: {self._pending_reset[g]}"}
+                        info = {
+                            "group_reset": False,
+                            "worker_restarted": False,
+                            "worker_error": f"reset failed: {self._pending_reset[g]}",
+                        }
                     if "final_obs" in per_member[i]:
                         info["final_obs"] = per_member[i]["final_obs"]
                         info["final_info"] = per_member[i]["final_info"]
@@ -592,9 +637,11 @@ class GroupVectorEnv(VectorEnv):
             resets, err = self._try_reset_group(g)
             if err is not None:
                 self._needs_reset = True
-                raise MemberError(f"group {g}: resetting to its next task failed twice (task seed "
-                                  f"{self.schedule.seed_for(g, int(self._episode[g]))}): {describe_error(err)}; "
-                                  f"first failure: {reason}") from err
+                raise MemberError(
+                    f"group {g}: resetting to its next task failed twice (task seed "
+                    f"{self.schedule.seed_for(g, int(self._episode[g]))}): {describe_error(err)}; "
+                    f"first failure: {reason}"
+                ) from err
             del self._pending_reset[g]
             for i, (_, info) in resets.items():
                 info["group_id"] = g

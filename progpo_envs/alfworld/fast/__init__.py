@@ -25,6 +25,7 @@ Identity with the stock engine is tested (``tests/alfworld``) and checked for ev
 ``python -m progpo_envs.alfworld.identity``. Importing this package needs the ``alfworld`` extra
 (:class:`~progpo_envs.alfworld.install.EngineUnavailableError`, an ``ImportError``, says the fix).
 """
+
 from __future__ import annotations
 
 from progpo_envs.alfworld.install import require_engine

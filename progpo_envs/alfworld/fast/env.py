@@ -11,6 +11,7 @@ path (one copy in the OS page cache, shared by every worker process); further en
 same process get a private temporary copy as the stock engine does (the library keeps its
 state in globals, so two engines must not share one mapping).
 """
+
 from __future__ import annotations
 
 import json
@@ -123,14 +124,20 @@ class FastPddlEnv(PddlEnv):
 
     def reset(self) -> Any:
         # textworld 1.7.0 PddlEnv.reset, reusing the translation
-        self._pddl_state = FastPddlState(self.downward_lib, self._game_data["pddl_problem"], self._logic, self._tr,
-                                         self._op_table)
+        self._pddl_state = FastPddlState(
+            self.downward_lib, self._game_data["pddl_problem"], self._logic, self._tr, self._op_table
+        )
         self.prev_state = None
         self.state = GameState()
         self._last_action = None
         self._moves = 0
-        context = {"state": self._pddl_state, "facts": list(self._pddl_state.facts), "variables": {},
-                   "mapping": {}, "entity_infos": self._entity_infos}
+        context = {
+            "state": self._pddl_state,
+            "facts": list(self._pddl_state.facts),
+            "variables": {},
+            "mapping": {},
+            "entity_infos": self._entity_infos,
+        }
         self.state.feedback = self._logic.grammar.derive("#intro#", context)
         self.state.raw = self.state.feedback
         self._gather_infos()
@@ -168,9 +175,13 @@ class FastPddlEnv(PddlEnv):
             if hit is None:
                 if mapping is None:
                     mapping = {k: info.name for k, info in self._entity_infos.items()}
-                context = {"state": ps, "facts": facts,
-                           "variables": {ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()},
-                           "mapping": action.mapping, "entity_infos": self._entity_infos}
+                context = {
+                    "state": ps,
+                    "facts": facts,
+                    "variables": {ph.name: self._entity_infos[var.name] for ph, var in action.mapping.items()},
+                    "mapping": action.mapping,
+                    "entity_infos": self._entity_infos,
+                }
                 template = action.command_template
                 derived = self._logic.grammar.derive(template, context)
                 action.command_template = derived

@@ -10,6 +10,7 @@
 
 Each re-implementation mirrors textworld 1.7.0 (the version ``progpo[alfworld]`` pins).
 """
+
 from __future__ import annotations
 
 import copy
@@ -198,7 +199,7 @@ def game_logic(domain: str, grammar: str) -> Any:
 
     def make() -> Any:
         m = matches[0]
-        base_text = grammar[: m.start(2)] + _PLACEHOLDER + grammar[m.end(2):]
+        base_text = grammar[: m.start(2)] + _PLACEHOLDER + grammar[m.end(2) :]
         base = _LOGIC.get_or_make(sha(domain, base_text), lambda: _parse_logic(domain, base_text))
         return _with_sentence(base, sentence)
 

@@ -7,6 +7,7 @@ Every table registers itself, so :func:`clear_caches` empties them all (tests, l
 >>> len(sha("domain", "problem"))
 64
 """
+
 from __future__ import annotations
 
 import hashlib

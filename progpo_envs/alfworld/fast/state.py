@@ -5,6 +5,7 @@ same facts inserted in the same order (from :class:`~progpo_envs.alfworld.fast.t
 instead of a fresh translation), and the same applicable actions in the same order, with the
 per-operator part (name, argument mapping) built once per game in ``op_table``.
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -23,8 +24,9 @@ __all__ = ["FastPddlState"]
 class FastPddlState(pddl_logic.PddlState):
     """``PddlState`` built from a cached translation (same facts, inserted in the same order)."""
 
-    def __init__(self, downward_lib: Any, pddl_problem: str, logic: Any, tr: Translation,
-                 op_table: dict[int, Any]) -> None:
+    def __init__(
+        self, downward_lib: Any, pddl_problem: str, logic: Any, tr: Translation, op_table: dict[int, Any]
+    ) -> None:
         # textworld 1.7.0 PddlState.__init__, minus the translation (tr holds it)
         self._op_table = op_table
         self._facts = defaultdict(set)
@@ -67,8 +69,10 @@ class FastPddlState(pddl_logic.PddlState):
             if entry is None:
                 op_name = op.name
                 name, *arguments = op_name.split()
-                mapping = {Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
-                           for p, arg in zip(self._actions[name].parameters, arguments)}
+                mapping = {
+                    Placeholder(p.name.strip("?"), p.type_name): Variable(arg, p.type_name)
+                    for p, arg in zip(self._actions[name].parameters, arguments)
+                }
                 entry = table[op.id] = (op_name, name, mapping)
             op_name, name, mapping = entry
             if op_name in seen:

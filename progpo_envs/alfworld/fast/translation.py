@@ -13,6 +13,7 @@ any check is deleted and translated again with a ``RuntimeWarning``, so a damage
 reaches fast-downward (whose ``load_sas`` exits the process on a bad SAS text) and never makes a
 good game file look broken. :func:`warm_translation_cache` fills it ahead of rollout workers.
 """
+
 from __future__ import annotations
 
 import functools
@@ -71,7 +72,9 @@ class Translation:
         self.sas_bytes: bytes = record["sas"].encode("utf-8")
         self.types: list[tuple[str, list[str]]] = [(n, list(st)) for n, st in record["types"]]
         self.name2type: dict[str, str] = dict(record["objects"])
-        self.actions = {n: _ActionSchema(n, [_Param(pn, pt) for pn, pt in params]) for n, params in record["actions"].items()}
+        self.actions = {
+            n: _ActionSchema(n, [_Param(pn, pt) for pn, pt in params]) for n, params in record["actions"].items()
+        }
         self.dynamic_predicates = set(record["dynamic"])
         self._init = record["init"]
         self.init_facts: list[Any] | None = None
@@ -199,14 +202,21 @@ def _read_or_translate(domain: str, problem: str) -> Translation:
         raw = None
     except OSError as exc:
         raw = None
-        warnings.warn(f"ALFWorld translation cache entry {path} is unreadable ({exc}): translating again",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(
+            f"ALFWorld translation cache entry {path} is unreadable ({exc}): translating again",
+            RuntimeWarning,
+            stacklevel=3,
+        )
     if raw is not None:
         try:
             return _decode(raw, key, domain, problem)
         except _BadEntry as bad:
-            warnings.warn(f"ALFWorld translation cache entry {path} is corrupt ({bad}): deleted, translating "
-                          "again (the game file is fine)", RuntimeWarning, stacklevel=3)
+            warnings.warn(
+                f"ALFWorld translation cache entry {path} is corrupt ({bad}): deleted, translating "
+                "again (the game file is fine)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
             path.unlink(missing_ok=True)
     record = Translation.translate(domain, problem)
     _write_atomic(folder, path, _encode(key, record))
