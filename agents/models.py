@@ -219,74 +219,47 @@ def _load_smollm2(dtype: torch.dtype, device: str | torch.device) -> tuple[Any, 
 # --------------------------------------------------------------------------------------------
 # tiny random model
 # --------------------------------------------------------------------------------------------
-def _tiny_corpus() -> list[str]:
-    """A deterministic ALFWorld/WebShop-like corpus for training the tiny tokenizer."""
-    recs = [
-        "cabinet",
-        "countertop",
-        "drawer",
-        "fridge",
-        "microwave",
-        "sinkbasin",
-        "stoveburner",
-        "shelf",
-        "garbagecan",
-        "diningtable",
-        "sidetable",
-        "desk",
-        "bed",
-        "sofa",
-        "toilet",
-        "bathtubbasin",
-        "coffeemachine",
-        "dresser",
-        "safe",
-        "armchair",
-        "cart",
-        "toaster",
-    ]
-    objs = [
-        "apple",
-        "mug",
-        "cup",
-        "knife",
-        "plate",
-        "bowl",
-        "egg",
-        "lettuce",
-        "tomato",
-        "potato",
-        "bread",
-        "pan",
-        "pot",
-        "spatula",
-        "fork",
-        "spoon",
-        "book",
-        "pen",
-        "pencil",
-        "cd",
-        "cellphone",
-        "keychain",
-        "pillow",
-        "vase",
-        "statue",
-        "watch",
-        "towel",
-        "soapbar",
-        "candle",
-        "cloth",
-        "laptop",
-        "remotecontrol",
-        "newspaper",
-        "creditcard",
-        "desklamp",
-    ]
-    verbs = ["go to", "take", "put", "open", "close", "heat", "cool", "clean", "use", "examine"]
+# the tiny tokenizer's words: ALFWorld receptacles and objects, the verbs of its actions, WebShop
+# products and their attributes (one string each, so the formatter keeps them on a few lines)
+_RECEPTACLES = (
+    "cabinet countertop drawer fridge microwave sinkbasin stoveburner shelf garbagecan diningtable sidetable desk "
+    "bed sofa toilet bathtubbasin coffeemachine dresser safe armchair cart toaster"
+).split()
+_OBJECTS = (
+    "apple mug cup knife plate bowl egg lettuce tomato potato bread pan pot spatula fork spoon book pen pencil cd "
+    "cellphone keychain pillow vase statue watch towel soapbar candle cloth laptop remotecontrol newspaper "
+    "creditcard desklamp"
+).split()
+_VERBS = ["go to", "take", "put", "open", "close", "heat", "cool", "clean", "use", "examine"]
+_PRODUCTS = [
+    *"shoes t-shirt jeans dress jacket headphones shampoo lotion coffee tea snacks".split(),
+    "phone case",
+    "charger",
+    "backpack",
+    "watch band",
+    "socks",
+]
+_ATTRIBUTES = (
+    "red black white blue navy green pink gray large small x-large medium cotton leather organic wireless waterproof"
+).split()
+# every other ALFWorld class name, and the words of the memory template (agents/templates/
+# alfworld_memory.yaml), so that the CPU demo's prompts stay short
+_MORE_OBJECTS = (
+    "alarmclock baseballbat basketball blinds boots box butterknife chair coffeetable curtains dishsponge "
+    "floorlamp footstool glassbottle handtowel handtowelholder houseplant kettle ladle laundryhamper "
+    "lightswitch mirror ottoman painting paintinghanger papertowelroll peppershaker plunger poster saltshaker "
+    "scrubbrush showerdoor showerglass sink soapbottle spraybottle stoveknob teddybear television "
+    "tennisracket tissuebox toiletpaper toiletpaperhanger toiletpaperroll towelholder tvstand wateringcan "
+    "window winebottle"
+).split()
+
+
+def _alfworld_lines() -> list[str]:
+    """ALFWorld-like observations, thoughts and actions over every receptacle and object pair."""
     lines: list[str] = []
-    for i, (r, o) in enumerate(itertools.product(recs, objs)):
+    for i, (r, o) in enumerate(itertools.product(_RECEPTACLES, _OBJECTS)):
         n, m = i % 9 + 1, i % 4 + 1
-        v = verbs[i % len(verbs)]
+        v = _VERBS[i % len(_VERBS)]
         lines.append(f"You arrive at {r} {n}. On the {r} {n}, you see a {o} {m}.")
         lines.append(
             f"<think>I need to find the {o}. It may be in the {r}.</think><action>{v} {o} {m} from {r} {n}</action>"
@@ -295,44 +268,13 @@ def _tiny_corpus() -> list[str]:
             f"Your task is to: put a clean {o} in {r}. The {r} {n} is open. "
             f"Nothing happens. You pick up the {o} {m} from the {r} {n}."
         )
-    prods = [
-        "shoes",
-        "t-shirt",
-        "jeans",
-        "dress",
-        "jacket",
-        "headphones",
-        "shampoo",
-        "lotion",
-        "coffee",
-        "tea",
-        "snacks",
-        "phone case",
-        "charger",
-        "backpack",
-        "watch band",
-        "socks",
-    ]
-    adjs = [
-        "red",
-        "black",
-        "white",
-        "blue",
-        "navy",
-        "green",
-        "pink",
-        "gray",
-        "large",
-        "small",
-        "x-large",
-        "medium",
-        "cotton",
-        "leather",
-        "organic",
-        "wireless",
-        "waterproof",
-    ]
-    for i, (p, a) in enumerate(itertools.product(prods, adjs)):
+    return lines
+
+
+def _webshop_lines() -> list[str]:
+    """WebShop-like instructions, actions and result pages over every product and attribute pair."""
+    lines: list[str] = []
+    for i, (p, a) in enumerate(itertools.product(_PRODUCTS, _ATTRIBUTES)):
         price = 10 + (i * 7) % 90
         asin = f"b0{(i * 7919) % 10**8:08d}"
         lines.append(f"i need {a} {p}, and price lower than {price}.00 dollars")
@@ -344,17 +286,14 @@ def _tiny_corpus() -> list[str]:
             f"[SEP] Back to Search [SEP] Page 1 (Total results: 50) [SEP] Next > [SEP] "
             f"{asin.upper()} [SEP] {a.title()} {p.title()} for Men and Women [SEP] ${price}.99"
         )
-    # every ALFWorld class name and the words of the memory template (agents/templates/
-    # alfworld_memory.yaml), so that the CPU demo's prompts stay short
-    more = (
-        "alarmclock baseballbat basketball blinds boots box butterknife chair coffeetable curtains dishsponge "
-        "floorlamp footstool glassbottle handtowel handtowelholder houseplant kettle ladle laundryhamper "
-        "lightswitch mirror ottoman painting paintinghanger papertowelroll peppershaker plunger poster saltshaker "
-        "scrubbrush showerdoor showerglass sink soapbottle spraybottle stoveknob teddybear television "
-        "tennisracket tissuebox toiletpaper toiletpaperhanger toiletpaperroll towelholder tvstand wateringcan "
-        "window winebottle"
-    ).split()
-    for i, o in enumerate(more):
+    return lines
+
+
+def _memory_lines() -> list[str]:
+    """The remaining class names in observations and tasks, and the memory template's words."""
+    recs, objs = _RECEPTACLES, _OBJECTS
+    lines: list[str] = []
+    for i, o in enumerate(_MORE_OBJECTS):
         r = recs[i % len(recs)]
         lines.append(f"You arrive at {o} {i % 5 + 1}. On the {o} {i % 3 + 1}, you see a {o} 2. take {o} 1 from {r} 2")
         lines.append(f"task: put some {o} on {o}. find two {o} and put them in {r}. look at {o} under the desklamp.")
@@ -369,12 +308,19 @@ def _tiny_corpus() -> list[str]:
             f"target: {o}. clean it at sinkbasin. heat it at microwave. cool it at fridge. "
             f"use the desklamp. place: {r}. unknown"
         )
-    lines += [
+    return lines
+
+
+def _tiny_corpus() -> list[str]:
+    """A deterministic ALFWorld/WebShop-like corpus for training the tiny tokenizer."""
+    return [
+        *_alfworld_lines(),
+        *_webshop_lines(),
+        *_memory_lines(),
         "Your admissible actions of the current situation are: look, inventory, help.",
         "You are in the middle of a room. Looking quickly around you, you see nothing.",
         "0123456789 !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~ ABCDEFGHIJKLMNOPQRSTUVWXYZ",
     ]
-    return lines
 
 
 def make_tiny_tokenizer(vocab: int = 2048) -> Any:

@@ -127,12 +127,36 @@ def _hf_generate(
     return n_tok, t_gen
 
 
+def _vllm_mismatch(model: Any, backend: Any, vgens: list, pad: int, args: argparse.Namespace, dtype: Any) -> dict:
+    """vLLM's processed log-probs of its sampled tokens against the trainer's recompute; printed."""
+    import torch
+
+    from agents.logprobs import logprob_mismatch, sequence_logprobs
+
+    with torch.no_grad():
+        new, _ = sequence_logprobs(
+            model,
+            [g.prompt_ids for g in vgens],
+            [g.response_ids for g in vgens],
+            pad_token_id=pad,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            batch_size=args.hf_batch,
+        )
+    m = logprob_mismatch([g.logprobs for g in vgens], new)
+    print(
+        f"vLLM-vs-HF log-prob mismatch over {int(m['logprob_mismatch_tokens'])} sampled tokens "
+        f"(engine {backend.llm.llm_engine.model_config.dtype}, HF {dtype}): max {m['logprob_mismatch_max']:.3g}, "
+        f"mean {m['logprob_mismatch_mean']:.3g} nats"
+    )
+    return m
+
+
 def throughput(args: argparse.Namespace) -> int:
     import torch
 
     from agents.backends import SamplingConfig, TransformersBackend, make_backend
     from agents.backends.vllm_backend import vllm_available
-    from agents.logprobs import logprob_mismatch, sequence_logprobs
     from agents.models import load_model
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -186,23 +210,7 @@ def throughput(args: argparse.Namespace) -> int:
         f"start-up check: {check['tokens']} tokens of a fixed text, max |dlogp| {check['logprob_max_abs_diff']:.3g}, "
         f"mean {check['logprob_mean_abs_diff']:.3g} (tol {check['max_tol']:g} / {check['mean_tol']:g})"
     )
-    # mismatch on the sampled tokens: vLLM's processed log-probs vs the trainer's recompute
-    with torch.no_grad():
-        new, _ = sequence_logprobs(
-            model,
-            [g.prompt_ids for g in vgens],
-            [g.response_ids for g in vgens],
-            pad_token_id=pad,
-            temperature=args.temperature,
-            top_p=args.top_p,
-            batch_size=args.hf_batch,
-        )
-    m = logprob_mismatch([g.logprobs for g in vgens], new)
-    print(
-        f"vLLM-vs-HF log-prob mismatch over {int(m['logprob_mismatch_tokens'])} sampled tokens "
-        f"(engine {backend.llm.llm_engine.model_config.dtype}, HF {dtype}): max {m['logprob_mismatch_max']:.3g}, "
-        f"mean {m['logprob_mismatch_mean']:.3g} nats"
-    )
+    m = _vllm_mismatch(model, backend, vgens, pad, args, dtype)
     if args.json:
         Path(args.json).write_text(
             json.dumps(

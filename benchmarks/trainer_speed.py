@@ -177,7 +177,8 @@ def memory(row: dict[str, float]) -> float:
     return row["peak_pss_mib"] or row["peak_mib"]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "configs" / "alfworld_trap.yaml"), help="the preset timed")
     ap.add_argument("--iterations", type=int, default=4, help="iterations per path (the median skips the first)")
@@ -202,13 +203,18 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.quick:
         args.iterations, args.eval_episodes, args.eval_repeats = min(args.iterations, 2), 4, 1
+    if not args.child and args.iterations < 2:
+        ap.error("--iterations must be >= 2 (the first one is not timed)")
+    if not args.child and args.rounds < 1:
+        ap.error("--rounds must be >= 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     if args.child:
         child(args)
         return 0
-    if args.iterations < 2:
-        ap.error("--iterations must be >= 2 (the first one is not timed)")
-    if args.rounds < 1:
-        ap.error("--rounds must be >= 1")
     rounds: list[list[dict[str, float]]] = []  # per round, one summary a path
     for k in range(args.rounds):
         rounds.append([])

@@ -212,7 +212,8 @@ def profile(
     ]
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="tiny-128x2")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -228,7 +229,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="print the costliest operators of one length update")
     ap.add_argument("--threads", type=int, default=1, help="torch threads on the CPU")
     ap.add_argument("--json", help="write the rows here")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parse(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
     if unknown:

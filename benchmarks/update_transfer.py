@@ -150,6 +150,26 @@ def parse(argv: list[str] | None) -> tuple[argparse.Namespace, list[str]]:
     return p.parse_known_args(argv)
 
 
+def _table(args: argparse.Namespace, cfg: Any, splits: list[str], rows: list[tuple[str, str, dict]]) -> str:
+    """The markdown table: per estimator and optimizer, the update's steps and its effect on each split."""
+    cols = ["steps", *(f"{m}/{k}" for m in ("dJ", "dlogp") for k in splits)]
+    lines = [
+        f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
+        f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
+        f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}, "
+        f"anchor KL {args.anchor_kl:g}); "
+        "mean over the update batches [min, max].",
+        "",
+        "| estimator | optimizer:lr | " + " | ".join(cols) + " |",
+        "|---|---|" + "---:|" * len(cols),
+    ]
+    for estimator, spec, res in rows:
+        cells = [f"{np.mean(res['steps']):.0f}"]
+        cells += [f"{np.mean(res[c]):+.4f} [{min(res[c]):+.3f}, {max(res[c]):+.3f}]" for c in cols[1:]]
+        lines.append(f"| {estimator} | {spec} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     args, trainer_args = parse(argv)
     extra = ["--warm-start", "none", "--weights-file", args.weights_file] if args.weights_file else []
@@ -227,22 +247,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{estimator} {spec}: " + ", ".join(f"{k} {np.mean(v):+.4f}" for k, v in res.items()), flush=True)
     tr.model.load_state_dict(theta0)
 
-    cols = ["steps", *(f"{m}/{k}" for m in ("dJ", "dlogp") for k in measure)]
-    lines = [
-        f"`python benchmarks/update_transfer.py` -- one update from pi_0 on each of {args.batches} batches of "
-        f"{cfg.num_groups} x {cfg.group_size} `{cfg.splits[0]}` episodes, measured on {args.measure_groups} x "
-        f"{cfg.group_size} episodes of pi_0 per split (seed {args.seed}, negative advantages x {args.neg_scale:g}, "
-        f"anchor KL {args.anchor_kl:g}); "
-        "mean over the update batches [min, max].",
-        "",
-        "| estimator | optimizer:lr | " + " | ".join(cols) + " |",
-        "|---|---|" + "---:|" * len(cols),
-    ]
-    for estimator, spec, res in rows:
-        cells = [f"{np.mean(res['steps']):.0f}"]
-        cells += [f"{np.mean(res[c]):+.4f} [{min(res[c]):+.3f}, {max(res[c]):+.3f}]" for c in cols[1:]]
-        lines.append(f"| {estimator} | {spec} | " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
+    table = _table(args, cfg, list(measure), rows)
     print("\n" + table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "table.md").write_text(table + "\n")

@@ -28,7 +28,8 @@ import os
 import tempfile
 
 
-def main() -> None:
+def _parse() -> argparse.Namespace:
+    """The command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="tiny-128x2", help="agents.models.load_model name or path")
     parser.add_argument("--steps", type=int, default=4)
@@ -40,7 +41,11 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--vllm", action="store_true", help="generate with TRL's colocated vLLM (GPU)")
     parser.add_argument("--output-dir", default=None)
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = _parse()
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
     import torch

@@ -47,6 +47,9 @@ Client example (the server above running)::
         print(result.reward, result.done, result.observation.metadata["coverage_rate"])
 """
 
+# Over 500 lines: OpenEnv's three parts for one env (its typed action, observation and state, the
+# environment served, and the client) live together with the server's limits and command line, so that
+# the server and its client cannot drift apart.
 from __future__ import annotations
 
 import argparse

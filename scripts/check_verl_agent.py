@@ -239,13 +239,19 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
 
     gen.generate_sequences = keep_first_prompt
     batch = collector.multi_turn_loop(gen_batch=gen_batch, actor_rollout_wg=gen, envs=envs, is_train=True)
+    check_batch(env, batch, log, gen.prompts[0], first_prompt, time.perf_counter() - t0)
+    check_branches(env, batch, log, args)
+    envs.close()
+
+
+def check_batch(env: str, batch: Any, log: list[list[dict]], prompt: str, first_prompt: str, seconds: float) -> None:
+    """The collected batch: one row per step, the whole user turn, ProGPO's columns, held groups, anchors."""
     n_rows = len(batch.batch["responses"])
     check(
         f"{env}: TrajectoryCollector.multi_turn_loop ran",
         n_rows == sum(len(s) for s in log),
-        f"{n_rows} step rows from {len(log)} envs in {time.perf_counter() - t0:.1f} s",
+        f"{n_rows} step rows from {len(log)} envs in {seconds:.1f} s",
     )
-    prompt = gen.prompts[0]
     check(
         f"{env}: obs['text'] is the whole user turn",
         all(k in prompt for k in ("Your task is to", "admissible actions", "<action>")),
@@ -281,8 +287,6 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
         first_anchor.strip()[:200] in first_prompt,
         repr(first_anchor[:60]) + "...",
     )
-    check_branches(env, batch, log, args)
-    envs.close()
 
 
 def check_branches(env: str, batch: Any, log: list[list[dict]], args: argparse.Namespace) -> None:

@@ -191,15 +191,26 @@ def test_no_private_name_is_imported_from_another_module() -> None:
     assert not private, private
 
 
-def test_no_function_over_80_lines_in_trainers_and_agents() -> None:
+def test_no_function_over_80_lines_in_the_packages() -> None:
     long = [
         f"{f.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for pkg in ("trainers", "agents")
+        for pkg in PACKAGES
         for f in (REPO / pkg).rglob("*.py")
         for node in ast.walk(ast.parse(f.read_text()))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long, long
+
+
+def test_a_module_over_500_lines_says_why() -> None:
+    """A module over 500 lines carries an ``# Over 500 lines:`` comment with the reason it is one module."""
+    unexplained = [
+        f"{f.relative_to(REPO)} ({n} lines)"
+        for pkg in PACKAGES
+        for f in (REPO / pkg).rglob("*.py")
+        if (n := len(f.read_text().splitlines())) > 500 and "# Over 500 lines: " not in f.read_text()
+    ]
+    assert not unexplained, unexplained
 
 
 # ----------------------------------------------------------------- imports cost what they say

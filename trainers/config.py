@@ -306,6 +306,23 @@ def _with_estimator_options(cls: type) -> type:
     return cls
 
 
+# validate()'s ranges, by field: sizes (>= 1), counts (>= 0), and rates and coefficients (finite, >= 0)
+POSITIVE_INTS = (
+    "max_steps iterations num_groups group_size ppo_epochs num_minibatches micro_batch_size micro_batch_tokens "
+    "max_new_tokens lora_r bc_steps bc_batch_size gen_batch_size tree_branches tree_interval tree_children "
+    "tree_top_k tree_repeat_limit distill_top_k eval_streams rollout_streams"
+).split()
+NONNEGATIVE_INTS = (
+    "eval_every eval_episodes seed torch_threads bc_episodes bc_micro_batch_size lr_warmup_iterations "
+    "eval_extra_episodes save_every min_new_tokens tree_budget"
+).split()
+NONNEGATIVE_NUMBERS = (
+    "lr clip_eps kl_coef entropy_coef max_grad_norm invalid_penalty tau_r tau_p progress_lambda omega temperature "
+    "weight_decay bc_lr step_timeout ray_num_cpus tiny_init_std tree_prune_margin tree_loop_penalty distill_tau "
+    "distill_lambda distill_gate_beta"
+).split()
+
+
 @dataclass
 @_with_estimator_options
 class TrainConfig:
@@ -681,6 +698,22 @@ class TrainConfig:
             if getattr(self, name) not in choices:
                 raise ConfigError(f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
         self._check_teacher()
+        self._check_warm_start()
+        self._check_counts()
+        self._check_numbers()
+        self._check_streams()
+        self._check_report_to()
+        self._check_engine()
+        try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
+            self._check_estimator_options()
+            self.advantage_config()
+            self.policy_options()
+            self.tree_config()
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
+
+    def _check_warm_start(self) -> None:
+        """Behaviour cloning has an expert to clone, and WebShop episodes to clone it on."""
         if self.resolved_warm_start == "bc" and (ENV_TABLE[self.env].expert is None or self.policy_mode != "score"):
             raise ConfigError(
                 "warm_start bc clones an expert in score mode (ALFWorld: the searching expert; WebShop: the "
@@ -692,29 +725,10 @@ class TrainConfig:
                 "warm_start bc on WebShop needs bc_episodes >= 1 (its goals come from the reset seed; "
                 "e.g. --bc-episodes 300)"
             )
-        for name in (
-            "max_steps",
-            "iterations",
-            "num_groups",
-            "group_size",
-            "ppo_epochs",
-            "num_minibatches",
-            "micro_batch_size",
-            "micro_batch_tokens",
-            "max_new_tokens",
-            "lora_r",
-            "bc_steps",
-            "bc_batch_size",
-            "gen_batch_size",
-            "tree_branches",
-            "tree_interval",
-            "tree_children",
-            "tree_top_k",
-            "tree_repeat_limit",
-            "distill_top_k",
-            "eval_streams",
-            "rollout_streams",
-        ):
+
+    def _check_counts(self) -> None:
+        """The counts are integers in range: sizes >= 1, the others >= 0, none past what a run can hold."""
+        for name in POSITIVE_INTS:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise ConfigError(f"{name} must be an integer >= 1, got {getattr(self, name)!r}")
         if isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed > MAX_SEED:
@@ -730,19 +744,7 @@ class TrainConfig:
                 "so a group of one gets advantage 0 everywhere and nothing trains; use --group-size 2 "
                 "or more"
             )
-        for name in (
-            "eval_every",
-            "eval_episodes",
-            "seed",
-            "torch_threads",
-            "bc_episodes",
-            "bc_micro_batch_size",
-            "lr_warmup_iterations",
-            "eval_extra_episodes",
-            "save_every",
-            "min_new_tokens",
-            "tree_budget",
-        ):
+        for name in NONNEGATIVE_INTS:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be an integer >= 0, got {getattr(self, name)!r}")
         for name, most in SIZE_LIMITS.items():  # checked before the run dir is claimed: no MemoryError after it
@@ -751,35 +753,15 @@ class TrainConfig:
                     f"{name} {getattr(self, name)} is over {most:,}, more than any run here can hold; "
                     f"use at most {most:,}"
                 )
-        for name in (
-            "lr",
-            "clip_eps",
-            "kl_coef",
-            "entropy_coef",
-            "max_grad_norm",
-            "invalid_penalty",
-            "tau_r",
-            "tau_p",
-            "progress_lambda",
-            "omega",
-            "temperature",
-            "weight_decay",
-            "bc_lr",
-            "step_timeout",
-            "ray_num_cpus",
-            "tiny_init_std",
-            "tree_prune_margin",
-            "tree_loop_penalty",
-            "distill_tau",
-            "distill_lambda",
-            "distill_gate_beta",
-        ):
+
+    def _check_numbers(self) -> None:
+        """The rates and coefficients are finite numbers in range; notes and strings have their types."""
+        for name in NONNEGATIVE_NUMBERS:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"{name} must be a finite number >= 0, got {value!r}")
-        if (
-            isinstance(self.distill_tau, (int, float)) and self.distill_tau > 1
-        ):  # an EMA rate: the teacher's share moved
+        # an EMA rate: the share of the way the teacher moves toward the policy
+        if isinstance(self.distill_tau, (int, float)) and self.distill_tau > 1:
             raise ConfigError(f"distill_tau must be in [0, 1] (the EMA rate of the teacher), got {self.distill_tau!r}")
         for name in ("gamma", "top_p"):
             value = getattr(self, name)
@@ -790,8 +772,11 @@ class TrainConfig:
         for f in fields(self):
             if isinstance(f.default, str) and not isinstance(getattr(self, f.name), str):
                 raise ConfigError(f"{f.name} must be a string, got {getattr(self, f.name)!r}")
+
+    def _check_streams(self) -> None:
+        """The tiny models' init scale, and concurrent streams, are used only where they apply."""
         if self.tiny_init_std > 0:
-            from agents.models import tiny_spec
+            from agents.models import tiny_spec  # agents.models loads torch: not on the config's path
 
             if tiny_spec(self.model) is None:
                 raise ConfigError(
@@ -805,15 +790,6 @@ class TrainConfig:
             )
         if self.rollout_streams > 1:
             self._check_rollout_streams()
-        self._check_report_to()
-        self._check_engine()
-        try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
-            self._check_estimator_options()
-            self.advantage_config()
-            self.policy_options()
-            self.tree_config()
-        except ValueError as err:
-            raise ConfigError(str(err)) from None
 
     def _check_teacher(self) -> None:
         """The teacher is registered, and this config is one it can run with."""
@@ -1257,6 +1233,15 @@ def build_parser() -> argparse.ArgumentParser:
         "With no arguments: the CPU learning demo (tiny-128x2 cloned from the searching expert on the "
         "embedded easy-train ALFWorld games, then ProGPO(GiGPO); eval on the held-out easy-valid games).",
     )
+    _add_command_flags(ap)
+    choices = {**closed_choices(), "estimator": estimator_names(), "distill": teacher_names()}
+    _add_field_flags(ap, choices)
+    _add_renamed_flags(ap, choices)
+    return ap
+
+
+def _add_command_flags(ap: argparse.ArgumentParser) -> None:
+    """The flags that are not fields: the config file, resume and overwrite, plug-ins and named options."""
     ap.add_argument(
         "--config",
         help="YAML file of field: value, a method's fields in the sections advantage:, tree:, "
@@ -1295,8 +1280,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         help=_field_help("teacher_options"),
     )
+
+
+def _add_field_flags(ap: argparse.ArgumentParser, choices: dict[str, Any]) -> None:
+    """One flag per config field, in its section's group, with its help text and default."""
     sections: dict[str, argparse._ArgumentGroup] = {}
-    choices = {**closed_choices(), "estimator": estimator_names(), "distill": teacher_names()}
     for f in fields(TrainConfig):
         if f.name in ("notes", "plugins", "estimator_options", "teacher_options"):
             continue
@@ -1313,7 +1301,11 @@ def build_parser() -> argparse.ArgumentParser:
             sections[group].add_argument(
                 _flag(f.name), dest=f.name, type=type(default), default=None, choices=choices.get(f.name), help=text
             )
-    for old, new in RENAMED.items():  # not listed in --help: read, with a deprecation line
+
+
+def _add_renamed_flags(ap: argparse.ArgumentParser, choices: dict[str, Any]) -> None:
+    """The earlier names of renamed fields: not listed in --help, read with a deprecation line."""
+    for old, new in RENAMED.items():
         if new == "notes":
             continue
         default = next(f.default for f in fields(TrainConfig) if f.name == new)
@@ -1334,7 +1326,6 @@ def build_parser() -> argparse.ArgumentParser:
                 choices=choices.get(new),
                 help=argparse.SUPPRESS,
             )
-    return ap
 
 
 def _early_plugins(argv: list[str] | None) -> None:

@@ -259,10 +259,20 @@ class StaticCacheBackend(TransformersBackend):
         done_h, end_h = done.tolist(), end.tolist()  # the loop ends when every row is done or at n_new
         if states:  # the loop engine's last draw: the step its last row ended at (n_new - 1 if one ran out)
             gen.set_state(states[max(end_h[:b]) - 1 - first])
-        resp_h, lps_h = resp.tolist(), lps.tolist()
+        return self._generations(prompts, resp.tolist(), lps.tolist(), end_h, done_h)
+
+    def _generations(
+        self,
+        prompts: list[list[int]],
+        resp_h: list[list[int]],
+        lps_h: list[list[float]],
+        end_h: list[int],
+        done_h: list[bool],
+    ) -> list[Generation]:
+        """Each real row's kept tokens (``end_h[i]`` of them: n_new for a row that ran to the end)."""
         out = []
         for i, prompt in enumerate(prompts):
-            n = end_h[i]  # n_new for a row that ran to the end
+            n = end_h[i]
             out.append(
                 Generation(
                     prompt_ids=prompt,

@@ -220,32 +220,41 @@ def _trim_scene(
     return Scene(scene.floor_plan, scene.classes, {r: scene.receptacles[r] for r in sorted(keep)}, scene.points)
 
 
+def _target_choices(
+    lib: _Lib, scene: Scene, task_type: str, by_class: dict[str, list[str]], present_r: list[str], objs: list[str]
+) -> tuple[str, list[tuple[str, str]]] | None:
+    """The toggle object and the (target, goal receptacle) pairs the scene can host for
+    ``task_type``; None where it lacks the lamp or the appliance the task needs."""
+    if task_type == "look_at_obj_in_light":
+        if "DeskLamp" not in scene.classes or not any(r in by_class for r in LAMP_RECEPTACLES):
+            return None
+        return "DeskLamp", [(o, "") for o in objs if lib.holders(o, present_r)]
+    appliance = APPLIANCE.get(task_type)
+    if appliance and appliance not in by_class:
+        return None
+    allowed = lib.c.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]] if task_type in ACTION_CLASS else None
+    choices: list[tuple[str, str]] = []
+    for o in objs:
+        if allowed is not None and o not in allowed:
+            continue
+        holders = [r for r in lib.holders(o, present_r) if r != appliance]
+        for r in holders:
+            # the target object must start somewhere else than a receptacle of the goal's class
+            if [h for h in holders if h != r]:
+                choices.append((o, r))
+    return "", choices
+
+
 def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: random.Random) -> GameSpec | None:
     """Sample a feasible game of ``task_type`` in ``scene`` (None when the scene cannot host it)."""
     c = lib.c
     by_class = _receptacle_classes(scene)
     present_r = sorted(by_class)
     objs = sorted(set(scene.classes) & lib.pickupable)
-    toggle = ""
-    if task_type == "look_at_obj_in_light":
-        if "DeskLamp" not in scene.classes or not any(r in by_class for r in LAMP_RECEPTACLES):
-            return None
-        toggle = "DeskLamp"
-        choices = [(o, "") for o in objs if lib.holders(o, present_r)]
-    else:
-        appliance = APPLIANCE.get(task_type)
-        if appliance and appliance not in by_class:
-            return None
-        allowed = c.VAL_ACTION_OBJECTS[ACTION_CLASS[task_type]] if task_type in ACTION_CLASS else None
-        choices = []
-        for o in objs:
-            if allowed is not None and o not in allowed:
-                continue
-            holders = [r for r in lib.holders(o, present_r) if r != appliance]
-            for r in holders:
-                # the target object must start somewhere else than a receptacle of the goal's class
-                if [h for h in holders if h != r]:
-                    choices.append((o, r))
+    hosted = _target_choices(lib, scene, task_type, by_class, present_r, objs)
+    if hosted is None:
+        return None
+    toggle, choices = hosted
     if not choices:
         return None
     obj, parent = rng.choice(choices)

@@ -66,6 +66,16 @@ DESCRIPTION = "The credit-trap lab: remedies side by side in the credit trap, se
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="python -m trainers.lab", description=DESCRIPTION)
+    _add_block_flags(ap)
+    _add_execution_flags(ap)
+    _add_report_flags(ap)
+    _add_check_flags(ap)
+    _add_path_flags(ap)
+    return ap
+
+
+def _add_block_flags(ap: argparse.ArgumentParser) -> None:
+    """The block: its preset or config, methods, plug-ins, seeds, iterations and state identity."""
     ap.add_argument(
         "--lab",
         choices=list(LAB_PRESETS),
@@ -115,6 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("canonical", "exact"),
         help="state identity of first-visit coverage (trainer's --state-key)",
     )
+
+
+def _add_execution_flags(ap: argparse.ArgumentParser) -> None:
+    """Where the runs run: local worker processes or Ray tasks."""
     ap.add_argument("--workers", type=int, default=2, help="runs at a time, one torch thread each")
     ap.add_argument(
         "--ray",
@@ -126,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
         "ADDRESS (host:port), or on a local Ray instance without one; the nodes must see this "
         "checkout, --out and --work at the same paths. Without it: --workers local processes",
     )
+
+
+def _add_report_flags(ap: argparse.ArgumentParser) -> None:
+    """What the report computes and which runs it may pair."""
     ap.add_argument(
         "--levels",
         type=float,
@@ -146,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="report runs made on different commits or compute paths side by side (labelled in the "
         "table); without it the lab refuses to pair them",
     )
+
+
+def _add_check_flags(ap: argparse.ArgumentParser) -> None:
+    """Re-running recorded runs: one run, the whole block at a commit, or against another copy."""
     ap.add_argument("--rerun", nargs=2, metavar=("SEED", "METHOD"), help="re-run a recorded run's first --iterations")
     ap.add_argument(
         "--verify-at",
@@ -165,6 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
         "of the block, or its runs/): every numeric field of every record, bit-exact or the "
         "largest relative difference; prints a row per run and the count (start nothing)",
     )
+
+
+def _add_path_flags(ap: argparse.ArgumentParser) -> None:
+    """Where the results and the run dirs go."""
     ap.add_argument(
         "--out",
         type=Path,
@@ -175,7 +201,6 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--work", type=Path, default=None, help="run dirs with checkpoints (default ~/.cache/progpo/progpo_effect)"
     )
-    return ap
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

@@ -151,23 +151,45 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     for m in methods:
         cells = episodes_to_reach(series(by[m], "train", "train/success"), args.levels, per_iter)
         lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
-    types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
-    if types:
-        lines += [
-            "",
-            "## Final held-out success by task type (mean over seeds)",
-            "",
-            "| method | " + " | ".join(types) + " |",
-            "|---" * (len(types) + 1) + "|",
-        ]
-        for m in methods:
-            cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
-            lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    lines += _task_type_lines(methods, by)
     if args.lab:
         lines += lab_report(args, by, validity(by, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())))
     else:
         lines += ["", "## Final held-out success, paired by seed", ""]
-    for a, b in () if args.lab else PAIRS:
+    lines += [] if args.lab else _paired_lines(args, by)
+    hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
+    lines += [
+        "",
+        f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
+        "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
+        "time."
+        + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _task_type_lines(methods: list[str], by: dict[str, list[dict]]) -> list[str]:
+    """The final held-out success by task type, per method (none where the env has no task types)."""
+    types = sorted({t for m in methods for e in by[m] for t in e["eval"][-1]["by_task_type"]})
+    if not types:
+        return []
+    lines = [
+        "",
+        "## Final held-out success by task type (mean over seeds)",
+        "",
+        "| method | " + " | ".join(types) + " |",
+        "|---" * (len(types) + 1) + "|",
+    ]
+    for m in methods:
+        cells = [np.mean([e["eval"][-1]["by_task_type"].get(t, np.nan) for e in by[m]]) for t in types]
+        lines.append(f"| {labelled(m)} | " + " | ".join(f"{c:.3f}" for c in cells) + " |")
+    return lines
+
+
+def _paired_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[str]:
+    """Each comparison pair's final held-out difference, paired by seed (and the MDE for a pilot)."""
+    lines: list[str] = []
+    for a, b in PAIRS:
         if a in by and b in by:
             seeds = sorted({e["seed"] for e in by[a]} & {e["seed"] for e in by[b]})
             if not seeds:
@@ -181,15 +203,7 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
             if args.pilot and d.size > 1:
                 line += f"; minimum detectable difference at 80% power with {args.planned_seeds} seeds: {mde_80(d, args.planned_seeds):.3f}"
             lines.append(line)
-    hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
-    lines += [
-        "",
-        f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
-        "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
-        "time."
-        + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."),
-    ]
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def _diff_cell(p: dict | None) -> str:
@@ -293,9 +307,8 @@ def _acted_lines(by: dict[str, list[dict]]) -> list[str]:
     return lines
 
 
-def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
-    """The lab's sections: validity, every method against the baselines (final success and AUC,
-    pure RL and labelled tracks apart), and where each remedy acted."""
+def _validity_lines(args: argparse.Namespace, valid: dict | None) -> list[str]:
+    """The validity section: the trap, room to move, GiGPO - GRPO discrimination, and the verdict."""
     lines = ["", "## Validity: can this lab tell GiGPO from GRPO?", ""]
     if "validity" in LAB_PRESETS[args.lab]:
         lines.append(f"Read from {LAB_PRESETS[args.lab]['validity']}.")
@@ -325,9 +338,12 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                 else ""
             ),
         ]
-    missing = [labelled(m) for m in dict.fromkeys([*LAB_PRESETS[args.lab]["methods"], *args.methods]) if m not in by]
-    if missing:
-        lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
+    return lines
+
+
+def _pure_and_tracks_lines(by: dict[str, list[dict]]) -> list[str]:
+    """Final success and AUC per method against each base, pure RL and the labelled tracks apart."""
+    lines: list[str] = []
     pure = [m for m in by if m not in LABELS]
     tracks = [m for m in by if m in LABELS]
     head = "| method | seeds | final | AUC | " + " | ".join(f"final - {b} | AUC - {b}" for b in LAB_BASES) + " |"
@@ -352,6 +368,17 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
                     "" if m == b else _diff_cell(paired(by, m, b, auc)),
                 ]
             lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict | None) -> list[str]:
+    """The lab's sections: validity, every method against the baselines (final success and AUC,
+    pure RL and labelled tracks apart), and where each remedy acted."""
+    lines = _validity_lines(args, valid)
+    missing = [labelled(m) for m in dict.fromkeys([*LAB_PRESETS[args.lab]["methods"], *args.methods]) if m not in by]
+    if missing:
+        lines += ["", f"Not run yet (no finished seed): {', '.join(missing)}."]
+    lines += _pure_and_tracks_lines(by)
     fams = families(by)
     if fams and any(fams.values()):
         lines += [

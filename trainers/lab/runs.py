@@ -8,6 +8,8 @@ names (:class:`LabError`); :func:`provenance_of`, :func:`provenance_problem`,
 :func:`rerun` and :func:`strict_compare` check a recorded run against a fresh one.
 """
 
+# Over 500 lines: a run's whole life in the lab (start, resume, read back, the checks that refuse to
+# pair it, and its bit-exact re-run) shares the run dir's layout and provenance fields.
 from __future__ import annotations
 
 import argparse

@@ -25,7 +25,7 @@ import torch
 
 from agents.batching import chunks
 from trainers import distributed, stop_request
-from trainers.loop.losses import ppo_clip_loss
+from trainers.loop.losses import PolicyLoss, ppo_clip_loss
 
 if TYPE_CHECKING:
     from trainers.config import TrainConfig
@@ -334,34 +334,7 @@ def ppo_update(
                     (torch.cat([x.float().reshape(-1) for x in pad]).sum() * 0.0).backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
                     continue
                 stop_request.raise_if_requested()
-                new, ents = learner.forward([batch.outputs[j] for j in micro])
-                lp = torch.cat([x.float().reshape(-1) for x in new])
-                dev, k = lp.device, int(lp.numel())
-                ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
-                if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
-                    ent_t = None
-                w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
-                w_sum = float(w_t.sum())
-                scale = comm.loss_scale * w_sum / mb_weight
-                out = ppo_clip_loss(
-                    lp,
-                    torch.cat([batch.old_logprobs[j] for j in micro]).to(dev),
-                    torch.cat([batch.advantages[j].expand(n_tok[j]) for j in micro]).to(dev),
-                    cfg.clip_eps,
-                    torch.cat([batch.ref_logprobs[j] for j in micro]).to(dev)
-                    if batch.ref_logprobs is not None
-                    else None,
-                    cfg.kl_coef,
-                    cfg.entropy_coef,
-                    weight=scale * share if kd_part else scale,
-                    entropies=ent_t,
-                    token_weights=w_t,
-                )
-                loss = out.loss
-                term = aux.micro_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale) if aux is not None else None
-                if term is not None:
-                    loss = loss + term
-                loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
+                out, k, w_sum = _micro_backward(batch, cfg, learner, comm, micro, mb_weight, share if kd_part else None)
                 for key in sums:  # pg_loss and kl are means under the token weights, the others token means
                     sums[key] += float(getattr(out, key)) * (w_sum if key in WEIGHTED else k)
                 tok_total += k
@@ -374,6 +347,63 @@ def ppo_update(
             if learner.after_step is not None:
                 learner.after_step()
     optimizer.zero_grad(set_to_none=True)
+    return _update_stats(sums, tok_total, w_total, grad_norms, optimizer_steps, comm, aux)
+
+
+def _micro_backward(
+    batch: UpdateBatch,
+    cfg: PPOConfig,
+    learner: Learner,
+    comm: Comm,
+    micro: list[int],
+    mb_weight: float,
+    share: float | None,
+) -> tuple[PolicyLoss, int, float]:
+    """One micro-batch's forward pass, PPO-clip loss (plus the auxiliary term) and backward pass.
+
+    ``share``: the RL loss's share of the mini-batch where an auxiliary loss took some of its
+    steps, else None. Returns the loss's parts, the micro-batch's token count and its weight.
+    """
+    n_tok, tok_w, aux = batch.token_counts, batch.token_weights, batch.aux
+    new, ents = learner.forward([batch.outputs[j] for j in micro])
+    lp = torch.cat([x.float().reshape(-1) for x in new])
+    dev, k = lp.device, int(lp.numel())
+    ent_t = torch.cat([e.float().reshape(-1) for e in ents]).to(dev) if ents else None
+    if ent_t is not None and ent_t.numel() != k:  # per-step (score mode) -> per token
+        ent_t = None
+    w_t = torch.cat([torch.full((n_tok[j],), tok_w[j]) for j in micro]).to(dev)
+    w_sum = float(w_t.sum())
+    scale = comm.loss_scale * w_sum / mb_weight
+    out = ppo_clip_loss(
+        lp,
+        torch.cat([batch.old_logprobs[j] for j in micro]).to(dev),
+        torch.cat([batch.advantages[j].expand(n_tok[j]) for j in micro]).to(dev),
+        cfg.clip_eps,
+        torch.cat([batch.ref_logprobs[j] for j in micro]).to(dev) if batch.ref_logprobs is not None else None,
+        cfg.kl_coef,
+        cfg.entropy_coef,
+        weight=scale * share if share is not None else scale,
+        entropies=ent_t,
+        token_weights=w_t,
+    )
+    loss = out.loss
+    term = aux.micro_term(micro, lp, w_t, batch, mb_weight, comm.loss_scale) if aux is not None else None
+    if term is not None:
+        loss = loss + term
+    loss.backward()  # type: ignore[no-untyped-call]  # torch's Tensor.backward is unannotated
+    return out, k, w_sum
+
+
+def _update_stats(
+    sums: dict[str, float],
+    tok_total: int,
+    w_total: float,
+    grad_norms: list[float],
+    optimizer_steps: int,
+    comm: Comm,
+    aux: AuxTerm | None,
+) -> dict[str, float]:
+    """The update's statistics, summed over processes: token- or weight-means of the loss's parts."""
     totals = comm.sum([*sums.values(), tok_total, w_total])
     sums, tok_total, w_total = dict(zip(sums, totals[:-2])), int(totals[-2]), float(totals[-1])
     stats = {

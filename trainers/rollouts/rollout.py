@@ -252,25 +252,10 @@ def collect_rollout(
             raise RuntimeError(f"rollout did not finish within {max_env_steps} vector steps; does the env truncate?")
         idx = [i for i in range(n) if active[i]]
         t_act = time.perf_counter()
-        outputs = (
-            policy.act(
-                [obs[i] for i in idx],
-                [member_infos[i] for i in idx],
-                [list(histories[i]) for i in idx],
-                seed=seeds.step(seed, k),
-            )
-            if idx
-            else []
-        )
+        outputs = _act(policy, idx, obs, member_infos, histories, seeds.step(seed, k))
         t_env = time.perf_counter()
         rollout.policy_seconds += t_env - t_act
-        if len(outputs) != len(idx):
-            raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
-        # finished members wait (action ignored); members of finished groups play a discarded
-        # next episode, fed the no-op "" (an invalid action, never recorded)
-        actions: list[Any] = ["" if group_done[i // g_size] else None for i in range(n)]
-        for i, out in zip(idx, outputs):
-            actions[i] = out.action if out.action is not None else ""
+        actions = _actions(idx, outputs, group_done, g_size, n)
         next_obs, rewards, terms, truncs, infos = envs.step(actions)
         rollout.env_seconds += time.perf_counter() - t_env
         next_obs = list(next_obs)
@@ -291,9 +276,7 @@ def collect_rollout(
             histories[i].append((obs[i], str(actions[i])))
             if ended:
                 active[i] = False
-                if "won" in step_info:
-                    rollout.trajectories[i].won = bool(step_info["won"])
-                else:
+                if not _take_won(rollout.trajectories[i], step_info):
                     won_unknown.add(i)
         _close_finished_groups(infos, active, group_done, rollout, g_size)
         obs = next_obs
@@ -305,6 +288,45 @@ def collect_rollout(
         rollout.trajectories[j].won = rollout.trajectories[j].outcome >= WON_OUTCOME
     rollout.seconds = time.perf_counter() - t0
     return rollout
+
+
+def _act(
+    policy: Policy,
+    idx: list[int],
+    obs: list[Any],
+    member_infos: list[dict[str, Any]],
+    histories: list[list[tuple[str, str]]],
+    step_seed: int,
+) -> list[Any]:
+    """The policy's outputs for the playing members ``idx``, one each."""
+    if not idx:
+        return []
+    outputs = policy.act(
+        [obs[i] for i in idx], [member_infos[i] for i in idx], [list(histories[i]) for i in idx], seed=step_seed
+    )
+    if len(outputs) != len(idx):
+        raise RuntimeError(f"policy.act returned {len(outputs)} outputs for {len(idx)} observations")
+    return outputs
+
+
+def _actions(idx: list[int], outputs: list[Any], group_done: np.ndarray, g_size: int, n: int) -> list[Any]:
+    """One action per env slot: each playing member's, ``None`` for a member that waits for its group.
+
+    Finished members wait (action ignored); members of finished groups play a discarded next
+    episode, fed the no-op ``""`` (an invalid action, never recorded).
+    """
+    actions: list[Any] = ["" if group_done[i // g_size] else None for i in range(n)]
+    for i, out in zip(idx, outputs):
+        actions[i] = out.action if out.action is not None else ""
+    return actions
+
+
+def _take_won(trajectory: Trajectory, step_info: Mapping[str, Any]) -> bool:
+    """Set the trajectory's ``won`` from its last step's info; ``False`` where the env reports none."""
+    if "won" not in step_info:
+        return False
+    trajectory.won = bool(step_info["won"])
+    return True
 
 
 def _new_trajectory(info: Mapping[str, Any], member: int, group_size: int) -> Trajectory:

@@ -91,54 +91,10 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     lines += _headline(records)
     lines += _progress_share(records, config)
     lines += _base_share(records, config)
-    init = [r for r in records if r.get("kind") == "init"]
-    if init:
-        r = init[0]
-        from trainers.envs import ENV_TABLE
-
-        expert = ENV_TABLE[config.get("env", "alfworld")].expert_name or "the expert"
-        lines += [
-            "## Warm start",
-            "",
-            f"Behaviour cloning from {expert} (it reads only what the agent reads): "
-            f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
-            f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
-            f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
-            "The iteration-0 evaluation above is of this policy: the gain is RL's.",
-            "",
-        ]
+    lines += _warm_start_lines(records, config)
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
-    cols = [
-        "iteration",
-        "success",
-        "score_mean",
-        "all_failed_frac",
-        "adv/progress_group_frac",
-        "coverage_rate",
-        "repeated_action_rate",
-        "invalid_action_rate",
-        "kl",
-        "clip_fraction",
-        "tokens_per_s",
-    ]
-    lines += ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for r in train:
-        lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
     shown = [r for r in records if r.get("kind") in ("eval", "eval_extra", "baseline")]
-    if shown:
-        lines += [
-            "",
-            "## Evaluations",
-            "",
-            "| iteration | kind | split | episodes | success | coverage rate | repeated-action rate |",
-            "|---|---|---|---|---|---|---|",
-        ]
-        for r in shown:
-            lines.append(
-                f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
-                f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
-                f"{_fmt(r.get('eval/repeated_action_rate'))} |"
-            )
+    lines += _iteration_table(train) + _evaluation_table(shown)
     lines += _example_lines(shown)
     lines += time_lines(train)
     if evals:
@@ -156,6 +112,68 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     out = run / "summary.md"
     write_atomic(out, "\n".join(lines))
     return out
+
+
+def _warm_start_lines(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """The behaviour-cloning warm start: the expert, its demonstrations, steps and held-out accuracy."""
+    init = [r for r in records if r.get("kind") == "init"]
+    if not init:
+        return []
+    r = init[0]
+    from trainers.envs import ENV_TABLE
+
+    expert = ENV_TABLE[config.get("env", "alfworld")].expert_name or "the expert"
+    return [
+        "## Warm start",
+        "",
+        f"Behaviour cloning from {expert} (it reads only what the agent reads): "
+        f"{_count(r.get('bc/demos'))} decisions of {_count(r.get('bc/expert_episodes'))} expert episodes "
+        f"(expert success {_fmt(r.get('bc/expert_success'))}), {_count(r.get('bc/steps'))} steps, "
+        f"held-out step accuracy {_fmt(r.get('bc/step_accuracy'))}, {_fmt(r.get('time/init_s'))} s. "
+        "The iteration-0 evaluation above is of this policy: the gain is RL's.",
+        "",
+    ]
+
+
+def _iteration_table(train: list[dict[str, Any]]) -> list[str]:
+    """One row per training iteration: success, credit, coverage, update and speed columns."""
+    cols = [
+        "iteration",
+        "success",
+        "score_mean",
+        "all_failed_frac",
+        "adv/progress_group_frac",
+        "coverage_rate",
+        "repeated_action_rate",
+        "invalid_action_rate",
+        "kl",
+        "clip_fraction",
+        "tokens_per_s",
+    ]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for r in train:
+        lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
+    return lines
+
+
+def _evaluation_table(shown: list[dict[str, Any]]) -> list[str]:
+    """One row per evaluation (held-out, extra splits, baselines)."""
+    if not shown:
+        return []
+    lines = [
+        "",
+        "## Evaluations",
+        "",
+        "| iteration | kind | split | episodes | success | coverage rate | repeated-action rate |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in shown:
+        lines.append(
+            f"| {r['iteration']} | {r['kind']} | {r.get('eval/split', '')} | {_fmt(r.get('eval/episodes'))} | "
+            f"{_fmt(r.get('eval/success'))} | {_fmt(r.get('eval/coverage_rate'))} | "
+            f"{_fmt(r.get('eval/repeated_action_rate'))} |"
+        )
+    return lines
 
 
 #: the phases of an iteration, as the train records name them (``time/<phase>_s``)

@@ -193,6 +193,35 @@ def _resolve_env_fns(
     )
 
 
+def _make_pool(
+    backend: str,
+    env_fns: list[Callable[[], gym.Env]],
+    step_timeout: float | None,
+    context: str | None,
+    reset_timeout: float | None,
+    num_cpus: float | None,
+    resources: Mapping[str, float] | None,
+    members_per_actor: int | None,
+    ray_init: Mapping[str, Any] | None,
+) -> SyncMemberPool | AsyncMemberPool | RayMemberPool:
+    """The member pool of ``backend``: in this process, one process per member, or Ray actors."""
+    if backend == "sync":
+        return SyncMemberPool(env_fns, step_timeout=step_timeout)
+    if backend == "ray":
+        from wrappers.group.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
+
+        return RayMemberPool(
+            env_fns,
+            num_cpus=1.0 if num_cpus is None else num_cpus,
+            resources=resources,
+            members_per_actor=members_per_actor or 1,
+            step_timeout=step_timeout,
+            reset_timeout=reset_timeout,
+            ray_init=ray_init,
+        )
+    return AsyncMemberPool(env_fns, context=context, step_timeout=step_timeout, reset_timeout=reset_timeout)
+
+
 class GroupVectorEnv(VectorEnv):
     """B groups of G members; a group's members share one task per episode (see module docs).
 
@@ -279,26 +308,17 @@ class GroupVectorEnv(VectorEnv):
             raise ValueError(f"step_timeout must be 'auto', None or a number of seconds > 0, got {step_timeout!r}")
         explicit_timeout = None if auto_timeout else check_timeout("step_timeout", step_timeout)
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
-        if backend == "sync":
-            self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = SyncMemberPool(
-                env_fns, step_timeout=explicit_timeout
-            )
-        elif backend == "ray":
-            from wrappers.group.ray_pool import RayMemberPool  # lazy: ray is an optional dependency
-
-            self.pool = RayMemberPool(
-                env_fns,
-                num_cpus=1.0 if num_cpus is None else num_cpus,
-                resources=resources,
-                members_per_actor=members_per_actor or 1,
-                step_timeout=explicit_timeout,
-                reset_timeout=reset_timeout,
-                ray_init=ray_init,
-            )
-        else:
-            self.pool = AsyncMemberPool(
-                env_fns, context=context, step_timeout=explicit_timeout, reset_timeout=reset_timeout
-            )
+        self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = _make_pool(
+            backend,
+            env_fns,
+            explicit_timeout,
+            context=context,
+            reset_timeout=reset_timeout,
+            num_cpus=num_cpus,
+            resources=resources,
+            members_per_actor=members_per_actor,
+            ray_init=ray_init,
+        )
         if auto_timeout:
             declared = self.pool.metadata.get("step_timeout")
             try:
@@ -308,17 +328,7 @@ class GroupVectorEnv(VectorEnv):
         self.member_errors: int = 0
         self._interrupted: bool = False
 
-        self.single_observation_space = self.pool.single_observation_space
-        self.single_action_space = self.pool.single_action_space
-        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
-        self.action_space = batch_space(self.single_action_space, self.num_envs)
-        self.metadata = {
-            **self.pool.metadata,
-            "autoreset_mode": AutoresetMode.SAME_STEP,
-            "group_autoreset": "wait" if autoreset else "hold",
-        }
-        if isinstance(env_fns_or_id, str):
-            self.spec = gym.spec(env_fns_or_id)
+        self._set_spaces(env_fns_or_id)
 
         self.group_ids: np.ndarray = np.repeat(np.arange(self.num_groups), self.group_size)
         self.schedule: GroupSeedSchedule = GroupSeedSchedule(seed, self.num_groups)
@@ -329,6 +339,20 @@ class GroupVectorEnv(VectorEnv):
         self._needs_reset: bool = True
         #: groups whose autoreset raised: {group: one-line reason}; retried on the next step()
         self._pending_reset: dict[int, str] = {}
+
+    def _set_spaces(self, env_fns_or_id: object) -> None:
+        """The spaces, metadata and spec of the batch, from the members' (read by the pool)."""
+        self.single_observation_space = self.pool.single_observation_space
+        self.single_action_space = self.pool.single_action_space
+        self.observation_space = batch_space(self.single_observation_space, self.num_envs)
+        self.action_space = batch_space(self.single_action_space, self.num_envs)
+        self.metadata = {
+            **self.pool.metadata,
+            "autoreset_mode": AutoresetMode.SAME_STEP,
+            "group_autoreset": "wait" if self.autoreset else "hold",
+        }
+        if isinstance(env_fns_or_id, str):
+            self.spec = gym.spec(env_fns_or_id)
 
     # -- helpers ---------------------------------------------------------------------------
     def _members(self, group: int) -> range:
@@ -574,37 +598,43 @@ class GroupVectorEnv(VectorEnv):
             {int(self.group_ids[i]) for i in finished_now if self._done[self._members(int(self.group_ids[i]))].all()}
         )
         if completed:
-            group_flags = {}
-            for g in completed:
-                outcomes = self._outcomes[self._members(g)].copy()
-                group_flags[g] = (outcomes, outcomes_all_failed(outcomes, self.tau_r))
-            resets = self._autoreset(completed) if self.autoreset else {}
-            for g in completed:
-                outcomes, all_failed = group_flags[g]
-                for i in self._members(g):
-                    if i in resets:
-                        info = resets[i][1]
-                    elif not self.autoreset:  # held: the member waits on its final obs until reset()
-                        info = {"group_reset": False, "worker_restarted": False}
-                    else:  # the reset raised: the member waits on its final obs until the retry
-                        info = {
-                            "group_reset": False,
-                            "worker_restarted": False,
-                            "worker_error": f"reset failed: {self._pending_reset[g]}",
-                        }
-                    if "final_obs" in per_member[i]:
-                        info["final_obs"] = per_member[i]["final_obs"]
-                        info["final_info"] = per_member[i]["final_info"]
-                    if "worker_error" in per_member[i]:  # a failed step that completed its group
-                        info["worker_error"] = per_member[i]["worker_error"]
-                    info["worker_restarted"] = info["worker_restarted"] or per_member[i].get("worker_restarted", False)
-                    info["group_id"] = g
-                    info["group_outcomes"] = outcomes
-                    info["group_all_failed"] = all_failed
-                    per_member[i] = info
+            self._finish_groups(completed, per_member)
         for i in range(self.num_envs):
             per_member[i]["waiting"] = bool(waiting[i])
         return self._batch_obs(), rewards, terminations, truncations, self._collect_infos(per_member)
+
+    def _finish_groups(self, completed: list[int], per_member: list[dict[str, Any]]) -> None:
+        """Close the groups whose last member just finished: their outcomes and all-failed flag on
+        every member's info, then the group autoreset (or the hold), keeping each member's final
+        observation and error."""
+        group_flags = {}
+        for g in completed:
+            outcomes = self._outcomes[self._members(g)].copy()
+            group_flags[g] = (outcomes, outcomes_all_failed(outcomes, self.tau_r))
+        resets = self._autoreset(completed) if self.autoreset else {}
+        for g in completed:
+            outcomes, all_failed = group_flags[g]
+            for i in self._members(g):
+                if i in resets:
+                    info = resets[i][1]
+                elif not self.autoreset:  # held: the member waits on its final obs until reset()
+                    info = {"group_reset": False, "worker_restarted": False}
+                else:  # the reset raised: the member waits on its final obs until the retry
+                    info = {
+                        "group_reset": False,
+                        "worker_restarted": False,
+                        "worker_error": f"reset failed: {self._pending_reset[g]}",
+                    }
+                if "final_obs" in per_member[i]:
+                    info["final_obs"] = per_member[i]["final_obs"]
+                    info["final_info"] = per_member[i]["final_info"]
+                if "worker_error" in per_member[i]:  # a failed step that completed its group
+                    info["worker_error"] = per_member[i]["worker_error"]
+                info["worker_restarted"] = info["worker_restarted"] or per_member[i].get("worker_restarted", False)
+                info["group_id"] = g
+                info["group_outcomes"] = outcomes
+                info["group_all_failed"] = all_failed
+                per_member[i] = info
 
     def _try_reset_group(self, g: int) -> tuple[dict[int, tuple[Any, dict[str, Any]]], Exception | None]:
         """Reset group ``g`` to its next scheduled task: (its members' resets, None), or ({}, the
