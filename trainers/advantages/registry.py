@@ -260,9 +260,9 @@ class Estimator:
         unknown = set(self.needs) - set(NEEDS)
         if unknown:
             raise ValueError(f"estimator {self.name}: needs takes {', '.join(NEEDS)}, got {', '.join(sorted(unknown))}")
-        if self.options is not None and not (
-            dataclasses.is_dataclass(self.options) and self.options.__dataclass_params__.frozen
-        ):  # type: ignore[attr-defined]  # set by @dataclass; typeshed's type has no __dataclass_params__
+        # __dataclass_params__ is set by @dataclass; typeshed's type does not declare it
+        frozen = dataclasses.is_dataclass(self.options) and self.options.__dataclass_params__.frozen  # type: ignore[attr-defined]
+        if self.options is not None and not frozen:
             raise ValueError(f"estimator {self.name}: options must be a frozen dataclass")
 
     @property

@@ -70,8 +70,9 @@ def capture_rng() -> dict[str, Any]:
         "python": {"version": version, "internal": torch.tensor(internal, dtype=torch.int64), "gauss": gauss},
         "numpy": {
             "kind": kind,
-            "keys": torch.from_numpy(keys.astype(np.int64)),
-            "pos": int(pos),  # type: ignore[attr-defined]  # numpy's stub types the legacy state tuple loosely: keys is an array
+            # numpy's stub types the legacy state tuple loosely: keys is an array
+            "keys": torch.from_numpy(keys.astype(np.int64)),  # type: ignore[attr-defined]
+            "pos": int(pos),
             "has_gauss": int(has_gauss),
             "cached": float(cached),
         },
