@@ -21,7 +21,7 @@ lint:
 	$(PYTHON) -m ruff check .
 	$(PYTHON) -m ruff format --check .
 
-# mypy: the wrappers, the trainer and the agents, strict on wrappers/, trainers/advantages/ and the loop's stages
+# mypy over the whole package, strict on wrappers/, trainers/advantages/ and the loop's stages
 # (config: pyproject.toml [tool.mypy])
 typecheck: install
 	@$(PYTHON) -m mypy --version >/dev/null 2>&1 || $(PYTHON) -m pip install -q "mypy==2.4.1"

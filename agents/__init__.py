@@ -16,6 +16,6 @@ Modules (import what you need; nothing heavy is imported here):
 
 __progpo_package__ = True  # marker read by progpo_envs.guard (generic top-level name)
 
-from progpo_envs.guard import check_import_names  # noqa: E402  # after the package marker the guard reads
+from progpo_envs.guard import check_import_names  # after the package marker the guard reads
 
 check_import_names()  # one-line error if agents / wrappers / trainers is another distribution's

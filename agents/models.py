@@ -209,7 +209,7 @@ def _load_smollm2(dtype: torch.dtype, device: str | torch.device) -> tuple[Any, 
         _write_atomically(target, _build_smollm2_cache, _SMOLLM2_CACHE_VERSION)
     try:
         return _from_pretrained(str(target), dtype, device)
-    except Exception as exc:
+    except Exception as exc:  # not cached (or incomplete): maybe downloadable
         raise ModelLoadError(
             f"the cached SmolLM2 copy at {target} could not be loaded ({exc}); delete that folder "
             "and load again to rebuild it from the GGUF file"
@@ -626,7 +626,7 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     path: Path | None = None
     try:  # the local cache first: no network, no retries
         path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS, local_files_only=True))
-    except Exception as exc:  # noqa: BLE001 - not cached (or incomplete): maybe downloadable
+    except Exception as exc:  # every hub failure becomes the same one-line error
         local_error: Exception = exc
     if path is None or not (path / "config.json").is_file():
         unreachable = None if offline else _hub_unreachable(endpoint)
@@ -644,7 +644,7 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     try:
         if path is None or not (path / "config.json").is_file():
             path = Path(snapshot_download(name, revision=revision, allow_patterns=_HUB_PATTERNS))
-    except Exception as exc:  # noqa: BLE001 - every hub failure becomes the same one-line error
+    except Exception as exc:  # a broken checkpoint: one line, the fix
         how = f"and could not be downloaded ({type(exc).__name__}: {_one_line(exc, 160)})"
         raise ModelLoadError(
             f"model {name!r} is not in the local Hugging Face cache ({cache}) {how}; download it where the "
@@ -705,7 +705,7 @@ def load_model(
         path = resolve_hub_model(key)
     try:
         return _from_pretrained(str(path), dtype, device)
-    except Exception as exc:  # noqa: BLE001 - a broken checkpoint: one line, the fix
+    except Exception as exc:
         raise ModelLoadError(
             f"could not load model {key!r} from {path}: {type(exc).__name__}: {_one_line(exc, 200)}; check that "
             "it holds a transformers causal-LM checkpoint (config.json, weights, tokenizer)"

@@ -90,7 +90,7 @@ def product_scores(observation: str, products: Sequence[str], instruction: str) 
 
 def webshop_command_notes(
     instruction: str, observation: str, commands: Sequence[str], chosen: Mapping[str, Any] = {}
-) -> list[str]:  # noqa: B006 - read only
+) -> list[str]:  # read only
     """The note written before each scored command (the ``webshop-notes`` template):
     ``best match`` on the listed product(s) whose title shares the most words with the
     instruction, ``named`` on an option value the instruction names; no note otherwise.

@@ -27,7 +27,7 @@ def _play(mode: str, games: int, every: int, out: "mp.Queue") -> None:
     import gymnasium as gym
     import psutil
 
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
     from progpo_envs.alfworld.fast import memo
 
     if mode == "unbounded":

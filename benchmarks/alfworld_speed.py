@@ -128,7 +128,7 @@ def _throughput(workers: int, seconds: float) -> float:
 
 
 def main() -> int:
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
     from progpo_envs.alfworld.embedded import embedded_root
     from progpo_envs.alfworld.games import resolve_data_dir
 

@@ -36,9 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.config import TrainConfig, load_yaml  # noqa: E402
-from trainers.envs import STATE_KEYS, make_env_fn  # noqa: E402
-from trainers.statistics import auc_with_ci  # noqa: E402
+from trainers.config import TrainConfig, load_yaml
+from trainers.envs import STATE_KEYS, make_env_fn
+from trainers.statistics import auc_with_ci
 
 
 def carry_free_env(split: str, max_steps: int) -> Any:

@@ -29,8 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend  # noqa: E402
-from agents.models import load_model  # noqa: E402
+from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend
+from agents.models import load_model
 
 
 def _sync(device: torch.device) -> None:

@@ -78,7 +78,7 @@ def preflight(args: argparse.Namespace) -> int:
         from progpo_envs.alfworld.engine import engine_available
 
         alf = engine_available()
-    except Exception:  # noqa: BLE001
+    except Exception:
         alf = False
     print(f"ALFWorld engine (textworld + alfworld): {'yes' if alf else 'no (the training run uses --env rooms)'}")
     if args.print_env:

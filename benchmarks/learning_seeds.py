@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:  # the package, when this file is imported rather than run
     sys.path.insert(0, str(ROOT))
 
-from trainers.runs.metrics import read_metrics  # noqa: E402
-from trainers.runs.summary import rl_gain  # noqa: E402
-from trainers.statistics import mean_ci  # noqa: E402
+from trainers.runs.metrics import read_metrics
+from trainers.runs.summary import rl_gain
+from trainers.statistics import mean_ci
 
 
 def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path:

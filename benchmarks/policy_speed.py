@@ -29,12 +29,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_timing import median_time  # noqa: E402
+from bench_timing import median_time
 
-from agents.backends import SamplingConfig, TransformersBackend  # noqa: E402
-from agents.logprobs import candidate_logprobs, sequence_logprobs  # noqa: E402
-from agents.models import load_model  # noqa: E402
-from agents.prompting import build_messages, render_prompt  # noqa: E402
+from agents.backends import SamplingConfig, TransformersBackend
+from agents.logprobs import candidate_logprobs, sequence_logprobs
+from agents.models import load_model
+from agents.prompting import build_messages, render_prompt
 
 COMMANDS = [
     "go to bed 1",

@@ -44,9 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.lab.significance import episodes_to_reach  # noqa: E402
-from trainers.runs.metrics import read_metrics  # noqa: E402
-from trainers.statistics import mean_ci  # noqa: E402
+from trainers.lab.significance import episodes_to_reach
+from trainers.runs.metrics import read_metrics
+from trainers.statistics import mean_ci
 
 METHODS = {
     "grpo": ["--estimator", "grpo"],

@@ -120,7 +120,7 @@ class LoopbackRayCluster:
         return cmd
 
     def _spawn(self, k: int) -> None:
-        log = open(self.temp_root / f"node{k}.log", "wb")  # noqa: SIM115 - kept open for the node's life
+        log = open(self.temp_root / f"node{k}.log", "wb")  # kept open for the node's life
         self.procs.append(
             subprocess.Popen(
                 self._node_command(k),

@@ -32,16 +32,16 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from ray_cluster import LoopbackRayCluster  # noqa: E402
+from ray_cluster import LoopbackRayCluster
 
-from progpo_envs.rooms import SleepEnv  # noqa: E402
-from wrappers import GroupVectorEnv  # noqa: E402
+from progpo_envs.rooms import SleepEnv
+from wrappers import GroupVectorEnv
 
 NODE_ENV = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
 
 
 def alfworld_steps_per_s(backend: str, steps: int, repeats: int, **kw) -> float:
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
 
     envs = GroupVectorEnv(
         "ProGPO-ALFWorld-v0",

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.statistics import mean_ci  # noqa: E402
+from trainers.statistics import mean_ci
 
 VARIANTS = {
     "flat": {"rollout": "flat"},

@@ -39,13 +39,13 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from agents.backends import SamplingConfig, TransformersBackend  # noqa: E402
-from agents.batching import step_key, step_tokens  # noqa: E402
-from agents.contract import StepOutput  # noqa: E402
-from agents.generate_policy import GeneratePolicy  # noqa: E402
-from agents.models import load_model  # noqa: E402
-from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, micro_batches, ppo_update  # noqa: E402
-from trainers.loop.updater import enable_gradient_checkpointing  # noqa: E402
+from agents.backends import SamplingConfig, TransformersBackend
+from agents.batching import step_key, step_tokens
+from agents.contract import StepOutput
+from agents.generate_policy import GeneratePolicy
+from agents.models import load_model
+from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, micro_batches, ppo_update
+from trainers.loop.updater import enable_gradient_checkpointing
 
 PATHS = ("prefix", "length", "length + logit chunks", "length + checkpointing")
 
@@ -106,10 +106,10 @@ def run_update(
     adv = torch.as_tensor(np.random.default_rng(0).standard_normal(len(steps)), dtype=torch.float32)
     batch = UpdateBatch.build(
         list(steps),
-        old,
+        old,  # type: ignore[arg-type]  # every entry was set by the passes above
         None,
         adv,
-        [i // 3 for i in range(len(steps))],  # type: ignore[arg-type]
+        [i // 3 for i in range(len(steps))],
         list(range(len(steps))),
         "token-mean",
         cost,

@@ -44,11 +44,11 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.advantages import step_advantages  # noqa: E402
-from trainers.config import parse_args  # noqa: E402
-from trainers.loop.trainer import Trainer  # noqa: E402
-from trainers.rollouts.rollout import Rollout, collect_rollout  # noqa: E402
-from trainers.seeds import task_seeds  # noqa: E402
+from trainers.advantages import step_advantages
+from trainers.config import parse_args
+from trainers.loop.trainer import Trainer
+from trainers.rollouts.rollout import Rollout, collect_rollout
+from trainers.seeds import task_seeds
 
 
 def measure_rollout(tr: Trainer, env_fn: Any, seeds: list[int], seed: int) -> Rollout:
@@ -112,7 +112,7 @@ class AnchorKL:
             (self.beta * (torch.exp(-log_r) - 1 + log_r).mean()).backward()  # k3 of KL(pi_0 || pi)
             return step(*args, **kwargs)
 
-        optimizer.step = step_with_anchor  # type: ignore[method-assign]
+        optimizer.step = step_with_anchor  # type: ignore[method-assign]  # the anchored step replaces the optimizer's own
         return optimizer
 
 

@@ -28,12 +28,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from bench_timing import median_time  # noqa: E402
+from bench_timing import median_time
 
-from progpo_envs.webshop.catalog_gen import iter_catalog, write_catalog  # noqa: E402
-from progpo_envs.webshop.data import load_catalog  # noqa: E402
-from progpo_envs.webshop.reward import get_reward  # noqa: E402
-from progpo_envs.webshop.title_nouns import TitleNouns  # noqa: E402
+from progpo_envs.webshop.catalog_gen import iter_catalog, write_catalog
+from progpo_envs.webshop.data import load_catalog
+from progpo_envs.webshop.reward import get_reward
+from progpo_envs.webshop.title_nouns import TitleNouns
 
 
 def bench_generation(n: int, repeats: int) -> list[tuple[str, float, float]]:

@@ -115,7 +115,7 @@ def steps_per_second(make_envs: Callable[[], gym.vector.VectorEnv], steps: int) 
 
 def part_throughput(steps: int, repeats: int, step_time: float) -> None:
     kw = {"step_time": step_time, "episode_length": 10}
-    sleep_env = lambda: SleepEnv(**kw)  # noqa: E731
+    sleep_env = lambda: SleepEnv(**kw)  # noqa: E731 - a one-line callable, read where it is passed
     rows = [
         ("GroupVectorEnv sync, 1x2 (baseline)", lambda: GroupVectorEnv(SleepEnv, 1, 2, env_kwargs=kw)),
         ("GroupVectorEnv async, 1x2", lambda: GroupVectorEnv(SleepEnv, 1, 2, backend="async", env_kwargs=kw)),

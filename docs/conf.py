@@ -154,7 +154,7 @@ nitpick_ignore_regex = [
 ]
 
 
-def _resolve_alias(app, env, node, contnode):  # noqa: ANN001, ANN202 - Sphinx's event signature
+def _resolve_alias(app, env, node, contnode):  # Sphinx's event signature
     """A reference to a re-exported name (``wrappers.GroupVectorEnv``) or to a short name defined
     in another module (``step_advantages``) resolves to the object where it is defined; anything
     else stays unresolved (and fails the strict build)."""
@@ -185,13 +185,13 @@ def _resolve_alias(app, env, node, contnode):  # noqa: ANN001, ANN202 - Sphinx's
     return None
 
 
-def _plain_data_doc(app, what, name, obj, options, lines):  # noqa: ANN001, ANN202 - Sphinx's event signature
+def _plain_data_doc(app, what, name, obj, options, lines):  # Sphinx's event signature
     """A data or attribute doc-comment reads ``what it is: how``; napoleon would take the words
     before the colon for a type. An empty type first keeps them text."""
     if what in ("data", "attribute", "property") and lines and ": " in lines[0] and not lines[0].startswith(":"):
         lines[0] = ": " + lines[0]
 
 
-def setup(app):  # noqa: ANN001, ANN201 - Sphinx's hook
+def setup(app):  # Sphinx's hook
     app.connect("missing-reference", _resolve_alias)
     app.connect("autodoc-process-docstring", _plain_data_doc, priority=400)  # before napoleon (500)

@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
     # The text env hides the key's room until the agent stands in it: a memoryless policy must
     # explore, so it is evaluated stochastically; FrozenLake is evaluated greedily.
     deterministic = args.env == "frozenlake"
-    policy = lambda obs: int(model.predict(obs, deterministic=deterministic)[0])  # noqa: E731
+    policy = lambda obs: int(model.predict(obs, deterministic=deterministic)[0])  # noqa: E731 - a one-line callable, read where it is passed
     before = evaluate(policy, make_env(args.env, args.bonus, args.map), args.episodes, seed=1000)
     model.learn(total_timesteps=args.timesteps)
     after = evaluate(policy, make_env(args.env, args.bonus, args.map), args.episodes, seed=1000)

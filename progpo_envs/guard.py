@@ -38,7 +38,7 @@ def _owner(name: str) -> tuple[str, str]:
         from importlib.metadata import packages_distributions  # the error path only: the guard runs on every import
 
         dists = sorted(set(packages_distributions().get(name, [])) - {"progpo"})
-    except Exception:  # noqa: BLE001 - only decorates the message
+    except Exception:  # only decorates the message
         dists = []
     if dists:
         return f"distribution {', '.join(dists)}", f"`pip uninstall {' '.join(dists)}`"

@@ -57,7 +57,7 @@ import json
 import logging
 import math
 import uuid
-from typing import Any, ClassVar, Sequence
+from typing import Any, Callable, ClassVar, Mapping, Sequence
 
 import gymnasium as gym
 from pydantic import Field
@@ -197,6 +197,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         from progpo_envs import ALFWORLD_ID, WEBSHOP_ID
         from wrappers import CanonicalizeObservation, FirstVisitCoverage
 
+        canon: Callable[[str, Mapping[str, Any]], str]
         if self.env_name == "alfworld":
             from progpo_envs.alfworld.canonical import canonicalize_alfworld as canon
 
@@ -220,7 +221,7 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
         options = {"task_id": task_id} if task_id is not None else None
         try:
             obs, info = self._env.reset(seed=seed, options=options)
-        except Exception as err:  # noqa: BLE001 - a bad task id is the client's error, said in one line
+        except Exception as err:  # a bad task id is the client's error, said in one line
             if task_id is None:
                 raise
             raise BadTaskError(f"task_id {task_id!r} cannot be played: {describe_error(err)}") from None

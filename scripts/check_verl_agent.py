@@ -46,7 +46,7 @@ def check(name: str, ok: bool, detail: str = "") -> bool:
     return ok
 
 
-def load_file(path: Path, name: str):  # noqa: ANN201 - a module
+def load_file(path: Path, name: str):  # a module
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -59,11 +59,11 @@ class FakeGenerator:
     world_size = 1
     response_length = 64  # vLLM pads every response to the rollout's response_length
 
-    def __init__(self, tokenizer, manager, seed: int) -> None:  # noqa: ANN001
+    def __init__(self, tokenizer, manager, seed: int) -> None:
         self.tokenizer, self.manager, self.rng = tokenizer, manager, random.Random(seed)
         self.prompts: list[str] = []
 
-    def generate_sequences(self, batch):  # noqa: ANN001, ANN201 - verl's DataProto in and out
+    def generate_sequences(self, batch):  # verl's DataProto in and out
         import torch
         from verl import DataProto
 
@@ -98,7 +98,7 @@ class FakeGenerator:
         )
 
 
-def config_for(env: str, args: argparse.Namespace, estimator: str):  # noqa: ANN201
+def config_for(env: str, args: argparse.Namespace, estimator: str):
     from omegaconf import OmegaConf
 
     return OmegaConf.create(
@@ -129,12 +129,12 @@ def config_for(env: str, args: argparse.Namespace, estimator: str):  # noqa: ANN
     )
 
 
-def record_steps(manager):  # noqa: ANN001, ANN201
+def record_steps(manager):
     """Wrap ``manager.step`` to log, per env, what each active step did (the reference's input)."""
     log = [[] for _ in range(manager.envs.num_envs)]
     step = manager.step
 
-    def logged(text_actions):  # noqa: ANN001, ANN202
+    def logged(text_actions):
         before = [(o, bool(d)) for o, d in zip(manager._observations()["anchor"], manager._done)]
         obs, rewards, dones, infos = step(text_actions)
         for i, (anchor, was_done) in enumerate(before):
@@ -161,7 +161,7 @@ BRANCH_ESTIMATORS = ("progpo_gigpo", "progpo_grpo", "planpo", "progpo_planpo", "
 SUCCESS_THRESHOLD = 0.5
 
 
-def reference(log, group_size: int, estimator: str, gamma: float, lengths: dict):  # noqa: ANN001, ANN201
+def reference(log, group_size: int, estimator: str, gamma: float, lengths: dict):
     """Per (env, t): the estimator's advantage from trainers.advantages on the logged trajectories
     (``lengths[(env, t)]``: the response tokens of that step, PlanPO's turn lengths)."""
     from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
@@ -190,7 +190,7 @@ def reference(log, group_size: int, estimator: str, gamma: float, lengths: dict)
     return {(int(i), int(t)): a for i, t, a in zip(step_traj, step_t, out.steps)}
 
 
-def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> None:  # noqa: ANN001
+def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> None:
     import torch
     from verl import DataProto
 
@@ -231,7 +231,7 @@ def run_env(env: str, args: argparse.Namespace, tokenizer, verl_agent: Path) -> 
     first_prompt = ""
     generate = gen.generate_sequences
 
-    def keep_first_prompt(data):  # noqa: ANN001, ANN202
+    def keep_first_prompt(data):
         nonlocal first_prompt
         out = generate(data)
         first_prompt = first_prompt or gen.prompts[0]
@@ -347,7 +347,7 @@ def trainer_accepts(verl_agent: Path, estimator: str) -> str:
         )
     except NotImplementedError:
         return "rejected (NotImplementedError: its estimator check)"
-    except Exception as err:  # noqa: BLE001 - any later stop means the estimator check passed
+    except Exception as err:  # any later stop means the estimator check passed
         return f"accepted (then stops at {type(err).__name__}: {str(err)[:60]}...: no workers here)"
     return "accepted"
 

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.runs.provenance import read_provenance, run_times  # noqa: E402  (after the path)
+from trainers.runs.provenance import read_provenance, run_times  # after the path
 
 
 def _seconds(a: str, b: str) -> float:

@@ -17,7 +17,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from trainers.lab.significance import paired_t_power, seeds_for_power  # noqa: E402  (after the path)
+from trainers.lab.significance import paired_t_power, seeds_for_power  # after the path
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,7 +156,7 @@ def _copy_tree(dest: Path, rev: str | None = None) -> None:
 
 
 def _config(sources: list[str], tests: list[str]) -> str:
-    quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731
+    quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731 - a one-line callable, read where it is passed
     also = ["agents", "progpo_envs", "trainers", "wrappers", "tests", "benchmarks", "configs", "scripts"]
     return (
         "\n[tool.mutmut]\n"
@@ -300,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: {' '.join(sources)}  <-  {' '.join(tests)}")
         return 0
     try:
-        import mutmut  # noqa: F401
+        import mutmut  # noqa: F401  (imported to check that mutmut is installed)
     except ImportError:
         print("error: mutmut is not installed: pip install -e '.[dev]'", file=sys.stderr)
         return 2

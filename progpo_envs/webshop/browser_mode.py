@@ -39,9 +39,15 @@ class BrowserBackend:
         self.state = ShopState()
         self.url = ""
 
+    def _started(self) -> ChromiumBrowser:
+        """The browser, which the first reset() starts."""
+        if self.browser is None:
+            raise RuntimeError("BrowserBackend: call reset() before reading a page")
+        return self.browser
+
     def _read(self) -> None:
-        html = self.browser.page_source()
-        self.url = self.browser.current_url()
+        html = self._started().page_source()
+        self.url = self._started().current_url()
         segments, self.clickables, self.has_search_bar = read_page(html)
         self.observation = OBS_SEP.join(segments)
         parsed = parse_path(urlsplit(self.url).path)
@@ -49,10 +55,10 @@ class BrowserBackend:
 
     def _on_shop_page(self) -> bool:
         """Whether the browser shows a shop page that loaded with status 200."""
-        status = self.browser.status()
+        status = self._started().status()
         if status is not None and status != 200:
             return False
-        url = self.browser.current_url()
+        url = self._started().current_url()
         return url.startswith(self.server.url + "/") and parse_path(urlsplit(url).path) is not None
 
     def reset(self, goal: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -78,7 +84,7 @@ class BrowserBackend:
 
     def step(self, action: Any) -> tuple[StepResult, str, dict[str, Any]]:
         parsed = parse_action(action)
-        if parsed is None or self.browser is None:
+        if parsed is None or self.browser is None or self.session_id is None:  # (both set by reset)
             return StepResult(False), self.observation, {}
         verb, arg = parsed
         arg = arg.lower()

@@ -193,12 +193,18 @@ class WebShopEnv(gym.Env[str, str]):
         goal = self.shop.goals[self._goal_index]
         return copy.deepcopy({k: goal.get(k) for k in GOAL_KEYS})
 
+    def _text_session(self) -> ShopSession:
+        """The text mode's session, which reset() opens."""
+        if self._session is None:
+            raise RuntimeError("WebShop env: call reset() before step()")
+        return self._session
+
     def _info(self, valid: bool) -> dict[str, Any]:
         backend = self._browser_backend
         if backend is not None:
             state, clickables, has_bar = backend.state, backend.clickables, backend.has_search_bar
         else:
-            view = self._session.view()
+            view = self._text_session().view()
             state, clickables, has_bar = view.state, view.clickables(), view.has_search_bar
         commands = [SEARCH_PLACEHOLDER] if has_bar else []
         commands += [f"click[{c}]" for c in clickables if c != "search"]
@@ -275,8 +281,9 @@ class WebShopEnv(gym.Env[str, str]):
         if self._browser_backend is not None:
             result, self._obs, extra = self._browser_backend.step(action)
         else:
-            result = self._session.step(action)
-            self._obs = self._session.view().observation() if result.valid else self._obs
+            session = self._text_session()
+            result = session.step(action)
+            self._obs = session.view().observation() if result.valid else self._obs
         terminated = bool(result.done)
         reward = float(result.reward) if terminated else 0.0
         if terminated:

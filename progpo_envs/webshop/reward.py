@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from progpo_envs.webshop.title_nouns import default_title_nouns
 
@@ -281,6 +281,42 @@ def get_option_reward(purchased_options: Iterable[Any], goal_options: Iterable[A
                 break
     r_option = matches / len(goals) if goals else None
     return r_option, matches
+
+
+@overload
+def get_reward(
+    purchased_product: Mapping[str, Any],
+    goal: Mapping[str, Any],
+    price: float,
+    options: Mapping[str, str],
+    *,
+    verbose: Literal[False] = False,
+    nouns: Callable[[str], list[str]] | None = None,
+) -> float: ...
+
+
+@overload
+def get_reward(
+    purchased_product: Mapping[str, Any],
+    goal: Mapping[str, Any],
+    price: float,
+    options: Mapping[str, str],
+    *,
+    verbose: Literal[True],
+    nouns: Callable[[str], list[str]] | None = None,
+) -> tuple[float, dict[str, Any]]: ...
+
+
+@overload
+def get_reward(
+    purchased_product: Mapping[str, Any],
+    goal: Mapping[str, Any],
+    price: float,
+    options: Mapping[str, str],
+    *,
+    verbose: bool,
+    nouns: Callable[[str], list[str]] | None = None,
+) -> float | tuple[float, dict[str, Any]]: ...
 
 
 def get_reward(

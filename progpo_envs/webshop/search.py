@@ -252,15 +252,13 @@ class _Postings:
         docs = np.repeat(doc_of_chunk, lens)
         width = len(self.vocab) + 1
         uniq, tf = np.unique((docs + self.n_docs) * width + ids, return_counts=True)
-        for part, values in zip(
-            self.parts,
-            (
-                (uniq // width).astype(np.int32),
-                (uniq % width).astype(np.int32),
-                tf.astype(np.int32),
-                np.bincount(docs, minlength=len(batch)),
-            ),
-        ):
+        columns: tuple[np.ndarray, ...] = (
+            (uniq // width).astype(np.int32),
+            (uniq % width).astype(np.int32),
+            tf.astype(np.int32),
+            np.bincount(docs, minlength=len(batch)),
+        )
+        for part, values in zip(self.parts, columns):
             part.append(values)
         self.n_docs += len(batch)
 
@@ -280,8 +278,11 @@ class _Postings:
         """(documents, terms, term frequencies, document lengths); frees the build buffers."""
         empty = (np.int32, np.int32, np.int32, np.int64)
         out = tuple(np.concatenate(part) if part else np.zeros(0, dtype) for part, dtype in zip(self.parts, empty))
-        for buffer in (*self.parts, self.chunk_ids, self.flat_terms, self.chunk_off):
-            buffer.clear()
+        for part in self.parts:
+            part.clear()
+        self.chunk_ids.clear()
+        self.flat_terms.clear()
+        self.chunk_off.clear()
         return out  # type: ignore[return-value]  # four arrays, in the order of the annotation
 
 

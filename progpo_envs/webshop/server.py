@@ -137,7 +137,7 @@ class ShopServer:
         if self._httpd is None:
             raise RuntimeError("server not started")
         host, port = self._httpd.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host.decode() if isinstance(host, bytes) else host}:{port}"
 
     def __enter__(self) -> "ShopServer":
         return self.start()

@@ -287,6 +287,8 @@ class ShopSession:
         st = self.state
         kind, extra = target
         if name == END_BUTTON.lower():
+            if st.asin is None:  # the button is on product pages only, which name their product
+                return StepResult(False)
             self.reward, self.breakdown = self.shop.purchase(self.goal, st.asin, st.options_dict())
             self._go(replace(st, kind=DONE, sub_page=None))
             return StepResult(True, self.reward, True, self.breakdown)

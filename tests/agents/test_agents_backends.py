@@ -242,7 +242,7 @@ def test_vllm_sampling_params_mapping():
 
     class FakeVLLM:
         @staticmethod
-        def SamplingParams(**kw):  # noqa: N802 - mimics vllm.SamplingParams
+        def SamplingParams(**kw):  # mimics vllm.SamplingParams
             return kw
 
     p = VLLMBackend.sampling_params(FakeVLLM, SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=5, n=3), 7)

@@ -76,7 +76,7 @@ def test_webshop_oracle_scores_one_on_the_embedded_shop():
     import gymnasium as gym
 
     pytest.importorskip("bm25s", reason="WebShop engine deps (extra [webshop]) not installed")
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
 
     env = gym.make("ProGPO-WebShop-v0", num_products=200)
     agent = WebShopOracleAgent()

@@ -288,7 +288,7 @@ def test_tree_passes_in_two_threads_at_once_give_the_per_decision_log_probs(mode
                             model, halves[k][i : i + 3], pad_token_id=0, chunk=32, last_layer_rows=(rep + k) % 2 == 0
                         )
                         worst[k] = max(worst[k], _worst(refs[k][i : i + 3], got))
-        except BaseException as exc:  # noqa: BLE001 -- re-raised in the main thread
+        except BaseException as exc:  # re-raised in the main thread
             errors.append(exc)
 
     threads = [threading.Thread(target=score, args=(k,)) for k in (0, 1)]

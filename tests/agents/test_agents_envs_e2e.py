@@ -18,7 +18,7 @@ def _alfworld_env(shared_data_dir, **kw):
     import gymnasium as gym
 
     pytest.importorskip("textworld", reason="ALFWorld engine not installed (pip install 'progpo[alfworld]')")
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
 
     try:
         return gym.make("ProGPO-ALFWorld-v0", **kw)
@@ -33,7 +33,7 @@ def _webshop_env(**kw):
     import gymnasium as gym
 
     pytest.importorskip("bm25s", reason="WebShop engine not installed (pip install 'progpo[webshop]')")
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
 
     return gym.make("ProGPO-WebShop-v0", num_products=200, **kw)
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import progpo_envs  # noqa: F401
+import progpo_envs  # noqa: F401  (registers the ids)
 from progpo_envs.alfworld.games import discover_games, resolve_data_dir
 
 ACTIONS_PER_EXAMPLE = 50

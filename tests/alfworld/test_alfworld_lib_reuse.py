@@ -18,7 +18,7 @@ import pytest
 SCRIPT = textwrap.dedent(
     """
     import gymnasium as gym
-    import progpo_envs  # noqa: F401
+    import progpo_envs  # noqa: F401  (registers the ids)
     for round_ in range(3):
         envs = [gym.make("ProGPO-ALFWorld-v0") for _ in range(3)]
         firsts = []

@@ -19,9 +19,9 @@ import pytest
 
 pytest.importorskip("openenv.core", reason="extra [openenv] not installed")
 sys.path.insert(0, str(Path(__file__).parent))
-from openenv_server import running_server  # noqa: E402
+from openenv_server import running_server
 
-from progpo_envs.serve import CommandAction, ProGPOEnvClient, json_safe  # noqa: E402
+from progpo_envs.serve import CommandAction, ProGPOEnvClient, json_safe
 
 pytestmark = pytest.mark.slow
 

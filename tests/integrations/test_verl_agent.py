@@ -25,7 +25,7 @@ from trainers.integrations.verl_agent import (
 from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 
 sys.path.insert(0, str(Path(__file__).parent))
-from step_rows import step_rows  # noqa: E402
+from step_rows import step_rows
 
 ANSWER = "<think>go on</think><action>{}</action>"
 
@@ -129,7 +129,7 @@ def _verl_agent_batch(rng: np.random.Generator, duplicate: int = 3):
 def test_estimator_branch_equals_trainers_advantages_and_dedupes_copies() -> None:
     calls = []
 
-    def verl_agent_original(data, adv_estimator, gamma=1.0, *args, **kwargs):  # noqa: ANN001, ANN202
+    def verl_agent_original(data, adv_estimator, gamma=1.0, *args, **kwargs):
         calls.append(adv_estimator)
         return data
 

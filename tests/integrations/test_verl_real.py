@@ -22,18 +22,18 @@ torch = pytest.importorskip("torch", reason="extra [train] not installed")
 pytest.importorskip("verl", reason="verl 0.9 not installed (bash scripts/setup_verl.sh)")
 # Where verl is installed, its PPO trainers must import: the [verl] extra brings what they need.
 
-from omegaconf import OmegaConf  # noqa: E402
-from verl import DataProto  # noqa: E402
-from verl.trainer.ppo import ray_trainer  # noqa: E402
-from verl.trainer.ppo.v1 import trainer_base  # noqa: E402
-from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict  # noqa: E402
+from omegaconf import OmegaConf
+from verl import DataProto
+from verl.trainer.ppo import ray_trainer
+from verl.trainer.ppo.v1 import trainer_base
+from verl.trainer.ppo.v1.agent_loop_tq import list_of_dict_to_tensordict
 
-from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages  # noqa: E402
+from trainers.advantages import AdvantageConfig, episode_advantages, factorize, step_advantages
 
 sys.path.insert(0, os.path.dirname(__file__))
-from step_rows import step_rows  # noqa: E402
+from step_rows import step_rows
 
-from trainers.integrations.verl import MissingColumnsError  # noqa: E402
+from trainers.integrations.verl import MissingColumnsError
 
 PROBE = (
     "import sys, verl; from verl.trainer.ppo import core_algos, ray_trainer; "
@@ -198,12 +198,12 @@ class _Store:
     def __init__(self) -> None:
         self.rows: dict[str, dict] = {}
 
-    def kv_batch_put(self, keys, partition_id, fields, tags=None):  # noqa: ANN001, ANN201 - TQ's signature
+    def kv_batch_put(self, keys, partition_id, fields, tags=None):  # TQ's signature
         for i, key in enumerate(keys):
             self.rows.setdefault(key, {}).update({f: fields[f][i] for f in fields.keys()})
         return SimpleNamespace(keys=keys, partition_id=partition_id)
 
-    def kv_batch_get(self, keys, partition_id, select_fields):  # noqa: ANN001, ANN201
+    def kv_batch_get(self, keys, partition_id, select_fields):
         return list_of_dict_to_tensordict(
             [{f: self.rows[k][f] for f in select_fields if f in self.rows[k]} for k in keys]
         )

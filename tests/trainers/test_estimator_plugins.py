@@ -18,7 +18,7 @@ import pytest
 from trainers.advantages import AdvantageConfig, option, registry, step_advantages
 
 sys.path.insert(0, str(Path(__file__).parent))
-from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
+from plugin_runs import ROOT, forget_plugin_files, train
 
 EXAMPLE = ROOT / "examples" / "custom_estimator.py"
 TINY = [

@@ -11,7 +11,7 @@ import pytest
 from trainers.lab import cli, methods
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lab_records import write_kept_run  # noqa: E402
+from lab_records import write_kept_run
 
 
 def _block(root: Path, runs: dict[tuple[str, int], float]) -> Path:

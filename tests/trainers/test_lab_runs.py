@@ -20,7 +20,7 @@ from trainers.lab import cli, methods, runs
 from trainers.runs.metrics import read_metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lab_records import run_with_evals, write_kept_run  # noqa: E402
+from lab_records import run_with_evals, write_kept_run
 
 ROOT_CONFIGS = runs.ROOT / "configs"
 

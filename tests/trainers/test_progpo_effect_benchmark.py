@@ -14,7 +14,7 @@ from trainers.lab import analysis, cli, methods, report, runs
 from trainers.lab.analysis import validity_criteria
 
 sys.path.insert(0, str(Path(__file__).parent))
-from lab_records import run_with_evals, write_kept_run  # noqa: E402
+from lab_records import run_with_evals, write_kept_run
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the lab's criteria, as configs/credit_lab.yaml pre-registers them
@@ -660,7 +660,7 @@ def test_runs_alike_in_another_key_order_pair_and_a_mixed_block_names_its_groups
     """A compute path is compared by its content, not the order its record lists it in; a block
     that mixes commits names each group: its first four runs, then '...', and its size."""
     path = {"batch_decisions": "on", "torch_threads": 1}
-    entry = lambda m, s, commit, compute: {"method": m, "seed": s, "provenance": {"commit": commit, "compute": compute}}  # noqa: E731
+    entry = lambda m, s, commit, compute: {"method": m, "seed": s, "provenance": {"commit": commit, "compute": compute}}  # noqa: E731 - a one-line callable, read where it is passed
     alike = [entry("gigpo", 0, "a" * 40, path), entry("grpo", 0, "a" * 40, dict(reversed(list(path.items()))))]
     assert runs.provenance_problem(alike) is None
     mixed = [entry("gigpo", s, "a" * 40, path) for s in range(5)] + [entry("grpo", 0, "b" * 40, path)]

@@ -16,10 +16,10 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from trainers.cli.train import main  # noqa: E402
-from trainers.lab import runs  # noqa: E402
-from trainers.lab.report import _timing_lines  # noqa: E402
-from trainers.runs import provenance  # noqa: E402
+from trainers.cli.train import main
+from trainers.lab import runs
+from trainers.lab.report import _timing_lines
+from trainers.runs import provenance
 
 UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 RUN_FLAGS = [

@@ -26,16 +26,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_config import config_for_tests  # noqa: E402
+from tiny_config import config_for_tests
 
-from agents.contract import StepOutput  # noqa: E402
-from trainers import distributed, seeds  # noqa: E402
-from trainers.loop.sections import eval_section, rollout_section, run_section, update_section  # noqa: E402
-from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
-from trainers.runs.checkpoint import CheckpointError, checkpoint_files, load_checkpoint, save_checkpoint  # noqa: E402
-from trainers.runs.metrics import read_metrics  # noqa: E402
-from trainers.runs.provenance import read_provenance  # noqa: E402
-from trainers.runs.run_dir import RunManifest  # noqa: E402
+from agents.contract import StepOutput
+from trainers import distributed, seeds
+from trainers.loop.sections import eval_section, rollout_section, run_section, update_section
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+from trainers.runs.checkpoint import CheckpointError, checkpoint_files, load_checkpoint, save_checkpoint
+from trainers.runs.metrics import read_metrics
+from trainers.runs.provenance import read_provenance
+from trainers.runs.run_dir import RunManifest
 
 MAIN, OTHER_RANK = distributed.DistInfo(), distributed.DistInfo(rank=1, world_size=2)
 

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 import torch
 
-from trainers.loop.sections import credit_section, eval_section, rollout_section, update_section  # noqa: E402
+from trainers.loop.sections import credit_section, eval_section, rollout_section, update_section
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from tiny_config import config_for_tests  # noqa: E402
+from tiny_config import config_for_tests
 
-from agents.contract import StepOutput  # noqa: E402
-from trainers import distributed  # noqa: E402
-from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
+from agents.contract import StepOutput
+from trainers import distributed
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 
 
 def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[list[int]] | None = None) -> Rollout:

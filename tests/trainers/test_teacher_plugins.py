@@ -15,7 +15,7 @@ import pytest
 from trainers import teacher_registry
 
 sys.path.insert(0, str(Path(__file__).parent))
-from plugin_runs import ROOT, forget_plugin_files, train  # noqa: E402
+from plugin_runs import ROOT, forget_plugin_files, train
 
 EXAMPLE = ROOT / "examples" / "custom_teacher.py"
 TINY = [

@@ -483,8 +483,6 @@ def test_rollout_fills_won_from_info_or_from_the_outcome():
 
 # ----------------------------------------------------------------------------- benchmark controls
 def _two_groups(outcomes):
-    from trainers.advantages import step_advantages as sa  # noqa: F401
-
     # group 0: trajectories 0, 1 (all failed); group 1: trajectories 2, 3 (one success); one step each
     return dict(
         outcomes=np.array(outcomes, dtype=float),

@@ -617,7 +617,7 @@ def test_the_transcript_of_a_scripted_episode():
     from trainers.rollouts.eval_episodes import EvalPlan, play_episodes
 
     class Scripted:
-        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+        def act(self, observations, infos, histories=None, *, seed=None):
             cmds = [sorted(c for c in i["admissible_commands"] if c not in ("look", "inventory")) for i in infos]
             return [StepOutput(action=c[0]) for c in cmds]
 

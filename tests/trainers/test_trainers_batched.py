@@ -52,7 +52,7 @@ def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str,
         advantages.append(out.steps.copy())
         return out
 
-    trainer.advantages = record  # type: ignore[method-assign]
+    trainer.advantages = record  # type: ignore[method-assign]  # a recording stand-in for the stage
     trainer.train()
     rows = [r for r in trainer.history if r.get("kind") == "train"]
     return rows, advantages, {k: v.detach().clone() for k, v in trainer.model.state_dict().items()}

@@ -512,7 +512,7 @@ def test_play_episodes_plays_the_panels_episodes_it_is_given():
     from trainers.rollouts.eval_episodes import play_episodes
 
     class First:
-        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+        def act(self, observations, infos, histories=None, *, seed=None):
             return [StepOutput(action=sorted(i["admissible_commands"])[0]) for i in infos]
 
     fn = make_env_fn("rooms", "valid", 3)
@@ -672,7 +672,7 @@ def test_play_episodes_cuts_a_hung_step_off_at_its_step_timeout():
             return self.env.step(action)
 
     class First:
-        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+        def act(self, observations, infos, histories=None, *, seed=None):
             return [StepOutput(action=sorted(i["admissible_commands"])[0]) for i in infos]
 
     base = make_env_fn("rooms", "valid", 3)
@@ -730,7 +730,7 @@ class _Answering(_ObservationPolicy):
 def test_an_evaluation_plays_its_panels_tasks_and_sums_every_chunk():
     """The env is asked for the plan's task of each episode, in plan order; with more episodes than
     a chunk holds, the result's rows, tokens and seconds add up over every chunk."""
-    fn = lambda: _TaskEnv(reset_s=0.01, step_s=0.02)  # noqa: E731
+    fn = lambda: _TaskEnv(reset_s=0.01, step_s=0.02)  # noqa: E731 - a one-line callable, read where it is passed
     plan = EvalPlan.for_env(fn, "valid", 7, seed=3)
     n = plan.num_episodes
     assert plan.episodes() == ["t0"] * 3 + ["t1"] * 3 + ["t2"] * 3  # 7 asked: 3 per task

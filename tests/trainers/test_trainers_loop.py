@@ -11,17 +11,17 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_policy import FakeScoringPolicy  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
+from fake_policy import FakeScoringPolicy
+from tiny_config import config_for_tests
 
-from trainers.cli.train import main  # noqa: E402
-from trainers.config import ConfigError, TrainConfig, build_parser, parse_args  # noqa: E402
-from trainers.envs import make_env_fn  # noqa: E402
-from trainers.loop.losses import low_var_kl, ppo_clip_loss  # noqa: E402
-from trainers.loop.trainer import Trainer  # noqa: E402
-from trainers.rollouts.rollout import collect_rollout  # noqa: E402
-from trainers.runs.checkpoint import CheckpointError, load_checkpoint  # noqa: E402
-from trainers.runs.metrics import TIMING_KEYS, read_metrics  # noqa: E402
+from trainers.cli.train import main
+from trainers.config import ConfigError, TrainConfig, build_parser, parse_args
+from trainers.envs import make_env_fn
+from trainers.loop.losses import low_var_kl, ppo_clip_loss
+from trainers.loop.trainer import Trainer
+from trainers.rollouts.rollout import collect_rollout
+from trainers.runs.checkpoint import CheckpointError, load_checkpoint
+from trainers.runs.metrics import TIMING_KEYS, read_metrics
 
 
 # ----------------------------------------------------------------------------- losses

@@ -22,7 +22,7 @@ from trainers.advantages import (
 )
 from trainers.advantages.hgpo import history_clusters
 from trainers.config import ConfigError, TrainConfig
-from trainers.loop.sections import credit_section  # noqa: E402
+from trainers.loop.sections import credit_section
 
 EPS = 1e-6
 
@@ -176,7 +176,7 @@ def test_hgpo_inverse_variance_fusion():
     np.testing.assert_allclose(got[1], (w0 * d0[0] + w1 * d1[0]) / (w0 + w1), rtol=1e-12)
     np.testing.assert_allclose(got[5], d0[2], atol=1e-15)
     with pytest.raises(ValueError, match="fusion"):
-        hgpo_history_advantages(ret, group, traj, t, s, fusion="mean")  # type: ignore[arg-type]
+        hgpo_history_advantages(ret, group, traj, t, s, fusion="mean")  # type: ignore[arg-type]  # a wrong value on purpose: it must be refused
 
 
 def test_hgpo_depth_zero_is_gigpo():

@@ -14,13 +14,13 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_policy import FakeScoringPolicy  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
+from fake_policy import FakeScoringPolicy
+from tiny_config import config_for_tests
 
-from trainers.cli.train import main  # noqa: E402
-from trainers.config import TrainConfig, parse_args  # noqa: E402
-from trainers.loop.trainer import Trainer  # noqa: E402
-from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint  # noqa: E402
+from trainers.cli.train import main
+from trainers.config import TrainConfig, parse_args
+from trainers.loop.trainer import Trainer
+from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
 
 RUN_FLAGS = [
     "--env",

@@ -190,7 +190,7 @@ def full_disk_at_iteration_2(monkeypatch):
         fh = real(path)
         if Path(path).name == "iter_000002.pt.tmp":
             fh.close()
-            return open("/dev/full", "wb")  # noqa: SIM115 - closed by the caller's with
+            return open("/dev/full", "wb")  # closed by the caller's with
         return fh
 
     monkeypatch.setattr(checkpoint, "create_fresh", create_fresh)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
-from trainers.loop.sections import credit_section  # noqa: E402
+from trainers.loop.sections import credit_section
 from trainers.teachers import (
     HindsightTargets,
     PrivilegedTargets,
@@ -105,10 +105,10 @@ def _toy_update(routed: list[bool], mode: str = "privileged") -> tuple[torch.Ten
     theta = torch.nn.Parameter(torch.zeros(2, 3))
     steps = [Pick(0, 0), Pick(1, 2)]
 
-    def forward(outputs):  # noqa: ANN001, ANN202
+    def forward(outputs):
         return [torch.log_softmax(theta[o.state], -1)[o.chosen].reshape(1) for o in outputs], None
 
-    def distributions(outputs):  # noqa: ANN001, ANN202
+    def distributions(outputs):
         return [torch.log_softmax(theta[o.state], -1) for o in outputs]
 
     teacher = torch.log(torch.tensor([0.1, 0.1, 0.8]))
@@ -180,7 +180,7 @@ def test_the_skill_writer_never_sees_the_answer():
     from wrappers import GroupVectorEnv
 
     class FirstCommand:
-        def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+        def act(self, observations, infos, histories=None, *, seed=None):
             return [StepOutput(action=sorted(i["admissible_commands"])[-1]) for i in infos]
 
     envs = GroupVectorEnv(
@@ -194,7 +194,7 @@ def test_the_skill_writer_never_sees_the_answer():
     seen: list[Transcript] = []
 
     class Spy(TemplateSkillWriter):
-        def write(self, transcripts):  # noqa: ANN001, ANN201
+        def write(self, transcripts):
             seen.extend(transcripts)
             return super().write(transcripts)
 

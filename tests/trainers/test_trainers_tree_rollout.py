@@ -13,29 +13,29 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from fake_policy import FakeScoringPolicy  # noqa: E402
-from tiny_config import config_for_tests  # noqa: E402
+from fake_policy import FakeScoringPolicy
+from tiny_config import config_for_tests
 
-from agents.contract import StepOutput  # noqa: E402
-from trainers.advantages import ESTIMATORS, AdvantageConfig, step_advantages  # noqa: E402
-from trainers.envs import make_env_fn  # noqa: E402
-from trainers.loop.trainer import Trainer  # noqa: E402
-from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory  # noqa: E402
-from trainers.rollouts.tree_rollout import (  # noqa: E402
+from agents.contract import StepOutput
+from trainers.advantages import ESTIMATORS, AdvantageConfig, step_advantages
+from trainers.envs import make_env_fn
+from trainers.loop.trainer import Trainer
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+from trainers.rollouts.tree_rollout import (
     CoverageScorer,
     NondeterministicEnvError,
     RandomScorer,
     TreeConfig,
     collect_tree_rollout,
 )
-from wrappers import GroupVectorEnv  # noqa: E402
+from wrappers import GroupVectorEnv
 
 
 class RandomAdmissible:
     """A scripted policy: a seeded random admissible command (``look`` and ``inventory`` left out
     where there is another), so that branches differ."""
 
-    def act(self, observations, infos, histories=None, *, seed=None):  # noqa: ANN001, ANN201
+    def act(self, observations, infos, histories=None, *, seed=None):
         rng = random.Random(seed)
         out = []
         for info in infos:
@@ -88,12 +88,12 @@ class Noisy(gym.Env):
         self.rng = np.random.default_rng()
         self.t = 0
 
-    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+    def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.t = 0
         return "start", {"admissible_commands": ["a", "b"]}
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action):
         self.t += 1
         return f"room {self.rng.integers(10**9)}", 0.0, False, self.t >= 6, {"admissible_commands": ["a", "b"]}
 
@@ -214,7 +214,7 @@ def test_scorers():
     r1, r2 = RandomScorer(3).score([looping, exploring]), RandomScorer(3).score([looping, exploring])
     assert r1.tolist() == r2.tolist() and len(set(r1.tolist())) == 2
     with pytest.raises(ValueError, match="tree_scorer"):
-        TreeConfig(scorer="best")  # type: ignore[arg-type]
+        TreeConfig(scorer="best")  # type: ignore[arg-type]  # a wrong value on purpose: it must be refused
 
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)

@@ -8,7 +8,7 @@ from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import progpo_envs  # noqa: F401
+import progpo_envs  # noqa: F401  (registers the ids)
 from progpo_envs.webshop.data import WebShopDataError
 from progpo_envs.webshop.env import WebShopEnv
 

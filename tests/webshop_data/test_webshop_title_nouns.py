@@ -126,7 +126,7 @@ def test_spacy_backend_keeps_noun_and_propn_tokens(monkeypatch: pytest.MonkeyPat
         return lambda text: [Tok(t) for t in text.split()]
 
     fake = types.ModuleType("spacy")
-    fake.load = load  # type: ignore[attr-defined]
+    fake.load = load  # type: ignore[attr-defined]  # the stand-in module gets the loader under test
     monkeypatch.setitem(sys.modules, "spacy", fake)
     real_find_spec = importlib.util.find_spec
     present = {"spacy", "en_core_web_sm", "en_core_web_lg"}

@@ -32,7 +32,7 @@ def test_frozenlake_coverage_by_hand():
 
 
 def test_continuous_env_with_discretizing_key():
-    key = lambda obs, info: tuple(np.floor(obs / 0.02).astype(int))  # noqa: E731
+    key = lambda obs, info: tuple(np.floor(obs / 0.02).astype(int))  # noqa: E731 - a one-line callable, read where it is passed
     env = FirstVisitCoverage(gym.make("MountainCarContinuous-v0"), key_fn=key)
     obs, info = env.reset(seed=3)
     keys = {key(obs, info)}
@@ -59,7 +59,7 @@ def test_text_env_uses_canonical_obs_when_present():
     assert info["first_visit"] is False and info["coverage"] == 2
 
     # a canonicalizer that ignores feedback lines: "inventory" is no longer a new state
-    canon = lambda o, i: o if o.startswith("You are in") else "same-room"  # noqa: E731
+    canon = lambda o, i: o if o.startswith("You are in") else "same-room"  # noqa: E731 - a one-line callable, read where it is passed
     env = FirstVisitCoverage(CanonicalizeObservation(TextRoomsEnv(), canonicalizer=canon))
     env.reset(seed=0)
     assert env.step("inventory")[4]["first_visit"] is True  # "same-room" is new once
@@ -221,13 +221,13 @@ class _OptionsEnv(gym.Env):
         self.options_seen: list = []
         self.t = 0
 
-    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+    def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.options_seen.append(options)
         self.t = 0
         return 0, {"room": "hall"}
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action):
         self.t += 1
         return self.t, 0.0, False, False, {"room": "hall" if action == 0 else "kitchen"}
 
@@ -248,7 +248,7 @@ def test_the_wrappers_pass_reset_options_and_record_their_arguments():
     env = FirstVisitCoverage(_OptionsEnv(), key_fn=key)
     assert env._saved_kwargs == {"key_fn": key}  # gymnasium re-creates a wrapper from these
     assert FirstVisitBonus(FirstVisitCoverage(_OptionsEnv()), coef=0.5)._saved_kwargs == {"coef": 0.5}
-    canon = lambda obs, info: str(obs)  # noqa: E731
+    canon = lambda obs, info: str(obs)  # noqa: E731 - a one-line callable, read where it is passed
     assert CanonicalizeObservation(_OptionsEnv(), canonicalizer=canon)._saved_kwargs == {"canonicalizer": canon}
 
 
@@ -278,12 +278,12 @@ class _RejectingEnv(gym.Env):
     observation_space = gym.spaces.Discrete(10)
     action_space = gym.spaces.Discrete(2)
 
-    def reset(self, *, seed=None, options=None):  # noqa: ANN001, ANN201
+    def reset(self, *, seed=None, options=None):
         super().reset(seed=seed)
         self.t = 0
         return 0, {"valid_action": True}
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action):
         if action == 1:
             return self.t, 0.0, False, False, {"valid_action": False}
         self.t += 1

@@ -20,13 +20,13 @@ import pytest
 
 ray = pytest.importorskip("ray", reason="extra [ray] not installed")
 
-from wrappers import GroupVectorEnv  # noqa: E402
-from wrappers.group.member_pools import MemberError, UnsentActionError  # noqa: E402
+from wrappers import GroupVectorEnv
+from wrappers.group.member_pools import MemberError, UnsentActionError
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))  # the test-cluster launcher
-from ray_cluster import LoopbackRayCluster  # noqa: E402
+from ray_cluster import LoopbackRayCluster
 
-from progpo_envs.rooms import SleepEnv, TextRoomsEnv  # noqa: E402
+from progpo_envs.rooms import SleepEnv, TextRoomsEnv
 
 ROOT = Path(__file__).resolve().parents[2]
 

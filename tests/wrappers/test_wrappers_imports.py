@@ -6,6 +6,7 @@ import doctest
 import importlib
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -36,3 +37,24 @@ def test_import_wrappers_does_not_import_heavy_packages():
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.attempted > 0 and result.failed == 0
+
+
+def test_every_export_resolves_and_every_lazy_name_is_exported():
+    """``__all__`` is a literal list (type checkers read it, so ``from wrappers import X`` passes
+    their re-export check); each name in it loads from its submodule, and none is left out."""
+    import wrappers
+
+    assert sorted(wrappers.__all__) == sorted(set(dir(wrappers)) & set(wrappers.__all__))
+    lazy = {
+        name
+        for name in dir(wrappers)
+        if not name.startswith("_")
+        and name not in ("TYPE_CHECKING", "Any")
+        and not isinstance(getattr(wrappers, name), types.ModuleType)
+    }
+    assert lazy == set(wrappers.__all__)
+    submodules = [
+        importlib.import_module(f"wrappers.{m}") for m in ("canonicalize", "coverage", "group", "sb3", "signals")
+    ]
+    for name in wrappers.__all__:
+        assert any(getattr(m, name, None) is getattr(wrappers, name) for m in submodules), name

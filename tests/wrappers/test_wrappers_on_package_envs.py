@@ -12,7 +12,7 @@ from wrappers import CanonicalizeObservation, FirstVisitCoverage, GroupVectorEnv
 def test_group_env_and_coverage_on_webshop():
     pytest.importorskip("bm25s", reason="WebShop engine (extra [webshop]) not installed")
     import progpo_envs  # the package's own: an import error here is a failure, not a skip
-    import progpo_envs.webshop.env  # noqa: F401
+    import progpo_envs.webshop.env
 
     envs = GroupVectorEnv(progpo_envs.WEBSHOP_ID, num_groups=2, group_size=2, seed=0)
     try:

@@ -139,7 +139,7 @@ def option(
     help: str,
     *,
     flag: str | None = None,
-    ge: float | None = None,  # noqa: A002 - argparse's word
+    ge: float | None = None,  # argparse's word
     le: float | None = None,
     choices: Sequence[Any] | None = None,
     train: bool = True,
@@ -317,7 +317,7 @@ def register_estimator(
     episode: EpisodeTerm | None = None,
     needs: Sequence[str] = (),
     options: type | None = None,
-    help: str = "",  # noqa: A002 - argparse's word
+    help: str = "",  # argparse's word
     metrics: Callable[..., dict[str, float]] | None = None,
     report: Callable[..., list[str]] | None = None,
     schedule: Callable[..., Any] | None = None,

@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         except KeyboardInterrupt:
             print(_resume_advice(cfg.output_dir, "interrupted"), file=sys.stderr)
             return 130
-        except Exception as err:  # noqa: BLE001 - a missing extra or a full disk is the user's, anything else a bug
+        except Exception as err:  # a missing extra or a full disk is the user's, anything else a bug
             if os.environ.get("PROGPO_DEBUG") or not _is_setup_problem(err):
                 raise
             print(f"error: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)

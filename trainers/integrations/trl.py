@@ -431,6 +431,7 @@ def _wrapped_env(env_id: str, max_steps: int, env_kwargs: Mapping[str, Any]) -> 
     import progpo_envs
     from wrappers import CanonicalizeObservation, FirstVisitCoverage, default_canonicalizer
 
+    canon: Callable[[str, Mapping[str, Any]], str]
     if env_id == progpo_envs.ALFWORLD_ID:
         from progpo_envs.alfworld.canonical import canonicalize_alfworld as canon
     elif env_id == progpo_envs.WEBSHOP_ID:
@@ -494,7 +495,7 @@ class _Rollout:
             env.close()
         self.envs = []
 
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, Any]:
         from agents.parsing import parse_action
 
         tok = trainer.processing_class
@@ -539,7 +540,11 @@ class _Rollout:
                 rec.logprobs += [float(x) for x in logprobs[j]] if logprobs is not None else [0.0] * len(ids)
                 text = tok.decode(ids, skip_special_tokens=True)
                 parsed = parse_action(text, self.action_format)
-                command = parsed.action if parsed.valid else (parsed.fallback or text.strip()[-30:] or "noop")
+                command = (
+                    parsed.action
+                    if parsed.valid and parsed.action is not None
+                    else (parsed.fallback or text.strip()[-30:] or "noop")
+                )
                 obs, reward, terminated, truncated, info = self._env(i).step(command)
                 rec.commands.append(command)
                 rec.outcome = float(info.get("outcome", reward))
@@ -598,7 +603,8 @@ def expert_warm_start(
     for e in range(episodes):
         obs, info = env.reset(seed=seed + e)
         ids = tokenizer.encode(_fill(rollout.prompt_template, str(obs), info), add_special_tokens=False)
-        mask, history = [0] * len(ids), []
+        mask = [0] * len(ids)
+        history: list[tuple[Any, str]] = []
         for _ in range(rollout.max_steps):
             command = agent.act([obs], [info], [history])[0]
             answer = tokenizer.encode(f"<action>{command}</action>", add_special_tokens=False) + eos
@@ -615,10 +621,10 @@ def expert_warm_start(
     order, losses = random.Random(seed), []
     model.train()
     for _ in range(steps):
-        ids, mask = data[order.randrange(len(data))]
-        logits = model(input_ids=ids.to(model.device)).logits[:, :-1].float()
-        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids[:, 1:].to(model.device), reduction="none")
-        loss = nll[mask.to(model.device)].mean()
+        ids_t, mask_t = data[order.randrange(len(data))]
+        logits = model(input_ids=ids_t.to(model.device)).logits[:, :-1].float()
+        nll = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ids_t[:, 1:].to(model.device), reduction="none")
+        loss = nll[mask_t.to(model.device)].mean()
         optim.zero_grad()
         loss.backward()
         optim.step()
@@ -641,7 +647,7 @@ def make_rollout_func(
     max_completion_tokens: int = 4096,
     env_factory: Callable[[], Any] | None = None,
     **env_kwargs: Any,
-) -> Callable[[list[Any], Any], dict[str, list]]:
+) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func(prompts, trainer) -> dict`` for ``GRPOTrainer(rollout_func=...)`` (module docs).
 
     ``env_kwargs`` go to ``gym.make(env_id, max_episode_steps=max_steps, ...)`` (``split``,

@@ -86,7 +86,9 @@ def _project(actions: Sequence[str]) -> tuple[list[str], list[int]]:
     out, valids = [], []
     for text in actions:
         parsed = parse_action(str(text), "think_action")
-        out.append(parsed.action if parsed.valid else (parsed.fallback or str(text)[-30:]))
+        out.append(
+            parsed.action if parsed.valid and parsed.action is not None else (parsed.fallback or str(text)[-30:])
+        )
         valids.append(int(parsed.valid))
     return out, valids
 

@@ -208,7 +208,7 @@ def _apply(patch: Callable[[Any], None], module: Any) -> None:
     """
     try:
         patch(module)
-    except Exception as err:  # noqa: BLE001 - any failure of the plugin must leave verl usable
+    except Exception as err:  # any failure of the plugin must leave verl usable
         detail = str(err).splitlines()[0][:200] if str(err) else ""
         warnings.warn(
             f"progpo's verl plugin could not patch {module.__name__} ({type(err).__name__}: {detail}); "

@@ -116,7 +116,7 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
         pooled = {**res["pairs"][0]["diff"], "p": res["pairs"][0]["p"]}
     have = pooled["seeds"] if pooled else []
     base = {"bases": list(test.bases), "alpha": test.alpha, "registered_seeds": list(test.seeds), "seeds_in": len(have)}
-    if have != sorted(test.seeds):
+    if pooled is None or have != sorted(test.seeds):
         return {
             **base,
             "complete": False,
@@ -240,8 +240,11 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
     """The primary comparison of each of ``methods`` against ``gigpo`` as one family: the paired
     t-test's p-value (the test behind the table's intervals) and its Holm adjustment over the
     family, so that a single interval excluding 0 among many is not read as a finding."""
-    rows = [(m, paired(by, m, "gigpo", final_success)) for m in methods if m != "gigpo"]
-    rows = [(m, d) for m, d in rows if d is not None and len(d["seeds"]) >= 2]
+    rows = [
+        (m, d)
+        for m in methods
+        if m != "gigpo" and (d := paired(by, m, "gigpo", final_success)) is not None and len(d["seeds"]) >= 2
+    ]
     ps = [paired_t_p(d["per_seed"]) for _, d in rows]
     return [
         {"method": m, "seeds": len(d["seeds"]), "diff": d, "p": p, "p_holm": a}
@@ -267,8 +270,7 @@ def progpo_on_off(by: dict[str, list[dict]], metric: Callable[[dict], float] = f
     exploratory block this contrast was chosen after its comparisons against ``gigpo``; the confirm
     block pre-registers it (:func:`primary_verdict`). ``None`` without a single pair."""
     pairs = [(m, m[len("progpo-") :]) for m in by if m.startswith("progpo-") and m[len("progpo-") :] in by]
-    rows = [(on, off, paired(by, on, off, metric)) for on, off in pairs]
-    rows = [(on, off, d) for on, off, d in rows if d is not None]
+    rows = [(on, off, d) for on, off in pairs if (d := paired(by, on, off, metric)) is not None]
     if not rows:
         return None
     common = sorted(set.intersection(*(set(d["seeds"]) for _, _, d in rows)))

@@ -22,6 +22,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from trainers.lab.analysis import (
     auc,
@@ -279,7 +280,7 @@ def lab_record(args: argparse.Namespace, entries: list[dict]) -> dict:
     post_hoc = EXPLORATORY if LAB_PRESETS[args.lab].get("exploratory") else {}
     pilot = args.out / "pilot.json"  # the settings tried before the pre-registration
     test = registered_primary(args.lab, args.config)
-    on_off = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
+    on_off: dict[str, Any] = {"final": progpo_on_off(done), "auc": progpo_on_off(done, auc)}
     if test is None:  # a contrast no config registered is exploratory wherever it is read
         on_off = {"exploratory": post_hoc.get("progpo_on_off", EXPLORATORY["progpo_on_off"]), **on_off}
     else:  # withheld until every registered seed is in: no interim look at the tests

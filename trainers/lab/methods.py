@@ -12,6 +12,8 @@ they appear.
 
 from __future__ import annotations
 
+from typing import Any
+
 from trainers.advantages.registry import base_names, estimator, estimator_names
 from trainers.teacher_registry import label_of as teacher_label
 from trainers.teacher_registry import teacher_names
@@ -184,7 +186,7 @@ LAB_METHODS = (
 
 #: ``--lab NAME``: the credit-trap lab's blocks (each fills --config, --methods, --iterations and --out
 #: where they are not given). ``alfworld`` is the pre-registered setting; ``webshop`` the CPU demo's.
-LAB_PRESETS = {
+LAB_PRESETS: dict[str, dict[str, Any]] = {
     "alfworld": {
         "config": "configs/credit_lab.yaml",
         "iterations": 30,

@@ -403,8 +403,8 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
             "Withheld until every registered seed is in: the on - off contrasts are the pre-registered tests, "
             "and an interim look at them would spend the test's alpha.",
         ]
-    elif on_off:
-        lines += _on_off_lines(on_off, progpo_on_off(by, auc), test is not None)
+    elif on_off and (on_off_auc := progpo_on_off(by, auc)) is not None:  # the same pairs as on_off's
+        lines += _on_off_lines(on_off, on_off_auc, test is not None)
     return lines + _acted_lines(by)
 
 
@@ -412,8 +412,8 @@ def _forest(ax, by: dict[str, list[dict]]) -> None:
     """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
     (labelled tracks below a rule); the ``grpo`` row, GiGPO - GRPO, shows what the lab resolves."""
     pure = [m for m in by if m not in LABELS and m != "gigpo"]
-    rows = [(m, paired(by, m, "gigpo", final_success)) for m in [*pure, *[m for m in by if m in LABELS]]]
-    rows = [(m, d) for m, d in rows if d is not None]
+    ranked = [*pure, *[m for m in by if m in LABELS]]
+    rows = [(m, d) for m in ranked if (d := paired(by, m, "gigpo", final_success)) is not None]
     for y, (m, d) in enumerate(rows):
         ax.errorbar(
             d["mean"],

@@ -21,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
@@ -263,11 +264,10 @@ def registration(config: Path) -> tuple[str, str] | None:
         capture_output=True,
         text=True,
     )
-    lines = out.stdout.split("\n") if out.returncode == 0 else []
-    lines = [ln.split() for ln in lines if ln.strip()]
-    if not lines:
+    rows = [ln.split() for ln in out.stdout.split("\n") if ln.strip()] if out.returncode == 0 else []
+    if not rows:
         return None
-    sha, when = lines[-1][0], int(lines[-1][1])
+    sha, when = rows[-1][0], int(rows[-1][1])
     return sha, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(when))
 
 
@@ -538,7 +538,7 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
         for field, x in a.items():
             if field in TIMING_KEYS or field.startswith("time/") or isinstance(x, bool):
                 continue
-            y = b.get(field, b.get(RETIRED_ALIASES.get(field, field)))
+            y: Any = b.get(field, b.get(RETIRED_ALIASES.get(field, field)))
             where = f"{a.get('kind')} iteration {a.get('iteration')} {field}"
             if isinstance(x, (int, float)) and not isinstance(y, (int, float)):
                 return len(shared), (float("inf"), f"{where} (missing)")

@@ -331,7 +331,7 @@ def _serve(calls: "queue.SimpleQueue", futures: Sequence[Future]) -> None:
                 continue
             try:
                 done.set_result(fn(*args))
-            except Exception as exc:  # noqa: BLE001 -- the lane that made the call raises it
+            except Exception as exc:  # the lane that made the call raises it
                 done.set_exception(exc)
             except BaseException as exc:  # an interrupt: that lane stops too
                 done.set_exception(RuntimeError(f"evaluation stopped: {type(exc).__name__}"))

@@ -310,7 +310,7 @@ def load_weights(model: torch.nn.Module, path: str | Path, model_name: str = "")
     try:
         state = torch.load(p, map_location="cpu", weights_only=True)
         model.load_state_dict(state)
-    except Exception as err:  # noqa: BLE001 - a corrupt or mismatched file: one line, not a traceback
+    except Exception as err:  # a corrupt or mismatched file: one line, not a traceback
         raise CheckpointError(
             f"weights_file {p} cannot be loaded into model {model_name!r} "
             f"({type(err).__name__}: {str(err).splitlines()[0][:150] if str(err) else ''})"

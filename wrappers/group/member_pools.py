@@ -116,7 +116,7 @@ def step_payloads(indices: Sequence[int], actions: Sequence[Any], target: str) -
     for i, a in zip(indices, actions):
         try:
             payloads.append(bytes(ForkingPickler.dumps(("step", a))))
-        except Exception as err:  # noqa: BLE001 - any pickling failure: nothing is sent
+        except Exception as err:  # any pickling failure: nothing is sent
             raise UnsentActionError(
                 f"actions[{i}]: cannot be sent to member {i}'s {target} ({describe_error(err)}); actions must be "
                 "picklable. No member was stepped."
@@ -205,7 +205,7 @@ class SyncMemberPool:
                 results.append(
                     Crashed(f"worker did not answer within {self.step_timeout} s (step interrupted, env rebuilt)")
                 )
-            except Exception as err:  # noqa: BLE001 - the member's episode is truncated with the message
+            except Exception as err:  # the member's episode is truncated with the message
                 results.append(Crashed(describe_error(err), restarted=False))
         return results
 
@@ -397,7 +397,7 @@ class AsyncMemberPool:
                 except (EOFError, OSError, ConnectionResetError):
                     proc.join(timeout=1)
                     return Crashed(f"worker exited (exit code {proc.exitcode})")
-                except Exception as err:  # noqa: BLE001 - the answer was read whole but cannot be unpickled here
+                except Exception as err:  # the answer was read whole but cannot be unpickled here
                     return ("error", (type(err).__name__, f"cannot unpickle the worker's answer: {err}", ""))
             if proc.sentinel in ready:
                 return Crashed(f"worker exited (exit code {proc.exitcode})")

@@ -93,7 +93,7 @@ class _MemberActor:
     def _call(fn: Callable[[], Any]) -> _Answer:
         try:
             return "ok", fn()
-        except Exception as err:  # noqa: BLE001 - the caller decides (step: truncate, reset: raise)
+        except Exception as err:  # the caller decides (step: truncate, reset: raise)
             return "error", (type(err).__name__, str(err), traceback.format_exc())
 
     def reset(
@@ -215,7 +215,7 @@ class RayMemberPool:
         if handle is not None:
             try:
                 self._ray.kill(handle, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead
+            except Exception:  # already dead
                 pass
         self._await_ready(a, self._launch(a))
         self.restarts += 1
@@ -347,12 +347,12 @@ class RayMemberPool:
             refs = [h.close.remote() for h in live]
             if refs:
                 ray.wait(refs, num_returns=len(refs), timeout=timeout)
-        except Exception:  # noqa: BLE001 - closing anyway
+        except Exception:  # closing anyway
             pass
         for h in live:
             try:
                 ray.kill(h, no_restart=True)
-            except Exception:  # noqa: BLE001 - already gone
+            except Exception:  # already gone
                 pass
         self._actors = [None] * len(self._actors)
 

@@ -538,7 +538,7 @@ class GroupVectorEnv(VectorEnv):
             )
         try:
             items = list(iterate(self.action_space, actions))
-        except Exception as err:  # noqa: BLE001 - re-raised with the argument named
+        except Exception as err:  # re-raised with the argument named
             raise ValueError(f"actions: cannot split into {self.num_envs} member actions ({err})") from err
         if len(items) != self.num_envs:
             raise ValueError(f"actions: expected {self.num_envs} actions (one per member), got {len(items)}")
@@ -644,7 +644,7 @@ class GroupVectorEnv(VectorEnv):
         except (KeyboardInterrupt, SystemExit):
             self._needs_reset = self._interrupted = True
             raise
-        except Exception as err:  # noqa: BLE001 - the caller reports it (infos or one-line MemberError)
+        except Exception as err:  # the caller reports it (infos or one-line MemberError)
             return {}, err
 
     def _autoreset(self, groups: Sequence[int]) -> dict[int, tuple[Any, dict[str, Any]]]:
@@ -707,7 +707,7 @@ class GroupVectorEnv(VectorEnv):
         if not getattr(self, "closed", True):
             try:
                 self.close()
-            except Exception:  # noqa: BLE001 - interpreter shutdown: nothing left to report to
+            except Exception:  # interpreter shutdown: nothing left to report to
                 pass
 
     def close_extras(self, **kwargs: Any) -> None:

@@ -72,7 +72,7 @@ def _load_lib() -> tuple[Any, bool]:
 class _InstalledLoader:
     """Stands in for ``ctypes.cdll`` inside ``fast_downward.interface.load_lib``."""
 
-    def LoadLibrary(self, _path: str) -> Any:  # noqa: N802 - ctypes' name
+    def LoadLibrary(self, _path: str) -> Any:  # ctypes' name
         return cdll.LoadLibrary(interface.DOWNWARD_LIB_PATH)
 
 
@@ -83,7 +83,7 @@ def _release_lib(lib: Any, pooled: bool, close_lib: Callable[[Any], None]) -> No
         return
     try:
         lib.cleanup()
-    except Exception:  # noqa: BLE001 - best effort (e.g. at interpreter shutdown)
+    except Exception:  # best effort (e.g. at interpreter shutdown)
         return  # a handle whose cleanup failed is not reused
     with _LIB_LOCK:
         _LIB_POOL.append(lib)

@@ -149,7 +149,7 @@ class FastGrammar(tg.ContextSensitiveGrammar):
             symbol.context = _copy_context(start.context)
         return symbols
 
-    def derive(self, start: str, context: Mapping[str, Any] = {}) -> str:  # noqa: B006 - stock signature
+    def derive(self, start: str, context: Mapping[str, Any] = {}) -> str:  # stock signature
         # textworld 1.7.0 ContextSensitiveGrammar.derive: depth-first, left to right
         derivation = _symbols(start)[::-1]
         for symbol in derivation:

@@ -29,10 +29,10 @@ class FastPddlState(pddl_logic.PddlState):
     ) -> None:
         # textworld 1.7.0 PddlState.__init__, minus the translation (tr holds it)
         self._op_table = op_table
-        self._facts = defaultdict(set)
-        self._vars_by_name = {}
-        self._vars_by_type = defaultdict(set)
-        self._var_counts = Counter()
+        self._facts: defaultdict[str, set[Any]] = defaultdict(set)
+        self._vars_by_name: dict[str, Any] = {}
+        self._vars_by_type: defaultdict[str, set[Any]] = defaultdict(set)
+        self._var_counts: Counter[str] = Counter()
         self._logic = logic
         self.downward_lib = downward_lib
         self.pddl_problem = pddl_problem

@@ -165,7 +165,7 @@ def _decode(raw: bytes, key: str, domain: str, problem: str) -> Translation:
     try:
         tr = Translation(domain, problem, json.loads(payload))
         tr.initial_facts()
-    except Exception as exc:  # noqa: BLE001 - any malformed record (KeyError, TypeError, ValueError...)
+    except Exception as exc:  # any malformed record (KeyError, TypeError, ValueError...)
         raise _BadEntry(f"malformed record ({type(exc).__name__}: {exc})") from None
     if not tr.sas_bytes.startswith(b"begin_version"):
         raise _BadEntry("SAS text does not start with begin_version")
