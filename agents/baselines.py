@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from agents.contract import StepOutput
 from agents.prompting import admissible_commands
 
 __all__ = [
@@ -79,7 +80,6 @@ class RandomAgent:
         *,
         seed: int | None = None,
     ) -> list[Any]:
-        from agents.contract import StepOutput
 
         if seed is not None:
             self.rng = np.random.default_rng(seed)

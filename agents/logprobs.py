@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from agents.batching import token_chunks
@@ -223,7 +224,7 @@ def chunked_head_logprobs(
     >>> bool(torch.allclose(lp, whole, atol=1e-6))
     True
     """
-    from torch.utils.checkpoint import checkpoint
+    from torch.utils.checkpoint import checkpoint  # activation checkpointing's module: loaded where a head is chunked
 
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
@@ -475,8 +476,6 @@ def _tree_pass(
     model: Any, rows: Sequence[_TreeRow], pad_token_id: int, temperature: float
 ) -> list[list[list[torch.Tensor]]]:
     """One forward pass over left-padded tree rows; per row, per decision, per candidate log-probs."""
-    import numpy as np
-
     device = next(model.parameters()).device
     width = max(r.size for r in rows)
     keep = max(r.tail_tokens for r in rows)

@@ -47,6 +47,7 @@ from typing import Any
 
 import torch
 
+from progpo_envs import cache as envs_cache
 from wrappers.errors import UserError
 
 __all__ = [
@@ -87,9 +88,7 @@ class ModelLoadError(UserError, RuntimeError):
 def cache_root() -> Path:
     """Root of progpo's model cache: ``$PROGPO_CACHE_DIR`` or ``~/.cache/progpo`` (one variable
     for every cache of the package, see :mod:`progpo_envs.cache`)."""
-    from progpo_envs.cache import cache_root as root
-
-    return root()
+    return envs_cache.cache_root()
 
 
 def _one_line(exc: BaseException, limit: int = 300) -> str:
@@ -169,8 +168,8 @@ def _build_smollm2_cache(out: Path) -> None:
         raise ModelLoadError(
             f"loading the bundled SmolLM2 GGUF file needs the 'gguf' package. Fix: {SMOLLM2_FIX}"
         ) from exc
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM  # the [train] extra
+    from transformers.utils import logging as hf_logging  # the [train] extra
 
     gguf_file = smollm2_gguf_path()
     verbosity = hf_logging.get_verbosity()
@@ -331,13 +330,13 @@ def make_tiny_tokenizer(vocab: int = 2048) -> Any:
         >>> tok.decode(tok("go to cabinet 1")["input_ids"])
         'go to cabinet 1'
     """
-    from transformers import PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast  # the [train] extra
 
     digest = hashlib.sha1("\n".join(_tiny_corpus()).encode()).hexdigest()[:10]
     target = cache_root() / f"tiny-tokenizer-v{_TINY_TOKENIZER_VERSION}-{vocab}-{digest}"
 
     def build(out: Path) -> None:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # the [train] extra
 
         bpe = Tokenizer(models.BPE())
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -442,7 +441,7 @@ def make_tiny_model(
 
 def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, rope_theta: float | None) -> Any:
     """The transformers config of a tiny model: ``shape``, tied embeddings, the tokenizer's special ids."""
-    from transformers import LlamaConfig, Qwen2Config
+    from transformers import LlamaConfig, Qwen2Config  # the [train] extra
 
     common: dict[str, Any] = dict(
         **shape,
@@ -459,7 +458,7 @@ def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, ro
 
 def _draw_tiny(arch: str, config: Any, seed: int, device: str | torch.device, init_on_device: bool) -> Any:
     """The model's random weights, drawn from ``seed`` on the CPU (or on ``device``), the global RNG untouched."""
-    from transformers import LlamaForCausalLM, Qwen2ForCausalLM
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM  # the [train] extra
 
     cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
     if init_on_device:
@@ -501,7 +500,7 @@ def _tiny_name(
 # entry point
 # --------------------------------------------------------------------------------------------
 def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast  # the [train] extra
 
     # A plain tokenizer.json (the tiny models') must be loaded as is: AutoTokenizer would
     # rebuild it as the model type's tokenizer (e.g. Qwen2's digit-splitting pre-tokenizer).
@@ -616,8 +615,8 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     cached nor reachable.
     """
     try:
-        from huggingface_hub import constants as hub_constants
-        from huggingface_hub import snapshot_download
+        from huggingface_hub import constants as hub_constants  # the [train] extra
+        from huggingface_hub import snapshot_download  # the [train] extra
     except ImportError as exc:  # pragma: no cover - transformers depends on it
         raise ModelLoadError(f"loading hub model {name!r} needs huggingface_hub: pip install 'progpo[train]'") from exc
     offline = bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))

@@ -33,6 +33,7 @@ from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
 from agents.prompting import admissible_commands, fill_placeholders
 from agents.prompting import goal_text as _goal_text
 from agents.tree_attention import tree_attention_error, tree_candidate_logprobs
+from agents.webshop_expert import webshop_command_notes
 
 __all__ = ["ScorePolicy", "repeated_commands"]
 
@@ -103,8 +104,6 @@ class ScorePolicy(LLMPolicy):
         ):
             return [""] * len(commands)
         if memory == "webshop":
-            from agents.webshop_expert import webshop_command_notes
-
             return webshop_command_notes(
                 _goal_text(info.get("goal", "")),
                 str(observation),

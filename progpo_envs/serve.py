@@ -62,6 +62,10 @@ from typing import Any, Callable, ClassVar, Mapping, Sequence
 import gymnasium as gym
 from pydantic import Field
 
+from progpo_envs import ALFWORLD_ID, WEBSHOP_ID
+from progpo_envs.alfworld.canonical import canonicalize_alfworld
+from progpo_envs.webshop.canonical import canonicalize_webshop
+from wrappers import CanonicalizeObservation, FirstVisitCoverage
 from wrappers.errors import UserError
 from wrappers.group.member_pools import describe_error  # the one-line "Type: message" of an exception
 
@@ -194,17 +198,13 @@ class ProGPOEnvironment(Environment[CommandAction, TextObservation, EpisodeState
 
     def _make(self) -> gym.Env:
         import progpo_envs  # noqa: F401  (registers the ids)
-        from progpo_envs import ALFWORLD_ID, WEBSHOP_ID
-        from wrappers import CanonicalizeObservation, FirstVisitCoverage
 
         canon: Callable[[str, Mapping[str, Any]], str]
         if self.env_name == "alfworld":
-            from progpo_envs.alfworld.canonical import canonicalize_alfworld as canon
-
+            canon = canonicalize_alfworld
             env_id = ALFWORLD_ID
         elif self.env_name == "webshop":
-            from progpo_envs.webshop.canonical import canonicalize_webshop as canon
-
+            canon = canonicalize_webshop
             env_id = WEBSHOP_ID
         else:
             raise ValueError(f"unknown env {self.env_name!r}; choose one of {ENV_NAMES}")
@@ -362,7 +362,7 @@ async def _quiet_close(app: Any, scope: Any, receive: Any, send: Any) -> None:
     """A ``/ws`` connection: OpenEnv closes the socket after its client has already closed it,
     which the server's ASGI layer reports as a ``WebSocketDisconnect`` traceback at every normal
     end of a connection. That one exception is the normal end, logged as one line (debug level)."""
-    from starlette.websockets import WebSocketDisconnect
+    from starlette.websockets import WebSocketDisconnect  # the [openenv] extra
 
     try:
         await app(scope, receive, send)
@@ -387,8 +387,8 @@ def build_app(
     >>> sorted(r.path for r in app.routes if r.path in ("/reset", "/step", "/schema", "/ws"))  # doctest: +SKIP
     ['/reset', '/schema', '/step', '/ws']
     """
-    from fastapi.responses import JSONResponse
-    from openenv.core.env_server import ConcurrencyConfig
+    from fastapi.responses import JSONResponse  # the [openenv] extra
+    from openenv.core.env_server import ConcurrencyConfig  # the [openenv] extra
 
     if isinstance(max_sessions, bool) or not isinstance(max_sessions, int) or max_sessions < 1:
         raise ValueError(f"max_sessions must be an int >= 1, got {max_sessions!r}")
@@ -512,7 +512,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--log-level", default="warning")
     args = parser.parse_args(argv)
-    import uvicorn
+    import uvicorn  # the [openenv] extra
 
     app = build_app(
         args.env,

@@ -202,6 +202,30 @@ def test_no_function_over_80_lines_in_the_packages() -> None:
     assert not long, long
 
 
+def test_a_function_local_import_says_why() -> None:
+    """An import inside a function (an optional extra, a heavy import kept off a light path, a
+    cycle) says why: a comment on its line or the line above, or the module's
+    ``# Imports inside functions:`` note."""
+    silent = []
+    for pkg in PACKAGES:
+        for f in (REPO / pkg).rglob("*.py"):
+            text = f.read_text()
+            if "# Imports inside functions: " in text:
+                continue
+            lines = text.splitlines()
+            for fn in ast.walk(ast.parse(text)):
+                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    continue
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+                        "#" in lines[node.lineno - 1]
+                        or "#" in lines[node.end_lineno - 1]
+                        or lines[node.lineno - 2].strip().startswith("#")
+                    ):
+                        silent.append(f"{f.relative_to(REPO)}:{node.lineno} in {fn.name}")
+    assert not silent, sorted(set(silent))
+
+
 def test_a_module_over_500_lines_says_why() -> None:
     """A module over 500 lines carries an ``# Over 500 lines:`` comment with the reason it is one module."""
     unexplained = [

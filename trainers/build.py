@@ -7,11 +7,18 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+import numpy as np
 import torch
 
+from agents.backends import make_backend
 from agents.contract import TrainablePolicy
+from agents.models import load_model
+from agents.policy import make_policy
 from trainers import distributed
 from trainers.config import ConfigError, TrainConfig
+from trainers.envs import ENV_TABLE, check_split, make_env_fn
+from trainers.runs.console import progress_bar
+from trainers.sft import behaviour_clone, collect_demos
 from trainers.teacher_registry import reads_privileged
 from trainers.teacher_registry import teacher as registered_teacher
 
@@ -37,14 +44,10 @@ def resolve_device(name: str) -> torch.device:
 
 def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     """The LLM policy of ``cfg``: load the model (+ LoRA), make the backend (generate mode) and the policy."""
-    from agents.backends import make_backend
-    from agents.models import load_model
-    from agents.policy import make_policy
-
     model, tokenizer = load_model(cfg.model, init_std=cfg.tiny_init_std or None, device=device)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Updater.autocast), never a cast of the weights
     if cfg.lora:
-        from peft import LoraConfig, get_peft_model
+        from peft import LoraConfig, get_peft_model  # the [train] extra
 
         model = get_peft_model(
             model,
@@ -83,8 +86,6 @@ def env_fns(
     """The member env factories of the train and eval splits (those given kept). A missing split
     fails here, before anything is written. A privileged teacher reads the train envs'
     privileged text (the agent never does: it is in no prompt)."""
-    from trainers.envs import ENV_TABLE, check_split, make_env_fn
-
     if env_fn is None or eval_env_fn is None:
         for split in {*cfg.splits, *([cfg.resolved_eval_extra_split] if cfg.resolved_eval_extra_split else [])}:
             check_split(cfg.env, split)
@@ -128,13 +129,6 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
     """Behaviour cloning (``warm_start: bc``) of ``cfg`` from an expert that reads only what the agent
     reads (ALFWorld: the searching expert; WebShop: the instruction-following shopper); returns
     the ``init`` record."""
-
-    import numpy as np
-
-    from trainers.envs import ENV_TABLE
-    from trainers.runs.console import progress_bar
-    from trainers.sft import behaviour_clone, collect_demos
-
     t0 = time.perf_counter()
     agent = ENV_TABLE[cfg.env].make_expert()
     demos, wins = collect_demos(env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)

@@ -1145,7 +1145,7 @@ MAX_SEED = 2**32 - 1
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML mapping; any problem becomes a one-line :class:`ConfigError`."""
-    import yaml
+    import yaml  # the [train] extra
 
     p = Path(path)
     try:
@@ -1214,7 +1214,7 @@ def _field_help(name: str) -> str:
 
 def _name_value(text: str) -> tuple[str, Any]:
     """``NAME=VALUE`` of ``--estimator-option``, the value read as a YAML scalar (``0.5``, ``true``, ``power``)."""
-    import yaml
+    import yaml  # the [train] extra
 
     name, sep, value = text.partition("=")
     if not sep or not name.strip():

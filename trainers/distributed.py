@@ -225,7 +225,7 @@ def barrier() -> None:
 
 def apply_fsdp2(model: torch.nn.Module) -> torch.nn.Module:
     """Shard ``model`` in place with FSDP2: each decoder layer, then the root (GPU ranks)."""
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import fully_shard  # FSDP2's module: sharded runs only
 
     layers = None
     for path in ("model.layers", "base_model.model.model.layers", "transformer.h"):
@@ -268,6 +268,7 @@ def full_weights(model: torch.nn.Module, info: DistInfo) -> Iterator[None]:
 
 def full_state_dicts(model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> tuple[dict[str, Any], dict[str, Any]]:
     """FSDP2: the whole (unsharded, CPU) model and optimizer state dicts; a collective call."""
+    # the sharded state-dict API: sharded runs only
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict, get_optimizer_state_dict
 
     opts = StateDictOptions(full_state_dict=True, cpu_offload=True)

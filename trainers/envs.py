@@ -25,6 +25,12 @@ from typing import Any, Callable
 
 import gymnasium as gym
 
+from progpo_envs.alfworld.canonical import canonicalize_alfworld
+from progpo_envs.alfworld.games import check_split as check_alfworld_split
+from progpo_envs.rooms import TextRoomsEnv
+from progpo_envs.webshop.canonical import canonicalize_webshop
+from wrappers.canonicalize import CanonicalizeObservation, default_canonicalizer, identity_canonicalizer
+from wrappers.coverage import FirstVisitCoverage
 from wrappers.errors import UserError
 
 __all__ = [
@@ -119,8 +125,6 @@ def check_split(name: str, split: str) -> None:
     """
     splits = ENV_TABLE[name].splits
     if splits is None:
-        from progpo_envs.alfworld.games import check_split as check_alfworld_split
-
         check_alfworld_split(split)
         return
     if split not in splits:
@@ -138,18 +142,11 @@ def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any,
     if state_key not in STATE_KEYS:
         raise ValueError(f"state_key must be one of {STATE_KEYS}, got {state_key!r}")
     if state_key == "exact":
-        from wrappers.canonicalize import identity_canonicalizer
-
         return identity_canonicalizer
     if name == "alfworld":
-        from progpo_envs.alfworld.canonical import canonicalize_alfworld
-
         return canonicalize_alfworld
     if name == "webshop":
-        from progpo_envs.webshop.canonical import canonicalize_webshop
-
         return canonicalize_webshop
-    from wrappers.canonicalize import default_canonicalizer
 
     return default_canonicalizer
 
@@ -157,12 +154,7 @@ def canonicalizer_for(name: str, state_key: str = "canonical") -> Callable[[Any,
 def make_env(name: str, split: str, max_steps: int, state_key: str = "canonical", **kwargs: Any) -> gym.Env:
     """Build one wrapped env (see module docs); ``state_key`` picks the canonicalizer
     (:func:`canonicalizer_for`), the one hook through which coverage and anchors get their key."""
-    from wrappers.canonicalize import CanonicalizeObservation
-    from wrappers.coverage import FirstVisitCoverage
-
     if name == "rooms":
-        from progpo_envs.rooms import TextRoomsEnv
-
         base: gym.Env = TextRoomsEnv(max_steps=max_steps)
     elif name in ENV_IDS:
         import progpo_envs  # noqa: F401  (registers the ids)

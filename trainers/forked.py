@@ -64,8 +64,7 @@ def run_forked(
     process leaves the signal handlers of this one behind (a signal ends it) and, on Linux,
     ends when this process dies.
     """
-
-    import torch
+    import torch  # the [train] extra
 
     if not can_fork():
         raise RuntimeError("shares in forked processes need the fork start method, which this platform lacks")
@@ -184,8 +183,7 @@ def _ended_early(who: str, exitcode: int | None) -> BaseException:
 
 def _forked_body(job: Job, threads: int, conn: Any, name: str) -> None:
     """What a forked process runs: ``job``, its step counts and then its result or error sent down ``conn``."""
-
-    import torch
+    import torch  # the [train] extra
 
     for sig in (signal.SIGINT, signal.SIGTERM):  # not the parent's handlers (a training run's stop-and-save)
         signal.signal(sig, signal.SIG_DFL)

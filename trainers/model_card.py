@@ -16,8 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import yaml
 
+from trainers.statistics import paired_bootstrap_ci
 from trainers.teacher_registry import label_of, reads_privileged
 
 __all__ = ["last_evaluation", "model_card"]
@@ -26,10 +28,6 @@ __all__ = ["last_evaluation", "model_card"]
 def last_evaluation(records: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The run's last held-out evaluation (``kind: eval``) with a 95% bootstrap interval over its
     episodes, or ``None`` when the run recorded none."""
-    import numpy as np
-
-    from trainers.statistics import paired_bootstrap_ci
-
     evals = [r for r in records if r.get("kind") == "eval" and isinstance(r.get("eval/success"), (int, float))]
     if not evals:
         return None

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainers.build import build_policy
+from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
 from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
 from wrappers.errors import UserError
 
@@ -51,8 +53,6 @@ def resolve_checkpoint(path: str | Path) -> Path:
 def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
     """The :class:`~trainers.config.TrainConfig` a checkpoint was written with (a field added since
     then has its earlier meaning); a checkpoint without one is read with its run dir's ``config.yaml``."""
-    from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
-
     saved = data.get("config")
     if not isinstance(saved, dict):
         config_yaml = checkpoint.parent.parent / "config.yaml"
@@ -69,10 +69,7 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
 def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> SavedPolicy:
     """Load the policy saved at ``path`` on ``device`` (``overrides``: config fields replaced, e.g.
     ``output_dir``). A checkpoint that does not fit its own config's model raises one line."""
-
-    import torch
-
-    from trainers.build import build_policy
+    import torch  # the [train] extra
 
     checkpoint = resolve_checkpoint(path)
     data = load_checkpoint(checkpoint, require=("model",))

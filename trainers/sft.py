@@ -27,6 +27,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from agents.search_expert import ALFWorldSearchAgent
+
 __all__ = ["Demo", "behaviour_clone", "collect_demos"]
 
 _INFO_KEYS = ("goal", "task_type", "admissible_commands", "step", "task_id")
@@ -52,8 +54,6 @@ def collect_demos(
     Returns ``(demos, won per episode)``; demos of lost episodes are kept too (the expert's
     decisions are still the imitation target).
     """
-    from agents.search_expert import ALFWorldSearchAgent
-
     agent = agent or ALFWorldSearchAgent()
     env = env_fn()
     try:

@@ -46,6 +46,7 @@ import numpy as np
 import torch
 
 from agents.contract import scoring_with
+from trainers.loop.ppo import micro_batches
 from trainers.teacher_registry import PRIVILEGED_KEY
 from wrappers.errors import UserError
 
@@ -168,8 +169,6 @@ class PrivilegedTargets:
         """The loss on a mini-batch's ``routed`` steps: the weighted mean of the symmetric KL
         between teacher and student over their decisions (score mode) or response tokens
         (generate mode), times ``share`` (the routed steps' part of the mini-batch)."""
-        from trainers.loop.ppo import micro_batches
-
         if learner.distributions is None:
             raise RuntimeError("a privileged teacher needs Learner.distributions (the student's whole distributions)")
         total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr, misc]  # a routed step always has its weights (Optional in the list type)

@@ -51,6 +51,7 @@ def make_backend(name: str, model: Any, tokenizer: Any, **kw: Any) -> Generation
             raise ValueError(f"decode must be one of {', '.join(DECODES)}, got {decode!r}")
         return (StaticCacheBackend if decode == "static" else TransformersBackend)(model, tokenizer, **kw)
     if key == "vllm":
+        # vLLM is an optional extra, and its backend's module imports this package
         from agents.backends.vllm_backend import make_vllm_backend
 
         return make_vllm_backend(model, tokenizer, **kw)

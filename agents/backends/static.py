@@ -136,7 +136,7 @@ class StaticCacheBackend(TransformersBackend):
         self._compiled: set[tuple[int, int]] = set()  # buckets whose decode step is compiled
         self._step = _decode_step
         if self.compile:
-            import torch._dynamo
+            import torch._dynamo  # the compiler (a slow import): --compile only
 
             limit = "recompile_limit" if hasattr(torch._dynamo.config, "recompile_limit") else "cache_size_limit"
             # one graph per (batch, cache) bucket: the default limit of 8 would fall back to eager
@@ -154,7 +154,7 @@ class StaticCacheBackend(TransformersBackend):
     def _cache(self, batch: int, length: int) -> Any:
         """The bucket's cache, allocated once and zeroed for each use (a CUDA graph keeps its
         addresses); at most ``max_caches`` are kept, the least recently used dropped first."""
-        from transformers import StaticCache
+        from transformers import StaticCache  # the [train] extra
 
         key = (batch, length)
         cache = self._caches.pop(key, None)

@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any, Iterator, Sequence
 
 from agents.backends.base import Generation, SamplingConfig
+from agents.logprobs import sequence_logprobs
+from agents.models import materialize
 from wrappers.errors import UserError
 
 __all__ = [
@@ -115,7 +117,7 @@ def vllm_available() -> bool:
 
 def _on_cuda() -> bool:
     try:
-        import torch
+        import torch  # the [train] extra
 
         return bool(torch.cuda.is_available())
     except ImportError:  # pragma: no cover
@@ -180,7 +182,7 @@ class VLLMConfig:
 
 def _import_vllm() -> Any:
     try:
-        import vllm
+        import vllm  # the [vllm] extra
     except ImportError as exc:
         raise ImportError(VLLM_INSTALL_HINT) from exc
     return vllm
@@ -295,7 +297,6 @@ class VLLMBackend:
             cfg = VLLMConfig(model=str(model or ""), llm_kwargs=llm_kwargs, **kw)
         self.config = cfg
         vllm = _import_vllm()
-        from agents.models import materialize
 
         self.path = Path(materialize(cfg.model))
         on_cpu = cfg.on_cpu
@@ -412,7 +413,7 @@ class VLLMBackend:
         if self.config.in_process:
             self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": list(self.weights_of(model))})
         else:  # a separate engine process: tensors go through a safetensors file
-            from safetensors.torch import save_file
+            from safetensors.torch import save_file  # the [train] extra
 
             tmp = Path(
                 tempfile.mkdtemp(prefix="progpo-vllm-sync-", dir="/dev/shm" if Path("/dev/shm").is_dir() else None)
@@ -457,7 +458,7 @@ def _tolerances(model: Any, backend: VLLMBackend) -> tuple[float, float]:
     """(max, mean) |delta log-prob| allowed: fp32 on both sides agrees to ~1e-5 nats; bf16 /
     fp16 kernels differ by up to ~0.1-0.3 nats on a token. Wrong weights (a missing tied
     lm_head, an unmerged LoRA, another checkpoint) are off by nats."""
-    import torch
+    import torch  # the [train] extra
 
     dtypes = {p.dtype for p in model.parameters()}
     engine_dtype = str(backend.config.dtype)
@@ -492,9 +493,7 @@ def check_engine_matches(
     Returns ``{"arch": ..., "tokens": n, "logprob_max_abs_diff": ..., "logprob_mean_abs_diff": ...}``
     (also stored as ``backend.startup_check``); raises a one-line :class:`ModelMismatchError`.
     """
-    import torch
-
-    from agents.logprobs import sequence_logprobs
+    import torch  # the [train] extra
 
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     diffs = compare_architectures(backend.engine_config(), getattr(base, "config", None))
@@ -546,7 +545,7 @@ def _model_name(model: Any) -> str:
 def _engine_dtype_for(model: Any) -> str:
     """The engine dtype that matches the trained model's compute: its parameters' dtype (a
     model kept in fp32 with bf16 autocast should pass ``dtype="bfloat16"`` explicitly)."""
-    import torch
+    import torch  # the [train] extra
 
     dtypes = {p.dtype for p in model.parameters()}
     for dt, name in ((torch.bfloat16, "bfloat16"), (torch.float16, "float16")):
@@ -571,8 +570,6 @@ def make_vllm_backend(
     :class:`~agents.models.ModelLoadError` when it cannot be found, :class:`ModelMismatchError`
     when it is not ``model``'s architecture.
     """
-    from agents.models import materialize
-
     path = str(model_path or _model_name(model)).strip()
     if not path:
         raise ValueError(

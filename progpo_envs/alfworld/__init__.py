@@ -29,8 +29,9 @@ from progpo_envs.alfworld.tasks import TASK_TYPES
 __all__ = ["ALFWorldEnv", "TASK_TYPES", "canonicalize_alfworld"]
 
 
-def __getattr__(name: str):  # lazy: importing the env module is cheap, but keep the package minimal
+def __getattr__(name: str):
     if name == "ALFWorldEnv":
+        # lazy (PEP 562): the env module is cheap, but the package's own import stays minimal
         from progpo_envs.alfworld.env import ALFWorldEnv
 
         return ALFWorldEnv

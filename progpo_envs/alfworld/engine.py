@@ -87,8 +87,8 @@ class StockEngine:
 
     def __init__(self) -> None:
         require_engine()
-        import textworld
-        from textworld.envs import PddlEnv
+        import textworld  # the [alfworld] extra
+        from textworld.envs import PddlEnv  # the [alfworld] extra
 
         _fix_eval_symbol_for_py313()
         self._env = PddlEnv(textworld.EnvInfos(admissible_commands=True, won=True))

@@ -57,8 +57,10 @@ from gymnasium import spaces
 from progpo_envs.alfworld import text as patterns
 from progpo_envs.alfworld.embedded import embedded_root
 from progpo_envs.alfworld.engine import StockEngine
+from progpo_envs.alfworld.expert import ExpertError, HandcodedExpert, solve
 from progpo_envs.alfworld.games import ALFWorldDataError, GameRecord, check_split, discover_games, resolve_data_dir
 from progpo_envs.alfworld.install import require_engine
+from progpo_envs.alfworld.tasks import TaskSpec
 
 #: every character the engine prints (ASCII) plus Latin-1 and typographic punctuation that
 #: human-written task sentences may contain.
@@ -263,9 +265,6 @@ class ALFWorldEnv(gym.Env[str, str]):
     # -- experts --------------------------------------------------------------------------------
     def expert_action(self) -> str | None:
         """Next command of the handcoded full-knowledge expert from the current state (None if stuck)."""
-        from progpo_envs.alfworld.expert import ExpertError, HandcodedExpert
-        from progpo_envs.alfworld.tasks import TaskSpec
-
         if self._game is None:
             raise RuntimeError("call reset() first")
         if self._expert is None:
@@ -289,8 +288,6 @@ class ALFWorldEnv(gym.Env[str, str]):
             return stored
         key = self._game.task_id
         if key not in self._plans:
-            from progpo_envs.alfworld.expert import ExpertError, solve
-
             try:
                 self._plans[key] = solve(self._engine)
             except ExpertError:

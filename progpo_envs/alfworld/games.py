@@ -24,6 +24,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS
 from progpo_envs.alfworld.tasks import TASK_TYPES, task_type_of_folder
 from wrappers.errors import UserError
 
@@ -143,8 +144,6 @@ def check_split(split: str, data_dir: str | os.PathLike[str] | None = None) -> N
     ...
     progpo_envs.alfworld.games.ALFWorldDataError: split 'valid_unseen' is not in the embedded ALFWorld set ...
     """
-    from progpo_envs.alfworld.embedded import EMBEDDED_SPLITS
-
     json_dir = resolve_data_dir(data_dir)
     if json_dir is None:
         if split not in EMBEDDED_SPLITS:

@@ -40,7 +40,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
+import numpy as np
+
+from progpo_envs.alfworld.embedded import pack_games
 from progpo_envs.alfworld.env import make_engine
+from progpo_envs.alfworld.expert import ExpertError, solve
 from progpo_envs.alfworld.install import alfworld_logic_files, import_alfworld
 from progpo_envs.alfworld.tasks import TASK_TYPES
 
@@ -148,8 +152,6 @@ class Scene:
 
 def load_scene(lib: _Lib, floor_plan: str, rng: random.Random) -> Scene:
     """Read a floor plan's layout files; receptacle classes without a recorded pose get one sampled."""
-    import numpy as np
-
     d = lib.layout_dir
     classes = json.loads((d / f"{floor_plan}-objects.json").read_text())
     openable = json.loads((d / f"{floor_plan}-openable.json").read_text())
@@ -411,8 +413,6 @@ def build_game(
 
 def validate(engine: Any, game: dict[str, Any]) -> list[str]:
     """Play ``game`` in the real engine: not won at reset, won by the expert. Returns the walkthrough."""
-    from progpo_envs.alfworld.expert import ExpertError, solve
-
     engine.load(game)
     engine.reset()
     if engine.won:
@@ -454,8 +454,6 @@ def generate_games(
     log: Any = None,
 ) -> list[GeneratedGame]:
     """Generate ``per_type`` validated games of each task type (deterministic in ``seed``)."""
-    from progpo_envs.alfworld.expert import ExpertError
-
     lib = _Lib()
     diff = DIFFICULTIES[difficulty]
     domain, grammar = alfworld_logic_files()
@@ -519,8 +517,6 @@ DEFAULT_SEED = 20261130
 
 def build_default_set(archive: Path, seed: int = DEFAULT_SEED, log: Any = print) -> Path:
     """Generate, validate and pack the embedded default set into ``archive`` (.json.xz)."""
-    from progpo_envs.alfworld.embedded import pack_games
-
     lib = _Lib()
     every = lib.floor_plans()
     games: list[GeneratedGame] = []

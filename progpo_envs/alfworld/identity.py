@@ -19,6 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from progpo_envs.alfworld.embedded import embedded_root
+from progpo_envs.alfworld.engine import StockEngine
+from progpo_envs.alfworld.games import discover_games, resolve_data_dir
+
 
 @dataclass
 class Mismatch:
@@ -55,9 +59,7 @@ def compare_game(stock: Any, fast: Any, game_file: str, steps: int = 50, seed: i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from progpo_envs.alfworld.engine import StockEngine
-    from progpo_envs.alfworld.fast import FastEngine
-    from progpo_envs.alfworld.games import discover_games, resolve_data_dir
+    from progpo_envs.alfworld.fast import FastEngine  # the [alfworld] extra's engine: one clear error without it
 
     p = argparse.ArgumentParser(prog="python -m progpo_envs.alfworld.identity", description=__doc__.split("\n\n")[0])
     p.add_argument("--data-dir", default=None, help="folder with json_2.1.1 (default: embedded games)")
@@ -69,8 +71,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = p.parse_args(argv)
     json_dir = resolve_data_dir(args.data_dir)
     if json_dir is None:
-        from progpo_envs.alfworld.embedded import embedded_root
-
         json_dir = embedded_root() / "json_2.1.1"
     splits = args.split or sorted(d.name for d in Path(json_dir).iterdir() if d.is_dir())
     stock, fast = StockEngine(), FastEngine()

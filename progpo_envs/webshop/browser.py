@@ -102,8 +102,8 @@ class ChromiumBrowser:
     def start(self) -> None:
         """Start Chromium with a fresh profile directory."""
         try:
-            from selenium import webdriver
-            from selenium.webdriver.chrome.service import Service
+            from selenium import webdriver  # the [browser] extra
+            from selenium.webdriver.chrome.service import Service  # the [browser] extra
         except ImportError as e:  # pragma: no cover - extra not installed
             raise BrowserError("browser mode needs Selenium 4: pip install 'progpo[browser]'") from e
         for path, what in ((self.chromium, "chromium"), (self.chromedriver, "chromedriver")):
@@ -190,7 +190,7 @@ class ChromiumBrowser:
 
     def search(self, query: str) -> bool:
         """Type ``query`` into the search box and submit; False if the page has no search box."""
-        from selenium.webdriver.common.by import By
+        from selenium.webdriver.common.by import By  # the [browser] extra
 
         with _browser_errors("search"):
             boxes = self.driver.find_elements(By.ID, "search_input")

@@ -58,6 +58,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from progpo_envs.webshop.browser_mode import BrowserBackend
 from progpo_envs.webshop.shop import MAX_ACTION_CHARS, Shop, ShopSession, get_shop
 
 MAX_OBSERVATION_CHARS = 1_000_000
@@ -163,8 +164,6 @@ class WebShopEnv(gym.Env[str, str]):
         self._breakdown: dict[str, Any] | None = None
         self._browser_backend: Any = None
         if mode == "browser":
-            from progpo_envs.webshop.browser_mode import BrowserBackend
-
             self._browser_backend = BrowserBackend(shop)
 
     # --- helpers -------------------------------------------------------------------------

@@ -303,7 +303,7 @@ def state_path(session_id: str, state: ShopState) -> str:
 
 @lru_cache(maxsize=1)
 def _jinja_env() -> Any:
-    import jinja2
+    import jinja2  # the [webshop] extra
 
     return jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(TEMPLATE_DIR)),

@@ -186,18 +186,18 @@ _HIGH_LATIN = {i: None for i in range(128, 256)}
 
 
 def _process(value: Any) -> str:
-    from rapidfuzz.utils import default_process
+    from rapidfuzz.utils import default_process  # the [webshop] extra
 
     return default_process(str(value).translate(_HIGH_LATIN))
 
 
 def _thefuzz_scorer() -> Callable[[Any, Any], int]:
     try:
-        from thefuzz import fuzz
+        from thefuzz import fuzz  # the [webshop] extra
 
         return fuzz.token_set_ratio
     except ImportError:  # thefuzz is a thin wrapper over rapidfuzz: same processing below
-        from rapidfuzz import fuzz as rf
+        from rapidfuzz import fuzz as rf  # the [webshop] extra
 
         def scorer(a: Any, b: Any) -> int:
             if a is None or b is None:

@@ -363,7 +363,7 @@ class SearchIndex:
         memory at 1M products is also several times the postings'. Querying goes through bm25s'
         matrix layout (CSC: grouped by term, documents ascending), which the assignment below fills.
         """
-        import bm25s
+        import bm25s  # the [webshop] extra
 
         analyzer = analyzer or LuceneEnglishAnalyzer()
         postings = _Postings(analyzer)
@@ -429,7 +429,7 @@ class SearchIndex:
     @classmethod
     def load(cls, directory: str | Path) -> "SearchIndex":
         """Read an index written by :meth:`save`."""
-        import bm25s
+        import bm25s  # the [webshop] extra
 
         directory = Path(directory)
         bm25 = bm25s.BM25.load(str(directory))

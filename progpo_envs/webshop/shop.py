@@ -46,6 +46,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 from urllib.parse import quote
 
+from progpo_envs.webshop.data import DATA_ENV_VAR, load_catalog
 from progpo_envs.webshop.pages import (
     BACK_TO_SEARCH,
     DONE,
@@ -187,6 +188,7 @@ class Shop:
 
     def purchase(self, goal: Mapping[str, Any], asin: str, options: Mapping[str, str]) -> tuple[float, dict[str, Any]]:
         """The WebShop score of buying ``asin`` with ``options`` for ``goal``, and its breakdown."""
+        # the scorer loads its fuzzy matcher at import: building the shop and serving it do without
         from progpo_envs.webshop.reward import get_reward
 
         product = self.by_asin[asin]
@@ -218,8 +220,6 @@ def get_shop(
     >>> get_shop(num_products=100) is get_shop(num_products=100)
     True
     """
-    from progpo_envs.webshop.data import DATA_ENV_VAR, load_catalog
-
     key = (
         None if data_dir is None else os.fspath(data_dir),
         os.environ.get(DATA_ENV_VAR, "") if data_dir is None else "",

@@ -15,6 +15,8 @@ difference (this - other) with its 95% paired bootstrap interval; panels that di
 Exit status: 0 done, 2 a problem said in one line.
 """
 
+# Imports inside functions: the command's modules (torch, the envs, the policy) load when it runs, so
+# that importing this module (the documentation, the shim, a test of its parser) loads none of them.
 from __future__ import annotations
 
 import argparse
@@ -22,6 +24,9 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+from trainers.runs.run_files import check_output_file
+from wrappers.errors import UserError
 
 __all__ = ["evaluate_saved", "main"]
 
@@ -34,7 +39,7 @@ def evaluate_saved(
     streams (default: the run's ``eval_streams``, so that the figure is the run's own); the eval
     record."""
     import numpy as np
-    import torch
+    import torch  # the [train] extra
 
     from trainers import seeds
     from trainers.envs import check_split, make_env_fn
@@ -99,9 +104,7 @@ def _paired(this: dict[str, Any], other: dict[str, Any]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from trainers.runs.checkpoint import CheckpointError
-    from trainers.runs.run_files import check_output_file
     from trainers.saved_policy import load_saved
-    from wrappers.errors import UserError
 
     ap = argparse.ArgumentParser(prog="python -m trainers.evaluate", description=__doc__.splitlines()[0])
     ap.add_argument("path", help="a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)")

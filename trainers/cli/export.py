@@ -13,6 +13,8 @@ beside the weights says which run, checkpoint and iteration it came from and the
 the policy was trained with. Exit status: 0 done, 2 a problem said in one line.
 """
 
+# Imports inside functions: the command's modules (torch, the envs, the policy) load when it runs, so
+# that importing this module (the documentation, the shim, a test of its parser) loads none of them.
 from __future__ import annotations
 
 import argparse
@@ -24,6 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from trainers.runs.provenance import read_provenance
+from trainers.runs.run_files import check_can_make
+from wrappers.errors import UserError
 
 __all__ = ["check_out_dir", "export_saved", "load_line", "main"]
 
@@ -53,9 +59,6 @@ def check_out_dir(out_dir: str | Path) -> Path:
     """``out_dir`` resolved, or a one-line :class:`~wrappers.errors.UserError` before any work: it
     must be absent or an empty directory, inside a folder that exists (or can be made) and is
     writable, and not a link."""
-    from trainers.runs.run_files import check_can_make
-    from wrappers.errors import UserError
-
     out = Path(out_dir)
     if out.is_symlink():
         raise UserError(
@@ -148,7 +151,6 @@ def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: b
     they are kept; ``final``: where the export will lie once renamed into place."""
     from trainers.model_card import last_evaluation, model_card
     from trainers.runs.metrics import scan_metrics
-    from trainers.runs.provenance import read_provenance
 
     run_dir = Path(saved.checkpoint).resolve().parent.parent  # RUN/checkpoints/iter_NNNNNN.pt
     records = scan_metrics(run_dir / "metrics.jsonl")[0] if (run_dir / "metrics.jsonl").is_file() else []
@@ -178,7 +180,6 @@ def load_line(out: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     from trainers.runs.checkpoint import CheckpointError
     from trainers.saved_policy import load_saved
-    from wrappers.errors import UserError
 
     ap = argparse.ArgumentParser(prog="python -m trainers.export", description=__doc__.splitlines()[0])
     ap.add_argument("path", help="a run dir (its latest checkpoint) or a checkpoint file (iter_NNNNNN.pt)")

@@ -10,6 +10,8 @@ episode ``--task`` of the run's evaluation panel for ``--split`` (the same task 
 in ``python -m trainers.evaluate``). Exit status: 0 done, 2 a problem said in one line.
 """
 
+# Imports inside functions: the command's modules (torch, the envs, the policy) load when it runs, so
+# that importing this module (the documentation, the shim, a test of its parser) loads none of them.
 from __future__ import annotations
 
 import argparse
@@ -18,6 +20,9 @@ import math
 import sys
 from pathlib import Path
 from typing import Any
+
+from trainers.runs.run_files import check_output_file
+from wrappers.errors import UserError
 
 __all__ = ["episode_steps", "main", "render_html", "render_text"]
 
@@ -96,15 +101,13 @@ def render_html(title: str, steps: list[dict[str, Any]], outcome: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    import torch
+    import torch  # the [train] extra
 
     from trainers import seeds
     from trainers.envs import check_split, make_env_fn
     from trainers.rollouts.eval_episodes import EvalPlan, play_episodes
     from trainers.runs.checkpoint import CheckpointError
-    from trainers.runs.run_files import check_output_file
     from trainers.saved_policy import load_saved
-    from wrappers.errors import UserError
 
     ap = argparse.ArgumentParser(prog="python -m trainers.play", description=__doc__.splitlines()[0])
     ap.add_argument("path", help="a run dir (its latest checkpoint) or a checkpoint file")

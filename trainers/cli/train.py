@@ -31,9 +31,12 @@ from pathlib import Path
 
 from trainers import stop_request
 from trainers.config import ConfigError, parse_args
+from trainers.distributed import teardown
 from trainers.forked import ShareKilled
+from trainers.rollouts.eval_episodes import PanelMismatch
 from trainers.runs.checkpoint import CheckpointError, latest_checkpoint
 from trainers.runs.run_dir import claim_run_dir
+from trainers.runs.summary import rl_gain
 from trainers.stop_request import Terminated
 from wrappers.errors import UserError
 
@@ -76,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     lock = None
     with stop_request.stops_recorded():  # a Ctrl-C or SIGTERM that something swallows still stops the run
         try:
+            # inside the try: a missing extra met while loading the trainer is said in one line
             from trainers.build import resolve_device
-            from trainers.loop.trainer import Trainer
+            from trainers.loop.trainer import Trainer  # (as above)
 
             if ns.resume and ns.overwrite:
                 raise ConfigError("--resume continues the run in --output-dir and --overwrite replaces it: pass one")
@@ -112,13 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {type(err).__name__}: {_first_line(err)}", file=sys.stderr)
             return 2
         finally:
-            from trainers.distributed import teardown
-
             if lock is not None:
                 lock.release()
             teardown()
-    from trainers.rollouts.eval_episodes import PanelMismatch
-    from trainers.runs.summary import rl_gain
 
     if trainer.cfg.distill_label:
         print(f"teacher: {trainer.cfg.distill_label}")

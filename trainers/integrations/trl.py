@@ -61,6 +61,8 @@ with TRL's vLLM engine (see ``examples/trl_grpo_alfworld.py``).
 
 # Over 500 lines: TRL's rollout function, reward functions and dataset builder, which its GRPOTrainer takes
 # together.
+# Imports inside functions: the envs, the wrappers and the agents (gymnasium, the engines) load for an
+# env rollout only; the reward function and the advantage need numpy alone.
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -71,6 +73,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
+from trainers.advantages import progpo_episode_advantages
 from wrappers.signals import TAU_P, TAU_R
 
 __all__ = [
@@ -221,8 +224,6 @@ def progpo_advantage_reward(
     >>> [round(a, 4) for a in progpo_advantage_reward([], [], outcome=[0., 0.], coverage_rate=[.2, .6], group_id=[0, 0], lam=.5)]
     [-0.5, 0.5]
     """
-    from trainers.advantages import progpo_episode_advantages
-
     r = np.asarray(outcome, dtype=np.float64)
     p = np.asarray(coverage_rate, dtype=np.float64)
     out = np.zeros_like(r)
@@ -587,8 +588,7 @@ def expert_warm_start(
     answer in format, so rewards and advantages differ within a group from the first step.
     Returns ``{"loss_first", "loss_last", "episodes", "expert_wins"}``.
     """
-
-    import torch
+    import torch  # the [train] extra
 
     from agents.search_expert import ALFWorldSearchAgent
 

@@ -436,7 +436,7 @@ def register() -> None:
     The ``verl.plugins`` entry point (:mod:`trainers.integrations.verl_plugin`) calls this in every
     process that imports verl; a manual call only reaches the process it runs in.
     """
-    from verl.trainer.ppo import core_algos
+    from verl.trainer.ppo import core_algos  # verl's own venv
 
     for name, fn in estimators().items():
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:

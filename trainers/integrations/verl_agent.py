@@ -51,6 +51,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from progpo_envs.guard import check_import_names
+from trainers.envs import make_env_fn
+from wrappers import GroupVectorEnv
 from wrappers.signals import TAU_P, TAU_R
 
 try:
@@ -337,9 +339,6 @@ def make_manager(
     backend: str = "async",
 ) -> ProGPOEnvironmentManager:
     """A :class:`ProGPOEnvironmentManager` over ``num_groups`` x ``group_size`` envs of ``env_name``."""
-    from trainers.envs import make_env_fn
-    from wrappers import GroupVectorEnv
-
     if env_name not in ("alfworld", "webshop"):
         raise ValueError(f"env_name must be 'alfworld' or 'webshop', got {env_name!r}")
     envs = GroupVectorEnv(
@@ -453,6 +452,7 @@ def compute_advantage_branch(
     ``potential_credit`` (HGPO), besides verl-agent's ``gamma`` and ``step_advantage_w``
     arguments. PlanPO's turn lengths are the rows' response token counts.
     """
+    # torch loads with the advantage branch: the env manager and make_envs do without it
     from trainers.integrations.verl import advantage_per_row, require_columns
 
     opts = dict(options or {})
@@ -461,7 +461,7 @@ def compute_advantage_branch(
         name = str(getattr(adv_estimator, "value", adv_estimator))
         if name not in PROGPO_ESTIMATORS:
             return original(data, adv_estimator, gamma, *args, **kwargs)
-        import torch
+        import torch  # the [train] extra
 
         ntb = require_columns(name, data.non_tensor_batch)
         if "response_mask" not in data.batch.keys():
@@ -508,8 +508,8 @@ def install(config: Any = None) -> dict[str, str]:
     ``verl``); called by :func:`make_envs`.
     """
     global ProGPOTrajectoryCollector
-    import agent_system.multi_turn_rollout as rollout_pkg
-    import agent_system.multi_turn_rollout.rollout_loop as rollout_loop
+    import agent_system.multi_turn_rollout as rollout_pkg  # a verl-agent checkout
+    import agent_system.multi_turn_rollout.rollout_loop as rollout_loop  # a verl-agent checkout
 
     done: dict[str, str] = {}
     base = rollout_loop.TrajectoryCollector
@@ -517,7 +517,7 @@ def install(config: Any = None) -> dict[str, str]:
         ProGPOTrajectoryCollector = collector_class(base)
         rollout_pkg.TrajectoryCollector = rollout_loop.TrajectoryCollector = ProGPOTrajectoryCollector
     done["collector"] = "agent_system.multi_turn_rollout.TrajectoryCollector"
-    from verl.trainer.ppo import ray_trainer
+    from verl.trainer.ppo import ray_trainer  # verl's own venv
 
     options = dict(_get(config, "algorithm.progpo", {}) or {})
     if not getattr(ray_trainer.compute_advantage, "_progpo", False):
@@ -533,7 +533,7 @@ def install(config: Any = None) -> dict[str, str]:
             name = str(config.algorithm.adv_estimator)
             if name not in PROGPO_ESTIMATORS:
                 return original_init(self, config, *args, **kwargs)
-            from omegaconf import open_dict
+            from omegaconf import open_dict  # verl's own venv
 
             with open_dict(config):  # verl-agent's critic check knows its own names only
                 config.algorithm.adv_estimator = PROGPO_ESTIMATORS[name]

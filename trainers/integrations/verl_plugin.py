@@ -31,6 +31,8 @@ Where the columns come from, per response: ``progpo_outcome`` (the env's outcome
 add ``anchor_obs``, ``progpo_first_visit``, ``progpo_step`` per step row.
 """
 
+# Imports inside functions: verl loads this plug-in in every process at `import verl`, so the
+# estimators' module (torch) is imported by the patches, when a verl module they patch is imported.
 from __future__ import annotations
 
 import contextvars

@@ -56,7 +56,7 @@ class ValidityCriteria:
 def validity_criteria(config: Path) -> ValidityCriteria | None:
     """The criteria ``config`` pre-registers under ``notes: preregistration: validity:``
     (``trap_min``, ``room_min``, ``seeds``), or ``None``."""
-    import yaml
+    import yaml  # the [train] extra
 
     data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
     found = ((data.get("notes") or {}).get("preregistration") or {}).get("validity") if isinstance(data, dict) else None
@@ -83,7 +83,7 @@ class PrimaryTest:
 def primary_test(config: Path) -> PrimaryTest | None:
     """The primary test ``config`` pre-registers under ``notes: preregistration:`` (``seeds``,
     ``bases``, ``alpha``, beside its ``primary`` sentence), or ``None`` for a block without one."""
-    import yaml
+    import yaml  # the [train] extra
 
     data = yaml.safe_load(Path(config).read_text(encoding="utf-8")) or {}
     found = ((data.get("notes") or {}).get("preregistration") or {}) if isinstance(data, dict) else {}

@@ -34,6 +34,7 @@ from trainers.lab.analysis import (
     validity,
     validity_criteria,
 )
+from trainers.lab.compare import compare_blocks
 from trainers.lab.methods import (
     DEFAULT_METHODS,
     EXPLORATORY,
@@ -58,7 +59,10 @@ from trainers.lab.runs import (
     run_one,
     run_record,
 )
+from trainers.lab.verify import verify_at
 from trainers.plugins import load_plugins
+from trainers.runs.run_files import check_can_make
+from wrappers.errors import UserError
 
 __all__ = ["main", "parse"]
 
@@ -324,9 +328,6 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
 def check_out_folder(out: Path) -> None:
     """``--out`` as a folder the table, plot and JSON can be written to (it may not exist yet):
     :class:`LabError` for a file, a path under a file or a folder that is not writable."""
-    from trainers.runs.run_files import check_can_make
-    from wrappers.errors import UserError
-
     try:
         check_can_make(out, f"--out {out}")
     except UserError as err:
@@ -346,12 +347,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         return rerun(args, int(seed_text), method)
     if args.compare_with is not None:
-        from trainers.lab.compare import compare_blocks
-
         return compare_blocks(args, args.compare_with.resolve())
     if args.verify_at:
-        from trainers.lab.verify import verify_at
-
         try:
             return verify_at(args, args.verify_at, args.verify_iterations)
         except LabError as err:

@@ -434,10 +434,10 @@ def _forest(ax, by: dict[str, list[dict]]) -> None:
 
 
 def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
-    import matplotlib
+    import matplotlib  # the [train] extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the [train] extra
 
     panels = (
         ("eval", "eval/success", "held-out eval success"),

@@ -25,7 +25,8 @@ from typing import Any
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
-from trainers.runs.metrics import read_metrics
+from trainers.runs.metrics import TIMING_KEYS, MetricsFileError, read_metrics
+from trainers.runs.provenance import read_provenance, run_times
 from trainers.strict_yaml import StrictYAMLError, load_strict
 
 __all__ = [
@@ -121,7 +122,7 @@ class LabError(Exception):
 def config_axes_problem(config_path: Path) -> str | None:
     """What in the lab's ``--config`` would change what a method runs (``None``: nothing): an axis
     that the methods set themselves, set there to another value than its default."""
-    import yaml
+    import yaml  # the [train] extra
 
     try:
         data = load_strict(Path(config_path).read_text(encoding="utf-8")[: 1 << 20]) or {}
@@ -159,9 +160,7 @@ def axes_problem(method: str, config: dict) -> str | None:
 def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     """A finished run's records and config, checked: readable, whole (train records and at least
     one evaluation with a success), and what ``method`` names. :class:`LabError` otherwise."""
-    import yaml
-
-    from trainers.runs.metrics import MetricsFileError
+    import yaml  # the [train] extra
 
     where = f"run {method} seed {seed} ({run_dir})"
     try:
@@ -236,8 +235,6 @@ def provenance_of(run_dir: Path) -> dict | None:
     where recorded, its start and end (UTC) and hosts (:func:`trainers.runs.provenance.run_times`); or
     ``None`` for a run from before provenance was recorded. A run resumed on other code or another
     path gives the first difference as its commit (``"mixed: ..."``), which pairs with nothing."""
-    from trainers.runs.provenance import read_provenance, run_times
-
     every = read_provenance(run_dir)
     recs = [r for r in every if r.get("kind", "provenance") == "provenance"]
     if not recs:
@@ -318,7 +315,7 @@ def run_on_ray(args: argparse.Namespace, jobs: list[tuple[str, int]]) -> list[li
     and writes it as a local run would. The nodes must see this checkout and ``--out`` / ``--work``
     at the same paths (one machine, or a shared file system). Results in the order of ``jobs``."""
     try:
-        import ray
+        import ray  # the [ray] extra
     except ImportError:
         raise LabError("--ray needs Ray: pip install 'progpo[ray]'") from None
     started = not ray.is_initialized()
@@ -407,7 +404,7 @@ def rerun_records(config: dict, iterations: int, log: Path, root: Path = ROOT) -
     """The records of a fresh run of a recorded ``config``'s first ``iterations``, made by the
     trainer of the checkout at ``root`` in a temporary dir (its output to ``log``, started anew);
     RuntimeError when it fails."""
-    import yaml
+    import yaml  # the [train] extra
 
     log.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -526,7 +523,6 @@ def strict_compare(recorded: list[dict], fresh: list[dict], iterations: int) -> 
     ...                [{"kind": "eval", "iteration": 0, "eval/score_mean": 0.5}], 2)
     (1, None)
     """
-    from trainers.runs.metrics import TIMING_KEYS
 
     def key(r: dict) -> tuple:
         return r.get("kind"), r.get("iteration")

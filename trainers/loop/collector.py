@@ -22,12 +22,14 @@ import torch
 
 from trainers import distributed, seeds
 from trainers.config import ConfigError
+from trainers.forked import can_fork, run_forked
 from trainers.loop.sections import RolloutSection
 from trainers.rollouts.rollout import Rollout, collect_rollout
 from trainers.rollouts.tree_rollout import collect_tree_rollout
 from trainers.runs.console import progress_bar
 from trainers.seeds import task_seeds
 from trainers.sharding import merge_rollouts
+from wrappers.group import GroupVectorEnv
 
 __all__ = [
     "COLLECTORS",
@@ -128,7 +130,6 @@ class Rollouts:
         self.env_failures: dict[str, float] = {}
 
     def make_envs(self) -> Any:
-        from wrappers.group import GroupVectorEnv
 
         cfg = self.cfg
         extra: dict[str, Any] = {"num_cpus": cfg.ray_num_cpus} if cfg.env_backend == "ray" else {}
@@ -177,8 +178,6 @@ class Rollouts:
         (:func:`trainers.forked.run_forked`, its own envs, no progress bar), sampled as rank k of a
         run in ``rollout_streams`` processes; the blocks merged in order
         (:func:`trainers.sharding.merge_rollouts`), the env failures summed."""
-        from trainers.forked import run_forked
-
         n = self.cfg.rollout_streams
 
         def block(k: int) -> Callable[[Callable[[int], None]], tuple[Rollout, dict[str, float]]]:
@@ -206,8 +205,6 @@ class Rollouts:
 
 def check_rollout_streams(n: int, dist: distributed.DistInfo, device: torch.device) -> None:
     """Rollout streams are forked processes: one process, a model on the CPU, fork available."""
-    from trainers.forked import can_fork
-
     if dist.enabled:
         raise ConfigError(
             f"rollout_streams {n}: a run in several processes already splits its groups; use "

@@ -21,6 +21,7 @@ import torch
 
 from agents.batching import step_key, step_tokens
 from agents.contract import TrainablePolicy, scoring_with
+from agents.logprobs import logprob_mismatch
 from trainers import distributed, seeds
 from trainers.config import ConfigError
 from trainers.loop.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
@@ -52,8 +53,6 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
     >>> rollout_mismatch([torch.tensor([-1.0, -2.0])], [torch.tensor([-1.5, -2.0])])["rollout/logprob_mismatch_max"]
     0.5
     """
-    from agents.logprobs import logprob_mismatch
-
     m = logprob_mismatch(list(sampler), list(trainer))
     return {
         "rollout/logprob_mismatch_max": m["logprob_mismatch_max"],

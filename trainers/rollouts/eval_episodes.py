@@ -16,6 +16,8 @@ Example:
     (0.375, True, True)
 """
 
+# Imports inside functions: the rollout, the vector env and the baselines (gymnasium, process pools)
+# load when episodes are played; reading eval records (the run summary, the lab) needs numpy alone.
 from __future__ import annotations
 
 import contextlib
@@ -267,7 +269,7 @@ def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, l
     """Each lane plays its pieces (``(lane, episode indices)``) in a thread of its own (the
     policy's forward passes), while this thread runs every env call the lanes make; returns the
     rollouts in the order of ``pieces``."""
-    import torch
+    import torch  # the [train] extra
 
     calls: queue.SimpleQueue = queue.SimpleQueue()
     for lane in lanes:
@@ -297,7 +299,7 @@ def _play_concurrently(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, l
 def _play_in_processes(lanes: Sequence[_EvalLane], pieces: Sequence[tuple[int, list[int]]]) -> list[Any]:
     """Lane 0 plays its pieces here, every other lane in a process forked from this one
     (:func:`trainers.forked.run_forked`); returns the rollouts in the order of ``pieces``."""
-    from trainers.forked import run_forked
+    from trainers.forked import run_forked  # multiprocessing loads only where evaluation forks
 
     on_step = lanes[0].on_step
 
@@ -377,14 +379,14 @@ class _TorchModes:
 
     @classmethod
     def of_this_thread(cls) -> "_TorchModes":
-        import torch
+        import torch  # the [train] extra
 
         kinds = [d for d in ("cpu", "cuda") if torch.is_autocast_enabled(d)]
         return cls(torch.is_grad_enabled(), tuple((d, torch.get_autocast_dtype(d)) for d in kinds))
 
     @contextlib.contextmanager
     def apply(self) -> Any:
-        import torch
+        import torch  # the [train] extra
 
         with contextlib.ExitStack() as stack:
             stack.enter_context(torch.set_grad_enabled(self.grad))

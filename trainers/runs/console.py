@@ -65,7 +65,7 @@ def progress_bar(total: int | None, desc: str, enabled: bool, leave: bool = Fals
     """A tqdm bar on stderr, drawn only where :func:`bars_shown` says so; where a bar is asked for
     but stderr is no terminal, a :class:`LineProgress` (unless ``lines`` is False); a no-op bar
     elsewhere."""
-    from tqdm.auto import tqdm
+    from tqdm.auto import tqdm  # the [train] extra
 
     if enabled and lines and not bars_shown(enabled):
         return LineProgress(total, desc)

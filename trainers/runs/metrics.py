@@ -153,6 +153,7 @@ class MetricsLogger:
         self.files: list[Path] = [self.path]
         if tensorboard:
             try:
+                # the [train] extra's TensorBoard writer: loaded when TensorBoard is on
                 from torch.utils.tensorboard import SummaryWriter
 
                 tb_dir = real_dir(Path(run_dir) / "tensorboard")  # never a planted link to elsewhere
@@ -165,7 +166,7 @@ class MetricsLogger:
                 self.writer = None
         self.wandb_run = None
         if wandb is not None:  # Weights & Biases (offline where WANDB_MODE=offline); resumed runs log on
-            import wandb as wandb_lib
+            import wandb as wandb_lib  # the [wandb] extra
 
             self.wandb_run = wandb_lib.init(**wandb, resume="allow", reinit="finish_previous")
 

@@ -122,7 +122,7 @@ class RunRecorder:
 
 
 def _to_yaml(data: dict[str, Any]) -> str:
-    import yaml
+    import yaml  # the [train] extra
 
     # config.yaml is read back by a loader that refuses aliases; PyYAML has no type stubs here, so
     # its dumper is Any to the type checker

@@ -278,9 +278,9 @@ def _first_json_record(path: Path, is_ours: Callable[[dict], bool] = lambda r: "
 
 def _config_written_by_a_run(path: Path) -> bool:
     """A ``config.yaml`` a run wrote lists (nearly) every :class:`TrainConfig` field; a user's lists a few."""
+    import yaml  # the [train] extra
 
-    import yaml
-
+    # the config module loads torch and the envs: only recognising an earlier run's config needs it
     from trainers.config import ConfigError, TrainConfig, flatten_sections
 
     try:

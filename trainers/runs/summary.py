@@ -22,7 +22,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from trainers.advantages.registry import estimator as registered_estimator
+from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 from trainers.runs.run_files import write_atomic
+from trainers.statistics import paired_bootstrap_ci
 from trainers.teacher_registry import label_of, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
 
@@ -39,10 +41,10 @@ CURVES = (
 def plot_curves(records: Sequence[dict[str, Any]], out: Path, title: str = "") -> Path:
     """Write ``out`` (``curves.png``): success (train and eval), all-failed group fraction, first-visit
     coverage rate and repeated-action rate per iteration; returns ``out``."""
-    import matplotlib
+    import matplotlib  # the [train] extra
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # the [train] extra
 
     train = [r for r in records if r.get("kind", "train") == "train"]
     evals = [r for r in records if r.get("kind") == "eval"]
@@ -120,7 +122,7 @@ def _warm_start_lines(records: Sequence[dict[str, Any]], config: dict[str, Any])
     if not init:
         return []
     r = init[0]
-    from trainers.envs import ENV_TABLE
+    from trainers.envs import ENV_TABLE  # the envs (gymnasium) for the warm start's expert name only
 
     expert = ENV_TABLE[config.get("env", "alfworld")].expert_name or "the expert"
     return [
@@ -271,14 +273,11 @@ def rl_gain(records: Sequence[dict[str, Any]], kind: str = "eval") -> dict[str, 
     Raises:
         trainers.rollouts.eval_episodes.PanelMismatch: the two evaluations played different episodes.
     """
-    from trainers.statistics import paired_bootstrap_ci
-
     evals = [r for r in records if r.get("kind") == kind and "eval/success" in r]
     starts = [r for r in evals if r.get("iteration") == 0]
     if not starts or len(evals) < 2 or evals[-1] is starts[0]:
         return None
     a, b = starts[0], evals[-1]
-    from trainers.rollouts.eval_episodes import check_same_panel
 
     check_same_panel(a, b, f"the {kind} at iteration 0 and at iteration {b.get('iteration')}")
     out = {
@@ -344,7 +343,6 @@ def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> li
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
-    from trainers.rollouts.eval_episodes import PanelMismatch
 
     try:
         g = rl_gain(records)

@@ -65,7 +65,7 @@ _Answer = tuple[str, Any]  # ("ok", result) or ("error", (type name, message, tr
 def import_ray() -> Any:
     """``import ray``, or an ``ImportError`` that says how to install it."""
     try:
-        import ray
+        import ray  # the [ray] extra
     except ImportError as err:  # pragma: no cover - depends on the install
         raise ImportError("backend='ray' needs Ray: pip install 'progpo[ray]' (or pip install 'ray>=2.9')") from err
     return ray
@@ -79,7 +79,7 @@ class _MemberActor:
 
     def describe(self) -> tuple[int, str, list[tuple[gym.Space[Any], gym.Space[Any]]], dict[str, Any]]:
         """(pid, Ray node id, per-env (observation, action) spaces, metadata of env 0)."""
-        import ray
+        import ray  # the [ray] extra
 
         spaces = [(e.observation_space, e.action_space) for e in self.envs]
         return (

@@ -62,7 +62,7 @@ def bound_memento_cache(limit: int | None = None) -> bool:
     :data:`MEMENTO_LIMIT`) entries; True when it did. Called between games: the memoized
     objects compare and hash by value, so the next game builds equal ones afresh."""
     try:
-        from mementos import core
+        from mementos import core  # the [alfworld] extra
     except ImportError:  # no textworld here: nothing to bound
         return False
     if len(core._memento_cache) <= (MEMENTO_LIMIT if limit is None else limit):
