@@ -202,6 +202,46 @@ def test_no_function_over_80_lines_in_the_packages() -> None:
     assert not long, long
 
 
+#: where a production module outside trainers/advantages/ may spell a built-in base's name: a
+#: default value, or another stack's own estimator of that name
+NAMED_BASES = {
+    ("trainers/lab/methods.py", "gigpo"): "the lab's default estimator (AXES), its reference arm",
+    ("trainers/lab/methods.py", "grpo"): "the validity test's default baseline",
+    ("trainers/integrations/verl.py", "grpo"): "VERL_SHIPS: verl's own estimators",
+    ("trainers/integrations/verl.py", "rloo"): "VERL_SHIPS: verl's own estimators",
+    ("trainers/integrations/verl.py", "gigpo"): "VERL_SHIPS: verl's own estimators",
+    ("trainers/integrations/verl_agent.py", "grpo"): "VERL_AGENT_SETUP: verl-agent's own estimators",
+    ("trainers/integrations/verl_agent.py", "gigpo"): "VERL_AGENT_SETUP: verl-agent's own estimators",
+}
+
+
+def test_only_the_registry_names_the_built_in_estimators() -> None:
+    """Outside trainers/advantages/ no string in code is a built-in base's name, except a
+    parameter's default and the entries of NAMED_BASES: everything else reads the registry, so a
+    new estimator needs no line elsewhere."""
+    from trainers.advantages.registry import BASE_ESTIMATORS
+
+    named = set()
+    for pkg in PACKAGES:
+        for f in (REPO / pkg).rglob("*.py"):
+            where = str(f.relative_to(REPO))
+            if where.startswith("trainers/advantages/"):
+                continue
+            tree = ast.parse(f.read_text())
+            defaults = {
+                id(d)
+                for fn in ast.walk(tree)
+                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+                for d in [*fn.args.defaults, *(k for k in fn.args.kw_defaults if k is not None)]
+            }
+            named |= {
+                (where, node.value)
+                for node in ast.walk(tree)
+                if isinstance(node, ast.Constant) and node.value in BASE_ESTIMATORS and id(node) not in defaults
+            }
+    assert named <= set(NAMED_BASES), sorted(named - set(NAMED_BASES))
+
+
 def test_a_function_local_import_says_why() -> None:
     """An import inside a function (an optional extra, a heavy import kept off a light path, a
     cycle) says why: a comment on its line or the line above, or the module's

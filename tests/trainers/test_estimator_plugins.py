@@ -173,6 +173,33 @@ def test_verl_offers_the_plugin_estimator_with_the_columns_its_needs_name(novelt
         )
 
 
+def test_verl_agent_branches_for_the_plugin_estimator_with_its_options(novelty) -> None:
+    """verl-agent's compute_advantage branch reads the registry: the plug-in's estimator runs there
+    (no line of the integration names it), its options come from ``algorithm.progpo``, and
+    verl-agent's trainer set-up is its step-level one (the estimator reads states)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainers.integrations.verl_agent import compute_advantage_branch, progpo_estimators
+
+    assert progpo_estimators()["novelty"] == progpo_estimators()["progpo_novelty"] == "gigpo"
+    passed_on = []
+    ntb = {
+        "traj_uid": np.array(["a", "a", "b", "b"]),
+        "anchor_obs": np.array(["x", "y", "x", "x"]),
+        "progpo_outcome": np.zeros(4),
+        "progpo_step": np.array([0, 1, 0, 1]),
+        "uid": np.array(["g"] * 4),
+    }
+    for options, want in (({}, [0.25, 0.25, 0.0, 0.0]), ({"novelty_weight": 2.0}, [2.0, 2.0, 0.0, 0.0])):
+        branch = compute_advantage_branch(lambda data, est, *a, **k: passed_on.append(est) or data, options)
+        data = SimpleNamespace(batch={"response_mask": torch.ones(4, 2)}, non_tensor_batch=dict(ntb))
+        out = branch(data, "novelty", gamma=0.95)
+        assert out.batch["advantages"][:, 0].tolist() == want
+    assert passed_on == []
+
+
 def test_an_installed_distribution_registers_through_its_entry_point(tmp_path) -> None:
     """A distribution's ``progpo.estimators`` entry point is loaded at the first lookup of a name."""
     (tmp_path / "my_novelty.py").write_text(EXAMPLE.read_text())

@@ -53,18 +53,15 @@ __all__ = [
     "COLUMN_ESTIMATORS",
     "ESTIMATORS",
     "ESTIMATOR_NAMES",
-    "advantage_per_row",
-    "compute_hgpo_advantage",
-    "compute_planpo_advantage",
-    "compute_progpo_gigpo_advantage",
-    "compute_progpo_grpo_advantage",
-    "compute_progpo_hgpo_advantage",
-    "compute_progpo_planpo_advantage",
-    "compute_progpo_shaped_grpo_advantage",
     "MissingColumnsError",
     "REQUIRED_COLUMNS",
+    "advantage_per_row",
+    "compute_progpo_shaped_grpo_advantage",
+    "estimators",
+    "package_names",
     "register",
     "require_columns",
+    "required_columns",
 ]
 
 #: names verl and verl-agent give estimators of their own: a base of the same name is offered as
@@ -310,97 +307,52 @@ def _column_estimator(name: str, doc: str) -> Callable[..., tuple[torch.Tensor, 
     return estimator
 
 
-compute_progpo_grpo_advantage = _column_estimator(
-    "progpo_grpo",
-    """ProGPO(GRPO) with verl's estimator signature:
-    ``(advantages, returns)``, both ``(bs, L)``.
-
-    Per row: outcome ``R`` = ``non_tensor_batch["progpo_outcome"]`` (the env's outcome, not a
-    penalised score), coverage ``P`` = ``non_tensor_batch["progpo_coverage_rate"]``, group =
-    ``index``. Rows of one ``traj_uid`` (verl-agent's one row per step) are one trajectory and
-    count once. The advantage is :func:`trainers.advantages.episode_advantages` broadcast over
-    the response tokens. Without the columns it raises :class:`MissingColumnsError`.
-
-    >>> rew = torch.zeros(4, 3); mask = torch.ones(4, 3)
-    >>> adv, _ = compute_progpo_grpo_advantage(rew, mask, np.array(["a", "a", "b", "b"]),
-    ...     non_tensor_batch={"progpo_outcome": np.zeros(4), "progpo_coverage_rate": np.array([.1, .3, .2, .2])})
-    >>> adv[:, 0].round(decimals=4).tolist()
-    [-1.0, 1.0, 0.0, 0.0]
-    """,
-)
-
-compute_progpo_gigpo_advantage = _column_estimator(
-    "progpo_gigpo",
-    """ProGPO(GiGPO): one row per *step*
-    (verl-agent's layout: each step's response is a row).
-
-    Needs ``non_tensor_batch`` columns per row: ``traj_uid`` (trajectory), ``anchor_obs`` (the
-    state o_t the step was taken from), ``progpo_first_visit`` (bool), ``progpo_step`` (t), and
-    ``progpo_outcome`` (the trajectory's outcome, on every row of it). ``index`` is the group
-    (verl-agent's ``uid``). Returns :func:`trainers.advantages.step_advantages` ``.steps``
-    broadcast over the tokens. Without the columns it raises :class:`MissingColumnsError`.
-    """,
-)
-
-compute_planpo_advantage = _column_estimator(
-    "planpo",
-    """PlanPO: in groups with a success, shorter
-    successes rank higher (``progpo_outcome``, ``progpo_turns`` per row; rows of one ``traj_uid``
-    count once). On step rows (``traj_uid``, ``progpo_step``) ``planpo_alpha`` times the turn term
-    over the rows' response lengths is added. Without the columns: :class:`MissingColumnsError`.
-    """,
-)
-
-compute_progpo_planpo_advantage = _column_estimator(
-    "progpo_planpo",
-    """ProGPO(PlanPO): all-failed groups
-    get ProGPO's progress term (``progpo_coverage_rate``), the others PlanPO (:func:`compute_planpo_advantage`).
-    """,
-)
-
-compute_hgpo_advantage = _column_estimator(
-    "hgpo",
-    """HGPO over one row per step: GRPO's episode term
-    plus ``gigpo_omega`` times the history-depth term (``traj_uid``, ``anchor_obs``,
-    ``progpo_step``, ``progpo_outcome``); ``hgpo_depth``, ``hgpo_alpha``, ``hgpo_fusion``,
-    ``hgpo_potential_credit`` from the config.
-    """,
-)
-
-compute_progpo_hgpo_advantage = _column_estimator(
-    "progpo_hgpo",
-    """ProGPO(HGPO): HGPO, with ProGPO's
-    progress term and first-visit step returns in all-failed groups (adds ``progpo_first_visit``).
-    """,
-)
-
-
 def compute_progpo_shaped_grpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
     index: np.ndarray,
     epsilon: float = 1e-6,
     config: Any = None,
+    base: str = "grpo",
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO (ProGPO's population-std convention) on the summed token rewards, for rewards that are
+    """GRPO (ProGPO's population-std convention; or the episode term of another registered ``base``) on the summed token rewards, for rewards that are
     already progress-conditioned (an all-failed group scored by coverage rate, see
     :func:`trainers.integrations.trl.progress_conditioned_values`). It reads no ProGPO column:
     the reward function does the conditioning.
     """
-    cfg = _progpo_config(config, "grpo", epsilon)
+    cfg = _progpo_config(config, base, epsilon)
     scores = token_level_rewards.sum(dim=-1).detach().cpu().double().numpy()
-    return _broadcast(episode_advantages(scores, np.asarray(index), estimator="grpo", eps=cfg.eps), response_mask)
+    return _broadcast(episode_advantages(scores, np.asarray(index), estimator=base, eps=cfg.eps), response_mask)
 
 
-_BUILT = {
-    "progpo_grpo": compute_progpo_grpo_advantage,
-    "progpo_gigpo": compute_progpo_gigpo_advantage,
-    "planpo": compute_planpo_advantage,
-    "progpo_planpo": compute_progpo_planpo_advantage,
-    "hgpo": compute_hgpo_advantage,
-    "progpo_hgpo": compute_progpo_hgpo_advantage,
-}
+#: verl name -> its column estimator, built once (verl's registry compares the function objects)
+_BUILT: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
+
+
+def _column_doc(name: str) -> str:
+    """The docstring of the column estimator ``name``, from its registration."""
+    estimator = package_names()[name]
+    base = estimator.removeprefix("progpo-")
+    spec = registered_estimator(base)
+    what = (
+        f"ProGPO({base}): all-failed groups get ProGPO's progress term, the others {base} ({spec.help})"
+        if estimator != base
+        else f"{base}: {spec.help}"
+    )
+    rows = (
+        "one row per *step* (verl-agent's layout: each step's response is a row)"
+        if spec.needs_states
+        else "rows of one ``traj_uid`` (verl-agent's one row per step) count once"
+    )
+    columns = ", ".join(f"``{c}``" for c in required_columns(name))
+    return (
+        f"{what}, with verl's estimator signature: ``(advantages, returns)``, both ``(bs, L)``.\n\n"
+        f"    Reads the ``non_tensor_batch`` columns {columns} per row; ``index`` is the group; {rows}. "
+        f"The advantage is :func:`advantage_per_row` broadcast over the response tokens; the base's options "
+        f"come from verl's ``algorithm`` config as ``{base}_<option>``. Without the columns it raises "
+        f":class:`MissingColumnsError`, never GRPO instead.\n"
+    )
 
 
 def estimators() -> dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]]:
@@ -410,15 +362,16 @@ def estimators() -> dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]]:
     out: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {}
     for name, estimator in package_names().items():
         if name not in _BUILT:
-            _BUILT[name] = _column_estimator(name, f"{estimator} over the rows' columns (:func:`advantage_per_row`).")
+            _BUILT[name] = _column_estimator(name, _column_doc(name))
         out[name] = _BUILT[name]
     out["progpo_shaped_grpo"] = compute_progpo_shaped_grpo_advantage
     return out
 
 
 def __getattr__(name: str) -> Any:
-    """``ESTIMATORS``, ``ESTIMATOR_NAMES``, ``REQUIRED_COLUMNS``, ``COLUMN_ESTIMATORS``: the registry
-    now (an estimator a plug-in registered later is in the next read)."""
+    """``ESTIMATORS``, ``ESTIMATOR_NAMES``, ``REQUIRED_COLUMNS``, ``COLUMN_ESTIMATORS`` and each
+    column estimator's ``compute_<name>_advantage``: the registry now (an estimator a plug-in
+    registered later is in the next read)."""
     if name == "ESTIMATORS":
         return estimators()
     if name == "ESTIMATOR_NAMES":
@@ -427,6 +380,9 @@ def __getattr__(name: str) -> Any:
         return {n: required_columns(n) for n in package_names()}
     if name == "COLUMN_ESTIMATORS":
         return tuple(package_names())
+    verl_name = name.removeprefix("compute_").removesuffix("_advantage")
+    if name == f"compute_{verl_name}_advantage" and verl_name in package_names():
+        return estimators()[verl_name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -441,3 +397,7 @@ def register() -> None:
     for name, fn in estimators().items():
         if core_algos.ADV_ESTIMATOR_REGISTRY.get(name) is not fn:
             core_algos.register_adv_est(name)(fn)
+
+
+# the column estimators by name too (served by __getattr__), for `from ... import *` and the docs
+__all__ += [f"compute_{name}_advantage" for name in package_names()]

@@ -31,8 +31,9 @@ what it installs reaches the process that collects rollouts and computes advanta
    ``non_tensor_batch``. It replaces ``agent_system.multi_turn_rollout.TrajectoryCollector``, which
    ``main_ppo`` imports after ``make_envs``.
 3. A branch in verl-agent's ``ray_trainer.compute_advantage`` for the names of
-   :data:`PROGPO_ESTIMATORS` (``progpo_grpo``, ``progpo_gigpo``, ``planpo``, ``progpo_planpo``,
-   ``hgpo``, ``progpo_hgpo``; :func:`compute_advantage_branch`); other estimators go to
+   :func:`progpo_estimators` (every column estimator of the registry: ``progpo_<base>`` for each
+   base, and ``planpo``, ``hgpo`` and a plug-in's base that reads turns or states;
+   :func:`compute_advantage_branch`); other estimators go to
    verl-agent's own code unchanged. ``RayPPOTrainer`` accepts those names (no critic).
 
 A ``progpo_*`` estimator whose batch lacks the columns raises (never GRPO instead).
@@ -51,6 +52,8 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from progpo_envs.guard import check_import_names
+from trainers.advantages.registry import base_names, option_fields
+from trainers.advantages.registry import estimator as registered_estimator
 from trainers.envs import make_env_fn
 from wrappers import GroupVectorEnv
 from wrappers.signals import TAU_P, TAU_R
@@ -69,18 +72,34 @@ __all__ = [
     "install",
     "make_envs",
     "make_manager",
+    "progpo_estimators",
     "webshop_projection",
 ]
 
-#: estimator name -> the base whose trainer set-up it shares in verl-agent (no critic)
-PROGPO_ESTIMATORS = {
-    "progpo_grpo": "grpo",
-    "progpo_gigpo": "gigpo",
-    "planpo": "grpo",
-    "progpo_planpo": "grpo",
-    "hgpo": "gigpo",
-    "progpo_hgpo": "gigpo",
-}
+#: verl-agent's own estimators (its ``AdvantageEstimator`` values) whose trainer set-up, without a
+#: critic, a column estimator borrows: the step-level one where it reads states, else the episode one
+VERL_AGENT_SETUP = {"states": "gigpo", "episode": "grpo"}
+
+
+def progpo_estimators() -> dict[str, str]:
+    """verl name -> the verl-agent estimator whose trainer set-up it shares: every column estimator
+    of the registry (a plug-in's included), read now."""
+    # the verl integration's module loads torch, which verl-agent's trainer process has loaded already
+    from trainers.integrations.verl import package_names
+
+    return {
+        name: VERL_AGENT_SETUP["states" if registered_estimator(estimator).needs_states else "episode"]
+        for name, estimator in package_names().items()
+    }
+
+
+def __getattr__(name: str) -> Any:
+    """``PROGPO_ESTIMATORS``: :func:`progpo_estimators`, read from the registry at each access."""
+    if name == "PROGPO_ESTIMATORS":
+        return progpo_estimators()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 ANCHORS = ("raw", "canonical")
 
 
@@ -420,7 +439,7 @@ def collector_class(base: type) -> type:
             signals = getattr(envs, "progpo_signals", None)
             if signals is None:
                 estimator = str(_get(self.config, "algorithm.adv_estimator", ""))
-                if estimator in PROGPO_ESTIMATORS:
+                if estimator in progpo_estimators():
                     raise ValueError(
                         f"algorithm.adv_estimator={estimator} needs ProGPO's per-step signals, and "
                         f"{type(envs).__name__} records none: build the envs with "
@@ -439,18 +458,33 @@ def collector_class(base: type) -> type:
     return _Collector
 
 
+def _base_options(opts: Mapping[str, Any]) -> dict[str, Any]:
+    """Each registered base's own options given in ``algorithm.progpo``, under verl's key
+    ``<base>_<option>``: read as the flag of the trainer (``planpo_alpha``, ``success_threshold``)
+    or as that key; an option not given keeps its registered default."""
+    out: dict[str, Any] = {}
+    for base in base_names():
+        spec = registered_estimator(base)
+        for f in option_fields(spec.options) if spec.options is not None else ():
+            for key in (spec.flag(f), f"{base}_{f.name}"):
+                if key in opts:
+                    out[f"{base}_{f.name}"] = opts[key]
+    return out
+
+
 # -- the estimator branch --------------------------------------------------------------------------
 def compute_advantage_branch(
     original: Callable[..., Any], options: Mapping[str, Any] | None = None
 ) -> Callable[..., Any]:
-    """verl-agent's ``compute_advantage`` with a branch for each name of :data:`PROGPO_ESTIMATORS`.
+    """verl-agent's ``compute_advantage`` with a branch for each name of :func:`progpo_estimators`.
 
     Rows are steps (``traj_uid``, ``uid`` = group). Rows that ``adjust_batch`` duplicated (same
     trajectory and step) are computed once and share the result. ``options`` (the config's
-    ``algorithm.progpo``): ``lam``, ``tau_r``, ``tau_p`` (ProGPO), ``planpo_alpha``,
-    ``success_threshold`` (PlanPO), ``hgpo_depth``, ``hgpo_alpha``, ``hgpo_fusion``,
-    ``potential_credit`` (HGPO), besides verl-agent's ``gamma`` and ``step_advantage_w``
-    arguments. PlanPO's turn lengths are the rows' response token counts.
+    ``algorithm.progpo``): ``lam``, ``tau_r``, ``tau_p`` (ProGPO), and each base's options by
+    the trainer's flag (``planpo_alpha``, ``success_threshold``, ``hgpo_depth``,
+    ``potential_credit``) or as ``<base>_<option>`` (a plug-in's ``novelty_weight``), besides
+    verl-agent's ``gamma`` and ``step_advantage_w`` arguments. PlanPO's turn lengths are the rows'
+    response token counts.
     """
     # torch loads with the advantage branch: the env manager and make_envs do without it
     from trainers.integrations.verl import advantage_per_row, require_columns
@@ -459,7 +493,7 @@ def compute_advantage_branch(
 
     def compute_advantage(data: Any, adv_estimator: Any, gamma: float = 1.0, *args: Any, **kwargs: Any) -> Any:
         name = str(getattr(adv_estimator, "value", adv_estimator))
-        if name not in PROGPO_ESTIMATORS:
+        if name not in progpo_estimators():
             return original(data, adv_estimator, gamma, *args, **kwargs)
         import torch  # the [train] extra
 
@@ -479,12 +513,7 @@ def compute_advantage_branch(
             "progpo_tau_p": opts.get("tau_p", TAU_P),
             "step_advantage_w": kwargs.get("step_advantage_w", 1.0),
             "gigpo_gamma": gamma,
-            "planpo_alpha": opts.get("planpo_alpha", 0.1),
-            "planpo_success_threshold": opts.get("success_threshold", 1.0),
-            "hgpo_depth": opts.get("hgpo_depth", 2),
-            "hgpo_alpha": opts.get("hgpo_alpha", 1.0),
-            "hgpo_fusion": opts.get("hgpo_fusion", "power"),
-            "hgpo_potential_credit": opts.get("potential_credit", False),
+            **_base_options(opts),
         }
         mask = data.batch["response_mask"]
         lengths = mask.sum(dim=-1).detach().cpu().double().numpy()[first]
@@ -531,12 +560,13 @@ def install(config: Any = None) -> dict[str, str]:
 
         def __init__(self: Any, config: Any, *args: Any, **kwargs: Any) -> None:
             name = str(config.algorithm.adv_estimator)
-            if name not in PROGPO_ESTIMATORS:
+            setup = progpo_estimators()
+            if name not in setup:
                 return original_init(self, config, *args, **kwargs)
             from omegaconf import open_dict  # verl's own venv
 
             with open_dict(config):  # verl-agent's critic check knows its own names only
-                config.algorithm.adv_estimator = PROGPO_ESTIMATORS[name]
+                config.algorithm.adv_estimator = setup[name]
             try:
                 original_init(self, config, *args, **kwargs)
             finally:
@@ -545,5 +575,5 @@ def install(config: Any = None) -> dict[str, str]:
 
         __init__._progpo = True  # type: ignore[attr-defined]  # as above
         trainer_cls.__init__ = __init__
-    done["trainer"] = "verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__ accepts " + ", ".join(PROGPO_ESTIMATORS)
+    done["trainer"] = "verl.trainer.ppo.ray_trainer.RayPPOTrainer.__init__ accepts " + ", ".join(progpo_estimators())
     return done

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from trainers.lab.methods import LAB_PRESETS, LABELS
+from trainers.lab.methods import LAB_PRESETS, LABELS, REFERENCE, VALIDITY_BASELINE
 from trainers.lab.significance import holm, paired_t_p
 from trainers.statistics import mean_ci, t975
 
@@ -201,13 +201,13 @@ def validity(
     over enough seeds); and the same difference on the seeds that did not choose the setting
     (``pilot_seeds`` left out), which is the test that does not reuse the data that chose it.
     ``None`` without both methods or without criteria."""
-    if "gigpo" not in by or "grpo" not in by or criteria is None:
+    if REFERENCE not in by or VALIDITY_BASELINE not in by or criteria is None:
         return None
-    runs = by["gigpo"]
+    runs = by[REFERENCE]
     trap = float(np.mean([r["train"][0]["all_failed_fraction"] for r in runs]))
     rise = np.array([[final_success(r) - float(r["eval"][0]["eval/success"])] for r in runs])
     rm, rh = mean_ci(rise)
-    diff = paired(by, "gigpo", "grpo", final_success)
+    diff = paired(by, REFERENCE, VALIDITY_BASELINE, final_success)
     n = len(diff["seeds"]) if diff else 0
     checks = {
         "trap": trap >= criteria.trap_min,
@@ -215,7 +215,7 @@ def validity(
         "discrimination": bool(diff and n >= criteria.seeds and diff["lo"] > 0),
     }
     fresh = {m: [r for r in rs if r["seed"] not in pilot_seeds] for m, rs in by.items()}
-    fresh_diff = paired(fresh, "gigpo", "grpo", final_success)
+    fresh_diff = paired(fresh, REFERENCE, VALIDITY_BASELINE, final_success)
     return {
         "all_failed_it1": trap,
         "gigpo_rise": float(rm[0]),
@@ -243,7 +243,7 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
     rows = [
         (m, d)
         for m in methods
-        if m != "gigpo" and (d := paired(by, m, "gigpo", final_success)) is not None and len(d["seeds"]) >= 2
+        if m != REFERENCE and (d := paired(by, m, REFERENCE, final_success)) is not None and len(d["seeds"]) >= 2
     ]
     ps = [paired_t_p(d["per_seed"]) for _, d in rows]
     return [
@@ -255,10 +255,10 @@ def multiplicity(by: dict[str, list[dict]], methods: list[str]) -> list[dict]:
 def families(by: dict[str, list[dict]]) -> dict[str, list[dict]] | None:
     """The two families tested against ``gigpo``: the pure-RL remedies (GiGPO - GRPO is the validity
     test, judged alone) and the labelled tracks. ``None`` without ``gigpo``."""
-    if "gigpo" not in by:
+    if REFERENCE not in by:
         return None
     return {
-        "pure": multiplicity(by, [m for m in by if m not in LABELS and m != "grpo"]),
+        "pure": multiplicity(by, [m for m in by if m not in LABELS and m != VALIDITY_BASELINE]),
         "labelled": multiplicity(by, [m for m in by if m in LABELS]),
     }
 

@@ -38,6 +38,7 @@ from trainers.lab.compare import compare_blocks
 from trainers.lab.methods import (
     DEFAULT_METHODS,
     EXPLORATORY,
+    LAB_BASES,
     LAB_PRESETS,
     NOT_REGISTERED,
     method_axes,
@@ -235,7 +236,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     if args.pilot:
         args.out = args.out.with_name(args.out.name + "_pilot")
         args.seeds = args.seeds if argv and "--seeds" in argv else [0, 1]
-        args.methods = args.methods if argv and "--methods" in argv else ["gigpo", "progpo-gigpo"]
+        args.methods = args.methods if argv and "--methods" in argv else list(LAB_BASES)
     return args
 
 

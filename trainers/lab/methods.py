@@ -12,9 +12,11 @@ they appear.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from trainers.advantages.registry import base_names, estimator, estimator_names
+from trainers.strict_yaml import load_strict
 from trainers.teacher_registry import label_of as teacher_label
 from trainers.teacher_registry import teacher_names
 
@@ -38,6 +40,8 @@ __all__ = [
     "METHOD_AXES",
     "NOT_REGISTERED",
     "PAIRS",
+    "REFERENCE",
+    "VALIDITY_BASELINE",
     "TRAIN_KEYS",
     "axes_of",
     "labelled",
@@ -141,8 +145,22 @@ METHOD_AXES: dict[str, dict[str, object]] = {
 METHODS = {m: method_args(m) for m in METHOD_AXES}
 
 
+#: the lab's reference arm, its base estimator (the default of :data:`AXES`): every method is
+#: compared with it and with its ``progpo-`` variant
+REFERENCE = str(AXES["estimator"])
+#: the validity test's baseline (a default): the lab can tell remedies apart only where the
+#: reference beats it
+VALIDITY_BASELINE = "grpo"
+
 #: the comparison's methods when --methods is not given (the recorded comparison's six)
-DEFAULT_METHODS = ("gigpo", "progpo-gigpo", "grpo", "progpo-grpo", "always", "shuffled")
+DEFAULT_METHODS = (
+    REFERENCE,
+    f"progpo-{REFERENCE}",
+    VALIDITY_BASELINE,
+    f"progpo-{VALIDITY_BASELINE}",
+    "always",
+    "shuffled",
+)
 
 
 def label_of(method: str) -> str | None:
@@ -167,75 +185,25 @@ def labelled(method: str) -> str:
     return f"{method} [{label}]" if label else method
 
 
-#: the lab's pure-RL methods, then its labelled tracks (ranked apart)
-LAB_METHODS = (
-    "grpo",
-    "gigpo",
-    "progpo-gigpo",
-    "planpo",
-    "progpo-planpo",
-    "hgpo",
-    "progpo-hgpo",
-    "gigpo+tree",
-    "progpo-gigpo+tree",
-    "gigpo+tree-random",
-    "gigpo+hindsight",
-    "gigpo+privileged",
-)
+def _read_blocks() -> dict[str, dict[str, Any]]:
+    """The lab's blocks (``blocks.yaml`` beside this module): lists as tuples, ``{first, last}`` as
+    the seeds from first to last."""
+    data = load_strict((Path(__file__).with_name("blocks.yaml")).read_text())
+
+    def value(v: Any) -> Any:
+        if isinstance(v, dict) and set(v) == {"first", "last"}:
+            return tuple(range(v["first"], v["last"] + 1))
+        return tuple(v) if isinstance(v, list) else v
+
+    return {name: {key: value(v) for key, v in block.items()} for name, block in data.items()}
 
 
 #: ``--lab NAME``: the credit-trap lab's blocks (each fills --config, --methods, --iterations and --out
 #: where they are not given). ``alfworld`` is the pre-registered setting; ``webshop`` the CPU demo's.
-LAB_PRESETS: dict[str, dict[str, Any]] = {
-    "alfworld": {
-        "config": "configs/credit_lab.yaml",
-        "iterations": 30,
-        "methods": LAB_METHODS,
-        "out": "benchmarks/results/credit_lab",
-        "pilot_seeds": (0, 1),
-        "exploratory": "EXPLORATORY",
-        # read when a copy of the block lacks provenance: its first run, kept in credit_lab_mixed
-        "provenance_note": "known: every arm at seed 0, gigpo and grpo at seeds 1-7 and planpo at seed 1 "
-        "ran on other code than the rest (a re-run of the block at one commit reproduces "
-        "the rest bit for bit), so their pairings compare across code versions",
-    },
-    "webshop": {
-        "config": "configs/webshop_cpu_demo.yaml",
-        "iterations": 40,
-        "methods": ("gigpo", "progpo-gigpo", "planpo"),
-        "out": "benchmarks/results/credit_lab/webshop",
-        "validity": "the ALFWorld block's (this block runs no grpo)",
-    },
-    # the confirmatory experiment, pre-registered in its config (primary: the pooled on/off contrast)
-    "confirm": {
-        "config": "configs/credit_lab_confirm.yaml",
-        "iterations": 30,
-        "seeds": tuple(range(8, 24)),
-        "methods": (
-            "grpo",
-            "gigpo",
-            "progpo-gigpo",
-            "planpo",
-            "progpo-planpo",
-            "hgpo",
-            "progpo-hgpo",
-            "gigpo+tree",
-            "progpo-gigpo+tree",
-        ),
-        "out": "benchmarks/results/credit_lab_confirm",
-        "preregistered": True,
-        "validity_config": "configs/credit_lab.yaml",
-    },
-    # the registered replication of the confirm block's tree contrast (primary: progpo-gigpo+tree - gigpo+tree)
-    "tree": {
-        "config": "configs/credit_lab_tree.yaml",
-        "iterations": 30,
-        "seeds": tuple(range(24, 52)),
-        "methods": ("gigpo+tree", "progpo-gigpo+tree"),
-        "out": "benchmarks/results/credit_lab_tree",
-        "preregistered": True,
-    },
-}
+LAB_PRESETS: dict[str, dict[str, Any]] = _read_blocks()
+
+#: the lab's pure-RL methods, then its labelled tracks (ranked apart): the ALFWorld block's arms
+LAB_METHODS: tuple[str, ...] = LAB_PRESETS["alfworld"]["methods"]
 
 
 #: analyses of the ALFWorld block chosen after its data were seen: labelled wherever they appear
@@ -251,7 +219,7 @@ NOT_REGISTERED = "descriptive: these comparisons against gigpo are not among the
 
 
 #: the lab's baselines: every method's paired difference is reported against each
-LAB_BASES = ("gigpo", "progpo-gigpo")
+LAB_BASES = (REFERENCE, f"progpo-{REFERENCE}")
 
 
 def _acted() -> tuple[dict[str, str], dict[str, str]]:
@@ -280,14 +248,14 @@ ACTED_KEYS, ACTED_BY = _acted()
 #: against ProGPO(GiGPO) (``always``: is the all-failed gate needed? ``shuffled``: does the ranking by
 #: coverage matter, or only the extra variance?)
 PAIRS = (
-    ("progpo-gigpo", "gigpo"),
-    ("progpo-grpo", "grpo"),
-    ("always", "gigpo"),
-    ("shuffled", "gigpo"),
-    ("always", "progpo-gigpo"),
-    ("shuffled", "progpo-gigpo"),
-    ("gigpo", "grpo"),
-)  # the lab's validity pair: GiGPO must beat GRPO for the lab to discriminate
+    (f"progpo-{REFERENCE}", REFERENCE),
+    (f"progpo-{VALIDITY_BASELINE}", VALIDITY_BASELINE),
+    ("always", REFERENCE),
+    ("shuffled", REFERENCE),
+    ("always", f"progpo-{REFERENCE}"),
+    ("shuffled", f"progpo-{REFERENCE}"),
+    (REFERENCE, VALIDITY_BASELINE),  # the lab's validity pair: the reference must beat the baseline
+)
 
 
 #: per-iteration train metrics recorded and compared by --rerun

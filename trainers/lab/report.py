@@ -30,6 +30,7 @@ from trainers.lab.methods import (
     LABELS,
     NOT_REGISTERED,
     PAIRS,
+    REFERENCE,
     labelled,
 )
 from trainers.lab.significance import episodes_to_reach, holm
@@ -411,9 +412,9 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
 def _forest(ax, by: dict[str, list[dict]]) -> None:
     """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
     (labelled tracks below a rule); the ``grpo`` row, GiGPO - GRPO, shows what the lab resolves."""
-    pure = [m for m in by if m not in LABELS and m != "gigpo"]
+    pure = [m for m in by if m not in LABELS and m != REFERENCE]
     ranked = [*pure, *[m for m in by if m in LABELS]]
-    rows = [(m, d) for m in ranked if (d := paired(by, m, "gigpo", final_success)) is not None]
+    rows = [(m, d) for m in ranked if (d := paired(by, m, REFERENCE, final_success)) is not None]
     for y, (m, d) in enumerate(rows):
         ax.errorbar(
             d["mean"],
@@ -448,7 +449,7 @@ def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
     )
     methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
-    forest = bool(args.lab) and "gigpo" in by and len(by) > 1
+    forest = bool(args.lab) and REFERENCE in by and len(by) > 1
     fig, grid = plt.subplots(2, 3, figsize=(17, 9))
     axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]
     # tab20's dark shades first, then its light ones: neighbouring methods never share a hue

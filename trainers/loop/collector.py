@@ -20,9 +20,8 @@ from typing import Any, Callable, Protocol, Sequence
 
 import torch
 
-from trainers import distributed, seeds
+from trainers import distributed, forked, seeds
 from trainers.config import ConfigError
-from trainers.forked import can_fork, run_forked
 from trainers.loop.sections import RolloutSection
 from trainers.rollouts.rollout import Rollout, collect_rollout
 from trainers.rollouts.tree_rollout import collect_tree_rollout
@@ -193,7 +192,7 @@ class Rollouts:
 
             return play
 
-        parts = run_forked([block(k) for k in range(n)], name="rollout stream")
+        parts = forked.run_forked([block(k) for k in range(n)], name="rollout stream")
         self.env_failures = {key: sum(f[key] for _, f in parts) for key in parts[0][1]}
         return merge_rollouts([r for r, _ in parts])
 
@@ -212,5 +211,5 @@ def check_rollout_streams(n: int, dist: distributed.DistInfo, device: torch.devi
         )
     if device.type != "cpu":
         raise ConfigError(f"rollout_streams {n}: a forked process cannot use {device.type}; use it with --device cpu")
-    if not can_fork():
+    if not forked.can_fork():
         raise ConfigError(f"rollout_streams {n}: needs the fork start method, which this platform lacks")

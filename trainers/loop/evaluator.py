@@ -13,9 +13,8 @@ from typing import Any, Callable
 
 import torch
 
-from trainers import distributed, seeds
+from trainers import distributed, forked, seeds
 from trainers.envs import make_env_fn
-from trainers.forked import can_fork
 from trainers.loop.sections import EvalSection
 from trainers.rollouts.eval_episodes import EvalPlan, episode_records, example_episodes, random_baseline, run_eval
 from trainers.runs.console import progress_bar
@@ -64,7 +63,7 @@ class Evaluator:
     def in_processes(self) -> bool:
         """Evaluation streams run in forked processes where they can (a model on the CPU, ``fork``
         available): no two streams then share an interpreter lock; in threads otherwise."""
-        return self.device.type == "cpu" and can_fork()
+        return self.device.type == "cpu" and forked.can_fork()
 
     def random_baseline(self, iteration: int) -> dict[str, Any]:
         """The eval record of a random admissible command per step (``kind: baseline``)."""
