@@ -44,20 +44,14 @@ def run_seed(seed: int, out: Path, trainer_args: list[str], fresh: bool) -> Path
         return run_dir
     cmd = [
         sys.executable,
-        "-m",
-        "trainers.progpo",
-        "--seed",
+        *"-m trainers.progpo --seed".split(),
         str(seed),
         "--output-dir",
         str(run_dir),
-        "--no-baseline-random",
-        "--eval-extra-split",
-        "none",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--torch-threads",
-        "1",
-        "--overwrite",
+        *(
+            "--no-baseline-random --eval-extra-split none --no-progress-bars --no-tensorboard --torch-threads 1 "
+            "--overwrite"
+        ).split(),
         *trainer_args,
     ]  # an unfinished run restarts from scratch
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))

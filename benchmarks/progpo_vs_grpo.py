@@ -122,9 +122,7 @@ def run_one(method: str, seed: int, args: argparse.Namespace, out: Path, config:
         return read_metrics(run_dir / "metrics.jsonl")
     cmd = [
         sys.executable,
-        "-m",
-        "trainers.progpo",
-        "--config",
+        *"-m trainers.progpo --config".split(),
         str(config),
         "--seed",
         str(seed),

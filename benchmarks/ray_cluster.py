@@ -89,11 +89,7 @@ class LoopbackRayCluster:
         }
         cmd = [
             sys.executable,
-            "-m",
-            "ray.scripts.scripts",
-            "start",
-            "--block",
-            "--node-ip-address",
+            *"-m ray.scripts.scripts start --block --node-ip-address".split(),
             self.ip,
             "--num-cpus",
             str(self.num_cpus),
@@ -108,9 +104,7 @@ class LoopbackRayCluster:
                 "--head",
                 "--port",
                 str(self.port),
-                "--include-dashboard",
-                "false",
-                "--ray-client-server-port",
+                *"--include-dashboard false --ray-client-server-port".split(),
                 str(_free_port(self.ip)),
             ]
         else:

@@ -104,31 +104,12 @@ def ray_figures(steps: int, repeats: int) -> dict[str, float]:
 def trainer_seconds(world: int, iterations: int) -> float:
     run = Path(tempfile.mkdtemp(prefix="scale_out_"))
     args = [
-        "--env",
-        "rooms",
-        "--model",
-        "tiny",
-        "--iterations",
+        *"--env rooms --model tiny --iterations".split(),
         str(iterations),
-        "--num-groups",
-        "4",
-        "--group-size",
-        "4",
-        "--max-steps",
-        "6",
-        "--eval-episodes",
-        "0",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--device",
-        "cpu",
-        "--no-lora",
-        "--warm-start",
-        "none",
-        "--no-baseline-random",
-        "--score-norm",
-        "mean",
-        "--output-dir",
+        *(
+            "--num-groups 4 --group-size 4 --max-steps 6 --eval-episodes 0 --no-progress-bars --no-tensorboard "
+            "--device cpu --no-lora --warm-start none --no-baseline-random --score-norm mean --output-dir"
+        ).split(),
         str(run),
     ]
     env = dict(NODE_ENV, GLOO_SOCKET_IFNAME="lo")

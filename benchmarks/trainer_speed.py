@@ -105,10 +105,7 @@ def child(args: argparse.Namespace) -> None:
             args.config,
             "--output-dir",
             tmp,
-            "--no-progress-bars",
-            "--no-tensorboard",
-            "--save-every",
-            "0",
+            *"--no-progress-bars --no-tensorboard --save-every 0".split(),
             *(QUICK if args.quick else []),
             *PATHS[args.child],
         ]

@@ -19,61 +19,19 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-COMMON = [
-    "--model",
-    "tiny",
-    "--num-groups",
-    "2",
-    "--group-size",
-    "3",
-    "--max-steps",
-    "4",
-    "--iterations",
-    "2",
-    "--eval-every",
-    "1",
-    "--eval-episodes",
-    "6",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-    "--eval-extra-split",
-    "none",
-    "--overwrite",
-]
+COMMON = (
+    "--model tiny --num-groups 2 --group-size 3 --max-steps 4 --iterations 2 --eval-every 1 "
+    "--eval-episodes 6 --no-progress-bars --no-tensorboard --warm-start none --torch-threads 1 "
+    "--eval-extra-split none --overwrite"
+).split()
 #: name -> the flags of one short run (each covers a path of the loop)
 CONFIGS = {
     "rooms": ["--env", "rooms"],
     "alfworld": ["--env", "alfworld", "--estimator", "progpo-gigpo"],
-    "tree": [
-        "--env",
-        "alfworld",
-        "--rollout",
-        "tree",
-        "--tree-branches",
-        "2",
-        "--tree-budget",
-        "8",
-        "--estimator",
-        "progpo-gigpo",
-    ],
+    "tree": "--env alfworld --rollout tree --tree-branches 2 --tree-budget 8 --estimator progpo-gigpo".split(),
     "privileged": ["--env", "alfworld", "--distill", "privileged", "--estimator", "gigpo"],
     "hindsight": ["--env", "rooms", "--distill", "hindsight", "--estimator", "progpo-grpo"],
-    "kl-generate": [
-        "--env",
-        "rooms",
-        "--kl-coef",
-        "0.05",
-        "--entropy-coef",
-        "0.01",
-        "--estimator",
-        "planpo",
-        "--policy-mode",
-        "generate",
-    ],
+    "kl-generate": ("--env rooms --kl-coef 0.05 --entropy-coef 0.01 --estimator planpo --policy-mode generate").split(),
     "streams": ["--env", "rooms", "--rollout-streams", "2", "--eval-streams", "2", "--estimator", "hgpo"],
     "bc": ["--env", "alfworld", "--warm-start", "bc", "--bc-steps", "3", "--bc-episodes", "2", "--kl-coef", "0.02"],
 }

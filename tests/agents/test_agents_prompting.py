@@ -154,21 +154,10 @@ def test_bad_template_is_one_cli_line(tmp_path, capsys, files, match):
         (tmp_path / name).write_text(text)
     out = tmp_path / "run"
     argv = [
-        "--env",
-        "rooms",
-        "--model",
-        "tiny",
-        "--warm-start",
-        "none",
-        "--iterations",
-        "1",
-        "--num-groups",
-        "1",
-        "--group-size",
-        "2",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--output-dir",
+        *(
+            "--env rooms --model tiny --warm-start none --iterations 1 --num-groups 1 --group-size 2 "
+            "--no-progress-bars --no-tensorboard --output-dir"
+        ).split(),
         str(out),
         "--template",
         str(tmp_path / "a.yaml"),

@@ -161,33 +161,11 @@ def test_the_trainer_samples_from_a_bf16_copy_and_recomputes_the_old_logprobs(tm
     out = tmp_path / "run"
     main(
         [
-            "--model",
-            "tiny",
-            "--env",
-            "rooms",
-            "--policy-mode",
-            "generate",
-            "--num-groups",
-            "2",
-            "--group-size",
-            "2",
-            "--max-steps",
-            "3",
-            "--iterations",
-            "1",
-            "--eval-episodes",
-            "0",
-            "--no-progress-bars",
-            "--no-tensorboard",
-            "--warm-start",
-            "none",
-            "--max-new-tokens",
-            "8",
-            "--decode",
-            "static",
-            "--rollout-dtype",
-            "bf16",
-            "--output-dir",
+            *(
+                "--model tiny --env rooms --policy-mode generate --num-groups 2 --group-size 2 --max-steps 3 "
+                "--iterations 1 --eval-episodes 0 --no-progress-bars --no-tensorboard --warm-start none "
+                "--max-new-tokens 8 --decode static --rollout-dtype bf16 --output-dir"
+            ).split(),
             str(out),
         ]
     )
@@ -234,28 +212,11 @@ def test_gradient_checkpointing_gives_the_same_update(tmp_path):
         out = tmp_path / ("gc" if flag else "plain")
         main(
             [
-                "--model",
-                "tiny",
-                "--env",
-                "rooms",
-                "--num-groups",
-                "2",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "3",
-                "--iterations",
-                "1",
-                "--eval-episodes",
-                "0",
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--warm-start",
-                "none",
-                "--no-skip-zero-advantage",
-                "--batch-decisions",
-                "on",
-                "--output-dir",
+                *(
+                    "--model tiny --env rooms --num-groups 2 --group-size 2 --max-steps 3 --iterations 1 "
+                    "--eval-episodes 0 --no-progress-bars --no-tensorboard --warm-start none "
+                    "--no-skip-zero-advantage --batch-decisions on --output-dir"
+                ).split(),
                 str(out),
                 *flag,
             ]

@@ -237,40 +237,12 @@ def test_trainer_two_iterations_with_vllm_rollouts_from_an_offline_hub_name(tmp_
     out = tmp_path / "run"
     cmd = [
         sys.executable,
-        "-m",
-        "trainers.progpo",
-        "--backend",
-        "vllm",
-        "--model",
-        "progpo-test/tiny-hub",
-        "--env",
-        "rooms",
-        "--policy-mode",
-        "generate",
-        "--answer-format",
-        "action",
-        "--iterations",
-        "2",
-        "--num-groups",
-        "2",
-        "--group-size",
-        "2",
-        "--max-steps",
-        "3",
-        "--max-new-tokens",
-        "12",
-        "--eval-episodes",
-        "1",
-        "--device",
-        "auto",
-        "--no-lora",
-        "--lr",
-        "1e-3",
-        "--env-backend",
-        "sync",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--output-dir",
+        *(
+            "-m trainers.progpo --backend vllm --model progpo-test/tiny-hub --env rooms --policy-mode generate "
+            "--answer-format action --iterations 2 --num-groups 2 --group-size 2 --max-steps 3 --max-new-tokens "
+            "12 --eval-episodes 1 --device auto --no-lora --lr 1e-3 --env-backend sync --no-progress-bars "
+            "--no-tensorboard --output-dir"
+        ).split(),
         str(out),
     ]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(tmp_path / "hub")}
@@ -298,31 +270,12 @@ def test_an_exported_policy_loads_in_the_vllm_backend(engines, tmp_path):
     # this process's vLLM engine holds
     cmd = [
         sys.executable,
-        "-m",
-        "trainers.progpo",
-        "--env",
-        "rooms",
-        "--model",
+        *"-m trainers.progpo --env rooms --model".split(),
         TINY,
-        "--iterations",
-        "1",
-        "--num-groups",
-        "2",
-        "--group-size",
-        "2",
-        "--max-steps",
-        "3",
-        "--eval-episodes",
-        "0",
-        "--warm-start",
-        "none",
-        "--no-lora",
-        "--lr",
-        "1e-2",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--no-baseline-random",
-        "--output-dir",
+        *(
+            "--iterations 1 --num-groups 2 --group-size 2 --max-steps 3 --eval-episodes 0 --warm-start none "
+            "--no-lora --lr 1e-2 --no-progress-bars --no-tensorboard --no-baseline-random --output-dir"
+        ).split(),
         str(run),
     ]
     proc = subprocess.run(

@@ -71,21 +71,10 @@ def test_generator_cli_writes_original_layout_and_games_are_won(alfworld_engine,
             [
                 "--out",
                 str(tmp_path),
-                "--per-type",
-                "1",
-                "--seed",
-                "5",
-                "--split",
-                "train",
-                "-q",
-                "--task-types",
-                "pick_two_obj_and_place",
-                "look_at_obj_in_light",
-                "--floor-plans",
-                "FloorPlan301",
-                "FloorPlan302",
-                "FloorPlan303",
-                "FloorPlan304",
+                *(
+                    "--per-type 1 --seed 5 --split train -q --task-types pick_two_obj_and_place "
+                    "look_at_obj_in_light --floor-plans FloorPlan301 FloorPlan302 FloorPlan303 FloorPlan304"
+                ).split(),
             ]
         )
         == 0

@@ -265,18 +265,13 @@ def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp
     config.write_text(TOY)
     out = tmp_path / "lab"
     common = [
-        "--lab",
-        "alfworld",
-        "--config",
+        *"--lab alfworld --config".split(),
         str(config),
         "--out",
         str(out),
         "--work",
         str(tmp_path / "work"),
-        "--iterations",
-        "2",
-        "--workers",
-        "2",
+        *"--iterations 2 --workers 2".split(),
     ]
     assert cli.main([*common, "--methods", "grpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
     data = json.loads((out / "credit_lab.json").read_text())
@@ -374,18 +369,13 @@ def _report(tmp_path: Path, *methods: str) -> int:
     config.write_text(TOY)
     return cli.main(
         [
-            "--lab",
-            "alfworld",
-            "--config",
+            *"--lab alfworld --config".split(),
             str(config),
             "--out",
             str(tmp_path / "lab"),
             "--work",
             str(tmp_path / "work"),
-            "--report",
-            "--seeds",
-            "0",
-            "--methods",
+            *"--report --seeds 0 --methods".split(),
             *methods,
         ]
     )
@@ -407,18 +397,13 @@ def test_a_lab_config_that_sets_a_methods_axis_is_refused_before_any_run(tmp_pat
     assert (
         cli.main(
             [
-                "--lab",
-                "alfworld",
-                "--config",
+                *"--lab alfworld --config".split(),
                 str(config),
                 "--out",
                 str(tmp_path / "lab"),
                 "--work",
                 str(tmp_path / "work"),
-                "--seeds",
-                "0",
-                "--methods",
-                "gigpo",
+                *"--seeds 0 --methods gigpo".split(),
             ]
         )
         == 2
@@ -495,18 +480,13 @@ def test_a_block_still_running_says_how_much_is_in_and_which_seeds_are_whole(tmp
     config = tmp_path / "toy.yaml"
     config.write_text(TOY)
     argv = [
-        "--lab",
-        "alfworld",
-        "--config",
+        *"--lab alfworld --config".split(),
         str(config),
         "--out",
         str(tmp_path / "lab"),
         "--work",
         str(tmp_path / "work"),
-        "--report",
-        "--methods",
-        "grpo",
-        "gigpo",
+        *"--report --methods grpo gigpo".split(),
     ]
     assert cli.main([*argv, "--seeds", "0", "1"]) == 0
     table = (tmp_path / "lab" / "table.md").read_text()
@@ -564,21 +544,13 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
     assert (
         cli.main(
             [
-                "--lab",
-                "alfworld",
-                "--config",
+                *"--lab alfworld --config".split(),
                 str(config),
                 "--out",
                 str(tmp_path / "lab"),
                 "--work",
                 str(tmp_path / "work"),
-                "--report",
-                "--seeds",
-                "0",
-                "--methods",
-                "grpo",
-                "gigpo",
-                "--allow-mixed",
+                *"--report --seeds 0 --methods grpo gigpo --allow-mixed".split(),
             ]
         )
         == 0
@@ -753,13 +725,7 @@ def test_runs_spread_over_a_two_node_ray_cluster_match_local_runs(tmp_path):
                     str(out),
                     "--work",
                     str(tmp_path / f"work_{where}"),
-                    "--iterations",
-                    "1",
-                    "--methods",
-                    "grpo",
-                    "--seeds",
-                    "0",
-                    "1",
+                    *"--iterations 1 --methods grpo --seeds 0 1".split(),
                     *extra,
                 ]
             )
@@ -799,9 +765,7 @@ def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, caps
     config.write_text(TOY)
     out = tmp_path / "lab"
     common = [
-        "--lab",
-        "alfworld",
-        "--config",
+        *"--lab alfworld --config".split(),
         str(config),
         "--out",
         str(out),

@@ -22,26 +22,10 @@ from trainers.lab.report import _timing_lines
 from trainers.runs import provenance
 
 UTC = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
-RUN_FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "1",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-]
+RUN_FLAGS = (
+    "--env rooms --model tiny --num-groups 1 --group-size 2 --max-steps 3 --eval-episodes 0 "
+    "--no-progress-bars --no-tensorboard --warm-start none --torch-threads 1"
+).split()
 
 
 def _git(root: Path, *args: str) -> None:

@@ -18,32 +18,11 @@ sys.path.insert(0, str(Path(__file__).parent))
 from plugin_runs import ROOT, forget_plugin_files, train
 
 EXAMPLE = ROOT / "examples" / "custom_teacher.py"
-TINY = [
-    "--model",
-    "tiny",
-    "--env",
-    "rooms",
-    "--warm-start",
-    "none",
-    "--iterations",
-    "2",
-    "--num-groups",
-    "2",
-    "--group-size",
-    "4",
-    "--max-steps",
-    "20",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--torch-threads",
-    "1",
-    "--eval-extra-split",
-    "none",
-    "--seed",
-    "0",
-]
+TINY = (
+    "--model tiny --env rooms --warm-start none --iterations 2 --num-groups 2 --group-size 4 "
+    "--max-steps 20 --eval-episodes 0 --no-progress-bars --no-tensorboard --torch-threads 1 "
+    "--eval-extra-split none --seed 0"
+).split()
 
 
 @pytest.fixture

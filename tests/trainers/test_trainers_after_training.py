@@ -11,29 +11,11 @@ import torch
 
 from trainers.cli.train import main as train
 
-FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "2",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "4",
-    "--iterations",
-    "2",
-    "--eval-episodes",
-    "8",
-    "--warm-start",
-    "none",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--no-baseline-random",
-    "--torch-threads",
-    "1",
-]
+FLAGS = (
+    "--env rooms --model tiny --num-groups 2 --group-size 2 --max-steps 4 --iterations 2 "
+    "--eval-episodes 8 --warm-start none --no-progress-bars --no-tensorboard --no-baseline-random "
+    "--torch-threads 1"
+).split()
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +71,9 @@ def test_evaluate_against_plays_the_same_split_episodes_and_streams(runs, tmp_pa
         main(
             [
                 str(runs["a"]),
-                "--split",
-                "train",
-                "--episodes",
-                "6",
-                "--against",
+                *"--split train --episodes 6 --against".split(),
                 str(other_policy),
-                "--streams",
-                "2",
-                "--json",
+                *"--streams 2 --json".split(),
                 str(tmp_path / "e.json"),
             ]
         )
@@ -569,31 +545,11 @@ def test_a_smollm2_lora_run_exports_merged_weights_with_its_logits(tmp_path):
     assert (
         train(
             [
-                "--env",
-                "rooms",
-                "--model",
-                "smollm2",
-                "--lora",
-                "--lr",
-                "1e-3",
-                "--iterations",
-                "1",
-                "--num-groups",
-                "1",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "2",
-                "--eval-episodes",
-                "0",
-                "--warm-start",
-                "none",
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--no-baseline-random",
-                "--torch-threads",
-                "2",
-                "--output-dir",
+                *(
+                    "--env rooms --model smollm2 --lora --lr 1e-3 --iterations 1 --num-groups 1 --group-size 2 "
+                    "--max-steps 2 --eval-episodes 0 --warm-start none --no-progress-bars --no-tensorboard "
+                    "--no-baseline-random --torch-threads 2 --output-dir"
+                ).split(),
                 str(run),
             ]
         )

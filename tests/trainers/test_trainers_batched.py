@@ -19,26 +19,10 @@ from trainers.config import parse_args
 from trainers.loop.ppo import PPOConfig, micro_batches
 from trainers.loop.trainer import Trainer
 
-TRAP = [
-    "--config",
-    "configs/alfworld_trap.yaml",
-    "--iterations",
-    "3",
-    "--num-groups",
-    "2",
-    "--group-size",
-    "4",
-    "--max-steps",
-    "6",
-    "--bc-steps",
-    "5",
-    "--eval-episodes",
-    "0",
-    "--save-every",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-]
+TRAP = (
+    "--config configs/alfworld_trap.yaml --iterations 3 --num-groups 2 --group-size 4 --max-steps 6 "
+    "--bc-steps 5 --eval-episodes 0 --save-every 0 --no-progress-bars --no-tensorboard"
+).split()
 
 
 def _train(tmp_path, path: str) -> tuple[list[dict], list[np.ndarray], dict[str, torch.Tensor]]:

@@ -31,46 +31,12 @@ from trainers.runs.metrics import TIMING_KEYS, read_metrics
 from trainers.sharding import merge_rollouts
 
 ROOT = Path(__file__).resolve().parents[2]
-ARGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--iterations",
-    "1",
-    "--num-groups",
-    "4",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "4",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--device",
-    "cpu",
-    "--no-lora",
-    "--history-k",
-    "2",
-    "--lr",
-    "1e-3",
-    "--env-backend",
-    "sync",
-    "--no-baseline-random",
-    "--num-minibatches",
-    "1",
-    "--micro-batch-size",
-    "2",
-    "--warm-start",
-    "none",
-    "--seed",
-    "3",
-    "--score-norm",
-    "mean",
-    "--batch-decisions",
-    "off",
-]
+ARGS = (
+    "--env rooms --model tiny --iterations 1 --num-groups 4 --group-size 2 --max-steps 4 "
+    "--eval-episodes 0 --no-progress-bars --no-tensorboard --device cpu --no-lora --history-k 2 --lr "
+    "1e-3 --env-backend sync --no-baseline-random --num-minibatches 1 --micro-batch-size 2 "
+    "--warm-start none --seed 3 --score-norm mean --batch-decisions off"
+).split()
 
 
 class ShardedReference(Trainer):
@@ -143,13 +109,7 @@ def test_two_gloo_ranks_match_one_process_on_the_same_global_batch(tmp_path):
     )
     cmd = [
         sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nproc-per-node",
-        "2",
-        "-m",
-        "trainers.progpo",
+        *"-m torch.distributed.run --standalone --nproc-per-node 2 -m trainers.progpo".split(),
         *ARGS,
         "--output-dir",
         str(run),

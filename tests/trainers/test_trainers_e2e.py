@@ -65,29 +65,12 @@ def test_cli_end_to_end_tiny(tmp_path, capsys):
     out = tmp_path / "run"
     rc = main(
         [
-            "--env",
-            "rooms",
-            "--model",
-            "tiny",
-            "--iterations",
-            "1",
-            "--num-groups",
-            "2",
-            "--group-size",
-            "2",
-            "--max-steps",
-            "2",
-            "--policy-mode",
-            "score",
-            "--estimator",
-            "gigpo",
-            "--eval-episodes",
-            "1",
-            "--output-dir",
+            *(
+                "--env rooms --model tiny --iterations 1 --num-groups 2 --group-size 2 --max-steps 2 "
+                "--policy-mode score --estimator gigpo --eval-episodes 1 --output-dir"
+            ).split(),
             str(out),
-            "--torch-threads",
-            "1",
-            "--no-progress-bars",
+            *"--torch-threads 1 --no-progress-bars".split(),
         ]
     )
     assert rc == 0
@@ -120,25 +103,10 @@ def test_smollm2_option_trains_on_embedded_alfworld(tmp_path, alfworld_engine_av
     with pytest.warns(UserWarning, match="lr"):  # the demo's lr is far above full fine-tuning's
         rc = main(
             [
-                "--model",
-                "smollm2",
-                "--warm-start",
-                "none",
-                "--iterations",
-                "1",
-                "--num-groups",
-                "1",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "1",
-                "--eval-episodes",
-                "1",
-                "--eval-extra-split",
-                "none",
-                "--no-baseline-random",
-                "--no-tensorboard",
-                "--output-dir",
+                *(
+                    "--model smollm2 --warm-start none --iterations 1 --num-groups 1 --group-size 2 --max-steps 1 "
+                    "--eval-episodes 1 --eval-extra-split none --no-baseline-random --no-tensorboard --output-dir"
+                ).split(),
                 str(out),
                 "--no-progress-bars",
             ]
@@ -156,30 +124,12 @@ def test_webshop_tiny_end_to_end(tmp_path):
     out = tmp_path / "ws"
     rc = main(
         [
-            "--env",
-            "webshop",
-            "--model",
-            "tiny",
-            "--iterations",
-            "1",
-            "--num-groups",
-            "1",
-            "--group-size",
-            "2",
-            "--max-steps",
-            "3",
-            "--policy-mode",
-            "generate",
-            "--max-new-tokens",
-            "8",
-            "--eval-episodes",
-            "1",
-            "--output-dir",
+            *(
+                "--env webshop --model tiny --iterations 1 --num-groups 1 --group-size 2 --max-steps 3 "
+                "--policy-mode generate --max-new-tokens 8 --eval-episodes 1 --output-dir"
+            ).split(),
             str(out),
-            "--torch-threads",
-            "1",
-            "--no-progress-bars",
-            "--no-tensorboard",
+            *"--torch-threads 1 --no-progress-bars --no-tensorboard".split(),
         ]
     )
     assert rc == 0
@@ -195,19 +145,10 @@ def test_webshop_cli_with_the_defaults_evaluates_and_reports(tmp_path):
     out = tmp_path / "ws"
     rc = main(
         [
-            "--env",
-            "webshop",
-            "--iterations",
-            "1",
-            "--num-groups",
-            "2",
-            "--group-size",
-            "2",
-            "--max-steps",
-            "4",
-            "--eval-episodes",
-            "8",
-            "--output-dir",
+            *(
+                "--env webshop --iterations 1 --num-groups 2 --group-size 2 --max-steps 4 --eval-episodes 8 "
+                "--output-dir"
+            ).split(),
             str(out),
             "--no-progress-bars",
             "--no-tensorboard",

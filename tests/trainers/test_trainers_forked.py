@@ -87,34 +87,11 @@ def _signal_during_forked_evaluation(tmp_path, send) -> tuple[int, str]:
 
     root = Path(__file__).resolve().parents[2]
     args = [
-        "--env",
-        "rooms",
-        "--model",
-        "tiny",
-        "--num-groups",
-        "1",
-        "--group-size",
-        "2",
-        "--max-steps",
-        "3",
-        "--iterations",
-        "50",
-        "--eval-every",
-        "1",
-        "--eval-episodes",
-        "400",
-        "--eval-streams",
-        "2",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--warm-start",
-        "none",
-        "--torch-threads",
-        "2",
-        "--no-baseline-random",
-        "--eval-extra-split",
-        "none",
-        "--output-dir",
+        *(
+            "--env rooms --model tiny --num-groups 1 --group-size 2 --max-steps 3 --iterations 50 --eval-every 1 "
+            "--eval-episodes 400 --eval-streams 2 --no-progress-bars --no-tensorboard --warm-start none "
+            "--torch-threads 2 --no-baseline-random --eval-extra-split none --output-dir"
+        ).split(),
         str(tmp_path / "run"),
     ]
     proc = subprocess.Popen(

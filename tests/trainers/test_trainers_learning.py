@@ -25,14 +25,10 @@ def test_shortened_default_run_raises_held_out_success(tmp_path, capsys, alfworl
     out = tmp_path / "run"
     rc = main(
         [
-            "--iterations",
-            "4",
-            "--eval-extra-split",
-            "none",
-            "--no-baseline-random",
-            "--no-tensorboard",
-            "--no-progress-bars",
-            "--output-dir",
+            *(
+                "--iterations 4 --eval-extra-split none --no-baseline-random --no-tensorboard --no-progress-bars "
+                "--output-dir"
+            ).split(),
             str(out),
         ]
     )
@@ -60,16 +56,10 @@ def test_shortened_webshop_demo_raises_held_out_mean_score(tmp_path, capsys):
         [
             "--config",
             str(config),
-            "--iterations",
-            "12",
-            "--eval-episodes",
-            "100",
-            "--bc-episodes",
-            "150",
-            "--no-baseline-random",
-            "--no-tensorboard",
-            "--no-progress-bars",
-            "--output-dir",
+            *(
+                "--iterations 12 --eval-episodes 100 --bc-episodes 150 --no-baseline-random --no-tensorboard "
+                "--no-progress-bars --output-dir"
+            ).split(),
             str(out),
         ]
     )

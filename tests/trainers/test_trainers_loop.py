@@ -291,11 +291,7 @@ def test_corrupt_checkpoint_and_config_mismatch(tmp_path, capsys):
         assert (
             main(
                 [
-                    "--env",
-                    "rooms",
-                    "--model",
-                    "tiny",
-                    "--output-dir",
+                    *"--env rooms --model tiny --output-dir".split(),
                     str(tmp_path / "none"),
                     *extra,
                     "--no-progress-bars",

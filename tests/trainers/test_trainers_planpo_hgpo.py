@@ -306,27 +306,11 @@ def test_two_iterations_on_rooms(tmp_path, estimator, extra):
     assert (
         main(
             [
-                "--env",
-                "rooms",
-                "--model",
-                "tiny",
-                "--estimator",
+                *"--env rooms --model tiny --estimator".split(),
                 estimator,
-                "--iterations",
-                "2",
-                "--num-groups",
-                "2",
-                "--group-size",
-                "4",
-                "--max-steps",
-                "8",
-                "--eval-episodes",
-                "4",
-                "--output-dir",
+                *"--iterations 2 --num-groups 2 --group-size 4 --max-steps 8 --eval-episodes 4 --output-dir".split(),
                 str(out),
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--no-baseline-random",
+                *"--no-progress-bars --no-tensorboard --no-baseline-random".split(),
                 *extra,
             ]
         )

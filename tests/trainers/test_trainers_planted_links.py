@@ -19,27 +19,10 @@ from trainers.runs.checkpoint import save_checkpoint
 from trainers.runs.run_dir import MANIFEST_NAME, RunDirError, RunManifest, claim_run_dir
 from trainers.runs.run_files import LinkedPathError, create_fresh, open_nofollow, real_dir, write_atomic
 
-FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "1",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-    "--no-baseline-random",
-]
+FLAGS = (
+    "--env rooms --model tiny --num-groups 1 --group-size 2 --max-steps 3 --eval-episodes 0 "
+    "--no-progress-bars --no-tensorboard --warm-start none --torch-threads 1 --no-baseline-random"
+).split()
 SECRET = b"a user's notes, not the run's\n"
 
 

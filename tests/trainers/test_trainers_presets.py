@@ -212,29 +212,11 @@ def test_a_run_logged_to_a_file_prints_one_line_per_iteration_and_no_bar_fragmen
         proc = subprocess.run(
             [
                 sys.executable,
-                "-m",
-                "trainers.progpo",
-                "--env",
-                "rooms",
-                "--model",
-                "tiny",
-                "--iterations",
-                "3",
-                "--num-groups",
-                "1",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "3",
-                "--eval-episodes",
-                "2",
-                "--warm-start",
-                "none",
-                "--no-baseline-random",
-                "--torch-threads",
-                "1",
-                "--no-tensorboard",
-                "--output-dir",
+                *(
+                    "-m trainers.progpo --env rooms --model tiny --iterations 3 --num-groups 1 --group-size 2 "
+                    "--max-steps 3 --eval-episodes 2 --warm-start none --no-baseline-random --torch-threads 1 "
+                    "--no-tensorboard --output-dir"
+                ).split(),
                 str(tmp_path / "run"),
             ],
             cwd=root,

@@ -22,27 +22,10 @@ from trainers.config import TrainConfig, parse_args
 from trainers.loop.trainer import Trainer
 from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
 
-RUN_FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--lora",
-    "--num-groups",
-    "1",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-]
+RUN_FLAGS = (
+    "--env rooms --model tiny --lora --num-groups 1 --group-size 2 --max-steps 3 --eval-episodes 0 "
+    "--no-progress-bars --no-tensorboard --warm-start none --torch-threads 1"
+).split()
 
 
 def _one_line_error(capsys) -> str:
@@ -202,14 +185,7 @@ def two_iteration_run(tmp_path_factory) -> Path:
         main(
             [
                 *RUN_FLAGS,
-                "--iterations",
-                "2",
-                "--eval-episodes",
-                "2",
-                "--eval-every",
-                "1",
-                "--no-baseline-random",
-                "--output-dir",
+                *"--iterations 2 --eval-episodes 2 --eval-every 1 --no-baseline-random --output-dir".split(),
                 str(out),
             ]
         )
@@ -239,14 +215,7 @@ def test_resume_rebuilds_a_damaged_metrics_file_from_the_checkpoint_and_keeps_th
             main(
                 [
                     *RUN_FLAGS,
-                    "--iterations",
-                    "3",
-                    "--eval-episodes",
-                    "2",
-                    "--eval-every",
-                    "1",
-                    "--no-baseline-random",
-                    "--output-dir",
+                    *"--iterations 3 --eval-episodes 2 --eval-every 1 --no-baseline-random --output-dir".split(),
                     str(run),
                     "--resume",
                 ]

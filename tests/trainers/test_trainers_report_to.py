@@ -11,28 +11,10 @@ import pytest
 from trainers.cli.train import main
 from trainers.config import ConfigError, TrainConfig
 
-FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "2",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--iterations",
-    "2",
-    "--eval-episodes",
-    "4",
-    "--warm-start",
-    "none",
-    "--no-progress-bars",
-    "--no-baseline-random",
-    "--torch-threads",
-    "1",
-]
+FLAGS = (
+    "--env rooms --model tiny --num-groups 2 --group-size 2 --max-steps 3 --iterations 2 "
+    "--eval-episodes 4 --warm-start none --no-progress-bars --no-baseline-random --torch-threads 1"
+).split()
 
 
 def test_report_to_names_trackers_like_trl():

@@ -15,27 +15,10 @@ from trainers.runs.checkpoint import latest_checkpoint, save_checkpoint
 from trainers.runs.run_dir import RunDirError, claim_run_dir
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "1",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-    "--no-baseline-random",
-]
+FLAGS = (
+    "--env rooms --model tiny --num-groups 1 --group-size 2 --max-steps 3 --eval-episodes 0 "
+    "--no-progress-bars --no-tensorboard --warm-start none --torch-threads 1 --no-baseline-random"
+).split()
 
 
 def _iterations(run: Path) -> list[int]:
@@ -748,25 +731,12 @@ def test_a_file_where_the_checkpoints_folder_goes_is_one_line_before_any_trainin
     (run / "checkpoints").write_text("a file")
     rc = main(
         [
-            "--env",
-            "rooms",
-            "--model",
-            "tiny",
-            "--iterations",
-            "1",
-            "--num-groups",
-            "2",
-            "--group-size",
-            "2",
-            "--max-steps",
-            "2",
-            "--eval-episodes",
-            "0",
-            "--output-dir",
+            *(
+                "--env rooms --model tiny --iterations 1 --num-groups 2 --group-size 2 --max-steps 2 "
+                "--eval-episodes 0 --output-dir"
+            ).split(),
             str(run),
-            "--no-progress-bars",
-            "--no-tensorboard",
-            "--no-baseline-random",
+            *"--no-progress-bars --no-tensorboard --no-baseline-random".split(),
         ]
     )
     err = capsys.readouterr().err

@@ -15,27 +15,10 @@ from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_ch
 from trainers.runs.run_dir import MANIFEST_NAME, RunManifest
 
 ROOT = Path(__file__).resolve().parents[2]
-FLAGS = [
-    "--env",
-    "rooms",
-    "--model",
-    "tiny",
-    "--num-groups",
-    "1",
-    "--group-size",
-    "2",
-    "--max-steps",
-    "3",
-    "--eval-episodes",
-    "0",
-    "--no-progress-bars",
-    "--no-tensorboard",
-    "--warm-start",
-    "none",
-    "--torch-threads",
-    "1",
-    "--no-baseline-random",
-]
+FLAGS = (
+    "--env rooms --model tiny --num-groups 1 --group-size 2 --max-steps 3 --eval-episodes 0 "
+    "--no-progress-bars --no-tensorboard --warm-start none --torch-threads 1 --no-baseline-random"
+).split()
 
 
 def _error_line(capsys) -> str:
@@ -227,11 +210,7 @@ def test_sigterm_before_the_first_checkpoint_gives_advice_that_works(tmp_path):
     slow_start = [
         *FLAGS[: FLAGS.index("--eval-episodes")],
         *FLAGS[FLAGS.index("--eval-episodes") + 2 :],
-        "--eval-episodes",
-        "2000",
-        "--iterations",
-        "1",
-        "--output-dir",
+        *"--eval-episodes 2000 --iterations 1 --output-dir".split(),
         str(run),
     ]
     from sigterm_run import sigterm_when

@@ -232,21 +232,9 @@ def test_two_iterations_of_each_mode(tmp_path, env, mode, request):
                 *args,
                 "--distill",
                 mode,
-                "--iterations",
-                "2",
-                "--num-groups",
-                "2",
-                "--group-size",
-                "4",
-                "--bc-steps",
-                "5",
-                "--eval-episodes",
-                "4",
-                "--output-dir",
+                *"--iterations 2 --num-groups 2 --group-size 4 --bc-steps 5 --eval-episodes 4 --output-dir".split(),
                 str(run),
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--no-baseline-random",
+                *"--no-progress-bars --no-tensorboard --no-baseline-random".split(),
             ]
         )
         == 0
@@ -277,27 +265,11 @@ def test_a_privileged_run_resumes_bit_for_bit(tmp_path, alfworld_engine_availabl
     from trainers.cli.train import main
     from trainers.runs.metrics import TIMING_KEYS
 
-    args = [
-        "--env",
-        "alfworld",
-        "--max-steps",
-        "6",
-        "--eval-extra-split",
-        "none",
-        "--distill",
-        "privileged",
-        "--num-groups",
-        "2",
-        "--group-size",
-        "4",
-        "--bc-steps",
-        "5",
-        "--eval-episodes",
-        "0",
-        "--no-progress-bars",
-        "--no-tensorboard",
-        "--no-baseline-random",
-    ]
+    args = (
+        "--env alfworld --max-steps 6 --eval-extra-split none --distill privileged --num-groups 2 "
+        "--group-size 4 --bc-steps 5 --eval-episodes 0 --no-progress-bars --no-tensorboard "
+        "--no-baseline-random"
+    ).split()
     assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "a")]) == 0
     assert main([*args, "--iterations", "1", "--output-dir", str(tmp_path / "b")]) == 0
     assert main([*args, "--iterations", "2", "--output-dir", str(tmp_path / "b"), "--resume"]) == 0
@@ -328,31 +300,12 @@ def test_the_held_out_records_of_a_run_with_a_teacher_carry_its_label(tmp_path):
     assert (
         main(
             [
-                "--env",
-                "rooms",
-                "--model",
-                "tiny",
-                "--distill",
-                "hindsight",
-                "--iterations",
-                "1",
-                "--num-groups",
-                "1",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "3",
-                "--eval-episodes",
-                "2",
-                "--warm-start",
-                "none",
-                "--output-dir",
+                *(
+                    "--env rooms --model tiny --distill hindsight --iterations 1 --num-groups 1 --group-size 2 "
+                    "--max-steps 3 --eval-episodes 2 --warm-start none --output-dir"
+                ).split(),
                 str(run),
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--baseline-random",
-                "--torch-threads",
-                "1",
+                *"--no-progress-bars --no-tensorboard --baseline-random --torch-threads 1".split(),
             ]
         )
         == 0
@@ -368,19 +321,7 @@ def test_a_privileged_teacher_on_an_env_without_privileged_text_is_refused_befor
 
     run = tmp_path / "run"
     assert (
-        main(
-            [
-                "--env",
-                "rooms",
-                "--model",
-                "tiny",
-                "--distill",
-                "privileged",
-                "--output-dir",
-                str(run),
-                "--no-progress-bars",
-            ]
-        )
+        main([*"--env rooms --model tiny --distill privileged --output-dir".split(), str(run), "--no-progress-bars"])
         == 2
     )
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("error:")]
@@ -420,34 +361,15 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
     assert (
         main(
             [
-                "--env",
-                "alfworld",
-                "--policy-mode",
-                "generate",
-                "--warm-start",
-                "none",
-                "--max-new-tokens",
-                "8",
-                "--distill",
+                *"--env alfworld --policy-mode generate --warm-start none --max-new-tokens 8 --distill".split(),
                 mode,
                 *extra,
-                "--iterations",
-                "1",
-                "--num-groups",
-                "1",
-                "--group-size",
-                "2",
-                "--max-steps",
-                "4",
-                "--eval-episodes",
-                "0",
-                "--eval-extra-split",
-                "none",
-                "--output-dir",
+                *(
+                    "--iterations 1 --num-groups 1 --group-size 2 --max-steps 4 --eval-episodes 0 "
+                    "--eval-extra-split none --output-dir"
+                ).split(),
                 str(run),
-                "--no-progress-bars",
-                "--no-tensorboard",
-                "--no-baseline-random",
+                *"--no-progress-bars --no-tensorboard --no-baseline-random".split(),
             ]
         )
         == 0

@@ -19,24 +19,10 @@ def test_the_update_paths_compute_one_update_and_the_length_order_pads_less(tmp_
         [
             sys.executable,
             str(ROOT / "benchmarks" / "update_paths.py"),
-            "--groups",
-            "2",
-            "--group-size",
-            "3",
-            "--steps",
-            "3",
-            "--prompt-tokens",
-            "60",
-            "--response-tokens",
-            "6",
-            "--micro-batch-tokens",
-            "200",
-            "--logit-chunk",
-            "4",
-            "--repeats",
-            "1",
-            "--profile",
-            "--json",
+            *(
+                "--groups 2 --group-size 3 --steps 3 --prompt-tokens 60 --response-tokens 6 --micro-batch-tokens "
+                "200 --logit-chunk 4 --repeats 1 --profile --json"
+            ).split(),
             str(out),
         ],
         capture_output=True,
