@@ -266,6 +266,25 @@ def test_a_function_local_import_says_why() -> None:
     assert not silent, sorted(set(silent))
 
 
+def test_no_trainers_module_imports_more_than_ten_siblings() -> None:
+    """A module that reaches into more than ten modules (or rooms) of its own package is a hub."""
+    hubs = []
+    for f in (REPO / "trainers").rglob("*.py"):
+        parts = f.relative_to(REPO).with_suffix("").parts
+        package, me = ".".join(parts[:-1]), ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        siblings = set()
+        for module, names in _imports(f):
+            for name in (module, *(f"{module}.{n}" for n in names)):
+                if name.startswith(package + "."):
+                    child = f"{package}.{name[len(package) + 1 :].split('.')[0]}"
+                    path = REPO.joinpath(*child.split("."))
+                    if child != me and (path.with_suffix(".py").exists() or path.is_dir()):
+                        siblings.add(child)
+        if len(siblings) > 10:
+            hubs.append(f"{f.relative_to(REPO)}: {len(siblings)}")
+    assert not hubs, hubs
+
+
 def test_a_module_over_500_lines_says_why() -> None:
     """A module over 500 lines carries an ``# Over 500 lines:`` comment with the reason it is one module."""
     unexplained = [
