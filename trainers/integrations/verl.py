@@ -316,10 +316,11 @@ def compute_progpo_shaped_grpo_advantage(
     base: str = "grpo",
     **kwargs: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """GRPO (ProGPO's population-std convention; or the episode term of another registered ``base``) on the summed token rewards, for rewards that are
+    """GRPO (ProGPO's population-std convention) on the summed token rewards, for rewards that are
     already progress-conditioned (an all-failed group scored by coverage rate, see
     :func:`trainers.integrations.trl.progress_conditioned_values`). It reads no ProGPO column:
-    the reward function does the conditioning.
+    the reward function does the conditioning. ``base``: another registered base's episode term
+    in GRPO's place.
     """
     cfg = _progpo_config(config, base, epsilon)
     scores = token_level_rewards.sum(dim=-1).detach().cpu().double().numpy()
