@@ -94,22 +94,29 @@ def test_eos_ends_the_response(setup):
     assert g.response_ids == [first] and g.finish_reason == "stop"
 
 
-@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.9), (0.0, 1.0)])
-def test_fresh_forward_reproduces_sampling_logprobs(setup, temperature, top_p):
-    model, tok, be, prompts = setup
-    cfg = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=16, n=2, stop=())
-    gens = be.generate(prompts, cfg, seed=0)
+def _gap_to_recomputed(model, gens, pad_token_id, temperature, top_p, **kw) -> float:
+    """The largest gap between the engine's log-probs and the trainer's fresh forward over them."""
     with torch.no_grad():
         lps, _ = sequence_logprobs(
             model,
             [g.prompt_ids for g in gens],
             [g.response_ids for g in gens],
-            pad_token_id=be.pad_token_id,
+            pad_token_id=pad_token_id,
             temperature=temperature,
-            top_p=1.0 if temperature == 0 else top_p,
-            batch_size=4,
+            top_p=top_p,
+            **kw,
         )
-    diff = max((lp - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
+    return max((lp.cpu() - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
+
+
+@pytest.mark.parametrize("temperature,top_p", [(1.0, 1.0), (0.7, 1.0), (1.3, 0.9), (0.0, 1.0)])
+def test_fresh_forward_reproduces_sampling_logprobs(setup, temperature, top_p):
+    model, tok, be, prompts = setup
+    cfg = SamplingConfig(temperature=temperature, top_p=top_p, max_new_tokens=16, n=2, stop=())
+    gens = be.generate(prompts, cfg, seed=0)
+    diff = _gap_to_recomputed(
+        model, gens, be.pad_token_id, temperature, 1.0 if temperature == 0 else top_p, batch_size=4
+    )
     assert diff < 1e-4
 
 
@@ -307,16 +314,7 @@ def test_vllm_logprobs_match_transformers_after_sync():
     prompts = [tok(p)["input_ids"] for p in PROMPTS]
     cfg = SamplingConfig(temperature=0.8, top_p=0.95, max_new_tokens=24, n=2)
     gens = be.generate(prompts, cfg, seed=0)
-    with torch.no_grad():
-        lps, _ = sequence_logprobs(
-            model,
-            [g.prompt_ids for g in gens],
-            [g.response_ids for g in gens],
-            pad_token_id=tok.pad_token_id,
-            temperature=0.8,
-            top_p=0.95,
-        )
-    diff = max((lp.cpu() - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
+    diff = _gap_to_recomputed(model, gens, tok.pad_token_id, 0.8, 0.95)
     assert diff < 1e-3
     be.sleep()
     be.wake_up()

@@ -9,7 +9,7 @@ from agents.prompting import build_messages, load_template, render_prompt
 HIST = [("obs one", "go east"), ("obs two", "look"), ("obs three", "go west")]
 
 
-def _user(**kw):
+def _messages(**kw):
     args = dict(
         goal="reach room 3.",
         observation="You are in room 1.",
@@ -20,20 +20,15 @@ def _user(**kw):
         fmt="think_action",
     )
     args.update(kw)
-    return build_messages(args.pop("env", "alfworld"), **args)[1]["content"]
+    return build_messages(args.pop("env", "alfworld"), **args)
+
+
+def _user(**kw):
+    return _messages(**kw)[1]["content"]
 
 
 def test_alfworld_prompt_contents():
-    msgs = build_messages(
-        "alfworld",
-        goal="reach room 3.",
-        observation="You are in room 1.",
-        admissible=["go east", "look"],
-        history=HIST,
-        step=3,
-        k=2,
-        fmt="think_action",
-    )
+    msgs = _messages()
     assert [m["role"] for m in msgs] == ["system", "user"]
     user = msgs[1]["content"]
     assert "Your task is to: reach room 3." in user

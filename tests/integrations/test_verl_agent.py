@@ -126,6 +126,14 @@ def _verl_agent_batch(rng: np.random.Generator, duplicate: int = 3):
     return data, (traj, t, anchors, first, outcome, cover, group, rows)
 
 
+def _trainers_steps(outcome, group, traj, t, anchors, first, config, **kw):
+    """What the trainer computes for these steps: the reference the branch must equal."""
+    steps = step_advantages(
+        outcome, group, traj, t, state_ids=factorize(list(anchors)), first_visit=first, config=config, **kw
+    )
+    return steps.steps
+
+
 def test_estimator_branch_equals_trainers_advantages_and_dedupes_copies() -> None:
     calls = []
 
@@ -136,15 +144,9 @@ def test_estimator_branch_equals_trainers_advantages_and_dedupes_copies() -> Non
     branch = compute_advantage_branch(verl_agent_original)
     data, (traj, t, anchors, first, outcome, cover, group, rows) = _verl_agent_batch(np.random.default_rng(0))
     out = branch(data, "progpo_gigpo", gamma=0.95, step_advantage_w=1.0)
-    want = step_advantages(
-        outcome,
-        group,
-        traj,
-        t,
-        state_ids=factorize(list(anchors)),
-        first_visit=first,
-        config=AdvantageConfig(estimator="progpo-gigpo", gamma=0.95),
-    ).steps
+    want = _trainers_steps(
+        outcome, group, traj, t, anchors, first, AdvantageConfig(estimator="progpo-gigpo", gamma=0.95)
+    )
     np.testing.assert_allclose(out.batch["advantages"][:, 0].numpy(), want[rows], atol=1e-6)
     data, _ = _verl_agent_batch(np.random.default_rng(0))
     out = branch(data, "progpo_grpo", gamma=0.95)
@@ -171,16 +173,7 @@ def test_estimator_branch_runs_planpo_and_hgpo_as_trainers_advantages(name: str)
     out = branch(data, name, gamma=0.95, step_advantage_w=1.0)
     n = traj.size
     cfg = AdvantageConfig(estimator=name.replace("_", "-"), gamma=0.95, planpo_alpha=0.05, hgpo_depth=1)
-    want = step_advantages(
-        outcome,
-        group,
-        traj,
-        t,
-        state_ids=factorize(list(anchors)),
-        first_visit=first,
-        config=cfg,
-        response_lengths=resp[:n].astype(float),
-    ).steps
+    want = _trainers_steps(outcome, group, traj, t, anchors, first, cfg, response_lengths=resp[:n].astype(float))
     got = out.batch["advantages"]
     np.testing.assert_allclose(got[:, 0].numpy(), want[rows], atol=1e-6)
     assert torch.all(got[data.batch["response_mask"] == 0] == 0) and np.abs(want).max() > 0.1
