@@ -180,6 +180,43 @@ def test_verl_agent_branches_for_the_plugin_estimator_with_its_options(novelty) 
     assert passed_on == []
 
 
+def test_a_dashed_plugin_name_reaches_verl_and_verl_agent_under_one_option_key(novelty) -> None:
+    """A base named with a dash is ``two_word`` to verl: its options are ``two_word_<option>`` in
+    verl's config and in verl-agent's ``algorithm.progpo``, read the same way by both."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    import torch
+
+    from trainers.integrations import verl
+    from trainers.integrations.verl_agent import compute_advantage_branch
+
+    registry.register(dataclasses.replace(novelty, name="two-word"))
+    try:
+        assert verl.option_key("two-word", "weight") == "two_word_weight"
+        ntb = {
+            "traj_uid": np.array(["a", "a", "b", "b"]),
+            "anchor_obs": np.array(["x", "y", "x", "x"]),
+            "progpo_outcome": np.zeros(4),
+            "progpo_step": np.array([0, 1, 0, 1]),
+        }
+        adv, _ = verl.estimators()["two_word"](
+            torch.zeros(4, 2),
+            torch.ones(4, 2),
+            np.array(["g"] * 4),
+            config={"two_word_weight": 2.0},
+            non_tensor_batch=ntb,
+        )
+        assert adv[:, 0].tolist() == [2.0, 2.0, 0.0, 0.0]
+        branch = compute_advantage_branch(lambda data, *a, **k: data, {"two_word_weight": 2.0})
+        data = SimpleNamespace(
+            batch={"response_mask": torch.ones(4, 2)}, non_tensor_batch={**ntb, "uid": np.array(["g"] * 4)}
+        )
+        assert branch(data, "two_word", gamma=0.95).batch["advantages"][:, 0].tolist() == [2.0, 2.0, 0.0, 0.0]
+    finally:
+        registry.unregister("two-word")
+
+
 def test_an_installed_distribution_registers_through_its_entry_point(tmp_path) -> None:
     """A distribution's ``progpo.estimators`` entry point is loaded at the first lookup of a name."""
     (tmp_path / "my_novelty.py").write_text(EXAMPLE.read_text())

@@ -58,6 +58,7 @@ __all__ = [
     "advantage_per_row",
     "compute_progpo_shaped_grpo_advantage",
     "estimators",
+    "option_key",
     "package_names",
     "register",
     "require_columns",
@@ -71,6 +72,11 @@ VERL_SHIPS = frozenset({"grpo", "rloo", "gigpo"})
 
 def _verl_name(estimator: str) -> str:
     return estimator.replace("-", "_")
+
+
+def option_key(base: str, option: str) -> str:
+    """verl's ``algorithm`` key of one of a base's own options (``hgpo_depth``)."""
+    return f"{_verl_name(base)}_{option}"
 
 
 def package_names() -> dict[str, str]:
@@ -110,7 +116,7 @@ def _progpo_config(config: Any, estimator: str, epsilon: float) -> AdvantageConf
     for f in dataclasses.fields(spec.options) if spec.options is not None else ():
         if f.metadata.get("shared"):
             continue
-        value = _cfg_get(config, f"{_verl_name(spec.name)}_{f.name}", _UNSET)
+        value = _cfg_get(config, option_key(spec.name, f.name), _UNSET)
         if value is not _UNSET:
             options[f.name] = type(f.default)(value) if isinstance(f.default, (bool, int, float, str)) else value
     return AdvantageConfig(

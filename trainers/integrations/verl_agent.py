@@ -462,13 +462,16 @@ def _base_options(opts: Mapping[str, Any]) -> dict[str, Any]:
     """Each registered base's own options given in ``algorithm.progpo``, under verl's key
     ``<base>_<option>``: read as the flag of the trainer (``planpo_alpha``, ``success_threshold``)
     or as that key; an option not given keeps its registered default."""
+    from trainers.integrations.verl import option_key  # (as in compute_advantage_branch, its caller)
+
     out: dict[str, Any] = {}
     for base in base_names():
         spec = registered_estimator(base)
         for f in option_fields(spec.options) if spec.options is not None else ():
-            for key in (spec.flag(f), f"{base}_{f.name}"):
-                if key in opts:
-                    out[f"{base}_{f.name}"] = opts[key]
+            key = option_key(base, f.name)
+            for given in (spec.flag(f), key):
+                if given in opts:
+                    out[key] = opts[given]
     return out
 
 
