@@ -46,8 +46,9 @@ class BrowserBackend:
         return self.browser
 
     def _read(self) -> None:
-        html = self._started().page_source()
-        self.url = self._started().current_url()
+        browser = self._started()
+        html = browser.page_source()
+        self.url = browser.current_url()
         segments, self.clickables, self.has_search_bar = read_page(html)
         self.observation = OBS_SEP.join(segments)
         parsed = parse_path(urlsplit(self.url).path)
@@ -55,10 +56,11 @@ class BrowserBackend:
 
     def _on_shop_page(self) -> bool:
         """Whether the browser shows a shop page that loaded with status 200."""
-        status = self._started().status()
+        browser = self._started()
+        status = browser.status()
         if status is not None and status != 200:
             return False
-        url = self._started().current_url()
+        url = browser.current_url()
         return url.startswith(self.server.url + "/") and parse_path(urlsplit(url).path) is not None
 
     def reset(self, goal: Mapping[str, Any]) -> tuple[str, dict[str, Any]]:
