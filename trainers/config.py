@@ -41,6 +41,7 @@ from wrappers.signals import TAU_P, TAU_R
 
 try:
     from agents.backends.base import SamplingConfig
+    from agents.models import tiny_spec
     from agents.parsing import FORMATS
     from agents.policy_base import PolicyOptions
 finally:  # trainers itself does not check `agents` (the verl plugin loads beside any), its users do:
@@ -776,8 +777,6 @@ class TrainConfig:
     def _check_streams(self) -> None:
         """The tiny models' init scale, and concurrent streams, are used only where they apply."""
         if self.tiny_init_std > 0:
-            from agents.models import tiny_spec  # agents.models loads torch: not on the config's path
-
             if tiny_spec(self.model) is None:
                 raise ConfigError(
                     f"tiny_init_std applies to the random tiny-* models only, not to {self.model!r} "
