@@ -168,8 +168,8 @@ def _build_smollm2_cache(out: Path) -> None:
         raise ModelLoadError(
             f"loading the bundled SmolLM2 GGUF file needs the 'gguf' package. Fix: {SMOLLM2_FIX}"
         ) from exc
-    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM  # the [train] extra
-    from transformers.utils import logging as hf_logging  # the [train] extra
+    from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM  # a slow import
+    from transformers.utils import logging as hf_logging  # a slow import
 
     gguf_file = smollm2_gguf_path()
     verbosity = hf_logging.get_verbosity()
@@ -330,13 +330,13 @@ def make_tiny_tokenizer(vocab: int = 2048) -> Any:
         >>> tok.decode(tok("go to cabinet 1")["input_ids"])
         'go to cabinet 1'
     """
-    from transformers import PreTrainedTokenizerFast  # the [train] extra
+    from transformers import PreTrainedTokenizerFast  # a slow import
 
     digest = hashlib.sha1("\n".join(_tiny_corpus()).encode()).hexdigest()[:10]
     target = cache_root() / f"tiny-tokenizer-v{_TINY_TOKENIZER_VERSION}-{vocab}-{digest}"
 
     def build(out: Path) -> None:
-        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # the [train] extra
+        from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # tiny tokenizer only
 
         bpe = Tokenizer(models.BPE())
         bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -441,7 +441,7 @@ def make_tiny_model(
 
 def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, rope_theta: float | None) -> Any:
     """The transformers config of a tiny model: ``shape``, tied embeddings, the tokenizer's special ids."""
-    from transformers import LlamaConfig, Qwen2Config  # the [train] extra
+    from transformers import LlamaConfig, Qwen2Config  # a slow import
 
     common: dict[str, Any] = dict(
         **shape,
@@ -458,7 +458,7 @@ def _tiny_config(arch: str, shape: dict[str, int], tok: Any, init_std: float, ro
 
 def _draw_tiny(arch: str, config: Any, seed: int, device: str | torch.device, init_on_device: bool) -> Any:
     """The model's random weights, drawn from ``seed`` on the CPU (or on ``device``), the global RNG untouched."""
-    from transformers import LlamaForCausalLM, Qwen2ForCausalLM  # the [train] extra
+    from transformers import LlamaForCausalLM, Qwen2ForCausalLM  # a slow import
 
     cls = Qwen2ForCausalLM if arch == "qwen2" else LlamaForCausalLM
     if init_on_device:
@@ -500,7 +500,7 @@ def _tiny_name(
 # entry point
 # --------------------------------------------------------------------------------------------
 def _from_pretrained(path: str, dtype: torch.dtype, device: str | torch.device) -> tuple[Any, Any]:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast  # the [train] extra
+    from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast  # a slow import
 
     # A plain tokenizer.json (the tiny models') must be loaded as is: AutoTokenizer would
     # rebuild it as the model type's tokenizer (e.g. Qwen2's digit-splitting pre-tokenizer).
@@ -615,8 +615,8 @@ def resolve_hub_model(name: str, revision: str | None = None) -> Path:
     cached nor reachable.
     """
     try:
-        from huggingface_hub import constants as hub_constants  # the [train] extra
-        from huggingface_hub import snapshot_download  # the [train] extra
+        from huggingface_hub import constants as hub_constants  # a hub model only; missing, one line below
+        from huggingface_hub import snapshot_download  # (as above)
     except ImportError as exc:  # pragma: no cover - transformers depends on it
         raise ModelLoadError(f"loading hub model {name!r} needs huggingface_hub: pip install 'progpo[train]'") from exc
     offline = bool(getattr(hub_constants, "HF_HUB_OFFLINE", False))

@@ -239,7 +239,7 @@ def _attention(
     carries a ``tree_layout`` (:class:`_ChunkLayout`), SDPA for anything else."""
     layout = kwargs.pop("tree_layout", None)
     if not isinstance(layout, _ChunkLayout):
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # the [train] extra
+        from transformers.integrations.sdpa_attention import sdpa_attention_forward  # a slow import
 
         return sdpa_attention_forward(
             module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs
@@ -303,7 +303,7 @@ _REGISTERED = False
 def _register() -> None:
     global _REGISTERED
     if not _REGISTERED:
-        from transformers import AttentionInterface, AttentionMaskInterface  # the [train] extra
+        from transformers import AttentionInterface, AttentionMaskInterface  # a slow import
 
         AttentionInterface.register(IMPLEMENTATION, _attention)
         AttentionMaskInterface.register(IMPLEMENTATION, _no_mask)

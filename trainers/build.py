@@ -47,7 +47,7 @@ def build_policy(cfg: TrainConfig, device: torch.device) -> TrainablePolicy:
     model, tokenizer = load_model(cfg.model, init_std=cfg.tiny_init_std or None, device=device)
     model.to(device)  # fp32 master weights; bf16 is autocast compute (Updater.autocast), never a cast of the weights
     if cfg.lora:
-        from peft import LoraConfig, get_peft_model  # the [train] extra
+        from peft import LoraConfig, get_peft_model  # peft loads for a LoRA run only
 
         model = get_peft_model(
             model,

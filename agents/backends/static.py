@@ -154,7 +154,7 @@ class StaticCacheBackend(TransformersBackend):
     def _cache(self, batch: int, length: int) -> Any:
         """The bucket's cache, allocated once and zeroed for each use (a CUDA graph keeps its
         addresses); at most ``max_caches`` are kept, the least recently used dropped first."""
-        from transformers import StaticCache  # the [train] extra
+        from transformers import StaticCache  # a slow import
 
         key = (batch, length)
         cache = self._caches.pop(key, None)

@@ -259,7 +259,7 @@ def load_checkpoint(path: str | Path, require: Sequence[str] = ()) -> dict[str, 
 def trainable_state(model: torch.nn.Module, lora: bool) -> dict[str, torch.Tensor]:
     """What a checkpoint keeps of ``model``: its LoRA adapter (``lora``) or its whole ``state_dict``, on CPU."""
     if lora:
-        from peft import get_peft_model_state_dict  # the [train] extra
+        from peft import get_peft_model_state_dict  # peft loads for a LoRA run only
 
         return {k: v.detach().cpu() for k, v in get_peft_model_state_dict(model).items()}
     return {k: v.detach().cpu() for k, v in model.state_dict().items()}
@@ -286,7 +286,7 @@ def load_trainable_state(model: torch.nn.Module, state: Mapping[str, Any], lora:
             got = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value).__name__
             raise ValueError(f"{key}: expected shape {tuple(expected[key].shape)}, got {got}")
     if lora:
-        from peft import set_peft_model_state_dict  # the [train] extra
+        from peft import set_peft_model_state_dict  # (as above)
 
         set_peft_model_state_dict(model, dict(state))
     else:

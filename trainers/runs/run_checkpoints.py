@@ -209,7 +209,7 @@ class RunCheckpoints:
 
 def _same_config(config_file: Path, saved: dict[str, Any]) -> bool:
     """Whether ``config_file`` holds the checkpoint's config ``saved`` (bar :data:`RESUME_COMPATIBLE`)."""
-    import yaml  # the [train] extra
+    import yaml  # read only when a checkpoint's config is compared with the run dir's
 
     try:
         there = yaml.safe_load(config_file.read_text(encoding="utf-8")) or {}
