@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from agents.contract import StepOutput
+from agents.contract import Histories, Infos, Observations, StepOutput
 from agents.prompting import admissible_commands
 
 __all__ = [
@@ -73,12 +73,7 @@ class RandomAgent:
         self.fallback, self.leave_out, self.step_outputs = fallback, leave_out, step_outputs
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Any = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[Any]:
 
         if seed is not None:
@@ -128,12 +123,7 @@ class ALFWorldExpertAgent:
         self._cursor = [0] * len(self.plans)
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Any = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[str]:
         out = []
         for i, info in enumerate(infos):
@@ -231,11 +221,6 @@ class WebShopOracleAgent:
         return cmds[0] if cmds else "click[back to search]"
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Any = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[str]:
         return [self._one(i, dict(info)) for i, info in enumerate(infos)]

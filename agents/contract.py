@@ -18,12 +18,19 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Optional, Protocol, Sequence
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["Policy", "StepOutput", "TrainablePolicy", "scoring_with"]
+__all__ = ["Histories", "Infos", "Observations", "Policy", "StepOutput", "TrainablePolicy", "scoring_with"]
+
+#: One batch's observations, one per env (the arguments of :meth:`Policy.act`).
+Observations = Sequence[str]
+#: Each env's info dict (``admissible_commands``, ``task_type`` ...).
+Infos = Sequence[dict[str, Any]]
+#: Each env's earlier (observation, action) pairs, or ``None`` for none.
+Histories = Optional[Sequence[Sequence[tuple[str, str]]]]
 
 
 @dataclass(kw_only=True)
@@ -70,12 +77,7 @@ class Policy(Protocol):
     """What playing needs from a policy: one recorded decision per observation."""
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[StepOutput]:
         """``histories[i]``: env i's earlier (observation, action) pairs; ``seed`` fixes the sampling."""
         ...

@@ -24,14 +24,15 @@ Example:
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 
 from agents.backends.base import Generation, GenerationBackend
+from agents.contract import Histories, Infos, Observations
 from agents.logprobs import sequence_distributions, sequence_logprobs
 from agents.parsing import parse_action
-from agents.policy_base import LLMPolicy, PolicyOptions, StepOutput
+from agents.policy_base import LLMPolicy, StepOutput
 
 __all__ = ["GeneratePolicy"]
 
@@ -40,28 +41,11 @@ class GeneratePolicy(LLMPolicy):
     """Samples answers with ``backend`` (which :meth:`sync` keeps on the trained weights)."""
 
     mode = "generate"
-
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        backend: GenerationBackend | None = None,
-        env_name: str = "alfworld",
-        options: PolicyOptions | None = None,
-        **overrides: Any,
-    ) -> None:
-        if backend is None:
-            raise ValueError("generate mode needs a backend (agents.backends.make_backend)")
-        super().__init__(model, tokenizer, backend, env_name, options, **overrides)
-        self.backend: GenerationBackend = backend
+    needs_backend = True
+    backend: GenerationBackend
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[StepOutput]:
         prompts, _ = self._prompts(observations, infos, histories)
         return [self._from_generation(g) for g in self.backend.generate(prompts, self.sampling, seed=seed)]

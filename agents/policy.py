@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agents.backends.base import GenerationBackend, SamplingConfig
+from agents.backends.base import SamplingConfig
 from agents.generate_policy import GeneratePolicy
 from agents.policy_base import LLMPolicy, PolicyOptions, StepOutput, TrainablePolicy
 from agents.score_policy import ScorePolicy, repeated_commands
@@ -45,16 +45,10 @@ __all__ = [
 POLICY_MODES: dict[str, type[LLMPolicy]] = {"score": ScorePolicy, "generate": GeneratePolicy}
 
 
-def make_policy(
-    mode: str,
-    model: Any,
-    tokenizer: Any,
-    backend: GenerationBackend | None = None,
-    env_name: str = "alfworld",
-    options: PolicyOptions | None = None,
-    **overrides: Any,
-) -> LLMPolicy:
-    """The policy of ``mode`` (``"score"`` or ``"generate"``); see :class:`~agents.policy_base.LLMPolicy`."""
+def make_policy(mode: str, *args: Any, **kwargs: Any) -> LLMPolicy:
+    """The policy of ``mode`` (``"score"`` or ``"generate"``), built from the other arguments as
+    :class:`~agents.policy_base.LLMPolicy` takes them (model, tokenizer, backend, env_name, options,
+    and option overrides)."""
     if mode not in POLICY_MODES:
         raise ValueError(f"mode must be one of {', '.join(POLICY_MODES)}, got {mode!r}")
-    return POLICY_MODES[mode](model, tokenizer, backend, env_name, options, **overrides)
+    return POLICY_MODES[mode](*args, **kwargs)

@@ -25,7 +25,7 @@ from typing import Any, Sequence
 import torch
 
 from agents.backends.base import GenerationBackend, SamplingConfig
-from agents.contract import Policy, StepOutput, TrainablePolicy
+from agents.contract import Histories, Infos, Observations, Policy, StepOutput, TrainablePolicy
 from agents.parsing import FORMATS, sanitize_text
 from agents.prompting import admissible_commands, build_messages, load_template, render_prompt
 from agents.prompting import goal_text as _goal_text
@@ -140,6 +140,8 @@ class LLMPolicy(abc.ABC):
 
     #: ``"score"`` or ``"generate"``
     mode: str = ""
+    #: whether the mode samples with a backend (refused without one)
+    needs_backend: bool = False
 
     def __init__(
         self,
@@ -150,6 +152,8 @@ class LLMPolicy(abc.ABC):
         options: PolicyOptions | None = None,
         **overrides: Any,
     ) -> None:
+        if self.needs_backend and backend is None:
+            raise ValueError(f"{self.mode} mode needs a backend (agents.backends.make_backend)")
         options = options or PolicyOptions()
         if overrides:
             options = options.replace(**overrides)
@@ -207,12 +211,7 @@ class LLMPolicy(abc.ABC):
 
     @abc.abstractmethod
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[StepOutput]:
         """One decision per observation (batched). ``histories[i]``: env i's earlier pairs."""
 

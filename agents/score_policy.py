@@ -27,6 +27,7 @@ from typing import Any, Callable, Sequence
 import torch
 
 from agents.batching import decision_key
+from agents.contract import Histories, Infos, Observations
 from agents.logprobs import candidate_logprobs, packed_candidate_logprobs
 from agents.memory import MEMORY_KINDS, command_notes
 from agents.policy_base import LLMPolicy, StepOutput, admissible_for_prompt
@@ -187,12 +188,7 @@ class ScorePolicy(LLMPolicy):
 
     # ------------------------------------------------------------------ acting
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[StepOutput]:
         prompts, hs = self._prompts(observations, infos, histories)
         tried = (

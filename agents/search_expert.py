@@ -23,8 +23,9 @@ Example:
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from typing import Sequence
 
+from agents.contract import Histories, Infos, Observations
 from agents.memory import TranscriptState, object_class
 from agents.prompting import admissible_commands
 
@@ -112,12 +113,7 @@ class ALFWorldSearchAgent:
     """
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Sequence[Sequence[tuple[str, str]]] | None = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[str]:
         histories = histories if histories is not None else [[] for _ in observations]
         return [

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from typing import Any, Mapping, Sequence
 
+from agents.contract import Histories, Infos, Observations
 from agents.prompting import admissible_commands, fill_placeholders, goal_text
 
 __all__ = ["WebShopInstructionAgent", "named_options", "product_scores", "title_overlap", "webshop_command_notes"]
@@ -140,12 +141,7 @@ class WebShopInstructionAgent:
         return "click[back to search]" if "back to search" in clicks else (f"click[{clicks[0]}]" if clicks else "")
 
     def act(
-        self,
-        observations: Sequence[str],
-        infos: Sequence[dict[str, Any]],
-        histories: Any = None,
-        *,
-        seed: int | None = None,
+        self, observations: Observations, infos: Infos, histories: Histories = None, *, seed: int | None = None
     ) -> list[str]:
         hists = list(histories) if histories is not None else [()] * len(observations)
         return [self._one(str(o), dict(i), h or ()) for o, i, h in zip(observations, infos, hists)]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,3 +58,16 @@ def kill_member_1():
         return obs, obs2, infos, pids
 
     return kill
+
+
+@pytest.fixture
+def run_script():
+    """``run_script("benchmarks/x.py", *args, timeout=300)``: one of the checkout's scripts run as a
+    user runs it (this interpreter, from the checkout's root), its output captured as text."""
+    root = Path(__file__).resolve().parents[1]
+
+    def run(script: str, *args: object, timeout: float = 300) -> subprocess.CompletedProcess:
+        cmd = [sys.executable, str(root / script), *map(str, args)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
+
+    return run

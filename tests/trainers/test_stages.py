@@ -99,16 +99,8 @@ def test_the_kl_reference_is_the_policy_after_the_warm_start(tmp_path):
     """RL starts from the cloned policy: iteration 1's first pass has KL 0 to its reference."""
     from trainers.loop.trainer import Trainer
 
-    cfg = config_for_tests(
-        env="alfworld",
-        warm_start="bc",
-        bc_steps=3,
-        bc_lr=5e-2,
-        kl_coef=0.1,
-        eval_episodes=0,
-        max_steps=6,
-        output_dir=str(tmp_path / "run"),
-    )
+    flags = "--env alfworld --warm-start bc --bc-steps 3 --bc-lr 5e-2 --kl-coef 0.1 --eval-episodes 0 --max-steps 6"
+    cfg = config_for_tests(flags, output_dir=str(tmp_path / "run"))
     trainer = Trainer(cfg)
     try:
         before = {k: v.clone() for k, v in trainer.updater.ref_model.state_dict().items()}
@@ -251,15 +243,8 @@ def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained
     from trainers.loop.updater import Updater
 
     policy = _TablePolicy()
-    cfg = config_for_tests(
-        lr=0.1,
-        ppo_epochs=1,
-        num_minibatches=1,
-        skip_zero_advantage=True,
-        loss_agg="token-mean",
-        clip_eps=10.0,
-        batch_decisions="off",
-    )
+    flags = "--lr 0.1 --ppo-epochs 1 --num-minibatches 1 --skip-zero-advantage --loss-agg token-mean --clip-eps 10"
+    cfg = config_for_tests(f"{flags} --batch-decisions off")
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
     outputs = []
     with torch.no_grad():

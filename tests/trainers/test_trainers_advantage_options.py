@@ -176,19 +176,14 @@ def test_gigpo_step_term_is_the_anchor_term_with_the_configs_options(cfg):
     np.testing.assert_allclose(out.steps - out.episode[batch["step_traj"]], want, atol=1e-12)
 
 
+#: HGPO's own options, each off its default
+HGPO_OPTIONS = dict(hgpo_depth=3, hgpo_alpha=2.5, hgpo_fusion="power")
+
+
 @pytest.mark.parametrize(
     "cfg",
     [
-        AdvantageConfig(
-            estimator="hgpo",
-            gamma=0.5,
-            omega=0.3,
-            eps=0.2,
-            hgpo_depth=3,
-            hgpo_alpha=2.5,
-            hgpo_fusion="power",
-            potential_credit=True,
-        ),
+        AdvantageConfig(estimator="hgpo", gamma=0.5, omega=0.3, eps=0.2, potential_credit=True, **HGPO_OPTIONS),
         AdvantageConfig(estimator="hgpo", norm="mean", hgpo_fusion="inverse-variance"),
         AdvantageConfig(estimator="progpo-hgpo", gamma=0.7, potential_credit=True, hgpo_depth=1),
     ],
@@ -206,18 +201,8 @@ def test_hgpo_step_term_is_the_history_term_with_the_configs_options(cfg):
         rew = np.where(failed_step, batch["first_visit"].astype(float), rew)
         ret = discounted_returns(rew, traj, t, cfg.gamma)
     clusters = history_clusters(step_group, traj, t, s, cfg.hgpo_depth)
-    want = hgpo_history_advantages(
-        ret,
-        step_group,
-        traj,
-        t,
-        s,
-        depth=cfg.hgpo_depth,
-        alpha=cfg.hgpo_alpha,
-        fusion=cfg.hgpo_fusion,
-        eps=cfg.eps,
-        norm=cfg.norm,
-    )
+    options = dict(depth=cfg.hgpo_depth, alpha=cfg.hgpo_alpha, fusion=cfg.hgpo_fusion, eps=cfg.eps, norm=cfg.norm)
+    want = hgpo_history_advantages(ret, step_group, traj, t, s, **options)
     if cfg.potential_credit:
         want = want + potential_credit(ret, rew, traj, t, clusters, gamma=cfg.gamma, eps=cfg.eps)
     np.testing.assert_allclose(out.steps - out.episode[traj], cfg.omega * want, atol=1e-12)

@@ -17,23 +17,9 @@ pytest.importorskip("transformers", reason="training extra [train] not installed
 
 
 def _tiny_cfg(out: Path, iterations: int, **kw):
-    base = dict(
-        output_dir=str(out),
-        iterations=iterations,
-        num_groups=2,
-        group_size=2,
-        max_steps=3,
-        torch_threads=1,
-        policy_mode="generate",
-        answer_format="action",
-        max_new_tokens=10,
-        lr=1e-3,
-        eval_episodes=1,
-        eval_every=2,
-        estimator="progpo-grpo",
-    )
-    base.update(kw)
-    return config_for_tests(**base)
+    flags = "--max-steps 3 --torch-threads 1 --policy-mode generate --answer-format action --max-new-tokens 10"
+    base = dict(output_dir=str(out), iterations=iterations, eval_episodes=1, eval_every=2, estimator="progpo-grpo")
+    return config_for_tests(flags, **{**base, **kw})
 
 
 def _comparable(path: Path) -> list[dict]:

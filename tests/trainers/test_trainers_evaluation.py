@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from tiny_config import QUIET, config_from_flags
 
 from trainers.envs import make_env_fn
 from trainers.rollouts.eval_episodes import EvalPlan, random_baseline, run_eval
@@ -337,25 +338,10 @@ def test_run_eval_in_processes_raises_what_broke_a_stream(how, error, match):
 def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp_path, alfworld_engine_available):
     """A real ALFWorld evaluation by the tiny model in score mode (tree passes): two streams in
     forked processes (the trainer's choice on the CPU) give the records of two streams in threads."""
-    import dataclasses
-
-    from trainers.config import TrainConfig
     from trainers.loop.trainer import Trainer
 
-    cfg = dataclasses.replace(
-        TrainConfig(),
-        output_dir=str(tmp_path),
-        num_groups=2,
-        group_size=2,
-        max_steps=5,
-        eval_episodes=12,
-        progress_bars=False,
-        tensorboard=False,
-        model="tiny",
-        batch_decisions="tree",
-        torch_threads=2,
-        eval_streams=2,
-    )
+    flags = "--model tiny --num-groups 2 --group-size 2 --max-steps 5 --eval-episodes 12 --batch-decisions tree"
+    cfg = config_from_flags(f"{flags} {QUIET} --torch-threads 2 --eval-streams 2", output_dir=str(tmp_path))
     trainer = Trainer(cfg)
     assert trainer.evaluator.in_processes()
     in_processes = trainer.evaluate(0)
@@ -370,25 +356,10 @@ def test_trainer_streams_in_processes_keep_the_records_of_streams_in_threads(tmp
 @pytest.mark.slow
 def test_trainer_logs_start_and_end_evals_with_bc(tmp_path, alfworld_engine_available):
     """The default pipeline, shrunk: bc warm start -> iteration-0 evals -> RL -> final evals."""
-    import dataclasses
-
-    from trainers.config import TrainConfig
     from trainers.loop.trainer import Trainer
 
-    cfg = dataclasses.replace(
-        TrainConfig(),
-        output_dir=str(tmp_path),
-        iterations=1,
-        num_groups=2,
-        group_size=2,
-        max_steps=6,
-        bc_steps=5,
-        eval_episodes=6,
-        eval_extra_episodes=3,
-        progress_bars=False,
-        tensorboard=False,
-        model="tiny",
-    )
+    flags = "--model tiny --iterations 1 --num-groups 2 --group-size 2 --max-steps 6 --bc-steps 5 --eval-episodes 6"
+    cfg = config_from_flags(f"{flags} --eval-extra-episodes 3 {QUIET}", output_dir=str(tmp_path))
     report = Trainer(cfg).train()
     recs = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     kinds = [(r["iteration"], r["kind"]) for r in recs]

@@ -232,17 +232,8 @@ def test_missing_config_and_binary_config(tmp_path, capsys):
 
 # ----------------------------------------------------------------------------- training + resume
 def _train(tmp: Path, iterations: int, resume: str | None = None, **kw) -> Trainer:
-    cfg = config_for_tests(
-        output_dir=str(tmp),
-        iterations=iterations,
-        num_groups=2,
-        group_size=3,
-        max_steps=5,
-        lr=0.05,
-        estimator="progpo-gigpo",
-        eval_every=2,
-        **kw,
-    )
+    flags = "--group-size 3 --max-steps 5 --lr 0.05 --estimator progpo-gigpo --eval-every 2"
+    cfg = config_for_tests(flags, output_dir=str(tmp), iterations=iterations, **kw)
     tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0, invalid_every=5))
     tr.train(resume=resume)
     return tr

@@ -219,19 +219,10 @@ def test_scorers():
 
 @pytest.mark.parametrize("estimator", ESTIMATORS)
 def test_tree_rollout_trains_with_every_estimator(tmp_path, estimator):
-    cfg = config_for_tests(
-        output_dir=str(tmp_path),
-        iterations=2,
-        num_groups=2,
-        group_size=4,
-        max_steps=6,
-        lr=0.05,
-        estimator=estimator,
-        rollout="tree",
-        tree_branches=2,
-        tree_interval=2,
-        eval_episodes=0,
+    flags = (
+        "--group-size 4 --max-steps 6 --lr 0.05 --rollout tree --tree-branches 2 --tree-interval 2 --eval-episodes 0"
     )
+    cfg = config_for_tests(flags, output_dir=str(tmp_path), estimator=estimator)
     tr = Trainer(cfg, policy=FakeScoringPolicy(seed=0))
     tr.train()
     train = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]

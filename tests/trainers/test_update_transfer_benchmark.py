@@ -2,13 +2,7 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("transformers", reason="training extra [train] not installed")
 
@@ -19,20 +13,11 @@ def _row(table: str, spec: str) -> list[float]:
 
 
 @pytest.mark.slow
-def test_update_transfer_quick_run(tmp_path, alfworld_engine_available):
+def test_update_transfer_quick_run(tmp_path, alfworld_engine_available, run_script):
     out = tmp_path / "ut"
-    run = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "update_transfer.py"),
-            *"--configs sgd:0,adam:1e-2 --batches 1 --measure-groups 2 --out".split(),
-            str(out),
-            *"--bc-steps 5 --bc-episodes 4 --num-groups 2 --group-size 4 --max-steps 8".split(),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=ROOT,
+    flags = "--configs sgd:0,adam:1e-2 --batches 1 --measure-groups 2 --bc-steps 5 --bc-episodes 4 --num-groups 2"
+    run = run_script(
+        "benchmarks/update_transfer.py", *flags.split(), *"--group-size 4 --max-steps 8 --out".split(), out, timeout=600
     )
     assert run.returncode == 0, run.stderr[-2000:]
     table = (out / "table.md").read_text()
