@@ -134,16 +134,9 @@ def warm_start(cfg: Any, policy: Any, env_fn: Callable[[], Any]) -> dict[str, An
     demos, wins = collect_demos(env_fn, n_episodes=cfg.bc_episodes or None, seed=cfg.seed, agent=agent)
     bar = progress_bar(cfg.bc_steps, "warm start (bc)", cfg.progress_bars)
     try:
+        schedule = dict(steps=cfg.bc_steps, batch_size=cfg.bc_batch_size, lr=cfg.bc_lr, lr_schedule=cfg.bc_lr_schedule)
         stats = behaviour_clone(
-            policy,
-            demos,
-            steps=cfg.bc_steps,
-            batch_size=cfg.bc_batch_size,
-            lr=cfg.bc_lr,
-            seed=cfg.seed,
-            on_step=bar.update,
-            lr_schedule=cfg.bc_lr_schedule,
-            micro_batch=cfg.resolved_bc_micro_batch,
+            policy, demos, seed=cfg.seed, on_step=bar.update, micro_batch=cfg.resolved_bc_micro_batch, **schedule
         )
     finally:
         bar.close()

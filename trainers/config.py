@@ -937,18 +937,9 @@ class TrainConfig:
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.rollouts.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
-        return TreeConfig(
-            branches=self.tree_branches,
-            interval=self.tree_interval,
-            children=self.tree_children,
-            top_k=self.tree_top_k,
-            prune_margin=self.tree_prune_margin,
-            repeat_limit=self.tree_repeat_limit,
-            budget=self.tree_budget,
-            scorer=self.tree_scorer,
-            loop_penalty=self.tree_loop_penalty,
-            seed=seed,
-        )  # type: ignore[arg-type]  # as above
+        # each TreeConfig field is this config's tree_<field>
+        options = {f.name: getattr(self, f"tree_{f.name}") for f in fields(TreeConfig) if f.name != "seed"}
+        return TreeConfig(**options, seed=seed)
 
     def policy_options(self) -> PolicyOptions:
         """The policy's options (:class:`agents.policy_base.PolicyOptions`) from this config."""

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal, Mapping
 
 from trainers.advantages.hgpo import Fusion
+from trainers.advantages.progpo import ProgressTerm
 from trainers.advantages.registry import Estimator, base_names, estimator, exclusive_conflict, option_fields
 from trainers.advantages.segments import Norm, check_norm
 from wrappers.signals import TAU_P, TAU_R
@@ -122,6 +123,11 @@ class AdvantageConfig:
     @property
     def base(self) -> str:
         return self.estimator.removeprefix("progpo-")
+
+    @property
+    def progress_term(self) -> ProgressTerm:
+        """The settings of ProGPO's progress term (:class:`~trainers.advantages.progpo.ProgressTerm`)."""
+        return ProgressTerm(self.lam, self.norm, self.tau_r, self.tau_p, self.eps, self.gate)
 
     @property
     def progpo(self) -> bool:

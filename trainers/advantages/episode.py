@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from trainers.advantages.grpo import rows
-from trainers.advantages.progpo import with_progress
+from trainers.advantages.progpo import ProgressTerm, with_progress
 from trainers.advantages.registry import estimator as registered
 from trainers.advantages.segments import Norm, as_float, check_norm, dense_ids
 from wrappers.signals import TAU_P, TAU_R
@@ -31,27 +31,21 @@ def episode_flat(
     n: int,
     base: str,
     p: np.ndarray | None,
+    term: ProgressTerm,
     *,
-    lam: float,
-    norm: str,
-    tau_r: float,
-    tau_p: float,
-    eps: float,
-    gate: str = "all_failed",
     failed: np.ndarray | None = None,
     turns: np.ndarray | None = None,
     options: Any = None,
 ) -> np.ndarray:
     """A^E_i of every trajectory (flat arrays, dense group ids ``gid`` of ``n`` groups): the base's
-    episode term, and with progress ``p`` ProGPO's term (:func:`~trainers.advantages.progpo.with_progress`)."""
+    episode term (normalised by ``term.norm``, ``term.eps``), and with progress ``p`` ProGPO's
+    term (:func:`~trainers.advantages.progpo.with_progress`)."""
     spec = registered(base)
     opts = spec.make_options() if options is None else options
-    adv = spec.run_episode(r, gid, n, eps=eps, norm=norm, turns=turns, options=opts)
+    adv = spec.run_episode(r, gid, n, eps=term.eps, norm=term.norm, turns=turns, options=opts)
     if p is None:  # plain base estimator
         return adv
-    return with_progress(
-        adv, r, gid, n, p, lam=lam, norm=norm, tau_r=tau_r, tau_p=tau_p, eps=eps, gate=gate, failed=failed
-    )
+    return with_progress(adv, r, gid, n, p, term, failed)
 
 
 def episode_advantages(
@@ -96,20 +90,8 @@ def episode_advantages(
     t = None if turns is None else as_float(turns, "turns").reshape(-1)
     if t is not None and t.shape != r.shape:
         raise ValueError(f"turns has {t.size} entries, outcomes {r.size}")
-    return episode_flat(
-        r,
-        gid,
-        n,
-        spec.name,
-        p,
-        lam=lam,
-        norm=norm,
-        tau_r=tau_r,
-        tau_p=tau_p,
-        eps=eps,
-        turns=t,
-        options=spec.make_options(options),
-    )
+    term = ProgressTerm(lam, norm, tau_r, tau_p, eps)
+    return episode_flat(r, gid, n, spec.name, p, term, turns=t, options=spec.make_options(options))
 
 
 def _check_base(base: str) -> None:
@@ -121,6 +103,7 @@ def progpo_episode_advantages(
     outcomes: np.ndarray,
     coverage_rate: np.ndarray,
     base: str = "grpo",
+    *,
     lam: float = 1.0,
     tau_r: float = TAU_R,
     tau_p: float = TAU_P,
@@ -165,5 +148,5 @@ def progpo_episode_advantages_batched(
         raise ValueError(f"expected two (B, G) arrays of one shape, got {r.shape} and {p.shape}")
     _check_base(base)
     flat, gid, n = rows(r)
-    adv = episode_flat(flat, gid, n, base, p.reshape(-1), lam=lam, norm="mean_std", tau_r=tau_r, tau_p=tau_p, eps=eps)
+    adv = episode_flat(flat, gid, n, base, p.reshape(-1), ProgressTerm(lam, "mean_std", tau_r, tau_p, eps))
     return adv.reshape(r.shape)

@@ -12,15 +12,17 @@ array([-0.6124,  0.    ,  0.6124])
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from trainers.advantages.grpo import rows
 from trainers.advantages.segments import Norm, as_float, check_norm, safe_divide, segment_stats
-from wrappers.signals import TAU_P, all_failed_groups, coverage_rate
+from wrappers.signals import TAU_P, TAU_R, all_failed_groups, coverage_rate
 
 __all__ = [
+    "ProgressTerm",
     "all_failed_flat",
     "group_scope_first_visit",
     "progress_advantages",
@@ -44,28 +46,41 @@ def all_failed_flat(r: np.ndarray, gid: np.ndarray, n: int, tau_r: float) -> np.
     return all_failed_groups(r, gid, n, tau_r)  # max_i R_i < tau_R
 
 
+@dataclass(frozen=True)
+class ProgressTerm:
+    """The settings of ProGPO's progress term (each as in :class:`~trainers.advantages.AdvantageConfig`).
+
+    Attributes:
+        lam: its weight lambda.
+        norm: ``mean_std`` (divided by ``std P + eps``) or ``mean`` (centred only); the base's
+            episode term is normalised alike.
+        tau_r: outcome from which a trajectory counts as a success.
+        tau_p: the spread of ``P`` under which the term is 0.
+        eps: added to the standard deviations.
+        gate: ``all_failed`` (ProGPO: it replaces the base's term in all-failed groups) or
+            ``always`` (the control: added in every group).
+    """
+
+    lam: float = 1.0
+    norm: str = "mean_std"
+    tau_r: float = TAU_R
+    tau_p: float = TAU_P
+    eps: float = 1e-6
+    gate: str = "all_failed"
+
+
 def with_progress(
-    adv: np.ndarray,
-    r: np.ndarray,
-    gid: np.ndarray,
-    n: int,
-    p: np.ndarray,
-    *,
-    lam: float,
-    norm: str,
-    tau_r: float,
-    tau_p: float,
-    eps: float,
-    gate: str = "all_failed",
-    failed: np.ndarray | None = None,
+    adv: np.ndarray, r: np.ndarray, gid: np.ndarray, n: int, p: np.ndarray, term: ProgressTerm, failed: Any = None
 ) -> np.ndarray:
     """The base estimator's episode term ``adv`` with ProGPO's progress term: in its place in
-    all-failed groups, or (``gate: always``) added in every group."""
-    prog = progress_flat(p, gid, n, lam, tau_p, eps, norm)  # lambda * (P_i - mean P) / (std P + eps), gated
-    if gate == "always":  # control: progress added in every group
+    all-failed groups, or (``gate: always``) added in every group. ``failed``: each group's
+    all-failed flag, when already known."""
+    # lambda * (P_i - mean P) / (std P + eps), gated
+    prog = progress_flat(p, gid, n, term.lam, term.tau_p, term.eps, term.norm)
+    if term.gate == "always":  # control: progress added in every group
         return adv + prog
     if failed is None:
-        failed = all_failed_flat(r, gid, n, tau_r)
+        failed = all_failed_flat(r, gid, n, term.tau_r)
     return np.where(failed[gid], prog, adv)  # ProGPO: progress replaces the base in all-failed groups
 
 

@@ -121,20 +121,7 @@ def step_advantages(
             shuffle_within_groups(coverage, gid, failed[gid], cfg.shuffle_seed) if cfg.shuffle_coverage else coverage
         )
     ep = episode_flat(
-        r,
-        gid,
-        n_groups,
-        cfg.base,
-        p_used,
-        lam=cfg.lam,
-        norm=cfg.norm,
-        tau_r=cfg.tau_r,
-        tau_p=cfg.tau_p,
-        eps=cfg.eps,
-        gate=cfg.gate,
-        failed=failed,
-        turns=length,
-        options=options,
+        r, gid, n_groups, cfg.base, p_used, cfg.progress_term, failed=failed, turns=length, options=options
     )
     adv = ep[traj]  # every step t of trajectory i starts from A^E_i
     acted: dict[str, float] = {}

@@ -197,17 +197,11 @@ def _episode_rows(index: np.ndarray, ntb: Mapping[str, Any], cfg: AdvantageConfi
     traj, n_traj = _trajectories(len(index), ntb)
     cover = _per_trajectory(ntb["progpo_coverage_rate"], traj, n_traj) if cfg.progpo else None
     turns = _per_trajectory(ntb["progpo_turns"], traj, n_traj) if "turns" in cfg.spec.needs else None
+    outcomes = _per_trajectory(ntb["progpo_outcome"], traj, n_traj)
+    groups = factorize(list(_per_trajectory(index, traj, n_traj, object)))
+    progress: dict[str, Any] = dict(lam=cfg.lam, tau_r=cfg.tau_r, tau_p=cfg.tau_p, eps=cfg.eps)
     adv = episode_advantages(
-        _per_trajectory(ntb["progpo_outcome"], traj, n_traj),
-        factorize(list(_per_trajectory(index, traj, n_traj, object))),
-        cover,
-        estimator=cfg.estimator,
-        lam=cfg.lam,
-        tau_r=cfg.tau_r,
-        tau_p=cfg.tau_p,
-        eps=cfg.eps,
-        turns=turns,
-        **dict(cfg.options),
+        outcomes, groups, cover, estimator=cfg.estimator, turns=turns, **progress, **dict(cfg.options)
     )
     return adv[traj]
 

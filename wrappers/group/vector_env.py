@@ -284,15 +284,10 @@ class GroupVectorEnv(VectorEnv):
         self.group_size = _check_int("group_size", group_size, 1)
         if backend not in ("sync", "async", "ray"):
             raise ValueError(f"backend must be 'sync', 'async' or 'ray', got {backend!r}")
-        _check_backend_options(
-            backend,
-            context=context,
-            reset_timeout=reset_timeout,
-            num_cpus=num_cpus,
-            resources=resources,
-            members_per_actor=members_per_actor,
-            ray_init=ray_init,
-        )
+        # the options of one backend or another, checked against ``backend`` and handed to its pool
+        pool_options: dict[str, Any] = dict(context=context, reset_timeout=reset_timeout, num_cpus=num_cpus)
+        pool_options.update(resources=resources, members_per_actor=members_per_actor, ray_init=ray_init)
+        _check_backend_options(backend, **pool_options)
         if not isinstance(tau_r, numbers.Real) or not math.isfinite(tau_r):
             raise ValueError(f"tau_r must be a finite number, got {tau_r!r}")
         if seed is not None:
@@ -309,15 +304,7 @@ class GroupVectorEnv(VectorEnv):
         explicit_timeout = None if auto_timeout else check_timeout("step_timeout", step_timeout)
         env_fns = _resolve_env_fns(env_fns_or_id, self.num_envs, env_kwargs)
         self.pool: SyncMemberPool | AsyncMemberPool | RayMemberPool = _make_pool(
-            backend,
-            env_fns,
-            explicit_timeout,
-            context=context,
-            reset_timeout=reset_timeout,
-            num_cpus=num_cpus,
-            resources=resources,
-            members_per_actor=members_per_actor,
-            ray_init=ray_init,
+            backend, env_fns, explicit_timeout, **pool_options
         )
         if auto_timeout:
             declared = self.pool.metadata.get("step_timeout")
