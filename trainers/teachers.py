@@ -40,7 +40,7 @@ import dataclasses
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Protocol, Sequence
+from typing import Any, Optional, Protocol, Sequence
 
 import numpy as np
 import torch
@@ -359,6 +359,10 @@ def _with_context(step: Any, prefix: list[int]) -> Any:
     return dataclasses.replace(step, prompt_ids=list(prefix) + list(step.prompt_ids))
 
 
+#: each step's context text (privileged or a skill), or ``None`` for none
+StepTexts = Sequence[Optional[str]]
+
+
 class Teacher:
     """What the two built-in teachers share: the policy they distill into, the samples of what
     they read, and the encoding of a context text. A teacher is the update's
@@ -405,12 +409,7 @@ class Teacher:
         return out, {**stats, **inputs.metrics}
 
     def targets(
-        self,
-        steps: Sequence[Any],
-        chosen: Sequence[int],
-        texts: Sequence[str | None],
-        routed: Sequence[bool],
-        iteration: int,
+        self, steps: Sequence[Any], chosen: Sequence[int], texts: StepTexts, routed: Sequence[bool], iteration: int
     ) -> tuple[Any, dict[str, float]]:
         raise NotImplementedError
 
@@ -481,12 +480,7 @@ class PrivilegedTeacher(Teacher):
         return list(inputs.routed)
 
     def targets(
-        self,
-        steps: Sequence[Any],
-        chosen: Sequence[int],
-        texts: Sequence[str | None],
-        routed: Sequence[bool],
-        iteration: int,
+        self, steps: Sequence[Any], chosen: Sequence[int], texts: StepTexts, routed: Sequence[bool], iteration: int
     ) -> tuple[PrivilegedTargets, dict[str, float]]:
         """Targets of the ``chosen`` steps (indices into ``steps``); ``texts[i]``: step i's
         privileged text; ``routed[i]``: step i's group failed completely."""
@@ -547,12 +541,7 @@ class HindsightTeacher(Teacher):
         return [True] * n_steps
 
     def targets(
-        self,
-        steps: Sequence[Any],
-        chosen: Sequence[int],
-        texts: Sequence[str | None],
-        routed: Sequence[bool],
-        iteration: int,
+        self, steps: Sequence[Any], chosen: Sequence[int], texts: StepTexts, routed: Sequence[bool], iteration: int
     ) -> tuple[HindsightTargets, dict[str, float]]:
         """Targets of the ``chosen`` steps; ``texts[i]``: the skill of step i's trajectory."""
         n = len(chosen)

@@ -74,14 +74,8 @@ def test_a_failing_patch_leaves_verl_importable() -> None:
         "from verl.trainer.ppo import ray_trainer\n"
         "print(callable(ray_trainer.compute_advantage), getattr(ray_trainer.compute_advantage, '_progpo', False))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd="/",
-        env={**os.environ, "PYTHONWARNINGS": "default"},
-    )
+    env = {**os.environ, "PYTHONWARNINGS": "default"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd="/", env=env)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "True False"
     assert "could not patch verl.trainer.ppo.ray_trainer (RuntimeError: boom)" in out.stderr
@@ -123,30 +117,30 @@ def test_legacy_compute_advantage_is_progpo_with_columns_and_raises_without() ->
     assert torch.allclose(shaped[:, :1], torch.as_tensor(grpo, dtype=torch.float32)[:, None] * mask[:, :1])
 
 
+def _step_columns(outcome, traj_group, step_traj, step_t, anchors, first) -> dict:
+    """verl-agent's non-tensor columns of step rows (one row per step, ``uid`` the group)."""
+    uid = np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object)
+    traj_uid = np.array([f"t{k}" for k in step_traj], dtype=object)
+    columns = {"uid": uid, "traj_uid": traj_uid, "anchor_obs": anchors, "progpo_first_visit": first}
+    return {**columns, "progpo_step": step_t, "progpo_outcome": outcome[step_traj]}
+
+
+def _step_want(outcome, traj_group, step_traj, step_t, anchors, first, estimator: str) -> np.ndarray:
+    """The package's own step advantages of those rows."""
+    config = AdvantageConfig(estimator=estimator)
+    states = factorize(list(anchors))
+    return step_advantages(outcome, traj_group, step_traj, step_t, states, first_visit=first, config=config).steps
+
+
 def test_legacy_progpo_gigpo_on_step_rows_equals_step_advantages() -> None:
     _, step_traj, step_t, anchors, first = step_rows(np.random.default_rng(3))
     outcome = np.zeros(8)
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
     mask = torch.ones(rows, 3, dtype=torch.long)
-    ntb = {
-        "uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
-        "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object),
-        "anchor_obs": anchors,
-        "progpo_first_visit": first,
-        "progpo_step": step_t,
-        "progpo_outcome": outcome[step_traj],
-    }
+    ntb = _step_columns(outcome, traj_group, step_traj, step_t, anchors, first)
     adv = _legacy("progpo_gigpo", ntb, mask, torch.zeros(rows, 3))
-    want = step_advantages(
-        outcome,
-        traj_group,
-        step_traj,
-        step_t,
-        state_ids=factorize(list(anchors)),
-        first_visit=first,
-        config=AdvantageConfig(estimator="progpo-gigpo"),
-    ).steps
+    want = _step_want(outcome, traj_group, step_traj, step_t, anchors, first, "progpo-gigpo")
     assert torch.equal(adv[:, 0], torch.as_tensor(want, dtype=torch.float32))
     ntb.pop("progpo_first_visit")
     with pytest.raises(MissingColumnsError, match="progpo_gigpo: non_tensor_batch lacks progpo_first_visit"):
@@ -170,25 +164,10 @@ def test_legacy_planpo_on_episode_rows_and_hgpo_on_step_rows() -> None:
     outcome = np.array([1.0, 0, 0, 0, 0, 0, 0, 0])
     traj_group = np.repeat(np.arange(2), 4)
     rows = step_traj.size
-    ntb = {
-        "uid": np.array([f"g{k}" for k in traj_group[step_traj]], dtype=object),
-        "traj_uid": np.array([f"t{k}" for k in step_traj], dtype=object),
-        "anchor_obs": anchors,
-        "progpo_first_visit": first,
-        "progpo_step": step_t,
-        "progpo_outcome": outcome[step_traj],
-    }
+    ntb = _step_columns(outcome, traj_group, step_traj, step_t, anchors, first)
     for name in ("hgpo", "progpo_hgpo"):
         adv = _legacy(name, ntb, torch.ones(rows, 3, dtype=torch.long), torch.zeros(rows, 3))
-        want = step_advantages(
-            outcome,
-            traj_group,
-            step_traj,
-            step_t,
-            state_ids=factorize(list(anchors)),
-            first_visit=first,
-            config=AdvantageConfig(estimator=name.replace("_", "-")),
-        ).steps
+        want = _step_want(outcome, traj_group, step_traj, step_t, anchors, first, name.replace("_", "-"))
         np.testing.assert_allclose(adv[:, 0].numpy(), want, atol=1e-6)
 
 

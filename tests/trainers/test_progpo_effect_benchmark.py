@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -261,18 +262,8 @@ def test_completeness_counts_only_the_planned_runs():
 
 @pytest.mark.slow
 def test_the_lab_reports_validity_both_baselines_and_where_each_remedy_acted(tmp_path, capsys):
-    config = tmp_path / "toy.yaml"
-    config.write_text(TOY)
     out = tmp_path / "lab"
-    common = [
-        *"--lab alfworld --config".split(),
-        str(config),
-        "--out",
-        str(out),
-        "--work",
-        str(tmp_path / "work"),
-        *"--iterations 2 --workers 2".split(),
-    ]
+    common = [*_lab_argv(tmp_path), *"--iterations 2 --workers 2".split()]
     assert cli.main([*common, "--methods", "grpo", "planpo", "gigpo+hindsight", "--seeds", "0"]) == 0
     data = json.loads((out / "credit_lab.json").read_text())
     assert data["validity"] is None  # no gigpo run: the verdict is not measured, not guessed
@@ -343,42 +334,34 @@ def test_progpo_on_off_pairs_each_base_and_pools_per_seed():
 
 
 # ------------------------------------------------------------------ runs read back as what they ran
-def _fake_run(
-    runs: Path,
-    method: str,
-    seed: int,
-    config: dict | None = None,
-    records: list[dict] | None = None,
-    success: float = 0.25,
-) -> Path:
-    """A finished run folder of the toy setting as the lab keeps it, ``config`` over the method's axes."""
+def _fake_run(runs: Path, method: str, seed: int, config: dict | None = None, **kept: Any) -> Path:
+    """A finished run folder of the toy setting as the lab keeps it, ``config`` over the method's
+    axes; ``kept``: :func:`lab_records.write_kept_run`'s ``records`` or ``success``."""
     import yaml
 
-    return write_kept_run(
-        runs / methods.run_name(method, seed, "canonical"),
-        method,
-        seed,
-        {**yaml.safe_load(TOY), **(config or {})},
-        records,
-        success,
-    )
+    folder = runs / methods.run_name(method, seed, "canonical")
+    return write_kept_run(folder, method, seed, {**yaml.safe_load(TOY), **(config or {})}, **kept)
+
+
+def _lab_argv(tmp_path: Path, config: str = TOY, name: str = "toy.yaml") -> list[str]:
+    """The lab's command line on the config text ``config`` (written to ``tmp_path/name``), its
+    results in ``tmp_path/lab`` and its run dirs in ``tmp_path/work``."""
+    path = tmp_path / name
+    path.write_text(config)
+    return [
+        "--lab",
+        "alfworld",
+        "--config",
+        str(path),
+        "--out",
+        str(tmp_path / "lab"),
+        "--work",
+        str(tmp_path / "work"),
+    ]
 
 
 def _report(tmp_path: Path, *methods: str) -> int:
-    config = tmp_path / "toy.yaml"
-    config.write_text(TOY)
-    return cli.main(
-        [
-            *"--lab alfworld --config".split(),
-            str(config),
-            "--out",
-            str(tmp_path / "lab"),
-            "--work",
-            str(tmp_path / "work"),
-            *"--report --seeds 0 --methods".split(),
-            *methods,
-        ]
-    )
+    return cli.main([*_lab_argv(tmp_path), *"--report --seeds 0 --methods".split(), *methods])
 
 
 def test_every_method_sets_every_axis_on_the_command_line():
@@ -392,22 +375,7 @@ def test_every_method_sets_every_axis_on_the_command_line():
 
 @pytest.mark.parametrize("line", ["distill: privileged", "rollout: tree", "estimator: grpo", "shuffle_coverage: true"])
 def test_a_lab_config_that_sets_a_methods_axis_is_refused_before_any_run(tmp_path, capsys, line):
-    config = tmp_path / "my.yaml"
-    config.write_text(TOY + line + "\n")
-    assert (
-        cli.main(
-            [
-                *"--lab alfworld --config".split(),
-                str(config),
-                "--out",
-                str(tmp_path / "lab"),
-                "--work",
-                str(tmp_path / "work"),
-                *"--seeds 0 --methods gigpo".split(),
-            ]
-        )
-        == 2
-    )
+    assert cli.main([*_lab_argv(tmp_path, TOY + line + "\n", "my.yaml"), *"--seeds 0 --methods gigpo".split()]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error:") and line.split(":")[0] in err and "\n" not in err
     assert not (tmp_path / "work").exists()  # nothing ran
@@ -477,17 +445,7 @@ def test_a_block_still_running_says_how_much_is_in_and_which_seeds_are_whole(tmp
     runs = tmp_path / "lab" / "runs"
     for method, seed in (("grpo", 0), ("gigpo", 0), ("gigpo", 1)):  # grpo seed 1 still running
         _fake_run(runs, method, seed)
-    config = tmp_path / "toy.yaml"
-    config.write_text(TOY)
-    argv = [
-        *"--lab alfworld --config".split(),
-        str(config),
-        "--out",
-        str(tmp_path / "lab"),
-        "--work",
-        str(tmp_path / "work"),
-        *"--report --methods grpo gigpo".split(),
-    ]
+    argv = [*_lab_argv(tmp_path), *"--report --methods grpo gigpo".split()]
     assert cli.main([*argv, "--seeds", "0", "1"]) == 0
     table = (tmp_path / "lab" / "table.md").read_text()
     assert "**Partial block: 3 of 4 runs finished; seeds with every method in: [0]." in table
@@ -540,21 +498,7 @@ def test_runs_of_other_code_are_refused_unless_mixed_is_allowed(tmp_path, capsys
     assert _report(tmp_path, "grpo", "gigpo") == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: the runs ran on different code") and "aaaaaaaaaaaa" in err and "--allow-mixed" in err
-    config = tmp_path / "toy.yaml"
-    assert (
-        cli.main(
-            [
-                *"--lab alfworld --config".split(),
-                str(config),
-                "--out",
-                str(tmp_path / "lab"),
-                "--work",
-                str(tmp_path / "work"),
-                *"--report --seeds 0 --methods grpo gigpo --allow-mixed".split(),
-            ]
-        )
-        == 0
-    )
+    assert cli.main([*_lab_argv(tmp_path), *"--report --seeds 0 --methods grpo gigpo --allow-mixed".split()]) == 0
     assert "**Mixed provenance (--allow-mixed)" in (tmp_path / "lab" / "table.md").read_text()
 
 
@@ -761,19 +705,8 @@ def test_verify_at_puts_a_recorded_block_on_one_commit_run_by_run(tmp_path, caps
 
     from trainers.lab import verify
 
-    config = tmp_path / "toy.yaml"
-    config.write_text(TOY)
     out = tmp_path / "lab"
-    common = [
-        *"--lab alfworld --config".split(),
-        str(config),
-        "--out",
-        str(out),
-        "--work",
-        str(tmp_path / "work"),
-        "--workers",
-        "2",
-    ]
+    common = [*_lab_argv(tmp_path), "--workers", "2"]
     assert cli.main([*common, "--iterations", "2", "--methods", "grpo", "progpo-grpo", "--seeds", "0"]) == 0
     kept = out / "runs" / "grpo_canonical_seed0" / "metrics.jsonl"
     rows = [json.loads(line) for line in kept.read_text().splitlines()]

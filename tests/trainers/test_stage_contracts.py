@@ -26,12 +26,13 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from fake_rollouts import TablePolicy, step_record
 from tiny_config import config_for_tests
 
 from agents.contract import StepOutput
 from trainers import distributed, seeds
 from trainers.loop.sections import eval_section, rollout_section, run_section, update_section
-from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+from trainers.rollouts.rollout import Rollout, Trajectory
 from trainers.runs.checkpoint import CheckpointError, checkpoint_files, load_checkpoint, save_checkpoint
 from trainers.runs.metrics import read_metrics
 from trainers.runs.provenance import read_provenance
@@ -476,28 +477,18 @@ def test_a_config_yaml_that_cannot_be_read_is_not_the_checkpoints(tmp_path):
 
 
 # ----------------------------------------------------------------------------- updater
-class _Recorded:
-    """A three-command table policy (see test_stages) that records its forward passes' sizes,
-    with a sampler whose log-probs are off by a known amount per step."""
+class _Recorded(TablePolicy):
+    """The three-command table policy that records its forward passes' sizes, with a sampler
+    whose log-probs are off by a known amount per step."""
 
     def __init__(self, offsets=(0.0, 0.0, 0.0)) -> None:
-        torch.manual_seed(0)
-        self.model = torch.nn.Embedding(4, 3)
+        super().__init__()
         self.backend = SimpleNamespace(model=object())  # a sampler of its own: old log-probs are recomputed
         self.offsets, self.calls = offsets, []
 
     def compute_logprobs_and_entropy(self, outputs, batch_size=None, with_entropy=True):
         self.calls.append((len(outputs), batch_size, with_entropy))
-        lps = [
-            torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs
-        ]
-        return lps, [torch.zeros(1) for _ in outputs]
-
-    def behaviour_logprobs(self, output):
-        return torch.tensor([output.old_action_logprob], dtype=torch.float32)
-
-    def sync(self) -> None:
-        pass
+        return super().compute_logprobs_and_entropy(outputs, batch_size, with_entropy)
 
 
 def _outputs(policy, offsets):
@@ -632,20 +623,7 @@ def _one_member_rollout(tasks, tag):
         Trajectory(group=g, member=0, task_id=f"{tag}{t}", task_type="pick", outcome=0.0, length=1, won=False)
         for g, t in enumerate(tasks)
     ]
-    steps = [
-        StepRecord(
-            traj=j,
-            t=0,
-            output=StepOutput(action="a"),
-            state="s",
-            next_state="s2",
-            first_visit=True,
-            reward=0.0,
-            valid=True,
-            action="a",
-        )
-        for j in range(len(trajs))
-    ]
+    steps = [step_record(j, 0) for j in range(len(trajs))]
     return Rollout(steps=steps, trajectories=trajs)
 
 

@@ -21,11 +21,12 @@ from trainers.loop.sections import credit_section, eval_section, rollout_section
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from fake_rollouts import TablePolicy, step_record
 from tiny_config import config_for_tests
 
 from agents.contract import StepOutput
 from trainers import distributed
-from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+from trainers.rollouts.rollout import Rollout, Trajectory
 
 
 def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[list[int]] | None = None) -> Rollout:
@@ -41,20 +42,9 @@ def _rollout(outcomes: list[list[float]], lengths: list[list[int]], fresh: list[
                     group=g, member=m, task_id=f"t{g}", task_type="pick", outcome=outcome, length=n, won=outcome >= 1.0
                 )
             )
-            steps += [
-                StepRecord(
-                    traj=j,
-                    t=t,
-                    output=StepOutput(action=f"a{t}"),
-                    state=f"g{g}m{m}s{t}",
-                    next_state=f"g{g}m{m}s{t + 1}",
-                    first_visit=t < new,
-                    reward=outcome if t == n - 1 else 0.0,
-                    valid=True,
-                    action=f"a{t}",
-                )
-                for t in range(n)
-            ]
+            states = [f"g{g}m{m}s{t}" for t in range(n + 1)]
+            rewards = [outcome if t == n - 1 else 0.0 for t in range(n)]
+            steps += [step_record(j, t, states[t], states[t + 1], t < new, rewards[t]) for t in range(n)]
     return Rollout(steps=steps, trajectories=trajs)
 
 
@@ -217,32 +207,10 @@ def test_history_clusters_never_collide_at_the_largest_state_id():
                 assert (c.ids[k, i] == c.ids[k, j]) == (hist[0] == hist[1])
 
 
-class _TablePolicy:
-    """A policy over three commands whose logits are a table row per prompt: what the updater
-    needs of a policy (log-probs with grad, the sampler's log-probs, sync), nothing more."""
-
-    def __init__(self) -> None:
-        torch.manual_seed(0)
-        self.model = torch.nn.Embedding(4, 3)
-        self.synced = 0
-
-    def compute_logprobs_and_entropy(self, outputs, batch_size=None, with_entropy=True):
-        lps = [
-            torch.log_softmax(self.model(torch.tensor(o.prompt_ids[0])), -1)[o.chosen_index].reshape(1) for o in outputs
-        ]
-        return lps, [torch.zeros(1) for _ in outputs]
-
-    def behaviour_logprobs(self, output):
-        return torch.tensor([output.old_action_logprob], dtype=torch.float32)
-
-    def sync(self) -> None:
-        self.synced += 1
-
-
 def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained_on():
     from trainers.loop.updater import Updater
 
-    policy = _TablePolicy()
+    policy = TablePolicy()
     flags = "--lr 0.1 --ppo-epochs 1 --num-minibatches 1 --skip-zero-advantage --loss-agg token-mean --clip-eps 10"
     cfg = config_for_tests(f"{flags} --batch-decisions off")
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))

@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from fake_rollouts import step_record
 
 from trainers.config import parse_args
 from trainers.distributed import shard_groups, shard_seed
@@ -64,7 +65,7 @@ def test_shard_helpers():
 
 
 def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards():
-    from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+    from trainers.rollouts.rollout import Rollout, Trajectory
 
     def shard(n_groups: int, seconds: float) -> Rollout:
         trajs = [
@@ -72,20 +73,7 @@ def test_merged_shards_number_groups_members_and_steps_past_the_previous_shards(
             for g in range(n_groups)
             for m in range(2)
         ]
-        steps = [
-            StepRecord(
-                traj=i,
-                t=0,
-                output=None,
-                state="s",
-                next_state="s2",
-                first_visit=True,
-                reward=0.0,
-                valid=True,
-                action="a",
-            )
-            for i in range(len(trajs))
-        ]
+        steps = [step_record(i, 0) for i in range(len(trajs))]
         return Rollout(steps=steps, trajectories=trajs, seconds=seconds, response_tokens=5)
 
     out = merge_rollouts([shard(2, 3.0), shard(1, 4.0)])

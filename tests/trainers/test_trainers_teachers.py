@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from fake_rollouts import step_record
 
 from trainers.loop.ppo import Comm, Learner, PPOConfig, UpdateBatch, ppo_update
 from trainers.loop.sections import credit_section
@@ -381,8 +382,7 @@ def test_generate_mode_teachers(tmp_path, mode, extra, alfworld_engine_available
 
 def _routing_rollout():
     """Two groups of two on the same task: group 0 failed completely, group 1 had a success."""
-    from agents.contract import StepOutput
-    from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+    from trainers.rollouts.rollout import Rollout, Trajectory
 
     trajs = [
         Trajectory(
@@ -399,17 +399,7 @@ def _routing_rollout():
         for m in (0, 1)
     ]
     steps = [
-        StepRecord(
-            traj=j,
-            t=t,
-            output=StepOutput(action=f"a{t}"),
-            state=f"s{j}{t}",
-            next_state=f"s{j}{t + 1}",
-            first_visit=True,
-            reward=trajs[j].outcome if t == 1 else 0.0,
-            valid=True,
-            action=f"a{t}",
-        )
+        step_record(j, t, f"s{j}{t}", f"s{j}{t + 1}", reward=trajs[j].outcome if t == 1 else 0.0)
         for j in range(4)
         for t in range(2)
     ]

@@ -199,14 +199,8 @@ def test_wrappers_import_without_ray():
         "try:\n    wrappers.GroupVectorEnv(TextRoomsEnv, 1, 1, backend='ray')\n"
         "except ImportError as e:\n    print('ImportError', e)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     assert "pip install 'progpo[ray]'" in out.stdout
 

@@ -166,16 +166,10 @@ class Trainer:
         """PPO-clip epochs over ``steps`` (:meth:`trainers.loop.updater.Updater.update`)."""
         return self.updater.update(steps, advantages, iteration, teach)
 
-    def evaluate(
-        self,
-        iteration: int,
-        split: str | None = None,
-        episodes: int | None = None,
-        kind: str = "eval",
-        policy: Any = None,
-    ) -> dict[str, Any]:
-        """The eval record of ``split`` (:meth:`trainers.loop.evaluator.Evaluator.evaluate`)."""
-        return self.evaluator.evaluate(iteration, split, episodes, kind, policy)
+    def evaluate(self, iteration: int, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The eval record of iteration ``iteration``: the arguments are those of
+        :meth:`trainers.loop.evaluator.Evaluator.evaluate` (split, episodes, kind, policy)."""
+        return self.evaluator.evaluate(iteration, *args, **kwargs)
 
     # ------------------------------------------------------------------ iteration 0
     def warm_start(self) -> dict[str, Any]:
