@@ -232,25 +232,26 @@ class ScorePolicy(LLMPolicy):
                 k = int(torch.argmax(log_pi))
             else:
                 k = int(torch.multinomial(log_pi.exp(), 1, generator=gen))
-            outs.append(
-                StepOutput(
-                    prompt_ids=prompt,
-                    response_ids=ids[k],
-                    old_logprobs=mine[k].tolist(),
-                    text=self._response_text(cs[k], ns[k]),
-                    action=cs[k],
-                    valid=True,
-                    penalty=0.0,
-                    reason="ok",
-                    finish_reason="score",
-                    candidates=cs,
-                    candidate_ids=ids,
-                    chosen_index=k,
-                    old_action_logprob=float(log_pi[k]),
-                    extra={"candidate_logprobs": log_pi.tolist()},
-                )
-            )
+            recorded = dict(old_logprobs=mine[k].tolist(), old_action_logprob=float(log_pi[k]))
+            outs.append(self._chosen(prompt, cs, ids, ns, k, **recorded, extra={"candidate_logprobs": log_pi.tolist()}))
         return outs
+
+    def _chosen(
+        self,
+        prompt_ids: list[int],
+        cands: list[str],
+        ids: list[list[int]],
+        notes: Sequence[str],
+        k: int,
+        **recorded: Any,
+    ) -> StepOutput:
+        """The step that chose candidate ``k`` of ``cands`` (their response ids ``ids``, their notes
+        ``notes``); ``recorded``: what the sampler recorded (log-probs)."""
+        text = self._response_text(cands[k], notes[k])
+        scored: dict[str, Any] = dict(
+            action=cands[k], finish_reason="score", candidates=cands, candidate_ids=ids, chosen_index=k
+        )
+        return StepOutput(prompt_ids=prompt_ids, response_ids=ids[k], text=text, **scored, **recorded)
 
     def forced_step(
         self, observation: str, info: dict[str, Any], history: Sequence[tuple[str, str]], action: str
@@ -267,20 +268,7 @@ class ScorePolicy(LLMPolicy):
         notes = self.command_notes(observation, dict(info), history, cands)
         ids = [self._candidate_ids(c, n) for c, n in zip(cands, notes)]
         k = cands.index(action)
-        return StepOutput(
-            prompt_ids=self.prompt_ids(observation, dict(info), history),
-            response_ids=ids[k],
-            old_logprobs=[],
-            text=self._response_text(action, notes[k]),
-            action=action,
-            valid=True,
-            penalty=0.0,
-            reason="ok",
-            finish_reason="score",
-            candidates=cands,
-            candidate_ids=ids,
-            chosen_index=k,
-        )
+        return self._chosen(self.prompt_ids(observation, dict(info), history), cands, ids, notes, k)
 
     # ------------------------------------------------------------------ training-time log-probs
     def compute_logprobs_and_entropy(

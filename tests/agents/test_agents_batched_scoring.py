@@ -92,17 +92,18 @@ def test_packed_equals_per_decision_with_grad(model_tok, alfworld_steps):
     assert rel < 1e-4, rel
 
 
-def test_a_single_decision_and_an_empty_batch(model_tok, alfworld_steps):
+@pytest.mark.parametrize("scorer", [packed_candidate_logprobs, tree_candidate_logprobs], ids=["packed", "tree"])
+def test_a_single_decision_and_an_empty_batch(model_tok, alfworld_steps, scorer):
     model, _ = model_tok
     s = alfworld_steps[0]
     with torch.no_grad():
         ref = candidate_logprobs(model, s.prompt_ids, s.candidate_ids, pad_token_id=0)
-        [got] = packed_candidate_logprobs(model, [(s.prompt_ids, s.candidate_ids)], pad_token_id=0)
+        [got] = scorer(model, [(s.prompt_ids, s.candidate_ids)], pad_token_id=0)
     assert _worst([ref], [got]) < TOL
-    assert packed_candidate_logprobs(model, [], pad_token_id=0) == []
-    assert packed_candidate_logprobs(model, [(s.prompt_ids, [])], pad_token_id=0) == [[]]
+    assert scorer(model, [], pad_token_id=0) == []
+    assert scorer(model, [(s.prompt_ids, [])], pad_token_id=0) == [[]]
     with pytest.raises(ValueError, match="at least one token"):
-        packed_candidate_logprobs(model, [([], [[1]])], pad_token_id=0)
+        scorer(model, [([], [[1]])], pad_token_id=0)
 
 
 def test_score_policy_paths_choose_alike_and_rescore_alike(model_tok, alfworld_steps):
@@ -169,19 +170,6 @@ def test_the_trie_encodes_a_shared_prefix_once(alfworld_steps):
             x = trie.parents[x]
         assert path[::-1] + [c[-1]] == list(p) + list(c)
         assert [trie.depth[n] for n in nodes] == list(range(len(p) - 1, len(p) + len(c) - 1))
-
-
-def test_tree_single_decision_and_empty_batch(model_tok, alfworld_steps):
-    model, _ = model_tok
-    s = alfworld_steps[0]
-    with torch.no_grad():
-        ref = candidate_logprobs(model, s.prompt_ids, s.candidate_ids, pad_token_id=0)
-        [got] = tree_candidate_logprobs(model, [(s.prompt_ids, s.candidate_ids)], pad_token_id=0)
-    assert _worst([ref], [got]) < TOL
-    assert tree_candidate_logprobs(model, [], pad_token_id=0) == []
-    assert tree_candidate_logprobs(model, [(s.prompt_ids, [])], pad_token_id=0) == [[]]
-    with pytest.raises(ValueError, match="at least one token"):
-        tree_candidate_logprobs(model, [([], [[1]])], pad_token_id=0)
 
 
 def test_score_policy_tree_path_chooses_and_rescores_like_the_per_decision_path(model_tok, alfworld_steps):

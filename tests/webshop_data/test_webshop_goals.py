@@ -103,20 +103,9 @@ def test_shuffle_is_the_seeded_original_shuffle() -> None:
 
 
 def test_human_goals_keep_list_options_and_strip_dots() -> None:
-    product = {
-        "asin": "B0H",
-        "category": "beauty",
-        "query": "q",
-        "name": "N",
-        "product_category": "A › B",
-        "instructions": [
-            {
-                "instruction": "i want red lipstick.",
-                "instruction_attributes": ["lipstick"],
-                "instruction_options": ["red"],
-            }
-        ],
-    }
+    product = {"asin": "B0H", "category": "beauty", "query": "q", "name": "N", "product_category": "A › B"}
+    instruction = {"instruction": "i want red lipstick.", "instruction_attributes": ["lipstick"]}
+    product["instructions"] = [{**instruction, "instruction_options": ["red"]}]
     goals = get_human_goals([product], {"B0H": 5.0}, rng=random.Random(0))
     assert len(goals) == 1 and goals[0]["goal_options"] == ["red"] and goals[0]["weight"] == 1
     assert goals[0]["instruction_text"].startswith("i want red lipstick, and price lower than")

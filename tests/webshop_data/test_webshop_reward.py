@@ -115,13 +115,9 @@ def test_attribute_fuzzy_match_is_token_set() -> None:
 
 def test_other_product_same_category() -> None:
     # different query, category shares Clothing..Women..Shoes, nouns {women, shoes} of 4 -> 0.5
-    product = _product(
-        asin="B0OTHER001",
-        name="Zeta Women's Walking Shoes",
-        query="women's flats",
-        product_category="Clothing, Shoes & Jewelry › Women › Shoes › Flats",
-        Attributes=["non slip"],
-    )
+    flats = "Clothing, Shoes & Jewelry › Women › Shoes › Flats"
+    other = dict(asin="B0OTHER001", name="Zeta Women's Walking Shoes", query="women's flats", product_category=flats)
+    product = _product(**other, Attributes=["non slip"])
     r, info = score(product, _goal(), 30.0, {"color": "black", "size": "8.5"})
     assert info["title_score"] == 0.5 and info["category_match"] and not info["query_match"]
     assert info["r_type"] == 1.0
@@ -130,12 +126,9 @@ def test_other_product_same_category() -> None:
 
 
 def test_unrelated_product_scores_zero() -> None:
+    cable = dict(asin="B0CABLE001", name="Belsa HDMI Cable", query="hdmi cables")
     product = _product(
-        asin="B0CABLE001",
-        name="Belsa HDMI Cable",
-        query="hdmi cables",
-        product_category="Electronics › Accessories › Cables",
-        Attributes=["non slip", "arch support"],
+        **cable, product_category="Electronics › Accessories › Cables", Attributes=["non slip", "arch support"]
     )
     r, info = score(product, _goal(), 9.0, {"color": "navy blue", "size": "8.5"})
     assert info["title_score"] == 0.0 and info["r_type"] == 0.0 and r == 0.0
@@ -199,17 +192,9 @@ def test_colour_normalization() -> None:
 
 
 def test_range_price_drawn_once_at_load() -> None:
-    raw = {
-        "asin": "B0RANGE001",
-        "name": "Acme Women's Running Shoes",
-        "category": "fashion",
-        "query": "women's athletic shoes",
-        "product_category": SHOES_CAT,
-        "pricing": "$10.00$30.00",
-        "small_description": [],
-        "full_description": "",
-        "customization_options": "",
-    }
+    raw = {"asin": "B0RANGE001", "name": "Acme Women's Running Shoes", "category": "fashion", "pricing": "$10.00$30.00"}
+    raw.update(query="women's athletic shoes", product_category=SHOES_CAT)
+    raw.update(small_description=[], full_description="", customization_options="")
     product = convert_product(raw, {"attributes": ["non slip", "arch support"]})
     prices = draw_prices([product], random.Random(0))
     expected = random.Random(0).uniform(10.0, 30.0)  # 26.888...

@@ -123,19 +123,14 @@ def progpo_episode_advantages(
     if r.ndim != 1 or p.shape != r.shape:
         raise ValueError(f"expected two 1-D arrays of one length, got {r.shape} and {p.shape}")
     _check_base(base)
-    return progpo_episode_advantages_batched(r[None], p[None], base, lam, tau_r, tau_p, eps)[0]
+    return progpo_episode_advantages_batched(r[None], p[None], base, lam=lam, tau_r=tau_r, tau_p=tau_p, eps=eps)[0]
 
 
 def progpo_episode_advantages_batched(
-    outcomes: np.ndarray,
-    coverage_rate: np.ndarray,
-    base: str = "grpo",
-    lam: float = 1.0,
-    tau_r: float = TAU_R,
-    tau_p: float = TAU_P,
-    eps: float = 1e-6,
+    outcomes: np.ndarray, coverage_rate: np.ndarray, base: str = "grpo", **term: Any
 ) -> np.ndarray:
-    """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out.
+    """:func:`progpo_episode_advantages` for ``B`` groups at once: ``(B, G)`` arrays in and out;
+    ``term``: its keyword arguments (``lam``, ``tau_r``, ``tau_p``, ``eps``).
 
     >>> progpo_episode_advantages_batched(np.array([[1., 0.], [0., 0.]]),
     ...                                   np.array([[.1, .5], [.1, .5]])).round(4)
@@ -148,5 +143,5 @@ def progpo_episode_advantages_batched(
         raise ValueError(f"expected two (B, G) arrays of one shape, got {r.shape} and {p.shape}")
     _check_base(base)
     flat, gid, n = rows(r)
-    adv = episode_flat(flat, gid, n, base, p.reshape(-1), ProgressTerm(lam, "mean_std", tau_r, tau_p, eps))
+    adv = episode_flat(flat, gid, n, base, p.reshape(-1), ProgressTerm(norm="mean_std", **term))
     return adv.reshape(r.shape)

@@ -139,19 +139,10 @@ def _warm_start_lines(records: Sequence[dict[str, Any]], config: dict[str, Any])
 
 def _iteration_table(train: list[dict[str, Any]]) -> list[str]:
     """One row per training iteration: success, credit, coverage, update and speed columns."""
-    cols = [
-        "iteration",
-        "success",
-        "score_mean",
-        "all_failed_frac",
-        "adv/progress_group_frac",
-        "coverage_rate",
-        "repeated_action_rate",
-        "invalid_action_rate",
-        "kl",
-        "clip_fraction",
-        "tokens_per_s",
-    ]
+    cols = (
+        "iteration success score_mean all_failed_frac adv/progress_group_frac coverage_rate repeated_action_rate "
+        "invalid_action_rate kl clip_fraction tokens_per_s"
+    ).split()
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for r in train:
         lines.append("| " + " | ".join(_fmt(r.get(c)) for c in cols) + " |")
