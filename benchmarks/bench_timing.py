@@ -1,7 +1,9 @@
-"""Timing helper shared by the benchmark scripts (run them as ``python benchmarks/<name>.py``)."""
+"""Helpers shared by the benchmark scripts (run them as ``python benchmarks/<name>.py``): the
+median timing, and the model benchmarks' two common flags."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from typing import Any, Callable
@@ -17,3 +19,12 @@ def median_time(fn: Callable[[], Any], repeats: int, *, warmup: bool = False) ->
         fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times)
+
+
+def add_model_flags(ap: argparse.ArgumentParser) -> None:
+    """``--model`` (a tiny spec or a Hub id, default ``tiny-128x2``) and ``--device`` (the GPU when
+    there is one)."""
+    import torch  # the model benchmarks only: the others run without torch
+
+    ap.add_argument("--model", default="tiny-128x2")
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")

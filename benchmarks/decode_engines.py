@@ -29,6 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_timing import add_model_flags
+
 from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend
 from agents.models import load_model
 
@@ -60,8 +62,7 @@ def time_engine(
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="tiny-128x2")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_model_flags(ap)
     ap.add_argument("--batch", type=int, default=16, help="prompts decoded together")
     ap.add_argument("--tokens", type=int, default=32, help="tokens per answer (fixed)")
     ap.add_argument("--prompt-tokens", type=int, default=200, help="the longest prompt; the others are shorter")

@@ -39,6 +39,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_timing import add_model_flags
+
 from agents.backends import SamplingConfig, TransformersBackend
 from agents.batching import step_key, step_tokens
 from agents.contract import StepOutput
@@ -215,8 +217,7 @@ def profile(
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--model", default="tiny-128x2")
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    add_model_flags(ap)
     ap.add_argument("--groups", type=int, default=4, help="task groups")
     ap.add_argument("--group-size", type=int, default=4, help="members per group")
     ap.add_argument("--steps", type=int, default=3, help="steps per episode")

@@ -96,15 +96,10 @@ def test_eos_ends_the_response(setup):
 
 def _gap_to_recomputed(model, gens, pad_token_id, temperature, top_p, **kw) -> float:
     """The largest gap between the engine's log-probs and the trainer's fresh forward over them."""
+    prompts, responses = [g.prompt_ids for g in gens], [g.response_ids for g in gens]
     with torch.no_grad():
         lps, _ = sequence_logprobs(
-            model,
-            [g.prompt_ids for g in gens],
-            [g.response_ids for g in gens],
-            pad_token_id=pad_token_id,
-            temperature=temperature,
-            top_p=top_p,
-            **kw,
+            model, prompts, responses, pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, **kw
         )
     return max((lp.cpu() - torch.tensor(g.logprobs)).abs().max().item() for lp, g in zip(lps, gens))
 

@@ -35,3 +35,11 @@ class TablePolicy:
 
     def sync(self) -> None:
         self.synced += 1
+
+    def recorded(self, prompt: int, chosen: int, offset: float = 0.0) -> StepOutput:
+        """The step that chose command ``chosen`` at prompt ``prompt``, with its sampler's
+        log-prob off by ``offset``."""
+        with torch.no_grad():
+            lp = float(torch.log_softmax(self.model(torch.tensor(prompt)), -1)[chosen]) + offset
+        scored = dict(candidate_ids=[[7], [8], [9]], chosen_index=chosen, old_action_logprob=lp)
+        return StepOutput(action=f"c{chosen}", prompt_ids=[prompt], **scored)

@@ -29,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_rollouts import TablePolicy, step_record
 from tiny_config import config_for_tests
 
-from agents.contract import StepOutput
 from trainers import distributed, seeds
 from trainers.loop.sections import eval_section, rollout_section, run_section, update_section
 from trainers.rollouts.rollout import Rollout, Trajectory
@@ -492,20 +491,7 @@ class _Recorded(TablePolicy):
 
 
 def _outputs(policy, offsets):
-    outs = []
-    with torch.no_grad():
-        for prompt, off in zip((0, 1, 2), offsets):
-            lp = float(torch.log_softmax(policy.model(torch.tensor(prompt)), -1)[prompt]) + off
-            outs.append(
-                StepOutput(
-                    action=f"c{prompt}",
-                    prompt_ids=[prompt],
-                    candidate_ids=[[7], [8], [9]],
-                    chosen_index=prompt,
-                    old_action_logprob=lp,
-                )
-            )
-    return outs
+    return [policy.recorded(prompt, prompt, off) for prompt, off in zip((0, 1, 2), offsets)]
 
 
 def test_a_sampler_of_its_own_gets_its_old_logprobs_recomputed_and_the_mismatch_logged_per_step():

@@ -24,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 from fake_rollouts import TablePolicy, step_record
 from tiny_config import config_for_tests
 
-from agents.contract import StepOutput
 from trainers import distributed
 from trainers.rollouts.rollout import Rollout, Trajectory
 
@@ -214,19 +213,7 @@ def test_the_update_moves_each_step_by_its_advantage_and_reports_what_it_trained
     flags = "--lr 0.1 --ppo-epochs 1 --num-minibatches 1 --skip-zero-advantage --loss-agg token-mean --clip-eps 10"
     cfg = config_for_tests(f"{flags} --batch-decisions off")
     updater = Updater(update_section(cfg), policy, distributed.DistInfo(), torch.device("cpu"))
-    outputs = []
-    with torch.no_grad():
-        for prompt, chosen in ((0, 0), (1, 1), (2, 2)):
-            lp = float(torch.log_softmax(policy.model(torch.tensor(prompt)), -1)[chosen])
-            outputs.append(
-                StepOutput(
-                    action=f"c{chosen}",
-                    prompt_ids=[prompt],
-                    candidate_ids=[[7], [8], [9]],
-                    chosen_index=chosen,
-                    old_action_logprob=lp,
-                )
-            )
+    outputs = [policy.recorded(prompt, chosen) for prompt, chosen in ((0, 0), (1, 1), (2, 2))]
     steps = [SimpleNamespace(output=o, traj=j) for j, o in enumerate(outputs)]
     before = [float(policy.compute_logprobs_and_entropy([o])[0][0]) for o in outputs]
     stats = updater.update(steps, np.array([1.0, -1.0, 0.0]), iteration=1)
