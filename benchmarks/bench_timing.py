@@ -21,10 +21,12 @@ def median_time(fn: Callable[[], Any], repeats: int, *, warmup: bool = False) ->
     return statistics.median(times)
 
 
-def add_model_flags(ap: argparse.ArgumentParser) -> None:
-    """``--model`` (a tiny spec or a Hub id, default ``tiny-128x2``) and ``--device`` (the GPU when
-    there is one)."""
+def model_parser(doc: str) -> argparse.ArgumentParser:
+    """A model benchmark's parser (described by ``doc``'s first paragraph) with ``--model`` (a tiny
+    spec or a Hub id, default ``tiny-128x2``) and ``--device`` (the GPU when there is one)."""
     import torch  # the model benchmarks only: the others run without torch
 
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--model", default="tiny-128x2")
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    return ap

@@ -17,7 +17,6 @@ Prints one table (tokens/s, ratio to ``loop``) and writes it as JSON with ``--js
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import sys
@@ -29,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_timing import add_model_flags
+from bench_timing import model_parser
 
 from agents.backends import SamplingConfig, StaticCacheBackend, TransformersBackend
 from agents.models import load_model
@@ -61,8 +60,7 @@ def time_engine(
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_model_flags(ap)
+    ap = model_parser(__doc__)
     ap.add_argument("--batch", type=int, default=16, help="prompts decoded together")
     ap.add_argument("--tokens", type=int, default=32, help="tokens per answer (fixed)")
     ap.add_argument("--prompt-tokens", type=int, default=200, help="the longest prompt; the others are shorter")

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from trainers.lab.significance import episodes_to_reach
+from trainers.lab.report import reach_lines
 from trainers.runs.metrics import read_metrics
 from trainers.statistics import mean_ci
 
@@ -245,21 +245,9 @@ def main() -> None:
 
 def later_sections(args: argparse.Namespace, summary: dict[str, dict], per_iter: int) -> list[str]:
     """Episodes to reach each train success level, and the final eval paired against GRPO's."""
-    n = args.iterations
     # samples to reach a train success level (mean over seeds of the running mean of 2 iterations)
-    lines = [
-        "",
-        "## Episodes needed to reach a train success level",
-        "",
-        "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
-        f"as episodes ({per_iter} per iteration); '-' = not within {n} iterations.",
-        "",
-        "| method | " + " | ".join(f"success >= {lv:.2f}" for lv in args.levels) + " |",
-        "|---" * (len(args.levels) + 1) + "|",
-    ]
-    for m in args.methods:
-        cells = episodes_to_reach(np.array(summary[m]["train"]), args.levels, per_iter)
-        lines.append(f"| {m} | " + " | ".join(cells) + " |")
+    curves = {m: np.array(summary[m]["train"]) for m in args.methods}
+    lines = reach_lines(curves, args.levels, per_iter, args.iterations)
     # paired (by seed) differences against grpo on the final eval
     if "grpo" in summary:
         lines += ["", "## Final held-out eval success minus GRPO's, paired by seed", ""]

@@ -39,7 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench_timing import add_model_flags
+from bench_timing import model_parser
 
 from agents.backends import SamplingConfig, TransformersBackend
 from agents.batching import step_key, step_tokens
@@ -216,8 +216,7 @@ def profile(
 
 def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     """The command line."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    add_model_flags(ap)
+    ap = model_parser(__doc__)
     ap.add_argument("--groups", type=int, default=4, help="task groups")
     ap.add_argument("--group-size", type=int, default=4, help="members per group")
     ap.add_argument("--steps", type=int, default=3, help="steps per episode")

@@ -262,11 +262,10 @@ def table(rows: list[dict]) -> str:
         "| module | mutants | killed | survived | no tests | equivalent | cosmetic | kill ratio | s |",
         "|---" * 9 + "|",
     ]
+    counts = ("module", "total", "killed", "survived", "no_tests", "equivalent", "cosmetic")
     for r in rows:
-        lines.append(
-            f"| {r['module']} | {r['total']} | {r['killed']} | {r['survived']} | {r['no_tests']} | "
-            f"{r['equivalent']} | {r['cosmetic']} | {r['ratio']:.1%} | {r['seconds']:.0f} |"
-        )
+        cells = [str(r[k]) for k in counts] + [f"{r['ratio']:.1%}", f"{r['seconds']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

@@ -42,20 +42,10 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Mapping
 from urllib.parse import parse_qs, quote, unquote, urlsplit
 
-from progpo_envs.webshop.pages import (
-    DONE,
-    ITEM,
-    RESULTS,
-    SEARCH,
-    SUB_PAGE,
-    SUB_PAGES,
-    TEMPLATE_DIR,
-    ShopState,
-    render_html,
-    state_path,
-)
+from progpo_envs.webshop import pages
+from progpo_envs.webshop.pages import ShopState, render_html, state_path
 
-_STATIC = {"style.css": ("text/css; charset=utf-8", TEMPLATE_DIR / "static" / "style.css")}
+_STATIC = {"style.css": ("text/css; charset=utf-8", pages.TEMPLATE_DIR / "static" / "style.css")}
 
 
 def parse_path(path: str) -> tuple[str, ShopState] | None:
@@ -63,7 +53,7 @@ def parse_path(path: str) -> tuple[str, ShopState] | None:
 
     >>> parse_path("/search_results/s1/red%2Fblue%20shoe/2")
     ('s1', ShopState(kind='results', query='red/blue shoe', page_num=2, asin=None, options=(), sub_page=None))
-    >>> parse_path(state_path("s1", ShopState(ITEM, "q", 1, "B01", (("size", "7"),))))[1].options
+    >>> parse_path(state_path("s1", ShopState(pages.ITEM, "q", 1, "B01", (("size", "7"),))))[1].options
     (('size', '7'),)
     """
     parts = [unquote(p) for p in urlsplit(path).path.split("/")[1:]]
@@ -72,12 +62,12 @@ def parse_path(path: str) -> tuple[str, ShopState] | None:
             return parts[0], ShopState()
         head = parts[0]
         if head == "search_results" and len(parts) == 4:
-            return parts[1], ShopState(RESULTS, parts[2], int(parts[3]))
+            return parts[1], ShopState(pages.RESULTS, parts[2], int(parts[3]))
         if head in ("item_page", "done") and len(parts) == 6:
-            kind = ITEM if head == "item_page" else DONE
+            kind = pages.ITEM if head == "item_page" else pages.DONE
             return parts[1], ShopState(kind, parts[3], int(parts[4]), parts[2], _options(parts[5]))
-        if head == "item_sub_page" and len(parts) == 7 and parts[5] in SUB_PAGES:
-            return parts[1], ShopState(SUB_PAGE, parts[3], int(parts[4]), parts[2], _options(parts[6]), parts[5])
+        if head == "item_sub_page" and len(parts) == 7 and parts[5] in pages.SUB_PAGES:
+            return parts[1], ShopState(pages.SUB_PAGE, parts[3], int(parts[4]), parts[2], _options(parts[6]), parts[5])
     except (ValueError, TypeError):
         return None
     return None
@@ -172,10 +162,10 @@ class ShopServer:
             rec = self._sessions.get(session_id)
         if rec is None:
             raise KeyError(f"unknown session {session_id!r}")
-        if state.kind != SEARCH and state.kind != RESULTS and state.asin not in self.shop.by_asin:
+        if state.kind != pages.SEARCH and state.kind != pages.RESULTS and state.asin not in self.shop.by_asin:
             raise KeyError(f"unknown product {state.asin!r}")
         reward = None
-        if state.kind == DONE:
+        if state.kind == pages.DONE:
             with self._lock:
                 if not rec["done"]:
                     score, breakdown = self.shop.purchase(rec["goal"], state.asin, state.options_dict())
@@ -242,7 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
                 query = parse_qs(split.query, keep_blank_values=True).get("search_query", [""])[0].lower()
                 if not query:
                     return self._send(303, b"", headers={"Location": f"/{quote(sid, safe='')}"})
-                target = state_path(sid, ShopState(RESULTS, query, 1))
+                target = state_path(sid, ShopState(pages.RESULTS, query, 1))
                 return self._send(303, b"", headers={"Location": target})
             parsed = parse_path(split.path)
             if parsed is None:

@@ -27,18 +27,13 @@ SHOES_CAT = "Clothing, Shoes & Jewelry › Women › Shoes › Athletic › Runn
 
 
 def _goal(**over):
-    goal = {
-        "asin": "B0GOAL0001",
-        "name": "Acme Women's Running Shoes",
-        "query": "women's athletic shoes",
-        "category": "fashion",
-        "product_category": SHOES_CAT,
-        "attributes": ["non slip", "arch support"],
-        "goal_options": {"color": "navy blue", "size": "8.5"},
-        "price_upper": 50.0,
-    }
-    goal.update(over)
-    return goal
+    """The goal the test product answers: navy blue, size 8.5, under $50, non slip with arch support."""
+    goal = dict(
+        asin="B0GOAL0001", name="Acme Women's Running Shoes", query="women's athletic shoes", category="fashion"
+    )
+    goal.update(product_category=SHOES_CAT, attributes=["non slip", "arch support"])
+    goal.update(goal_options={"color": "navy blue", "size": "8.5"}, price_upper=50.0)
+    return {**goal, **over}
 
 
 def _product(**over):

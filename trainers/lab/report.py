@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 
@@ -100,6 +101,24 @@ def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[
     return [f"**Verdict on the pre-registered primary: {_sentence(primary_verdict(by, test)['text'])}.**", ""]
 
 
+def reach_lines(curves: dict[str, np.ndarray], levels: Sequence[float], per_iter: int, iterations: int) -> list[str]:
+    """The section of episodes to reach each train success level: a row per method of ``curves``
+    (label -> its seeds' train success, ``[seeds, iterations]``)."""
+    lines = [
+        "",
+        "## Episodes to reach a train success level",
+        "",
+        "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
+        f"in episodes ({per_iter} per iteration); '-': not within {iterations} iterations.",
+        "",
+        "| method | " + " | ".join(f">= {lv:.2f}" for lv in levels) + " |",
+        "|---" * (len(levels) + 1) + "|",
+    ]
+    for label, curve in curves.items():
+        lines.append(f"| {label} | " + " | ".join(episodes_to_reach(curve, levels, per_iter)) + " |")
+    return lines
+
+
 def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
@@ -139,19 +158,8 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
             a, h = mean_ci(x)
             cells.append(_cell(a[0], h[0], n))
         lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "## Episodes to reach a train success level",
-        "",
-        "First iteration at which the seed-mean train success (2-iteration running mean) reaches the level, "
-        f"in episodes ({per_iter} per iteration); '-': not within {args.iterations} iterations.",
-        "",
-        "| method | " + " | ".join(f">= {lv:.2f}" for lv in args.levels) + " |",
-        "|---" * (len(args.levels) + 1) + "|",
-    ]
-    for m in methods:
-        cells = episodes_to_reach(series(by[m], "train", "train/success"), args.levels, per_iter)
-        lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
+    curves = {labelled(m): series(by[m], "train", "train/success") for m in methods}
+    lines += reach_lines(curves, args.levels, per_iter, args.iterations)
     lines += _task_type_lines(methods, by)
     if args.lab:
         lines += lab_report(args, by, validity(by, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())))
