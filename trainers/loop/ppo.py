@@ -85,17 +85,12 @@ class PPOConfig:
         """The PPO fields of a :class:`~trainers.config.TrainConfig` (token micro-batches when
         ``batch_decisions`` is on)."""
         tokens = int(cfg.micro_batch_tokens) if cfg.batch_decisions != "off" else 0
-        return cls(
-            clip_eps=float(cfg.clip_eps),
-            kl_coef=float(cfg.kl_coef),
-            entropy_coef=float(cfg.entropy_coef),
-            max_grad_norm=float(cfg.max_grad_norm),
-            ppo_epochs=int(cfg.ppo_epochs),
-            num_minibatches=int(cfg.num_minibatches),
-            micro_batch_size=int(cfg.micro_batch_size),
-            micro_batch_tokens=tokens,
-            by_length=cfg.policy_mode == "generate",
-        )
+        # the fields of the config's own names, as the numbers they are
+        same: dict[str, Any] = {
+            k: float(getattr(cfg, k)) for k in ("clip_eps", "kl_coef", "entropy_coef", "max_grad_norm")
+        }
+        same.update({k: int(getattr(cfg, k)) for k in ("ppo_epochs", "num_minibatches", "micro_batch_size")})
+        return cls(**same, micro_batch_tokens=tokens, by_length=cfg.policy_mode == "generate")
 
 
 class AuxTerm(Protocol):

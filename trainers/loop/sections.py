@@ -11,8 +11,8 @@ and a caller that drives it alone need only its section.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
 
 from trainers.advantages import AdvantageConfig
 from trainers.loop.ppo import PPOConfig
@@ -154,71 +154,34 @@ def credit_section(cfg: TrainConfig) -> CreditSection:
     return CreditSection(cfg.advantage_config(), cfg.seed, cfg.iterations, cfg.policy_mode == "generate")
 
 
+def _section(cls: type[Any], cfg: TrainConfig, **derived: Any) -> Any:
+    """A ``cls`` section: ``derived`` as given, each other field the config's field of its name."""
+    return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.name not in derived}, **derived)
+
+
 def rollout_section(cfg: TrainConfig) -> RolloutSection:
     """The collection stage's section of ``cfg``."""
-    return RolloutSection(
-        cfg.num_groups,
-        cfg.group_size,
-        cfg.max_steps,
-        cfg.seed,
-        cfg.tau_r,
-        cfg.env_backend,
-        cfg.ray_num_cpus,
-        cfg.resolved_step_timeout,
-        cfg.rollout,
-        cfg.tree_config(),
-        cfg.history_k,
-        cfg.rollout_streams,
-        cfg.progress_bars,
+    section: RolloutSection = _section(
+        RolloutSection, cfg, step_timeout=cfg.resolved_step_timeout, tree=cfg.tree_config()
     )
+    return section
 
 
 def update_section(cfg: TrainConfig) -> UpdateSection:
     """The update stage's section of ``cfg``."""
-    return UpdateSection(
-        PPOConfig.from_config(cfg),
-        cfg.lr,
-        cfg.weight_decay,
-        cfg.lr_warmup_iterations,
-        cfg.loss_agg,
-        cfg.skip_zero_advantage,
-        cfg.recompute_old_logprobs,
-        cfg.backend == "vllm",
-        cfg.bf16,
-        cfg.gradient_checkpointing,
-        cfg.lora,
-        cfg.batch_decisions,
-        cfg.seed,
-        cfg.progress_bars,
-    )
+    section: UpdateSection = _section(UpdateSection, cfg, ppo=PPOConfig.from_config(cfg), vllm=cfg.backend == "vllm")
+    return section
 
 
 def eval_section(cfg: TrainConfig) -> EvalSection:
     """The evaluation stage's section of ``cfg``."""
-    return EvalSection(
-        cfg.env,
-        cfg.splits,
-        cfg.eval_episodes,
-        cfg.eval_streams,
-        cfg.max_steps,
-        cfg.state_key,
-        cfg.seed,
-        cfg.tau_r,
-        cfg.resolved_step_timeout,
-        cfg.progress_bars,
-        cfg.distill_label,
-    )
+    derived = dict(step_timeout=cfg.resolved_step_timeout, teacher_label=cfg.distill_label)
+    section: EvalSection = _section(EvalSection, cfg, **derived)
+    return section
 
 
 def run_section(cfg: TrainConfig) -> RunSection:
     """The run dir's section of ``cfg`` (its flat fields and sections taken now)."""
-    return RunSection(
-        cfg.output_dir,
-        cfg.iterations,
-        tuple(cfg.trackers),
-        cfg.progress_bars,
-        cfg.seed,
-        cfg.lora,
-        cfg.to_dict(),
-        cfg.to_sections(),
-    )
+    derived = dict(trackers=tuple(cfg.trackers), config=cfg.to_dict(), sections=cfg.to_sections())
+    section: RunSection = _section(RunSection, cfg, **derived)
+    return section
