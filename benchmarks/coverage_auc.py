@@ -148,12 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--groups", type=int, default=32, help="groups of group_size trajectories (one task each)")
     ap.add_argument("--bc-steps", type=int, default=None, help="override the warm start's cloning steps")
     ap.add_argument("--iteration", type=int, default=1, help="whose task schedule (the trainer's) to play")
-    ap.add_argument(
-        "--tau-r",
-        type=float,
-        default=None,
-        help="outcome that counts as R > 0 (default the config's tau_r; 1.0 on WebShop: success = score 1)",
-    )
+    tau_r = "outcome that counts as R > 0 (default the config's tau_r; 1.0 on WebShop: success = score 1)"
+    ap.add_argument("--tau-r", type=float, default=None, help=tau_r)
     ap.add_argument("--out", default=None, help="JSON path (default benchmarks/results/coverage_auc_<env>.json)")
     args = ap.parse_args(argv)
     data = load_yaml(args.config) if args.config else {}

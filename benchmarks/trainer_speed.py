@@ -179,21 +179,13 @@ def _parse(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--config", default=str(ROOT / "configs" / "alfworld_trap.yaml"), help="the preset timed")
     ap.add_argument("--iterations", type=int, default=4, help="iterations per path (the median skips the first)")
-    ap.add_argument(
-        "--eval-episodes",
-        type=int,
-        default=48,
-        help="held-out episodes per timed evaluation (at least; "
-        "rounded up so that every task of the split is played alike)",
+    episodes = (
+        "held-out episodes per timed evaluation (at least: rounded up so that every task of the split plays alike)"
     )
+    ap.add_argument("--eval-episodes", type=int, default=48, help=episodes)
     ap.add_argument("--eval-repeats", type=int, default=3, help="timed evaluations per path (median)")
-    ap.add_argument(
-        "--rounds",
-        type=int,
-        default=1,
-        help="times every path is timed, the paths in turn each "
-        "round; the table gives medians over the rounds and the median of each round's ratio",
-    )
+    rounds = "times every path is timed, the paths in turn each round; the table gives medians over the rounds and the median of each round's ratio"
+    ap.add_argument("--rounds", type=int, default=1, help=rounds)
     ap.add_argument("--paths", nargs="+", default=list(PATHS), choices=list(PATHS), help="paths timed")
     ap.add_argument("--quick", action="store_true", help="a smoke run: 2 x 4 episodes of 4 steps, 2 iterations")
     ap.add_argument("--child", choices=list(PATHS), help=argparse.SUPPRESS)

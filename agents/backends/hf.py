@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import inspect
-from typing import Any, Sequence
+from typing import Any, Optional, Sequence, Union
 
 import torch
 
@@ -29,6 +29,10 @@ __all__ = ["ROLLOUT_DTYPES", "TransformersBackend", "eos_token_ids"]
 
 #: ``rollout_dtype`` names: the dtype of the weights answers are sampled from
 ROLLOUT_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+#: a device by name or as torch's, or ``None`` for the model's own
+Device = Optional[Union[str, torch.device]]
+#: a dtype by name (a key of :data:`ROLLOUT_DTYPES`) or as torch's, or ``None`` for the model's own
+DType = Optional[Union[str, torch.dtype]]
 
 
 def eos_token_ids(model: Any, tokenizer: Any) -> set[int]:
@@ -83,12 +87,7 @@ class TransformersBackend:
     """
 
     def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        device: str | torch.device | None = None,
-        max_batch_size: int = 32,
-        rollout_dtype: str | torch.dtype | None = None,
+        self, model: Any, tokenizer: Any, device: Device = None, max_batch_size: int = 32, rollout_dtype: DType = None
     ) -> None:
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")

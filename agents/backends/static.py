@@ -79,15 +79,8 @@ def _decode_step(
     cache_position: torch.Tensor,
 ) -> torch.Tensor:
     """One token of every row through the model: the next-token logits ``[batch, vocab]``."""
-    out = model(
-        input_ids=tok,
-        attention_mask=mask,
-        position_ids=pos,
-        cache_position=cache_position,
-        use_cache=True,
-        logits_to_keep=1,
-        **{cache_kw: cache},
-    )
+    cached = {cache_kw: cache, "cache_position": cache_position}
+    out = model(input_ids=tok, attention_mask=mask, position_ids=pos, use_cache=True, logits_to_keep=1, **cached)
     return out.logits[:, -1, :]
 
 

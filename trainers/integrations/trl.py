@@ -114,6 +114,17 @@ def _groups(group_id: Sequence[Any]) -> list[np.ndarray]:
     return [np.asarray(ix) for ix in order.values()]
 
 
+def _progress_where_all_failed(
+    out: np.ndarray, r: np.ndarray, p: np.ndarray, group_id: Sequence[Any], tau_r: float, tau_p: float
+) -> np.ndarray:
+    """``out`` with ProGPO's progress values (the coverage rate, 0 for the whole group when its
+    std is below ``tau_p``) in each group where every outcome is below ``tau_r``."""
+    for ix in _groups(group_id):
+        if r[ix].max() < tau_r:
+            out[ix] = p[ix] if p[ix].std() >= tau_p else 0.0
+    return out
+
+
 def progress_conditioned_values(
     outcome: Sequence[float],
     coverage_rate: Sequence[float],
@@ -135,11 +146,7 @@ def progress_conditioned_values(
         raise ValueError(
             f"outcome, coverage_rate and group_id need one length, got {r.shape}, {p.shape}, {len(group_id)}"
         )
-    out = r.copy()
-    for ix in _groups(group_id):
-        if r[ix].max() < tau_r:  # all failed
-            out[ix] = p[ix] if p[ix].std() >= tau_p else 0.0
-    return out
+    return _progress_where_all_failed(r.copy(), r, p, group_id, tau_r, tau_p)
 
 
 def progress_conditioned_reward(
@@ -268,10 +275,7 @@ def planpo_values(
     p = np.asarray(coverage_rate, dtype=np.float64)
     if p.shape != r.shape:
         raise ValueError(f"coverage_rate needs one value per completion, got {p.shape} for {r.shape}")
-    for ix in _groups(group_id):
-        if r[ix].max() < tau_r:  # all failed: ProGPO's progress values
-            out[ix] = p[ix] if p[ix].std() >= tau_p else 0.0
-    return out
+    return _progress_where_all_failed(out, r, p, group_id, tau_r, tau_p)
 
 
 def planpo_reward(

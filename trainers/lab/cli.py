@@ -184,15 +184,12 @@ def _add_check_flags(ap: argparse.ArgumentParser) -> None:
         "there (verified.json beside the block's record; resumable; --workers at a time)",
     )
     ap.add_argument("--verify-iterations", type=int, default=2, help="iterations re-run by --verify-at")
-    ap.add_argument(
-        "--compare-with",
-        type=Path,
-        default=None,
-        metavar="DIR",
-        help="compare every finished run of the block with the same run kept under DIR (another copy "
-        "of the block, or its runs/): every numeric field of every record, bit-exact or the "
-        "largest relative difference; prints a row per run and the count (start nothing)",
+    compare = (
+        "compare every finished run of the block with the same run kept under DIR (another copy of the block, or its "
+        "runs/): every numeric field of every record, bit-exact or the largest relative difference; prints a row per "
+        "run and the count (start nothing)"
     )
+    ap.add_argument("--compare-with", type=Path, default=None, metavar="DIR", help=compare)
 
 
 def _add_path_flags(ap: argparse.ArgumentParser) -> None:
