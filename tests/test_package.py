@@ -113,10 +113,9 @@ def test_no_import_cycles_between_modules() -> None:
     """Module-level and function-local imports alike: the import graph of the four packages has no
     cycle (a package importing its own submodules excepted)."""
     mods = {}
-    for pkg in ("progpo_envs", "wrappers", "agents", "trainers"):
-        for f in (REPO / pkg).rglob("*.py"):
-            parts = f.relative_to(REPO).with_suffix("").parts
-            mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
+    for f in _sources():
+        parts = f.relative_to(REPO).with_suffix("").parts
+        mods[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = f
     edges: dict[str, set[str]] = {}
     for name, f in mods.items():
         out = set()
@@ -147,6 +146,13 @@ def test_no_import_cycles_between_modules() -> None:
 
 # ----------------------------------------------------------------- structure
 PACKAGES = ("progpo_envs", "wrappers", "agents", "trainers")
+
+
+def _sources() -> list[Path]:
+    """Every Python file of the four packages."""
+    return [f for pkg in PACKAGES for f in (REPO / pkg).rglob("*.py")]
+
+
 #: what each package may import of the others (lower layers only)
 LAYERS = {
     "wrappers": set(),
@@ -181,8 +187,7 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
 def test_no_private_name_is_imported_from_another_module() -> None:
     private = [
         f"{f.relative_to(REPO)}: {name} from {module}"
-        for pkg in PACKAGES
-        for f in (REPO / pkg).rglob("*.py")
+        for f in _sources()
         for module, names in _imports(f)
         if module.split(".")[0] in PACKAGES
         for name in names
@@ -194,8 +199,7 @@ def test_no_private_name_is_imported_from_another_module() -> None:
 def test_no_function_over_80_lines_in_the_packages() -> None:
     long = [
         f"{f.relative_to(REPO)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)"
-        for pkg in PACKAGES
-        for f in (REPO / pkg).rglob("*.py")
+        for f in _sources()
         for node in ast.walk(ast.parse(f.read_text()))
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > 80
     ]
@@ -222,23 +226,22 @@ def test_only_the_registry_names_the_built_in_estimators() -> None:
     from trainers.advantages.registry import BASE_ESTIMATORS
 
     named = set()
-    for pkg in PACKAGES:
-        for f in (REPO / pkg).rglob("*.py"):
-            where = str(f.relative_to(REPO))
-            if where.startswith("trainers/advantages/"):
-                continue
-            tree = ast.parse(f.read_text())
-            defaults = {
-                id(d)
-                for fn in ast.walk(tree)
-                if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
-                for d in [*fn.args.defaults, *(k for k in fn.args.kw_defaults if k is not None)]
-            }
-            named |= {
-                (where, node.value)
-                for node in ast.walk(tree)
-                if isinstance(node, ast.Constant) and node.value in BASE_ESTIMATORS and id(node) not in defaults
-            }
+    for f in _sources():
+        where = str(f.relative_to(REPO))
+        if where.startswith("trainers/advantages/"):
+            continue
+        tree = ast.parse(f.read_text())
+        defaults = {
+            id(d)
+            for fn in ast.walk(tree)
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for d in [*fn.args.defaults, *(k for k in fn.args.kw_defaults if k is not None)]
+        }
+        named |= {
+            (where, node.value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and node.value in BASE_ESTIMATORS and id(node) not in defaults
+        }
     assert named <= set(NAMED_BASES), sorted(named - set(NAMED_BASES))
 
 
@@ -247,22 +250,21 @@ def test_a_function_local_import_says_why() -> None:
     cycle) says why: a comment on its line or the line above, or the module's
     ``# Imports inside functions:`` note."""
     silent = []
-    for pkg in PACKAGES:
-        for f in (REPO / pkg).rglob("*.py"):
-            text = f.read_text()
-            if "# Imports inside functions: " in text:
+    for f in _sources():
+        text = f.read_text()
+        if "# Imports inside functions: " in text:
+            continue
+        lines = text.splitlines()
+        for fn in ast.walk(ast.parse(text)):
+            if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
-            lines = text.splitlines()
-            for fn in ast.walk(ast.parse(text)):
-                if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                    continue
-                for node in ast.walk(fn):
-                    if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
-                        "#" in lines[node.lineno - 1]
-                        or "#" in lines[node.end_lineno - 1]
-                        or lines[node.lineno - 2].strip().startswith("#")
-                    ):
-                        silent.append(f"{f.relative_to(REPO)}:{node.lineno} in {fn.name}")
+            for node in ast.walk(fn):
+                if isinstance(node, (ast.Import, ast.ImportFrom)) and not (
+                    "#" in lines[node.lineno - 1]
+                    or "#" in lines[node.end_lineno - 1]
+                    or lines[node.lineno - 2].strip().startswith("#")
+                ):
+                    silent.append(f"{f.relative_to(REPO)}:{node.lineno} in {fn.name}")
     assert not silent, sorted(set(silent))
 
 
@@ -289,8 +291,7 @@ def test_a_module_over_500_lines_says_why() -> None:
     """A module over 500 lines carries an ``# Over 500 lines:`` comment with the reason it is one module."""
     unexplained = [
         f"{f.relative_to(REPO)} ({n} lines)"
-        for pkg in PACKAGES
-        for f in (REPO / pkg).rglob("*.py")
+        for f in _sources()
         if (n := len(f.read_text().splitlines())) > 500 and "# Over 500 lines: " not in f.read_text()
     ]
     assert not unexplained, unexplained

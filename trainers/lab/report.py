@@ -102,8 +102,7 @@ def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[
 
 
 def reach_lines(curves: dict[str, np.ndarray], levels: Sequence[float], per_iter: int, iterations: int) -> list[str]:
-    """The section of episodes to reach each train success level: a row per method of ``curves``
-    (label -> its seeds' train success, ``[seeds, iterations]``)."""
+    """Episodes to reach each train success level: a row per ``curves`` label (its ``[seeds, iterations]`` curves)."""
     lines = [
         "",
         "## Episodes to reach a train success level",
