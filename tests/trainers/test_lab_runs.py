@@ -697,3 +697,21 @@ def test_only_a_preregistered_block_has_a_primary():
     confirm = ROOT_CONFIGS / "credit_lab_confirm.yaml"
     assert registered_primary("confirm", confirm).alpha == 0.05
     assert registered_primary("alfworld", confirm) is None and registered_primary(None, confirm) is None
+
+
+def test_a_preregistered_block_runs_the_arms_and_seeds_its_config_registers(tmp_path, monkeypatch, capsys):
+    """The design is written once, in the registration: the block's methods and seeds are read
+    from it; a block whose registration is not in the checkout is refused with one line."""
+    for lab, name in (("confirm", "credit_lab_confirm.yaml"), ("tree", "credit_lab_tree.yaml")):
+        registered = yaml.safe_load((ROOT_CONFIGS / name).read_text())["notes"]["preregistration"]
+        args = cli.parse(["--lab", lab])
+        assert args.methods == registered["arms"] and args.seeds == registered["seeds"]
+    config = tmp_path / "registered.yaml"
+    config.write_text("notes:\n  preregistration:\n    arms: [grpo, gigpo]\n    seeds: [3, 4]\n")
+    assert methods._registered_arms(str(config)) == {"methods": ("grpo", "gigpo"), "seeds": (3, 4)}
+    assert methods._registered_arms(str(tmp_path / "absent.yaml")) == {}
+    monkeypatch.setitem(methods.LAB_PRESETS, "tree", {"config": "absent.yaml", "preregistered": True})
+    monkeypatch.setattr(cli, "LAB_PRESETS", methods.LAB_PRESETS)
+    with pytest.raises(SystemExit):
+        cli.parse(["--lab", "tree"])
+    assert "--lab tree: its registration absent.yaml is not in this checkout" in capsys.readouterr().err

@@ -218,6 +218,8 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     except ValueError as err:
         ap.error(str(err))
     preset = LAB_PRESETS.get(args.lab, {})
+    if preset.get("preregistered") and "methods" not in preset:
+        ap.error(f"--lab {args.lab}: its registration {preset['config']} is not in this checkout")
     args.config = args.config or ROOT / preset.get("config", "configs/alfworld_trap.yaml")
     args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
     args.seeds = args.seeds if args.seeds is not None else list(preset.get("seeds", range(8)))

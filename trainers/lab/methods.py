@@ -195,7 +195,19 @@ def _read_blocks() -> dict[str, dict[str, Any]]:
             return tuple(range(v["first"], v["last"] + 1))
         return tuple(v) if isinstance(v, list) else v
 
-    return {name: {key: value(v) for key, v in block.items()} for name, block in data.items()}
+    blocks = {name: {key: value(v) for key, v in block.items()} for name, block in data.items()}
+    return {name: {**_registered_arms(b["config"]), **b} if b.get("preregistered") else b for name, b in blocks.items()}
+
+
+def _registered_arms(config: str) -> dict[str, tuple[Any, ...]]:
+    """A pre-registered block's ``methods`` and ``seeds``: the arms and seeds its config registers
+    (``notes: preregistration:``), so that the design is written in one place; none where the
+    config is not in this checkout."""
+    path = Path(__file__).resolve().parents[2] / config
+    if not path.is_file():
+        return {}
+    registered = ((load_strict(path.read_text()) or {}).get("notes") or {}).get("preregistration") or {}
+    return {"methods": tuple(registered["arms"]), "seeds": tuple(registered["seeds"])}
 
 
 #: ``--lab NAME``: the credit-trap lab's blocks (each fills --config, --methods, --iterations and --out
