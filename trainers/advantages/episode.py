@@ -103,7 +103,6 @@ def progpo_episode_advantages(
     outcomes: np.ndarray,
     coverage_rate: np.ndarray,
     base: str = "grpo",
-    *,
     lam: float = 1.0,
     tau_r: float = TAU_R,
     tau_p: float = TAU_P,
