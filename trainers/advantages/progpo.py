@@ -70,7 +70,13 @@ class ProgressTerm:
 
 
 def with_progress(
-    adv: np.ndarray, r: np.ndarray, gid: np.ndarray, n: int, p: np.ndarray, term: ProgressTerm, failed: Any = None
+    adv: np.ndarray,
+    r: np.ndarray,
+    gid: np.ndarray,
+    n: int,
+    p: np.ndarray,
+    term: ProgressTerm,
+    failed: np.ndarray | None = None,
 ) -> np.ndarray:
     """The base estimator's episode term ``adv`` with ProGPO's progress term: in its place in
     all-failed groups, or (``gate: always``) added in every group. ``failed``: each group's

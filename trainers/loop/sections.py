@@ -12,7 +12,7 @@ and a caller that drives it alone need only its section.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from trainers.advantages import AdvantageConfig
 from trainers.loop.ppo import PPOConfig
@@ -20,6 +20,8 @@ from trainers.rollouts.tree_rollout import TreeConfig
 from trainers.runs.run_dir import RunSection
 
 if TYPE_CHECKING:  # the sections are read from a config; the config does not import them
+    from _typeshed import DataclassInstance
+
     from trainers.config import TrainConfig
 
 __all__ = [
@@ -154,34 +156,29 @@ def credit_section(cfg: TrainConfig) -> CreditSection:
     return CreditSection(cfg.advantage_config(), cfg.seed, cfg.iterations, cfg.policy_mode == "generate")
 
 
-def _section(cls: type[Any], cfg: TrainConfig, **derived: Any) -> Any:
+_SectionT = TypeVar("_SectionT", bound="DataclassInstance")
+
+
+def _section(cls: type[_SectionT], cfg: TrainConfig, **derived: Any) -> _SectionT:
     """A ``cls`` section: ``derived`` as given, each other field the config's field of its name."""
     return cls(**{f.name: getattr(cfg, f.name) for f in fields(cls) if f.name not in derived}, **derived)
 
 
 def rollout_section(cfg: TrainConfig) -> RolloutSection:
     """The collection stage's section of ``cfg``."""
-    section: RolloutSection = _section(
-        RolloutSection, cfg, step_timeout=cfg.resolved_step_timeout, tree=cfg.tree_config()
-    )
-    return section
+    return _section(RolloutSection, cfg, step_timeout=cfg.resolved_step_timeout, tree=cfg.tree_config())
 
 
 def update_section(cfg: TrainConfig) -> UpdateSection:
     """The update stage's section of ``cfg``."""
-    section: UpdateSection = _section(UpdateSection, cfg, ppo=PPOConfig.from_config(cfg), vllm=cfg.backend == "vllm")
-    return section
+    return _section(UpdateSection, cfg, ppo=PPOConfig.from_config(cfg), vllm=cfg.backend == "vllm")
 
 
 def eval_section(cfg: TrainConfig) -> EvalSection:
     """The evaluation stage's section of ``cfg``."""
-    derived = dict(step_timeout=cfg.resolved_step_timeout, teacher_label=cfg.distill_label)
-    section: EvalSection = _section(EvalSection, cfg, **derived)
-    return section
+    return _section(EvalSection, cfg, step_timeout=cfg.resolved_step_timeout, teacher_label=cfg.distill_label)
 
 
 def run_section(cfg: TrainConfig) -> RunSection:
     """The run dir's section of ``cfg`` (its flat fields and sections taken now)."""
-    derived = dict(trackers=tuple(cfg.trackers), config=cfg.to_dict(), sections=cfg.to_sections())
-    section: RunSection = _section(RunSection, cfg, **derived)
-    return section
+    return _section(RunSection, cfg, trackers=tuple(cfg.trackers), config=cfg.to_dict(), sections=cfg.to_sections())
