@@ -31,10 +31,10 @@ from trainers.advantages import AdvantageConfig
 from trainers.advantages.registry import estimator as registered_estimator
 from trainers.advantages.registry import estimator_names, exclusive_conflict, flat_options
 from trainers.envs import ENV_TABLE, STATE_KEYS
-from trainers.plugins import load_plugins
+from trainers.plugins import load_plugins, resolved
 from trainers.rollouts.tree_rollout import SCORERS, TreeConfig
 from trainers.strict_yaml import StrictYAMLError, load_strict
-from trainers.teacher_registry import SKILL_WRITERS, label_of, reads_privileged, teacher_names
+from trainers.teacher_registry import SKILL_WRITERS, is_builtin_teacher, label_of, reads_privileged, teacher_names
 from trainers.teacher_registry import teacher as registered_teacher
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
@@ -796,6 +796,12 @@ class TrainConfig:
             raise ConfigError(f"distill must be one of {', '.join(teacher_names())}, got {self.distill!r}")
         if not isinstance(self.teacher_options, dict) or not all(isinstance(k, str) for k in self.teacher_options):
             raise ConfigError(f"teacher_options must be a mapping (name: value), got {self.teacher_options!r}")
+        if self.teacher_options and (self.distill == "none" or is_builtin_teacher(self.distill)):
+            taker = "no teacher is set (--distill)" if self.distill == "none" else f"{self.distill} takes none"
+            raise ConfigError(
+                f"teacher option(s) {', '.join(self.teacher_options)} given, but {taker}: a plug-in teacher's "
+                "options are read by that teacher alone; drop them or pick it with --distill"
+            )
         if self.distill == "none":
             return
         spec = registered_teacher(self.distill)
@@ -929,11 +935,27 @@ class TrainConfig:
         another base trains is an error."""
         if not isinstance(self.estimator_options, dict) or not all(isinstance(k, str) for k in self.estimator_options):
             raise ConfigError(f"estimator_options must be a mapping (name: value), got {self.estimator_options!r}")
-        conflict = exclusive_conflict(self.estimator, lambda flag: getattr(self, flag, None))
+        conflict = exclusive_conflict(self.estimator, lambda flag: getattr(self, flag, None)) or self._two_spellings()
         if conflict:
             raise ConfigError(conflict)
         for base in dict.fromkeys(spec.name for flag, spec, _ in flat_options() if hasattr(self, flag)):
             registered_estimator(base).make_options(self.base_option_values(base))
+
+    def _two_spellings(self) -> str | None:
+        """Why an option of the configured base is given twice with two values (its flat field
+        away from its default, and ``estimator_options``), or ``None``: the run would train with
+        one and a reader of the other would be misled."""
+        spec = registered_estimator(self.estimator)
+        for flag, _, f in flat_options((spec.name,)):
+            if f.name not in self.estimator_options or flag not in self.__dataclass_fields__:
+                continue
+            flat, given = getattr(self, flag), self.estimator_options[f.name]
+            if flat != self.__dataclass_fields__[flag].default and flat != given:
+                return (
+                    f"{flag} {flat!r} and estimator option {f.name}={given!r} set one option twice with two "
+                    f"values: keep one (--{flag.replace('_', '-')} or --estimator-option {f.name}=...)"
+                )
+        return None
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.rollouts.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
@@ -1213,6 +1235,8 @@ def _name_value(text: str) -> tuple[str, Any]:
         parsed = yaml.safe_load(value) if value.strip() else value
     except yaml.YAMLError:
         parsed = value
+    if isinstance(parsed, str) and _YAML11_FLOAT.fullmatch(parsed.strip()):
+        parsed = float(parsed)  # `1e-3`: YAML 1.1 reads a string, a user writes a number
     return name.strip(), parsed if isinstance(parsed, (bool, int, float, str)) else value
 
 
@@ -1248,6 +1272,12 @@ def _add_command_flags(ap: argparse.ArgumentParser) -> None:
         "--overwrite",
         action="store_true",
         help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)",
+    )
+    ap.add_argument(
+        "--accept-plugin-change",
+        action="store_true",
+        help="with --resume: train on although a plug-in's file changed since the run's last process "
+        "(recorded in provenance.jsonl; without it such a resume is refused)",
     )
     ap.add_argument(
         "--plugin", dest="plugins", action="append", default=None, metavar="MODULE_OR_FILE", help=_field_help("plugins")
@@ -1331,11 +1361,28 @@ def _early_plugins(argv: list[str] | None) -> None:
             listed = load_yaml(ns.config).get("plugins", [])
         except ConfigError:
             listed = []  # the file's own error is said once, by the full parse
-        names += [p for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+        here = Path(ns.config).resolve().parent
+        names += [resolved(p, here) for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
     try:
-        load_plugins(names)
+        load_plugins([resolved(p) for p in names])
     except ValueError as err:
         raise ConfigError(str(err)) from None
+
+
+def _refuse_two_spellings(name: str, overrides: dict[str, Any]) -> None:
+    """A flat option flag (``--hgpo-depth 2``) and ``--estimator-option depth=3`` on one command
+    line, with two values: refused, even where the flag gives the default."""
+    try:
+        spec = registered_estimator(name)
+    except ValueError:
+        return  # an unknown estimator is said by the config's own check
+    given = overrides["estimator_options"]
+    for flag, _, f in flat_options((spec.name,)):
+        if flag in overrides and f.name in given and overrides[flag] != given[f.name]:
+            raise ConfigError(
+                f"--{flag.replace('_', '-')} {overrides[flag]!r} and --estimator-option {f.name}={given[f.name]!r} "
+                "set one option twice with two values: keep one"
+            )
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
@@ -1343,6 +1390,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     _early_plugins(sys.argv[1:] if argv is None else argv)
     ns = build_parser().parse_args(argv)
     data: dict[str, Any] = load_yaml(ns.config) if ns.config else {}
+    if isinstance(data.get("plugins"), list):  # a relative file is the YAML's neighbour, stored absolute
+        here = Path(ns.config).resolve().parent
+        data["plugins"] = [resolved(p, here) if isinstance(p, str) else p for p in data["plugins"]]
     source = f"config {ns.config}" if ns.config else "config"
     if ns.config and not data:  # an empty file, or one of comments only: said, not silently the defaults
         print(f"note: {source} sets nothing: every field not given as a flag is at its default", file=sys.stderr)
@@ -1356,9 +1406,10 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
     renamed = {old: getattr(ns, f"renamed_{old}") for old in RENAMED if getattr(ns, f"renamed_{old}", None) is not None}
     overrides = upgrade_names({**overrides, **renamed}, source="command line", spell=_flag)
     if ns.plugins:
-        overrides["plugins"] = list(dict.fromkeys([*cfg.plugins, *ns.plugins]))
+        overrides["plugins"] = list(dict.fromkeys([*cfg.plugins, *(resolved(p) for p in ns.plugins)]))
     if ns.estimator_options:
         overrides["estimator_options"] = {**cfg.estimator_options, **dict(ns.estimator_options)}
+        _refuse_two_spellings(overrides.get("estimator", cfg.estimator), overrides)
     if ns.teacher_options:
         overrides["teacher_options"] = {**cfg.teacher_options, **dict(ns.teacher_options)}
     if overrides:

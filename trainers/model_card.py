@@ -71,7 +71,7 @@ def model_card(
         else label_of(cfg) or f"{teacher} (a plug-in teacher, not loaded here)"
     )
     if evaluation is None:
-        eval_text = "no held-out evaluation was recorded"
+        eval_text = "not recorded (the checkpoint's history holds no held-out evaluation)"
     else:
         interval = (
             f" (95% bootstrap interval [{evaluation['lo']:.3f}, {evaluation['hi']:.3f}] over its episodes)"

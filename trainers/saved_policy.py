@@ -29,6 +29,10 @@ class SavedPolicy:
     policy: Any
     checkpoint: Path
     iteration: int
+    #: the estimator and teacher the run trained with (a plug-in's, never imported here)
+    recorded: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: the run's records up to this checkpoint, as the checkpoint carries them (``None``: not recorded)
+    history: list[dict[str, Any]] | None = None
 
     @property
     def model(self) -> Any:
@@ -63,7 +67,36 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
             )
         saved = flatten_sections(load_yaml(config_yaml), str(config_yaml), warn=False)
     known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
-    return TrainConfig.from_dict(known, source=str(checkpoint), flat=True)
+    return TrainConfig.from_dict(without_plugins(known), source=str(checkpoint), flat=True)
+
+
+def without_plugins(config: dict[str, Any]) -> dict[str, Any]:
+    """A saved config that imports nothing: no ``plugins``, and an estimator or teacher that no
+    loaded registry knows (a plug-in's) replaced by the default, with its options. Playing,
+    evaluating and exporting a policy need neither, and a checkpoint's config is data, never code
+    to run (a crafted one could name any module); a plug-in is imported only when the user names
+    it on the command line. :func:`recorded_methods` keeps the names the run trained with.
+
+    >>> without_plugins({"plugins": ["evil.py"], "estimator": "mine", "estimator_options": {"k": 1}})
+    {'plugins': [], 'estimator': 'progpo-gigpo', 'estimator_options': {}}
+    """
+    from trainers.advantages.registry import estimator_names
+    from trainers.teacher_registry import teacher_names
+
+    out = {**config, "plugins": []}
+    defaults = TrainConfig.__dataclass_fields__
+    if out.get("estimator", defaults["estimator"].default) not in estimator_names():
+        out["estimator"], out["estimator_options"] = defaults["estimator"].default, {}
+    if out.get("distill", "none") not in teacher_names():
+        out["distill"], out["teacher_options"] = "none", {}
+    return out
+
+
+def recorded_methods(data: dict[str, Any]) -> dict[str, Any]:
+    """The estimator and teacher a checkpoint's run trained with, as it records them (a plug-in's
+    name included, which :func:`without_plugins` replaces in the config it builds)."""
+    saved = data.get("config") if isinstance(data.get("config"), dict) else {}
+    return {k: saved[k] for k in ("estimator", "distill") if isinstance(saved.get(k), str)}
 
 
 def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> SavedPolicy:
@@ -83,4 +116,6 @@ def load_saved(path: str | Path, device: str = "cpu", **overrides: Any) -> Saved
             f"({str(err).splitlines()[0][:160]})"
         ) from None
     policy.model.eval()
-    return SavedPolicy(cfg, policy, checkpoint, int(data["iteration"]))
+    history = data.get("history")
+    history = [r for r in history if isinstance(r, dict)] if isinstance(history, list) else None
+    return SavedPolicy(cfg, policy, checkpoint, int(data["iteration"]), recorded_methods(data), history)

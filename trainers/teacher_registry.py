@@ -25,7 +25,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
-from trainers.plugins import load_entry_point_group
+from trainers.plugins import load_entry_point_group, note_registration
 
 __all__ = [
     "DISTILL_MODES",
@@ -34,6 +34,7 @@ __all__ = [
     "SKILL_WRITERS",
     "TeacherSpec",
     "distill_label",
+    "is_builtin_teacher",
     "label_of",
     "reads_privileged",
     "register_teacher",
@@ -97,9 +98,16 @@ def register_teacher(spec: TeacherSpec, *, replace: bool = False, builtin: bool 
     if spec.name in _BUILTIN or (spec.name in _TEACHERS and not replace and _TEACHERS[spec.name] != spec):
         raise ValueError(f"teacher {spec.name!r} is registered already; pick another name")
     _TEACHERS[spec.name] = spec
+    note_registration()
     if builtin:
         _BUILTIN.add(spec.name)
     return spec
+
+
+def is_builtin_teacher(name: str) -> bool:
+    """Whether ``name`` is one of the package's own teachers (their options are config fields,
+    not ``teacher_options``)."""
+    return name in _BUILTIN
 
 
 def unregister_teacher(name: str) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -507,16 +508,29 @@ def test_a_run_s_entry_keeps_the_lab_s_keys_panels_task_types_and_core_seconds()
         ("distill: {mode: hindsight}\n", "distill: hindsight"),
         ("progress_gate: always\nshuffle_coverage: true\n", "progress_gate: always, shuffle_coverage: True"),
         ("init: bc\nrollout: tree\n", "rollout: tree"),  # an old name beside it is read, not an error
+    ],
+)
+def test_a_block_config_that_sets_a_method_axis_gets_a_note_that_the_methods_override_it(tmp_path, text, said):
+    config = tmp_path / "block.yaml"
+    config.write_text(text)
+    note = runs.config_axes_note(config)
+    assert note is not None and said in note and "not used by any run" in note and "\n" not in note, note
+
+
+@pytest.mark.parametrize(
+    "text, said",
+    [
         ("- a list\n", "is not a mapping of config fields"),
         ("lr: [unclosed\n", "cannot be read (ParserError)"),
         ("advantage: {estimater: grpo}\n", "has no key 'estimater'; did you mean estimator?"),
     ],
 )
-def test_a_block_config_that_would_change_a_method_is_named(tmp_path, text, said):
+def test_a_block_config_that_cannot_be_read_is_refused_in_one_line(tmp_path, text, said):
     config = tmp_path / "block.yaml"
     config.write_text(text)
-    problem = runs.config_axes_problem(config)
-    assert problem is not None and said in problem and "\n" not in problem, problem
+    with pytest.raises(runs.LabError, match=re.escape(said)) as err:
+        runs.config_axes_note(config)
+    assert "\n" not in str(err.value)
 
 
 def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out(tmp_path, capsys):
@@ -528,11 +542,12 @@ def test_a_block_config_may_restate_an_axis_at_its_default_or_leave_them_all_out
         "rollout: flat\ndistill: {mode: none}\nprogress_gate: all_failed\nshuffle_coverage: false\n",
     ):
         config.write_text(text)
-        assert runs.config_axes_problem(config) is None, text
+        assert runs.config_axes_note(config) is None, text
     assert capsys.readouterr().err == ""  # a check, not a load: no deprecation lines for old spellings
-    assert "cannot be read (FileNotFoundError)" in runs.config_axes_problem(tmp_path / "absent.yaml")
-    assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab.yaml") is None  # the shipped blocks pass
-    assert runs.config_axes_problem(ROOT_CONFIGS / "credit_lab_confirm.yaml") is None
+    with pytest.raises(runs.LabError, match=re.escape("cannot be read (FileNotFoundError)")):
+        runs.config_axes_note(tmp_path / "absent.yaml")
+    assert runs.config_axes_note(ROOT_CONFIGS / "credit_lab.yaml") is None  # the shipped blocks pass
+    assert runs.config_axes_note(ROOT_CONFIGS / "credit_lab_confirm.yaml") is None
 
 
 # ---- load_run: what a finished run must hold ---------------------------------------------------

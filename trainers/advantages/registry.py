@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Sequence
 
@@ -46,7 +47,8 @@ import numpy as np
 
 from trainers.advantages.grpo import grpo_flat, rloo_flat
 from trainers.advantages.segments import as_float, discounted_returns
-from trainers.plugins import load_entry_point_group, load_plugin
+from trainers.plugins import load_entry_point_group, load_plugin, note_registration
+from wrappers.errors import UserError
 
 __all__ = [
     "BASES",
@@ -57,6 +59,7 @@ __all__ = [
     "BaseEstimator",
     "Estimator",
     "StepContext",
+    "TermError",
     "base_names",
     "check_options",
     "estimator",
@@ -172,6 +175,10 @@ def option_fields(options: type | None) -> tuple[dataclasses.Field[Any], ...]:
     return dataclasses.fields(options) if options is not None else ()
 
 
+#: a float in exponent form without a dot, which YAML 1.1 (PyYAML) reads as a string
+_YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
 def _check_value(owner: str, f: dataclasses.Field[Any], value: Any) -> Any:
     """``value`` checked against the field's default type, bounds and choices; ints are read as floats."""
     meta, default = f.metadata, f.default
@@ -183,6 +190,8 @@ def _check_value(owner: str, f: dataclasses.Field[Any], value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{what} must be an integer, got {value!r}")
     elif isinstance(default, float):
+        if isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
+            value = float(value)  # YAML 1.1 reads `1e-3` (no dot) as a string; a user means a number
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{what} must be a finite number, got {value!r}")
         value = float(value)
@@ -289,9 +298,42 @@ class Estimator:
     def run_episode(
         self, r: np.ndarray, gid: np.ndarray, n: int, *, eps: float, norm: str, turns: np.ndarray | None, options: Any
     ) -> np.ndarray:
-        """The episode term of each trajectory."""
+        """The episode term of each trajectory, checked (:meth:`checked`)."""
         term = self.episode or grpo_episode
-        return term(r, gid, n, eps=eps, norm=norm, turns=turns, options=options)
+        return self.checked("episode", term(r, gid, n, eps=eps, norm=norm, turns=turns, options=options), r.size)
+
+    def run_step(self, ctx: StepContext) -> np.ndarray | None:
+        """The step term of each step (``None``: none), checked (:meth:`checked`)."""
+        if self.step is None:
+            return None
+        out = self.step(ctx)
+        return None if out is None else self.checked("step", out, ctx.traj.size)
+
+    def checked(self, which: str, values: Any, n: int) -> np.ndarray:
+        """A term's values as floats, or a :class:`TermError` of one line naming this estimator: a
+        term is numeric, finite and of shape ``(n,)`` (a scalar or a column would be broadcast
+        silently into wrong advantages)."""
+        where = f"estimator {self.name}: its {which} term"
+        try:
+            arr = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TermError(f"{where} must return numbers, got {type(values).__name__}") from None
+        if arr.shape != (n,):
+            raise TermError(f"{where} must return shape ({n},) (one value per {which_unit(which)}), got {arr.shape}")
+        if not np.isfinite(arr).all():
+            bad = int(arr.size - np.isfinite(arr).sum())
+            raise TermError(f"{where} returned {bad} non-finite value(s) of {n}")
+        return arr
+
+
+class TermError(UserError, ValueError):
+    """An estimator's term returned what no advantage can be made of (wrong shape, not numbers,
+    NaN or infinite); the message names the estimator."""
+
+
+def which_unit(which: str) -> str:
+    """What one value of a term stands for: a trajectory (episode term), a step (step term)."""
+    return "trajectory" if which == "episode" else "step"
 
 
 #: kept for code written against the first registry
@@ -308,6 +350,7 @@ def register(spec: Estimator, *, replace: bool = False) -> Estimator:
     if spec.name in _BUILTIN and replace:
         raise ValueError(f"estimator {spec.name!r} is built in; register yours under another name")
     _REGISTRY[spec.name] = spec
+    note_registration()
     return spec
 
 

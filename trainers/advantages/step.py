@@ -130,7 +130,7 @@ def step_advantages(
     ctx = StepContext(
         cfg, options, r, gid, n_groups, length, traj, t, fv, failed, state_ids, step_rewards, response_lengths, acted
     )
-    step_term = base.step(ctx) if base.step is not None else None
+    step_term = base.run_step(ctx)
     if step_term is not None:
         adv = adv + step_term  # A_t = A^E_i + omega * A^S_t (PlanPO: + alpha * its turn term)
     return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed, acted=acted)
@@ -175,4 +175,4 @@ def base_step_term(
         response_lengths,
         {},
     )
-    return spec.step(ctx)
+    return spec.run_step(ctx)

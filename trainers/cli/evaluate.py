@@ -28,7 +28,18 @@ from typing import Any
 from trainers.runs.run_files import check_output_file
 from wrappers.errors import UserError
 
-__all__ = ["evaluate_saved", "main"]
+#: the largest panel ``--episodes`` takes (the trainer's ``eval_episodes`` cap): past it, the plan
+#: alone would end in a MemoryError
+MAX_EPISODES = 100_000
+
+
+def check_episodes(episodes: int | None) -> None:
+    """``--episodes`` within :data:`MAX_EPISODES` (``None``: the run's own), else a ``ValueError`` of one line."""
+    if episodes is not None and episodes > MAX_EPISODES:
+        raise ValueError(f"--episodes {episodes} is over {MAX_EPISODES:,}, more than any panel here can hold")
+
+
+__all__ = ["MAX_EPISODES", "check_episodes", "evaluate_saved", "main"]
 
 
 def evaluate_saved(
@@ -128,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag, value in (("--episodes", args.episodes), ("--streams", args.streams)):
             if value is not None and value < 1:
                 raise ValueError(f"{flag} must be >= 1, got {value}")
+        check_episodes(args.episodes)
         if args.json is not None:
             check_output_file(args.json, "--json")  # before the evaluation plays, not after
         rec = evaluate_saved(load_saved(args.path), args.split, args.episodes, args.streams)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import glob
 import json
 import os
 import shutil
@@ -103,7 +104,8 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
         for peft_config in model.peft_config.values():
             peft_config.base_model_name_or_path = base_name
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    clear_stale_temps(out)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.{os.getpid()}.", suffix=".tmp", dir=out.parent))
     try:
         _write(saved, model, tokenizer, tmp, lora, merge, base_beside, out)
         if out.exists():
@@ -119,6 +121,34 @@ def export_saved(saved: Any, out_dir: str | Path, merge: bool = False) -> Path:
     return out
 
 
+def clear_stale_temps(out: Path) -> list[Path]:
+    """Remove the temporary folders of earlier exports of ``out`` that were killed mid-write (their
+    process, named in the folder, is gone); one of a live export is left, and one whose writer
+    is unknown is named on stderr. Returns what was removed."""
+    removed = []
+    for tmp in sorted(out.parent.glob(f".{glob.escape(out.name)}.*.tmp")):
+        if not tmp.is_dir() or tmp.is_symlink():
+            continue
+        pid_text = tmp.name[len(out.name) + 2 :].split(".", 1)[0]
+        if pid_text.isdigit() and not _alive(int(pid_text)):
+            shutil.rmtree(tmp, ignore_errors=True)
+            removed.append(tmp)
+        elif not pid_text.isdigit():
+            print(f"note: {tmp} is left from an interrupted export of {out.name}; remove it", file=sys.stderr)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _write(
     saved: Any, model: Any, tokenizer: Any, out: Path, lora: bool, merge: bool, base_beside: bool, final: Path
 ) -> None:
@@ -131,7 +161,7 @@ def _write(
     generation_config = getattr(model, "generation_config", None)
     if generation_config is not None and not (out / "generation_config.json").exists():
         generation_config.save_pretrained(out)
-    cfg = saved.cfg.to_dict()
+    cfg = {**saved.cfg.to_dict(), **getattr(saved, "recorded", {})}
     manifest = {
         "format": "progpo-export-v1",
         "checkpoint": str(saved.checkpoint),
@@ -147,16 +177,25 @@ def _write(
 
 
 def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: bool) -> None:
-    """The Hugging Face model card (``README.md``), from the run dir's records and provenance where
-    they are kept; ``final``: where the export will lie once renamed into place."""
+    """The Hugging Face model card (``README.md``), from the checkpoint's own history (the records
+    up to its iteration; a copied checkpoint never reads another run's ``metrics.jsonl``) and its
+    run dir's provenance where that run is the checkpoint's; ``final``: where the export will lie
+    once renamed into place."""
     from trainers.model_card import last_evaluation, model_card
-    from trainers.runs.metrics import scan_metrics
 
     run_dir = Path(saved.checkpoint).resolve().parent.parent  # RUN/checkpoints/iter_NNNNNN.pt
-    records = scan_metrics(run_dir / "metrics.jsonl")[0] if (run_dir / "metrics.jsonl").is_file() else []
-    records = [r for r in records if not isinstance(r.get("iteration"), int) or r["iteration"] <= saved.iteration]
+    records = [
+        r for r in saved.history or [] if not isinstance(r.get("iteration"), int) or r["iteration"] <= saved.iteration
+    ]
+    mine = saved.history is not None and _run_dir_is_its_own(run_dir, saved.history)
     commits = [r.get("commit") for r in read_provenance(run_dir) if r.get("kind") == "provenance" and r.get("commit")]
-    cfg = {**saved.cfg.to_dict(), "train_split": saved.cfg.splits[0], "eval_split": saved.cfg.splits[1]}
+    commits = commits if mine else []
+    cfg = {
+        **saved.cfg.to_dict(),
+        **getattr(saved, "recorded", {}),
+        "train_split": saved.cfg.splits[0],
+        "eval_split": saved.cfg.splits[1],
+    }
     (out / "README.md").write_text(
         model_card(
             cfg,
@@ -167,6 +206,18 @@ def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: b
             base=str(final / "base") if base_beside else None,
         )
     )
+
+
+def _run_dir_is_its_own(run_dir: Path, history: list[dict[str, Any]]) -> bool:
+    """Whether ``run_dir``'s ``metrics.jsonl`` begins with the checkpoint's history (the dir is the
+    run that wrote it, not one it was copied into)."""
+    from trainers.runs.metrics import scan_metrics
+
+    path = run_dir / "metrics.jsonl"
+    if not path.is_file():
+        return False
+    there = scan_metrics(path)[0][: len(history)]
+    return [json.dumps(r, sort_keys=True) for r in there] == [json.dumps(r, sort_keys=True) for r in history]
 
 
 def load_line(out: Path) -> str:

@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainers.cli.evaluate import check_episodes
 from trainers.runs.run_files import check_output_file
 from wrappers.errors import UserError
 
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         for flag, value, least in (("--episodes", args.episodes, 1), ("--top", args.top, 1), ("--task", args.task, 0)):
             if value is not None and value < least:
                 raise ValueError(f"{flag} must be >= {least}, got {value}")
+        check_episodes(args.episodes)
         if args.html is not None:
             check_output_file(args.html, "--html")  # before the episode plays, not after
         saved = load_saved(args.path)

@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                     raise CheckpointError(f"checkpoint {ckpt} does not exist")
                 ns.resume = str(ckpt)
             trainer = Trainer(cfg)
-            report = trainer.train(resume=ns.resume, run_lock=lock)
+            report = trainer.train(resume=ns.resume, run_lock=lock, accept_plugin_change=ns.accept_plugin_change)
             if not trainer.dist.is_main:  # rank 0 prints the summary
                 return 0
         except ShareKilled as err:

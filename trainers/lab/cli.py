@@ -34,6 +34,7 @@ from trainers.lab.analysis import (
     validity,
     validity_criteria,
 )
+from trainers.lab.children import stops_forwarded
 from trainers.lab.compare import compare_blocks
 from trainers.lab.methods import (
     DEFAULT_METHODS,
@@ -48,7 +49,7 @@ from trainers.lab.report import plot, report
 from trainers.lab.runs import (
     ROOT,
     LabError,
-    config_axes_problem,
+    config_axes_note,
     load_run,
     panel_problem,
     preregistered_commit_problem,
@@ -248,9 +249,9 @@ def collect(args: argparse.Namespace) -> list[dict]:
         if not jobs:
             raise LabError(f"no finished run of {', '.join(args.methods)} under {args.runs}")
     else:
-        problem = config_axes_problem(args.config)
-        if problem:
-            raise LabError(problem)
+        note = config_axes_note(args.config)
+        if note:
+            print(f"note: {note}", file=sys.stderr)
     if args.ray is not None and not args.report:
         recs = dict(zip(jobs, run_on_ray(args, jobs)))
     else:
@@ -335,6 +336,12 @@ def check_out_folder(out: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``python -m trainers.lab``; a SIGTERM stops the runs it started, then the lab (143)."""
+    with stops_forwarded():
+        return _main(argv)
+
+
+def _main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     if args.rerun:
         seed_text, method = args.rerun

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
+from trainers.lab.children import raise_if_stopping, run_child
 from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
 from trainers.runs.metrics import TIMING_KEYS, MetricsFileError, read_metrics
 from trainers.runs.provenance import read_provenance, run_times
@@ -33,7 +34,7 @@ __all__ = [
     "LabError",
     "ROOT",
     "axes_problem",
-    "config_axes_problem",
+    "config_axes_note",
     "load_run",
     "panel_problem",
     "preregistered_commit_problem",
@@ -82,12 +83,13 @@ def run_trainer(cmd: list[str], log: Path, root: Path = ROOT) -> None:
         PYTHONWARNINGS="ignore",
         PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
     )
+    raise_if_stopping()  # a queued run of a stopped lab leaves no trace
     with open(log, "a") as fh:
-        proc = subprocess.run(
+        rc = run_child(
             [sys.executable, "-m", "trainers.progpo", *cmd], cwd=root, env=env, stdout=fh, stderr=subprocess.STDOUT
         )
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}); see {log}")
+    if rc != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({rc}); see {log}")
 
 
 def run_one(args: argparse.Namespace, method: str, seed: int) -> list[dict]:
@@ -115,31 +117,33 @@ class LabError(Exception):
     that sets a method's axis); the message names it and says what to do."""
 
 
-def config_axes_problem(config_path: Path) -> str | None:
-    """What in the lab's ``--config`` would change what a method runs (``None``: nothing): an axis
-    that the methods set themselves, set there to another value than its default."""
+def config_axes_note(config_path: Path) -> str | None:
+    """What the lab's ``--config`` sets that the methods set themselves (``None``: nothing), or why
+    it cannot be read. Every method passes each axis as a flag (:func:`trainers.lab.methods.method_args`),
+    so such a value never reaches a run: the note says so, and a trainer preset (which names the
+    estimator it trains with) serves as the lab's config as it is. A config that cannot be read
+    is a :class:`LabError`."""
     import yaml  # the [train] extra
 
     try:
         data = load_strict(Path(config_path).read_text(encoding="utf-8")[: 1 << 20]) or {}
     except StrictYAMLError as err:
-        return f"{config_path}: {err}"
+        raise LabError(f"{config_path}: {err}") from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
-        return f"{config_path} cannot be read ({type(err).__name__})"
+        raise LabError(f"{config_path} cannot be read ({type(err).__name__})") from None
     if not isinstance(data, dict):
-        return f"{config_path} is not a mapping of config fields"
+        raise LabError(f"{config_path} is not a mapping of config fields")
     try:
         data = upgrade_names(flatten_sections(data, str(config_path), warn=False), warn=False)
     except ConfigError as err:
-        return str(err)
+        raise LabError(str(err)) from None
     set_here = {k: data[k] for k in AXES if k in data and data[k] != AXES[k]}
     if not set_here:
         return None
     said = ", ".join(f"{k}: {v}" for k, v in set_here.items())
     return (
-        f"{config_path} sets {said}; the lab's methods set the estimator, rollout, tree scorer, teacher and ProGPO "
-        "controls themselves (e.g. gigpo+privileged is the privileged teacher's arm, gigpo+tree the tree's): "
-        "remove it from the config and pick the methods with --methods"
+        f"{config_path} sets {said}; each method sets the estimator, rollout, tree scorer, teacher and ProGPO "
+        "controls itself (--methods), so the config's value is not used by any run"
     )
 
 

@@ -14,6 +14,7 @@ import numpy as np
 
 from trainers import seeds
 from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
+from trainers.loop.finite import check_finite
 from trainers.loop.sections import CreditSection
 from trainers.rollouts.rollout import Rollout
 
@@ -50,6 +51,7 @@ class CreditAssigner:
         adv = step_advantages(**arrays, config=self.config_at(iteration))
         # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
         step_adv = penalized_advantages(rollout.merge_rows(adv.steps), [s.output for s in rollout.steps])
+        check_finite("advantage", step_adv)  # a NaN here would be trained into every weight
         _, dense_group = np.unique(arrays["traj_group"], return_inverse=True)
         row_failed = (
             adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)

@@ -25,6 +25,7 @@ import torch
 
 from agents.batching import chunks
 from trainers import distributed, stop_request
+from trainers.loop.finite import check_finite
 from trainers.loop.losses import PolicyLoss, ppo_clip_loss
 
 if TYPE_CHECKING:
@@ -330,6 +331,7 @@ def ppo_update(
                     continue
                 stop_request.raise_if_requested()
                 out, k, w_sum = _micro_backward(batch, cfg, learner, comm, micro, mb_weight, share if kd_part else None)
+                check_finite("loss", float(out.loss.detach()))
                 for key in sums:  # pg_loss and kl are means under the token weights, the others token means
                     sums[key] += float(getattr(out, key)) * (w_sum if key in WEIGHTED else k)
                 tok_total += k
@@ -337,6 +339,7 @@ def ppo_update(
                 on_micro_batch()
             comm.after_backward(params)
             grad_norms.append(float(torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm)))
+            check_finite("gradient", grad_norms[-1])  # before the step: the weights stay finite
             optimizer.step()
             optimizer_steps += 1
             if learner.after_step is not None:

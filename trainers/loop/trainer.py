@@ -38,6 +38,7 @@ from trainers.config import TrainConfig, lr_warning
 from trainers.loop.collector import Rollout, Rollouts, check_rollout_streams
 from trainers.loop.credit import Credit, CreditAssigner
 from trainers.loop.evaluator import Evaluator
+from trainers.loop.finite import NonFiniteError
 from trainers.loop.sections import credit_section, eval_section, rollout_section, run_section, update_section
 from trainers.loop.train_record import engine_metrics, train_record
 from trainers.loop.updater import Updater
@@ -132,10 +133,18 @@ class Trainer:
         """One iteration: play B groups x G members, assign the credit, update, record."""
         t0 = time.perf_counter()
         rollout = self.rollout(iteration)
-        credit = self.advantages(rollout, iteration)
-        teach = self.teacher.inputs(rollout, credit.step_failed, env=self.cfg.env) if self.teacher is not None else None
-        t1 = time.perf_counter()
-        stats = self.update(rollout.steps, credit.steps, iteration, teach)
+        try:
+            credit = self.advantages(rollout, iteration)
+            teach = (
+                self.teacher.inputs(rollout, credit.step_failed, env=self.cfg.env) if self.teacher is not None else None
+            )
+            t1 = time.perf_counter()
+            stats = self.update(rollout.steps, credit.steps, iteration, teach)
+        except NonFiniteError as err:
+            raise err.within(
+                f"iteration {iteration} (estimator {self.cfg.estimator}, lr {self.cfg.lr:g}) stopped before "
+                "saving; the last checkpoint is the last finite state"
+            ) from None
         t2 = time.perf_counter()
         rec = train_record(
             self.cfg,
@@ -211,13 +220,21 @@ class Trainer:
         return self.start_iteration
 
     # ------------------------------------------------------------------ the run
-    def train(self, resume: str | None = None, overwrite: bool = False, run_lock: Any = None) -> Path:
+    def train(
+        self,
+        resume: str | None = None,
+        overwrite: bool = False,
+        run_lock: Any = None,
+        accept_plugin_change: bool = False,
+    ) -> Path:
         """Run (or continue) the configured iterations; returns the report's path.
 
         The run owns ``cfg.output_dir`` (:func:`trainers.runs.run_dir.claim_run_dir`): a fresh run
         refuses a directory holding an earlier run unless ``overwrite``, and a second process on
-        the same directory is refused. ``run_lock``: a lock the caller already took.
+        the same directory is refused. ``run_lock``: a lock the caller already took. A resume
+        whose plug-in files changed is refused unless ``accept_plugin_change`` (then recorded).
         """
+        self.accept_plugin_change = accept_plugin_change
         main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
         own_lock = (
             self.checkpoints.claim(resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
@@ -233,7 +250,12 @@ class Trainer:
         if resume:
             self.resume(resume)
         manifest = self.checkpoints.open_manifest() if self.dist.is_main else None
-        self.recorder.start(manifest, self.history, self.start_iteration - 1 if resume else None)
+        self.recorder.start(
+            manifest,
+            self.history,
+            self.start_iteration - 1 if resume else None,
+            getattr(self, "accept_plugin_change", False),
+        )
         try:
             if not resume:
                 for rec in self.start_records():

@@ -24,6 +24,7 @@ from agents.contract import TrainablePolicy, scoring_with
 from agents.logprobs import logprob_mismatch
 from trainers import distributed, seeds
 from trainers.config import ConfigError
+from trainers.loop.finite import check_finite_weights
 from trainers.loop.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.loop.sections import UpdateSection
 from trainers.runs.console import progress_bar
@@ -199,7 +200,7 @@ class Updater:
         self.model.train()
         gen = torch.Generator().manual_seed(seeds.update_order(cfg.seed, iteration))
         passes = len(micro_batches(range(len(idx)), cost, ppo_cfg, keys))  # about the same per mini-batch
-        bar = progress_bar(ppo_cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars)
+        bar = progress_bar(ppo_cfg.ppo_epochs * passes, f"update {iteration}", cfg.progress_bars, estimated=True)
         try:
             stats.update(
                 ppo_update(
@@ -213,6 +214,7 @@ class Updater:
             )
         finally:
             bar.close()
+        check_finite_weights(self.params)  # an lr of 1e30 steps into inf with finite gradients
         self.policy.sync()
         return stats
 

@@ -26,6 +26,14 @@ class LineProgress:
     ...     bar.update(1)
     warm start (bc): 2/4 (50%), 31 s
     warm start (bc): 4/4 (100%), 62 s
+
+    With ``estimated``, the total is a guess the count may pass (an update's micro-batches): the
+    line gives the count and the guess, never a percentage over 100.
+
+    >>> ticks = iter([0.0, 31.0])
+    >>> bar = LineProgress(14, "update 1", clock=lambda: next(ticks), file=sys.stdout, estimated=True)
+    >>> bar.n = 16; bar.update(1)
+    update 1: 17 (about 14 expected), 31 s
     """
 
     def __init__(
@@ -35,7 +43,9 @@ class LineProgress:
         every_s: float = 30.0,
         clock: Callable[[], float] = time.monotonic,
         file: Any = None,
+        estimated: bool = False,
     ) -> None:
+        self.estimated = estimated
         self.total, self.desc, self.every_s, self.clock = total, desc, float(every_s), clock
         self.file = file if file is not None else sys.stderr
         self.n = 0
@@ -46,7 +56,10 @@ class LineProgress:
         now = self.clock()
         if now - self.last >= self.every_s:
             self.last = now
-            done = f"{self.n}/{self.total} ({100 * self.n / self.total:.0f}%)" if self.total else f"{self.n}"
+            if self.total and self.estimated:
+                done = f"{self.n} (about {self.total} expected)"
+            else:
+                done = f"{self.n}/{self.total} ({100 * self.n / self.total:.0f}%)" if self.total else f"{self.n}"
             print(f"{self.desc}: {done}, {now - self.start:.0f} s", file=self.file, flush=True)
 
     def set_postfix(self, **kwargs: Any) -> None:
@@ -61,14 +74,16 @@ def bars_shown(enabled: bool) -> bool:
     return bool(enabled) and sys.stderr.isatty()
 
 
-def progress_bar(total: int | None, desc: str, enabled: bool, leave: bool = False, lines: bool = True) -> Any:
+def progress_bar(
+    total: int | None, desc: str, enabled: bool, leave: bool = False, lines: bool = True, estimated: bool = False
+) -> Any:
     """A tqdm bar on stderr, drawn only where :func:`bars_shown` says so; where a bar is asked for
     but stderr is no terminal, a :class:`LineProgress` (unless ``lines`` is False); a no-op bar
-    elsewhere."""
+    elsewhere. ``estimated``: ``total`` is a guess the count may pass."""
     from tqdm.auto import tqdm  # the [train] extra
 
     if enabled and lines and not bars_shown(enabled):
-        return LineProgress(total, desc)
+        return LineProgress(total, desc, estimated=estimated)
     return tqdm(
         total=total, desc=desc, disable=not bars_shown(enabled), leave=leave, dynamic_ncols=True, file=sys.stderr
     )

@@ -281,7 +281,8 @@ def restore_for_resume(
     Lines after the checkpoint (a crash after it) are dropped, as always. The checkpoint's history
     is every record up to the checkpoint, so a file that lost or garbled lines is rebuilt from it
     rather than cut at the first bad line; the file as found is kept beside it as
-    ``metrics.jsonl.damaged``. Returns the warning to give (``None``: nothing to say) and the
+    ``metrics.jsonl.damaged`` (``.damaged.1``, ``.damaged.2``, ... when that name is taken, by a
+    file or anything else: an earlier copy is never overwritten). Returns the warning to give (``None``: nothing to say) and the
     damaged copy written (``None``: none).
 
     Raises:
@@ -311,7 +312,7 @@ def restore_for_resume(
             f"{path} {bad or 'does not match the checkpoint'}, and the checkpoint holds no history to "
             "rebuild it from; repair that line or start a new --output-dir"
         )
-    damaged = path.with_name(path.name + ".damaged")
+    damaged = free_name(path.with_name(path.name + ".damaged"))
     write_atomic(damaged, path.read_bytes())
     write_atomic(path, lines)
     why = bad or f"does not match the checkpoint's records up to iteration {resumed_at}"
@@ -319,6 +320,21 @@ def restore_for_resume(
         f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
         f"history (the file as found: {damaged.name})"
     ), damaged
+
+
+def free_name(path: Path) -> Path:
+    """``path``, or the first of ``path.1``, ``path.2``, ... that nothing occupies (a file, a folder, a link).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp()); (d / "m.damaged").mkdir(); (d / "m.damaged.1").write_text("")
+    >>> free_name(d / "m.damaged").name
+    'm.damaged.2'
+    """
+    candidate, n = path, 0
+    while candidate.exists() or candidate.is_symlink():
+        n += 1
+        candidate = path.with_name(f"{path.name}.{n}")
+    return candidate
 
 
 #: the run dir's file that keeps its W&B run id, so that ``--resume`` logs on into the same W&B run

@@ -21,13 +21,15 @@ or compute path differ (``python -m trainers.lab --allow-mixed`` overrides it, l
 from __future__ import annotations
 
 import datetime
+import hashlib
+import importlib.util
 import json
 import platform
 import socket
 import subprocess
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from trainers.runs.run_files import open_nofollow
 
@@ -36,8 +38,11 @@ __all__ = [
     "FILE_NAME",
     "append_end",
     "append_provenance",
+    "append_resume",
     "compute_path",
     "git_state",
+    "plugin_changes",
+    "plugin_files",
     "provenance_record",
     "read_provenance",
     "run_times",
@@ -114,9 +119,11 @@ def compute_path(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def provenance_record(iteration: int, config: Mapping[str, Any], root: str | Path = ROOT) -> dict[str, Any]:
-    """The ``provenance`` record of a process that starts (or resumes) a run at ``iteration``."""
+    """The ``provenance`` record of a process that starts (or resumes) a run at ``iteration``; a
+    run with plug-ins records each one's file and SHA-256 (:func:`plugin_files`): they are code
+    outside the commit."""
     commit, dirty = git_state(root)
-    return {
+    rec = {
         "iteration": int(iteration),
         "kind": "provenance",
         "commit": commit,
@@ -127,6 +134,72 @@ def provenance_record(iteration: int, config: Mapping[str, Any], root: str | Pat
         "versions": _versions(),
         "compute": compute_path(config),
     }
+    plugins = config.get("plugins") or []
+    if plugins:
+        rec["plugins"] = plugin_files(plugins)
+    return rec
+
+
+def plugin_files(specs: Sequence[str]) -> list[dict[str, Any]]:
+    """Each plug-in's resolved file and the SHA-256 of its bytes (``None`` where it has no file).
+
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.py"); _ = open(path, "w").write("x = 1\n")
+    >>> [r["sha256"][:12] for r in plugin_files([path])]
+    ['d9be1c8cd4b6']
+    """
+    out = []
+    for spec in specs:
+        path: Path | None = Path(spec) if str(spec).endswith(".py") else None
+        if path is None:
+            try:
+                found = importlib.util.find_spec(str(spec))
+            except (ImportError, ValueError):
+                found = None
+            path = Path(found.origin) if found is not None and found.origin and found.has_location else None
+        try:
+            digest = hashlib.sha256(path.read_bytes()).hexdigest() if path is not None else None
+        except OSError:
+            digest = None
+        out.append({"plugin": str(spec), "path": str(path.resolve()) if path is not None else None, "sha256": digest})
+    return out
+
+
+def plugin_changes(records: list[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
+    """How the plug-ins of ``config`` differ from those the run's last process recorded (a file
+    changed, added or gone), one phrase each; ``[]``: the same code.
+
+    >>> plugin_changes([{"kind": "provenance"}], {"plugins": []})
+    []
+    """
+    past = [r for r in records if r.get("kind") == "provenance"]
+    before = {p["plugin"]: p for p in (past[-1].get("plugins") or [])} if past else {}
+    now = {p["plugin"]: p for p in plugin_files(config.get("plugins") or [])}
+    out = []
+    for name in sorted(set(before) | set(now)):
+        was, new = before.get(name), now.get(name)
+        if was is None:
+            out.append(f"{name} added")
+        elif new is None:
+            out.append(f"{name} gone")
+        elif was.get("sha256") != new.get("sha256"):
+            out.append(f"{name} changed (sha256 {str(was.get('sha256'))[:12]} -> {str(new.get('sha256'))[:12]})")
+    return out
+
+
+def append_resume(run_dir: str | Path, iteration: int, accepted: Sequence[str] = ()) -> dict[str, Any]:
+    """Append the ``resume`` line of a process that continues the run after ``iteration``: when
+    and where, and the plug-in changes the user accepted (``--accept-plugin-change``)."""
+    rec: dict[str, Any] = {
+        "iteration": int(iteration),
+        "kind": "resume",
+        "started": utc_now(),
+        "host": socket.gethostname(),
+    }
+    if accepted:
+        rec["plugin_changes_accepted"] = list(accepted)
+    _append(run_dir, rec)
+    return rec
 
 
 def read_provenance(run_dir: str | Path) -> list[dict[str, Any]]:

@@ -19,8 +19,13 @@ from trainers.runs.metrics import WANDB_ID_FILE, MetricsLogger, restore_for_resu
 from trainers.runs.run_dir import RunManifest, RunSection
 from trainers.runs.run_files import open_nofollow, write_atomic
 from trainers.runs.summary import write_report
+from wrappers.errors import UserError
 
-__all__ = ["RunRecorder"]
+__all__ = ["PluginChangedError", "RunRecorder"]
+
+
+class PluginChangedError(UserError):
+    """A resume whose plug-in files differ from those the run trained with."""
 
 
 class RunRecorder:
@@ -37,10 +42,20 @@ class RunRecorder:
         self.logger: MetricsLogger | None = None
         self.bar: Any = None
 
-    def start(self, manifest: RunManifest | None, history: Sequence[dict[str, Any]], resumed_at: int | None) -> None:
+    def start(
+        self,
+        manifest: RunManifest | None,
+        history: Sequence[dict[str, Any]],
+        resumed_at: int | None,
+        accept_plugin_change: bool = False,
+    ) -> None:
         """Open the run's files (``resumed_at``: the checkpoint's iteration on a resume, whose
-        ``history`` rebuilds a missing ``metrics.jsonl``) and the iterations' progress bar."""
+        ``history`` rebuilds a missing ``metrics.jsonl``) and the iterations' progress bar. A
+        resume whose plug-ins changed since the run's last process is refused unless
+        ``accept_plugin_change`` (then recorded)."""
         cfg = self.cfg
+        if self.main and resumed_at is not None:
+            self._check_plugins(resumed_at, accept_plugin_change)
         if self.main:
             metrics_path = self.run_dir / "metrics.jsonl"
             assert manifest is not None
@@ -110,6 +125,18 @@ class RunRecorder:
         append_end(self.run_dir, max(last, default=0))
         self.manifest.record(self.run_dir / "summary.md", self.run_dir / "curves.png")
         return write_report(self.run_dir, list(history), dict(self.cfg.config))
+
+    def _check_plugins(self, resumed_at: int, accept: bool) -> None:
+        """Refuse (or, accepted, record) a resume that would run changed plug-in code; record the resume."""
+        from trainers.runs.provenance import append_resume, plugin_changes, read_provenance  # (as below)
+
+        changes = plugin_changes(read_provenance(self.run_dir), self.cfg.config)
+        if changes and not accept:
+            raise PluginChangedError(
+                f"the run's plug-ins differ from its last process ({'; '.join(changes)}): resuming would "
+                "train on with other code; restore them, or pass --accept-plugin-change (recorded in provenance.jsonl)"
+            )
+        append_resume(self.run_dir, resumed_at, changes)
 
     def _record_provenance(self, iteration: int) -> None:
         """Append where this process runs the run (:mod:`trainers.runs.provenance`) to

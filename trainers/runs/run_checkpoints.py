@@ -18,6 +18,7 @@ import torch
 
 from trainers import distributed, seeds
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
+from trainers.loop.finite import check_finite_weights
 from trainers.runs.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,
@@ -81,6 +82,7 @@ class RunCheckpoints:
     def save(self, iteration: int, history: list[dict[str, Any]], manifest: RunManifest | None) -> Path | None:
         """Write a checkpoint (rank 0; with several processes every rank's RNG state goes in it,
         and the others return ``None`` once it is written)."""
+        check_finite_weights(self.model.parameters())  # never a non-finite latest, never a finite one pruned for it
         extra: dict[str, Any] = {}
         if self.dist.enabled:
             if (

@@ -22,6 +22,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from trainers.advantages.registry import estimator as registered_estimator
+from trainers.advantages.registry import option_fields
 from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 from trainers.runs.run_files import write_atomic
 from trainers.statistics import paired_bootstrap_ci
@@ -330,7 +331,12 @@ def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> li
         spec = registered_estimator(str(config.get("estimator", "")))
     except ValueError:  # a plug-in's run read where its plug-in is not loaded: no paragraph of its own
         return []
-    return spec.report(train, config) if train and spec.report is not None else []
+    if not train or spec.report is None:
+        return []
+    # the options the run trained with: estimator_options over the flat fields they also spell
+    given = config.get("estimator_options") or {}
+    used = {spec.flag(f): given[f.name] for f in option_fields(spec.options) if f.name in given}
+    return spec.report(train, {**config, **used})
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:

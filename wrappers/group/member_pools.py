@@ -38,6 +38,7 @@ import contextlib
 import math
 import multiprocessing as mp
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -262,6 +263,19 @@ def _worker(index: int, env_fn: CloudpickleWrapper, conn: Connection) -> None:
     conn.close()
 
 
+def _script_hint(ctx: Any) -> str:
+    """Where a worker died at its start and the program is a script: the likely cause. A worker
+    started by spawn or forkserver imports the script again, so unguarded code there builds the
+    pool once more inside the worker, which Python refuses."""
+    main = sys.modules.get("__main__")
+    if ctx.get_start_method() == "fork" or not getattr(main, "__file__", None):
+        return ""
+    return (
+        f"; if {main.__file__} builds the env at its top level, put that code under "  # type: ignore[union-attr]  # checked above
+        '`if __name__ == "__main__":` (each worker imports the script again)'
+    )
+
+
 class AsyncMemberPool:
     """One worker process per member; dead or hung workers are restarted.
 
@@ -327,7 +341,9 @@ class AsyncMemberPool:
     def _await_ready(self, i: int) -> tuple[gym.Space[Any], gym.Space[Any], dict[str, Any]]:
         answer = self._receive(i, self.start_timeout)
         if isinstance(answer, Crashed):
-            raise RuntimeError(f"env_fns_or_id: worker for member {i} died while creating its env ({answer.reason})")
+            raise RuntimeError(
+                f"env_fns_or_id: worker for member {i} died while creating its env ({answer.reason}){_script_hint(self._ctx)}"
+            )
         status, payload = answer
         if status == "error":
             name, message, tb = payload
