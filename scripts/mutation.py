@@ -119,12 +119,52 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
             T + "test_trainers_distributed.py",
         ],
     ),
+    # the plug-in loader and both registries
+    "plugins": (
+        ["trainers/plugins.py", "trainers/teacher_registry.py", "trainers/advantages/registry.py"],
+        [T + "test_estimator_plugins.py", T + "test_teacher_plugins.py", T + "test_nonfinite_and_plugin_safety.py"],
+    ),
+    "strict-yaml": (
+        ["trainers/strict_yaml.py"],
+        [T + "test_bad_input_one_line.py", T + "test_trainers_reliability.py"],
+    ),
+    "sections": (["trainers/loop/sections.py"], [T + "test_stages.py", T + "test_stage_contracts.py"]),
+    "model-card": (
+        ["trainers/model_card.py", "trainers/cli/export.py"],
+        [T + "test_trainers_after_training.py", T + "test_nonfinite_and_plugin_safety.py"],
+    ),
+    "provenance": (["trainers/runs/provenance.py"], [T + "test_provenance_times.py"]),
+    "metrics-rebuild": (
+        ["trainers/runs/metrics.py"],
+        [T + "test_stage_contracts.py", T + "test_bad_input_one_line.py"],
+    ),
+    "lab-methods": (
+        ["trainers/lab/methods.py", "trainers/lab/compare.py"],
+        [T + "test_lab_compare.py", T + "test_progpo_effect_benchmark.py", T + "test_lab_runs.py"],
+    ),
+    "dynamic-sampling": (
+        ["trainers/sharding.py", "trainers/loop/collector.py", "trainers/loop/finite.py"],
+        [T + "test_dynamic_sampling.py", T + "test_nonfinite_and_plugin_safety.py"],
+    ),
     # the GPU's default engine, against the loop decoder as the reference
     "static-decoder": (
         ["agents/backends/static.py"],
         ["tests/agents/test_agents_static_backend.py", "tests/agents/test_agents_static_property.py"],
     ),
 }
+
+
+def module_tests(name: str, tree: Path = ROOT) -> list[str]:
+    """The test files run against core module ``name``: its listed ones, and every other test file
+    that imports one of its sources (a test that reaches a module is a test of it)."""
+    sources, listed = MODULES[name]
+    dotted = [f[: -len(".py")].replace("/", ".").removesuffix(".__init__") for f in sources]
+    found = []
+    for test in sorted((tree / "tests").rglob("test_*.py")):
+        text = test.read_text(errors="replace")
+        if any(f"import {d}" in text or f"from {d} import" in text for d in dotted):
+            found.append(str(test.relative_to(tree)))
+    return list(dict.fromkeys([f for f in listed if (tree / f).exists()] + found))
 
 
 def equivalent() -> dict[str, str]:
@@ -173,7 +213,7 @@ def run_module(name: str, work: Path, children: int, rev: str | None = None) -> 
     tree = work / name
     _copy_tree(tree, rev)
     sources = [f for f in MODULES[name][0] if (tree / f).exists()]
-    tests = [f for f in MODULES[name][1] if (tree / f).exists()]
+    tests = module_tests(name, tree)
     with open(tree / "pyproject.toml", "a") as fh:
         fh.write(_config(sources, tests))
     t0 = time.perf_counter()
@@ -312,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             tree = args.out / name
             if (tree / "mutants" / "mutmut-stats.json").exists() or (tree / "mutants").is_dir():
                 sources = [f for f in MODULES[name][0] if (tree / f).exists()]
-                tests = [f for f in MODULES[name][1] if (tree / f).exists()]
+                tests = module_tests(name, tree)
                 rows.append(collect(name, tree, sources, tests, before.get(name, {}).get("seconds", 0.0)))
         print(table(rows))
         (args.out / "results.json").write_text(json.dumps(rows, indent=1))

@@ -311,11 +311,11 @@ def _with_estimator_options(cls: type) -> type:
 POSITIVE_INTS = (
     "max_steps iterations num_groups group_size ppo_epochs num_minibatches micro_batch_size micro_batch_tokens "
     "max_new_tokens lora_r bc_steps bc_batch_size gen_batch_size tree_branches tree_interval tree_children "
-    "tree_top_k tree_repeat_limit distill_top_k eval_streams rollout_streams"
+    "tree_top_k tree_repeat_limit distill_top_k eval_streams rollout_streams max_gen_batches"
 ).split()
 NONNEGATIVE_INTS = (
     "eval_every eval_episodes seed torch_threads bc_episodes bc_micro_batch_size lr_warmup_iterations "
-    "eval_extra_episodes save_every min_new_tokens tree_budget"
+    "eval_extra_episodes save_every min_new_tokens tree_budget budget_episodes"
 ).split()
 NONNEGATIVE_NUMBERS = (
     "lr clip_eps kl_coef entropy_coef max_grad_norm invalid_penalty tau_r tau_p progress_lambda omega temperature "
@@ -516,6 +516,26 @@ class TrainConfig:
         "rollout",
     )
     tree_loop_penalty: float = _opt(0.5, "tree, coverage scorer: weight of the repeated-action rate", "rollout")
+    dynamic_sampling: bool = _opt(
+        False,
+        "drop the groups whose outcomes are all equal and sample more generation batches of "
+        "num_groups x group_size until num_groups groups are kept (DAPO's dynamic sampling, verl's "
+        "algorithm.filter_groups); flat rollouts",
+        "rollout",
+    )
+    max_gen_batches: int = _opt(
+        10,
+        "dynamic sampling: generation batches an iteration draws at most; short of num_groups kept "
+        "groups it trains on those it kept (the record says so: dynamic/groups_kept)",
+        "rollout",
+    )
+    budget_episodes: int = _opt(
+        0,
+        "end the run once it has sampled this many episodes (budget/episodes, dropped ones included; "
+        "0: no budget, iterations alone): no generation batch starts past it, and that iteration is "
+        "the last, evaluated as such",
+        "rollout",
+    )
     # teacher (trainers/teachers.py): a distillation loss beside the RL loss
     distill: str = _opt(
         "none",
@@ -703,6 +723,7 @@ class TrainConfig:
         self._check_counts()
         self._check_numbers()
         self._check_streams()
+        self._check_sampling()
         self._check_report_to()
         self._check_engine()
         try:  # the estimator's and the policy's (sampling included) options are validated where they are defined
@@ -773,6 +794,14 @@ class TrainConfig:
         for f in fields(self):
             if isinstance(f.default, str) and not isinstance(getattr(self, f.name), str):
                 raise ConfigError(f"{f.name} must be a string, got {getattr(self, f.name)!r}")
+
+    def _check_sampling(self) -> None:
+        """Dynamic sampling draws flat generation batches; its batch cap is used only with it."""
+        if self.dynamic_sampling and self.rollout != "flat":
+            raise ConfigError(
+                f"dynamic_sampling draws flat generation batches; a {self.rollout} rollout grows each group "
+                "from its own prefixes: use --rollout flat, or --no-dynamic-sampling"
+            )
 
     def _check_streams(self) -> None:
         """The tiny models' init scale, and concurrent streams, are used only where they apply."""

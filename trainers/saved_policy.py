@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainers.advantages.registry import estimator_names
 from trainers.build import build_policy
 from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
 from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
+from trainers.teacher_registry import teacher_names
 from wrappers.errors import UserError
 
 __all__ = ["SavedPolicy", "load_saved", "resolve_checkpoint", "saved_config"]
@@ -80,9 +82,6 @@ def without_plugins(config: dict[str, Any]) -> dict[str, Any]:
     >>> without_plugins({"plugins": ["evil.py"], "estimator": "mine", "estimator_options": {"k": 1}})
     {'plugins': [], 'estimator': 'progpo-gigpo', 'estimator_options': {}}
     """
-    from trainers.advantages.registry import estimator_names
-    from trainers.teacher_registry import teacher_names
-
     out = {**config, "plugins": []}
     defaults = TrainConfig.__dataclass_fields__
     if out.get("estimator", defaults["estimator"].default) not in estimator_names():
@@ -95,7 +94,8 @@ def without_plugins(config: dict[str, Any]) -> dict[str, Any]:
 def recorded_methods(data: dict[str, Any]) -> dict[str, Any]:
     """The estimator and teacher a checkpoint's run trained with, as it records them (a plug-in's
     name included, which :func:`without_plugins` replaces in the config it builds)."""
-    saved = data.get("config") if isinstance(data.get("config"), dict) else {}
+    found = data.get("config")
+    saved: dict[str, Any] = found if isinstance(found, dict) else {}
     return {k: saved[k] for k in ("estimator", "distill") if isinstance(saved.get(k), str)}
 
 

@@ -14,6 +14,8 @@ import numpy as np
 
 __all__ = [
     "MAX_SEED",
+    "gen_batch_rollout",
+    "gen_batch_tasks",
     "eval_plan",
     "eval_sampling",
     "eval_task",
@@ -79,3 +81,27 @@ def task_seeds(seed: int, iteration: int, num_groups: int, stream: int = 0) -> l
     """
     seq = np.random.SeedSequence(seed, spawn_key=(stream, iteration))
     return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
+
+
+def gen_batch_tasks(seed: int, iteration: int, k: int, num_groups: int) -> list[int]:
+    """Task seeds of generation batch ``k`` of ``iteration`` under dynamic sampling: batch 0 is
+    the iteration's own schedule (:func:`task_seeds`), so a run with dynamic sampling starts each
+    iteration on the tasks a run without it plays; batch k > 0 draws new tasks.
+
+    >>> gen_batch_tasks(0, 1, 0, 2) == task_seeds(0, 1, 2), gen_batch_tasks(0, 1, 1, 2) != task_seeds(0, 1, 2)
+    (True, True)
+    """
+    if k == 0:
+        return task_seeds(seed, iteration, num_groups)
+    seq = np.random.SeedSequence(seed, spawn_key=(2, iteration, k))
+    return [int(x) for x in seq.generate_state(num_groups, np.uint32)]
+
+
+def gen_batch_rollout(seed: int, iteration: int, k: int) -> int:
+    """The sampling seed of generation batch ``k`` of ``iteration`` (batch 0: :func:`rollout`'s).
+
+    >>> gen_batch_rollout(1, 2, 0) == rollout(1, 2), gen_batch_rollout(1, 2, 1) != rollout(1, 2)
+    (True, True)
+    """
+    base = rollout(seed, iteration)
+    return base if k == 0 else (base * _ITERATION + int(k)) % MAX_SEED

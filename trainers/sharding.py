@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from trainers.rollouts.rollout import Rollout
 
-__all__ = ["merge_rollouts", "rollout_summary"]
+__all__ = ["merge_rollouts", "rollout_summary", "select_groups"]
 
 
 def rollout_summary(rollout: Rollout) -> Rollout:
@@ -55,3 +55,39 @@ def merge_rollouts(parts: Sequence[Rollout]) -> Rollout:
         out.env_seconds = max(out.env_seconds, part.env_seconds)
         out.reset_seconds = max(out.reset_seconds, part.reset_seconds)
     return out
+
+
+def select_groups(rollout: Rollout, groups: Sequence[int]) -> Rollout:
+    """The groups ``groups`` of ``rollout`` as a rollout of their own, in the order they were
+    played: group, trajectory and member indices renumbered from 0 (groups by their rank in
+    ``groups``' sorted order), each kept step once (a tree's shared prefix too) and the rows in
+    their order; the times and token count are the whole rollout's (what collecting it cost),
+    its tree statistics dropped.
+
+    >>> from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
+    >>> r = Rollout(steps=[StepRecord(i, 0, None, "a", "b", True, 0.0, True, "go") for i in range(3)],
+    ...             trajectories=[Trajectory(g, g, "t", "x", outcome=g) for g in (0, 1, 2)])
+    >>> kept = select_groups(r, [2, 0])
+    >>> [(t.group, t.outcome) for t in kept.trajectories], [s.traj for s in kept.steps], kept.rows
+    ([(0, 0), (1, 2)], [0, 1], [(0, 0), (1, 1)])
+    """
+    new_group = {g: k for k, g in enumerate(sorted(set(groups)))}
+    order = [i for i, t in enumerate(rollout.trajectories) if t.group in new_group]
+    new_traj = {old: k for k, old in enumerate(order)}
+    trajectories = [
+        dataclasses.replace(rollout.trajectories[old], group=new_group[rollout.trajectories[old].group], member=k)
+        for k, old in enumerate(order)
+    ]
+    kept_rows = [(traj, i) for traj, i in rollout.rows if traj in new_traj]
+    new_step = {old: k for k, old in enumerate(sorted({i for _, i in kept_rows}))}
+    steps = [dataclasses.replace(rollout.steps[old], traj=new_traj[rollout.steps[old].traj]) for old in new_step]
+    return Rollout(
+        steps=steps,
+        trajectories=trajectories,
+        seconds=rollout.seconds,
+        response_tokens=rollout.response_tokens,
+        policy_seconds=rollout.policy_seconds,
+        env_seconds=rollout.env_seconds,
+        reset_seconds=rollout.reset_seconds,
+        rows=[(new_traj[traj], new_step[i]) for traj, i in kept_rows],
+    )

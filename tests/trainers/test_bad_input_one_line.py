@@ -68,7 +68,9 @@ def test_a_panel_past_any_memory_is_one_line_before_anything_loads(tool, tmp_pat
         timeout=120,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr and "MemoryError" not in proc.stderr
-    assert proc.stderr.strip() == f"error: --episodes {10**12} is over {MAX_EPISODES:,}, more than any panel here can hold"
+    assert (
+        proc.stderr.strip() == f"error: --episodes {10**12} is over {MAX_EPISODES:,}, more than any panel here can hold"
+    )
 
 
 def test_a_second_damage_keeps_the_first_copy_and_a_folder_in_the_way_loses_nothing(tmp_path):

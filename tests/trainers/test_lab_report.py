@@ -9,7 +9,7 @@ import argparse
 import numpy as np
 import pytest
 
-from trainers.lab import report
+from trainers.lab import plots, report
 from trainers.lab.analysis import ValidityCriteria
 from trainers.statistics import t975
 
@@ -322,12 +322,12 @@ def test_the_lab_report_has_its_sections_in_order_and_every_table_is_well_formed
 
 # ----------------------------------------------------------------------------- the plot
 def _figure(monkeypatch, tmp_path, args, entries):
-    """The figure ``report.plot`` draws, kept from its close (it is written to a PNG too)."""
+    """The figure ``plots.plot`` draws, kept from its close (it is written to a PNG too)."""
     import matplotlib.pyplot as plt
 
     kept = []
     monkeypatch.setattr(plt, "close", kept.append)
-    report.plot(args, entries, tmp_path / "curves.png")
+    plots.plot(args, entries, tmp_path / "curves.png")
     assert (tmp_path / "curves.png").stat().st_size > 0
     return kept[0]
 

@@ -467,37 +467,49 @@ def test_a_run_s_entry_keeps_the_lab_s_keys_panels_task_types_and_core_seconds()
         {"kind": "eval", "iteration": 2, "eval/success": 0.3, "eval/episodes": 4},
     ]
     entry = runs.run_record("progpo-gigpo", 3, "exact", records, {"lr": 0.1})
-    assert entry == {
-        "method": "progpo-gigpo",
-        "seed": 3,
-        "state_key": "exact",
-        "config": {"lr": 0.1},
-        "train": [
-            {
-                "iteration": 1,
-                "train/success": 0.2,
-                "all_failed_fraction": 0.75,
-                "coverage_rate": 0.5,
-                "repeat_rate": 0.1,
-                "score_mean": 0.2,
-                "adv/abs_mean": 0.3,
-                "adv/progress_groups": 2,
-            },
-            {"iteration": 2, "train/success": 0.3, **{k: None for k in list(methods.TRAIN_KEYS)[1:]}},
-        ],
-        "eval": [
-            {
-                "iteration": 0,
-                "eval/success": 0.1,
-                "eval/episodes": 4,
-                "eval/panel": "p1",
-                "by_task_type": {"pick": 0.5, "clean": 0.0},
-            },
-            {"iteration": 2, "eval/success": 0.3, "eval/episodes": 4, "by_task_type": {}},
-        ],
-        "acted": [{"iteration": 1, "ProGPO groups": 0.5, "tree forks": 3}, {"iteration": 2}],
-        "train_core_s": 29.0,
-    }
+    assert (
+        entry
+        == {
+            "method": "progpo-gigpo",
+            "seed": 3,
+            "state_key": "exact",
+            "config": {"lr": 0.1},
+            "train": [
+                {
+                    "iteration": 1,
+                    "train/success": 0.2,
+                    "all_failed_fraction": 0.75,
+                    "coverage_rate": 0.5,
+                    "repeat_rate": 0.1,
+                    "score_mean": 0.2,
+                    "adv/abs_mean": 0.3,
+                    "adv/progress_groups": 2,
+                    "sampled_episodes": None,  # a run from before budgets were recorded
+                    "sampled_first_all_failed": None,
+                    "gen_batches": None,
+                    "first_collection": 0.75,  # no dynamic sampling: the iteration's one collection
+                },
+                {
+                    "iteration": 2,
+                    "train/success": 0.3,
+                    **{k: None for k in list(methods.TRAIN_KEYS)[1:]},
+                    "first_collection": None,
+                },
+            ],
+            "eval": [
+                {
+                    "iteration": 0,
+                    "eval/success": 0.1,
+                    "eval/episodes": 4,
+                    "eval/panel": "p1",
+                    "by_task_type": {"pick": 0.5, "clean": 0.0},
+                },
+                {"iteration": 2, "eval/success": 0.3, "eval/episodes": 4, "by_task_type": {}},
+            ],
+            "acted": [{"iteration": 1, "ProGPO groups": 0.5, "tree forks": 3}, {"iteration": 2}],
+            "train_core_s": 29.0,
+        }
+    )
 
 
 @pytest.mark.parametrize(
@@ -730,3 +742,25 @@ def test_a_preregistered_block_runs_the_arms_and_seeds_its_config_registers(tmp_
     with pytest.raises(SystemExit):
         cli.parse(["--lab", "tree"])
     assert "--lab tree: its registration absent.yaml is not in this checkout" in capsys.readouterr().err
+
+
+def test_a_dynamic_runs_entry_reads_what_it_sampled_and_its_evals_carry_the_episodes_spent():
+    dyn = {
+        "dynamic/sampled_success": 0.1,
+        "dynamic/sampled_all_failed_frac": 0.9,
+        "dynamic/first_all_failed_frac": 0.875,
+    }
+    records = [
+        {"kind": "eval", "iteration": 0, "eval/success": 0.1, "eval/episodes": 4},
+        {"kind": "train", "iteration": 1, "success": 0.6, "all_failed_frac": 0.0, "budget/episodes": 320.0,
+         "dynamic/gen_batches": 5.0, **dyn},
+        {"kind": "train", "iteration": 2, "success": 0.5, "all_failed_frac": 0.0, "budget/episodes": 704.0,
+         "dynamic/gen_batches": 6.0, **dyn},
+        {"kind": "eval", "iteration": 2, "eval/success": 0.3, "eval/episodes": 4},
+    ]  # fmt: skip
+    entry = runs.run_record("gigpo+dynamic", 3, "canonical", records, {"dynamic_sampling": True})
+    first = entry["train"][0]
+    # the kept groups' success (0.6) is biased up by construction: the row reads every sampled episode
+    assert (first["train/success"], first["all_failed_fraction"], first["first_collection"]) == (0.1, 0.9, 0.875)
+    assert [e["sampled_episodes"] for e in entry["eval"]] == [0.0, 704.0]
+    assert [r["sampled_episodes"] for r in entry["train"]] == [320.0, 704.0]

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from plugin_runs import ROOT, TINY_RUN, forget_plugin_files, train
+
 from trainers.advantages import AdvantageConfig, step_advantages
 from trainers.advantages.registry import TermError, register_estimator, unregister
 from trainers.runs.checkpoint import checksum_path, latest_checkpoint, load_checkpoint
@@ -210,7 +210,11 @@ def test_a_changed_plugin_is_refused_on_resume_unless_accepted_and_then_recorded
     assert accepted.returncode == 0, accepted.stderr[-2000:]
     records = read_provenance(tmp_path / "run")
     resumes = [r for r in records if r["kind"] == "resume"]
-    assert len(resumes) == 1 and resumes[0]["iteration"] == 1 and "term.py changed" in resumes[0]["plugin_changes_accepted"][0]
+    assert (
+        len(resumes) == 1
+        and resumes[0]["iteration"] == 1
+        and "term.py changed" in resumes[0]["plugin_changes_accepted"][0]
+    )
     latest = [r for r in records if r["kind"] == "provenance"][-1]
     assert latest["plugins"][0]["sha256"] == hashlib.sha256(plugin.read_bytes()).hexdigest()
 

@@ -79,7 +79,8 @@ def test_a_finished_run_records_its_start_end_and_host_in_utc(tmp_path):
     # a resume that runs more iterations keeps the first start and ends later
     assert main([*RUN_FLAGS, "--iterations", "2", "--output-dir", str(out), "--resume"]) == 0
     again = provenance.read_provenance(out)
-    assert [r["kind"] for r in again] == ["provenance", "end", "end"] and again[-1]["iteration"] == 2
+    assert [r["kind"] for r in again] == ["provenance", "end", "resume", "end"] and again[-1]["iteration"] == 2
+    assert again[2]["iteration"] == 1 and UTC.match(again[2]["started"])  # every resume leaves its trace
     assert runs.provenance_of(out)["started"] == start["started"]
     assert runs.provenance_of(out)["ended"] == again[-1]["ended"]
 

@@ -107,7 +107,7 @@ def test_a_resume_rebuilds_missing_metrics_and_its_bar_and_provenance_start_at_t
     recorder.close()
     assert read_metrics(run / "metrics.jsonl") == history
     assert recorder.bar.n == 2 and recorder.bar.made[0] == 6 and recorder.bar.closed
-    assert [p["iteration"] for p in read_provenance(run)] == [2]
+    assert [(p["kind"], p["iteration"]) for p in read_provenance(run)] == [("resume", 2), ("provenance", 2)]
 
 
 def test_a_damaged_metrics_copy_kept_by_a_resume_is_listed_as_the_runs(tmp_path):

@@ -48,7 +48,6 @@ import numpy as np
 from trainers.advantages.grpo import grpo_flat, rloo_flat
 from trainers.advantages.segments import as_float, discounted_returns
 from trainers.plugins import load_entry_point_group, load_plugin, note_registration
-from wrappers.errors import UserError
 
 __all__ = [
     "BASES",
@@ -326,9 +325,9 @@ class Estimator:
         return arr
 
 
-class TermError(UserError, ValueError):
+class TermError(ValueError):
     """An estimator's term returned what no advantage can be made of (wrong shape, not numbers,
-    NaN or infinite); the message names the estimator."""
+    NaN or infinite); the message names the estimator (the trainer says it in one line)."""
 
 
 def which_unit(which: str) -> str:

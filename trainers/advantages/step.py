@@ -38,6 +38,7 @@ class StepAdvantages:
     coverage: np.ndarray  # (N,) progress P_i under the configured coverage / scope
     all_failed: np.ndarray  # (n_groups,) bool, by dense group index (sorted unique group ids)
     acted: dict[str, float] = field(default_factory=dict)
+    step_term: np.ndarray | None = None  # (S,) the base's step term alone (None: it adds none)
 
 
 def _batch(
@@ -133,7 +134,7 @@ def step_advantages(
     step_term = base.run_step(ctx)
     if step_term is not None:
         adv = adv + step_term  # A_t = A^E_i + omega * A^S_t (PlanPO: + alpha * its turn term)
-    return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed, acted=acted)
+    return StepAdvantages(steps=adv, episode=ep, coverage=coverage, all_failed=failed, acted=acted, step_term=step_term)
 
 
 def base_step_term(

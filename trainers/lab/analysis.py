@@ -78,6 +78,8 @@ class PrimaryTest:
     seeds: tuple[int, ...]  #: every seed the verdict needs
     bases: tuple[str, ...]  #: the bases X whose ``progpo-X`` - ``X`` is pooled
     alpha: float
+    #: an explicit contrast ``(A, B)``: A - B per seed, in place of the bases' on - off
+    contrast: tuple[str, str] | None = None
 
 
 def primary_test(config: Path) -> PrimaryTest | None:
@@ -90,12 +92,18 @@ def primary_test(config: Path) -> PrimaryTest | None:
     if not isinstance(found, dict) or "primary" not in found:
         return None
     try:
+        contrast = found.get("contrast")
+        if contrast is not None and (not isinstance(contrast, list) or len(contrast) != 2):
+            raise ValueError(f"contrast must be [A, B], got {contrast!r}")
         return PrimaryTest(
-            tuple(int(s) for s in found["seeds"]), tuple(str(b) for b in found["bases"]), float(found["alpha"])
+            tuple(int(s) for s in found["seeds"]),
+            tuple(str(b) for b in found.get("bases", ())) if contrast else tuple(str(b) for b in found["bases"]),
+            float(found["alpha"]),
+            (str(contrast[0]), str(contrast[1])) if contrast else None,
         )
     except (KeyError, TypeError, ValueError) as err:
         raise ValueError(
-            f"{config}: notes.preregistration needs seeds, bases and alpha beside primary ({err})"
+            f"{config}: notes.preregistration needs seeds, alpha and bases (or a contrast) beside primary ({err})"
         ) from None
 
 
@@ -109,35 +117,74 @@ def primary_verdict(by: dict[str, list[dict]], test: PrimaryTest) -> dict:
     """The pre-registered primary over the registered bases and seeds: estimate, 95% t interval, p
     and the decision (``raises``, ``lowers`` or ``cannot tell``), once every registered seed has
     every base's pair; before that, ``complete`` is False and no estimate is given (no interim look)."""
-    arms = {m: [r for r in by[m] if r["seed"] in test.seeds] for b in test.bases for m in (b, f"progpo-{b}") if m in by}
-    res = progpo_on_off({m: rs for m, rs in arms.items() if rs})
-    pooled = res["pooled"] if res and len(res["pairs"]) == len(test.bases) else None
-    if res and len(test.bases) == 1 and len(res["pairs"]) == 1:  # one base: its own pair is the primary
-        pooled = {**res["pairs"][0]["diff"], "p": res["pairs"][0]["p"]}
+    pooled = _primary_pooled(by, test)
     have = pooled["seeds"] if pooled else []
-    base = {"bases": list(test.bases), "alpha": test.alpha, "registered_seeds": list(test.seeds), "seeds_in": len(have)}
+    base = {
+        "bases": list(test.bases),
+        **({"contrast": list(test.contrast)} if test.contrast else {}),
+        "alpha": test.alpha,
+        "registered_seeds": list(test.seeds),
+        "seeds_in": len(have),
+    }
     if pooled is None or have != sorted(test.seeds):
+        arms = "both arms' runs" if test.contrast else "every base's on and off run"
         return {
             **base,
             "complete": False,
-            "text": f"no verdict yet: {len(have)} of the {len(test.seeds)} registered seeds have every base's on and "
-            "off run; the primary is read once all are in",
+            "text": f"no verdict yet: {len(have)} of the {len(test.seeds)} registered seeds have {arms}; "
+            "the primary is read once all are in",
         }
     est, lo, hi, p = pooled["mean"], pooled["lo"], pooled["hi"], pooled["p"]
     decision = ("raises" if est > 0 else "lowers") if p < test.alpha else "cannot tell"
-    over = f"its {len(test.bases)} bases" if len(test.bases) > 1 else test.bases[0]
+    label = f"{test.contrast[0]} - {test.contrast[1]}" if test.contrast else "on - off"
     numbers = (
-        f"on - off {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
+        f"{label} {est:+.3f} [{lo:+.3f}, {hi:+.3f}] (95% t interval), two-sided paired t p = {p:.3f} "
         f"{'<' if p < test.alpha else '>='} alpha {test.alpha:g}, {len(have)} seeds"
     )
-    if decision == "cannot tell":
+    if test.contrast:
+        a, b = test.contrast
+        text = (
+            f"this lab cannot tell {a} from {b} in final held-out success: {numbers}; effects from {lo:+.3f} to "
+            f"{hi:+.3f} fit the data"
+            if decision == "cannot tell"
+            else f"{a} {decision} final held-out success against {b}: {numbers}"
+        )
+    elif decision == "cannot tell":
+        over = f"its {len(test.bases)} bases" if len(test.bases) > 1 else test.bases[0]
         text = (
             f"this lab cannot tell whether ProGPO's term changes final held-out success over {over}: {numbers}; "
             f"effects from {lo:+.3f} to {hi:+.3f} fit the data"
         )
     else:
+        over = f"its {len(test.bases)} bases" if len(test.bases) > 1 else test.bases[0]
         text = f"ProGPO's term {decision} final held-out success over {over}: {numbers}"
-    return {**base, "complete": True, "estimate": est, "lo": lo, "hi": hi, "p": p, "decision": decision, "text": text}
+    return {
+        **base,
+        "complete": True,
+        "estimate": est,
+        "lo": lo,
+        "hi": hi,
+        "p": p,
+        "decision": decision,
+        "text": text,
+        "seeds": have,
+        "per_seed": pooled["per_seed"],
+    }
+
+
+def _primary_pooled(by: dict[str, list[dict]], test: PrimaryTest) -> dict | None:
+    """The primary's per-seed contrast over the registered seeds (mean, interval, p, per seed)."""
+    if test.contrast:
+        a, b = test.contrast
+        arms = {m: [r for r in by.get(m, []) if r["seed"] in test.seeds] for m in (a, b)}
+        d = paired(arms, a, b, final_success)
+        return {**d, "p": paired_t_p(d["per_seed"])} if d else None
+    arms = {m: [r for r in by[m] if r["seed"] in test.seeds] for b in test.bases for m in (b, f"progpo-{b}") if m in by}
+    res = progpo_on_off({m: rs for m, rs in arms.items() if rs})
+    pooled = res["pooled"] if res and len(res["pairs"]) == len(test.bases) else None
+    if res and len(test.bases) == 1 and len(res["pairs"]) == 1:  # one base: its own pair is the primary
+        pooled = {**res["pairs"][0]["diff"], "p": res["pairs"][0]["p"]}
+    return pooled
 
 
 def completeness(entries: list[dict], methods: list[str], seeds: list[int]) -> dict:
@@ -153,7 +200,46 @@ def completeness(entries: list[dict], methods: list[str], seeds: list[int]) -> d
 
 
 def series(runs: list[dict], part: str, key: str) -> np.ndarray:
-    return np.array([[np.nan if row.get(key) is None else float(row[key]) for row in r[part]] for r in runs])
+    """``key`` of each row of ``part``, one row per seed; seeds with fewer rows (a budget ended
+    them earlier) padded with NaN at the end."""
+    rows = series_rows(runs, part, key)
+    width = max((r.size for r in rows), default=0)
+    return np.array([np.concatenate([r, np.full(width - r.size, np.nan)]) for r in rows]).reshape(len(rows), width)
+
+
+def per_run(runs: list[dict], part: str, key: str, cols: slice) -> np.ndarray:
+    """Each seed's mean of ``key`` over its own rows ``cols`` (its last five, its first), as a
+    column: seeds of different lengths each read their own end."""
+    return np.array([[np.nanmean(r[cols]) if r[cols].size else np.nan] for r in series_rows(runs, part, key)])
+
+
+def curve(runs: list[dict], part: str, key: str) -> tuple[np.ndarray, np.ndarray, str]:
+    """A method's curve over its seeds: the x (episodes sampled where every row records them, else
+    iterations), one row per seed, and the x's name. Seeds whose rows share one x are stacked as
+    they are; otherwise (a budget ended them at different iterations, dynamic sampling spent
+    differently) each is interpolated onto the points up to the shortest seed's end.
+
+    >>> runs = [{"train": [{"iteration": 1, "sampled_episodes": 64, "s": 0.0}, {"iteration": 2, "sampled_episodes": 128, "s": 1.0}]},
+    ...         {"train": [{"iteration": 1, "sampled_episodes": 96, "s": 0.5}, {"iteration": 2, "sampled_episodes": 192, "s": 0.5}]}]
+    >>> xs, ys, name = curve(runs, "train", "s")
+    >>> name, xs.tolist(), ys.round(3).tolist()
+    ('episodes sampled', [96.0, 128.0], [[0.5, 1.0], [0.5, 0.5]])
+    """
+    rows = [r[part] for r in runs]
+    by_episode = all(row.get("sampled_episodes") is not None for rs in rows for row in rs)
+    xkey, name = ("sampled_episodes", "episodes sampled") if by_episode else ("iteration", "iteration")
+    xs = [[float(row[xkey]) for row in rs] for rs in rows]
+    if all(x == xs[0] for x in xs):
+        return np.array(xs[0]), series(runs, part, key), name
+    lo, hi = max(x[0] for x in xs if x), min(x[-1] for x in xs if x)
+    grid = np.array(sorted({v for x in xs for v in x if lo <= v <= hi}))
+    ys = series_rows(runs, part, key)
+    return grid, np.array([np.interp(grid, x, y) for x, y in zip(xs, ys)]), name
+
+
+def series_rows(runs: list[dict], part: str, key: str) -> list[np.ndarray]:
+    """:func:`series` for seeds whose rows differ in number: one array per seed."""
+    return [np.array([np.nan if row.get(key) is None else float(row[key]) for row in r[part]]) for r in runs]
 
 
 def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
@@ -165,8 +251,11 @@ def mde_80(diffs: np.ndarray, n_seeds: int) -> float:
 
 def auc(run: dict) -> float:
     """Area under a run's held-out success curve over its evaluations, divided by their span: the
-    mean success over the run (trapezoids between the evaluations)."""
-    its = np.array([e["iteration"] for e in run["eval"]], dtype=float)
+    mean success over the run (trapezoids between the evaluations). The x is the episodes sampled
+    where the run recorded them (arms that spend differently per iteration are compared per
+    episode), else the iteration."""
+    by_episode = all("sampled_episodes" in e for e in run["eval"])
+    its = np.array([e["sampled_episodes" if by_episode else "iteration"] for e in run["eval"]], dtype=float)
     ys = np.array([e["eval/success"] for e in run["eval"]], dtype=float)
     return float(np.sum((ys[1:] + ys[:-1]) / 2 * np.diff(its)) / (its[-1] - its[0])) if its.size > 1 else float(ys[0])
 

@@ -45,7 +45,8 @@ from trainers.lab.methods import (
     method_axes,
     run_name,
 )
-from trainers.lab.report import plot, report
+from trainers.lab.plots import plot, plot_per_seed
+from trainers.lab.report import report, withheld
 from trainers.lab.runs import (
     ROOT,
     LabError,
@@ -107,7 +108,7 @@ def _add_block_flags(ap: argparse.ArgumentParser) -> None:
         default=None,
         help="methods to run (default: the comparison's six: gigpo, progpo-gigpo, grpo, progpo-grpo, "
         "always, shuffled): any registered estimator (a plug-in's too) or progpo-<estimator>, with at "
-        "most one suffix +tree, +tree-random, +hindsight, +privileged (the last two labelled: not "
+        "most one suffix +tree, +tree-random, +dynamic, +hindsight, +privileged (the last two labelled: not "
         "pure RL), or a ProGPO control (always, shuffled)",
     )
     ap.add_argument(
@@ -126,6 +127,15 @@ def _add_block_flags(ap: argparse.ArgumentParser) -> None:
         "--lab's where it names them: confirm 8-23, tree 24-51)",
     )
     ap.add_argument("--iterations", type=int, default=None, help="RL iterations per run (default 20; the --lab's)")
+    ap.add_argument(
+        "--budget-episodes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="end each run once it has sampled N episodes (dropped ones included), so that every arm "
+        "spends the same budget within one generation batch; --iterations stays a cap (default: the "
+        "--lab's, or its config's budget_episodes; none: iterations alone)",
+    )
     ap.add_argument(
         "--state-key",
         default="canonical",
@@ -225,6 +235,9 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     args.methods = args.methods or list(preset.get("methods", DEFAULT_METHODS))
     args.seeds = args.seeds if args.seeds is not None else list(preset.get("seeds", range(8)))
     args.iterations = args.iterations or preset.get("iterations", 20)
+    args.budget_episodes = args.budget_episodes or preset.get("budget_episodes")
+    if args.budget_episodes is not None and args.budget_episodes < 1:
+        ap.error(f"--budget-episodes must be >= 1, got {args.budget_episodes}")
     args.out = args.out or ROOT / preset.get("out", "benchmarks/results/progpo_effect")
     args.json_name = "credit_lab.json" if args.lab else "progpo_effect.json"
     args.config = args.config.resolve()
@@ -321,9 +334,19 @@ def write(args: argparse.Namespace, entries: list[dict], wall_s: float) -> None:
     }
     if args.lab:
         record.update(lab_record(args, entries))
+    if withheld(args, entries):  # a partial registered block: no outcome, in the JSON or a plot
+        record["runs"] = [{k: v for k, v in e.items() if k not in ("train", "eval", "acted")} for e in entries]
+        record.pop("progpo_on_off", None)
+        record.pop("validity", None)
+        record.pop("multiplicity", None)
     (args.out / args.json_name).write_text(json.dumps(record, indent=1))
-    plot(args, entries, args.out / "curves.png")
-    print(f"-> {args.out / 'table.md'}, {args.out / 'curves.png'}, {args.out / args.json_name}")
+    written = [args.out / "table.md", args.out / args.json_name]
+    if not withheld(args, entries):
+        plot(args, entries, args.out / "curves.png")
+        written.append(args.out / "curves.png")
+        if plot_per_seed(args, entries, args.out / "per_seed.png"):
+            written.append(args.out / "per_seed.png")
+    print(f"-> {', '.join(str(p) for p in written)}")
 
 
 def check_out_folder(out: Path) -> None:

@@ -60,6 +60,7 @@ AXES = {
     "distill": "none",
     "progress_gate": "all_failed",
     "shuffle_coverage": False,
+    "dynamic_sampling": False,
 }
 
 
@@ -73,6 +74,8 @@ CONTROLS: dict[str, dict[str, object]] = {
 COLLECTOR_SUFFIXES: dict[str, dict[str, object]] = {
     "tree": {"rollout": "tree"},
     "tree-random": {"rollout": "tree", "tree_scorer": "random"},
+    # dynamic sampling: drop the groups whose outcomes are all equal, draw more (any estimator)
+    "dynamic": {"dynamic_sampling": True},
 }
 
 
@@ -279,6 +282,9 @@ TRAIN_KEYS = {
     "score_mean": "score_mean",
     "adv/abs_mean": "adv/abs_mean",
     "adv/progress_groups": "adv/progress_groups",
+    "sampled_episodes": "budget/episodes",
+    "sampled_first_all_failed": "dynamic/first_all_failed_frac",
+    "gen_batches": "dynamic/gen_batches",
 }
 
 

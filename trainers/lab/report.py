@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import warnings
 from pathlib import Path
 from typing import Sequence
 
@@ -16,6 +17,7 @@ from trainers.lab.analysis import (
     final_success,
     mde_80,
     paired,
+    per_run,
     primary_verdict,
     progpo_on_off,
     registered_primary,
@@ -31,13 +33,12 @@ from trainers.lab.methods import (
     LABELS,
     NOT_REGISTERED,
     PAIRS,
-    REFERENCE,
     labelled,
 )
-from trainers.lab.significance import episodes_to_reach, holm
+from trainers.lab.significance import episodes_to_reach, holm, robustness
 from trainers.statistics import mean_ci
 
-__all__ = ["lab_report", "plot", "report"]
+__all__ = ["lab_report", "reach_lines", "report", "withheld"]
 
 
 def _cell(mean: float, half: float, n: int) -> str:
@@ -98,11 +99,38 @@ def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[
     test = registered_primary(args.lab, args.config)
     if test is None:
         return []
-    return [f"**Verdict on the pre-registered primary: {_sentence(primary_verdict(by, test)['text'])}.**", ""]
+    verdict = primary_verdict(by, test)
+    lines = [f"**Verdict on the pre-registered primary: {_sentence(verdict['text'])}.**", ""]
+    rob = robustness(verdict["per_seed"]) if verdict["complete"] else None
+    if rob is not None:
+        lines += [
+            f"How much it rests on a few seeds (secondary, not registered): Wilcoxon signed-rank p = "
+            f"{rob['wilcoxon_p']:.3f}; {rob['positive']} of {rob['nonzero']} nonzero seeds positive (sign test "
+            f"p = {rob['sign_p']:.3f}); median seed {rob['median']:+.3f}; leaving out one seed moves the estimate "
+            f"within [{rob['loo_lo']:+.3f}, {rob['loo_hi']:+.3f}]; every seed's difference: `per_seed.png`.",
+            "",
+        ]
+    return lines
 
 
-def reach_lines(curves: dict[str, np.ndarray], levels: Sequence[float], per_iter: int, iterations: int) -> list[str]:
-    """Episodes to reach each train success level: a row per ``curves`` label (its ``[seeds, iterations]`` curves)."""
+def withheld(args: argparse.Namespace, entries: list[dict]) -> bool:
+    """Whether a pre-registered block is still partial: its per-arm outcomes are then withheld
+    (an interim look at the arms would read the test before its seeds are in)."""
+    if registered_primary(args.lab, args.config) is None:
+        return False
+    done = completeness(entries, args.methods, args.seeds)
+    return done["finished"] < done["planned"]
+
+
+def reach_lines(
+    curves: dict[str, np.ndarray],
+    levels: Sequence[float],
+    per_iter: int,
+    iterations: int,
+    spent: dict[str, np.ndarray | None] | None = None,
+) -> list[str]:
+    """Episodes to reach each train success level: a row per ``curves`` label (its ``[seeds, iterations]``
+    curves); ``spent``: per label, the seed-mean episodes sampled by each iteration, where recorded."""
     lines = [
         "",
         "## Episodes to reach a train success level",
@@ -114,7 +142,9 @@ def reach_lines(curves: dict[str, np.ndarray], levels: Sequence[float], per_iter
         "|---" * (len(levels) + 1) + "|",
     ]
     for label, curve in curves.items():
-        lines.append(f"| {label} | " + " | ".join(episodes_to_reach(curve, levels, per_iter)) + " |")
+        lines.append(
+            f"| {label} | " + " | ".join(episodes_to_reach(curve, levels, per_iter, (spent or {}).get(label))) + " |"
+        )
     return lines
 
 
@@ -123,6 +153,8 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
     by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
     first = by[methods[0]][0]
     eval_its = [e["iteration"] for e in first["eval"]]
+    shared = len({tuple(e["iteration"] for e in r["eval"]) for rs in by.values() for r in rs}) == 1
+    eval_cols = [f"eval it {i}" for i in eval_its] if shared else ["eval at start", "final eval"]
     per_iter = first["config"].get("num_groups", 0) * first["config"].get("group_size", 0)
     title = f"The credit-trap lab, {args.lab} block" if args.lab else "ProGPO vs its base in the credit trap"
     command = f" --lab {args.lab}" if args.lab else " --pilot" if args.pilot else ""
@@ -138,42 +170,92 @@ def report(args: argparse.Namespace, entries: list[dict], wall_s: float) -> str:
         *_timing_lines(args, entries),
         *_partial_line(args, entries),
         *_verdict_lines(args, by),
-        "| method | seeds | " + " | ".join(f"eval it {i}" for i in eval_its) + " | train, last 5 | all-failed it 1 | "
+    ]
+    if withheld(args, entries):
+        return "\n".join(lines + _withheld_lines(methods, by) + _compute_lines(args, entries, wall_s)) + "\n"
+    lines += [
+        "| method | seeds | " + " | ".join(eval_cols) + " | train, last 5 | all-failed it 1 | "
         "all-failed, last 5 | coverage, last 5 | repeats, last 5 |",
-        "|---" * (len(eval_its) + 7) + "|",
+        "|---" * (len(eval_cols) + 7) + "|",
     ]
     for m in methods:
         n = len(by[m])
         ev = series(by[m], "eval", "eval/success")
+        if not shared:  # runs ended by a budget at different iterations: their first and last evaluations
+            ev = np.hstack(
+                [
+                    per_run(by[m], "eval", "eval/success", slice(0, 1)),
+                    per_run(by[m], "eval", "eval/success", slice(-1, None)),
+                ]
+            )
         cells = [str(n)] + [_cell(a, h, n) for a, h in zip(*mean_ci(ev))]
         for key, cols in (
             ("train/success", slice(-5, None)),
-            ("all_failed_fraction", slice(0, 1)),
+            (_first_collection_key(by[m]), slice(0, 1)),
             ("all_failed_fraction", slice(-5, None)),
             ("coverage_rate", slice(-5, None)),
             ("repeat_rate", slice(-5, None)),
         ):
-            x = np.nanmean(series(by[m], "train", key)[:, cols], axis=1, keepdims=True)
-            a, h = mean_ci(x)
+            a, h = mean_ci(per_run(by[m], "train", key, cols))
             cells.append(_cell(a[0], h[0], n))
         lines.append(f"| {labelled(m)} | " + " | ".join(cells) + " |")
     curves = {labelled(m): series(by[m], "train", "train/success") for m in methods}
-    lines += reach_lines(curves, args.levels, per_iter, args.iterations)
+    lines += reach_lines(curves, args.levels, per_iter, args.iterations, {labelled(m): _spent(by[m]) for m in methods})
     lines += _task_type_lines(methods, by)
     if args.lab:
         lines += lab_report(args, by, validity(by, args.criteria, LAB_PRESETS[args.lab].get("pilot_seeds", ())))
     else:
         lines += ["", "## Final held-out success, paired by seed", ""]
     lines += [] if args.lab else _paired_lines(args, by)
+    return "\n".join(lines + _compute_lines(args, entries, wall_s)) + "\n"
+
+
+def _first_collection_key(runs: list[dict]) -> str:
+    """The field of an iteration's first collection's all-failed share (a dynamic run's kept groups
+    are never all-failed), or the iteration's own where the entries do not carry it."""
+    have = all(r["train"] and r["train"][0].get("first_collection") is not None for r in runs)
+    return "first_collection" if have else "all_failed_fraction"
+
+
+def _spent(runs: list[dict]) -> np.ndarray | None:
+    """The seed-mean episodes sampled by each iteration, where the runs record them and some
+    iteration spent other than its groups (dynamic sampling); else ``None``."""
+    spent = series(runs, "train", "sampled_episodes")
+    if spent.size == 0 or np.isnan(spent).all() or not any(r["train"][0].get("gen_batches") for r in runs):
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(spent, axis=0)
+
+
+def _compute_lines(args: argparse.Namespace, entries: list[dict], wall_s: float) -> list[str]:
     hours = sum(e.get("train_core_s", 0.0) for e in entries) / 3600
-    lines += [
+    return [
         "",
         f"Compute: {hours:.1f} core-hours of warm start + training over {len(entries)} runs (each run one "
         "core: metrics' time/init_s + time/iteration_s); the three evaluations of a run add 10-50% to its wall "
         "time."
         + ("" if args.report else f" Wall time of this invocation: {wall_s / 60:.1f} min on {args.workers} worker(s)."),
     ]
-    return "\n".join(lines) + "\n"
+
+
+def _withheld_lines(methods: list[str], by: dict[str, list[dict]]) -> list[str]:
+    """A partial pre-registered block: the runs in per arm and what was fixed before the arms
+    diverged (the all-failed share of the first collection), no outcome."""
+    lines = [
+        "Per-arm outcomes (held-out and train success, curves, comparisons) are withheld until every "
+        "registered run is in: an interim look would read the test before its seeds are.",
+        "",
+        "| method | seeds in | all-failed share of the first collection |",
+        "|---|---|---|",
+    ]
+    for m in methods:
+        first = [
+            r["train"][0].get("first_collection", r["train"][0].get("all_failed_fraction")) for r in by[m] if r["train"]
+        ]
+        a, h = mean_ci(np.array(first, dtype=float)[:, None]) if first else (np.array([np.nan]), np.array([0.0]))
+        lines.append(f"| {labelled(m)} | {len(by[m])} | {_cell(a[0], h[0], len(first))} |")
+    return lines
 
 
 def _task_type_lines(methods: list[str], by: dict[str, list[dict]]) -> list[str]:
@@ -414,87 +496,3 @@ def lab_report(args: argparse.Namespace, by: dict[str, list[dict]], valid: dict 
     elif on_off and (on_off_auc := progpo_on_off(by, auc)) is not None:  # the same pairs as on_off's
         lines += _on_off_lines(on_off, on_off_auc, test is not None)
     return lines + _acted_lines(by)
-
-
-def _forest(ax, by: dict[str, list[dict]]) -> None:
-    """Final held-out success minus gigpo's, paired by seed, with 95% t intervals: one row a method
-    (labelled tracks below a rule); the ``grpo`` row, GiGPO - GRPO, shows what the lab resolves."""
-    pure = [m for m in by if m not in LABELS and m != REFERENCE]
-    ranked = [*pure, *[m for m in by if m in LABELS]]
-    rows = [(m, d) for m in ranked if (d := paired(by, m, REFERENCE, final_success)) is not None]
-    for y, (m, d) in enumerate(rows):
-        ax.errorbar(
-            d["mean"],
-            -y,
-            xerr=d["half"],
-            fmt="o",
-            ms=4,
-            capsize=3,
-            color="tab:gray" if m in LABELS else "tab:blue" if "progpo" in m else "black",
-        )
-    ax.axvline(0.0, color="tab:red", lw=1)
-    short = {m: f"{m} [{LABELS[m].split(' (')[0]}]" if m in LABELS else m for m, _ in rows}  # the label, kept short
-    ax.set_yticks([-y for y in range(len(rows))], [f"{short[m]} ({len(d['seeds'])})" for m, d in rows], fontsize=8)
-    if any(m in LABELS for m, _ in rows) and pure:
-        ax.axhline(-len([m for m, _ in rows if m not in LABELS]) + 0.5, color="gray", lw=0.5, ls=":")
-    ax.set_title("final held-out success - gigpo\n(paired by seed, 95% CI; seeds)", fontsize=9)
-    ax.grid(alpha=0.3, axis="x")
-
-
-def plot(args: argparse.Namespace, entries: list[dict], path: Path) -> None:
-    import matplotlib  # the [train] extra
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # the [train] extra
-
-    panels = (
-        ("eval", "eval/success", "held-out eval success"),
-        ("train", "train/success", "train success"),
-        ("train", "all_failed_fraction", "all-failed fraction"),
-        ("train", "coverage_rate", "coverage rate"),
-        ("train", "repeat_rate", "repeated-action rate"),
-    )
-    methods = [m for m in args.methods if any(e["method"] == m for e in entries)]
-    by = {m: sorted((e for e in entries if e["method"] == m), key=lambda e: e["seed"]) for m in methods}
-    forest = bool(args.lab) and REFERENCE in by and len(by) > 1
-    fig, grid = plt.subplots(2, 3, figsize=(17, 9))
-    axes = [grid[0, 0], grid[0, 1], grid[1, 0], grid[1, 1], grid[1, 2]]
-    # tab20's dark shades first, then its light ones: neighbouring methods never share a hue
-    colors = [plt.get_cmap("tab20")(j) for j in [*range(0, 20, 2), *range(1, 20, 2)]]
-    width = 0.8 * min(1.0, 3.0 / max(len(methods), 1))  # eval points of the methods side by side, not on top
-    for ax, (part, key, title) in zip(axes, panels):
-        for i, m in enumerate(methods):
-            runs = by[m]
-            xs = np.array([row["iteration"] for row in runs[0][part]], dtype=float)
-            mean, half = mean_ci(series(runs, part, key))
-            style = {"color": colors[i % len(colors)], "ls": "--" if m in LABELS else "-", "label": labelled(m)}
-            if part == "eval":  # few points: each with its interval, dodged
-                ax.errorbar(
-                    xs + (i - (len(methods) - 1) / 2) * width,
-                    mean,
-                    yerr=half,
-                    marker="o",
-                    ms=3,
-                    capsize=2,
-                    lw=1,
-                    **style,
-                )
-            else:
-                ax.plot(xs, mean, lw=1.2, **style)
-                ax.fill_between(
-                    xs, mean - half, mean + half, color=style["color"], alpha=0.15 if len(methods) <= 4 else 0.05
-                )
-        ax.set_title(title)
-        ax.set_xlabel("iteration")
-        ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-    if forest:
-        _forest(grid[0, 2], by)
-    else:
-        grid[0, 2].axis("off")
-    handles, labels = axes[0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=9, frameon=False)
-    fig.suptitle(f"{Path(args.config).name}, state key {args.state_key}: mean and 95% CI over seeds {args.seeds}")
-    fig.tight_layout(rect=(0, 0.03 * (1 + (len(labels) - 1) // 4), 1, 1))
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -70,6 +70,7 @@ def trainer_args(args: argparse.Namespace, method: str, seed: int, iterations: i
         *"--save-every 1 --no-progress-bars --no-tensorboard --output-dir".split(),
         str(out_dir),
         *method_args(method),
+        *(["--budget-episodes", str(args.budget_episodes)] if getattr(args, "budget_episodes", None) else []),
         *(arg for plugin in getattr(args, "plugin", None) or () for arg in ("--plugin", plugin)),
     ]
 
@@ -186,7 +187,10 @@ def load_run(run_dir: Path, method: str, seed: int) -> tuple[list[dict], dict]:
     train = [r for r in records if r.get("kind") == "train" and isinstance(r.get("iteration"), int)]
     evals = [r for r in records if r.get("kind") == "eval" and isinstance(r.get("iteration"), int)]
     iterations = config.get("iterations")
-    if not train or (isinstance(iterations, int) and train[-1]["iteration"] < iterations):
+    budget = config.get("budget_episodes") or 0
+    spent = train[-1].get("budget/episodes", 0) if train else 0
+    ended_on_budget = bool(budget) and isinstance(spent, (int, float)) and spent >= budget
+    if not train or (isinstance(iterations, int) and train[-1]["iteration"] < iterations and not ended_on_budget):
         raise LabError(
             f"{where}: metrics.jsonl ends at iteration {train[-1]['iteration'] if train else 0} of "
             f"{iterations} (cut short); delete the folder to run it again"
@@ -351,13 +355,17 @@ def _run_one_task(args: argparse.Namespace, method: str, seed: int) -> list[dict
 def run_record(method: str, seed: int, state_key: str, records: list[dict], config: dict) -> dict:
     """The JSON entry of one run."""
     train = [
-        {"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}}
+        {"iteration": r["iteration"], **{k: r.get(src) for k, src in TRAIN_KEYS.items()}, **_sampled(r)}
         for r in records
         if r.get("kind") == "train"
     ]
+    # the episodes sampled by each iteration's end (runs that record their budget): the x of the
+    # curves and the AUC, so that arms spending differently are drawn on one axis
+    spent = {0: 0.0, **{r["iteration"]: r["sampled_episodes"] for r in train if r.get("sampled_episodes") is not None}}
     evals = [
         {
             "iteration": r["iteration"],
+            **({"sampled_episodes": spent[r["iteration"]]} if len(spent) > 1 and r["iteration"] in spent else {}),
             "eval/success": r.get("eval/success"),
             "eval/episodes": r.get("eval/episodes"),
             **({"eval/panel": r["eval/panel"]} if "eval/panel" in r else {}),
@@ -381,6 +389,21 @@ def run_record(method: str, seed: int, state_key: str, records: list[dict], conf
         "eval": evals,
         "acted": acted,
         "train_core_s": core_s,
+    }
+
+
+def _sampled(record: dict) -> dict:
+    """The all-failed share of an iteration's first collection, and a dynamic-sampling run's train
+    success and all-failed share over every episode it sampled (what the policy did), not over the
+    groups it kept (which have a success by construction)."""
+    # the first collection of an iteration: the same in every arm at a seed's first iteration
+    first = {"first_collection": record.get("dynamic/first_all_failed_frac", record.get("all_failed_frac"))}
+    if "dynamic/sampled_success" not in record:
+        return first
+    return {
+        **first,
+        "train/success": record["dynamic/sampled_success"],
+        "all_failed_fraction": record.get("dynamic/sampled_all_failed_frac"),
     }
 
 

@@ -26,8 +26,8 @@ from trainers.loop.sections import RolloutSection
 from trainers.rollouts.rollout import Rollout, collect_rollout
 from trainers.rollouts.tree_rollout import collect_tree_rollout
 from trainers.runs.console import progress_bar
-from trainers.seeds import task_seeds
-from trainers.sharding import merge_rollouts
+from trainers.runs.metrics import rollout_metrics
+from trainers.sharding import merge_rollouts, rollout_summary, select_groups
 from wrappers.group import GroupVectorEnv
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "TreeCollector",
     "check_rollout_streams",
     "make_collector",
+    "varied_groups",
 ]
 
 
@@ -143,26 +144,83 @@ class Rollouts:
             **extra,
         )
 
-    def rollout(self, iteration: int, shard: range | None = None, shard_index: int | None = None) -> Rollout:
+    def collect(self, iteration: int, budget_left: float | None = None) -> Rollout:
+        """The iteration's training rollout: one generation batch (:meth:`rollout`), or with
+        dynamic sampling as many as it takes to keep ``num_groups`` groups whose outcomes differ
+        (at most ``max_gen_batches``, and none started once ``budget_left`` episodes are spent),
+        the groups past ``num_groups`` unused. Its ``sampling`` says what was spent."""
+        if not self.cfg.dynamic_sampling:
+            return self.rollout(iteration)
+        if self.dist.enabled:
+            raise ConfigError("dynamic_sampling draws its generation batches in one process; run it without torchrun")
+        return self._dynamic(iteration, budget_left)
+
+    def _dynamic(self, iteration: int, budget_left: float | None) -> Rollout:
+        cfg, need = self.cfg, self.cfg.num_groups
+        kept: list[Rollout] = []
+        drawn: list[Rollout] = []
+        counts = {"dropped": 0, "unused": 0, "kept": 0}
+        failures: dict[str, float] = {}
+        for k in range(cfg.max_gen_batches):
+            if k and budget_left is not None and sum(len(r.trajectories) for r in drawn) >= budget_left:
+                break
+            rollout = self.rollout(iteration, gen_batch=k)
+            for key, value in self.env_failures.items():
+                failures[key] = failures.get(key, 0.0) + value
+            drawn.append(rollout_summary(rollout))
+            varied = varied_groups(rollout)
+            take = varied[: need - counts["kept"]]
+            counts["dropped"] += len({t.group for t in rollout.trajectories}) - len(varied)
+            counts["unused"] += len(varied) - len(take)
+            counts["kept"] += len(take)
+            kept.append(select_groups(rollout, take))
+            if counts["kept"] >= need:
+                break
+        self.env_failures = failures
+        out = merge_rollouts(kept)
+        # the generation batches ran one after another: their times add up
+        for name in ("seconds", "policy_seconds", "env_seconds", "reset_seconds"):
+            setattr(out, name, sum(getattr(r, name) for r in drawn))
+        out.response_tokens = sum(r.response_tokens for r in drawn)
+        everything = merge_rollouts(drawn)
+        first = rollout_metrics(drawn[0], cfg.tau_r)
+        sampled = rollout_metrics(everything, cfg.tau_r)
+        out.sampling = {
+            "episodes": float(len(everything.trajectories)),
+            "env_steps": float(len(everything.steps)),
+            "dynamic/gen_batches": float(len(drawn)),
+            "dynamic/groups_kept": float(counts["kept"]),
+            "dynamic/groups_dropped": float(counts["dropped"]),
+            "dynamic/groups_unused": float(counts["unused"]),
+            "dynamic/first_all_failed_frac": first.get("all_failed_frac", 0.0),
+            "dynamic/sampled_success": sampled.get("success", 0.0),
+            "dynamic/sampled_all_failed_frac": sampled.get("all_failed_frac", 0.0),
+        }
+        return out
+
+    def rollout(
+        self, iteration: int, shard: range | None = None, shard_index: int | None = None, gen_batch: int = 0
+    ) -> Rollout:
         """One training rollout of this rank's groups (``shard``, default ``self.shard``: all B
         groups for one process) x G members on this iteration's tasks; shard k samples with
         :func:`trainers.distributed.shard_seed` (shard 0: the single-process seed). With
         ``rollout_streams`` k > 1, the rollout of all B groups that k ranks would play together
-        (:meth:`rollout_in_streams`)."""
+        (:meth:`rollout_in_streams`). ``gen_batch`` k > 0: dynamic sampling's k-th extra batch,
+        on tasks and a sampling seed of its own (:func:`trainers.seeds.gen_batch_tasks`)."""
         cfg = self.cfg
         if cfg.rollout_streams > 1 and shard is None:
-            return self.rollout_in_streams(iteration)
+            return self.rollout_in_streams(iteration, gen_batch)
         shard = self.shard if shard is None else shard
         shard_index = self.dist.rank if shard_index is None else shard_index
         self.envs = self.envs or self.make_envs()
-        tasks = task_seeds(cfg.seed, iteration, cfg.num_groups)[shard.start : shard.stop]
+        tasks = seeds.gen_batch_tasks(cfg.seed, iteration, gen_batch, cfg.num_groups)[shard.start : shard.stop]
         self.policy.model.eval()
         bar = progress_bar(
             len(shard) * cfg.group_size * cfg.max_steps, f"rollout {iteration}", cfg.progress_bars and self.dist.is_main
         )
         restarts, errors = self.envs.worker_restarts, self.envs.member_errors
         try:
-            seed = distributed.shard_seed(seeds.rollout(cfg.seed, iteration), shard_index)
+            seed = distributed.shard_seed(seeds.gen_batch_rollout(cfg.seed, iteration, gen_batch), shard_index)
             with torch.no_grad(), self.autocast(), distributed.full_weights(self.policy.model, self.dist):
                 return self.collector.collect(self.envs, self.policy, tasks, seed, bar.update)
         finally:
@@ -172,7 +230,7 @@ class Rollouts:
                 "rollout/worker_errors": float(self.envs.member_errors - errors),
             }
 
-    def rollout_in_streams(self, iteration: int) -> Rollout:
+    def rollout_in_streams(self, iteration: int, gen_batch: int = 0) -> Rollout:
         """Block 0 of the groups played here, block k in a process forked from this one
         (:func:`trainers.forked.run_forked`, its own envs, no progress bar), sampled as rank k of a
         run in ``rollout_streams`` processes; the blocks merged in order
@@ -185,7 +243,7 @@ class Rollouts:
                     # kept referenced, never closed or collected here (what they hold is the trainer's)
                     self.cfg = dataclasses.replace(self.cfg, progress_bars=False)
                     self._trainer_envs, self.envs = self.envs, None
-                rollout = self.rollout(iteration, distributed.shard_groups(self.cfg.num_groups, n, k), k)
+                rollout = self.rollout(iteration, distributed.shard_groups(self.cfg.num_groups, n, k), k, gen_batch)
                 if k:
                     self.envs.close()
                 return rollout, self.env_failures
@@ -200,6 +258,21 @@ class Rollouts:
         if self.envs is not None:
             self.envs.close()
         self.envs = None
+
+
+def varied_groups(rollout: Rollout) -> list[int]:
+    """The groups of ``rollout`` whose outcomes are not all equal (those with a group-relative
+    signal), in order: what dynamic sampling keeps.
+
+    >>> from trainers.rollouts.rollout import Trajectory
+    >>> varied_groups(Rollout(trajectories=[Trajectory(g, i, "t", "x", outcome=o)
+    ...     for i, (g, o) in enumerate([(0, 0.0), (0, 0.0), (1, 0.0), (1, 1.0), (2, 1.0), (2, 1.0)])]))
+    [1]
+    """
+    outcomes: dict[int, list[float]] = {}
+    for t in rollout.trajectories:
+        outcomes.setdefault(t.group, []).append(float(t.outcome))
+    return [g for g in sorted(outcomes) if max(outcomes[g]) != min(outcomes[g])]
 
 
 def check_rollout_streams(n: int, dist: distributed.DistInfo, device: torch.device) -> None:

@@ -14,7 +14,8 @@ import numpy as np
 
 from trainers import seeds
 from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
-from trainers.loop.finite import check_finite
+from trainers.advantages.registry import TermError
+from trainers.loop.finite import EstimatorTermError, check_finite
 from trainers.loop.sections import CreditSection
 from trainers.rollouts.rollout import Rollout
 
@@ -30,12 +31,15 @@ class Credit:
         all_failed: each group's all-failed flag.
         step_failed: that flag per step.
         acted: where the base estimator's own terms acted (``StepAdvantages.acted``).
+        step_term: the base's step term alone, per step (``None``: it adds none).
     """
 
     steps: np.ndarray
     all_failed: np.ndarray
     step_failed: np.ndarray
     acted: dict[str, float]
+    #: the base's step term alone, per step (``None``: it adds none)
+    step_term: np.ndarray | None = None
 
 
 class CreditAssigner:
@@ -48,7 +52,10 @@ class CreditAssigner:
     def assign(self, rollout: Rollout, iteration: int) -> Credit:
         """The :class:`Credit` of ``rollout``, played at ``iteration``."""
         arrays = rollout.advantage_inputs()
-        adv = step_advantages(**arrays, config=self.config_at(iteration))
+        try:
+            adv = step_advantages(**arrays, config=self.config_at(iteration))
+        except TermError as err:  # a plug-in's term: the user's to fix, said in one line
+            raise EstimatorTermError(str(err)) from None
         # a tree's shared step: the mean of its leaves' advantages (flat rollout: one row per step)
         step_adv = penalized_advantages(rollout.merge_rows(adv.steps), [s.output for s in rollout.steps])
         check_finite("advantage", step_adv)  # a NaN here would be trained into every weight
@@ -57,7 +64,8 @@ class CreditAssigner:
             adv.all_failed[dense_group.reshape(-1)[arrays["step_traj"]]] if step_adv.size else np.zeros(0, bool)
         )
         step_failed = rollout.merge_rows(row_failed) > 0.5  # a tree's rows of one step share its group's flag
-        return Credit(step_adv, adv.all_failed, step_failed, adv.acted)
+        step_term = rollout.merge_rows(adv.step_term) if adv.step_term is not None else None
+        return Credit(step_adv, adv.all_failed, step_failed, adv.acted, step_term)
 
     def config_at(self, iteration: int) -> AdvantageConfig:
         """The estimator's config at ``iteration``: its shuffle seed, and the base's options on its

@@ -21,7 +21,7 @@ import torch
 
 from wrappers.errors import UserError
 
-__all__ = ["NonFiniteError", "check_finite", "check_finite_weights"]
+__all__ = ["EstimatorTermError", "NonFiniteError", "check_finite", "check_finite_weights"]
 
 
 class NonFiniteError(UserError):
@@ -39,6 +39,11 @@ class NonFiniteError(UserError):
     def within(self, context: str) -> NonFiniteError:
         """The same error with ``context`` (the iteration, the estimator, what was kept) in front."""
         return NonFiniteError(self.what, self.detail, context)
+
+
+class EstimatorTermError(UserError, ValueError):
+    """An estimator's term returned what no advantage can be made of
+    (:class:`trainers.advantages.registry.TermError`), as the trainer says it: one line."""
 
 
 def check_finite(what: str, values: np.ndarray | float) -> None:

@@ -70,6 +70,8 @@ class RolloutSection:
         history_k: (observation, action) pairs a flat collector keeps in the prompt.
         rollout_streams: processes one rollout is played in.
         progress_bars: whether a bar is drawn.
+        dynamic_sampling: drop the groups whose outcomes are all equal and draw more generation
+            batches, up to ``max_gen_batches``.
     """
 
     num_groups: int
@@ -85,6 +87,8 @@ class RolloutSection:
     history_k: int
     rollout_streams: int
     progress_bars: bool
+    dynamic_sampling: bool = False
+    max_gen_batches: int = 1
 
 
 @dataclass(frozen=True)

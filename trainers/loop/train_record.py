@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # annotations only: the record reads the estimator's config a
     from trainers.advantages import AdvantageConfig
     from trainers.rollouts.rollout import Rollout
 
-__all__ = ["engine_metrics", "gather_credit", "train_record"]
+__all__ = ["budget_fields", "engine_metrics", "gather_credit", "train_record"]
 
 
 def gather_credit(
@@ -42,6 +42,7 @@ def gather_credit(
             env_failures,
             np.asarray(credit.step_failed),
             credit.acted,
+            credit.step_term,
         ),
         dist.world_size,
     )
@@ -60,6 +61,7 @@ def gather_credit(
         np.concatenate([p[2] for p in parts]),
         np.concatenate([p[4] for p in parts]),
         acted,
+        None if parts[0][6] is None else np.concatenate([p[6] for p in parts]),
     )
     return merge_rollouts([p[0] for p in parts]), merged, failures
 
@@ -75,12 +77,15 @@ def train_record(
     times: tuple[float, float, float],
     dist: distributed.DistInfo,
     device: torch.device,
+    spent: tuple[float, float] = (0.0, 0.0),
 ) -> dict[str, Any]:
     """The iteration's metrics record (over every rank's groups); ``adv_cfg``: the estimator's
     config (``CreditAssigner.adv_cfg``); ``times``: when the rollout, the
-    update and the iteration's end began (``time.perf_counter``)."""
+    update and the iteration's end began (``time.perf_counter``); ``spent``: the episodes and
+    env steps sampled before this iteration (the record's ``budget/*`` add this one's)."""
     t0, t1, t2 = times
     tree_stats = dict(rollout.tree_stats)  # this rank's (a tree rollout's counts are not gathered across ranks)
+    sampling = dict(rollout.sampling)  # dynamic sampling's (one process)
     rollout, credit, env_failures = gather_credit(rollout, credit, env_failures, dist)
     rec: dict[str, Any] = {"iteration": iteration, "kind": "train"}
     if cfg.distill_label:
@@ -91,6 +96,9 @@ def train_record(
     rec.update(advantage_metrics(credit.steps, credit.all_failed, credit.step_failed, adv_cfg.progpo, adv_cfg.gate))
     if adv_cfg.spec.metrics is not None:  # where the base's own terms acted (PlanPO's groups, HGPO's peers)
         rec.update(adv_cfg.spec.metrics(credit.acted, credit.all_failed.size, credit.steps.size))
+    if credit.step_term is not None and credit.steps.size > 1 and float(np.var(credit.steps)) > 0:
+        # how much of the advantage's spread the base's step term carries
+        rec["adv/step_var_share"] = float(np.var(credit.step_term)) / float(np.var(credit.steps))
     rec.setdefault("kl", 0.0)
     rec.setdefault("clip_fraction", 0.0)
     rec.update(stats)
@@ -111,7 +119,24 @@ def train_record(
     if torch.cuda.is_available() and device.type == "cuda":
         rec["gpu/peak_mem_gib"] = torch.cuda.max_memory_allocated(device) / 2**30
     rec["env_steps_per_s"] = len(rollout.steps) / max(rollout.seconds, 1e-9)
+    rec.update(budget_fields(rollout, sampling, spent))
     return rec
+
+
+def budget_fields(rollout: Rollout, sampling: dict[str, float], spent: tuple[float, float]) -> dict[str, float]:
+    """What the run has sampled, cumulative: ``budget/episodes`` and ``budget/env_steps`` (every
+    episode and env step played, dropped groups included: a tree's shared prefix is one step),
+    and dynamic sampling's ``dynamic/*`` counts of this iteration.
+
+    >>> from trainers.rollouts.rollout import Rollout, Trajectory
+    >>> budget_fields(Rollout(trajectories=[Trajectory(0, 0, "t", "x")] * 4), {}, (8.0, 30.0))
+    {'budget/episodes': 12.0, 'budget/env_steps': 30.0}
+    """
+    episodes = sampling.get("episodes", float(len(rollout.trajectories)))
+    env_steps = sampling.get("env_steps", float(len(rollout.steps)))
+    out = {"budget/episodes": spent[0] + episodes, "budget/env_steps": spent[1] + env_steps}
+    out.update({k: v for k, v in sampling.items() if k.startswith("dynamic/")})
+    return out
 
 
 def engine_metrics(policy: Any) -> dict[str, float]:

@@ -132,6 +132,7 @@ class Trainer:
     def train_iteration(self, iteration: int) -> dict[str, Any]:
         """One iteration: play B groups x G members, assign the credit, update, record."""
         t0 = time.perf_counter()
+        spent = self.spent()
         rollout = self.rollout(iteration)
         try:
             credit = self.advantages(rollout, iteration)
@@ -157,13 +158,28 @@ class Trainer:
             (t0, t1, t2),
             self.dist,
             self.device,
+            spent,
         )
         rec.update(engine_metrics(self.policy))
         return rec
 
+    def spent(self) -> tuple[float, float]:
+        """The episodes and env steps the run has sampled so far (``budget/*`` of its last train
+        record; a resumed run reads them from the checkpoint's history)."""
+        for rec in reversed(self.history):
+            if rec.get("kind") == "train" and "budget/episodes" in rec:
+                return float(rec["budget/episodes"]), float(rec["budget/env_steps"])
+        return 0.0, 0.0
+
+    def budget_spent(self) -> bool:
+        """Whether the run has sampled its ``budget_episodes`` (never without a budget)."""
+        return bool(self.cfg.budget_episodes) and self.spent()[0] >= self.cfg.budget_episodes
+
     def rollout(self, iteration: int) -> Rollout:
-        """This iteration's training rollout (:meth:`trainers.loop.collector.Rollouts.rollout`)."""
-        return self.rollouts.rollout(iteration)
+        """This iteration's training rollout (:meth:`trainers.loop.collector.Rollouts.collect`:
+        one generation batch, or with dynamic sampling as many as it takes, within the budget)."""
+        budget_left = self.cfg.budget_episodes - self.spent()[0] if self.cfg.budget_episodes else None
+        return self.rollouts.collect(iteration, budget_left)
 
     def advantages(self, rollout: Rollout, iteration: int) -> Credit:
         """The credit of ``rollout`` (:meth:`trainers.loop.credit.CreditAssigner.assign`)."""
@@ -266,26 +282,30 @@ class Trainer:
                     distributed.broadcast_parameters(self.model)
                 self.save(0)
             for it in range(self.start_iteration, cfg.iterations + 1):
+                if self.budget_spent():  # a resumed run that ended on its budget
+                    break
                 stop_request.raise_if_requested()
                 rec = self.train_iteration(it)
                 self._keep(rec)
                 if self.teacher is not None:
                     self.recorder.distill_samples(self.teacher.samples)
                     self.teacher.samples.clear()
-                self._evaluations(it)
-                if cfg.save_every and (it % cfg.save_every == 0 or it == cfg.iterations):
+                last = it == cfg.iterations or self.budget_spent()
+                self._evaluations(it, last)
+                if cfg.save_every and (it % cfg.save_every == 0 or last):
                     self.save(it)
                 self.recorder.iteration_done(rec)
+                if last:
+                    break
         finally:
             self.recorder.close()
             self.close()
         return self.recorder.report(self.history)
 
-    def _evaluations(self, it: int) -> None:
-        """The evaluations due after iteration ``it``: every ``eval_every``, and the last
+    def _evaluations(self, it: int, last: bool) -> None:
+        """The evaluations due after iteration ``it``: every ``eval_every``, and the ``last``
         iteration's (with the extra held-out split's)."""
         cfg = self.cfg
-        last = it == cfg.iterations
         if cfg.eval_episodes and ((cfg.eval_every and it % cfg.eval_every == 0) or last):
             self._keep(self.evaluate(it))
             if last and cfg.resolved_eval_extra_split and cfg.eval_extra_episodes:

@@ -104,6 +104,9 @@ class Rollout:
     #: leaves share is one step and several rows. Built from ``steps`` when not given.
     rows: list[tuple[int, int]] = field(default_factory=list)
     tree_stats: dict[str, float] = field(default_factory=dict)  # tree rollouts: rollout/decisions, ...
+    #: what collecting it spent, where that differs from what it holds (dynamic sampling: every
+    #: generation batch drawn, dropped groups included): ``budget/*`` and ``dynamic/*`` counts
+    sampling: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.rows:

@@ -326,7 +326,7 @@ def free_name(path: Path) -> Path:
     """``path``, or the first of ``path.1``, ``path.2``, ... that nothing occupies (a file, a folder, a link).
 
     >>> import tempfile
-    >>> d = Path(tempfile.mkdtemp()); (d / "m.damaged").mkdir(); (d / "m.damaged.1").write_text("")
+    >>> d = Path(tempfile.mkdtemp()); (d / "m.damaged").mkdir(); _ = (d / "m.damaged.1").write_text("")
     >>> free_name(d / "m.damaged").name
     'm.damaged.2'
     """

@@ -144,9 +144,9 @@ def plugin_files(specs: Sequence[str]) -> list[dict[str, Any]]:
     """Each plug-in's resolved file and the SHA-256 of its bytes (``None`` where it has no file).
 
     >>> import tempfile, os
-    >>> path = os.path.join(tempfile.mkdtemp(), "p.py"); _ = open(path, "w").write("x = 1\n")
+    >>> path = os.path.join(tempfile.mkdtemp(), "p.py"); _ = open(path, "w").write("x = 1")
     >>> [r["sha256"][:12] for r in plugin_files([path])]
-    ['d9be1c8cd4b6']
+    ['8ff436def145']
     """
     out = []
     for spec in specs:

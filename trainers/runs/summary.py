@@ -94,6 +94,7 @@ def write_report(run_dir: str | Path, records: Sequence[dict[str, Any]], config:
     lines += _headline(records)
     lines += _progress_share(records, config)
     lines += _base_share(records, config)
+    lines += _sampling_lines(records, config)
     lines += _warm_start_lines(records, config)
     lines += ["![curves](curves.png)", "", "## Training iterations", ""]
     shown = [r for r in records if r.get("kind") in ("eval", "eval_extra", "baseline")]
@@ -321,6 +322,49 @@ def _distill_paragraph(name: str, label: str, train: Sequence[dict[str, Any]]) -
     if spec is None or spec.report is None:
         return f"**Teacher: {label}.**"
     return spec.report(train, label)
+
+
+def _sampling_lines(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
+    """Dynamic sampling's paragraph: what it drew, dropped and kept, and what the run spent.
+
+    >>> recs = [{"kind": "train", "iteration": 1, "budget/episodes": 192.0, "budget/env_steps": 2000.0,
+    ...          "dynamic/gen_batches": 3.0, "dynamic/groups_kept": 8.0, "dynamic/groups_dropped": 15.0,
+    ...          "dynamic/groups_unused": 1.0, "dynamic/first_all_failed_frac": 0.75, "dynamic/sampled_success": 0.1}]
+    >>> print("\\n".join(_sampling_lines(recs, {"num_groups": 8})))
+    ## Dynamic sampling
+    <BLANKLINE>
+    Groups whose outcomes were all equal were dropped and more were drawn (verl's `filter_groups`): 3 generation batches over 1 iterations (3 to 3 an iteration), 15 of 24 groups dropped, 1 drawn past the 8 needed and unused. Every iteration kept its groups. The run sampled 192 episodes and 2,000 env steps (`budget/*`); its train success over every sampled episode was 0.100 at the last iteration, and 75.0% of the groups of its first collection were all-failed.
+    <BLANKLINE>
+    """
+    train = [r for r in records if r.get("kind", "train") == "train" and "dynamic/gen_batches" in r]
+    if not train:
+        return []
+    batches = [int(r["dynamic/gen_batches"]) for r in train]
+    dropped = sum(float(r["dynamic/groups_dropped"]) for r in train)
+    kept = [float(r["dynamic/groups_kept"]) for r in train]
+    unused = sum(float(r.get("dynamic/groups_unused", 0.0)) for r in train)
+    drawn = dropped + sum(kept) + unused
+    need = float(config.get("num_groups") or max(kept))
+    short = [r["iteration"] for r, k in zip(train, kept) if k < need]
+    last = train[-1]
+    return [
+        "## Dynamic sampling",
+        "",
+        "Groups whose outcomes were all equal were dropped and more were drawn (verl's `filter_groups`): "
+        f"{sum(batches)} generation batches over {len(train)} iterations ({min(batches)} to {max(batches)} an "
+        f"iteration), {dropped:.0f} of {drawn:.0f} groups dropped, {unused:.0f} drawn past the {need:.0f} needed "
+        "and unused. "
+        + (
+            f"Iterations {', '.join(map(str, short))} ran out of generation batches and trained on fewer groups. "
+            if short
+            else "Every iteration kept its groups. "
+        )
+        + f"The run sampled {last['budget/episodes']:,.0f} episodes and {last['budget/env_steps']:,.0f} env steps "
+        f"(`budget/*`); its train success over every sampled episode was {last['dynamic/sampled_success']:.3f} at "
+        f"the last iteration, and {100 * float(train[0]['dynamic/first_all_failed_frac']):.1f}% of the groups of "
+        "its first collection were all-failed.",
+        "",
+    ]
 
 
 def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
