@@ -197,7 +197,19 @@ def _copy_tree(dest: Path, rev: str | None = None) -> None:
 
 def _config(sources: list[str], tests: list[str]) -> str:
     quoted = lambda xs: "[" + ", ".join(json.dumps(x) for x in xs) + "]"  # noqa: E731 - a one-line callable, read where it is passed
-    also = ["agents", "progpo_envs", "trainers", "wrappers", "tests", "benchmarks", "configs", "scripts"]
+    also = [
+        "agents",
+        "progpo_envs",
+        "trainers",
+        "wrappers",
+        "tests",
+        "benchmarks",
+        "configs",
+        "scripts",
+        "docs",
+        "examples",
+        "README.md",
+    ]
     return (
         "\n[tool.mutmut]\n"
         f"source_paths = {quoted(sources)}\n"

@@ -8,7 +8,7 @@ Precedence: dataclass defaults < ``--config run.yaml`` < explicit CLI flags.
 >>> TrainConfig(estimator="ppo")
 Traceback (most recent call last):
 ...
-trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, planpo, hgpo, progpo-grpo, progpo-rloo, progpo-gigpo, progpo-planpo, progpo-hgpo, got 'ppo'
+trainers.config.ConfigError: estimator must be one of grpo, rloo, gigpo, planpo, hgpo, progpo-grpo, progpo-rloo, progpo-gigpo, progpo-planpo, progpo-hgpo, got 'ppo' (a plug-in's is known once its module loads: --plugin)
 """
 
 # Over 500 lines: every field of a run with its flag and help text, the YAML sections and their compatibility
@@ -1222,6 +1222,10 @@ def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
+#: what an unknown estimator or teacher most likely lacks
+PLUGIN_HINT = "; a plug-in's is known once its module loads: pass --plugin MODULE_OR_FILE (or plugins: in --config)"
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with a short error: one usage line and the error, with the closest flag or choice
     suggested (``--estimater`` -> ``--estimator``), instead of the whole usage of 100 flags."""
@@ -1239,6 +1243,8 @@ class _Parser(argparse.ArgumentParser):
             options = [c.strip().strip("'") for c in choice.group(3).split(",")]
             close = difflib.get_close_matches(choice.group(2), options, n=1, cutoff=0.5)
             hint = f"; did you mean {close[0]}?" if close else ""
+            if not close and choice.group(1) in ("--estimator", "--distill"):
+                hint = PLUGIN_HINT
         self.exit(2, f"usage: {self.prog} [options] (--help lists them)\nerror: {message}{hint}\n")
 
 
@@ -1301,6 +1307,12 @@ def _add_command_flags(ap: argparse.ArgumentParser) -> None:
         "--overwrite",
         action="store_true",
         help="replace an earlier run's files in --output-dir (a fresh run refuses a used directory)",
+    )
+    ap.add_argument(
+        "--print-config",
+        action="store_true",
+        help="print the resolved config as the YAML a run would write (config.yaml) and exit; "
+        "--config takes it back as it is",
     )
     ap.add_argument(
         "--accept-plugin-change",

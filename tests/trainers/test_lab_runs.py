@@ -764,3 +764,25 @@ def test_a_dynamic_runs_entry_reads_what_it_sampled_and_its_evals_carry_the_epis
     assert (first["train/success"], first["all_failed_fraction"], first["first_collection"]) == (0.1, 0.9, 0.875)
     assert [e["sampled_episodes"] for e in entry["eval"]] == [0.0, 704.0]
     assert [r["sampled_episodes"] for r in entry["train"]] == [320.0, 704.0]
+
+
+def test_a_plugin_registered_after_the_lab_was_imported_has_its_acted_entry_in_the_runs_entry():
+    import numpy as np
+
+    from trainers.advantages.registry import register_estimator, unregister
+
+    @register_estimator("late-plugin", help="a late plug-in", acted={"late steps": "adv/late_frac"}, replace=True)
+    def _late(ctx):
+        return np.zeros(ctx.traj.size)
+
+    try:
+        records = [
+            {"kind": "train", "iteration": 1, "success": 0.1, "adv/late_frac": 0.25},
+            {"kind": "eval", "iteration": 1, "eval/success": 0.2, "eval/episodes": 4},
+        ]
+        entry = runs.run_record("late-plugin", 0, "canonical", records, {})
+        assert entry["acted"] == [{"iteration": 1, "late steps": 0.25}]
+        assert methods.acted_by()["late steps"] == "late-plugin" and "late steps" in methods.ACTED_KEYS
+    finally:
+        unregister("late-plugin")
+    assert "late steps" not in methods.acted_keys()

@@ -206,10 +206,10 @@ def test_a_process_other_than_rank_0_writes_nothing(tmp_path, bars):
 
 
 def test_config_yaml_keeps_the_sections_order_and_writes_no_aliases():
-    from trainers.runs.records import _to_yaml
+    from trainers.runs.records import config_yaml
 
     shared = [1, 2]
-    text = _to_yaml({"run": {"seed": 3}, "advantage": {"a": shared, "b": shared}})
+    text = config_yaml({"run": {"seed": 3}, "advantage": {"a": shared, "b": shared}})
     assert "&" not in text and "*" not in text
     assert list(yaml.safe_load(text)) == ["run", "advantage"] and yaml.safe_load(text)["advantage"]["b"] == [1, 2]
 
@@ -1077,3 +1077,13 @@ def test_a_checkpoint_that_kept_no_config_resumes_under_the_values_it_implies(tm
             torch.optim.AdamW(model.parameters()),
             MAIN,
         ).resume(str(bare))
+
+
+def test_the_sections_carry_what_they_derive_from_the_config():
+    from trainers.config import TrainConfig
+    from trainers.loop.sections import rollout_section, update_section
+
+    assert rollout_section(TrainConfig(step_timeout=7.0)).step_timeout == 7.0
+    assert rollout_section(TrainConfig()).step_timeout == TrainConfig().resolved_step_timeout
+    assert update_section(TrainConfig(backend="vllm", policy_mode="generate", warm_start="none")).vllm is True
+    assert update_section(TrainConfig()).vllm is False

@@ -72,6 +72,7 @@ __all__ = [
     "option_fields",
     "register",
     "register_builtin",
+    "register_episode_estimator",
     "register_estimator",
     "unregister",
 ]
@@ -390,6 +391,52 @@ def register_estimator(
     return decorate
 
 
+def register_episode_estimator(
+    name: str,
+    *,
+    needs: Sequence[str] = (),
+    options: type | None = None,
+    help: str = "",  # argparse's word
+    metrics: Callable[..., dict[str, float]] | None = None,
+    report: Callable[..., list[str]] | None = None,
+    acted: Mapping[str, str] | None = None,
+    replace: bool = False,
+) -> Callable[[EpisodeTerm], EpisodeTerm]:
+    """Register the decorated function as the episode term of the estimator ``name``, which adds
+    no step term (the other fields as :class:`Estimator`'s); returns the function unchanged. The
+    term is ``episode(r, gid, n, *, eps, norm, turns, options) -> (N,) array``: each trajectory's
+    outcome ``r``, its dense group ``gid`` of ``n`` groups, the shared ``eps`` and ``norm``, its
+    number of turns and the estimator's options.
+
+    >>> @register_episode_estimator("doc-max", help="the outcome minus its group's best", replace=True)
+    ... def _group_max(r, gid, n, *, eps, norm, turns, options):
+    ...     best = np.full(n, -np.inf)
+    ...     np.maximum.at(best, gid, r)
+    ...     return r - best[gid]
+    >>> estimator("doc-max").step is None, "progpo-doc-max" in estimator_names()
+    (True, True)
+    >>> unregister("doc-max")
+    """
+
+    def decorate(episode: EpisodeTerm) -> EpisodeTerm:
+        register(
+            Estimator(
+                name,
+                episode=episode,
+                needs=frozenset(needs),
+                options=options,
+                help=help,
+                metrics=metrics,
+                report=report,
+                acted=dict(acted or {}),
+            ),
+            replace=replace,
+        )
+        return episode
+
+    return decorate
+
+
 def unregister(name: str) -> None:
     """Remove a registered estimator (tests; a built-in cannot be removed)."""
     if name in _BUILTIN:
@@ -445,7 +492,10 @@ def estimator(name: str) -> Estimator:
     if base not in _REGISTRY:
         load_entry_points()
     if base not in _REGISTRY:
-        raise ValueError(f"estimator must be one of {', '.join(estimator_names())}, got {name!r}")
+        raise ValueError(
+            f"estimator must be one of {', '.join(estimator_names())}, got {name!r} (a plug-in's is known "
+            "once its module loads: --plugin)"
+        )
     return _REGISTRY[base]
 
 

@@ -76,6 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as err:
         print(f"error: {_first_line(err)}", file=sys.stderr)
         return 2
+    if ns.print_config:  # the config.yaml this run would write, and nothing else
+        from trainers.runs.records import config_yaml  # the run's own writer, loaded only here
+
+        print(config_yaml(cfg.to_sections()), end="")
+        return 0
     lock = None
     with stop_request.stops_recorded():  # a Ctrl-C or SIGTERM that something swallows still stops the run
         try:

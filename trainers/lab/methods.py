@@ -21,8 +21,8 @@ from trainers.teacher_registry import label_of as teacher_label
 from trainers.teacher_registry import teacher_names
 
 __all__ = [
-    "ACTED_BY",
-    "ACTED_KEYS",
+    "acted_by",
+    "acted_keys",
     "AXES",
     "CONTROLS",
     "COLLECTOR_SUFFIXES",
@@ -254,9 +254,16 @@ def _acted() -> tuple[dict[str, str], dict[str, str]]:
     return keys, by
 
 
-#: where each remedy acted: per-iteration train metrics, averaged over a run's iterations, and the
-#: part of a method's name that says it has the remedy (a metric is logged for methods without it too)
-ACTED_KEYS, ACTED_BY = _acted()
+def acted_keys() -> dict[str, str]:
+    """Where each remedy acted, read from the registries now (a plug-in loaded after this module
+    was imported is in it): ``label -> per-iteration train metric``, averaged over a run's
+    iterations (a metric is logged for methods without the remedy too)."""
+    return _acted()[0]
+
+
+def acted_by() -> dict[str, str]:
+    """``label -> the part of a method's name that says it has the remedy`` (as :func:`acted_keys`)."""
+    return _acted()[1]
 
 
 #: paired differences reported: each ProGPO against its base; each control against the base and
@@ -290,3 +297,12 @@ TRAIN_KEYS = {
 
 def run_name(method: str, seed: int, state_key: str) -> str:
     return f"{method}_{state_key}_seed{seed}"
+
+
+def __getattr__(name: str) -> object:
+    """``ACTED_KEYS`` and ``ACTED_BY``: the registries as they are now (:func:`acted_keys`)."""
+    if name == "ACTED_KEYS":
+        return acted_keys()
+    if name == "ACTED_BY":
+        return acted_by()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,14 +25,14 @@ from trainers.lab.analysis import (
     validity,
 )
 from trainers.lab.methods import (
-    ACTED_BY,
-    ACTED_KEYS,
     EXPLORATORY,
     LAB_BASES,
     LAB_PRESETS,
     LABELS,
     NOT_REGISTERED,
     PAIRS,
+    acted_by,
+    acted_keys,
     labelled,
 )
 from trainers.lab.significance import episodes_to_reach, holm, robustness
@@ -365,10 +365,11 @@ def _multiplicity_lines(family: list[dict], title: str) -> list[str]:
 def _acted_lines(by: dict[str, list[dict]]) -> list[str]:
     """Where each remedy's term acted: the mean over iterations and seeds of its per-iteration share."""
     lines: list[str] = []
+    part = acted_by()  # the registries now: a plug-in loaded after import has its column
     keys = [
         k
-        for k in ACTED_KEYS
-        if any(ACTED_BY[k] in m and k in row for m in by for e in by[m] for row in e.get("acted", []))
+        for k in acted_keys()
+        if any(part[k] in m and k in row for m in by for e in by[m] for row in e.get("acted", []))
     ]
     if keys:
         lines += [
@@ -384,7 +385,7 @@ def _acted_lines(by: dict[str, list[dict]]) -> list[str]:
         for m in by:
             cells = []
             for k in keys:
-                if ACTED_BY[k] not in m:
+                if part[k] not in m:
                     cells.append("")
                     continue
                 vals = [

@@ -25,7 +25,7 @@ from typing import Any
 
 from trainers.config import EARLIER_VALUES, ConfigError, flatten_sections, upgrade_names
 from trainers.lab.children import raise_if_stopping, run_child
-from trainers.lab.methods import ACTED_KEYS, AXES, TRAIN_KEYS, axes_of, method_args, run_name
+from trainers.lab.methods import AXES, TRAIN_KEYS, acted_keys, axes_of, method_args, run_name
 from trainers.runs.metrics import TIMING_KEYS, MetricsFileError, read_metrics
 from trainers.runs.provenance import read_provenance, run_times
 from trainers.strict_yaml import StrictYAMLError, load_strict
@@ -375,8 +375,9 @@ def run_record(method: str, seed: int, state_key: str, records: list[dict], conf
         if r.get("kind") == "eval"
     ]
     core_s = sum(float(r.get("time/iteration_s", 0.0)) + float(r.get("time/init_s", 0.0)) for r in records)
+    keys = acted_keys()  # the registries now: a plug-in loaded after import has its entry
     acted = [
-        {"iteration": r["iteration"], **{k: r[src] for k, src in ACTED_KEYS.items() if src in r}}
+        {"iteration": r["iteration"], **{k: r[src] for k, src in keys.items() if src in r}}
         for r in records
         if r.get("kind") == "train"
     ]

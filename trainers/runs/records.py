@@ -21,7 +21,7 @@ from trainers.runs.run_files import open_nofollow, write_atomic
 from trainers.runs.summary import write_report
 from wrappers.errors import UserError
 
-__all__ = ["PluginChangedError", "RunRecorder"]
+__all__ = ["PluginChangedError", "RunRecorder", "config_yaml"]
 
 
 class PluginChangedError(UserError):
@@ -80,7 +80,7 @@ class RunRecorder:
                 resume_after=resumed_at,
             )
             manifest.record(*self.logger.files, self.run_dir / "config.yaml")
-            write_atomic(self.run_dir / "config.yaml", _to_yaml(dict(cfg.sections)))
+            write_atomic(self.run_dir / "config.yaml", config_yaml(dict(cfg.sections)))
             self._record_provenance(resumed_at or 0)
         # no timed lines for the iterations: each prints its own line where no bar is drawn
         self.bar = progress_bar(cfg.iterations, "iterations", cfg.progress_bars and self.main, leave=True, lines=False)
@@ -148,7 +148,9 @@ class RunRecorder:
         append_provenance(self.run_dir, iteration, self.cfg.config)
 
 
-def _to_yaml(data: dict[str, Any]) -> str:
+def config_yaml(data: dict[str, Any]) -> str:
+    """A config's sections as the ``config.yaml`` a run writes (and ``--print-config`` prints):
+    block YAML, in field order, without aliases (the strict loader refuses them)."""
     import yaml  # the [train] extra
 
     # config.yaml is read back by a loader that refuses aliases; PyYAML has no type stubs here, so
