@@ -126,7 +126,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     ),
     "strict-yaml": (
         ["trainers/strict_yaml.py"],
-        [T + "test_bad_input_one_line.py", T + "test_trainers_reliability.py"],
+        [T + "test_strict_yaml_limits.py", T + "test_bad_input_one_line.py", T + "test_registry_and_card_seams.py"],
     ),
     "sections": (["trainers/loop/sections.py"], [T + "test_stages.py", T + "test_stage_contracts.py"]),
     "model-card": (

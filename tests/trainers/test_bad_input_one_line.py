@@ -43,6 +43,7 @@ def test_strict_yaml_still_reads_a_config_of_ordinary_depth_and_numbers():
     assert data["a"]["b"]["c"][1] == {"d": 2} and data["seed"] == 2**32 - 1
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize("text", ["[" * 900 + "]" * 900, "9" * 5000, "{<<: {lr: 0.1}, <<: {lr: 0.2}}"])
 def test_the_trainer_says_a_bad_config_in_one_line_even_when_it_names_plugins(tmp_path, text):
     config = tmp_path / "bad.yaml"
@@ -58,6 +59,7 @@ def test_the_trainer_says_a_bad_config_in_one_line_even_when_it_names_plugins(tm
     assert proc.stderr.strip().splitlines()[-1].startswith(f"error: config {config}")
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize("tool", ["evaluate", "play"])
 def test_a_panel_past_any_memory_is_one_line_before_anything_loads(tool, tmp_path):
     proc = subprocess.run(
@@ -125,37 +127,35 @@ def _python_blocks(path: Path) -> list[str]:
     return re.findall(r"```python\n(.*?)```", path.read_text(), re.S)
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/getting-started.md"])
-def test_the_wrappers_block_runs_as_a_script(doc, tmp_path):
-    block = next(b for b in _python_blocks(ROOT / doc) if "GroupVectorEnv(" in b)
-    script = tmp_path / "wrappers_block.py"
-    script.write_text(block)
-    proc = subprocess.run(
+def _run_script(script: Path, text: str) -> subprocess.CompletedProcess:
+    """``text`` written to ``script`` and run as a user runs a script, from its folder."""
+    script.write_text(text)
+    return subprocess.run(
         [sys.executable, str(script)],
         capture_output=True,
         text=True,
-        cwd=tmp_path,
+        cwd=script.parent,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         timeout=600,
     )
+
+
+@pytest.mark.slow  # a trainer or script in a subprocess
+@pytest.mark.parametrize("doc", ["README.md", "docs/getting-started.md"])
+def test_the_wrappers_block_runs_as_a_script(doc, tmp_path):
+    block = next(b for b in _python_blocks(ROOT / doc) if "GroupVectorEnv(" in b)
+    proc = _run_script(tmp_path / "wrappers_block.py", block)
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_an_unguarded_async_script_is_told_where_the_cause_is(tmp_path):
-    script = tmp_path / "unguarded.py"
-    script.write_text(
+    proc = _run_script(
+        tmp_path / "unguarded.py",
         "import gymnasium as gym\n"
         "from wrappers import GroupVectorEnv\n"
         "envs = GroupVectorEnv(lambda: gym.make('CartPole-v1'), num_groups=1, group_size=2, backend='async', seed=0)\n"
-        "envs.close()\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, str(script)],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-        timeout=300,
+        "envs.close()\n",
     )
     assert proc.returncode != 0
     assert 'put that code under `if __name__ == "__main__":`' in proc.stderr, proc.stderr[-3000:]

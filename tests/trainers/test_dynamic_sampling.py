@@ -43,6 +43,7 @@ def test_varied_groups_keeps_groups_with_differing_outcomes_and_select_groups_ke
     assert select_groups(rollout, []).trajectories == []
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_every_train_record_carries_the_cumulative_budget(tmp_path):
     assert train(tmp_path, BASE, "--iterations", "2").returncode == 0
     recs = _train_records(tmp_path / "run")
@@ -61,6 +62,7 @@ def dynamic_run(tmp_path_factory) -> Path:
     return root / "run"
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_dynamic_sampling_records_what_it_drew_dropped_and_kept(dynamic_run):
     recs = _train_records(dynamic_run)
     total = 0.0
@@ -76,6 +78,7 @@ def test_dynamic_sampling_records_what_it_drew_dropped_and_kept(dynamic_run):
     assert any(r["dynamic/groups_dropped"] > 0 for r in recs)
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_dynamic_sampling_is_deterministic_and_resumes_bit_exact(dynamic_run, tmp_path):
     flags = ["--dynamic-sampling", "--max-gen-batches", "3", "--save-every", "1"]
     assert train(tmp_path, BASE, "--iterations", "1", *flags).returncode == 0
@@ -84,6 +87,7 @@ def test_dynamic_sampling_is_deterministic_and_resumes_bit_exact(dynamic_run, tm
     assert _train_records(tmp_path / "run") == _train_records(dynamic_run)
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_its_first_generation_batch_is_the_iteration_a_run_without_it_plays(dynamic_run, tmp_path):
     assert train(tmp_path, BASE, "--iterations", "1").returncode == 0
     plain = _train_records(tmp_path / "run")[0]
@@ -91,12 +95,14 @@ def test_its_first_generation_batch_is_the_iteration_a_run_without_it_plays(dyna
     assert first["dynamic/first_all_failed_frac"] == plain["all_failed_frac"]
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_dynamic_sampling_of_a_tree_is_refused_in_one_line(tmp_path):
     proc = train(tmp_path, BASE, "--iterations", "1", "--dynamic-sampling", "--rollout", "tree", "--group-size", "4")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "dynamic_sampling draws flat generation batches" in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_a_budget_ends_the_run_within_one_generation_batch_and_evaluates_it_as_the_last(tmp_path):
     proc = train(
         tmp_path, BASE, "--iterations", "10", "--budget-episodes", "150", "--dynamic-sampling",

@@ -34,6 +34,18 @@ def _nan(ctx):
 """
 
 
+def _command(cwd: Path, module: str, *args: str) -> subprocess.CompletedProcess:
+    """``python -m MODULE ARGS`` from ``cwd``, as a user runs it there."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
+        timeout=600,
+    )
+
+
 def _checkpoints_finite(run: Path) -> list[str]:
     """The checkpoints of ``run`` (names), each asserted to hold finite weights only."""
     names = sorted(p.name for p in (run / "checkpoints").glob("iter_*.pt"))
@@ -43,6 +55,7 @@ def _checkpoints_finite(run: Path) -> list[str]:
     return names
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize(
     "flags, said",
     [
@@ -136,6 +149,7 @@ def _crafted(run: Path, into: Path, **config) -> Path:
     return ckpt
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize(
     "tool, extra",
     [("evaluate", ["--episodes", "2"]), ("play", ["--task", "0"]), ("export", ["OUT"])],
@@ -148,14 +162,7 @@ def test_a_crafted_checkpoints_plugin_is_never_imported(tiny_run, tmp_path, tool
         tiny_run, tmp_path / "crafted", plugins=[str(evil), "this"], estimator="evil-estimator", distill="evil-teacher"
     )
     args = [str(tmp_path / "out") if a == "OUT" else a for a in extra]
-    proc = subprocess.run(
-        [sys.executable, "-m", f"trainers.{tool}", str(ckpt), *args],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
-        timeout=300,
-    )
+    proc = _command(tmp_path, f"trainers.{tool}", str(ckpt), *args)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert not marker.exists()
     assert "Zen of Python" not in proc.stdout and "Beautiful is better than ugly" not in proc.stdout
@@ -164,6 +171,7 @@ def test_a_crafted_checkpoints_plugin_is_never_imported(tiny_run, tmp_path, tool
         assert "`evil-estimator`" in card and "evil-teacher" in card
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_an_earlier_checkpoints_card_reports_its_own_evaluation_not_a_later_one(tiny_run, tmp_path):
     from trainers.cli.export import main as export
 
@@ -193,6 +201,7 @@ def _term(ctx):
 """
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_a_changed_plugin_is_refused_on_resume_unless_accepted_and_then_recorded(tmp_path):
     plugin = tmp_path / "term.py"
     plugin.write_text(TERM.format(value=0.1))
@@ -219,6 +228,7 @@ def test_a_changed_plugin_is_refused_on_resume_unless_accepted_and_then_recorded
     assert latest["plugins"][0]["sha256"] == hashlib.sha256(plugin.read_bytes()).hexdigest()
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_a_relative_plugin_in_a_config_is_read_beside_it_and_the_run_works_from_anywhere(tmp_path):
     configs = tmp_path / "configs"
     configs.mkdir()
@@ -231,25 +241,11 @@ def test_a_relative_plugin_in_a_config_is_read_beside_it_and_the_run_works_from_
     assert saved == [str(configs / "term.py")]
     other = tmp_path / "other"
     other.mkdir()
-    resumed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "trainers.progpo",
-            "--config",
-            str(configs / "run.yaml"),
-            *BASE,
-            "--iterations",
-            "2",
-            "--output-dir",
-            str(elsewhere / "run"),
-            "--resume",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=other,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1"),
-        timeout=600,
+    resumed = _command(
+        other,
+        "trainers.progpo",
+        *["--config", str(configs / "run.yaml"), *BASE, "--iterations", "2", "--output-dir", str(elsewhere / "run")],
+        "--resume",
     )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
 
@@ -257,6 +253,7 @@ def test_a_relative_plugin_in_a_config_is_read_beside_it_and_the_run_works_from_
 # ---- plug-ins that cannot load, or load and do nothing: one line each ------------------------
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize(
     "source, said",
     [
@@ -278,6 +275,7 @@ def test_a_plugin_that_cannot_load_or_registers_nothing_is_one_line_naming_it(tm
     forget_plugin_files()
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 @pytest.mark.parametrize(
     "flags, said",
     [
@@ -294,6 +292,7 @@ def test_a_setting_that_would_be_ignored_or_disagrees_is_refused_in_one_line(tmp
     assert said in proc.stderr.strip().splitlines()[-1]
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_an_option_in_exponent_form_is_a_number_and_the_report_shows_the_value_used(tmp_path):
     proc = train(
         tmp_path, BASE, "--iterations", "1", "--estimator", "hgpo", "--estimator-option", "depth=3",

@@ -37,6 +37,7 @@ def test_print_config_runs_nothing_and_shows_the_flags_over_the_file(tmp_path, c
     assert not out.exists()
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_an_unknown_estimator_says_to_load_its_plugin():
     proc = subprocess.run(
         [sys.executable, "-m", "trainers.progpo", "--estimator", "novelty"],
@@ -60,6 +61,7 @@ def group_max(r, gid, n, *, eps, norm, turns, options):
 """
 
 
+@pytest.mark.slow  # a trainer or script in a subprocess
 def test_an_episode_only_estimator_registers_without_a_step_term_and_trains(tmp_path):
     (tmp_path / "group_max.py").write_text(EPISODE_ONLY)
     proc = train(

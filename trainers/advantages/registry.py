@@ -371,24 +371,38 @@ def register_estimator(
     fields as :class:`Estimator`'s); returns the function unchanged."""
 
     def decorate(step: StepTerm) -> StepTerm:
-        register(
-            Estimator(
-                name,
-                episode=episode,
-                step=step,
-                needs=frozenset(needs),
-                options=options,
-                help=help,
-                metrics=metrics,
-                report=report,
-                schedule=schedule,
-                acted=dict(acted or {}),
-            ),
-            replace=replace,
-        )
+        fields = dict(needs=needs, options=options, help=help, metrics=metrics, report=report, acted=acted)
+        _register_terms(name, episode, step, fields, schedule=schedule, replace=replace)
         return step
 
     return decorate
+
+
+def _register_terms(
+    name: str,
+    episode: EpisodeTerm | None,
+    step: StepTerm | None,
+    fields: dict[str, Any],
+    schedule: Callable[..., Any] | None = None,
+    replace: bool = False,
+) -> None:
+    """Register the estimator ``name`` of these terms (``fields``: needs, options, help, metrics,
+    report, acted, as the decorators take them)."""
+    register(
+        Estimator(
+            name,
+            episode=episode,
+            step=step,
+            needs=frozenset(fields["needs"]),
+            options=fields["options"],
+            help=fields["help"],
+            metrics=fields["metrics"],
+            report=fields["report"],
+            schedule=schedule,
+            acted=dict(fields["acted"] or {}),
+        ),
+        replace=replace,
+    )
 
 
 def register_episode_estimator(
@@ -419,19 +433,8 @@ def register_episode_estimator(
     """
 
     def decorate(episode: EpisodeTerm) -> EpisodeTerm:
-        register(
-            Estimator(
-                name,
-                episode=episode,
-                needs=frozenset(needs),
-                options=options,
-                help=help,
-                metrics=metrics,
-                report=report,
-                acted=dict(acted or {}),
-            ),
-            replace=replace,
-        )
+        fields = dict(needs=needs, options=options, help=help, metrics=metrics, report=report, acted=acted)
+        _register_terms(name, episode, None, fields, replace=replace)
         return episode
 
     return decorate
