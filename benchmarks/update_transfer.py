@@ -170,6 +170,49 @@ def _table(args: argparse.Namespace, cfg: Any, splits: list[str], rows: list[tup
     return "\n".join(lines)
 
 
+def transfer(
+    tr: Trainer,
+    args: argparse.Namespace,
+    estimator: str,
+    spec: str,
+    updates: list[Any],
+    theta0: dict[str, Any],
+    measure: dict[str, Any],
+    base: dict[str, tuple[Any, Any, Any]],
+    ref: list[Any],
+) -> dict[str, list[float]]:
+    """One (estimator, optimizer:lr) configuration: each update batch applied to ``theta0`` alone,
+    and its first-order change of the measure rollouts' objective and log-probs."""
+    kind, lr_text = spec.split(":")
+    lr = float(lr_text)
+    res: dict[str, list[float]] = {f"{m}/{k}": [] for k in measure for m in ("dJ", "dlogp")}
+    res["steps"] = []
+    for k_upd, rollout in enumerate(updates):
+        tr.model.load_state_dict(theta0)
+        tr.updater.optimizer = make_optimizer(kind, tr.params, lr)
+        if args.anchor_kl > 0:  # anchors: the next update batch's steps
+            j = (k_upd + 1) % len(updates)
+            tr.updater.optimizer = AnchorKL(
+                tr,
+                [st.output for st in updates[j].steps],
+                ref[j],
+                args.anchor_kl,
+                args.anchor_states,
+                args.seed + k_upd,
+            ).wrap(tr.updater.optimizer)
+        tr.cfg.lr = lr
+        tr.updater.cfg = dataclasses.replace(tr.updater.cfg, lr=lr)  # the update stage reads its own section
+        adv = step_adv(tr, rollout, estimator)
+        adv = np.where(adv < 0, args.neg_scale * adv, adv)
+        res["steps"].append(tr.update(rollout.steps, adv, 1)["update/steps"])
+        for k, ro_b in measure.items():
+            adv_b, w, lp0 = base[k]
+            dlp = logprobs(tr, ro_b) - lp0
+            res[f"dJ/{k}"].append(float(np.sum(w * adv_b * dlp)))
+            res[f"dlogp/{k}"].append(float(np.sum(w * dlp)))
+    return res
+
+
 def main(argv: list[str] | None = None) -> int:
     args, trainer_args = parse(argv)
     extra = ["--warm-start", "none", "--weights-file", args.weights_file] if args.weights_file else []
@@ -216,33 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     for estimator in args.estimators.split(","):
         for spec in args.configs.split(","):
-            kind, lr_text = spec.split(":")
-            lr = float(lr_text)
-            res: dict[str, list[float]] = {f"{m}/{k}": [] for k in measure for m in ("dJ", "dlogp")}
-            res["steps"] = []
-            for k_upd, rollout in enumerate(updates):
-                tr.model.load_state_dict(theta0)
-                tr.updater.optimizer = make_optimizer(kind, tr.params, lr)
-                if args.anchor_kl > 0:  # anchors: the next update batch's steps
-                    j = (k_upd + 1) % len(updates)
-                    tr.updater.optimizer = AnchorKL(
-                        tr,
-                        [st.output for st in updates[j].steps],
-                        ref[j],
-                        args.anchor_kl,
-                        args.anchor_states,
-                        args.seed + k_upd,
-                    ).wrap(tr.updater.optimizer)
-                tr.cfg.lr = lr
-                tr.updater.cfg = dataclasses.replace(tr.updater.cfg, lr=lr)  # the update stage reads its own section
-                adv = step_adv(tr, rollout, estimator)
-                adv = np.where(adv < 0, args.neg_scale * adv, adv)
-                res["steps"].append(tr.update(rollout.steps, adv, 1)["update/steps"])
-                for k, ro_b in measure.items():
-                    adv_b, w, lp0 = base[k]
-                    dlp = logprobs(tr, ro_b) - lp0
-                    res[f"dJ/{k}"].append(float(np.sum(w * adv_b * dlp)))
-                    res[f"dlogp/{k}"].append(float(np.sum(w * dlp)))
+            res = transfer(tr, args, estimator, spec, updates, theta0, measure, base, ref)
             rows.append((estimator, spec, res))
             print(f"{estimator} {spec}: " + ", ".join(f"{k} {np.mean(v):+.4f}" for k, v in res.items()), flush=True)
     tr.model.load_state_dict(theta0)

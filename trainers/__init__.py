@@ -1,4 +1,4 @@
-"""ProGPO trainer: advantage estimators, losses, rollout + update loop.
+"""ProGPO's trainer: its loop, run dir, commands, estimators, credit lab and adapters to other stacks.
 
 Rooms:
 
