@@ -63,3 +63,12 @@ def test_the_depth_after_a_finished_sibling_deep_inside_is_still_its_own():
     assert load_strict(fits) is not None
     with pytest.raises(StrictYAMLError, match="nested more than"):
         load_strict("[" * w + "[], " + nest(MAX_DEPTH - w + 1) + "]" * w)
+
+
+def test_an_alias_and_a_key_set_twice_are_named_at_their_lines():
+    with pytest.raises(StrictYAMLError) as err:
+        load_strict("x: &big [1, 2]\n\ny: *big\n")
+    assert str(err.value) == "line 3: YAML aliases (*big) are not accepted in a config; write the value out"
+    with pytest.raises(StrictYAMLError) as err:
+        load_strict("a: 1\nppo:\n  lr: 0.1\n\n  lr: 0.2\n")
+    assert str(err.value) == "line 5: key 'lr' is set twice in one mapping (first on line 3)"
