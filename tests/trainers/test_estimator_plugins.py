@@ -80,6 +80,7 @@ def test_a_taken_name_or_a_reserved_one_is_refused() -> None:
     assert "x-needs" not in registry.base_names()
 
 
+@pytest.mark.slow  # a trainer or interpreter in a subprocess
 def test_trainer_trains_with_the_plugin_file_and_writes_its_metrics(tmp_path) -> None:
     done = _train(
         tmp_path, "--plugin", str(EXAMPLE), "--estimator", "progpo-novelty", "--estimator-option", "weight=0.5"
@@ -92,6 +93,7 @@ def test_trainer_trains_with_the_plugin_file_and_writes_its_metrics(tmp_path) ->
     assert str(EXAMPLE) in config and "weight: 0.5" in config
 
 
+@pytest.mark.slow  # a trainer or interpreter in a subprocess
 def test_yaml_names_the_plugin_and_its_options_and_a_bad_option_is_one_line(tmp_path) -> None:
     good = tmp_path / "good.yaml"
     good.write_text(f"plugins: [{EXAMPLE}]\nadvantage: {{estimator: novelty, options: {{weight: 0.3}}}}\n")
@@ -213,6 +215,7 @@ def test_a_dashed_plugin_name_reaches_verl_and_verl_agent_under_one_option_key(n
         registry.unregister("two-word")
 
 
+@pytest.mark.slow  # a trainer or interpreter in a subprocess
 def test_an_installed_distribution_registers_through_its_entry_point(tmp_path) -> None:
     """A distribution's ``progpo.estimators`` entry point is loaded at the first lookup of a name."""
     (tmp_path / "my_novelty.py").write_text(EXAMPLE.read_text())

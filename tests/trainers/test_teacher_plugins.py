@@ -46,6 +46,7 @@ def test_the_registry_names_the_built_ins_and_refuses_a_taken_name() -> None:
         teacher_registry.TeacherSpec("none", "x:y", label=lambda c: "x")
 
 
+@pytest.mark.slow  # a trainer or interpreter in a subprocess
 def test_trainer_trains_with_the_plugin_teacher_and_labels_every_record(tmp_path) -> None:
     done = _train(tmp_path, "--plugin", str(EXAMPLE), "--distill", "self-imitation", "--teacher-option", "coef=0.05")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -57,6 +58,7 @@ def test_trainer_trains_with_the_plugin_teacher_and_labels_every_record(tmp_path
     assert "teacher: self-imitation (reward only)" in done.stdout
 
 
+@pytest.mark.slow  # a trainer or interpreter in a subprocess
 def test_the_teacher_s_own_check_and_an_unloaded_plugin_are_one_line(tmp_path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text(f"plugins: [{EXAMPLE}]\ndistill: {{mode: self-imitation, options: {{coef: -1}}}}\n")
