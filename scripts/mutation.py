@@ -55,6 +55,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
                 "gigpo",
                 "progpo",
                 "registry",
+                "options",
                 "config",
                 "episode",
                 "step",
