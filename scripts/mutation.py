@@ -123,7 +123,12 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
     # the plug-in loader and the teachers' registry
     "plugins": (
         ["trainers/plugins.py", "trainers/teacher_registry.py"],  # the estimators' registry: "estimators"
-        [T + "test_plugin_loader.py", T + "test_estimator_plugins.py", T + "test_teacher_plugins.py"],
+        [
+            T + "test_plugin_loader.py",
+            T + "test_teacher_registry.py",
+            T + "test_estimator_plugins.py",
+            T + "test_teacher_plugins.py",
+        ],
     ),
     "strict-yaml": (
         ["trainers/strict_yaml.py"],

@@ -105,3 +105,55 @@ def test_a_relative_plugin_file_is_stored_absolute_against_its_yaml_or_the_worki
     assert resolved("~/p.py") == os.path.expanduser("~/p.py")
     assert resolved("pkg.mod", "/configs") == "pkg.mod"
     assert Path(resolved("p.py")).is_absolute()
+
+
+def test_two_plugin_files_are_two_plugins(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "p.py").write_text(REGISTERS.replace("loader-probe", f"loader-probe-{name}"))
+    from trainers.teacher_registry import teacher_names, unregister_teacher
+
+    try:
+        load_plugins([str(tmp_path / "a" / "p.py"), str(tmp_path / "b" / "p.py")])  # one file name, two paths
+        assert {"loader-probe-a", "loader-probe-b"} <= set(teacher_names())
+    finally:
+        unregister_teacher("loader-probe-a")
+        unregister_teacher("loader-probe-b")
+
+
+def test_an_error_without_a_message_is_named_by_its_type(tmp_path):
+    (tmp_path / "bad.py").write_text("raise RuntimeError()\n")
+    with pytest.raises(ValueError) as err:
+        load_plugin(str(tmp_path / "bad.py"))
+    assert str(err.value) == f"plugin {tmp_path / 'bad.py'} failed to load: RuntimeError ({tmp_path / 'bad.py'}:1)"
+
+
+def test_a_missing_dependency_keeps_its_cause_only_under_the_debug_variable(tmp_path, monkeypatch):
+    (tmp_path / "bad.py").write_text("import not_a_module_anywhere_xyz\n")
+    with pytest.raises(ValueError) as plain:
+        load_plugin(str(tmp_path / "bad.py"))
+    assert plain.value.__cause__ is None
+    monkeypatch.setenv("PROGPO_DEBUG", "1")
+    with pytest.raises(ValueError) as debug:
+        load_plugin(str(tmp_path / "bad.py"))
+    assert isinstance(debug.value.__cause__, ModuleNotFoundError)
+
+
+def test_a_dotted_module_plugin_loads_and_its_missing_dependency_is_its_own_failure(tmp_path, monkeypatch):
+    pkg = tmp_path / "probe_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "teach.py").write_text(REGISTERS)
+    (pkg / "broken.py").write_text("import not_a_module_anywhere_xyz\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        load_plugin("probe_pkg.teach")
+        assert sys.modules["probe_pkg.teach"].COUNT == 1
+        with pytest.raises(ValueError) as err:
+            load_plugin("probe_pkg.broken")
+        assert str(err.value).startswith("plugin probe_pkg.broken failed to load: ModuleNotFoundError: No module named")
+        with pytest.raises(ValueError, match="plugin probe_pkg.absent: No module named 'probe_pkg.absent'"):
+            load_plugin("probe_pkg.absent")
+    finally:
+        for name in [m for m in sys.modules if m.startswith("probe_pkg")]:
+            del sys.modules[name]
