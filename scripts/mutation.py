@@ -139,7 +139,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         ["trainers/model_card.py", "trainers/cli/export.py"],
         [T + "test_trainers_after_training.py", T + "test_nonfinite_and_plugin_safety.py"],
     ),
-    "provenance": (["trainers/runs/provenance.py"], [T + "test_provenance_times.py"]),
+    "provenance": (["trainers/runs/provenance.py"], [T + "test_provenance_record.py", T + "test_provenance_times.py"]),
     "metrics-rebuild": (
         ["trainers/runs/metrics.py"],
         [T + "test_stage_contracts.py", T + "test_bad_input_one_line.py"],
