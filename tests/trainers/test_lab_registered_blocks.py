@@ -144,3 +144,29 @@ def test_the_partial_json_of_a_registered_block_keeps_no_outcome(tmp_path, monke
     record = json.loads((tmp_path / "credit_lab.json").read_text())
     assert record["runs"] == [{"method": "gigpo", "seed": 52}] and "progpo_on_off" not in record
     assert not (tmp_path / "curves.png").exists() and not (tmp_path / "per_seed.png").exists()
+
+
+def test_the_registered_slope_secondary_is_read_with_the_primary_and_only_then(monkeypatch):
+    from trainers.lab import analysis
+
+    firsts = [0.5, 0.6, 0.7, 0.8, 0.9]
+    by = _by([0.1, 0.1, 0.1, 0.1, 0.1])
+    for rs in by.values():
+        for r, f in zip(rs, firsts):
+            r["train"] = [{"first_collection": f, "all_failed_fraction": 0.0}]
+    for r, f in zip(by["progpo-gigpo"], firsts):  # the term's effect over gigpo grows with the trap
+        r["eval"][-1]["eval/success"] = 0.9 + f
+    test = PrimaryTest(tuple(range(5)), (), 0.05, ("progpo-gigpo", "gigpo+dynamic"))
+    monkeypatch.setattr(report, "registered_primary", lambda lab, config: test)
+    args = argparse.Namespace(lab="dynamic", config="configs/credit_lab_dynamic.yaml")
+    lines = "\n".join(report._verdict_lines(args, by))
+    fit = analysis.covariate_slope(by, "progpo-gigpo", "gigpo", range(5))
+    assert fit["slope"] == pytest.approx(1.0) and fit["seeds"] == 5
+    assert (
+        "**Registered secondary: progpo-gigpo - gigpo final held-out success grows with the all-failed share of the "
+        "first collection:** OLS slope +1.000" in lines
+    )
+    # the covariate is the first collection's, never the off arm's outcome
+    assert analysis.covariate_slope(by, "progpo-gigpo", "gigpo", range(6)) is None  # a seed missing: no look
+    partial = {m: rs[:4] for m, rs in by.items()}
+    assert "Registered secondary" not in "\n".join(report._verdict_lines(args, partial))

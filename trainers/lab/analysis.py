@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from trainers.lab.methods import LAB_PRESETS, LABELS, REFERENCE, VALIDITY_BASELINE
 from trainers.lab.significance import holm, paired_t_p
@@ -185,6 +186,43 @@ def _primary_pooled(by: dict[str, list[dict]], test: PrimaryTest) -> dict | None
     if res and len(test.bases) == 1 and len(res["pairs"]) == 1:  # one base: its own pair is the primary
         pooled = {**res["pairs"][0]["diff"], "p": res["pairs"][0]["p"]}
     return pooled
+
+
+def covariate_slope(by: dict[str, list[dict]], a: str, b: str, seeds: Sequence[int]) -> dict | None:
+    """A registered secondary: does ``a`` - ``b`` (final held-out success, per seed) grow with the
+    all-failed share of the first collection, a covariate fixed before the arms diverge (``b``'s
+    first iteration; the same in every arm at a seed)? The OLS slope with its 95% t interval and
+    two-sided p (``scipy.stats.linregress``) over ``seeds``; ``None`` before every seed has both
+    arms, or with fewer than 3 seeds.
+
+    >>> run = lambda m, s, first, final: {"method": m, "seed": s, "train": [{"first_collection": first}],
+    ...                                   "eval": [{"eval/success": 0.1}, {"eval/success": final}]}
+    >>> by = {"on": [run("on", s, f, 0.2 + f) for s, f in enumerate([0.5, 0.7, 0.9, 0.8])],
+    ...       "off": [run("off", s, f, 0.2) for s, f in enumerate([0.5, 0.7, 0.9, 0.8])]}
+    >>> out = covariate_slope(by, "on", "off", [0, 1, 2, 3])
+    >>> round(out["slope"], 6), out["seeds"], out["p"] < 1e-6
+    (1.0, 4, True)
+    """
+    fa = {r["seed"]: final_success(r) for r in by.get(a, []) if r["seed"] in seeds}
+    rb = {r["seed"]: r for r in by.get(b, []) if r["seed"] in seeds}
+    common = sorted(set(fa) & set(rb))
+    if common != sorted(seeds) or len(common) < 3:
+        return None
+    x = np.array(
+        [float(rb[s]["train"][0].get("first_collection", rb[s]["train"][0].get("all_failed_fraction"))) for s in common]
+    )
+    y = np.array([fa[s] - final_success(rb[s]) for s in common])
+    if float(np.ptp(x)) == 0.0:
+        return None  # one covariate value: no slope to read
+    fit = stats.linregress(x, y)
+    half = float(stats.t.ppf(0.975, len(common) - 2)) * float(fit.stderr)
+    return {
+        "slope": float(fit.slope),
+        "lo": float(fit.slope) - half,
+        "hi": float(fit.slope) + half,
+        "p": float(fit.pvalue),
+        "seeds": len(common),
+    }
 
 
 def completeness(entries: list[dict], methods: list[str], seeds: list[int]) -> dict:

@@ -13,6 +13,7 @@ import numpy as np
 from trainers.lab.analysis import (
     auc,
     completeness,
+    covariate_slope,
     families,
     final_success,
     mde_80,
@@ -101,6 +102,7 @@ def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[
         return []
     verdict = primary_verdict(by, test)
     lines = [f"**Verdict on the pre-registered primary: {_sentence(verdict['text'])}.**", ""]
+    lines += _secondary_slope_lines(args, by, test.seeds) if verdict["complete"] else []
     rob = robustness(verdict["per_seed"]) if verdict["complete"] else None
     if rob is not None:
         lines += [
@@ -111,6 +113,26 @@ def _verdict_lines(args: argparse.Namespace, by: dict[str, list[dict]]) -> list[
             "",
         ]
     return lines
+
+
+def _secondary_slope_lines(args: argparse.Namespace, by: dict[str, list[dict]], seeds: Sequence[int]) -> list[str]:
+    """A block's registered slope secondary (``secondary_slope: [A, B]`` in its block), read once
+    its primary is: does A - B grow with the all-failed share of the first collection?"""
+    pair = LAB_PRESETS.get(args.lab or "", {}).get("secondary_slope")
+    fit = covariate_slope(by, pair[0], pair[1], seeds) if pair else None
+    if fit is None:
+        return []
+    what = f"{pair[0]} - {pair[1]} final held-out success"
+    said = (
+        f"{what} {'grows' if fit['slope'] > 0 else 'shrinks'} with the all-failed share of the first collection"
+        if fit["p"] < 0.05
+        else f"this lab cannot tell whether {what} changes with the all-failed share of the first collection"
+    )
+    return [
+        f"**Registered secondary: {said}:** OLS slope {fit['slope']:+.3f} [{fit['lo']:+.3f}, {fit['hi']:+.3f}] "
+        f"(95% t interval), two-sided p = {fit['p']:.3f}, {fit['seeds']} seeds.",
+        "",
+    ]
 
 
 def withheld(args: argparse.Namespace, entries: list[dict]) -> bool:
