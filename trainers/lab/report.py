@@ -119,7 +119,9 @@ def _secondary_slope_lines(args: argparse.Namespace, by: dict[str, list[dict]], 
     """A block's registered slope secondary (``secondary_slope: [A, B]`` in its block), read once
     its primary is: does A - B grow with the all-failed share of the first collection?"""
     pair = LAB_PRESETS.get(args.lab or "", {}).get("secondary_slope")
-    fit = covariate_slope(by, pair[0], pair[1], seeds) if pair else None
+    if not pair:
+        return []
+    fit = covariate_slope(by, pair[0], pair[1], seeds)
     if fit is None:
         return []
     what = f"{pair[0]} - {pair[1]} final held-out success"
