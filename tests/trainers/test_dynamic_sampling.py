@@ -157,3 +157,18 @@ def test_the_budget_fields_of_a_gathered_run_count_every_rank():
         "dynamic/gen_batches": 3.0,
     }
     assert np.isclose(budget_fields(Rollout(), {}, (1.0, 1.0))["budget/episodes"], 1.0)
+
+
+@pytest.mark.slow  # a trainer in a subprocess
+def test_on_webshop_an_iteration_that_keeps_no_group_trains_nothing_and_its_report_says_so(tmp_path):
+    base = TINY_RUN.replace("--env rooms", "--env webshop").split()
+    proc = train(
+        tmp_path, base, "--num-groups", "2", "--group-size", "4", "--max-steps", "6", "--iterations", "1",
+        "--dynamic-sampling", "--max-gen-batches", "3",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rec = _train_records(tmp_path / "run")[0]
+    assert rec["dynamic/gen_batches"] == 3 and rec["budget/episodes"] == 24
+    # an untrained policy buys nothing at seed 0: every group all-failed, none kept, nothing trained
+    assert rec["dynamic/groups_kept"] == 0 and rec["dynamic/groups_dropped"] == 6 and rec["update/steps"] == 0
+    assert "Iterations 1 ran out of generation batches" in (tmp_path / "run" / "summary.md").read_text()
