@@ -171,4 +171,4 @@ def test_on_webshop_an_iteration_that_keeps_no_group_trains_nothing_and_its_repo
     assert rec["dynamic/gen_batches"] == 3 and rec["budget/episodes"] == 24
     # an untrained policy buys nothing at seed 0: every group all-failed, none kept, nothing trained
     assert rec["dynamic/groups_kept"] == 0 and rec["dynamic/groups_dropped"] == 6 and rec["update/steps"] == 0
-    assert "Iterations 1 ran out of generation batches" in (tmp_path / "run" / "summary.md").read_text()
+    assert "Iteration 1 ran out of generation batches" in (tmp_path / "run" / "summary.md").read_text()

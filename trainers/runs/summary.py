@@ -355,7 +355,8 @@ def _sampling_lines(records: Sequence[dict[str, Any]], config: dict[str, Any]) -
         f"iteration), {dropped:.0f} of {drawn:.0f} groups dropped, {unused:.0f} drawn past the {need:.0f} needed "
         "and unused. "
         + (
-            f"Iterations {', '.join(map(str, short))} ran out of generation batches and trained on fewer groups. "
+            f"Iteration{'s' if len(short) > 1 else ''} {', '.join(map(str, short))} ran out of generation batches "
+            "and trained on fewer groups. "
             if short
             else "Every iteration kept its groups. "
         )
