@@ -16,7 +16,7 @@ import pytest
 from lab_records import run_with_evals
 from scipy import stats
 
-from trainers.lab import report
+from trainers.lab import registered, report
 from trainers.lab.analysis import PrimaryTest, primary_test, primary_verdict
 from trainers.lab.significance import paired_t_p, paired_t_power, robustness, seeds_for_power
 from trainers.statistics import t975, t_two_sided_p
@@ -106,7 +106,8 @@ def test_a_registered_contrast_is_read_as_a_minus_b_over_the_registered_seeds_on
 
 def test_a_partial_registered_block_shows_no_per_arm_outcome(monkeypatch):
     test = PrimaryTest((0, 1, 2), (), 0.05, ("progpo-gigpo", "gigpo+dynamic"))
-    monkeypatch.setattr(report, "registered_primary", lambda lab, config: test)
+    for module in (report, registered):
+        monkeypatch.setattr(module, "registered_primary", lambda lab, config: test)
     by = _by([0.4, 0.3])  # two of three seeds in
     entries = [
         {**e, "state_key": "canonical", "config": {"num_groups": 8, "group_size": 8}, "acted": [], "train_core_s": 60.0}
@@ -157,9 +158,10 @@ def test_the_registered_slope_secondary_is_read_with_the_primary_and_only_then(m
     for r, f in zip(by["progpo-gigpo"], firsts):  # the term's effect over gigpo grows with the trap
         r["eval"][-1]["eval/success"] = 0.9 + f
     test = PrimaryTest(tuple(range(5)), (), 0.05, ("progpo-gigpo", "gigpo+dynamic"))
-    monkeypatch.setattr(report, "registered_primary", lambda lab, config: test)
+    for module in (report, registered):
+        monkeypatch.setattr(module, "registered_primary", lambda lab, config: test)
     args = argparse.Namespace(lab="dynamic", config="configs/credit_lab_dynamic.yaml")
-    lines = "\n".join(report._verdict_lines(args, by))
+    lines = "\n".join(registered.verdict_lines(args, by))
     fit = analysis.covariate_slope(by, "progpo-gigpo", "gigpo", range(5))
     assert fit["slope"] == pytest.approx(1.0) and fit["seeds"] == 5
     assert (
@@ -169,4 +171,4 @@ def test_the_registered_slope_secondary_is_read_with_the_primary_and_only_then(m
     # the covariate is the first collection's, never the off arm's outcome
     assert analysis.covariate_slope(by, "progpo-gigpo", "gigpo", range(6)) is None  # a seed missing: no look
     partial = {m: rs[:4] for m, rs in by.items()}
-    assert "Registered secondary" not in "\n".join(report._verdict_lines(args, partial))
+    assert "Registered secondary" not in "\n".join(registered.verdict_lines(args, partial))

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from trainers.lab import analysis, cli, methods, plots, report, runs
+from trainers.lab import analysis, cli, methods, plots, registered, report, runs
 from trainers.lab.analysis import validity_criteria
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -860,7 +860,7 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
         lab="confirm", config=config, methods=list(by), out=tmp_path, criteria=CRITERIA, seeds=[0, 1, 2, 3]
     )
     entries = [r for rs in by.values() for r in rs]
-    text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
+    text = "\n".join(registered.verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: No verdict yet: 3 of the 4 registered seeds")
     assert "Withheld until every registered seed is in" in text and "pooled over" not in text
     on_off = cli.lab_record(args, entries)["progpo_on_off"]
@@ -869,7 +869,7 @@ def test_no_verdict_and_no_contrast_before_every_registered_seed_is_in(tmp_path)
 
     by = _block(shift)  # every seed in: the verdict, then the contrasts labelled as registered
     args.methods = list(by)
-    text = "\n".join(report._verdict_lines(args, by) + report.lab_report(args, by, None))
+    text = "\n".join(registered.verdict_lines(args, by) + report.lab_report(args, by, None))
     assert text.startswith("**Verdict on the pre-registered primary: ProGPO's term raises final held-out success")
     assert "## Primary (pre-registered)" in text and "| **pooled over the 4 bases** | | 4 | +0.111" in text
     assert text.count(" (Holm ") == 4  # the per-base secondaries, Holm-adjusted as one family

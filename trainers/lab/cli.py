@@ -46,7 +46,8 @@ from trainers.lab.methods import (
     run_name,
 )
 from trainers.lab.plots import plot, plot_per_seed
-from trainers.lab.report import report, withheld
+from trainers.lab.registered import withheld
+from trainers.lab.report import report
 from trainers.lab.runs import (
     ROOT,
     LabError,
