@@ -101,7 +101,10 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         ["trainers/lab/analysis.py", "trainers/lab/runs.py"],
         [T + "test_progpo_effect_benchmark.py", T + "test_lab_runs.py"],
     ),
-    "lab-report": (["trainers/lab/report.py", "trainers/lab/registered.py"], [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"]),
+    "lab-report": (
+        ["trainers/lab/report.py", "trainers/lab/registered.py"],
+        [T + "test_progpo_effect_benchmark.py", T + "test_lab_report.py"],
+    ),
     "saved-policy": (
         ["trainers/saved_policy.py", "trainers/cli/export.py", "trainers/cli/evaluate.py"],
         [T + "test_trainers_after_training.py"],
