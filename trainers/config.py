@@ -24,10 +24,11 @@ import re
 import sys
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Literal, NoReturn, get_args, get_origin, get_type_hints
+from typing import Any, Callable, Literal, Mapping, NoReturn, get_args, get_origin, get_type_hints
 
 from progpo_envs.guard import check_import_names
 from trainers.advantages import AdvantageConfig
+from trainers.advantages.options import yaml11_float
 from trainers.advantages.registry import estimator as registered_estimator
 from trainers.advantages.registry import estimator_names, exclusive_conflict, flat_options
 from trainers.envs import ENV_TABLE, STATE_KEYS
@@ -971,20 +972,15 @@ class TrainConfig:
             registered_estimator(base).make_options(self.base_option_values(base))
 
     def _two_spellings(self) -> str | None:
-        """Why an option of the configured base is given twice with two values (its flat field
-        away from its default, and ``estimator_options``), or ``None``: the run would train with
-        one and a reader of the other would be misled."""
-        spec = registered_estimator(self.estimator)
-        for flag, _, f in flat_options((spec.name,)):
-            if f.name not in self.estimator_options or flag not in self.__dataclass_fields__:
-                continue
-            flat, given = getattr(self, flag), self.estimator_options[f.name]
-            if flat != self.__dataclass_fields__[flag].default and flat != given:
-                return (
-                    f"{flag} {flat!r} and estimator option {f.name}={given!r} set one option twice with two "
-                    f"values: keep one (--{flag.replace('_', '-')} or --estimator-option {f.name}=...)"
-                )
-        return None
+        """Why an option of the configured base is given twice with two values: its flat field
+        away from its default, and ``estimator_options`` (:func:`spelling_conflict`)."""
+        known = self.__dataclass_fields__
+        away = {
+            flag: getattr(self, flag)
+            for flag, _, _ in flat_options()
+            if flag in known and getattr(self, flag) != known[flag].default
+        }
+        return spelling_conflict(self.estimator, away, self.estimator_options)
 
     def tree_config(self, seed: int = 0) -> TreeConfig:
         """The tree rollout's options (:class:`trainers.rollouts.tree_rollout.TreeConfig`); ``seed`` seeds the random scorer."""
@@ -1142,9 +1138,6 @@ def lr_warning(cfg: TrainConfig) -> str | None:
     return None
 
 
-_YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
     """Check a YAML value against the field's default type (ints are accepted for floats)."""
     if default is None:
@@ -1158,8 +1151,7 @@ def _coerce(name: str, value: Any, default: Any, source: str) -> Any:
             raise ConfigError(f"{source}: {name} must be an integer, got {value!r}")
         return value
     if isinstance(default, float):
-        if isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
-            value = float(value)  # YAML 1.1 reads `1e-6` (no dot) as a string; YAML 1.2 and users read a number
+        value = yaml11_float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{source}: {name} must be a number, got {value!r}")
         return float(value)
@@ -1270,8 +1262,7 @@ def _name_value(text: str) -> tuple[str, Any]:
         parsed = yaml.safe_load(value) if value.strip() else value
     except yaml.YAMLError:
         parsed = value
-    if isinstance(parsed, str) and _YAML11_FLOAT.fullmatch(parsed.strip()):
-        parsed = float(parsed)  # `1e-3`: YAML 1.1 reads a string, a user writes a number
+    parsed = yaml11_float(parsed)
     return name.strip(), parsed if isinstance(parsed, (bool, int, float, str)) else value
 
 
@@ -1410,20 +1401,28 @@ def _early_plugins(argv: list[str] | None) -> None:
         raise ConfigError(str(err)) from None
 
 
-def _refuse_two_spellings(name: str, overrides: dict[str, Any]) -> None:
-    """A flat option flag (``--hgpo-depth 2``) and ``--estimator-option depth=3`` on one command
-    line, with two values: refused, even where the flag gives the default."""
+def spelling_conflict(name: str, flat: Mapping[str, Any], options: Mapping[str, Any]) -> str | None:
+    """Why the base of estimator ``name`` is given one option twice with two values: a flat flag
+    that was set (``flat``: ``hgpo_depth -> 2``) and the same option in ``options``
+    (``estimator_options``), or ``None``. The run would train with one and a reader of the other
+    would be misled. An unknown estimator has no conflict here (its own check says it).
+
+    >>> spelling_conflict("hgpo", {"hgpo_depth": 2}, {"depth": 3})
+    '--hgpo-depth 2 and --estimator-option depth=3 set one option twice with two values: keep one'
+    >>> spelling_conflict("hgpo", {"hgpo_depth": 3}, {"depth": 3}), spelling_conflict("grpo", {"hgpo_depth": 2}, {})
+    (None, None)
+    """
     try:
         spec = registered_estimator(name)
     except ValueError:
-        return  # an unknown estimator is said by the config's own check
-    given = overrides["estimator_options"]
+        return None
     for flag, _, f in flat_options((spec.name,)):
-        if flag in overrides and f.name in given and overrides[flag] != given[f.name]:
-            raise ConfigError(
-                f"--{flag.replace('_', '-')} {overrides[flag]!r} and --estimator-option {f.name}={given[f.name]!r} "
+        if flag in flat and f.name in options and flat[flag] != options[f.name]:
+            return (
+                f"--{flag.replace('_', '-')} {flat[flag]!r} and --estimator-option {f.name}={options[f.name]!r} "
                 "set one option twice with two values: keep one"
             )
+    return None
 
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Namespace]:
@@ -1450,7 +1449,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainConfig, argparse.Nam
         overrides["plugins"] = list(dict.fromkeys([*cfg.plugins, *(resolved(p) for p in ns.plugins)]))
     if ns.estimator_options:
         overrides["estimator_options"] = {**cfg.estimator_options, **dict(ns.estimator_options)}
-        _refuse_two_spellings(overrides.get("estimator", cfg.estimator), overrides)
+        # given on one command line, even at the flag's default value
+        conflict = spelling_conflict(
+            overrides.get("estimator", cfg.estimator), overrides, overrides["estimator_options"]
+        )
+        if conflict:
+            raise ConfigError(conflict)
     if ns.teacher_options:
         overrides["teacher_options"] = {**cfg.teacher_options, **dict(ns.teacher_options)}
     if overrides:

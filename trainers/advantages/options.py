@@ -18,7 +18,7 @@ import math
 import re
 from typing import Any, Mapping, Sequence
 
-__all__ = ["check_options", "option", "option_fields"]
+__all__ = ["check_options", "option", "option_fields", "yaml11_float"]
 
 
 def option(
@@ -63,6 +63,16 @@ def option_fields(options: type | None) -> tuple[dataclasses.Field[Any], ...]:
 _YAML11_FLOAT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
 
+def yaml11_float(value: Any) -> Any:
+    """``value`` as a float where it is a string YAML 1.1 left unread (``1e-3``, no dot: a user
+    means a number, as YAML 1.2 reads it); any other value as it is.
+
+    >>> yaml11_float("1e-3"), yaml11_float(" 2E5 "), yaml11_float("1e"), yaml11_float(3)
+    (0.001, 200000.0, '1e', 3)
+    """
+    return float(value) if isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()) else value
+
+
 def _check_value(owner: str, f: dataclasses.Field[Any], value: Any) -> Any:
     """``value`` checked against the field's default type, bounds and choices; ints are read as floats."""
     meta, default = f.metadata, f.default
@@ -74,8 +84,7 @@ def _check_value(owner: str, f: dataclasses.Field[Any], value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValueError(f"{what} must be an integer, got {value!r}")
     elif isinstance(default, float):
-        if isinstance(value, str) and _YAML11_FLOAT.fullmatch(value.strip()):
-            value = float(value)  # YAML 1.1 reads `1e-3` (no dot) as a string; a user means a number
+        value = yaml11_float(value)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{what} must be a finite number, got {value!r}")
         value = float(value)

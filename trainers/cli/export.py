@@ -210,14 +210,11 @@ def _write_card(saved: Any, out: Path, weights: str, final: Path, base_beside: b
 
 def _run_dir_is_its_own(run_dir: Path, history: list[dict[str, Any]]) -> bool:
     """Whether ``run_dir``'s ``metrics.jsonl`` begins with the checkpoint's history (the dir is the
-    run that wrote it, not one it was copied into)."""
-    from trainers.runs.metrics import scan_metrics
+    run that wrote it, not one it was copied into); a damaged file is read up to its damage."""
+    from trainers.runs.metrics import begins_with, scan_metrics
 
     path = run_dir / "metrics.jsonl"
-    if not path.is_file():
-        return False
-    there = scan_metrics(path)[0][: len(history)]
-    return [json.dumps(r, sort_keys=True) for r in there] == [json.dumps(r, sort_keys=True) for r in history]
+    return path.is_file() and begins_with(scan_metrics(path)[0], history)
 
 
 def load_line(out: Path) -> str:

@@ -250,18 +250,17 @@ class Trainer:
         the same directory is refused. ``run_lock``: a lock the caller already took. A resume
         whose plug-in files changed is refused unless ``accept_plugin_change`` (then recorded).
         """
-        self.accept_plugin_change = accept_plugin_change
         main = self.dist.is_main  # rank 0 alone writes logs, checkpoints and the report
         own_lock = (
             self.checkpoints.claim(resume=bool(resume), overwrite=overwrite) if main and run_lock is None else None
         )
         try:
-            return self._train(resume)
+            return self._train(resume, accept_plugin_change)
         finally:
             if own_lock is not None:
                 own_lock.release()
 
-    def _train(self, resume: str | None) -> Path:
+    def _train(self, resume: str | None, accept_plugin_change: bool = False) -> Path:
         cfg = self.cfg
         if resume:
             self.resume(resume)
@@ -270,7 +269,7 @@ class Trainer:
             manifest,
             self.history,
             self.start_iteration - 1 if resume else None,
-            getattr(self, "accept_plugin_change", False),
+            accept_plugin_change,
         )
         try:
             if not resume:

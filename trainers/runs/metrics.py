@@ -30,6 +30,7 @@ __all__ = [
     "MetricsFileError",
     "MetricsLogger",
     "advantage_metrics",
+    "begins_with",
     "restore_for_resume",
     "rollout_metrics",
     "read_metrics",
@@ -320,6 +321,17 @@ def restore_for_resume(
         f"{path} {why}; rebuilt its {len(history)} records up to iteration {resumed_at} from the checkpoint's "
         f"history (the file as found: {damaged.name})"
     ), damaged
+
+
+def begins_with(records: list[dict[str, Any]], history: list[dict[str, Any]]) -> bool:
+    """Whether ``records`` (a run dir's ``metrics.jsonl``) begin with ``history`` (a checkpoint's):
+    the dir is the run that wrote the checkpoint. Records compare as JSON, key order aside.
+
+    >>> begins_with([{"a": 1, "b": 2}, {"c": 3}], [{"b": 2, "a": 1}]), begins_with([], [{"a": 1}])
+    (True, False)
+    """
+    there = [json.dumps(r, sort_keys=True) for r in records[: len(history)]]
+    return there == [json.dumps(r, sort_keys=True) for r in history]
 
 
 def free_name(path: Path) -> Path:

@@ -10,7 +10,6 @@ iterations, and loads one back on ``--resume``: only with the config it was writ
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from trainers.runs.checkpoint import (
     save_weights,
     trainable_state,
 )
-from trainers.runs.metrics import read_metrics
+from trainers.runs.metrics import begins_with, read_metrics
 from trainers.runs.run_dir import RunDirLock, RunManifest, RunSection, claim_run_dir, earlier_run_files
 
 __all__ = ["RESUME_COMPATIBLE", "RunCheckpoints", "load_weights", "save_weights"]
@@ -188,9 +187,7 @@ class RunCheckpoints:
             raise CheckpointError(f"{where} (its config differs from {config_file.name}); {advice}")
         metrics_file = self.run_dir / "metrics.jsonl"
         if metrics_file.is_file():
-            there_records = [json.dumps(r, sort_keys=True) for r in read_metrics(metrics_file)]
-            mine = [json.dumps(r, sort_keys=True) for r in data["history"]]
-            if there_records[: len(mine)] != mine:
+            if not begins_with(read_metrics(metrics_file), list(data["history"])):
                 raise CheckpointError(f"{where} (its history differs from {metrics_file.name}); {advice}")
 
     def claim(self, resume: bool, overwrite: bool) -> RunDirLock:
