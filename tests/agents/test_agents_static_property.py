@@ -94,18 +94,18 @@ def _check_random_case(tiny, data) -> None:
         )
 
 
-def test_a_token_at_the_nucleus_edge_moves_one_log_prob_by_its_mass_and_nothing_else(tiny):
-    """The case a random draw found: at one position the engines' logits, 1e-6 apart, put a token
-    on either side of top-p's edge. Same tokens; that one log-prob differs by about 4e-4, every
-    other one by under 1e-5; without top-p, all of them agree."""
+def test_a_token_at_the_nucleus_edge_moves_at_most_one_log_prob_and_nothing_else(tiny):
+    """A case a random draw found: at one position the engines' logits, 1e-6 apart, can put a
+    token on either side of top-p's edge (whether they do depends on the CPU's arithmetic). Same
+    tokens either way; at most one log-prob differs by more than 1e-5, and by under 1e-3; without
+    top-p, all of them agree within 1e-5."""
     model, tok = tiny
     prompts = [[3], [3], [3, 3], [3, 3, 3]]
     cfg = SamplingConfig(temperature=0.7, top_p=0.9, max_new_tokens=10, n=3, stop=())
     loop = TransformersBackend(model, tok, max_batch_size=5)
     static = StaticCacheBackend(model, tok, max_batch_size=5, compile=False, sync_every=1, length_bucket=8)
     a, b = loop.generate(prompts, cfg, seed=2**31 + 1), static.generate(prompts, cfg, seed=2**31 + 1)
-    gaps = sorted(abs(x - y) for g, h in zip(a, b) for x, y in zip(g.logprobs, h.logprobs))
-    assert 1e-4 < gaps[-1] <= 1e-3 and gaps[-2] <= 1e-5
+    assert sum(len(g.response_ids) for g in a) == 120  # every answer runs to max_new_tokens: 120 positions
     _same(a, b, nucleus_flips=1)
     full = cfg.with_(top_p=1.0)
     _same(loop.generate(prompts, full, seed=2**31 + 1), static.generate(prompts, full, seed=2**31 + 1))
