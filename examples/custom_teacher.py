@@ -11,10 +11,11 @@ In a YAML config: ``plugins: [examples/custom_teacher.py]`` and
 entry point ``[project.entry-points."progpo.teachers"] self-imitation = "my_package.self_imitation"``
 loads it everywhere.
 
-A teacher is the update's auxiliary loss (:class:`trainers.loop.updater.AuxiliaryLoss`): per
-iteration its :meth:`~SelfImitation.inputs` of the rollout, the steps it :meth:`~SelfImitation.kept`
-at zero advantage, and its :meth:`~SelfImitation.loss_targets` for the update's steps, whose
+A teacher (:class:`trainers.teachers.Teacher`) gives, per iteration, its
+:meth:`~SelfImitation.inputs` of the rollout, the steps it :meth:`~SelfImitation.kept` at zero
+advantage, and its :meth:`~SelfImitation.loss_targets` for the update's steps, whose
 ``micro_term`` adds to each micro-batch's RL loss (:class:`trainers.loop.ppo.AuxTerm`).
+:class:`trainers.teachers.TeacherBase` gives the rest (no EMA weights, no samples).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from trainers.teacher_registry import TeacherSpec, register_teacher
+from trainers.teachers import TeacherBase, TeacherSpec, register_teacher
 
 
 @dataclass
@@ -44,12 +45,6 @@ class SelfImitationTerm:
     coef: float
     sums: dict[str, float] = field(default_factory=lambda: {"nll": 0.0, "tokens": 0.0})
 
-    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
-        return part, []  # every step keeps the RL loss; the term is added to it
-
-    def routed_loss(self, routed: list[int], batch: Any, cfg: Any, learner: Any, comm: Any, share: float) -> None:
-        """Nothing is routed away from the RL loss."""
-
     def micro_term(
         self, micro: Sequence[int], lp: torch.Tensor, w_t: torch.Tensor, batch: Any, mb_weight: float, loss_scale: float
     ) -> torch.Tensor | None:
@@ -63,13 +58,14 @@ class SelfImitationTerm:
         return {"distill/self_imitation_nll": nll / tokens if tokens > 0 else 0.0}
 
 
-class SelfImitation:
+class SelfImitation(TeacherBase):
     """The run's teacher: it reads which trajectories were won, nothing else."""
 
+    name = "self-imitation"
+
     def __init__(self, coef: float) -> None:
+        super().__init__()
         self.coef = coef
-        self.ema = None  # no EMA weights for a checkpoint to keep
-        self.samples: list[dict[str, Any]] = []
 
     def inputs(self, rollout: Any, step_failed: Sequence[bool], env: str = "this") -> SelfImitationInputs:
         won = [bool(rollout.trajectories[s.traj].won) for s in rollout.steps]
@@ -85,9 +81,6 @@ class SelfImitation:
     ) -> tuple[SelfImitationTerm, dict[str, float]]:
         won = [inputs.won[i] for i in chosen]
         return SelfImitationTerm(won, self.coef), {"distill/steps": float(np.sum(won)), **inputs.metrics}
-
-    def after_step(self) -> None:
-        """Nothing follows the student."""
 
 
 def _coef(cfg: Any) -> Any:

@@ -304,7 +304,11 @@ PURE_MODULES = {
     "trainers.advantages": {"wrappers", "wrappers.signals", "trainers.plugins"},  # the plug-in loader: stdlib only
     "trainers.loop.losses": {"trainers.loop"},  # its package, whose __init__ imports nothing
     "trainers.seeds": set(),
-    "trainers.teacher_registry": {"trainers.plugins"},
+    "trainers.teachers": {
+        "trainers.plugins",
+        "wrappers",
+        "wrappers.errors",
+    },  # the registry and the contract; torch on demand
     "trainers.plugins": set(),
     "trainers.statistics": {"wrappers", "wrappers.signals"},
     "wrappers.signals": set(),

@@ -16,7 +16,7 @@ Rooms:
 
 Beside them: :mod:`trainers.config` (:class:`~trainers.config.TrainConfig`: YAML + flags),
 :mod:`trainers.build` (the model, policy and envs of a config), :mod:`trainers.envs` (env
-factories), :mod:`trainers.teachers` and :mod:`trainers.teacher_registry` (``--distill``),
+factories), :mod:`trainers.teachers` and :mod:`trainers.teachers.registry` (``--distill``),
 :mod:`trainers.plugins` (loading plug-ins), :mod:`trainers.sft` (the behaviour-cloning warm start),
 :mod:`trainers.runs.metrics` (JSONL, TensorBoard, W&B), :mod:`trainers.statistics`,
 :mod:`trainers.seeds` (the named seed streams), :mod:`trainers.distributed` and

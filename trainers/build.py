@@ -19,8 +19,8 @@ from trainers.config import ConfigError, TrainConfig
 from trainers.envs import ENV_TABLE, check_split, make_env_fn
 from trainers.runs.console import progress_bar
 from trainers.sft import behaviour_clone, collect_demos
-from trainers.teacher_registry import reads_privileged
-from trainers.teacher_registry import teacher as registered_teacher
+from trainers.teachers.registry import reads_privileged
+from trainers.teachers.registry import teacher as registered_teacher
 
 __all__ = [
     "build_policy",
@@ -114,7 +114,7 @@ def shared_model(cfg: TrainConfig, model: torch.nn.Module, dist: distributed.Dis
 
 def make_teacher(cfg: TrainConfig, policy: TrainablePolicy, dist: distributed.DistInfo) -> Any:
     """The teacher of ``cfg.distill``, built by its registration
-    (:class:`trainers.teacher_registry.TeacherSpec`), or ``None``."""
+    (:class:`trainers.teachers.registry.TeacherSpec`), or ``None``."""
     if cfg.distill == "none":
         return None
     if dist.enabled:

@@ -35,8 +35,8 @@ from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.plugins import load_plugins, resolved
 from trainers.rollouts.tree_rollout import SCORERS, TreeConfig
 from trainers.strict_yaml import StrictYAMLError, load_strict
-from trainers.teacher_registry import SKILL_WRITERS, is_builtin_teacher, label_of, reads_privileged, teacher_names
-from trainers.teacher_registry import teacher as registered_teacher
+from trainers.teachers.registry import SKILL_WRITERS, is_builtin_teacher, label_of, reads_privileged, teacher_names
+from trainers.teachers.registry import teacher as registered_teacher
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
 
@@ -537,7 +537,7 @@ class TrainConfig:
         "the last, evaluated as such",
         "rollout",
     )
-    # teacher (trainers/teachers.py): a distillation loss beside the RL loss
+    # teacher (trainers/teachers/): a distillation loss beside the RL loss
     distill: str = _opt(
         "none",
         " | ".join(

@@ -20,7 +20,7 @@ import numpy as np
 import yaml
 
 from trainers.statistics import paired_bootstrap_ci
-from trainers.teacher_registry import label_of, reads_privileged
+from trainers.teachers.registry import label_of, reads_privileged
 
 __all__ = ["last_evaluation", "model_card"]
 

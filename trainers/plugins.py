@@ -1,5 +1,5 @@
 """Loading plug-ins: the modules that register estimators (:mod:`trainers.advantages.registry`)
-or teachers (:mod:`trainers.teacher_registry`), named by ``--plugin`` or by an installed
+or teachers (:mod:`trainers.teachers.registry`), named by ``--plugin`` or by an installed
 distribution's entry point (standard library only, so that both registries share it).
 """
 

@@ -16,7 +16,7 @@ from trainers.advantages.registry import estimator_names
 from trainers.build import build_policy
 from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
 from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
-from trainers.teacher_registry import teacher_names
+from trainers.teachers.registry import teacher_names
 from wrappers.errors import UserError
 
 __all__ = ["SavedPolicy", "load_saved", "resolve_checkpoint", "saved_config"]

@@ -172,3 +172,92 @@ def test_on_webshop_an_iteration_that_keeps_no_group_trains_nothing_and_its_repo
     # an untrained policy buys nothing at seed 0: every group all-failed, none kept, nothing trained
     assert rec["dynamic/groups_kept"] == 0 and rec["dynamic/groups_dropped"] == 6 and rec["update/steps"] == 0
     assert "Iteration 1 ran out of generation batches" in (tmp_path / "run" / "summary.md").read_text()
+
+
+# ------------------------------------------------------ the drawing loop, on scripted batches
+def _batch(outcomes: list[list[float]], tag: str, seconds: float = 1.0) -> Rollout:
+    """A generation batch: per group, its members' outcomes; one step per member whose output
+    names the batch, the group and the member."""
+    trajs, steps = [], []
+    for g, members in enumerate(outcomes):
+        for m, o in enumerate(members):
+            steps.append(StepRecord(len(trajs), 0, f"{tag}/g{g}/m{m}", "s", "s2", True, o, True, "go"))
+            trajs.append(Trajectory(g, m, f"{tag}{g}", "x", outcome=o, won=o >= 1.0, length=1))
+    return Rollout(steps=steps, trajectories=trajs, seconds=seconds, response_tokens=len(trajs))
+
+
+def _collector(batches: list[Rollout], num_groups: int, max_gen_batches: int, failures=None):
+    """The collector's drawing loop over ``batches`` (its k-th generation batch is ``batches[k]``)."""
+    from types import SimpleNamespace
+
+    from trainers.loop.collector import Rollouts
+
+    c = object.__new__(Rollouts)
+    c.cfg = SimpleNamespace(dynamic_sampling=True, num_groups=num_groups, max_gen_batches=max_gen_batches, tau_r=1e-3)
+    c.dist = SimpleNamespace(enabled=False)
+    c.env_failures, c.drawn = {}, []
+
+    def rollout(iteration, gen_batch=0):
+        c.drawn.append((iteration, gen_batch))
+        c.env_failures = dict(failures[gen_batch]) if failures else {}
+        return batches[gen_batch]
+
+    c.rollout = rollout
+    return c
+
+
+def test_it_keeps_the_first_varied_groups_in_draw_order_and_stops_once_it_has_enough():
+    first = _batch([[0, 0], [0, 1], [1, 1]], "a")  # group 1 varies
+    second = _batch([[1, 0], [1, 1], [0, 1]], "b")  # groups 0 and 2 vary: one is needed
+    third = _batch([[0, 1]], "c")
+    c = _collector(
+        [first, second, third],
+        num_groups=2,
+        max_gen_batches=5,
+        failures=[{"env/crashed": 1.0}, {"env/crashed": 2.0}, {}],
+    )
+    out = c.collect(iteration=7)
+    assert c.drawn == [(7, 0), (7, 1)]  # full after the second batch: no third
+    assert [s.output for s in out.steps] == ["a/g1/m0", "a/g1/m1", "b/g0/m0", "b/g0/m1"]
+    assert [(t.group, t.outcome) for t in out.trajectories] == [(0, 0), (0, 1), (1, 1), (1, 0)]
+    assert out.sampling == {
+        "episodes": 12.0,
+        "env_steps": 12.0,
+        "dynamic/gen_batches": 2.0,
+        "dynamic/groups_kept": 2.0,
+        "dynamic/groups_dropped": 3.0,  # a's groups 0 and 2, b's group 1
+        "dynamic/groups_unused": 1.0,  # b's group 2: varied, not needed
+        "dynamic/first_all_failed_frac": 1 / 3,  # the first batch alone (the second has none)
+        "dynamic/sampled_success": 7 / 12,  # every episode drawn
+        "dynamic/sampled_all_failed_frac": 1 / 6,
+    }
+    assert c.env_failures == {"env/crashed": 3.0} and out.seconds == 2.0 and out.response_tokens == 12
+
+
+def test_it_trains_on_what_it_kept_after_max_gen_batches_and_draws_no_batch_past_the_budget():
+    flat = [_batch([[0, 0], [0, 1]], tag) for tag in "abcd"]
+    c = _collector(flat, num_groups=4, max_gen_batches=3)
+    out = c.collect(iteration=1)
+    assert c.drawn == [(1, 0), (1, 1), (1, 2)] and len({t.group for t in out.trajectories}) == 3
+    assert out.sampling["dynamic/groups_kept"] == 3.0 and out.sampling["episodes"] == 12.0
+    c = _collector(flat, num_groups=4, max_gen_batches=4)
+    c.collect(iteration=1, budget_left=8)  # two batches of 4 episodes spend it: no third
+    assert c.drawn == [(1, 0), (1, 1)]
+    c = _collector(flat, num_groups=4, max_gen_batches=4)
+    c.collect(iteration=1, budget_left=9)
+    assert c.drawn == [(1, 0), (1, 1), (1, 2)]
+    c = _collector(flat, num_groups=4, max_gen_batches=4)
+    c.collect(iteration=1, budget_left=0)  # the first batch is always drawn
+    assert c.drawn == [(1, 0)]
+
+
+def test_a_batch_with_no_varied_group_keeps_nothing_of_it_and_without_the_option_one_batch_is_played():
+    c = _collector([_batch([[0, 0]], "a"), _batch([[1, 1]], "b")], num_groups=1, max_gen_batches=2)
+    out = c.collect(iteration=3)
+    assert out.trajectories == [] and out.steps == [] and out.sampling["dynamic/groups_dropped"] == 2.0
+    c = _collector([_batch([[0, 0]], "a")], num_groups=1, max_gen_batches=2)
+    c.cfg.dynamic_sampling = False
+    assert c.collect(iteration=3).sampling == {} and c.drawn == [(3, 0)]
+    c.cfg.dynamic_sampling, c.dist.enabled = True, True
+    with pytest.raises(Exception, match="without torchrun"):
+        c.collect(iteration=3)

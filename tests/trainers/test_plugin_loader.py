@@ -13,7 +13,7 @@ from plugin_runs import forget_plugin_files
 from trainers.plugins import load_plugin, load_plugins, resolved
 
 REGISTERS = """
-from trainers.teacher_registry import TeacherSpec, register_teacher, unregister_teacher
+from trainers.teachers.registry import TeacherSpec, register_teacher, unregister_teacher
 unregister_teacher("loader-probe")
 register_teacher(TeacherSpec("loader-probe", make=lambda cfg, policy, model: None, label=lambda c: "probe"))
 COUNT = globals().get("COUNT", 0) + 1
@@ -24,7 +24,7 @@ COUNT = globals().get("COUNT", 0) + 1
 def _forget():
     yield
     forget_plugin_files()
-    from trainers.teacher_registry import unregister_teacher
+    from trainers.teachers.registry import unregister_teacher
 
     unregister_teacher("loader-probe")
 
@@ -35,7 +35,7 @@ def test_a_plugin_file_is_imported_once_per_path(tmp_path):
     load_plugins([str(tmp_path / "p.py"), str(tmp_path / "p.py")])
     module = next(m for name, m in sys.modules.items() if name.startswith("progpo_plugin_"))
     assert module.COUNT == 1
-    from trainers.teacher_registry import teacher_names
+    from trainers.teachers.registry import teacher_names
 
     assert "loader-probe" in teacher_names()
 
@@ -111,7 +111,7 @@ def test_two_plugin_files_are_two_plugins(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         (tmp_path / name / "p.py").write_text(REGISTERS.replace("loader-probe", f"loader-probe-{name}"))
-    from trainers.teacher_registry import teacher_names, unregister_teacher
+    from trainers.teachers.registry import teacher_names, unregister_teacher
 
     try:
         load_plugins([str(tmp_path / "a" / "p.py"), str(tmp_path / "b" / "p.py")])  # one file name, two paths

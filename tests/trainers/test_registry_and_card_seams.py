@@ -13,7 +13,7 @@ from trainers.advantages import AdvantageConfig
 from trainers.advantages.registry import option, register_estimator, unregister
 from trainers.model_card import model_card
 from trainers.strict_yaml import StrictYAMLError, load_strict
-from trainers.teacher_registry import distill_label, reads_privileged
+from trainers.teachers.registry import distill_label, reads_privileged
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainers import teacher_registry
+from trainers.teachers import registry as teacher_registry
 
 sys.path.insert(0, str(Path(__file__).parent))
 from plugin_runs import ROOT, TINY_RUN, forget_plugin_files, train

@@ -9,8 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from trainers import plugins, teacher_registry
-from trainers.teacher_registry import TeacherSpec, label_of, register_teacher, teacher, unregister_teacher
+from trainers import plugins
+from trainers.teachers import registry as teacher_registry
+from trainers.teachers.registry import TeacherSpec, label_of, register_teacher, teacher, unregister_teacher
 
 TRAIN = [
     {"distill/group_frac": 0.25, "distill/kl": 0.01, "distill/gate": 0.5},
@@ -115,5 +116,5 @@ def test_an_entry_point_group_is_loaded_once_and_a_broken_plugin_is_named_and_sk
 
 def test_distill_modes_is_the_registry_now_and_an_unknown_name_is_an_attribute_error():
     assert teacher_registry.DISTILL_MODES == teacher_registry.teacher_names()
-    with pytest.raises(AttributeError, match="module 'trainers.teacher_registry' has no attribute 'NOPE'"):
+    with pytest.raises(AttributeError, match="module 'trainers.teachers.registry' has no attribute 'NOPE'"):
         teacher_registry.NOPE

@@ -17,8 +17,8 @@ from typing import Any
 
 from trainers.advantages.registry import base_names, estimator, estimator_names
 from trainers.strict_yaml import load_strict
-from trainers.teacher_registry import label_of as teacher_label
-from trainers.teacher_registry import teacher_names
+from trainers.teachers.registry import label_of as teacher_label
+from trainers.teachers.registry import teacher_names
 
 __all__ = [
     "acted_by",

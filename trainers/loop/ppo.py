@@ -18,7 +18,7 @@ in that many padded token positions (:func:`micro_batches`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 import torch
@@ -36,6 +36,7 @@ __all__ = [
     "Comm",
     "Learner",
     "PPOConfig",
+    "RoutingTerm",
     "UpdateBatch",
     "comm_for",
     "micro_batches",
@@ -95,18 +96,9 @@ class PPOConfig:
 
 
 class AuxTerm(Protocol):
-    """An auxiliary loss beside PPO-clip's, as the targets of one update
-    (:class:`trainers.teachers.PrivilegedTargets` and :class:`~trainers.teachers.HindsightTargets` are two). It may take some steps of a mini-batch in
-    place of the RL loss (:meth:`split`), add a term to each micro-batch's loss
-    (:meth:`micro_term`), and reports its statistics summed over ranks (:meth:`stats`)."""
-
-    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
-        """``part``'s steps for the RL loss and those for this loss alone (in their order)."""
-
-    def routed_loss(
-        self, routed: list[int], batch: "UpdateBatch", cfg: "PPOConfig", learner: "Learner", comm: "Comm", share: float
-    ) -> None:
-        """Backward of this loss on the ``routed`` steps of a mini-batch, times ``share``."""
+    """An auxiliary loss beside PPO-clip's, as the targets of one update (a teacher's term:
+    :class:`trainers.teachers.HindsightTargets` is one). It adds a term to each micro-batch's
+    loss (:meth:`micro_term`) and reports its statistics summed over ranks (:meth:`stats`)."""
 
     def micro_term(
         self,
@@ -121,6 +113,21 @@ class AuxTerm(Protocol):
 
     def stats(self, comm: "Comm") -> dict[str, float]:
         """The term's statistics of the update, over every rank."""
+
+
+@runtime_checkable
+class RoutingTerm(AuxTerm, Protocol):
+    """An :class:`AuxTerm` that also takes some steps of a mini-batch in place of the RL loss
+    (:meth:`split`) and trains them with its own (:meth:`routed_loss`):
+    :class:`trainers.teachers.PrivilegedTargets`, on the all-failed groups' steps."""
+
+    def split(self, part: list[int]) -> tuple[list[int], list[int]]:
+        """``part``'s steps for the RL loss and those for this loss alone (in their order)."""
+
+    def routed_loss(
+        self, routed: list[int], batch: "UpdateBatch", cfg: "PPOConfig", learner: "Learner", comm: "Comm", share: float
+    ) -> None:
+        """Backward of this loss on the ``routed`` steps of a mini-batch, times ``share``."""
 
 
 @dataclass
@@ -312,7 +319,7 @@ def ppo_update(
         for chunk in np.array_split(np.array(perm), min(cfg.num_minibatches, n_global)):
             part: list[int] = chunk.tolist()
             kd_part: list[int] = []
-            if aux is not None:  # (the term routes some steps to its own loss, e.g. a privileged teacher)
+            if isinstance(aux, RoutingTerm):  # the term takes some steps to its own loss (a privileged teacher)
                 part, kd_part = aux.split(part)
             mb_tokens, mb_weight = comm.sum([sum(n_tok[j] for j in part), sum(tok_w[j] * n_tok[j] for j in part)])
             mb_tokens = int(mb_tokens)
@@ -321,7 +328,7 @@ def ppo_update(
             optimizer.zero_grad(set_to_none=True)
             share = len(part) / (len(part) + len(kd_part))  # each step counts once, in one of the two losses
             if kd_part:
-                aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]  # kd_part is non-empty only when aux is set
+                aux.routed_loss(kd_part, batch, cfg, learner, comm, 1.0 - share)  # type: ignore[union-attr]  # kd_part is non-empty only for a RoutingTerm
             for micro in (
                 comm.pad_micro_batches(micro_batches(part, batch.cost, cfg, batch.keys or None)) if part else []
             ):

@@ -62,7 +62,7 @@ def rollout_mismatch(sampler: Sequence[torch.Tensor], trainer: Sequence[torch.Te
 
 
 class AuxiliaryLoss(Protocol):
-    """A loss term the update adds to PPO-clip's (:class:`trainers.teachers.Teacher` is one).
+    """A loss term the update adds to PPO-clip's (a :class:`trainers.teachers.Teacher` is one).
 
     ``inputs`` is what the term was given for this iteration's rollout, opaque to the update.
     """

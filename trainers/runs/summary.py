@@ -26,8 +26,8 @@ from trainers.advantages.registry import option_fields
 from trainers.rollouts.eval_episodes import PanelMismatch, check_same_panel
 from trainers.runs.run_files import write_atomic
 from trainers.statistics import paired_bootstrap_ci
-from trainers.teacher_registry import label_of, teacher_names
-from trainers.teacher_registry import teacher as registered_teacher
+from trainers.teachers.registry import label_of, teacher_names
+from trainers.teachers.registry import teacher as registered_teacher
 
 __all__ = ["write_report", "plot_curves", "rl_gain"]
 
