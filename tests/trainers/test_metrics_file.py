@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from trainers.rollouts.rollout import Rollout, StepRecord, Trajectory
 from trainers.runs.metrics import (
     MetricsFileError,
     MetricsLogger,
@@ -21,6 +22,7 @@ from trainers.runs.metrics import (
     free_name,
     read_metrics,
     restore_for_resume,
+    rollout_metrics,
     scan_metrics,
     wandb_run_id,
     wandb_settings,
@@ -39,8 +41,10 @@ def test_reading_stops_at_a_torn_line_and_skips_blank_ones(tmp_path):
     _write(path, HISTORY[:1], tail='\n   \n{"iteration": 1, "kind": "tr')
     assert read_metrics(path) == HISTORY[:1]
     _write(path, [HISTORY[0], "not a record", HISTORY[1]])
-    with pytest.raises(MetricsFileError, match=r"line 2 is JSON but not a record \(str\)"):
+    with pytest.raises(MetricsFileError, match=r"line 2 is JSON but not a record \(str\); delete that line or start a"):
         read_metrics(path)
+    path.write_bytes(json.dumps(HISTORY[0]).encode() + b"\n\xff\xfe garbled bytes\n")  # not UTF-8: a torn line
+    assert read_metrics(path) == HISTORY[:1] and scan_metrics(path) == (HISTORY[:1], "line 2 is not JSON")
 
 
 def test_a_scan_reads_past_a_bad_line_and_names_the_first_one(tmp_path):
@@ -107,9 +111,12 @@ def test_a_file_that_disagrees_with_the_checkpoint_is_rebuilt_from_it(tmp_path):
 def test_a_damaged_file_without_a_history_to_rebuild_from_is_one_line(tmp_path):
     path = tmp_path / "metrics.jsonl"
     path.write_text("{garbled\n")
-    with pytest.raises(MetricsFileError, match="line 1 is not JSON, and the checkpoint holds no history"):
+    with pytest.raises(MetricsFileError, match="line 1 is not JSON, and the checkpoint holds no history to rebuild"):
         restore_for_resume(path, [], 0)
     assert path.read_text() == "{garbled\n" and not list(tmp_path.glob("*.damaged*"))
+    _write(path, HISTORY)
+    with pytest.raises(MetricsFileError, match="does not match the checkpoint, and .* repair that line or start a new"):
+        restore_for_resume(path, [], 0)
 
 
 def test_a_missing_file_or_a_link_is_rebuilt_and_what_the_link_pointed_at_is_untouched(tmp_path):
@@ -185,6 +192,19 @@ class _Writer:
         self.closed = True
 
 
+def test_tensorboard_is_on_by_default_and_a_new_run_dir_is_made_with_its_parents(tmp_path, monkeypatch):
+    import torch.utils.tensorboard as tb
+
+    writers: list[_Writer] = []
+    monkeypatch.setattr(tb, "SummaryWriter", lambda d: writers.append(_Writer(d)) or writers[-1])
+    run = tmp_path / "a" / "b" / "run"
+    log = MetricsLogger(run)  # no tensorboard folder yet
+    log.log({"iteration": 1, "loss": 0.5})
+    log.close()
+    assert [w.dir for w in writers] == [run / "tensorboard"] and writers[0].scalars == [("loss", 0.5, 1)]
+    assert log.files == [run / "metrics.jsonl", run / "tensorboard" / "events.out.tfevents.1"]
+
+
 def test_tensorboard_gets_every_finite_number_at_its_iteration_and_the_config_as_text(tmp_path, monkeypatch):
     import torch.utils.tensorboard as tb
 
@@ -226,11 +246,13 @@ def test_wandb_gets_the_finite_numbers_but_iteration_and_booleans_and_the_run_is
     monkeypatch.setitem(sys.modules, "wandb", fake)
     log = MetricsLogger(tmp_path, tensorboard=False, wandb={"project": "p", "id": "abc"})
     log.log({"iteration": 4, "loss": 0.25, "done": True, "nan": float("nan"), "split": "x", "n": 3})
+    log.log({"kind": "init", "x": 2.0})  # no iteration: step 0
     log.close()
     log.close()  # a second close finishes nothing again
     assert calls == [
         ("init", {"project": "p", "id": "abc", "resume": "allow", "reinit": "finish_previous"}),
         ("log", {"loss": 0.25, "n": 3}, 4),
+        ("log", {"x": 2.0}, 0),
         ("finish",),
     ]
 
@@ -239,6 +261,10 @@ def test_the_wandb_id_is_kept_for_a_resume_and_a_bad_kept_one_is_replaced(tmp_pa
     first = wandb_run_id(tmp_path, resume=False)
     assert (tmp_path / "wandb_id").read_text() == first + "\n" and len(first) == 16 and first.isalnum()
     assert wandb_run_id(tmp_path, resume=True) == first
+    assert wandb_run_id(tmp_path, resume=False) != first  # a fresh run in the same dir is a new W&B run
+    first = wandb_run_id(tmp_path, resume=False)
+    (tmp_path / "wandb_id").write_bytes(b"\xffab\n")  # not UTF-8: not an id
+    assert wandb_run_id(tmp_path, resume=True) not in (first, "ab")
     (tmp_path / "wandb_id").write_text("../../etc\n")  # not an id: a new one, kept
     new = wandb_run_id(tmp_path, resume=True)
     assert new != first and new.isalnum() and (tmp_path / "wandb_id").read_text() == new + "\n"
@@ -264,11 +290,11 @@ def test_wandb_settings_name_the_project_the_full_run_dir_and_its_config(tmp_pat
 
 # --------------------------------------------------------------------------- the diagnostics
 def test_advantage_metrics_say_where_the_progress_term_acted():
-    adv, failed, step_failed = np.array([0.5, 0.0, -0.5, 0.0]), np.array([True, False]), np.array([1, 1, 0, 0], bool)
+    adv, failed, step_failed = np.array([0.5, 0.0, -0.5, 1.0]), np.array([True, False]), np.array([1, 1, 0, 0], bool)
     on = advantage_metrics(adv, failed, step_failed, progpo=True, gate="all_failed")
     assert on == {
-        "adv/nonzero_frac": 0.5,
-        "adv/abs_mean": 0.25,
+        "adv/nonzero_frac": 0.75,
+        "adv/abs_mean": 0.5,
         "adv/groups": 2.0,
         "adv/progress_groups": 1.0,
         "adv/progress_group_frac": 0.5,
@@ -277,6 +303,48 @@ def test_advantage_metrics_say_where_the_progress_term_acted():
     always = advantage_metrics(adv, failed, step_failed, progpo=True, gate="always")
     assert (always["adv/progress_groups"], always["adv/progress_step_frac"]) == (2.0, 1.0)
     off = advantage_metrics(adv, failed, step_failed, progpo=False, gate="all_failed")
-    assert (off["adv/progress_groups"], off["adv/progress_group_frac"], off["adv/progress_step_frac"]) == (0, 0, 0)
+    assert (off["adv/groups"], off["adv/progress_groups"], off["adv/progress_group_frac"]) == (2.0, 0.0, 0.0)
+    assert off["adv/progress_step_frac"] == 0.0
     empty = advantage_metrics(np.zeros(0), np.zeros(0, bool), np.zeros(0, bool), progpo=True, gate="all_failed")
     assert empty["adv/nonzero_frac"] == empty["adv/abs_mean"] == empty["adv/progress_group_frac"] == 0.0
+    assert empty["adv/progress_step_frac"] == 0.0
+
+
+def _step(traj: int, t: int, state: str, action: str, first: bool, valid: bool = True) -> StepRecord:
+    return StepRecord(traj, t, None, state, state + "'", first, 0.0, valid, action)
+
+
+def test_rollout_metrics_read_success_coverage_repeats_and_invalid_actions_of_each_trajectory():
+    trajs = [
+        Trajectory(0, 0, "t0", "heat", outcome=1.0, length=3, won=True),
+        Trajectory(0, 1, "t0", "heat", outcome=0.0, length=1),
+        Trajectory(1, 2, "t1", "cool", outcome=0.0005, length=2),  # a signal below tau_r's 1e-3
+        Trajectory(1, 3, "t1", "cool", outcome=0.0, length=0),
+    ]
+    steps = [
+        _step(0, 0, "a", "x", True),
+        _step(0, 1, "a", "x", False),  # the same action from the same state: a repeat
+        _step(0, 2, "b", "y", True, valid=False),
+        _step(1, 0, "a", "x", True),  # another trajectory's: not a repeat
+        _step(2, 0, "c", "z", True),
+        _step(2, 1, "d", "z", True),
+    ]
+    m = rollout_metrics(Rollout(steps=steps, trajectories=trajs), prefix="eval/")
+    assert m == pytest.approx(
+        {
+            "eval/success": 0.25,
+            "eval/score_mean": 1.0005 / 4,
+            "eval/success_by_type/cool": 0.0,
+            "eval/success_by_type/heat": 0.5,
+            "eval/all_failed_frac": 0.5,
+            "eval/episode_length": 1.5,
+            "eval/coverage_rate": (2 / 3 + 1 + 1 + 0) / 4,  # first visits per step; none in 0 steps
+            "eval/coverage": 5 / 4,
+            "eval/repeated_action_rate": 1 / 6,
+            "eval/invalid_action_rate": 1 / 6,
+            "eval/env_steps": 6.0,
+        },
+        abs=1e-12,
+    )
+    assert rollout_metrics(Rollout(steps=steps, trajectories=trajs), tau_r=1e-4)["all_failed_frac"] == 0.0
+    assert rollout_metrics(Rollout()) == {}
