@@ -772,3 +772,26 @@ def test_a_privileged_teacher_is_named_so_in_the_card():
         None,
     )
     assert "privileged-teacher" in text and "**privileged**" in text and "not pure RL" in text
+
+
+def test_a_checkpoint_older_than_its_runs_records_gets_its_own_evaluation_on_its_card(runs, tmp_path, capsys):
+    """The run went on past the checkpoint (a later evaluation in its metrics.jsonl, no later
+    checkpoint): the export's card reports the checkpoint's last evaluation, not the run's."""
+    import shutil
+
+    from trainers.cli.export import main
+    from trainers.runs.checkpoint import load_checkpoint
+    from trainers.saved_policy import resolve_checkpoint
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["a"], run)
+    later = {"iteration": 3, "kind": "eval", "eval/split": "valid", "eval/episodes": 8, "eval/success": 0.999}
+    with (run / "metrics.jsonl").open("a") as fh:
+        fh.write(json.dumps({"iteration": 3, "kind": "train", "loss": 0.1}) + "\n" + json.dumps(later) + "\n")
+    assert main([str(run), str(tmp_path / "out")]) == 0
+    card = (tmp_path / "out" / "README.md").read_text()
+    own = [r for r in load_checkpoint(resolve_checkpoint(run))["history"] if r.get("kind") == "eval"][-1]
+    assert own["iteration"] == 2 and "0.999" not in card and "iteration 3" not in card
+    assert f"Last evaluation: held-out success {own['eval/success']:.3f} (95% bootstrap interval [" in card
+    assert "on 8 episodes of `valid` at iteration 2.\n" in card
+    capsys.readouterr()
