@@ -11,7 +11,8 @@ Modules (all but ``fast`` import TextWorld lazily, so this package imports witho
   actions), ``env`` (``FastEngine``); needs the extra
 * :mod:`~progpo_envs.alfworld.games` -- game discovery in the original ``json_2.1.1`` layout
 * :mod:`~progpo_envs.alfworld.embedded` -- the shipped generated games, materialized on first use
-* :mod:`~progpo_envs.alfworld.generate` -- the task generator (``python -m progpo_envs.alfworld.generate``)
+* :mod:`~progpo_envs.alfworld.generate` -- the task generator (``python -m progpo_envs.alfworld.generate``);
+  :mod:`~progpo_envs.alfworld.scenes` -- the floor plans it places games in, and the difficulty knob
 * :mod:`~progpo_envs.alfworld.expert` -- a handcoded full-knowledge expert (walkthroughs)
 * :mod:`~progpo_envs.alfworld.canonical` -- ``canonicalize_alfworld`` for the coverage wrappers
 * :mod:`~progpo_envs.alfworld.identity` -- fast-vs-stock transcript check (``python -m ...identity``)

@@ -14,7 +14,7 @@ Every game is played through the REAL engine with the handcoded expert before it
 game must not be won at reset and must be won by its walkthrough, which is stored in the game
 file (``"walkthrough"``, as in newer ALFWorld files).
 
-Difficulty knob (:class:`Difficulty`): copies per object class, share of distractor classes,
+Difficulty knob (:class:`~progpo_envs.alfworld.scenes.Difficulty`): copies per object class, share of distractor classes,
 probability that target objects start inside closed receptacles, start far from the targets,
 and how many receptacles of the floor plan are kept. ``easy``, ``normal`` and ``hard`` are
 predefined; ``easy`` (one instance per class, few distractors, targets never hidden, at most
@@ -27,7 +27,6 @@ Usage::
     python -m progpo_envs.alfworld.generate --build-default   # rebuilds the embedded set
 """
 
-# Over 500 lines: one generator: layouts, placements, goals and the PDDL it writes depend on each other.
 from __future__ import annotations
 
 import argparse
@@ -40,135 +39,27 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-import numpy as np
-
 from progpo_envs.alfworld.embedded import pack_games
 from progpo_envs.alfworld.env import make_engine
 from progpo_envs.alfworld.expert import ExpertError, solve
-from progpo_envs.alfworld.install import alfworld_logic_files, import_alfworld
+from progpo_envs.alfworld.install import alfworld_logic_files
+from progpo_envs.alfworld.scenes import (
+    ACTION_CLASS,
+    APPLIANCE,
+    DIFFICULTIES,
+    LAMP_RECEPTACLES,
+    VALID_FLOOR_PLANS,
+    AlfredLib,
+    Difficulty,
+    Scene,
+    class_of,
+    load_scene,
+    loc_id,
+    pddl_id,
+)
 from progpo_envs.alfworld.tasks import TASK_TYPES
 
 #: floor plans held out for the ``valid`` split of the default set (unseen scenes).
-VALID_FLOOR_PLANS = tuple(
-    f"FloorPlan{n}" for n in (5, 10, 15, 25, 205, 210, 215, 225, 305, 310, 315, 325, 405, 410, 415, 425)
-)
-
-#: receptacles a desk lamp stands on.
-LAMP_RECEPTACLES = ("Desk", "SideTable", "Dresser", "DiningTable", "CoffeeTable", "Shelf")
-HORIZONS = (0, 15, 30, 45, 60)
-APPLIANCE = {
-    "pick_clean_then_place_in_recep": "SinkBasin",
-    "pick_heat_then_place_in_recep": "Microwave",
-    "pick_cool_then_place_in_recep": "Fridge",
-}
-ACTION_CLASS = {
-    "pick_clean_then_place_in_recep": "Cleanable",
-    "pick_heat_then_place_in_recep": "Heatable",
-    "pick_cool_then_place_in_recep": "Coolable",
-}
-
-
-@dataclass(frozen=True)
-class Difficulty:
-    """How hard a generated game is.
-
-    >>> DIFFICULTIES["hard"].max_instances, DIFFICULTIES["normal"].far_start, DIFFICULTIES["easy"].max_receptacles
-    (3, False, 8)
-    """
-
-    name: str
-    max_instances: int = 2  #: copies of each object class (uniform in 1..max_instances)
-    distractor_fraction: float = 0.5  #: share of the scene's other object classes that are present
-    hidden: float = 0.2  #: probability that a target object starts in a closed receptacle (if one fits)
-    far_start: bool = False  #: start on the reachable point farthest from the target objects
-    #: keep at most this many receptacles (those the task needs first, then random others; 0: all).
-    #: In the text game every receptacle is one ``go to`` away, so this is what "a small floor
-    #: plan / start near the targets" means here: fewer places to search.
-    max_receptacles: int = 0
-
-
-DIFFICULTIES: dict[str, Difficulty] = {
-    "normal": Difficulty("normal"),
-    "hard": Difficulty("hard", max_instances=3, distractor_fraction=1.0, hidden=1.0, far_start=True),
-    # hidden=0.0 here means never hidden: targets start on open receptacles (tables, counters...)
-    "easy": Difficulty("easy", max_instances=1, distractor_fraction=0.2, hidden=0.0, max_receptacles=8),
-}
-
-
-def _mangle(thor_id: str) -> str:
-    """THOR id -> PDDL id, as ALFRED's ``fix_pddl_str_chars`` does."""
-    out = []
-    table = {"-": "_minus_", "|": "_bar_", "+": "_plus_", ".": "_dot_", ",": "_comma_"}
-    for ch in thor_id:
-        out.append(table.get(ch, ch))
-    return "".join(out)
-
-
-def _loc_id(point: Sequence[float]) -> str:
-    x, z, rot, hor = point
-    return _mangle("loc|%d|%d|%d|%d" % (int(round(x / 0.25)), int(round(z / 0.25)), int(round(rot / 90)) % 4, int(hor)))
-
-
-def _class_of(thor_id: str) -> str:
-    parts = thor_id.split("|")
-    return parts[-1] if len(parts) > 4 else parts[0]
-
-
-class _Lib:
-    """ALFRED's constants and goal library from the installed wheel (imported once)."""
-
-    def __init__(self) -> None:
-        self.c = import_alfworld("alfworld.gen.constants")
-        self.goals = import_alfworld("alfworld.gen.goal_library").gdict
-        self.layout_dir = Path(self.c.__file__).parent / "layouts"
-        self.static_receptacles = set(self.c.RECEPTACLES) - set(self.c.MOVABLE_RECEPTACLES)
-        containable = set().union(*self.c.VAL_RECEPTACLE_OBJECTS.values())
-        self.pickupable = {o for o in containable if o in self.c.OBJECTS_SET and not o.endswith("Sliced")}
-        self.otypes = sorted((set(self.c.OBJECTS) | set(self.c.MOVABLE_RECEPTACLES)) - self.static_receptacles)
-        self.rtypes = sorted(self.static_receptacles)
-
-    def holders(self, obj_class: str, present: Iterable[str]) -> list[str]:
-        return sorted(r for r in present if obj_class in self.c.VAL_RECEPTACLE_OBJECTS.get(r, ()))
-
-    def floor_plans(self) -> list[str]:
-        names = {p.name.split("-")[0] for p in self.layout_dir.glob("FloorPlan*-openable.json")}
-        ok = [
-            n
-            for n in names
-            if (self.layout_dir / f"{n}-objects.json").exists() and (self.layout_dir / f"{n}-layout.npy").exists()
-        ]
-        return sorted(ok, key=lambda n: int(n[len("FloorPlan") :]))
-
-
-@dataclass
-class Scene:
-    """A floor plan: object classes present, receptacle instances with poses, reachable points."""
-
-    floor_plan: str
-    classes: list[str]
-    receptacles: dict[str, tuple[float, float, int, int]]  # THOR id -> (x, z, rotation, horizon)
-    points: list[tuple[float, float]]
-
-
-def load_scene(lib: _Lib, floor_plan: str, rng: random.Random) -> Scene:
-    """Read a floor plan's layout files; receptacle classes without a recorded pose get one sampled."""
-    d = lib.layout_dir
-    classes = json.loads((d / f"{floor_plan}-objects.json").read_text())
-    openable = json.loads((d / f"{floor_plan}-openable.json").read_text())
-    points = [(float(x), float(z)) for x, z in np.load(d / f"{floor_plan}-layout.npy").tolist()]
-    receptacles = {k: (float(v[0]), float(v[1]), int(v[2]), int(v[3])) for k, v in sorted(openable.items())}
-    have = {_class_of(k) for k in receptacles}
-    for cls in sorted(set(classes) & lib.static_receptacles - have):
-        for _ in range(2 if cls == "StoveBurner" else 1):
-            x, z = rng.choice(points)
-            thor = "%s|%+06.2f|%+06.2f|%+06.2f" % (
-                cls,
-                x + rng.uniform(-0.5, 0.5),
-                rng.uniform(0, 1.5),
-                z + rng.uniform(-0.5, 0.5),
-            )
-            receptacles[thor] = (x, z, rng.randrange(4) * 90, rng.choice(HORIZONS))
-    return Scene(floor_plan, sorted(set(classes)), receptacles, points)
 
 
 @dataclass
@@ -188,12 +79,12 @@ class GameSpec:
 def _receptacle_classes(scene: Scene) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for rid in scene.receptacles:
-        out.setdefault(_class_of(rid), []).append(rid)
+        out.setdefault(class_of(rid), []).append(rid)
     return out
 
 
 def _trim_scene(
-    lib: _Lib, scene: Scene, task_type: str, obj: str, parent: str, limit: int, rng: random.Random
+    lib: AlfredLib, scene: Scene, task_type: str, obj: str, parent: str, limit: int, rng: random.Random
 ) -> Scene:
     """A copy of ``scene`` with at most ``limit`` receptacles, keeping what the task needs.
 
@@ -223,7 +114,7 @@ def _trim_scene(
 
 
 def _target_choices(
-    lib: _Lib, scene: Scene, task_type: str, by_class: dict[str, list[str]], present_r: list[str], objs: list[str]
+    lib: AlfredLib, scene: Scene, task_type: str, by_class: dict[str, list[str]], present_r: list[str], objs: list[str]
 ) -> tuple[str, list[tuple[str, str]]] | None:
     """The toggle object and the (target, goal receptacle) pairs the scene can host for
     ``task_type``; None where it lacks the lamp or the appliance the task needs."""
@@ -247,7 +138,7 @@ def _target_choices(
     return "", choices
 
 
-def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: random.Random) -> GameSpec | None:
+def sample_game(lib: AlfredLib, scene: Scene, task_type: str, diff: Difficulty, rng: random.Random) -> GameSpec | None:
     """Sample a feasible game of ``task_type`` in ``scene`` (None when the scene cannot host it)."""
     c = lib.c
     by_class = _receptacle_classes(scene)
@@ -305,7 +196,7 @@ def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: 
     taken = {(p[0], p[1]) for p in scene.receptacles.values()}
     free = [p for p in scene.points if p not in taken] or scene.points
     if diff.far_start:
-        targets = [scene.receptacles[r][:2] for o, r in spec.placements.items() if _class_of(o) == obj]
+        targets = [scene.receptacles[r][:2] for o, r in spec.placements.items() if class_of(o) == obj]
         x, z = max(free, key=lambda p: (min(abs(p[0] - t[0]) + abs(p[1] - t[1]) for t in targets), p))
     else:
         x, z = rng.choice(free)
@@ -316,27 +207,27 @@ def sample_game(lib: _Lib, scene: Scene, task_type: str, diff: Difficulty, rng: 
     return spec
 
 
-def render_problem(lib: _Lib, spec: GameSpec, name: str) -> str:
+def render_problem(lib: AlfredLib, spec: GameSpec, name: str) -> str:
     """The PDDL problem of ``spec`` in the layout of ALFRED's ``state_to_pddl``."""
     c = lib.c
     scene = spec.scene
-    rec_ids = {r: _mangle(r) for r in sorted(scene.receptacles)}
-    obj_ids = {o: _mangle(o) for o in sorted(spec.placements)}
-    rec_loc = {r: _loc_id(scene.receptacles[r]) for r in rec_ids}
-    start = _loc_id(spec.start)
+    rec_ids = {r: pddl_id(r) for r in sorted(scene.receptacles)}
+    obj_ids = {o: pddl_id(o) for o in sorted(spec.placements)}
+    rec_loc = {r: loc_id(scene.receptacles[r]) for r in rec_ids}
+    start = loc_id(spec.start)
     locations = sorted(set(rec_loc.values()) | {start})
-    obj_classes = sorted({_class_of(o) for o in obj_ids})
-    rec_classes = sorted({_class_of(r) for r in rec_ids})
+    obj_classes = sorted({class_of(o) for o in obj_ids})
+    rec_classes = sorted({class_of(r) for r in rec_ids})
     facts: list[str] = []
     for r, pid in rec_ids.items():
-        cls = _class_of(r)
+        cls = class_of(r)
         facts.append(f"(receptacleType {pid} {cls}Type)")
         if cls in c.OPENABLE_CLASS_SET:
             facts.append(f"(openable {pid})")
         facts.append(f"(receptacleAtLocation {pid} {rec_loc[r]})")
     facts.append(f"(atLocation agent1 {start})")
     for o, pid in obj_ids.items():
-        cls = _class_of(o)
+        cls = class_of(o)
         facts.append(f"(objectType {pid} {cls}Type)")
         if cls in lib.pickupable:
             facts.append(f"(pickupable {pid})")
@@ -382,7 +273,7 @@ def scene_number(floor_plan: str) -> int:
 
 
 def build_game(
-    lib: _Lib, spec: GameSpec, trial: str, domain: str, grammar: str
+    lib: AlfredLib, spec: GameSpec, trial: str, domain: str, grammar: str
 ) -> tuple[str, dict[str, Any], dict[str, Any]]:
     """(task folder name, game.tw-pddl content, traj_data.json content) of ``spec``."""
     folder = f"{spec.task_type}-{spec.object_target}-None-{spec.parent_target or spec.toggle_target}-{scene_number(spec.scene.floor_plan)}"
@@ -454,7 +345,7 @@ def generate_games(
     log: Any = None,
 ) -> list[GeneratedGame]:
     """Generate ``per_type`` validated games of each task type (deterministic in ``seed``)."""
-    lib = _Lib()
+    lib = AlfredLib()
     diff = DIFFICULTIES[difficulty]
     domain, grammar = alfworld_logic_files()
     plans = list(floor_plans) if floor_plans else lib.floor_plans()
@@ -517,7 +408,7 @@ DEFAULT_SEED = 20261130
 
 def build_default_set(archive: Path, seed: int = DEFAULT_SEED, log: Any = print) -> Path:
     """Generate, validate and pack the embedded default set into ``archive`` (.json.xz)."""
-    lib = _Lib()
+    lib = AlfredLib()
     every = lib.floor_plans()
     games: list[GeneratedGame] = []
     for split, (difficulty, per_type, which) in DEFAULT_SET.items():
