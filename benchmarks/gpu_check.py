@@ -177,9 +177,9 @@ def _engine_of(cfg: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from trainers.build import generation_engine
-    from trainers.config import TrainConfig
+    from trainers.config import TrainConfig, config_fields
 
-    known = {k: v for k, v in cfg.items() if k in TrainConfig.__dataclass_fields__}
+    known = {k: v for k, v in cfg.items() if k in {f.name for f in config_fields()}}
     device = "cuda" if known.get("device") in ("cuda", "auto") and torch.cuda.is_available() else "cpu"
     engine = generation_engine(TrainConfig.from_dict(known, flat=True), torch.device(device))
     return {"decode": engine["decode"], "rollout_dtype": engine["rollout_dtype"] or "fp32"}

@@ -96,7 +96,7 @@ class PeakPss:
 
 def child(args: argparse.Namespace) -> None:
     """One path in this process: the warm start, ``--iterations`` iterations, then the evaluations."""
-    from trainers.config import parse_args
+    from trainers.config_flags import parse_args
     from trainers.loop.trainer import Trainer
 
     with tempfile.TemporaryDirectory() as tmp, PeakPss() as pss:

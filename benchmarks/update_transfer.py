@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from trainers.advantages import step_advantages
-from trainers.config import parse_args
+from trainers.config_flags import parse_args
 from trainers.loop.trainer import Trainer
 from trainers.rollouts.rollout import Rollout, collect_rollout
 from trainers.seeds import task_seeds

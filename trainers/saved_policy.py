@@ -14,7 +14,7 @@ from typing import Any
 
 from trainers.advantages.registry import estimator_names
 from trainers.build import build_policy
-from trainers.config import EARLIER_VALUES, TrainConfig, flatten_sections, load_yaml
+from trainers.config import EARLIER_VALUES, TrainConfig, config_fields, flatten_sections, load_yaml
 from trainers.runs.checkpoint import CheckpointError, latest_checkpoint, load_checkpoint, load_trainable_state
 from trainers.teachers.registry import teacher_names
 from wrappers.errors import UserError
@@ -68,7 +68,7 @@ def saved_config(data: dict[str, Any], checkpoint: Path) -> Any:
                 "model, prompt and policy mode it was trained with are unknown"
             )
         saved = flatten_sections(load_yaml(config_yaml), str(config_yaml), warn=False)
-    known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in TrainConfig.__dataclass_fields__}
+    known = {k: v for k, v in {**EARLIER_VALUES, **saved}.items() if k in {f.name for f in config_fields()}}
     return TrainConfig.from_dict(without_plugins(known), source=str(checkpoint), flat=True)
 
 
@@ -83,7 +83,7 @@ def without_plugins(config: dict[str, Any]) -> dict[str, Any]:
     {'plugins': [], 'estimator': 'progpo-gigpo', 'estimator_options': {}}
     """
     out = {**config, "plugins": []}
-    defaults = TrainConfig.__dataclass_fields__
+    defaults = {f.name: f for f in config_fields()}
     if out.get("estimator", defaults["estimator"].default) not in estimator_names():
         out["estimator"], out["estimator_options"] = defaults["estimator"].default, {}
     if out.get("distill", "none") not in teacher_names():

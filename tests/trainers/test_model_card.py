@@ -146,4 +146,3 @@ def test_the_last_evaluation_is_the_last_eval_record_with_a_success_and_its_inte
     assert last_evaluation(records[1:2]) is None and last_evaluation([]) is None
     unlisted = last_evaluation([{k: v for k, v in records[0].items() if k != "eval/won"}])  # an older record
     assert unlisted is not None and unlisted["lo"] is None and unlisted["success"] == 0.5
-

@@ -384,7 +384,7 @@ def test_every_method_sets_every_axis_on_the_command_line():
     ],
 )
 def test_a_lab_config_that_sets_a_methods_axis_is_said_and_every_run_trains_its_methods_own(tmp_path, line, key):
-    from trainers.config import parse_args
+    from trainers.config_flags import parse_args
 
     argv = [*_lab_argv(tmp_path, TOY + line + "\n", "my.yaml"), *"--seeds 0 --methods gigpo".split()]
     note = runs.config_axes_note(tmp_path / "my.yaml")
@@ -576,7 +576,7 @@ def test_each_runs_command_line_is_read_by_the_trainer_as_the_method_and_block_s
     no bars or TensorBoard, and every axis of the method."""
     import argparse
 
-    from trainers.config import parse_args
+    from trainers.config_flags import parse_args
 
     ns = argparse.Namespace(config=ROOT / "configs" / "credit_lab.yaml", state_key="exact")
     cfg, _ = parse_args(runs.trainer_args(ns, method, 5, 30, tmp_path / "run"))

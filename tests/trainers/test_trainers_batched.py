@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from trainers.config import parse_args
+from trainers.config_flags import parse_args
 from trainers.loop.ppo import PPOConfig, micro_batches
 from trainers.loop.trainer import Trainer
 

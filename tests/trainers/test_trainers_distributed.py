@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from fake_rollouts import step_record
 
-from trainers.config import parse_args
+from trainers.config_flags import parse_args
 from trainers.distributed import shard_groups, shard_seed
 from trainers.loop.trainer import Trainer
 from trainers.runs.checkpoint import load_checkpoint

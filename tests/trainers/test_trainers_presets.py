@@ -61,16 +61,16 @@ def test_every_shipped_config_validates(name):
 
 def test_every_config_field_documents_itself_in_help() -> None:
     """TRL-style: each field carries one line of help and a --help section, and --help prints both."""
-    import dataclasses
 
-    from trainers.config import TrainConfig, build_parser
+    from trainers.config import config_fields
+    from trainers.config_flags import build_parser
 
     text = " ".join(build_parser().format_help().split())
-    for f in dataclasses.fields(TrainConfig):
+    for f in config_fields():
         assert f.metadata.get("help") and f.metadata.get("group"), f.name
         if f.name != "notes":
             assert " ".join(f.metadata["help"].split()) in text, f.name
-    sections = list(dict.fromkeys(f.metadata["group"] for f in dataclasses.fields(TrainConfig)))
+    sections = list(dict.fromkeys(f.metadata["group"] for f in config_fields()))
     assert sections == [
         "what to train",
         "policy",
@@ -88,7 +88,8 @@ def test_every_config_field_documents_itself_in_help() -> None:
 
 
 def test_yaml_sections_read_as_their_fields_and_flat_keys_with_a_deprecation_line(tmp_path, capsys) -> None:
-    from trainers.config import SECTIONS, TrainConfig, parse_args
+    from trainers.config import SECTIONS, TrainConfig
+    from trainers.config_flags import parse_args
 
     sectioned = tmp_path / "sectioned.yaml"
     sectioned.write_text(
@@ -129,10 +130,12 @@ def test_yaml_sections_read_as_their_fields_and_flat_keys_with_a_deprecation_lin
 def test_closed_choices_come_from_the_field_types_and_the_flags_offer_exactly_them(capsys) -> None:
     import typing
 
-    from trainers.config import TrainConfig, build_parser, closed_choices
+    from trainers.config import closed_choices
+    from trainers.config_flags import build_parser
+    from trainers.config_sections import SETTINGS
 
     choices = closed_choices()
-    hints = typing.get_type_hints(TrainConfig, vars(__import__("trainers.config", fromlist=["x"])))
+    hints = {name: hint for _, section in SETTINGS for name, hint in typing.get_type_hints(section).items()}
     assert set(choices) == {name for name, hint in hints.items() if typing.get_origin(hint) is typing.Literal}
     assert {"env", "hgpo_fusion", "warm_start", "group_norm", "answer_format", "loss_agg", "device"} <= set(choices)
     actions = {a.dest: a for a in build_parser()._actions}
@@ -148,7 +151,8 @@ def test_closed_choices_come_from_the_field_types_and_the_flags_offer_exactly_th
 
 
 def test_renamed_fields_still_read_from_yaml_and_flags_with_one_line(tmp_path, capsys) -> None:
-    from trainers.config import RENAMED, parse_args
+    from trainers.config import RENAMED
+    from trainers.config_flags import parse_args
 
     old = tmp_path / "old.yaml"
     old.write_text("init: none\ninit_std: 0.05\nlam: 0.5\nnorm: mean\nextra: {why: test}\n")
@@ -165,7 +169,7 @@ def test_renamed_fields_still_read_from_yaml_and_flags_with_one_line(tmp_path, c
     err = [ln for ln in capsys.readouterr().err.splitlines() if ln]
     assert len(err) == 7 and all(ln.startswith("deprecated: ") for ln in err), err
     assert "init is now warm_start" in err[0] and any("--fmt is now --answer-format" in ln for ln in err)
-    assert set(RENAMED.values()) <= {f.name for f in __import__("dataclasses").fields(cfg)}
+    assert set(RENAMED.values()) <= set(cfg.to_dict())
     both = tmp_path / "both.yaml"
     both.write_text("init: none\nwarm_start: bc\n")
     with pytest.raises(ConfigError, match="both init and warm_start are set"):
@@ -176,7 +180,7 @@ def test_renamed_fields_still_read_from_yaml_and_flags_with_one_line(tmp_path, c
 
 
 def build_help() -> str:
-    from trainers.config import build_parser
+    from trainers.config_flags import build_parser
 
     return build_parser().format_help()
 
@@ -190,7 +194,7 @@ def build_help() -> str:
     ],
 )
 def test_a_mistyped_flag_or_choice_is_a_short_usage_and_the_closest_one(argv, said, capsys):
-    from trainers.config import parse_args
+    from trainers.config_flags import parse_args
 
     with pytest.raises(SystemExit) as exit_info:
         parse_args(argv)

@@ -18,7 +18,8 @@ from fake_policy import FakeScoringPolicy
 from tiny_config import config_for_tests
 
 from trainers.cli.train import main
-from trainers.config import TrainConfig, parse_args
+from trainers.config import TrainConfig
+from trainers.config_flags import parse_args
 from trainers.loop.trainer import Trainer
 from trainers.runs.checkpoint import CheckpointError, checksum_path, load_checkpoint, save_checkpoint
 
@@ -425,7 +426,7 @@ def test_device_cuda_without_a_gpu_is_refused_before_the_run_dir_is_claimed(tmp_
 
 
 def test_an_empty_config_is_said_before_training_on_the_defaults(tmp_path, capsys, monkeypatch):
-    from trainers.config import parse_args
+    from trainers.config_flags import parse_args
 
     (tmp_path / "empty.yaml").write_text("# only a comment\n")
     cfg, _ = parse_args(["--config", str(tmp_path / "empty.yaml")])

@@ -236,7 +236,6 @@ def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refus
     not JSON, a record line over 1 MiB, a config that is not YAML or not a mapping, or over 1 MiB,
     a PNG whose Matplotlib mark is past its header, are a user's; recognising a flat config from
     before sections prints no deprecation line."""
-    import dataclasses
 
     import yaml
 
@@ -245,7 +244,7 @@ def test_the_formats_that_recognise_an_earlier_run_read_a_bounded_head_and_refus
 
     run = tmp_path / "run"
     run.mkdir()
-    flat = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if isinstance(v, (int, float, str, bool))}
+    flat = {k: v for k, v in TrainConfig().to_dict().items() if isinstance(v, (int, float, str, bool))}
     (run / "config.yaml").write_text(yaml.safe_dump(flat))
     (run / "curves.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 40 + b"Software: Matplotlib" + b"\0" * 200)
     ours, foreign = earlier_run_files(run)
@@ -749,7 +748,6 @@ def test_a_file_where_the_checkpoints_folder_goes_is_one_line_before_any_trainin
 
 
 def test_a_config_that_sets_a_field_twice_is_a_users_not_a_runs(tmp_path):
-    import dataclasses
 
     import yaml
 
@@ -758,7 +756,7 @@ def test_a_config_that_sets_a_field_twice_is_a_users_not_a_runs(tmp_path):
 
     run = tmp_path / "run"
     run.mkdir()
-    flat = {k: v for k, v in dataclasses.asdict(TrainConfig()).items() if isinstance(v, (int, float, str, bool))}
+    flat = {k: v for k, v in TrainConfig().to_dict().items() if isinstance(v, (int, float, str, bool))}
     (run / "config.yaml").write_text(yaml.safe_dump({**flat, "ppo": {"lr": 0.5}}))  # lr at the top and in its section
     assert earlier_run_files(run) == ([], [run / "config.yaml"])
 

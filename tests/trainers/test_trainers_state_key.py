@@ -8,7 +8,8 @@ import gymnasium as gym
 import pytest
 from gymnasium import spaces
 
-from trainers.config import ConfigError, TrainConfig, parse_args
+from trainers.config import ConfigError, TrainConfig
+from trainers.config_flags import parse_args
 from trainers.envs import canonicalizer_for
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from trainers.config import TrainConfig, parse_args
+from trainers.config import TrainConfig
+from trainers.config_flags import parse_args
 
 #: no progress bars, no TensorBoard
 QUIET = "--no-progress-bars --no-tensorboard"

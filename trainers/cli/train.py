@@ -30,7 +30,8 @@ import sys
 from pathlib import Path
 
 from trainers import stop_request
-from trainers.config import ConfigError, parse_args
+from trainers.config import ConfigError
+from trainers.config_flags import parse_args
 from trainers.distributed import teardown
 from trainers.forked import ShareKilled
 from trainers.rollouts.eval_episodes import PanelMismatch

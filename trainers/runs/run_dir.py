@@ -39,7 +39,6 @@ Example:
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import json
 import os
@@ -281,13 +280,13 @@ def _config_written_by_a_run(path: Path) -> bool:
     import yaml  # the [train] extra
 
     # the config module loads torch and the envs: only recognising an earlier run's config needs it
-    from trainers.config import ConfigError, TrainConfig, flatten_sections
+    from trainers.config import ConfigError, config_fields, flatten_sections
 
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")[: 1 << 20])
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return False
-    names = {f.name for f in dataclasses.fields(TrainConfig)}
+    names = {f.name for f in config_fields()}
     if not isinstance(data, dict):
         return False
     try:  # written in sections since they exist; flat before
