@@ -86,3 +86,33 @@ def test_the_cards_evaluation_reads_success_then_its_interval_low_to_high():
 def test_aliases_inside_a_list_are_refused_like_those_in_a_mapping(text):
     with pytest.raises(StrictYAMLError, match="YAML aliases"):
         load_strict(text)
+
+
+def test_a_base_estimators_report_paragraph_is_given_the_options_the_run_trained_with(tmp_path):
+    """The report's paragraph reads the options as used: ``estimator_options`` over the flat
+    fields (HGPO's depth 3 given as an option, its flat field at the default 2), and PlanPO's turn
+    term, on in its options, said to be off because score mode's schedule turned it off."""
+    from trainers.config import TrainConfig
+    from trainers.runs.summary import write_report
+
+    train = [
+        {
+            "iteration": i,
+            "kind": "train",
+            "adv/groups": 4.0,
+            "adv/hgpo_peer_step_frac": 0.5,
+            "adv/hgpo_deep_step_frac": 0.25,
+            "adv/planpo_groups": 1.0,
+            "adv/planpo_turn_alpha": 0.0,
+        }
+        for i in (1, 2)
+    ]
+    hgpo = {**TrainConfig().to_dict(), "estimator": "hgpo", "estimator_options": {"depth": 3, "fusion": "inverse-variance"}}
+    text = write_report(tmp_path / "h", train, hgpo).read_text()
+    assert "(depths 1..3, inverse-variance fusion)." in text and "On average 50.0% of the steps" in text
+    planpo = {**TrainConfig().to_dict(), "estimator": "planpo", "policy_mode": "score"}
+    text = write_report(tmp_path / "p", train, planpo).read_text()
+    assert "acted in **2 of 8 groups** (25.0%)" in text and "in score mode a response is a command's name" in text
+    off = {**planpo, "estimator_options": {"alpha_start": 0.0, "alpha_end": 0.0}}
+    text = write_report(tmp_path / "o", train, off).read_text()
+    assert "The turn term was off (alpha 0)." in text and "in score mode" not in text

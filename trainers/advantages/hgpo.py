@@ -296,17 +296,17 @@ def hgpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> dic
     }
 
 
-def hgpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
-    """The report's paragraph: how often a step had a history peer."""
+def hgpo_report(train: Sequence[dict[str, Any]], options: HGPOConfig) -> list[str]:
+    """The report's paragraph: how often a step had a history peer, and the depths and fusion used."""
     peer = sum(float(r.get("adv/hgpo_peer_step_frac", 0.0)) for r in train) / len(train)
     deep = sum(float(r.get("adv/hgpo_deep_step_frac", 0.0)) for r in train) / len(train)
-    credit = " with the reconstructed potential credit (arXiv 2607.04242)" if config.get("potential_credit") else ""
+    credit = " with the reconstructed potential credit (arXiv 2607.04242)" if options.potential_credit else ""
     return [
         "## Where HGPO acted",
         "",
         f"On average {peer:.1%} of the steps of an iteration had a peer with the same state in their group, "
         f"and {deep:.1%} one with the same state and at least the last state before it (depths 1.."
-        f"{config.get('hgpo_depth', 2)}, {config.get('hgpo_fusion', 'power')} fusion{credit}).",
+        f"{options.depth}, {options.fusion} fusion{credit}).",
         "",
     ]
 

@@ -263,8 +263,9 @@ def planpo_metrics(acted: Mapping[str, float], n_groups: int, n_steps: int) -> d
     }
 
 
-def planpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) -> list[str]:
-    """The report's paragraph: the groups PlanPO ranked, and whether its turn term was on."""
+def planpo_report(train: Sequence[dict[str, Any]], options: PlanPOConfig) -> list[str]:
+    """The report's paragraph: the groups PlanPO ranked, and whether its turn term was on (its
+    schedule turns it off in score mode: :func:`planpo_schedule`)."""
     acted = sum(float(r.get("adv/planpo_groups", 0.0)) for r in train)
     groups = sum(float(r["adv/groups"]) for r in train)
     alphas = [float(r.get("adv/planpo_turn_alpha", 0.0)) for r in train]
@@ -273,7 +274,7 @@ def planpo_report(train: Sequence[dict[str, Any]], config: Mapping[str, Any]) ->
         if any(alphas)
         else "The turn term was off (alpha 0): in score mode a response is a command's name, and the term "
         "would reward short names."
-        if config.get("policy_mode") == "score"
+        if options.alpha_start > 0 or options.alpha_end > 0  # on in the options: the schedule's score mode
         else "The turn term was off (alpha 0)."
     )
     return [

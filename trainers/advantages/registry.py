@@ -150,7 +150,8 @@ class Estimator:
         help: one line for ``--help`` and the lab.
         metrics: ``(acted, n_groups, n_steps) -> {"adv/...": value}``: where its own terms acted,
             from the counts its step term wrote into ``ctx.acted``.
-        report: ``(train_records, config) -> lines``: a paragraph of the run's report.
+        report: ``(train_records, options) -> lines``: a paragraph of the run's report, given the
+            options the run trained with (an instance of :attr:`options`, or ``None`` without them).
         schedule: ``(options, iteration, iterations, generate) -> options``: its options at one
             iteration of training (PlanPO's decaying turn weight).
         acted: ``{label: metric}``: the shares of :attr:`metrics` the lab tabulates as where the
@@ -164,7 +165,7 @@ class Estimator:
     options: type | None = None
     help: str = ""
     metrics: Callable[[Mapping[str, float], int, int], dict[str, float]] | None = None
-    report: Callable[[Sequence[dict[str, Any]], Mapping[str, Any]], list[str]] | None = None
+    report: Callable[[Sequence[dict[str, Any]], Any], list[str]] | None = None
     schedule: Callable[[Any, int, int, bool], Any] | None = None
     acted: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

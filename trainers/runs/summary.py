@@ -370,7 +370,8 @@ def _sampling_lines(records: Sequence[dict[str, Any]], config: dict[str, Any]) -
 
 def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> list[str]:
     """The base estimator's own paragraph (:attr:`~trainers.advantages.registry.Estimator.report`):
-    where its terms acted (PlanPO's ranked groups, HGPO's history peers)."""
+    where its terms acted (PlanPO's ranked groups, HGPO's history peers), given the options the
+    run trained with (its flat fields, ``estimator_options`` over them)."""
     train = [r for r in records if r.get("kind", "train") == "train" and "adv/groups" in r]
     try:
         spec = registered_estimator(str(config.get("estimator", "")))
@@ -378,10 +379,13 @@ def _base_share(records: Sequence[dict[str, Any]], config: dict[str, Any]) -> li
         return []
     if not train or spec.report is None:
         return []
-    # the options the run trained with: estimator_options over the flat fields they also spell
-    given = config.get("estimator_options") or {}
-    used = {spec.flag(f): given[f.name] for f in option_fields(spec.options) if f.name in given}
-    return spec.report(train, {**config, **used})
+    values = {f.name: config[spec.flag(f)] for f in option_fields(spec.options) if spec.flag(f) in config}
+    values.update(config.get("estimator_options") or {})
+    try:
+        options = spec.make_options(values)
+    except ValueError:  # options this registration no longer takes: no paragraph rather than a wrong one
+        return []
+    return spec.report(train, options)
 
 
 def _headline(records: Sequence[dict[str, Any]]) -> list[str]:
