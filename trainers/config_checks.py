@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+from dataclasses import fields
 from typing import Any, Mapping
 
 from progpo_envs.guard import check_import_names
@@ -15,7 +16,7 @@ from trainers.advantages.registry import exclusive_conflict, flat_options
 from trainers.config_sections import ConfigError, closed_choices, flat_fields
 from trainers.envs import ENV_TABLE
 from trainers.plugins import load_plugins
-from trainers.teachers.registry import is_builtin_teacher, reads_privileged, teacher_names
+from trainers.teachers.registry import reads_privileged, teacher_names
 from trainers.teachers.registry import teacher as registered_teacher
 
 try:
@@ -232,15 +233,15 @@ def _check_teacher(cfg: Any) -> None:
         raise ConfigError(f"distill must be one of {', '.join(teacher_names())}, got {cfg.distill!r}")
     if not isinstance(cfg.teacher_options, dict) or not all(isinstance(k, str) for k in cfg.teacher_options):
         raise ConfigError(f"teacher_options must be a mapping (name: value), got {cfg.teacher_options!r}")
-    if cfg.teacher_options and (cfg.distill == "none" or is_builtin_teacher(cfg.distill)):
-        taker = "no teacher is set (--distill)" if cfg.distill == "none" else f"{cfg.distill} takes none"
+    if cfg.teacher_options and cfg.distill == "none":
         raise ConfigError(
-            f"teacher option(s) {', '.join(cfg.teacher_options)} given, but {taker}: a plug-in teacher's "
-            "options are read by that teacher alone; drop them or pick it with --distill"
+            f"teacher option(s) {', '.join(cfg.teacher_options)} given, but no teacher is set (--distill): a "
+            "teacher's options are read by that teacher alone; drop them or pick it with --distill"
         )
     if cfg.distill == "none":
         return
     spec = registered_teacher(cfg.distill)
+    _check_teacher_options(cfg, spec)
     reason = spec.check(cfg) if spec.check is not None else None
     if reason:
         raise ConfigError(reason)
@@ -250,6 +251,29 @@ def _check_teacher(cfg: Any) -> None:
             f"distill {cfg.distill} reads the env's privileged text, which the {cfg.env} env does "
             f"not offer (ALFWorld and WebShop do); use --distill {' or '.join([*others, 'none'])}"
         )
+
+
+def _check_teacher_options(cfg: Any, spec: Any) -> None:
+    """``teacher_options`` against the teacher's options dataclass (a teacher without one checks
+    its own), and no option given twice with two values: its flat flag away from its default and
+    ``--teacher-option``."""
+    options = spec.options_class()
+    if options is None:
+        return
+    try:
+        spec.option_values(cfg)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    flat = {f.name: f.default for f in flat_fields()}
+    for f in fields(options):
+        flag = f.metadata.get("flag")
+        if f.name in cfg.teacher_options and flag in flat and getattr(cfg, flag) != flat[flag]:
+            given = cfg.teacher_options[f.name]
+            if getattr(cfg, flag) != given:
+                raise ConfigError(
+                    f"--{flag.replace('_', '-')} {getattr(cfg, flag)} and --teacher-option {f.name}={given} set one "
+                    "option twice with two values: keep one"
+                )
 
 
 def _load_plugins(cfg: Any) -> None:

@@ -22,7 +22,7 @@ from agents.policy_base import PolicyOptions
 from trainers.advantages.registry import flat_options
 from trainers.envs import ENV_TABLE, STATE_KEYS
 from trainers.rollouts.tree_rollout import SCORERS
-from trainers.teachers.registry import SKILL_WRITERS, teacher_names
+from trainers.teachers.registry import is_builtin_teacher, teacher_names
 from trainers.teachers.registry import teacher as registered_teacher
 from wrappers.errors import UserError
 from wrappers.signals import TAU_P, TAU_R
@@ -55,7 +55,6 @@ ROLLOUTS = ("flat", "tree")
 Env = Literal[ENVS]  # type: ignore[valid-type]  # a Literal of a tuple defined where its choices live: valid at run time, not statically
 StateKey = Literal[STATE_KEYS]  # type: ignore[valid-type]  # as above
 Scorer = Literal[SCORERS]  # type: ignore[valid-type]  # as above
-SkillWriter = Literal[SKILL_WRITERS]  # type: ignore[valid-type]  # as above
 AnswerFormat = Literal[FORMATS]  # type: ignore[valid-type]  # as above
 RolloutKind = Literal[ROLLOUTS]  # type: ignore[valid-type]  # as above
 Backend = Literal["transformers", "vllm"]
@@ -82,6 +81,31 @@ _POLICY = PolicyOptions()  # the policy's defaults are defined once, by agents.p
 def _opt(default: Any, help: str, group: str) -> Any:  # argparse's word
     """A section's field: its default, the one line ``--help`` prints, its ``--help`` section."""
     return field(default=default, metadata={"help": help, "group": group})
+
+
+def _with_teacher_options(cls: type) -> type:
+    """``cls`` with a field for each built-in teacher's own options (``distill_tau``, ``skill_writer``),
+    after ``teacher_options``, read from its registration's options dataclass
+    (:mod:`trainers.teachers.options`): one schema for the flag, the YAML key, ``--help`` and
+    ``--teacher-option``."""
+    annotations: dict[str, Any] = {}
+    for name, hint in cls.__annotations__.items():
+        annotations[name] = hint
+        if name != "teacher_options":
+            continue
+        for teacher in (registered_teacher(n) for n in teacher_names()[1:] if is_builtin_teacher(n)):
+            for f in fields(teacher.options_class() or _NoOptions):
+                choices = f.metadata.get("choices")
+                annotations[f.metadata["flag"]] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]  # a Literal of the option's choices, built at run time
+                help = f"{teacher.name}: {f.metadata['help']} (as a teacher option: {f.name})"
+                setattr(cls, f.metadata["flag"], field(default=f.default, metadata={"help": help, "group": "teacher"}))
+    cls.__annotations__ = annotations
+    return cls
+
+
+@dataclass(frozen=True)
+class _NoOptions:
+    """The options of a teacher that has none."""
 
 
 def _with_estimator_options(cls: type) -> type:
@@ -327,6 +351,7 @@ class RolloutSettings:
 
 
 @dataclass(frozen=True)
+@_with_teacher_options
 class TeacherSettings:
     """The teacher (trainers/teachers/): a distillation loss beside the RL loss."""
 
@@ -349,18 +374,7 @@ class TeacherSettings:
             "group": "teacher",
         },
     )
-    skill_writer: SkillWriter = _opt(
-        "template",
-        "hindsight: who writes the skills: template (sentences from the trajectory "
-        "alone, no ground truth) | policy (generate mode: the policy writes them)",
-        "teacher",
-    )
-    distill_tau: float = _opt(0.05, "privileged: EMA rate of the teacher after each optimizer step", "teacher")
-    distill_lambda: float = _opt(0.01, "hindsight: weight of the gated distillation term beside the RL loss", "teacher")
-    distill_gate_beta: float = _opt(5.0, "hindsight: gate g = sigmoid(beta * (l_skill - l_theta))", "teacher")
-    distill_top_k: int = _opt(
-        20, "privileged, generate mode: the teacher's top-k tokens compared per position", "teacher"
-    )
+    # (each built-in teacher's own options are fields here too, read from the registry: _with_teacher_options)
 
 
 @dataclass(frozen=True)

@@ -282,9 +282,16 @@ def test_a_plugin_that_cannot_load_or_registers_nothing_is_one_line_naming_it(tm
         (["--plugin", "./x"], "plugin ./x: not a module name (a.b.c) or a .py file"),
         (["--estimator", "hgpo", "--hgpo-depth", "2", "--estimator-option", "depth=3"], "set one option twice"),
         (["--teacher-option", "coef=1"], "no teacher is set (--distill)"),
-        (["--distill", "hindsight", "--teacher-option", "coef=1"], "hindsight takes none"),
+        (["--distill", "hindsight", "--teacher-option", "tau=1"], "hindsight has no option 'tau'; it takes"),
+        (["--distill", "hindsight", "--distill-lambda", "0.5", "--teacher-option", "coef=1"], "set one option twice"),
     ],
-    ids=["plugin-path", "two-spellings", "teacher-option-no-teacher", "teacher-option-builtin"],
+    ids=[
+        "plugin-path",
+        "two-spellings",
+        "teacher-option-no-teacher",
+        "teacher-option-unknown",
+        "teacher-two-spellings",
+    ],
 )
 def test_a_setting_that_would_be_ignored_or_disagrees_is_refused_in_one_line(tmp_path, flags, said):
     proc = train(tmp_path, BASE, "--iterations", "1", *flags)

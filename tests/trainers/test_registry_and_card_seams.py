@@ -107,7 +107,11 @@ def test_a_base_estimators_report_paragraph_is_given_the_options_the_run_trained
         }
         for i in (1, 2)
     ]
-    hgpo = {**TrainConfig().to_dict(), "estimator": "hgpo", "estimator_options": {"depth": 3, "fusion": "inverse-variance"}}
+    hgpo = {
+        **TrainConfig().to_dict(),
+        "estimator": "hgpo",
+        "estimator_options": {"depth": 3, "fusion": "inverse-variance"},
+    }
     text = write_report(tmp_path / "h", train, hgpo).read_text()
     assert "(depths 1..3, inverse-variance fusion)." in text and "On average 50.0% of the steps" in text
     planpo = {**TrainConfig().to_dict(), "estimator": "planpo", "policy_mode": "score"}

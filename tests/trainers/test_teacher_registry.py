@@ -118,3 +118,67 @@ def test_distill_modes_is_the_registry_now_and_an_unknown_name_is_an_attribute_e
     assert teacher_registry.DISTILL_MODES == teacher_registry.teacher_names()
     with pytest.raises(AttributeError, match="module 'trainers.teachers.registry' has no attribute 'NOPE'"):
         teacher_registry.NOPE
+
+
+def test_a_built_in_teachers_options_have_one_schema_for_the_flag_the_yaml_key_and_teacher_option():
+    """``--distill-tau 0.1`` and ``--teacher-option tau=0.1`` spell one option of the privileged
+    teacher's options dataclass; its factory trains with it; two values for it, an option it does
+    not take, or a value out of its bounds are one line each."""
+    from trainers.config import ConfigError, TrainConfig
+    from trainers.teachers.options import HindsightOptions, PrivilegedOptions
+
+    spec = teacher("privileged")
+    assert spec.options_class() is PrivilegedOptions and teacher("hindsight").options_class() is HindsightOptions
+    by_option = TrainConfig(distill="privileged", teacher_options={"tau": 0.1})
+    by_flag = TrainConfig(distill="privileged", distill_tau=0.1)
+    assert spec.option_values(by_option) == spec.option_values(by_flag) == PrivilegedOptions(tau=0.1, top_k=20)
+    assert by_option.distill_tau == 0.05  # the flat field keeps its default; the option is read over it
+    assert (
+        spec.option_values(TrainConfig(distill="privileged", distill_tau=0.1, teacher_options={"tau": 0.1})).tau == 0.1
+    )
+    said = {
+        "twice": dict(distill="privileged", distill_tau=0.2, teacher_options={"tau": 0.1}),
+        "unknown": dict(distill="privileged", teacher_options={"tua": 1}),
+        "bounds": dict(distill="privileged", teacher_options={"tau": 2.0}),
+        "none": dict(teacher_options={"coef": 1}),
+    }
+    messages = {}
+    for case, kwargs in said.items():
+        with pytest.raises(ConfigError) as err:
+            TrainConfig(**kwargs)
+        messages[case] = str(err.value)
+    assert (
+        messages["twice"]
+        == "--distill-tau 0.2 and --teacher-option tau=0.1 set one option twice with two values: keep one"
+    )
+    assert messages["unknown"] == "privileged has no option 'tua'; it takes tau, top_k"
+    assert messages["bounds"] == "distill_tau must be <= 1.0, got 2.0"
+    assert messages["none"].startswith("teacher option(s) coef given, but no teacher is set (--distill)")
+
+
+def test_the_hindsight_teachers_options_reach_its_check_and_its_label():
+    from trainers.config import ConfigError, TrainConfig
+    from trainers.teachers import label_of
+
+    cfg = TrainConfig(distill="hindsight", teacher_options={"coef": 0.5, "gate_beta": 2.0})
+    assert teacher("hindsight").option_values(cfg).coef == 0.5 and cfg.distill_lambda == 0.01
+    with pytest.raises(ConfigError, match="skill_writer policy needs --policy-mode generate"):
+        TrainConfig(distill="hindsight", teacher_options={"skill_writer": "policy"})
+    gen = TrainConfig(distill="hindsight", policy_mode="generate", teacher_options={"skill_writer": "policy"})
+    assert label_of(gen.to_dict()) == "hindsight (policy-written skills, no ground truth)"
+    assert label_of(TrainConfig(distill="hindsight").to_dict()) == "hindsight (no ground truth)"
+
+
+def test_the_factories_train_with_the_options_given_either_way(monkeypatch):
+    import trainers.teachers.hindsight as hindsight
+    import trainers.teachers.privileged as privileged
+    from trainers.config import TrainConfig
+
+    seen = {}
+    monkeypatch.setattr(privileged, "PrivilegedTeacher", lambda policy, model, **kw: seen.update(privileged=kw))
+    monkeypatch.setattr(hindsight, "HindsightTeacher", lambda policy, model, writer, **kw: seen.update(hindsight=kw))
+    privileged.make_privileged(TrainConfig(distill="privileged", teacher_options={"tau": 0.2, "top_k": 5}), None, None)
+    hindsight.make_hindsight(
+        TrainConfig(distill="hindsight", distill_gate_beta=3.0, teacher_options={"coef": 0.1}), None, None
+    )
+    assert seen == {"privileged": {"tau": 0.2, "top_k": 5}, "hindsight": {"coef": 0.1, "beta": 3.0}}

@@ -9,6 +9,7 @@ from typing import Any, Sequence
 import torch
 
 from trainers.teachers.base import ContextTeacher, StepTexts, TeacherInputs
+from trainers.teachers.registry import teacher
 from trainers.teachers.skills import PolicySkillWriter, SkillWriter, TemplateSkillWriter, transcripts_of
 from trainers.teachers.targets import HindsightTargets
 
@@ -62,9 +63,10 @@ class HindsightTeacher(ContextTeacher):
 
 
 def make_hindsight(cfg: Any, policy: Any, model: torch.nn.Module) -> HindsightTeacher:
-    """The hindsight teacher of a run's config (``skill_writer``, ``distill_lambda``, ``distill_gate_beta``)."""
-    writer = PolicySkillWriter(policy) if cfg.skill_writer == "policy" else TemplateSkillWriter()
-    return HindsightTeacher(policy, model, writer, coef=cfg.distill_lambda, beta=cfg.distill_gate_beta)
+    """The hindsight teacher of a run's config (its options: ``skill_writer``, ``coef`` / ``--distill-lambda``, ``gate_beta``)."""
+    options = teacher("hindsight").option_values(cfg)
+    writer = PolicySkillWriter(policy) if options.skill_writer == "policy" else TemplateSkillWriter()
+    return HindsightTeacher(policy, model, writer, coef=options.coef, beta=options.gate_beta)
 
 
 def hindsight_inputs(rollout: Any, writer: "SkillWriter | None") -> TeacherInputs:

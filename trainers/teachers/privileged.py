@@ -11,7 +11,7 @@ import torch
 from agents.contract import scoring_with
 from trainers.teachers.base import ContextTeacher, StepTexts, TeacherInputs
 from trainers.teachers.losses import ema_update, entropies, normalised_weights
-from trainers.teachers.registry import PRIVILEGED_KEY
+from trainers.teachers.registry import PRIVILEGED_KEY, teacher
 from trainers.teachers.targets import PrivilegedTargets
 from wrappers.errors import UserError
 
@@ -80,8 +80,9 @@ class PrivilegedTeacher(ContextTeacher):
 
 
 def make_privileged(cfg: Any, policy: Any, model: torch.nn.Module) -> PrivilegedTeacher:
-    """The privileged teacher of a run's config (``distill_tau``, ``distill_top_k``)."""
-    return PrivilegedTeacher(policy, model, tau=cfg.distill_tau, top_k=cfg.distill_top_k)
+    """The privileged teacher of a run's config (its options: ``--distill-tau`` / ``--teacher-option tau=``, ``top_k``)."""
+    options = teacher("privileged").option_values(cfg)
+    return PrivilegedTeacher(policy, model, tau=options.tau, top_k=options.top_k)
 
 
 def privileged_inputs(rollout: Any, step_failed: Sequence[bool], env: str = "this") -> TeacherInputs:

@@ -64,6 +64,9 @@ class TeacherSpec:
         privileged: it reads the env's privileged text at reset (an env must offer it).
         check: ``(cfg) -> reason or None``: a config it cannot run with, said before anything starts.
         report: ``(train_records, label) -> str``: its paragraph of the run report.
+        options: its options dataclass (each field an :func:`~trainers.advantages.options.option`;
+            a built-in's ``flag`` is its flat config field), or the path ``"module:Class"`` of one;
+            ``None``: its ``teacher_options`` are its own to check (``check``).
     """
 
     name: str
@@ -73,6 +76,7 @@ class TeacherSpec:
     privileged: bool = False
     check: Callable[[Any], str | None] | None = None
     report: Callable[[Sequence[dict[str, Any]], str], str] | None = None
+    options: type | str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name or self.name == "none" or "+" in self.name:
@@ -87,6 +91,32 @@ class TeacherSpec:
             module, _, attr = make.partition(":")
             make = getattr(importlib.import_module(module), attr)
         return make(cfg, policy, model)
+
+    def options_class(self) -> type | None:
+        """Its options dataclass (``options`` imported first when it is a path), or ``None``."""
+        options = self.options
+        if isinstance(options, str):
+            module, _, attr = options.partition(":")
+            options = getattr(importlib.import_module(module), attr)
+        return options
+
+    def option_values(self, cfg: Any) -> Any:
+        """The options a run's teacher trains with: each option's flat config field where it has
+        one (``distill_tau``), ``teacher_options`` over them, checked; an instance of its options
+        dataclass, or ``None`` without one."""
+        # the schema's checks live with the estimators' options: imported when a config is read
+        from trainers.advantages.options import check_options, option_fields
+
+        options = self.options_class()
+        if options is None:
+            return None
+        values = {
+            f.name: getattr(cfg, f.metadata["flag"])
+            for f in option_fields(options)
+            if f.metadata.get("flag") and hasattr(cfg, f.metadata["flag"])
+        }
+        values.update(check_options(self.name, options, dict(getattr(cfg, "teacher_options", None) or {})))
+        return options(**values)
 
 
 _TEACHERS: dict[str, TeacherSpec] = {}
@@ -187,7 +217,7 @@ def _hindsight_report(train: Sequence[dict[str, Any]], label: str) -> str:
 
 
 def _hindsight_check(cfg: Any) -> str | None:
-    if cfg.skill_writer == "policy" and cfg.policy_mode != "generate":
+    if teacher("hindsight").option_values(cfg).skill_writer == "policy" and cfg.policy_mode != "generate":
         return (
             "skill_writer policy needs --policy-mode generate (the policy writes the skills); score mode uses the "
             "template writer"
@@ -204,6 +234,7 @@ register_teacher(
         "expert plan / the target product: NOT pure RL",
         privileged=True,
         report=_privileged_report,
+        options="trainers.teachers.options:PrivilegedOptions",
     ),
     builtin=True,
 )
@@ -213,13 +244,14 @@ register_teacher(
         "trainers.teachers.hindsight:make_hindsight",
         lambda c: (
             "hindsight (no ground truth)"
-            if c.get("skill_writer", "template") == "template"
+            if {**c, **(c.get("teacher_options") or {})}.get("skill_writer", "template") == "template"
             else "hindsight (policy-written skills, no ground truth)"
         ),
         help="SEED: a gated pull toward the choices the policy makes with a hindsight skill of its own trajectory in "
         "context, every group",
         check=_hindsight_check,
         report=_hindsight_report,
+        options="trainers.teachers.options:HindsightOptions",
     ),
     builtin=True,
 )
