@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import difflib
 import sys
+from dataclasses import fields
 from pathlib import Path
 from typing import Any, Callable
 
 from trainers.advantages.options import yaml11_float
 from trainers.advantages.registry import flat_options
-from trainers.config_sections import ConfigError, owner_of
+from trainers.config_sections import SETTINGS, ConfigError, owner_of
 from trainers.strict_yaml import StrictYAMLError, load_strict
 
 __all__ = [
@@ -115,6 +116,12 @@ SECTIONS: dict[str, dict[str, str]] = {
 
 #: a sectioned field -> (its section, its key there)
 SECTION_OF: dict[str, tuple[str, str]] = {f: (sec, key) for sec, keys in SECTIONS.items() for key, f in keys.items()}
+#: :data:`SECTIONS`, then each of the config's sections not among them (``task``, ``budget``, ...)
+#: by its fields' own names: a config may be written in the sections ``--print-config`` names too
+_ALL_SECTIONS: dict[str, dict[str, str]] = {
+    **SECTIONS,
+    **{name: {f.name: f.name for f in fields(cls)} for name, cls in SETTINGS if name not in SECTIONS},
+}
 
 
 def is_field(name: str) -> bool:
@@ -123,29 +130,32 @@ def is_field(name: str) -> bool:
 
 
 def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = True) -> dict[str, Any]:
-    """``data`` with its sections (:data:`SECTIONS`) spread into fields; a sectioned field at the top
+    """``data`` with its sections (:data:`SECTIONS`, and the config's own sections by their fields'
+    names: ``budget: {iterations: 30}``) spread into fields; a field of :data:`SECTIONS` at the top
     level is kept, with one deprecation line on stderr when ``warn``. A field set twice, or a key
     a section does not have, is an error (before any line is printed).
 
     >>> flatten_sections({"advantage": {"estimator": "gigpo"}, "tree": {"branches": 2}, "seed": 3})
     {'estimator': 'gigpo', 'tree_branches': 2, 'seed': 3}
+    >>> flatten_sections({"task": {"env": "rooms"}, "budget": {"iterations": 2}})
+    {'env': 'rooms', 'iterations': 2}
     """
 
     out: dict[str, Any] = {}
     flat_sectioned: list[str] = []
     for key, value in data.items():
-        if key in SECTIONS and not isinstance(value, dict) and not is_field(key):
+        if key in _ALL_SECTIONS and not isinstance(value, dict) and not is_field(key):
             raise ConfigError(
                 f"{source}: {key}: is a section, a mapping of its keys (e.g. {key}: "
-                f"{{{next(iter(SECTIONS[key]))}: {value!r}}}); it takes {', '.join(SECTIONS[key])}"
+                f"{{{next(iter(_ALL_SECTIONS[key]))}: {value!r}}}); it takes {', '.join(_ALL_SECTIONS[key])}"
             )
-        if key in SECTIONS and isinstance(value, dict):
+        if key in _ALL_SECTIONS and isinstance(value, dict):
             entries = []
             for sub, sub_value in value.items():
-                name = SECTIONS[key].get(sub) if isinstance(sub, str) else None
+                name = _ALL_SECTIONS[key].get(sub) if isinstance(sub, str) else None
                 if name is None:
-                    home = [f"{sec}: {{{sub}: ...}}" for sec, keys in SECTIONS.items() if sec != key and sub in keys]
-                    close = difflib.get_close_matches(str(sub), list(SECTIONS[key]), n=1, cutoff=0.6)
+                    home = [f"{sec}: {{{sub}: ...}}" for sec, keys in _ALL_SECTIONS.items() if sec != key and sub in keys]
+                    close = difflib.get_close_matches(str(sub), list(_ALL_SECTIONS[key]), n=1, cutoff=0.6)
                     raise ConfigError(
                         f"{source}: {key}: has no key {sub!r}"
                         + (
@@ -153,7 +163,7 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
                             if home
                             else f"; did you mean {close[0]}?"
                             if close
-                            else f"; it takes {', '.join(SECTIONS[key])}"
+                            else f"; it takes {', '.join(_ALL_SECTIONS[key])}"
                         )
                     )
                 entries.append((name, sub_value))

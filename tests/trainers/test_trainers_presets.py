@@ -233,3 +233,29 @@ def test_a_run_logged_to_a_file_prints_one_line_per_iteration_and_no_bar_fragmen
     assert "\r" not in text
     lines = [ln for ln in text.splitlines() if ln.startswith("iteration ")]
     assert [ln.split(":")[0] for ln in lines] == ["iteration 1/3", "iteration 2/3", "iteration 3/3"]
+
+
+def test_a_config_may_be_written_in_the_configs_own_sections(capsys) -> None:
+    """``task:``, ``budget:``, ``outputs:`` ... hold their fields by name, beside the older
+    ``advantage:`` / ``tree:`` / ``distill:`` / ``ppo:`` sections; a key in the wrong section says
+    where it goes."""
+    from trainers.config import ConfigError, TrainConfig
+    from trainers.config_sections import SETTINGS
+
+    data = {
+        "task": {"env": "rooms", "max_steps": 4},
+        "budget": {"iterations": 2, "num_groups": 2},
+        "outputs": {"eval_every": 1},
+        "advantage": {"estimator": "grpo"},
+        "tree": {"branches": 2},
+    }
+    cfg = TrainConfig.from_dict(data)
+    assert (cfg.env, cfg.task.max_steps, cfg.iterations, cfg.eval_every, cfg.estimator, cfg.tree_branches) == (
+        "rooms", 4, 2, 1, "grpo", 2,
+    )  # fmt: skip
+    assert capsys.readouterr().err == ""
+    with pytest.raises(ConfigError, match=r"budget: has no key 'lr'; lr goes under ppo: \{lr: \.\.\.\}"):
+        TrainConfig.from_dict({"budget": {"lr": 0.1}})
+    with pytest.raises(ConfigError, match="env is set twice"):
+        TrainConfig.from_dict({"task": {"env": "rooms"}, "env": "alfworld"})
+    assert {name for name, _ in SETTINGS} >= {"task", "policy", "warm", "collection", "teacher", "budget", "outputs"}
