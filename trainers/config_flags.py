@@ -133,24 +133,16 @@ def _add_command_flags(ap: argparse.ArgumentParser) -> None:
     ap.add_argument(
         "--plugin", dest="plugins", action="append", default=None, metavar="MODULE_OR_FILE", help=_field_help("plugins")
     )
-    ap.add_argument(
-        "--estimator-option",
-        dest="estimator_options",
-        action="append",
-        default=None,
-        type=_name_value,
-        metavar="NAME=VALUE",
-        help=_field_help("estimator_options"),
-    )
-    ap.add_argument(
-        "--teacher-option",
-        dest="teacher_options",
-        action="append",
-        default=None,
-        type=_name_value,
-        metavar="NAME=VALUE",
-        help=_field_help("teacher_options"),
-    )
+    for owner in ("estimator", "teacher"):  # a plug-in's (or a built-in's) options by name, repeated
+        ap.add_argument(
+            f"--{owner}-option",
+            dest=f"{owner}_options",
+            action="append",
+            default=None,
+            type=_name_value,
+            metavar="NAME=VALUE",
+            help=_field_help(f"{owner}_options"),
+        )
 
 
 def _add_field_flags(ap: argparse.ArgumentParser, choices: dict[str, Any]) -> None:

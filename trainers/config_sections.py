@@ -369,8 +369,9 @@ class TeacherSettings:
     teacher_options: dict[str, Any] = field(
         default_factory=dict,
         metadata={
-            "help": "a plug-in teacher's own options by name, read by its factory (YAML: distill: {options: {name: "
-            "value}}; flag: --teacher-option NAME=VALUE, repeated)",
+            "help": "the teacher's own options by name, checked against its options dataclass where it has one "
+            "(YAML: distill: {options: {name: value}}; flag: --teacher-option NAME=VALUE, repeated); a built-in "
+            "teacher's are flags of their own too (--distill-tau is tau)",
             "group": "teacher",
         },
     )
