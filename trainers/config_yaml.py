@@ -154,7 +154,9 @@ def flatten_sections(data: dict[str, Any], source: str = "config", warn: bool = 
             for sub, sub_value in value.items():
                 name = _ALL_SECTIONS[key].get(sub) if isinstance(sub, str) else None
                 if name is None:
-                    home = [f"{sec}: {{{sub}: ...}}" for sec, keys in _ALL_SECTIONS.items() if sec != key and sub in keys]
+                    home = [
+                        f"{sec}: {{{sub}: ...}}" for sec, keys in _ALL_SECTIONS.items() if sec != key and sub in keys
+                    ]
                     close = difflib.get_close_matches(str(sub), list(_ALL_SECTIONS[key]), n=1, cutoff=0.6)
                     raise ConfigError(
                         f"{source}: {key}: has no key {sub!r}"
