@@ -259,3 +259,29 @@ def test_a_config_may_be_written_in_the_configs_own_sections(capsys) -> None:
     with pytest.raises(ConfigError, match="env is set twice"):
         TrainConfig.from_dict({"task": {"env": "rooms"}, "env": "alfworld"})
     assert {name for name, _ in SETTINGS} >= {"task", "policy", "warm", "collection", "teacher", "budget", "outputs"}
+
+
+def test_a_config_is_its_sections_and_each_field_is_still_read_set_and_given_by_its_name() -> None:
+    import copy
+    import dataclasses
+    import pickle
+
+    from trainers.config import TrainConfig, config_fields
+    from trainers.config_sections import SETTINGS, PPOSettings
+
+    cfg = TrainConfig(estimator="grpo", lr=1e-4, max_steps=8)
+    assert [f.name for f in dataclasses.fields(TrainConfig)] == ["plugins", *(name for name, _ in SETTINGS)]
+    assert (cfg.ppo.lr, cfg.lr, cfg.advantage.estimator, cfg.task.max_steps) == (1e-4, 1e-4, "grpo", 8)
+    moved = dataclasses.replace(cfg, lr=2e-4)
+    assert (moved.lr, cfg.lr, moved.estimator) == (2e-4, 1e-4, "grpo")  # the copy's section is a new one
+    assert dataclasses.replace(cfg, ppo=PPOSettings(lr=0.5), max_steps=3).ppo.lr == 0.5
+    cfg.lr = 3e-4  # a field set by its name replaces its (frozen) section
+    assert cfg.ppo.lr == 3e-4 and moved.ppo.lr == 2e-4
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.ppo.lr = 1.0  # type: ignore[misc]
+    assert pickle.loads(pickle.dumps(cfg)) == cfg == copy.deepcopy(cfg)
+    assert list(cfg.to_dict()) == [f.name for f in config_fields()] and cfg.to_dict()["lr"] == 3e-4
+    with pytest.raises(TypeError, match="unexpected keyword argument"):
+        TrainConfig(lrr=0.1)
+    with pytest.raises(AttributeError):
+        cfg.no_such_field
