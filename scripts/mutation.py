@@ -158,7 +158,7 @@ MODULES: dict[str, tuple[list[str], list[str]]] = {
         [T + "test_lab_compare.py", T + "test_progpo_effect_benchmark.py", T + "test_lab_runs.py"],
     ),
     "dynamic-sampling": (
-        ["trainers/sharding.py", "trainers/loop/collector.py", "trainers/loop/finite.py"],
+        ["trainers/sharding.py", "trainers/loop/collector.py", "trainers/finite.py"],
         [T + "test_dynamic_sampling.py", T + "test_nonfinite_and_plugin_safety.py"],
     ),
     # the GPU's default engine, against the loop decoder as the reference

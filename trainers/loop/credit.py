@@ -15,7 +15,7 @@ import numpy as np
 from trainers import seeds
 from trainers.advantages import AdvantageConfig, penalized_advantages, step_advantages
 from trainers.advantages.registry import TermError
-from trainers.loop.finite import EstimatorTermError, check_finite
+from trainers.finite import EstimatorTermError, check_finite
 from trainers.loop.sections import CreditSection
 from trainers.rollouts.rollout import Rollout
 

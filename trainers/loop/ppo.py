@@ -25,7 +25,7 @@ import torch
 
 from agents.batching import chunks
 from trainers import distributed, stop_request
-from trainers.loop.finite import check_finite
+from trainers.finite import check_finite
 from trainers.loop.losses import PolicyLoss, ppo_clip_loss
 
 if TYPE_CHECKING:
@@ -179,6 +179,11 @@ class UpdateBatch:
         return cls(
             outputs, old, ref, adv, n_tok, token_weights(step_traj, chosen, n_tok, loss_agg), cost, keys, n_global
         )
+
+    def passes(self, part: Sequence[int], cfg: "PPOConfig") -> list[list[int]]:
+        """``part`` (indices into the batch) in the update's forward passes (:func:`micro_batches`):
+        what an auxiliary term's own loss runs its passes in."""
+        return micro_batches(part, self.cost, cfg, self.keys or None)
 
 
 @dataclass

@@ -35,10 +35,10 @@ from agents.contract import TrainablePolicy
 from trainers import distributed, stop_request
 from trainers.build import build_policy, env_fns, make_teacher, resolve_device, shared_model, warm_start
 from trainers.config import TrainConfig, lr_warning
+from trainers.finite import NonFiniteError
 from trainers.loop.collector import Rollout, Rollouts, check_rollout_streams
 from trainers.loop.credit import Credit, CreditAssigner
 from trainers.loop.evaluator import Evaluator
-from trainers.loop.finite import NonFiniteError
 from trainers.loop.sections import credit_section, eval_section, rollout_section, run_section, update_section
 from trainers.loop.train_record import engine_metrics, train_record
 from trainers.loop.updater import Updater

@@ -24,7 +24,7 @@ from agents.contract import TrainablePolicy, scoring_with
 from agents.logprobs import logprob_mismatch
 from trainers import distributed, seeds
 from trainers.config import ConfigError
-from trainers.loop.finite import check_finite_weights
+from trainers.finite import check_finite_weights
 from trainers.loop.ppo import Learner, PPOConfig, UpdateBatch, comm_for, micro_batches, ppo_update
 from trainers.loop.sections import UpdateSection
 from trainers.runs.console import progress_bar

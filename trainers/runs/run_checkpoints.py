@@ -17,7 +17,7 @@ import torch
 
 from trainers import distributed, seeds
 from trainers.config import EARLIER_VALUES, ConfigError, TrainConfig, flatten_sections, upgrade_names
-from trainers.loop.finite import check_finite_weights
+from trainers.finite import check_finite_weights
 from trainers.runs.checkpoint import (
     TRAINING_ENTRIES,
     CheckpointError,

@@ -14,7 +14,6 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
-from trainers.loop.ppo import micro_batches
 from trainers.teachers.losses import gated_distill, symmetric_kl, topk_symmetric_kl
 
 __all__ = ["HindsightTargets", "PrivilegedTargets"]
@@ -53,7 +52,7 @@ class PrivilegedTargets:
         total_w = float(comm.sum([sum(float(self.weight[j].sum()) for j in routed)])[0])  # type: ignore[union-attr, misc]  # a routed step always has its weights (Optional in the list type)
         if total_w <= 0:
             return
-        for micro in micro_batches(routed, batch.cost, cfg, batch.keys or None):
+        for micro in batch.passes(routed, cfg):
             dists = learner.distributions([batch.outputs[j] for j in micro])
             losses = []
             for j, d in zip(micro, dists):

@@ -9,7 +9,7 @@ estimator and the iteration, and the run stops with one line, its last checkpoin
 >>> check_finite("advantage", np.array([0.5, np.nan]))
 Traceback (most recent call last):
 ...
-trainers.loop.finite.NonFiniteError: non-finite advantage (1 of 2 values)
+trainers.finite.NonFiniteError: non-finite advantage (1 of 2 values)
 """
 
 from __future__ import annotations
