@@ -14,9 +14,14 @@ Rooms:
 * :mod:`trainers.lab` -- the credit-trap lab, ``python -m trainers.lab``.
 * :mod:`trainers.integrations` -- TRL, verl and verl-agent.
 
-Beside them: :mod:`trainers.config` (:class:`~trainers.config.TrainConfig`: YAML + flags),
-:mod:`trainers.build` (the model, policy and envs of a config), :mod:`trainers.envs` (env
-factories), :mod:`trainers.teachers` and :mod:`trainers.teachers.registry` (``--distill``),
+* :mod:`trainers.teachers` -- the teachers (``--distill``): their registry, protocol, options and
+  the two built-ins.
+
+Beside them: :mod:`trainers.config` (:class:`~trainers.config.TrainConfig`: its sections in
+:mod:`trainers.config_sections`, YAML in :mod:`trainers.config_yaml`, checks in
+:mod:`trainers.config_checks`, flags in :mod:`trainers.config_flags`), :mod:`trainers.build` (the
+model, policy and envs of a config), :mod:`trainers.envs` (env factories), :mod:`trainers.finite`
+(the non-finite checks),
 :mod:`trainers.plugins` (loading plug-ins), :mod:`trainers.sft` (the behaviour-cloning warm start),
 :mod:`trainers.runs.metrics` (JSONL, TensorBoard, W&B), :mod:`trainers.statistics`,
 :mod:`trainers.seeds` (the named seed streams), :mod:`trainers.distributed` and
@@ -28,7 +33,7 @@ Importing :mod:`trainers.advantages` or :mod:`trainers.loop.losses` loads numpy 
 :mod:`wrappers.signals` (and torch, for the losses) only; the loop needs the ``train`` extra.
 Another distribution's ``wrappers`` or ``agents`` earlier on ``sys.path`` is named in one line
 (:mod:`progpo_envs.guard`) where the name is first used: :mod:`trainers.advantages` checks
-``wrappers`` when its import fails, :mod:`trainers.config` checks ``agents`` and ``wrappers``. The verl plugin needs only
+``wrappers`` when its import fails, :mod:`trainers.config` and :mod:`trainers.config_checks` check ``agents`` and ``wrappers``. The verl plugin needs only
 this package and :mod:`trainers.integrations`, so a foreign ``agents`` in the working directory
 does not keep it out of verl.
 """
