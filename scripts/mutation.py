@@ -188,6 +188,11 @@ LEFT_OUT: dict[str, list[str]] = {
 }
 
 
+#: test files no row runs: the package's layout and import-guard checks, whose fast tests start
+#: interpreters that cannot run mutmut's instrumented tree (they fail on every mutant alike)
+NEVER = ("tests/test_package.py",)
+
+
 def module_tests(name: str, tree: Path = ROOT) -> list[str]:
     """The test files run against core module ``name``: its listed ones, and every other test file
     that imports one of its sources (a test that reaches a module is a test of it), less
@@ -199,7 +204,7 @@ def module_tests(name: str, tree: Path = ROOT) -> list[str]:
         text = test.read_text(errors="replace")
         if any(f"import {d}" in text or f"from {d} import" in text for d in dotted):
             found.append(str(test.relative_to(tree)))
-    skip = set(LEFT_OUT.get(name, []))
+    skip = {*LEFT_OUT.get(name, []), *NEVER}
     return [f for f in dict.fromkeys([f for f in listed if (tree / f).exists()] + found) if f not in skip]
 
 
