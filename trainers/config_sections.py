@@ -94,18 +94,14 @@ def _with_teacher_options(cls: type) -> type:
         if name != "teacher_options":
             continue
         for teacher in (registered_teacher(n) for n in teacher_names()[1:] if is_builtin_teacher(n)):
-            for f in fields(teacher.options_class() or _NoOptions):
+            options = teacher.options_class()
+            for f in fields(options) if options is not None else ():
                 choices = f.metadata.get("choices")
                 annotations[f.metadata["flag"]] = Literal[choices] if choices else type(f.default)  # type: ignore[valid-type]  # a Literal of the option's choices, built at run time
                 help = f"{teacher.name}: {f.metadata['help']} (as a teacher option: {f.name})"
                 setattr(cls, f.metadata["flag"], field(default=f.default, metadata={"help": help, "group": "teacher"}))
     cls.__annotations__ = annotations
     return cls
-
-
-@dataclass(frozen=True)
-class _NoOptions:
-    """The options of a teacher that has none."""
 
 
 def _with_estimator_options(cls: type) -> type:
